@@ -1,0 +1,3 @@
+#include <torch/torch.h>
+#include <iostream>
+int main(int argc, char** argv) { std::cout << "lol\n"; return 0; }

@@ -1,0 +1,55 @@
+#include "core/runtime.h"
+
+#include <malloc.h>
+#include <sched.h>
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "util/error.h"
+
+namespace lol {
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return 1;
+}
+
+void init_runtime(int threads) {
+  static std::once_flag malloc_once;
+  std::call_once(malloc_once, [] {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_TOP_PAD, 64 << 20);
+  });
+  int n = threads;
+  if (n <= 0) {
+    if (const char* env = std::getenv("LOL_NUM_THREADS")) n = std::atoi(env);
+  }
+  if (n <= 0) n = available_cores();
+  at::set_num_threads(n);
+}
+
+c10::Device parse_device(const std::string& name, const std::string& flag) {
+  c10::Device dev(c10::kCPU);
+  try {
+    dev = c10::Device(name);
+  } catch (const std::exception&) {
+    throw InputError(flag + ": unknown device '" + name + "' (expected cpu, cuda or cuda:N)");
+  }
+  if (dev.is_cuda() && !torch::cuda::is_available())
+    throw InputError(flag + ": '" + name + "' requested but this LibTorch build has no usable CUDA device");
+  if (!dev.is_cpu() && !dev.is_cuda())
+    throw InputError(flag + ": unsupported device '" + name + "' (expected cpu or cuda)");
+  return dev;
+}
+
+}  // namespace lol
