@@ -1,3 +1,27 @@
-#include <torch/torch.h>
+// lol: command-line entry point. Exit codes: 0 success, 1 internal error,
+// 2 bad input (lol::InputError or a CLI parse error).
 #include <iostream>
-int main(int argc, char** argv) { std::cout << "lol\n"; return 0; }
+
+#include "cli/commands.h"
+#include "core/runtime.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "lol 0.1.0");
+  lol::init_runtime();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const lol::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

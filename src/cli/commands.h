@@ -1,0 +1,11 @@
+// Sub-command registry of the `lol` tool. Each sub-command lives in its own
+// src/cli/cmd_<name>.cpp and exposes a register function listed in main.cpp.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace lol::cli {
+
+// Each registers one sub-command (and its own sub-sub-commands) on `app`.
+// (filled as sub-commands land)
+
+}  // namespace lol::cli
