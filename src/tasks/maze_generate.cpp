@@ -1,0 +1,181 @@
+#include "tasks/maze_generate.h"
+
+#include <stdexcept>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace lol::tasks {
+
+uint64_t maze_uniform_below(std::mt19937_64& rng, uint64_t n) {
+  if (n <= 1) return 0;
+  const uint64_t rem = (0 - n) % n;  // 2^64 mod n
+  const uint64_t limit = ~uint64_t(0) - rem;  // accept r <= limit: limit + 1 is a multiple of n
+  for (;;) {
+    const uint64_t r = rng();
+    if (r <= limit) return r % n;
+  }
+}
+
+Maze generate_maze(std::mt19937_64& rng, int size) {
+  require(size >= kMazeMinSize && size <= kMazeMaxSize, "maze size", "expected 4..16, got " + std::to_string(size));
+  Maze m;
+  m.size = size;
+  const int n = size * size;
+  m.open.assign(n, 0);
+  std::vector<uint8_t> visited(n, 0);
+  std::vector<int> stack;
+  stack.reserve(n);
+  const int first = int(maze_uniform_below(rng, n));
+  stack.push_back(first);
+  visited[first] = 1;
+  std::array<MazeDir, 4> cand_dir;
+  std::array<int, 4> cand_cell;
+  while (!stack.empty()) {
+    const int c = stack.back(), r = c / size, col = c % size;
+    int k = 0;
+    auto consider = [&](MazeDir d, bool inside, int nb) {
+      if (inside && !visited[nb]) {
+        cand_dir[k] = d;
+        cand_cell[k++] = nb;
+      }
+    };
+    consider(kMazeNorth, r > 0, c - size);
+    consider(kMazeEast, col + 1 < size, c + 1);
+    consider(kMazeSouth, r + 1 < size, c + size);
+    consider(kMazeWest, col > 0, c - 1);
+    if (k == 0) {
+      stack.pop_back();
+      continue;
+    }
+    const int pick = int(maze_uniform_below(rng, uint64_t(k)));
+    const int nb = cand_cell[pick];
+    m.open[c] |= cand_dir[pick];
+    m.open[nb] |= maze_opposite(cand_dir[pick]);
+    visited[nb] = 1;
+    stack.push_back(nb);
+  }
+  m.start = int(maze_uniform_below(rng, n));
+  m.goal = int(maze_uniform_below(rng, n - 1));
+  if (m.goal >= m.start) ++m.goal;
+  return m;
+}
+
+int maze_min_solution_cells(int size) { return (3 * size + 1) / 2; }
+
+MazeSolutions solve_maze_strategies(const Maze& maze) {
+  MazeSolutions s;
+  auto reject = [&s](const char* rule, std::string why) {
+    s.rule = rule;
+    s.rejection = std::move(why);
+    return s;
+  };
+  if (!maze.is_perfect()) return reject("not_perfect", "the maze is not a spanning tree of the grid");
+  s.path = maze_solution_path(maze);
+  const int min_cells = maze_min_solution_cells(maze.size);
+  if (int(s.path.size()) < min_cells)
+    return reject("short_path", "solution path has " + std::to_string(s.path.size()) + " cells, need " +
+                                    std::to_string(min_cells));
+  // Cheapest and most selective rules first.
+  MazeRun& astar = s.runs[kMazeAStar - 1];
+  astar = maze_astar(maze, AStarTies::kReject);
+  if (!astar.ok) return reject("astar_tie", astar.reason);
+  MazeRun& dfs = s.runs[kMazeDfs - 1];
+  dfs = maze_dfs(maze);
+  if (dfs.ok && dfs.trace.size() <= s.path.size()) return reject("dfs_no_backtrack", "DFS never backtracks");
+  MazeRun& bfs = s.runs[kMazeBfs - 1];
+  bfs = maze_bfs(maze);
+  if (bfs.ok) {
+    std::vector<uint8_t> on_path(maze.cells(), 0);
+    for (int c : s.path) on_path[c] = 1;
+    int off = 0;
+    for (int c : bfs.trace) off += !on_path[c];
+    if (off < kMazeMinBfsOffPath)
+      return reject("bfs_few_off_path", "BFS expands only " + std::to_string(off) + " cells off the path");
+  }
+  s.runs[kMazeBidirectional - 1] = maze_bidirectional(maze);
+  s.runs[kMazeDeadEnd - 1] = maze_dead_end_filling(maze);
+  for (int k = 0; k < kMazeStrategyCount; ++k) {
+    const MazeRun& r = s.runs[k];
+    if (!r.ok) return reject("strategy_rejected", std::string(maze_strategy_name(k + 1)) + ": " + r.reason);
+    if (r.path != s.path)  // every solver recovers the path from its own search
+      throw std::logic_error(std::string("maze: ") + maze_strategy_name(k + 1) + " found a different path");
+  }
+  for (int a = 0; a < kMazeStrategyCount; ++a)
+    for (int b = a + 1; b < kMazeStrategyCount; ++b)
+      if (s.runs[a].trace == s.runs[b].trace)
+        return reject("traces_not_distinct", std::string(maze_strategy_name(a + 1)) + " and " +
+                                                 maze_strategy_name(b + 1) + " produce the same trace");
+  return s;
+}
+
+namespace {
+
+Example build_example(const std::string& question, uint64_t id, const Maze& maze, int strategy, const MazeRun& run,
+                      bool filler) {
+  Example e;
+  e.question = question;
+  e.label = filler ? std::string(kMazeFillerLabel) : maze_strategy_label(strategy, maze.size);
+  e.trace = "R : " + maze_cells_text(run.trace, maze.size);
+  e.answer = "A : " + maze_cells_text(run.path, maze.size) + " <eos>";
+  e.strategy = strategy;
+  e.puzzle_id = id;
+  return e;
+}
+
+}  // namespace
+
+Example make_maze_example(const Maze& maze, int strategy, const MazeRun& run, bool filler) {
+  const std::string q = maze.to_question();
+  return build_example(q, maze_fnv1a(q), maze, strategy, run, filler);
+}
+
+std::vector<Example> make_maze_examples(const Maze& maze) {
+  MazeSolutions s = solve_maze_strategies(maze);
+  if (!s.accepted()) return {};
+  const std::string q = maze.to_question();
+  const uint64_t id = maze_fnv1a(q);
+  std::vector<Example> out;
+  out.reserve(kMazeStrategyCount);
+  for (int k = 1; k <= kMazeStrategyCount; ++k) out.push_back(build_example(q, id, maze, k, s.runs[k - 1], false));
+  return out;
+}
+
+std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t seed, MazeDatasetStats* stats) {
+  require(n_puzzles >= 0, "maze dataset", "number of puzzles must be >= 0, got " + std::to_string(n_puzzles));
+  require(size >= kMazeMinSize && size <= kMazeMaxSize, "maze size", "expected 4..16, got " + std::to_string(size));
+  MazeDatasetStats local;
+  MazeDatasetStats& st = stats ? *stats : local;
+  st = MazeDatasetStats{};
+  std::mt19937_64 rng(seed);
+  std::unordered_set<std::string> seen;  // passages bytes + start + goal
+  std::vector<Example> out;
+  out.reserve(size_t(n_puzzles) * kMazeStrategyCount);
+  const int64_t max_draws = 2000 * n_puzzles + 100000;
+  while (st.accepted < n_puzzles) {
+    require(st.draws < max_draws, "maze dataset",
+            "only " + std::to_string(st.accepted) + " of " + std::to_string(n_puzzles) + " mazes of size " +
+                std::to_string(size) + " accepted after " + std::to_string(st.draws) + " draws");
+    Maze m = generate_maze(rng, size);
+    ++st.draws;
+    MazeSolutions s = solve_maze_strategies(m);
+    if (!s.accepted()) {
+      ++st.rejected[s.rule];
+      continue;
+    }
+    std::string key(m.open.begin(), m.open.end());
+    key.push_back(char(m.start));
+    key.push_back(char(m.goal));
+    if (!seen.insert(std::move(key)).second) {
+      ++st.duplicates;
+      continue;
+    }
+    ++st.accepted;
+    const std::string q = m.to_question();
+    const uint64_t id = maze_fnv1a(q);
+    for (int k = 1; k <= kMazeStrategyCount; ++k) out.push_back(build_example(q, id, m, k, s.runs[k - 1], false));
+  }
+  return out;
+}
+
+}  // namespace lol::tasks
