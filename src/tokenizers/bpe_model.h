@@ -1,0 +1,84 @@
+// Byte-level BPE model (Sennrich et al. 2016 with GPT-2's byte-level alphabet,
+// Radford et al. 2019): a vocabulary of byte-mapped token strings and an ordered
+// list of merges. A pre-token (a byte string) starts as one symbol per byte and
+// the adjacent pair with the lowest merge rank is merged until none is left; on
+// equal ranks the leftmost pair goes first. This is exactly Hugging Face's BPE
+// (and OpenAI's encoder.py) result. Results for pre-tokens up to 256 bytes are
+// cached (sharded, thread-safe, bounded: a full shard is cleared).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lol::tokenizers {
+
+struct BpeOptions {
+  std::string unk_token;       ///< empty: bytes missing from the vocabulary are dropped (as HF)
+  bool fuse_unk = false;       ///< consecutive unknowns become one unk id
+  bool ignore_merges = false;  ///< a pre-token that is itself in the vocabulary is emitted as is
+};
+
+class BpeModel {
+ public:
+  /// vocab: token string (byte-mapped spelling) -> id; ids need not be dense.
+  /// merges: pairs of token strings in rank order. Throws lol::InputError naming
+  /// `where` and the merge index when a merge's parts or their concatenation are
+  /// not in the vocabulary, or when unk_token is set but not in it.
+  BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
+           const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+           const std::string& where);
+  ~BpeModel();
+
+  /// Appends the ids of pre-token `word` (raw bytes, any content). Thread-safe.
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+  /// 1 + largest id.
+  int32_t size() const { return int32_t(tokens_.size()); }
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  /// The vocabulary spelling of id, or nullptr when unused.
+  const std::string* id_to_token(int32_t id) const;
+  /// Decoded bytes of id (Hugging Face ByteLevel decoder rule: the token's
+  /// characters mapped back to bytes, or the token's own UTF-8 when some character
+  /// is outside the byte mapping); false when unused.
+  bool append_bytes(int32_t id, std::string& out) const;
+  /// Id of the single-byte token for byte b, or -1.
+  int32_t byte_id(uint8_t b) const { return byte_id_[b]; }
+
+  /// Merges in rank order, as (left id, right id).
+  const std::vector<std::pair<int32_t, int32_t>>& merges() const { return merge_list_; }
+  const BpeOptions& options() const { return options_; }
+
+  /// The tokenizer.json "model" object ({"type": "BPE", "vocab", "merges", ...};
+  /// merges as "a b" strings, or [a, b] pairs when a token contains a space).
+  nlohmann::ordered_json to_json() const;
+
+  /// Number of cached pre-tokens (for tests/diagnostics).
+  std::size_t cache_size() const;
+
+ private:
+  struct PairMap;
+  struct Cache;
+  void bpe(std::string_view word, std::vector<int32_t>& out) const;
+
+  std::vector<std::string> tokens_;  // id -> spelling ("" = unused id)
+  std::vector<char> used_;
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::vector<std::string> bytes_;  // id -> decoded bytes
+  std::array<int32_t, 256> byte_id_{};
+  std::vector<std::pair<int32_t, int32_t>> merge_list_;
+  std::unique_ptr<PairMap> merges_;
+  std::unordered_map<std::string, int32_t> bytes_to_id_;  // only with ignore_merges
+  BpeOptions options_;
+  int32_t unk_id_ = -1;
+  std::unique_ptr<Cache> cache_;
+};
+
+}  // namespace lol::tokenizers

@@ -1,0 +1,48 @@
+// Byte-level BPE tokenizer (GPT-2, Qwen2, Llama-3 style; issue 10): added tokens,
+// then the pre-tokenizer (regex splits), then BpeModel on each pre-token.
+// Decoding maps tokens back to bytes with the GPT-2 byte mapping (Hugging Face
+// ByteLevel decoder), so decode(encode(x)) == x for valid UTF-8 x unless the
+// pre-tokenizer adds a prefix space.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizers/bpe_model.h"
+#include "tokenizers/pre_tokenizer.h"
+#include "tokenizers/tokenizer.h"
+
+namespace lol::tokenizers {
+
+class BpeTokenizer : public Tokenizer {
+ public:
+  /// normalizer: the tokenizer.json "normalizer" value to write back (null, or
+  /// {"type": "NFC"}). It is NOT applied: text is expected to be NFC already
+  /// (see docs/tokenizers.md).
+  BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer,
+               nlohmann::json normalizer = nullptr);
+
+  std::string type() const override { return "bpe"; }
+  const BpeModel& model() const { return *model_; }
+  const PreTokenizer& pre_tokenizer() const { return pre_; }
+
+  /// The pre-tokens (raw bytes) of valid UTF-8 `text` without added-token
+  /// handling: what the BPE model sees. Throws lol::InputError on invalid UTF-8.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
+
+ protected:
+  void encode_plain(std::string_view text, std::vector<int32_t>& out) const override;
+  void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
+  bool append_model_bytes(int32_t id, std::string& out) const override;
+  int32_t model_vocab_size() const override { return model_->size(); }
+  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
+  std::optional<std::string> model_id_to_token(int32_t id) const override;
+  void fill_hf_json(nlohmann::ordered_json& j) const override;
+
+ private:
+  std::shared_ptr<const BpeModel> model_;
+  PreTokenizer pre_;
+  nlohmann::json normalizer_;
+};
+
+}  // namespace lol::tokenizers

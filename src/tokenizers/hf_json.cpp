@@ -1,0 +1,336 @@
+#include "tokenizers/hf_json.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/byte_unicode.h"
+#include "tokenizers/regex_splitter.h"
+#include "util/error.h"
+
+namespace lol::tokenizers {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const std::string& file) {
+  std::ifstream f(file, std::ios::binary);
+  require(bool(f), file, "cannot open for reading");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json read_json(const std::string& file) {
+  const std::string text = read_text(file);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(file + ": invalid JSON: " + e.what());
+  }
+}
+
+bool opt_bool(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return false;
+  require(j[key].is_boolean(), where + "." + key, "expected true or false");
+  return j[key].get<bool>();
+}
+
+std::unordered_map<std::string, int32_t> parse_vocab(const nlohmann::json& v, const std::string& where) {
+  require(v.is_object(), where, "expected an object {token: id}");
+  std::unordered_map<std::string, int32_t> vocab;
+  vocab.reserve(v.size());
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    require(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 && it.value().get<int64_t>() < INT32_MAX,
+            where + "[\"" + it.key() + "\"]", "expected a non-negative integer id");
+    vocab.emplace(it.key(), it.value().get<int32_t>());
+  }
+  return vocab;
+}
+
+std::pair<std::string, std::string> split_merge(const std::string& line, const std::string& where) {
+  const std::size_t sp = line.find(' ');
+  require(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
+          where, "expected \"left right\" (two tokens separated by one space), got \"" + line + "\"");
+  return {line.substr(0, sp), line.substr(sp + 1)};
+}
+
+std::vector<std::pair<std::string, std::string>> parse_merges(const nlohmann::json& m, const std::string& where) {
+  require(m.is_array(), where, "expected an array of \"a b\" strings or [a, b] pairs");
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(m.size());
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const std::string w = where + "[" + std::to_string(i) + "]";
+    const auto& e = m[i];
+    if (e.is_string()) {
+      merges.push_back(split_merge(e.get<std::string>(), w));
+    } else {
+      require(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(), w,
+              "expected \"a b\" or [\"a\", \"b\"]");
+      merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    }
+  }
+  return merges;
+}
+
+// True when the model is the plain byte vocabulary: 256 tokens, id == byte, no merges.
+bool is_byte_vocab(const std::unordered_map<std::string, int32_t>& vocab, std::size_t n_merges) {
+  if (n_merges != 0 || vocab.size() != 256) return false;
+  std::string bytes;
+  for (const auto& [tok, id] : vocab) {
+    if (!token_to_bytes(tok, bytes) || bytes.size() != 1 || static_cast<unsigned char>(bytes[0]) != id) return false;
+  }
+  return true;
+}
+
+void collect_template(const nlohmann::json& p, const std::string& where, const Tokenizer& tok, bool& any,
+                      std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
+  require(p.is_object() && p.contains("type") && p["type"].is_string(), where, "expected an object with \"type\"");
+  const std::string type = p["type"].get<std::string>();
+  if (type == "ByteLevel") return;
+  if (type == "Sequence") {
+    require(p.contains("processors") && p["processors"].is_array(), where + ".processors", "expected an array");
+    for (std::size_t i = 0; i < p["processors"].size(); ++i)
+      collect_template(p["processors"][i], where + ".processors[" + std::to_string(i) + "]", tok, any, prefix, suffix);
+    return;
+  }
+  require(type == "TemplateProcessing", where + ".type",
+          "unsupported post-processor \"" + type + "\" (supported: ByteLevel, TemplateProcessing, Sequence)");
+  require(!any, where, "more than one TemplateProcessing");
+  any = true;
+  if (!p.contains("single")) return;
+  require(p["single"].is_array(), where + ".single", "expected an array");
+  bool seen_a = false;
+  for (std::size_t i = 0; i < p["single"].size(); ++i) {
+    const auto& item = p["single"][i];
+    const std::string w = where + ".single[" + std::to_string(i) + "]";
+    if (item.contains("Sequence")) {
+      seen_a = true;
+      continue;
+    }
+    require(item.contains("SpecialToken") && item["SpecialToken"].contains("id") &&
+                item["SpecialToken"]["id"].is_string(),
+            w, "expected {\"SpecialToken\": {\"id\": name}} or {\"Sequence\": {...}}");
+    const std::string name = item["SpecialToken"]["id"].get<std::string>();
+    std::vector<int32_t> ids;
+    if (p.contains("special_tokens") && p["special_tokens"].contains(name) &&
+        p["special_tokens"][name].contains("ids")) {
+      for (const auto& id : p["special_tokens"][name]["ids"]) {
+        require(id.is_number_integer(), where + ".special_tokens." + name + ".ids", "expected integers");
+        ids.push_back(id.get<int32_t>());
+      }
+    } else {
+      const auto id = tok.token_to_id(name);
+      require(id.has_value(), w, "special token '" + name + "' is not in the vocabulary");
+      ids.push_back(*id);
+    }
+    auto& dst = seen_a ? suffix : prefix;
+    dst.insert(dst.end(), ids.begin(), ids.end());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const std::string& where) {
+  require(j.is_object(), where, "expected a JSON object (Hugging Face tokenizer.json)");
+  require(j.contains("model") && j["model"].is_object(), where + ": model", "missing or not an object");
+  const auto& m = j["model"];
+  const std::string mw = where + ": model";
+  if (m.contains("type")) {
+    require(m["type"] == "BPE", mw + ".type",
+            "only \"BPE\" is supported, got " + m["type"].dump());
+  }
+  auto forbid_string = [&](const char* key) {
+    if (!m.contains(key) || m[key].is_null()) return;
+    require(m[key].is_string() && m[key].get<std::string>().empty(), mw + "." + key,
+            "only null or \"\" is supported (byte-level BPE), got " + m[key].dump());
+  };
+  forbid_string("continuing_subword_prefix");
+  forbid_string("end_of_word_suffix");
+  require(!opt_bool(m, "byte_fallback", mw), mw + ".byte_fallback",
+          "only false is supported (byte-level BPE needs no byte fallback)");
+  if (m.contains("dropout") && !m["dropout"].is_null()) {
+    require(m["dropout"].is_number() && m["dropout"].get<double>() == 0.0, mw + ".dropout",
+            "only null or 0 is supported (BPE dropout is a training-time option)");
+  }
+  require(m.contains("vocab"), mw + ".vocab", "missing");
+  require(m.contains("merges"), mw + ".merges", "missing");
+  const auto vocab = parse_vocab(m["vocab"], mw + ".vocab");
+  const auto merges = parse_merges(m["merges"], mw + ".merges");
+  BpeOptions opts;
+  if (m.contains("unk_token") && !m["unk_token"].is_null()) {
+    require(m["unk_token"].is_string(), mw + ".unk_token", "expected a string or null");
+    opts.unk_token = m["unk_token"].get<std::string>();
+  }
+  opts.fuse_unk = opt_bool(m, "fuse_unk", mw);
+  opts.ignore_merges = opt_bool(m, "ignore_merges", mw);
+
+  // normalizer
+  nlohmann::json normalizer = j.value("normalizer", nlohmann::json(nullptr));
+  if (!normalizer.is_null()) {
+    require(normalizer.is_object() && normalizer.value("type", std::string()) == "NFC", where + ": normalizer",
+            "only null or {\"type\": \"NFC\"} is supported, got " + normalizer.dump());
+  }
+  // decoder
+  require(j.contains("decoder") && j["decoder"].is_object() && j["decoder"].value("type", std::string()) == "ByteLevel",
+          where + ": decoder", "expected {\"type\": \"ByteLevel\", ...} (byte-level BPE only)");
+  // pre_tokenizer
+  PreTokenizer pre = PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json(nullptr)), where + ": pre_tokenizer");
+
+  std::unique_ptr<Tokenizer> tok;
+  const bool plain_pre = [&] {
+    for (const auto& s : pre.steps())
+      if (s.add_prefix_space) return false;
+    return true;
+  }();
+  if (is_byte_vocab(vocab, merges.size()) && plain_pre && normalizer.is_null() && opts.unk_token.empty()) {
+    tok = std::make_unique<ByteTokenizer>(std::vector<std::string>{});
+  } else {
+    auto model = std::make_shared<const BpeModel>(vocab, merges, opts, mw);
+    tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), normalizer);
+  }
+
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+    require(j["added_tokens"].is_array(), where + ": added_tokens", "expected an array");
+    for (std::size_t i = 0; i < j["added_tokens"].size(); ++i) {
+      const std::string w = where + ": added_tokens[" + std::to_string(i) + "]";
+      AddedToken t = AddedToken::from_json(j["added_tokens"][i], w);
+      try {
+        tok->add_token(t);
+      } catch (const InputError& e) {
+        throw InputError(w + ": " + e.what());
+      }
+    }
+  }
+
+  if (j.contains("post_processor") && !j["post_processor"].is_null()) {
+    bool any = false;
+    std::vector<int32_t> prefix, suffix;
+    collect_template(j["post_processor"], where + ": post_processor", *tok, any, prefix, suffix);
+    if (any) tok->set_post_processor(j["post_processor"], std::move(prefix), std::move(suffix));
+  }
+  return tok;
+}
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::string& file) {
+  return tokenizer_from_hf_json(read_json(file), file);
+}
+
+std::unique_ptr<BpeTokenizer> load_vocab_merges(const std::string& vocab_json, const std::string& merges_txt,
+                                                const std::string& pattern) {
+  const auto vocab = parse_vocab(read_json(vocab_json), vocab_json);
+  std::vector<std::pair<std::string, std::string>> merges;
+  {
+    std::ifstream f(merges_txt, std::ios::binary);
+    require(bool(f), merges_txt, "cannot open for reading");
+    std::string line;
+    for (int64_t ln = 1; std::getline(f, line); ++ln) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line.rfind("#version", 0) == 0) continue;
+      merges.push_back(split_merge(line, merges_txt + ":" + std::to_string(ln)));
+    }
+  }
+  auto model = std::make_shared<const BpeModel>(vocab, merges, BpeOptions{}, vocab_json + " + " + merges_txt);
+  auto tok = std::make_unique<BpeTokenizer>(
+      std::move(model), pattern.empty() ? PreTokenizer::gpt2() : PreTokenizer::from_pattern(pattern));
+  const std::string eot = "<|endoftext|>";
+  if (tok->token_to_id(eot)) {
+    AddedToken t;
+    t.content = eot;
+    t.special = true;
+    tok->add_token(t);
+    tok->set_bos_token(eot);
+    tok->set_eos_token(eot);
+  }
+  return tok;
+}
+
+namespace {
+
+// "bos_token": "x" | {"content": "x", ...} | null -> "x" or "".
+std::string role_name(const nlohmann::json& cfg, const char* key, const std::string& where) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return "";
+  const auto& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  require(v.is_object() && v.contains("content") && v["content"].is_string(), where + "." + key,
+          "expected a string, {\"content\": string, ...} or null");
+  return v["content"].get<std::string>();
+}
+
+}  // namespace
+
+void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
+  const nlohmann::json cfg = read_json(config_file);
+  require(cfg.is_object(), config_file, "expected a JSON object");
+  if (cfg.contains("added_tokens_decoder") && !cfg["added_tokens_decoder"].is_null()) {
+    const auto& d = cfg["added_tokens_decoder"];
+    require(d.is_object(), config_file + ": added_tokens_decoder", "expected an object {id: token}");
+    for (auto it = d.begin(); it != d.end(); ++it) {
+      const std::string w = config_file + ": added_tokens_decoder[\"" + it.key() + "\"]";
+      int64_t id = -1;
+      try {
+        std::size_t used = 0;
+        id = std::stoll(it.key(), &used);
+        if (used != it.key().size()) id = -1;
+      } catch (...) {
+      }
+      require(id >= 0 && id < INT32_MAX, w, "expected a non-negative integer key");
+      nlohmann::json e = it.value();
+      require(e.is_object(), w, "expected an object");
+      e["id"] = id;
+      AddedToken t = AddedToken::from_json(e, w);
+      if (const auto known = tok.token_to_id(t.content)) {
+        require(*known == t.id, w, "'" + t.content + "' has id " + std::to_string(*known) + " in the tokenizer");
+      }
+      try {
+        tok.add_token(t);
+      } catch (const InputError& ex) {
+        throw InputError(w + ": " + ex.what());
+      }
+    }
+  }
+  auto role = [&](const char* key, void (Tokenizer::*set)(std::string_view)) {
+    const std::string name = role_name(cfg, key, config_file);
+    if (name.empty()) return;
+    require(tok.token_to_id(name).has_value(), config_file + ": " + key,
+            "'" + name + "' is not in the vocabulary or the added tokens");
+    AddedToken t;
+    t.content = name;
+    t.special = true;
+    tok.add_token(t);  // no-op when already an added token
+    (tok.*set)(name);
+  };
+  role("bos_token", &Tokenizer::set_bos_token);
+  role("eos_token", &Tokenizer::set_eos_token);
+  role("pad_token", &Tokenizer::set_pad_token);
+  if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
+    tok.set_chat_template(cfg["chat_template"].get<std::string>());
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
+  std::error_code ec;
+  const fs::path p(dir_or_file);
+  std::unique_ptr<Tokenizer> tok;
+  fs::path dir;
+  if (fs::is_regular_file(p, ec)) {
+    tok = load_hf_tokenizer_json(p.string());
+    dir = p.parent_path();
+  } else if (fs::is_directory(p, ec)) {
+    dir = p;
+    if (fs::is_regular_file(p / "tokenizer.json", ec)) {
+      tok = load_hf_tokenizer_json((p / "tokenizer.json").string());
+    } else if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec)) {
+      tok = load_vocab_merges((p / "vocab.json").string(), (p / "merges.txt").string());
+    } else {
+      throw InputError(dir_or_file + ": no tokenizer found (expected tokenizer.json, or vocab.json + merges.txt)");
+    }
+  } else {
+    throw InputError(dir_or_file + ": no such file or directory (expected a tokenizer directory or tokenizer.json)");
+  }
+  const fs::path cfg = dir / "tokenizer_config.json";
+  if (fs::is_regular_file(cfg, ec)) apply_tokenizer_config(*tok, cfg.string());
+  return tok;
+}
+
+}  // namespace lol::tokenizers

@@ -1,0 +1,152 @@
+#include "tokenizers/pre_tokenizer.h"
+
+#include "util/error.h"
+
+namespace lol::tokenizers {
+namespace {
+
+std::shared_ptr<const RegexSplitter> gpt2_regex() {
+  static const auto r = std::make_shared<const RegexSplitter>(kGpt2Pattern, false, "ByteLevel pre-tokenizer");
+  return r;
+}
+
+bool get_bool(const nlohmann::json& j, const char* key, bool dflt, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return dflt;
+  require(j[key].is_boolean(), where + "." + key, "expected true or false");
+  return j[key].get<bool>();
+}
+
+void parse_into(const nlohmann::json& j, const std::string& where, std::vector<PreTokenizer::Step>& steps) {
+  require(j.is_object() && j.contains("type") && j["type"].is_string(), where,
+          "expected an object with a string field \"type\"");
+  const std::string type = j["type"].get<std::string>();
+  if (type == "Sequence") {
+    require(j.contains("pretokenizers") && j["pretokenizers"].is_array(), where + ".pretokenizers",
+            "expected an array");
+    for (std::size_t i = 0; i < j["pretokenizers"].size(); ++i)
+      parse_into(j["pretokenizers"][i], where + ".pretokenizers[" + std::to_string(i) + "]", steps);
+    return;
+  }
+  PreTokenizer::Step s;
+  if (type == "ByteLevel") {
+    s.kind = PreTokenizer::Step::Kind::kByteLevel;
+    s.add_prefix_space = get_bool(j, "add_prefix_space", true, where);
+    s.trim_offsets = get_bool(j, "trim_offsets", true, where);
+    if (get_bool(j, "use_regex", true, where)) s.regex = gpt2_regex();
+  } else if (type == "Split") {
+    s.kind = PreTokenizer::Step::Kind::kSplit;
+    require(j.contains("pattern") && j["pattern"].is_object(), where + ".pattern",
+            "expected {\"Regex\": ...} or {\"String\": ...}");
+    const auto& p = j["pattern"];
+    const std::string behavior = j.value("behavior", std::string("Isolated"));
+    require(behavior == "Isolated", where + ".behavior",
+            "only \"Isolated\" is supported, got \"" + behavior + "\"");
+    require(!get_bool(j, "invert", false, where), where + ".invert", "only false is supported");
+    if (p.contains("Regex") && p["Regex"].is_string()) {
+      s.regex = std::make_shared<const RegexSplitter>(p["Regex"].get<std::string>(), false, where + ".pattern.Regex");
+    } else if (p.contains("String") && p["String"].is_string()) {
+      s.regex = std::make_shared<const RegexSplitter>(p["String"].get<std::string>(), true, where + ".pattern.String");
+    } else {
+      throw InputError(where + ".pattern: expected {\"Regex\": string} or {\"String\": string}");
+    }
+  } else {
+    throw InputError(where + ".type: unsupported pre-tokenizer \"" + type +
+                     "\" (supported: ByteLevel, Split, Sequence of them)");
+  }
+  steps.push_back(std::move(s));
+}
+
+}  // namespace
+
+PreTokenizer PreTokenizer::gpt2() {
+  PreTokenizer p;
+  Step s;
+  s.kind = Step::Kind::kByteLevel;
+  s.regex = gpt2_regex();
+  p.steps_.push_back(s);
+  return p;
+}
+
+PreTokenizer PreTokenizer::from_pattern(const std::string& pattern) {
+  if (pattern == kGpt2Pattern) return gpt2();
+  PreTokenizer p;
+  Step split;
+  split.kind = Step::Kind::kSplit;
+  split.regex = std::make_shared<const RegexSplitter>(pattern, false, "pre-tokenizer pattern");
+  p.steps_.push_back(split);
+  Step bl;
+  bl.kind = Step::Kind::kByteLevel;
+  p.steps_.push_back(bl);
+  return p;
+}
+
+PreTokenizer PreTokenizer::from_json(const nlohmann::json& j, const std::string& where) {
+  require(!j.is_null(), where, "a byte-level BPE needs a pre-tokenizer with a ByteLevel step, got null");
+  PreTokenizer p;
+  parse_into(j, where, p.steps_);
+  std::size_t n_bl = 0;
+  for (const Step& s : p.steps_) n_bl += s.kind == Step::Kind::kByteLevel;
+  require(n_bl == 1 && p.steps_.back().kind == Step::Kind::kByteLevel, where,
+          "expected exactly one ByteLevel step, as the last step (byte-level BPE only)");
+  return p;
+}
+
+nlohmann::ordered_json PreTokenizer::to_json() const {
+  auto one = [](const Step& s) {
+    nlohmann::ordered_json j;
+    if (s.kind == Step::Kind::kByteLevel) {
+      j["type"] = "ByteLevel";
+      j["add_prefix_space"] = s.add_prefix_space;
+      j["trim_offsets"] = s.trim_offsets;
+      j["use_regex"] = s.regex != nullptr;
+    } else {
+      j["type"] = "Split";
+      j["pattern"] = {{s.regex->literal() ? "String" : "Regex", s.regex->pattern()}};
+      j["behavior"] = "Isolated";
+      j["invert"] = false;
+    }
+    return j;
+  };
+  if (steps_.size() == 1) return one(steps_[0]);
+  nlohmann::ordered_json seq;
+  seq["type"] = "Sequence";
+  seq["pretokenizers"] = nlohmann::ordered_json::array();
+  for (const Step& s : steps_) seq["pretokenizers"].push_back(one(s));
+  return seq;
+}
+
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
+                         std::deque<std::string>& arena) const {
+  // Fast path: no prefix space and at most one regex (GPT-2 and Qwen2 style).
+  const RegexSplitter* only = nullptr;
+  int n_regex = 0;
+  bool prefix = false;
+  for (const Step& s : steps_) {
+    prefix = prefix || s.add_prefix_space;
+    if (s.regex) {
+      only = s.regex.get();
+      ++n_regex;
+    }
+  }
+  if (!prefix && n_regex <= 1) {
+    if (only) only->split(text, out);
+    else if (!text.empty()) out.push_back(text);
+    return;
+  }
+  std::vector<std::string_view> cur{text}, next;
+  for (const Step& s : steps_) {
+    next.clear();
+    for (std::string_view piece : cur) {
+      if (s.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+        arena.push_back(" " + std::string(piece));
+        piece = arena.back();
+      }
+      if (s.regex) s.regex->split(piece, next);
+      else if (!piece.empty()) next.push_back(piece);
+    }
+    cur.swap(next);
+  }
+  out.insert(out.end(), cur.begin(), cur.end());
+}
+
+}  // namespace lol::tokenizers

@@ -1,0 +1,151 @@
+#include "tokenizers/regex_splitter.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <stdexcept>
+
+#include "tokenizers/utf8.h"
+#include "util/error.h"
+
+namespace lol::tokenizers {
+
+const char* const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+namespace {
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buf[256];
+  if (pcre2_get_error_message(code, buf, sizeof(buf)) < 0) return "PCRE2 error " + std::to_string(code);
+  return reinterpret_cast<const char*>(buf);
+}
+
+// Per-thread match state shared by all patterns: match data (one ovector pair is
+// enough, only the whole match is used) and a JIT stack larger than the 32 KiB default.
+struct MatchScratch {
+  pcre2_match_data* md = nullptr;
+  pcre2_match_context* mc = nullptr;
+  pcre2_jit_stack* js = nullptr;
+  MatchScratch() {
+    md = pcre2_match_data_create(1, nullptr);
+    mc = pcre2_match_context_create(nullptr);
+    js = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);
+    if (!md || !mc) throw std::bad_alloc();
+    if (js) pcre2_jit_stack_assign(mc, nullptr, js);
+  }
+  ~MatchScratch() {
+    if (js) pcre2_jit_stack_free(js);
+    pcre2_match_context_free(mc);
+    pcre2_match_data_free(md);
+  }
+};
+
+MatchScratch& scratch() {
+  thread_local MatchScratch s;
+  return s;
+}
+
+}  // namespace
+
+std::string rewrite_whitespace_classes(std::string_view p) {
+  std::string out;
+  out.reserve(p.size() + 32);
+  bool in_class = false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char e = p[i + 1];
+      if (e == 's') {
+        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^\\s\\x{85}]";
+      } else {
+        out += c;
+        out += e;
+      }
+      ++i;
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member.
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {
+      const std::size_t end = p.find(":]", i + 2);
+      if (end != std::string_view::npos) {  // POSIX class [:name:]
+        out.append(p.substr(i, end + 2 - i));
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+RegexSplitter::RegexSplitter(std::string pattern, bool literal, const std::string& where)
+    : pattern_(std::move(pattern)), literal_(literal) {
+  const std::string compiled = literal_ ? pattern_ : rewrite_whitespace_classes(pattern_);
+  uint32_t options = PCRE2_UTF | PCRE2_UCP;
+  if (literal_) options = PCRE2_UTF | PCRE2_LITERAL;
+  int err = 0;
+  PCRE2_SIZE err_off = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
+                                   options, &err, &err_off, nullptr);
+  if (!code) {
+    throw InputError(where + ": pattern " + pattern_ + " does not compile: " + pcre2_message(err) +
+                     " (at offset " + std::to_string(err_off) + " of the rewritten pattern " +
+                     compiled + ")");
+  }
+  code_ = code;
+  jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+RegexSplitter::~RegexSplitter() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+
+void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
+  auto* code = static_cast<pcre2_code*>(code_);
+  MatchScratch& s = scratch();
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  const std::size_t n = text.size();
+  std::size_t pos = 0, last_end = 0;
+  while (pos <= n) {
+    int rc = PCRE2_ERROR_NOMATCH;
+    if (jit_) {
+      rc = pcre2_jit_match(code, subject, n, pos, 0, s.md, s.mc);
+      // JIT stack exhausted on a pathological input: retry with the interpreter.
+      if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+        rc = pcre2_match(code, subject, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, s.md, nullptr);
+    } else {
+      rc = pcre2_match(code, subject, n, pos, PCRE2_NO_UTF_CHECK, s.md, nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      throw std::runtime_error("regex " + pattern_ + ": matching failed at byte " + std::to_string(pos) +
+                               ": " + pcre2_message(rc));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.md);
+    const std::size_t b = ov[0], e = ov[1];
+    if (b > last_end) out.push_back(text.substr(last_end, b - last_end));
+    if (e > b) {
+      out.push_back(text.substr(b, e - b));
+      pos = e;
+    } else {  // empty match: step over one character
+      if (b >= n) break;
+      const int len = utf8_sequence_length(text, b);
+      pos = b + std::size_t(len > 0 ? len : 1);
+    }
+    last_end = e;
+  }
+  if (last_end < n) out.push_back(text.substr(last_end));
+}
+
+}  // namespace lol::tokenizers

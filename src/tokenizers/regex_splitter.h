@@ -1,0 +1,59 @@
+// Regex-based text splitting with PCRE2 (UTF mode, Unicode properties, JIT when
+// available), the engine behind the pre-tokenizers. Implements Hugging Face's
+// Split pre-tokenizer with behaviour "Isolated": every match is a piece and so is
+// every non-empty gap between matches.
+//
+// Compatibility with the Rust engines Hugging Face uses (onig / fancy-regex): both
+// treat `\s` as the Unicode White_Space property, which includes U+0085 (NEL);
+// PCRE2's `\s` (with PCRE2_UCP) does not. The pattern is therefore rewritten before
+// compilation: `\s` -> `[\s\x{85}]` outside a character class, `\s` -> `\s\x{85}`
+// inside one, `\S` -> `[^\s\x{85}]` outside a class. (`\S` inside a class is left
+// as is; no tokenizer pattern in use needs it.) Everything else (\p{L}, \p{N},
+// (?i:...), (?!...), leftmost-first alternation, greedy backtracking) has the same
+// semantics in PCRE2 as in onig.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lol::tokenizers {
+
+/// GPT-2's pre-tokenizer pattern (Hugging Face ByteLevel with use_regex=true).
+extern const char* const kGpt2Pattern;
+/// Qwen2's pre-tokenizer pattern (the Split step of Qwen2's tokenizer.json).
+extern const char* const kQwen2Pattern;
+
+class RegexSplitter {
+ public:
+  /// Compiles `pattern` (a regex, or a literal string when literal=true).
+  /// Throws lol::InputError naming `where`, the PCRE2 message and the offset in the
+  /// pattern when it does not compile.
+  RegexSplitter(std::string pattern, bool literal = false, const std::string& where = "regex");
+  ~RegexSplitter();
+  RegexSplitter(const RegexSplitter&) = delete;
+  RegexSplitter& operator=(const RegexSplitter&) = delete;
+
+  /// Appends to `out` the pieces of `text` in order (matches and the gaps between
+  /// them; empty matches are dropped), as views into `text`. The concatenation of
+  /// the pieces is `text`. `text` must be valid UTF-8 (checked by the caller; it is
+  /// not re-checked here). Thread-safe.
+  void split(std::string_view text, std::vector<std::string_view>& out) const;
+
+  /// The pattern as given (before the \s rewrite).
+  const std::string& pattern() const { return pattern_; }
+  bool literal() const { return literal_; }
+  /// True when PCRE2's JIT compiler accepted the pattern.
+  bool jit() const { return jit_; }
+
+ private:
+  std::string pattern_;
+  bool literal_;
+  bool jit_ = false;
+  void* code_ = nullptr;  // pcre2_code_8*
+};
+
+/// The `\s`/`\S` rewrite described above (exposed for tests).
+std::string rewrite_whitespace_classes(std::string_view pattern);
+
+}  // namespace lol::tokenizers

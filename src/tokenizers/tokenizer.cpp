@@ -1,0 +1,195 @@
+#include "tokenizers/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "tokenizers/utf8.h"
+#include "util/error.h"
+
+namespace lol::tokenizers {
+
+void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens) const {
+  if (add_special_tokens) out.insert(out.end(), template_prefix_.begin(), template_prefix_.end());
+  thread_local std::vector<Segment> segments;
+  const std::size_t first = segments.size();  // re-entrancy safe: only our tail is used
+  added_.split(text, segments);
+  const std::size_t last = segments.size();
+  try {
+    for (std::size_t k = first; k < last; ++k) {
+      const Segment seg = segments[k];
+      if (seg.added_id >= 0) {
+        out.push_back(seg.added_id);
+        continue;
+      }
+      std::string_view rest = seg.text;
+      while (!rest.empty()) {
+        const std::size_t bad = find_invalid_utf8(rest);
+        if (bad == std::string_view::npos) {
+          encode_plain(rest, out);
+          break;
+        }
+        if (utf8_policy_ == InvalidUtf8Policy::kThrow) {
+          const std::size_t offset = std::size_t(rest.data() - text.data()) + bad;
+          throw InputError("tokenizer input: invalid UTF-8 at byte offset " + std::to_string(offset) +
+                           " (byte 0x" + [](unsigned char c) {
+                             const char* h = "0123456789abcdef";
+                             return std::string{h[c >> 4], h[c & 15]};
+                           }(static_cast<unsigned char>(rest[bad])) +
+                           "); expected valid UTF-8 text (or use InvalidUtf8Policy::kByteFallback)");
+        }
+        if (bad > 0) encode_plain(rest.substr(0, bad), out);
+        encode_raw_byte(static_cast<uint8_t>(rest[bad]), out);
+        rest.remove_prefix(bad + 1);
+      }
+    }
+  } catch (...) {
+    segments.resize(first);
+    throw;
+  }
+  segments.resize(first);
+  if (add_special_tokens) out.insert(out.end(), template_suffix_.begin(), template_suffix_.end());
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  encode_append(text, ids, add_special_tokens);
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  return decode(ids.data(), ids.size(), skip_special_tokens);
+}
+
+std::string Tokenizer::decode(const int32_t* ids, std::size_t n, bool skip_special_tokens) const {
+  std::string out;
+  out.reserve(n * 4);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    if (const AddedToken* t = added_.empty() ? nullptr : added_.find_id(id)) {
+      if (!(skip_special_tokens && t->special)) out += t->content;
+      continue;
+    }
+    if (id < 0 || !append_model_bytes(id, out)) {
+      throw InputError("decode: token id " + std::to_string(id) + " at position " + std::to_string(i) +
+                       " is not in the vocabulary (expected an id in [0, " + std::to_string(vocab_size()) +
+                       "))");
+    }
+  }
+  return out;
+}
+
+int32_t Tokenizer::vocab_size() const {
+  int32_t n = model_vocab_size();
+  for (const AddedToken& t : added_.tokens()) n = std::max(n, t.id + 1);
+  return n;
+}
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (const AddedToken* t = added_.find_content(token)) return t->id;
+  return model_token_to_id(token);
+}
+
+std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
+  if (const AddedToken* t = added_.find_id(id)) return t->content;
+  return model_id_to_token(id);
+}
+
+int32_t Tokenizer::add_token(AddedToken token) {
+  if (const AddedToken* t = added_.find_content(token.content)) {
+    if (token.id < 0 || token.id == t->id) return t->id;
+  }
+  if (token.id < 0) {
+    const auto model_id = model_token_to_id(token.content);
+    token.id = model_id ? *model_id : vocab_size();
+  }
+  added_.add(token);
+  return token.id;
+}
+
+std::optional<int32_t> Tokenizer::role_id(std::string_view token, const char* role) const {
+  if (token.empty()) return std::nullopt;
+  const auto id = token_to_id(token);
+  require(id.has_value(), std::string(role) + " token '" + std::string(token) + "'",
+          "not in the vocabulary or the added tokens");
+  return id;
+}
+
+void Tokenizer::set_bos_token(std::string_view token) { bos_ = role_id(token, "bos"); }
+void Tokenizer::set_eos_token(std::string_view token) { eos_ = role_id(token, "eos"); }
+void Tokenizer::set_pad_token(std::string_view token) { pad_ = role_id(token, "pad"); }
+
+void Tokenizer::set_post_processor(nlohmann::json original, std::vector<int32_t> prefix,
+                                   std::vector<int32_t> suffix) {
+  post_processor_json_ = std::move(original);
+  template_prefix_ = std::move(prefix);
+  template_suffix_ = std::move(suffix);
+}
+
+nlohmann::ordered_json Tokenizer::to_hf_json() const {
+  nlohmann::ordered_json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  nlohmann::ordered_json added = nlohmann::ordered_json::array();
+  std::vector<AddedToken> sorted = added_.tokens();
+  std::stable_sort(sorted.begin(), sorted.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  for (const AddedToken& t : sorted) added.push_back(t.to_json());
+  j["added_tokens"] = std::move(added);
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = nullptr;
+  j["post_processor"] = nullptr;
+  j["decoder"] = nullptr;
+  j["model"] = nullptr;
+  fill_hf_json(j);
+  if (post_processor_json_.is_null()) {
+    j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+                           {"use_regex", false}};
+  } else {
+    j["post_processor"] = nlohmann::ordered_json::parse(post_processor_json_.dump());
+  }
+  return j;
+}
+
+namespace {
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  require(bool(f), path.string(), "cannot open for writing");
+  f.write(text.data(), std::streamsize(text.size()));
+  f.close();
+  require(!f.fail(), path.string(), "write failed (disk full?)");
+}
+
+}  // namespace
+
+void Tokenizer::save(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  require(!ec, dir, "cannot create directory: " + ec.message());
+  write_file(fs::path(dir) / "tokenizer.json", to_hf_json().dump(2) + "\n");
+
+  nlohmann::ordered_json cfg;
+  cfg["tokenizer_class"] = "PreTrainedTokenizerFast";
+  auto role = [&](const char* key, const std::optional<int32_t>& id) {
+    if (id) cfg[key] = *id_to_token(*id);
+    else cfg[key] = nullptr;
+  };
+  role("bos_token", bos_);
+  role("eos_token", eos_);
+  role("pad_token", pad_);
+  cfg["clean_up_tokenization_spaces"] = false;
+  nlohmann::ordered_json dec = nlohmann::ordered_json::object();
+  for (const AddedToken& t : added_.tokens()) {
+    nlohmann::ordered_json e = t.to_json();
+    e.erase("id");
+    dec[std::to_string(t.id)] = std::move(e);
+  }
+  cfg["added_tokens_decoder"] = std::move(dec);
+  if (!chat_template_.empty()) cfg["chat_template"] = chat_template_;
+  write_file(fs::path(dir) / "tokenizer_config.json", cfg.dump(2) + "\n");
+}
+
+}  // namespace lol::tokenizers

@@ -1,0 +1,135 @@
+// The tokenizer interface of lol (issue 7: text tokenizers; issue 10: Hugging Face
+// compatibility). A Tokenizer maps UTF-8 text to int32 token ids and back.
+//
+// Pipeline of encode(text), the same as Hugging Face `tokenizers`:
+//   1. added/special tokens are cut out of the raw text (exact match,
+//      leftmost-longest, see added_vocab.h) and become one id each;
+//   2. every remaining piece of text is checked for UTF-8 validity (policy below);
+//   3. the model encodes it (pre-tokenization + BPE, or plain bytes);
+//   4. with add_special_tokens, the post-processor template's ids (e.g. a BOS) are
+//      put around the result (none for GPT-2 / Qwen2 style tokenizers).
+//
+// Invalid UTF-8 (InvalidUtf8Policy):
+//   kThrow (default)  lol::InputError "invalid UTF-8 at byte offset N" (N counted
+//                     in the text passed to encode);
+//   kByteFallback     every byte that does not start a well-formed sequence becomes
+//                     its own single-byte token, the valid runs around it are
+//                     encoded normally; decode then returns the original bytes.
+// Nothing in encode/decode crashes on any byte string.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizers/added_vocab.h"
+
+namespace lol::tokenizers {
+
+enum class InvalidUtf8Policy { kThrow, kByteFallback };
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  /// Token ids of `text` (UTF-8 bytes). With add_special_tokens the
+  /// post-processor's template ids are added (Hugging Face's default is true; ours
+  /// is false so that callers add BOS/EOS explicitly). Throws lol::InputError on
+  /// invalid UTF-8 under InvalidUtf8Policy::kThrow. Thread-safe.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+  /// As encode, appending to `out`.
+  void encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens = false) const;
+
+  /// The bytes that `ids` stand for, concatenated. decode(encode(x)) == x for every
+  /// valid UTF-8 x (tokenizers whose pre-tokenizer adds a prefix space excepted).
+  /// The result may be invalid UTF-8 when `ids` cut a multi-byte character (use
+  /// to_valid_utf8 for display, as Hugging Face's lossy decoding does). With
+  /// skip_special_tokens, added tokens flagged special are left out. Throws
+  /// lol::InputError naming the position of an id outside [0, vocab_size()).
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+  std::string decode(const int32_t* ids, std::size_t n, bool skip_special_tokens = false) const;
+
+  /// 1 + the largest id in use (model vocabulary and added tokens): the size an
+  /// embedding table needs.
+  int32_t vocab_size() const;
+  /// Id of a token given in vocabulary spelling (for byte-level BPE the byte-mapped
+  /// form, e.g. "Ġthe"; added tokens as written), or nullopt.
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  /// Vocabulary spelling of an id, or nullopt when the id is unused.
+  std::optional<std::string> id_to_token(int32_t id) const;
+
+  /// Added tokens (special or not), in the order they were added.
+  const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
+  /// Registers an added token. token.id < 0 means: the model's id when the model
+  /// already has this token, else vocab_size(). Returns the id. Throws
+  /// lol::InputError when the content or id is taken by another added token.
+  int32_t add_token(AddedToken token);
+
+  std::optional<int32_t> bos_id() const { return bos_; }
+  std::optional<int32_t> eos_id() const { return eos_; }
+  std::optional<int32_t> pad_id() const { return pad_; }
+  /// Sets the BOS/EOS/PAD role to an existing token (given by content; empty
+  /// clears the role). Throws lol::InputError naming the token when it is unknown.
+  void set_bos_token(std::string_view token);
+  void set_eos_token(std::string_view token);
+  void set_pad_token(std::string_view token);
+
+  void set_invalid_utf8_policy(InvalidUtf8Policy p) { utf8_policy_ = p; }
+  InvalidUtf8Policy invalid_utf8_policy() const { return utf8_policy_; }
+
+  /// Hugging Face chat template (Jinja source) carried over from
+  /// tokenizer_config.json; empty when none. Stored, never executed.
+  const std::string& chat_template() const { return chat_template_; }
+  void set_chat_template(std::string t) { chat_template_ = std::move(t); }
+
+  /// The Hugging Face tokenizer.json document for this tokenizer (layout of
+  /// `tokenizers` >= 0.13: version, truncation, padding, added_tokens, normalizer,
+  /// pre_tokenizer, post_processor, decoder, model).
+  nlohmann::ordered_json to_hf_json() const;
+  /// Writes dir/tokenizer.json and dir/tokenizer_config.json (BOS/EOS/PAD names,
+  /// added_tokens_decoder, chat_template) so that load_tokenizer(dir) and
+  /// transformers' AutoTokenizer read it back. Creates dir. Throws lol::InputError
+  /// when a file cannot be written.
+  void save(const std::string& dir) const;
+
+  /// "bytes" or "bpe".
+  virtual std::string type() const = 0;
+
+  /// Ids put before / after the text by encode(..., add_special_tokens=true).
+  const std::vector<int32_t>& template_prefix() const { return template_prefix_; }
+  const std::vector<int32_t>& template_suffix() const { return template_suffix_; }
+  /// Sets the post-processor: `original` is the tokenizer.json "post_processor"
+  /// object written back by to_hf_json (null: a ByteLevel one that adds nothing);
+  /// prefix/suffix are its ids around a single sequence.
+  void set_post_processor(nlohmann::json original, std::vector<int32_t> prefix, std::vector<int32_t> suffix);
+
+ protected:
+  /// Encodes valid UTF-8 text without added tokens.
+  virtual void encode_plain(std::string_view text, std::vector<int32_t>& out) const = 0;
+  /// Encodes one byte that is not part of a valid UTF-8 sequence (byte fallback).
+  virtual void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const = 0;
+  /// Appends the bytes of model token `id`; false when the model has no such id.
+  virtual bool append_model_bytes(int32_t id, std::string& out) const = 0;
+  virtual int32_t model_vocab_size() const = 0;
+  virtual std::optional<int32_t> model_token_to_id(std::string_view token) const = 0;
+  virtual std::optional<std::string> model_id_to_token(int32_t id) const = 0;
+  /// Fills "normalizer", "pre_tokenizer", "decoder" and "model" of tokenizer.json.
+  virtual void fill_hf_json(nlohmann::ordered_json& j) const = 0;
+
+  AddedVocab added_;
+
+ private:
+  std::optional<int32_t> role_id(std::string_view token, const char* role) const;
+
+  std::optional<int32_t> bos_, eos_, pad_;
+  InvalidUtf8Policy utf8_policy_ = InvalidUtf8Policy::kThrow;
+  std::string chat_template_;
+  nlohmann::json post_processor_json_;
+  std::vector<int32_t> template_prefix_, template_suffix_;
+};
+
+}  // namespace lol::tokenizers

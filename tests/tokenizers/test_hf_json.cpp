@@ -1,0 +1,231 @@
+// Hugging Face file formats: tokenizer.json save/load, Qwen2-style
+// Sequence[Split, ByteLevel], merges as pairs, TemplateProcessing,
+// tokenizer_config.json, and errors that name the file and field.
+#include <fstream>
+
+#include "tok_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+namespace lol::tokenizers::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("lol_tok_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+}
+
+std::vector<std::string> sample_texts() {
+  std::vector<std::string> t = {"Hello world", " this is 🦙.cpp", "DON'T stop\n\n  12345 ", "Führer 中文 нещо"};
+  t.push_back(read_prefix(shared_data("corpora/en_devil.txt"), 20000));
+  auto ml = read_jsonl_texts(shared_data("corpora/multilingual_valid.jsonl"), 60000);
+  t.insert(t.end(), ml.begin(), ml.end());
+  return t;
+}
+
+// Asserts that `what` throws lol::InputError whose message contains every needle.
+template <class F>
+void expect_input_error(F&& what, std::vector<std::string> needles) {
+  try {
+    what();
+    ADD_FAILURE() << "expected lol::InputError containing '" << needles[0] << "'";
+  } catch (const InputError& e) {
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfJson, Gpt2SaveLoadIdentical) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto tok = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  const std::string dir = temp_dir("gpt2");
+  tok->save(dir);
+  // Standard layout.
+  std::ifstream f(dir + "/tokenizer.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["version"], "1.0");
+  EXPECT_TRUE(j["normalizer"].is_null());
+  EXPECT_EQ(j["pre_tokenizer"]["type"], "ByteLevel");
+  EXPECT_EQ(j["pre_tokenizer"]["add_prefix_space"], false);
+  EXPECT_EQ(j["pre_tokenizer"]["use_regex"], true);
+  EXPECT_EQ(j["decoder"]["type"], "ByteLevel");
+  EXPECT_EQ(j["model"]["type"], "BPE");
+  EXPECT_EQ(j["model"]["vocab"].size(), 50257u);
+  EXPECT_EQ(j["model"]["merges"][0], "Ġ t");
+  EXPECT_EQ(j["added_tokens"][0]["content"], "<|endoftext|>");
+  EXPECT_EQ(j["added_tokens"][0]["special"], true);
+
+  auto back = load_tokenizer(dir);
+  EXPECT_EQ(back->vocab_size(), tok->vocab_size());
+  EXPECT_EQ(back->eos_id(), tok->eos_id());
+  for (const auto& t : sample_texts()) EXPECT_EQ(back->encode(t), tok->encode(t));
+  fs::remove_all(dir);
+}
+
+TEST(HfJson, Qwen2StyleSequenceAndPairMerges) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt", kQwen2Pattern);
+  AddedToken im{"<|im_start|>", 50257};
+  ref->add_token(im);
+  nlohmann::json j = nlohmann::json::parse(ref->to_hf_json().dump());
+  ASSERT_EQ(j["pre_tokenizer"]["type"], "Sequence");
+  EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][0]["type"], "Split");
+  EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], kQwen2Pattern);
+  EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][1]["type"], "ByteLevel");
+  EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][1]["use_regex"], false);
+  // Newer `tokenizers` write merges as [left, right] pairs, and Qwen2 adds NFC.
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& m : j["model"]["merges"]) {
+    const std::string s = m.get<std::string>();
+    pairs.push_back({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
+  }
+  j["model"]["merges"] = pairs;
+  j["normalizer"] = {{"type", "NFC"}};
+  auto tok = tokenizer_from_hf_json(j, "qwen2-like tokenizer.json");
+  ASSERT_EQ(tok->type(), "bpe");
+  for (const auto& t : sample_texts()) {
+    EXPECT_EQ(tok->encode(t), ref->encode(t));
+    EXPECT_EQ(tok->encode("<|im_start|>" + t), ref->encode("<|im_start|>" + t));
+  }
+  EXPECT_EQ(tok->encode("12345").size(), 5u);  // Qwen2 splits digits
+  EXPECT_EQ(tok->to_hf_json()["normalizer"]["type"], "NFC");
+}
+
+TEST(HfJson, TemplateProcessingAddsBos) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  nlohmann::json j = nlohmann::json::parse(ref->to_hf_json().dump());
+  j["post_processor"] = nlohmann::json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+       "pair": [], "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50256], "tokens": ["<|endoftext|>"]}}}]})");
+  auto tok = tokenizer_from_hf_json(j, "t.json");
+  EXPECT_EQ(tok->encode("Hello world", true), (std::vector<int32_t>{50256, 15496, 995}));
+  EXPECT_EQ(tok->encode("Hello world"), (std::vector<int32_t>{15496, 995}));
+  EXPECT_EQ(tok->to_hf_json()["post_processor"]["type"], "Sequence");
+}
+
+TEST(HfJson, ByteTokenizerSavesAsPlainBpe) {
+  ByteTokenizer tok({"<pad>", "<bos>", "<eos>", "<|im_start|>"});
+  EXPECT_EQ(tok.vocab_size(), 260);
+  EXPECT_EQ(*tok.eos_id(), 258);
+  const std::string dir = temp_dir("bytes");
+  tok.save(dir);
+  auto back = load_tokenizer(dir);
+  EXPECT_EQ(back->type(), "bytes");
+  EXPECT_EQ(back->vocab_size(), 260);
+  EXPECT_EQ(back->pad_id(), tok.pad_id());
+  EXPECT_EQ(back->bos_id(), tok.bos_id());
+  EXPECT_EQ(back->eos_id(), tok.eos_id());
+  const std::string text = "héllo <|im_start|>wörld<eos>";
+  EXPECT_EQ(back->encode(text), tok.encode(text));
+  EXPECT_EQ(tok.encode("<eos>"), std::vector<int32_t>{258});
+  EXPECT_EQ(*tok.token_to_id("Ġ"), 32);
+  fs::remove_all(dir);
+}
+
+TEST(HfJson, IgnoreMergesAndUnk) {
+  // Tiny hand-made model: bytes 'a', 'b', 'c' only, merge "a b", whole word "abc".
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    "post_processor": null, "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "ignore_merges": true,
+              "vocab": {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "abc": 5}, "merges": ["a b"]}})");
+  auto tok = tokenizer_from_hf_json(j, "tiny.json");
+  EXPECT_EQ(tok->encode("abc"), std::vector<int32_t>{5});       // whole word in vocab
+  EXPECT_EQ(tok->encode("abca"), (std::vector<int32_t>{4, 3, 1}));
+  EXPECT_EQ(tok->encode("axyb"), (std::vector<int32_t>{1, 0, 2}));  // x, y -> one fused <unk>
+  j["model"]["ignore_merges"] = false;
+  EXPECT_EQ(tokenizer_from_hf_json(j, "tiny.json")->encode("abc"), (std::vector<int32_t>{4, 3}));
+}
+
+TEST(HfJson, ErrorsNameFileAndField) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  const nlohmann::json good = nlohmann::json::parse(ref->to_hf_json().dump());
+
+  nlohmann::json j = good;
+  j.erase("model");
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"a.json", "model"});
+  j = good;
+  j["model"]["merges"][1] = "Ġ zzzunknown";
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"a.json", "merges[1]", "zzzunknown"});
+  j = good;
+  j["model"]["merges"][2] = "nospace";
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"merges[2]", "left right"});
+  j = good;
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"pre_tokenizer.type", "Whitespace"});
+  j = good;
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s"}}}, {"behavior", "Removed"}};
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"pre_tokenizer.behavior", "Isolated"});
+  j = good;
+  j["model"]["type"] = "WordPiece";
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"model.type", "BPE"});
+  j = good;
+  j["model"]["vocab"]["Ġthe"] = "x";
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"model.vocab", "Ġthe"});
+  j = good;
+  j["added_tokens"][0]["id"] = -4;
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"added_tokens[0]", "id"});
+
+  const std::string dir = temp_dir("errors");
+  expect_input_error([&] { load_tokenizer(dir); }, {dir, "tokenizer.json", "merges.txt"});
+  expect_input_error([&] { load_tokenizer(dir + "/nope"); }, {"nope", "no such file"});
+  write(dir + "/tokenizer.json", "{ not json");
+  expect_input_error([&] { load_tokenizer(dir); }, {dir + "/tokenizer.json", "invalid JSON"});
+  write(dir + "/tokenizer.json", good.dump());
+  write(dir + "/tokenizer_config.json", R"({"bos_token": "<s>"})");
+  expect_input_error([&] { load_tokenizer(dir); }, {"tokenizer_config.json", "bos_token", "<s>"});
+  write(dir + "/tokenizer_config.json", R"({"eos_token": {"content": 5}})");
+  expect_input_error([&] { load_tokenizer(dir); }, {"tokenizer_config.json", "eos_token"});
+  fs::remove_all(dir);
+}
+
+TEST(HfJson, TokenizerConfigRolesAndAddedTokens) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  const std::string dir = temp_dir("config");
+  write(dir + "/tokenizer.json", ref->to_hf_json().dump());
+  write(dir + "/tokenizer_config.json", R"({
+    "added_tokens_decoder": {"50257": {"content": "<|im_start|>", "special": true},
+                             "50258": {"content": "<|im_end|>", "special": true}},
+    "bos_token": null, "eos_token": {"content": "<|im_end|>", "lstrip": false},
+    "pad_token": "<|endoftext|>", "chat_template": "{% for m in messages %}...{% endfor %}"})");
+  auto tok = load_tokenizer(dir);
+  EXPECT_EQ(tok->vocab_size(), 50259);
+  EXPECT_FALSE(tok->bos_id().has_value());
+  EXPECT_EQ(tok->eos_id(), std::optional<int32_t>(50258));
+  EXPECT_EQ(tok->pad_id(), std::optional<int32_t>(50256));
+  EXPECT_EQ(tok->encode("<|im_start|>hi"), (std::vector<int32_t>{50257, 5303}));
+  EXPECT_EQ(tok->chat_template(), "{% for m in messages %}...{% endfor %}");
+  // The config written by save() restores the same roles.
+  const std::string dir2 = temp_dir("config2");
+  tok->save(dir2);
+  auto back = load_tokenizer(dir2);
+  EXPECT_EQ(back->eos_id(), tok->eos_id());
+  EXPECT_EQ(back->pad_id(), tok->pad_id());
+  EXPECT_EQ(back->chat_template(), tok->chat_template());
+  fs::remove_all(dir);
+  fs::remove_all(dir2);
+}
+
+TEST(HfJson, DecodeRejectsUnknownIds) {
+  ByteTokenizer tok;
+  expect_input_error([&] { tok.decode({65, 9999}); }, {"9999", "position 1"});
+  expect_input_error([&] { tok.decode({-1}); }, {"-1"});
+}
+
+}  // namespace
+}  // namespace lol::tokenizers::test

@@ -1,0 +1,128 @@
+// Pre-tokenizer regexes: GPT-2 vs Qwen2 on the inputs where they differ. The
+// expected splits are derived by hand from leftmost-first alternation and greedy
+// backtracking (the semantics of onig/fancy-regex used by Hugging Face):
+//   Qwen2: A1 (?i:'s|'t|'re|'ve|'m|'ll|'d)  A2 [^\r\n\p{L}\p{N}]?\p{L}+  A3 \p{N}
+//          A4  ?[^\s\p{L}\p{N}]+[\r\n]*  A5 \s*[\r\n]+  A6 \s+(?!\S)  A7 \s+
+//   GPT-2: G1 's|'t|'re|'ve|'m|'ll|'d  G2  ?\p{L}+  G3  ?\p{N}+  G4  ?[^\s\p{L}\p{N}]+
+//          G5 \s+(?!\S)  G6 \s+
+#include <numeric>
+
+#include "tok_test_util.h"
+#include "tokenizers/regex_splitter.h"
+#include "tokenizers/utf8.h"
+#include "util/error.h"
+
+namespace lol::tokenizers::test {
+namespace {
+
+using Pieces = std::vector<std::string>;
+
+Pieces split(const RegexSplitter& r, const std::string& text) {
+  std::vector<std::string_view> v;
+  r.split(text, v);
+  return Pieces(v.begin(), v.end());
+}
+
+struct Case {
+  const char* what;
+  std::string text;
+  Pieces qwen2, gpt2;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      // A3 takes one digit at a time; G3 takes the run with its leading space.
+      {"digits", "12345", {"1", "2", "3", "4", "5"}, {"12345"}},
+      {"digits between words", "abc 12345 def", {"abc", " ", "1", "2", "3", "4", "5", " def"}, {"abc", " 12345", " def"}},
+      {"digits inside a word", "abc123def", {"abc", "1", "2", "3", "def"}, {"abc", "123", "def"}},
+      // A1 is case-insensitive; G1 only matches lower case, so "'" and "T" split.
+      {"upper-case contraction", "DON'T", {"DON", "'T"}, {"DON", "'", "T"}},
+      {"upper-case 'LL", "WE'LL GO", {"WE", "'LL", " GO"}, {"WE", "'", "LL", " GO"}},
+      {"mixed-case 'Re", "they'Re", {"they", "'Re"}, {"they", "'", "Re"}},
+      {"lower-case contraction", "don't", {"don", "'t"}, {"don", "'t"}},
+      // A4 swallows the newlines after a symbol run; G4 stops before them and G5
+      // keeps the last white space char before a non-space for the next piece.
+      {"symbols then newlines", "Hello!!!\n\nWorld", {"Hello", "!!!\n\n", "World"}, {"Hello", "!!!", "\n", "\n", "World"}},
+      {"period then newline", "end.\n", {"end", ".\n"}, {"end", ".", "\n"}},
+      // A5 takes a whole run of white space ending in newlines.
+      {"newline run", "a\n\n\nb", {"a", "\n\n\n", "b"}, {"a", "\n\n", "\n", "b"}},
+      {"spaces then newlines", "a  \n\nb", {"a", "  \n\n", "b"}, {"a", "  \n", "\n", "b"}},
+      {"CRLF", "line1\r\nline2", {"line", "1", "\r\n", "line", "2"}, {"line", "1", "\r", "\n", "line", "2"}},
+      // Same in both: A6/G5 leave one space for the following word.
+      {"space run", "a   b", {"a", "  ", " b"}, {"a", "  ", " b"}},
+      {"trailing spaces", "hi  ", {"hi", "  "}, {"hi", "  "}},
+      {"spaces, newline, space", "x  \n y", {"x", "  \n", " y"}, {"x", "  \n", " y"}},
+      // A2 lets any one non-letter, non-digit char other than CR/LF lead letters.
+      {"symbol before letters", "$hello", {"$hello"}, {"$", "hello"}},
+      {"parentheses", "(word)", {"(word", ")"}, {"(", "word", ")"}},
+      {"quotes", "\"Hi\"", {"\"Hi", "\""}, {"\"", "Hi", "\""}},
+      {"dotted name", "foo.bar", {"foo", ".bar"}, {"foo", ".", "bar"}},
+      {"tab before letters", "a \tb", {"a", " ", "\tb"}, {"a", " ", "\t", "b"}},
+      {"space + symbol", " $x", {" $", "x"}, {" $", "x"}},
+      // Non-ASCII letters are \p{L}; CJK has no spaces.
+      {"accents", "Führer über", {"Führer", " über"}, {"Führer", " über"}},
+      {"CJK then digits", "中文123", {"中文", "1", "2", "3"}, {"中文", "123"}},
+      // U+0085 (NEL) is \s in onig/fancy-regex (Unicode White_Space), not in
+      // plain PCRE2: checks the \s rewrite.
+      {"NEL is white space", "a\u0085\u0085b", {"a", "\u0085", "\u0085b"}, {"a", "\u0085", "\u0085", "b"}},
+  };
+  return c;
+}
+
+TEST(PreTokenizer, Qwen2Splits) {
+  RegexSplitter r(kQwen2Pattern);
+  for (const Case& c : cases()) EXPECT_EQ(split(r, c.text), c.qwen2) << c.what;
+}
+
+TEST(PreTokenizer, Gpt2Splits) {
+  RegexSplitter r(kGpt2Pattern);
+  for (const Case& c : cases()) EXPECT_EQ(split(r, c.text), c.gpt2) << c.what;
+}
+
+TEST(PreTokenizer, PiecesCoverCorpora) {
+  // Every byte of the input ends up in exactly one piece, in order.
+  const std::string kjv = shared_data("corpora/en_kjv.txt");
+  const std::string ml = shared_data("corpora/multilingual_valid.jsonl");
+  LOL_REQUIRE_SHARED(kjv);
+  LOL_REQUIRE_SHARED(ml);
+  std::vector<std::string> texts = read_jsonl_texts(ml);
+  texts.push_back(read_prefix(kjv, 100000));
+  for (const char* pat : {kGpt2Pattern, kQwen2Pattern}) {
+    RegexSplitter r(pat);
+    for (const std::string& t : texts) {
+      std::vector<std::string_view> v;
+      r.split(t, v);
+      std::string joined;
+      for (auto p : v) {
+        ASSERT_FALSE(p.empty());
+        joined += p;
+      }
+      ASSERT_EQ(joined, t) << pat;
+    }
+  }
+}
+
+TEST(PreTokenizer, WhitespaceRewrite) {
+  EXPECT_EQ(rewrite_whitespace_classes(R"(\s+(?!\S))"), R"([\s\x{85}]+(?![^\s\x{85}]))");
+  EXPECT_EQ(rewrite_whitespace_classes(R"([^\s\p{L}])"), R"([^\s\x{85}\p{L}])");
+  EXPECT_EQ(rewrite_whitespace_classes(R"([]\s])"), R"([]\s\x{85}])");
+  EXPECT_EQ(rewrite_whitespace_classes(R"([[:alpha:]]\s)"), R"([[:alpha:]][\s\x{85}])");
+  EXPECT_EQ(rewrite_whitespace_classes(R"(\\s)"), R"(\\s)");  // an escaped backslash, then 's'
+}
+
+TEST(PreTokenizer, BadPatternNamesWhere) {
+  try {
+    RegexSplitter r("(unclosed", false, "tokenizer.json: pre_tokenizer.pattern.Regex");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pre_tokenizer.pattern.Regex"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PreTokenizer, LiteralSplit) {
+  RegexSplitter r("a.b", /*literal=*/true);
+  EXPECT_EQ(split(r, "xa.bya+b"), (Pieces{"x", "a.b", "ya+b"}));
+}
+
+}  // namespace
+}  // namespace lol::tokenizers::test

@@ -1,0 +1,81 @@
+// UTF-8 validation, invalid-input policies, lossy repair.
+#include <random>
+
+#include "tok_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
+#include "tokenizers/utf8.h"
+#include "util/error.h"
+
+namespace lol::tokenizers::test {
+namespace {
+
+TEST(Utf8, FindInvalid) {
+  EXPECT_EQ(find_invalid_utf8(""), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8("plain ascii text, long enough for the 8-byte path"), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8("é中🦙"), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8("abc\x80"), 3u);                       // lone continuation
+  EXPECT_EQ(find_invalid_utf8("ab\xC0\xAF"), 2u);                    // overlong '/'
+  EXPECT_EQ(find_invalid_utf8("x\xE0\x80\xAF"), 1u);                 // overlong 3-byte
+  EXPECT_EQ(find_invalid_utf8("x\xED\xA0\x80"), 1u);                 // surrogate U+D800
+  EXPECT_EQ(find_invalid_utf8("x\xF4\x90\x80\x80"), 1u);             // > U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("12345678\xE4\xB8"), 8u);              // truncated at end
+  EXPECT_EQ(find_invalid_utf8("\xF5"), 0u);
+}
+
+TEST(Utf8, LossyRepair) {
+  EXPECT_EQ(to_valid_utf8("ok"), "ok");
+  EXPECT_EQ(to_valid_utf8("a\xFF" "b"), "a\uFFFD" "b");
+  // A truncated 3-byte sequence is one maximal subpart -> one U+FFFD.
+  EXPECT_EQ(to_valid_utf8("a\xE4\xB8" "b"), "a\uFFFD" "b");
+  EXPECT_EQ(to_valid_utf8("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD");  // surrogate: 3 subparts
+}
+
+TEST(Utf8, EncodeThrowsWithOffset) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto tok = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  try {
+    tok->encode("Hello<|endoftext|>wor\xFFld");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("byte offset 21"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Utf8, ByteFallbackRoundTripsArbitraryBytes) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto tok = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  tok->set_invalid_utf8_policy(InvalidUtf8Policy::kByteFallback);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string s;
+    const int n = int(rng() % 64);
+    for (int i = 0; i < n; ++i) {
+      // Mix ASCII, valid multi-byte and random bytes.
+      switch (rng() % 4) {
+        case 0: s += char('a' + rng() % 26); break;
+        case 1: s += " "; break;
+        case 2: s += "é"; break;
+        default: s += char(rng() % 256); break;
+      }
+    }
+    EXPECT_EQ(tok->decode(tok->encode(s)), s);
+  }
+  // An invalid byte is one token, the byte's own.
+  const auto ids = tok->encode("a\xFF" "b");
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(tok->decode({ids[1]}), "\xFF");
+}
+
+TEST(Utf8, ByteTokenizerTakesAnyBytes) {
+  ByteTokenizer tok;
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += char(b);
+  const auto ids = tok.encode(all);
+  ASSERT_EQ(ids.size(), 256u);
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(ids[b], b);
+  EXPECT_EQ(tok.decode(ids), all);
+}
+
+}  // namespace
+}  // namespace lol::tokenizers::test
