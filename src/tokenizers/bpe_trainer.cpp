@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <nlohmann/json.hpp>
+
 #include "tokenizers/added_vocab.h"
 #include "tokenizers/byte_unicode.h"
 #include "tokenizers/utf8.h"
@@ -287,6 +289,24 @@ std::unique_ptr<BpeTokenizer> train_bpe_files(const std::vector<std::string>& fi
   for (const std::string& file : files) {
     std::ifstream f(file, std::ios::binary);
     require(bool(f), file, "cannot open for reading");
+    if (file.size() > 6 && file.compare(file.size() - 6, 6, ".jsonl") == 0) {
+      std::string line;
+      for (int64_t ln = 1; std::getline(f, line); ++ln) {
+        if (line.empty()) continue;
+        const std::string where = file + ":" + std::to_string(ln);
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::parse_error& e) {
+          throw InputError(where + ": invalid JSON: " + e.what());
+        }
+        require(j.is_object() && j.contains("text") && j["text"].is_string(), where + ": text",
+                "expected an object with a string field \"text\"");
+        counter.add(j["text"].get<std::string>(), where + ": text", 0, st);
+      }
+      require(!f.bad(), file, "read error");
+      continue;
+    }
     std::string carry, block(kBlock, '\0');
     std::size_t offset = 0;  // file offset of carry[0]
     while (true) {

@@ -52,8 +52,10 @@ struct TrainBpeStats {
 std::unique_ptr<BpeTokenizer> train_bpe(const std::function<bool(std::string&)>& next_text,
                                         const TrainBpeOptions& options, TrainBpeStats* stats = nullptr);
 
-/// Trains on UTF-8 text files, read in blocks of about 1 MiB cut after a newline.
-/// Errors name the file and the byte offset in it.
+/// Trains on UTF-8 files. A file ending in ".jsonl" is read as JSON lines, one
+/// document per line from its string field "text" (the shared corpora layout);
+/// any other file is plain text, read in blocks of about 1 MiB cut after a
+/// newline. Errors name the file and the byte offset (plain text) or line (JSONL).
 std::unique_ptr<BpeTokenizer> train_bpe_files(const std::vector<std::string>& files,
                                               const TrainBpeOptions& options, TrainBpeStats* stats = nullptr);
 

@@ -280,9 +280,6 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
       require(e.is_object(), w, "expected an object");
       e["id"] = id;
       AddedToken t = AddedToken::from_json(e, w);
-      if (const auto known = tok.token_to_id(t.content)) {
-        require(*known == t.id, w, "'" + t.content + "' has id " + std::to_string(*known) + " in the tokenizer");
-      }
       try {
         tok.add_token(t);
       } catch (const InputError& ex) {

@@ -1,6 +1,8 @@
 // decode(encode(x)) == x on the shared corpora (first ~200 KB of each file and
 // every multilingual_valid document), for GPT-2, GPT-2's vocabulary with Qwen2's
 // pre-tokenizer, and the byte tokenizer.
+#include <thread>
+
 #include "tok_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/hf_json.h"
@@ -60,6 +62,30 @@ TEST(RoundTrip, BytesOnCorpora) {
   LOL_REQUIRE_SHARED(shared_data("corpora/multilingual_valid.jsonl"));
   ByteTokenizer tok;
   expect_round_trip(tok, "bytes");
+}
+
+TEST(RoundTrip, ConcurrentEncodeMatchesSerial) {
+  LOL_REQUIRE_SHARED(shared_data("corpora/multilingual_valid.jsonl"));
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto tok = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt", kQwen2Pattern);
+  const auto texts = read_jsonl_texts(shared_data("corpora/multilingual_valid.jsonl"));
+  std::vector<std::vector<int32_t>> serial;
+  for (const auto& t : texts) serial.push_back(tok->encode(t));
+  // A fresh tokenizer (empty cache) shared by 4 threads, each over all texts in a
+  // different order.
+  auto shared = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt", kQwen2Pattern);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (std::size_t n = 0; n < texts.size(); ++n) {
+        const std::size_t i = (n * 7 + std::size_t(k) * 50) % texts.size();
+        if (shared->encode(texts[i]) != serial[i]) ++mismatches[k];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(mismatches[k], 0) << "thread " << k;
 }
 
 }  // namespace

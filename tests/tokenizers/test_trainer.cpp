@@ -193,6 +193,30 @@ TEST(Trainer, Kjv4096IsFast) {
   EXPECT_LT(double(ids.size()) / double(text.size()), 0.3);  // ~4+ bytes per token on its own corpus
 }
 
+TEST(Trainer, JsonlFilesAreDocuments) {
+  const std::string ml = shared_data("corpora/multilingual_valid.jsonl");
+  LOL_REQUIRE_SHARED(ml);
+  TrainBpeOptions o;
+  o.vocab_size = 600;
+  TrainBpeStats st;
+  auto from_file = train_bpe_files({ml}, o, &st);
+  EXPECT_EQ(st.texts, 198);
+  const auto texts = read_jsonl_texts(ml);
+  auto from_texts = train_bpe(from_vector(texts), o);
+  EXPECT_EQ(merges_of(*from_file), merges_of(*from_texts));
+
+  const std::string dir = temp_dir("jsonl");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/bad.jsonl") << "{\"text\": \"ok\"}\n{\"txt\": 1}\n";
+  try {
+    train_bpe_files({dir + "/bad.jsonl"}, o);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Trainer, InputErrors) {
   TrainBpeOptions o;
   o.vocab_size = 200;
