@@ -9,20 +9,28 @@ namespace lol::tasks {
 
 const char* maze_dir_token(MazeDir d) {
   switch (d) {
-    case kMazeNorth: return "N";
-    case kMazeEast: return "E";
-    case kMazeSouth: return "S";
-    case kMazeWest: return "W";
+    case kMazeNorth:
+      return "N";
+    case kMazeEast:
+      return "E";
+    case kMazeSouth:
+      return "S";
+    case kMazeWest:
+      return "W";
   }
   return "?";
 }
 
 MazeDir maze_opposite(MazeDir d) {
   switch (d) {
-    case kMazeNorth: return kMazeSouth;
-    case kMazeEast: return kMazeWest;
-    case kMazeSouth: return kMazeNorth;
-    case kMazeWest: return kMazeEast;
+    case kMazeNorth:
+      return kMazeSouth;
+    case kMazeEast:
+      return kMazeWest;
+    case kMazeSouth:
+      return kMazeNorth;
+    case kMazeWest:
+      return kMazeEast;
   }
   return d;
 }
@@ -33,10 +41,14 @@ namespace {
 int grid_step(int cell, MazeDir d, int size) {
   const int r = cell / size, c = cell % size;
   switch (d) {
-    case kMazeNorth: return r > 0 ? cell - size : -1;
-    case kMazeEast: return c + 1 < size ? cell + 1 : -1;
-    case kMazeSouth: return r + 1 < size ? cell + size : -1;
-    case kMazeWest: return c > 0 ? cell - 1 : -1;
+    case kMazeNorth:
+      return r > 0 ? cell - size : -1;
+    case kMazeEast:
+      return c + 1 < size ? cell + 1 : -1;
+    case kMazeSouth:
+      return r + 1 < size ? cell + size : -1;
+    case kMazeWest:
+      return c > 0 ? cell - 1 : -1;
   }
   return -1;
 }
@@ -58,6 +70,19 @@ int parse_positive(const std::string& s, size_t begin, size_t end) {
     v = v * 10 + (s[i] - '0');
   }
   return v;
+}
+
+// Appends "r<row>c<col>" without temporary strings.
+void append_cell(std::string& out, int cell, int size) {
+  char buf[16];
+  int n = 0, r = cell / size + 1, c = cell % size + 1;
+  buf[n++] = 'r';
+  if (r >= 10) buf[n++] = char('0' + r / 10);
+  buf[n++] = char('0' + r % 10);
+  buf[n++] = 'c';
+  if (c >= 10) buf[n++] = char('0' + c / 10);
+  buf[n++] = char('0' + c % 10);
+  out.append(buf, size_t(n));
 }
 
 }  // namespace
@@ -121,7 +146,7 @@ std::string Maze::to_question() const {
   q.reserve(size_t(cells()) * 12 + 32);
   for (int c = 0; c < cells(); ++c) {
     q += ' ';
-    q += maze_cell_name(c, size);
+    append_cell(q, c, size);
     for (MazeDir d : kMazeDirOrder)
       if (open[c] & d) {
         q += ' ';
@@ -140,7 +165,7 @@ Maze Maze::from_question(const std::string& question) {
     t.push_back(w);
   }
   auto where = [](size_t i) { return "maze question, token " + std::to_string(i + 1); };
-  require(t.size() >= 2 && t[0] == "Q" && t[1] == ":", "maze question", "must start with 'Q :'");
+  if (!(t.size() >= 2 && t[0] == "Q" && t[1] == ":")) throw InputError("maze question: must start with 'Q :'");
 
   // First pass: the grid side from the number of cell tokens before "start".
   size_t n_cells = 0, i = 2;
@@ -149,8 +174,9 @@ Maze Maze::from_question(const std::string& question) {
     ++i;
   }
   const int size = int(std::lround(std::sqrt(double(n_cells))));
-  require(size * size == int(n_cells) && size >= kMazeMinSize && size <= kMazeMaxSize, "maze question",
-          "expected N*N cells with 4 <= N <= 16 before 'start', found " + std::to_string(n_cells));
+  if (!(size * size == int(n_cells) && size >= kMazeMinSize && size <= kMazeMaxSize))
+    throw InputError("maze question: expected N*N cells with 4 <= N <= 16 before 'start', found " +
+                     std::to_string(n_cells));
 
   Maze m;
   m.size = size;
@@ -158,37 +184,40 @@ Maze Maze::from_question(const std::string& question) {
   int cell = -1;
   for (i = 2; i < t.size() && t[i] != "start"; ++i) {
     if (int d = dir_from_token(t[i])) {
-      require(cell >= 0, where(i), "direction '" + t[i] + "' before the first cell");
-      require(!(m.open[cell] & d), where(i), "direction '" + t[i] + "' repeated");
-      require(grid_step(cell, MazeDir(d), size) >= 0, where(i),
-              "direction '" + t[i] + "' of " + maze_cell_name(cell, size) + " leaves the grid");
+      if (cell < 0) throw InputError(where(i) + ": direction '" + t[i] + "' before the first cell");
+      if (m.open[cell] & d) throw InputError(where(i) + ": direction '" + t[i] + "' repeated");
+      if (grid_step(cell, MazeDir(d), size) < 0)
+        throw InputError(where(i) + ": direction '" + t[i] + "' of " + maze_cell_name(cell, size) + " leaves the grid");
       m.open[cell] |= uint8_t(d);
       continue;
     }
     ++cell;
-    require(t[i] == maze_cell_name(cell, size), where(i),
-            "expected cell '" + maze_cell_name(cell, size) + "' (row-major order), got '" + t[i] + "'");
+    if (parse_maze_cell(t[i], size) != cell)
+      throw InputError(where(i) + ": expected cell '" + maze_cell_name(cell, size) + "' (row-major order), got '" +
+                       t[i] + "'");
   }
   for (int c = 0; c < m.cells(); ++c)
     for (MazeDir d : kMazeDirOrder)
       if (m.open[c] & d) {
         int nb = grid_step(c, d, size);
-        require(m.open[nb] & maze_opposite(d), "maze question",
-                maze_cell_name(c, size) + " is open to " + maze_dir_token(d) + " but " + maze_cell_name(nb, size) +
-                    " is not open to " + maze_dir_token(maze_opposite(d)));
+        if (!(m.open[nb] & maze_opposite(d)))
+          throw InputError("maze question: " + maze_cell_name(c, size) + " is open to " + maze_dir_token(d) + " but " +
+                           maze_cell_name(nb, size) + " is not open to " + maze_dir_token(maze_opposite(d)));
       }
-  require(i + 4 == t.size() && t[i] == "start" && t[i + 2] == "goal", "maze question",
-          "expected the question to end with 'start <cell> goal <cell>'");
+  if (!(i + 4 == t.size() && t[i] == "start" && t[i + 2] == "goal"))
+    throw InputError("maze question: expected the question to end with 'start <cell> goal <cell>'");
   m.start = parse_maze_cell(t[i + 1], size);
   m.goal = parse_maze_cell(t[i + 3], size);
-  require(m.start >= 0, where(i + 1), "start '" + t[i + 1] + "' is not a cell of the grid");
-  require(m.goal >= 0, where(i + 3), "goal '" + t[i + 3] + "' is not a cell of the grid");
-  require(m.start != m.goal, "maze question", "start and goal must differ");
+  if (m.start < 0) throw InputError(where(i + 1) + ": start '" + t[i + 1] + "' is not a cell of the grid");
+  if (m.goal < 0) throw InputError(where(i + 3) + ": goal '" + t[i + 3] + "' is not a cell of the grid");
+  if (m.start == m.goal) throw InputError("maze question: start and goal must differ");
   return m;
 }
 
 std::string maze_cell_name(int cell, int size) {
-  return "r" + std::to_string(cell / size + 1) + "c" + std::to_string(cell % size + 1);
+  std::string s;
+  append_cell(s, cell, size);
+  return s;
 }
 
 int parse_maze_cell(const std::string& token, int size) {
@@ -206,7 +235,7 @@ std::string maze_cells_text(const std::vector<int>& cells, int size) {
   out.reserve(cells.size() * 5);
   for (size_t i = 0; i < cells.size(); ++i) {
     if (i) out += ' ';
-    out += maze_cell_name(cells[i], size);
+    append_cell(out, cells[i], size);
   }
   return out;
 }
@@ -228,7 +257,8 @@ std::vector<int> maze_solution_path(const Maze& maze) {
         queue.push_back(nb[i]);
       }
   }
-  require(parent[maze.goal] != -2, "maze", "goal " + maze_cell_name(maze.goal, maze.size) + " is unreachable");
+  if (parent[maze.goal] == -2)
+    throw InputError("maze: goal " + maze_cell_name(maze.goal, maze.size) + " is unreachable");
   std::vector<int> path;
   for (int c = maze.goal; c != -1; c = parent[c]) path.push_back(c);
   return {path.rbegin(), path.rend()};

@@ -9,7 +9,7 @@ namespace lol::tasks {
 
 uint64_t maze_uniform_below(std::mt19937_64& rng, uint64_t n) {
   if (n <= 1) return 0;
-  const uint64_t rem = (0 - n) % n;  // 2^64 mod n
+  const uint64_t rem = (0 - n) % n;           // 2^64 mod n
   const uint64_t limit = ~uint64_t(0) - rem;  // accept r <= limit: limit + 1 is a multiple of n
   for (;;) {
     const uint64_t r = rng();
@@ -18,7 +18,8 @@ uint64_t maze_uniform_below(std::mt19937_64& rng, uint64_t n) {
 }
 
 Maze generate_maze(std::mt19937_64& rng, int size) {
-  require(size >= kMazeMinSize && size <= kMazeMaxSize, "maze size", "expected 4..16, got " + std::to_string(size));
+  if (!(size >= kMazeMinSize && size <= kMazeMaxSize))
+    throw InputError("maze size: expected 4..16, got " + std::to_string(size));
   Maze m;
   m.size = size;
   const int n = size * size;
@@ -63,19 +64,24 @@ Maze generate_maze(std::mt19937_64& rng, int size) {
 
 int maze_min_solution_cells(int size) { return (3 * size + 1) / 2; }
 
-MazeSolutions solve_maze_strategies(const Maze& maze) {
+namespace {
+
+// generated_perfect: the maze comes from generate_maze, which only builds
+// spanning trees, so the O(N^2) is_perfect() check can be skipped.
+MazeSolutions solve_all(const Maze& maze, bool generated_perfect) {
   MazeSolutions s;
   auto reject = [&s](const char* rule, std::string why) {
     s.rule = rule;
     s.rejection = std::move(why);
     return s;
   };
-  if (!maze.is_perfect()) return reject("not_perfect", "the maze is not a spanning tree of the grid");
+  if (!generated_perfect && !maze.is_perfect())
+    return reject("not_perfect", "the maze is not a spanning tree of the grid");
   s.path = maze_solution_path(maze);
   const int min_cells = maze_min_solution_cells(maze.size);
   if (int(s.path.size()) < min_cells)
-    return reject("short_path", "solution path has " + std::to_string(s.path.size()) + " cells, need " +
-                                    std::to_string(min_cells));
+    return reject("short_path",
+                  "solution path has " + std::to_string(s.path.size()) + " cells, need " + std::to_string(min_cells));
   // Cheapest and most selective rules first.
   MazeRun& astar = s.runs[kMazeAStar - 1];
   astar = maze_astar(maze, AStarTies::kReject);
@@ -109,8 +115,6 @@ MazeSolutions solve_maze_strategies(const Maze& maze) {
   return s;
 }
 
-namespace {
-
 Example build_example(const std::string& question, uint64_t id, const Maze& maze, int strategy, const MazeRun& run,
                       bool filler) {
   Example e;
@@ -124,6 +128,8 @@ Example build_example(const std::string& question, uint64_t id, const Maze& maze
 }
 
 }  // namespace
+
+MazeSolutions solve_maze_strategies(const Maze& maze) { return solve_all(maze, false); }
 
 Example make_maze_example(const Maze& maze, int strategy, const MazeRun& run, bool filler) {
   const std::string q = maze.to_question();
@@ -142,8 +148,9 @@ std::vector<Example> make_maze_examples(const Maze& maze) {
 }
 
 std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t seed, MazeDatasetStats* stats) {
-  require(n_puzzles >= 0, "maze dataset", "number of puzzles must be >= 0, got " + std::to_string(n_puzzles));
-  require(size >= kMazeMinSize && size <= kMazeMaxSize, "maze size", "expected 4..16, got " + std::to_string(size));
+  if (n_puzzles < 0) throw InputError("maze dataset: number of puzzles must be >= 0, got " + std::to_string(n_puzzles));
+  if (!(size >= kMazeMinSize && size <= kMazeMaxSize))
+    throw InputError("maze size: expected 4..16, got " + std::to_string(size));
   MazeDatasetStats local;
   MazeDatasetStats& st = stats ? *stats : local;
   st = MazeDatasetStats{};
@@ -153,12 +160,13 @@ std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t
   out.reserve(size_t(n_puzzles) * kMazeStrategyCount);
   const int64_t max_draws = 2000 * n_puzzles + 100000;
   while (st.accepted < n_puzzles) {
-    require(st.draws < max_draws, "maze dataset",
-            "only " + std::to_string(st.accepted) + " of " + std::to_string(n_puzzles) + " mazes of size " +
-                std::to_string(size) + " accepted after " + std::to_string(st.draws) + " draws");
+    if (st.draws >= max_draws)
+      throw InputError("maze dataset: only " + std::to_string(st.accepted) + " of " + std::to_string(n_puzzles) +
+                       " mazes of size " + std::to_string(size) + " accepted after " + std::to_string(st.draws) +
+                       " draws");
     Maze m = generate_maze(rng, size);
     ++st.draws;
-    MazeSolutions s = solve_maze_strategies(m);
+    MazeSolutions s = solve_all(m, true);
     if (!s.accepted()) {
       ++st.rejected[s.rule];
       continue;

@@ -45,10 +45,10 @@ inline constexpr int kMazeMinBfsOffPath = 3;
 struct MazeSolutions {
   std::array<MazeRun, kMazeStrategyCount> runs;  ///< runs[s-1] for strategy s (filled up to the rejection)
   std::vector<int> path;                         ///< the solution path
-  std::string rule;       ///< violated rule id, empty when accepted: not_perfect, short_path,
-                          ///< astar_tie, dfs_no_backtrack, bfs_few_off_path, strategy_rejected,
-                          ///< traces_not_distinct
-  std::string rejection;  ///< human-readable reason, empty when accepted
+  std::string rule;                              ///< violated rule id, empty when accepted: not_perfect, short_path,
+                                                 ///< astar_tie, dfs_no_backtrack, bfs_few_off_path, strategy_rejected,
+                                                 ///< traces_not_distinct
+  std::string rejection;                         ///< human-readable reason, empty when accepted
   bool accepted() const { return rule.empty(); }
 };
 

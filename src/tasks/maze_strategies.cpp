@@ -11,8 +11,8 @@ namespace lol::tasks {
 namespace {
 
 void check_strategy(int strategy) {
-  require(strategy >= 1 && strategy <= kMazeStrategyCount, "maze strategy",
-          "expected 1..5, got " + std::to_string(strategy));
+  if (!(strategy >= 1 && strategy <= kMazeStrategyCount))
+    throw InputError("maze strategy: expected 1..5, got " + std::to_string(strategy));
 }
 
 // Open neighbours of `cell` in the given direction order.
@@ -51,18 +51,27 @@ const char* maze_strategy_name(int strategy) {
 
 std::string maze_strategy_label(int strategy, int size) {
   check_strategy(strategy);
-  require(size >= kMazeMinSize && size <= kMazeMaxSize, "maze size", "expected 4..16, got " + std::to_string(size));
+  if (!(size >= kMazeMinSize && size <= kMazeMaxSize))
+    throw InputError("maze size: expected 4..16, got " + std::to_string(size));
   auto cell = [size](int r, int c) { return maze_cell_name((r - 1) * size + (c - 1), size); };
   const int n = size;
   std::vector<std::string> cells;
   switch (strategy) {
-    case kMazeBfs: cells = {cell(1, 1), cell(1, 2), cell(2, 1), cell(1, 3), cell(2, 2), cell(3, 1)}; break;
-    case kMazeDfs: cells = {cell(1, 1), cell(1, 2), cell(1, 3), cell(1, 4), cell(1, 3), cell(1, 2)}; break;
-    case kMazeAStar: cells = {cell(1, 1), cell(1, 2), cell(2, 2), cell(2, 3), cell(3, 3), cell(3, 4)}; break;
+    case kMazeBfs:
+      cells = {cell(1, 1), cell(1, 2), cell(2, 1), cell(1, 3), cell(2, 2), cell(3, 1)};
+      break;
+    case kMazeDfs:
+      cells = {cell(1, 1), cell(1, 2), cell(1, 3), cell(1, 4), cell(1, 3), cell(1, 2)};
+      break;
+    case kMazeAStar:
+      cells = {cell(1, 1), cell(1, 2), cell(2, 2), cell(2, 3), cell(3, 3), cell(3, 4)};
+      break;
     case kMazeBidirectional:
       cells = {cell(1, 1), cell(n, n), cell(1, 2), cell(n, n - 1), cell(1, 3), cell(n, n - 2)};
       break;
-    default: cells = {cell(n, 1), cell(n, 2), cell(n, 3), cell(1, n), cell(2, n), cell(3, n)}; break;
+    default:
+      cells = {cell(n, 1), cell(n, 2), cell(n, 3), cell(1, n), cell(2, n), cell(3, n)};
+      break;
   }
   std::string out = "[";
   for (const auto& c : cells) out += " " + c;
@@ -250,11 +259,16 @@ MazeRun maze_dead_end_filling(const Maze& m) {
 MazeRun maze_run(const Maze& maze, int strategy, AStarTies ties) {
   check_strategy(strategy);
   switch (strategy) {
-    case kMazeBfs: return maze_bfs(maze);
-    case kMazeDfs: return maze_dfs(maze);
-    case kMazeAStar: return maze_astar(maze, ties);
-    case kMazeBidirectional: return maze_bidirectional(maze);
-    default: return maze_dead_end_filling(maze);
+    case kMazeBfs:
+      return maze_bfs(maze);
+    case kMazeDfs:
+      return maze_dfs(maze);
+    case kMazeAStar:
+      return maze_astar(maze, ties);
+    case kMazeBidirectional:
+      return maze_bidirectional(maze);
+    default:
+      return maze_dead_end_filling(maze);
   }
 }
 

@@ -6,10 +6,10 @@
 namespace lol::tasks {
 
 Vocab maze_vocab(int max_size) {
-  require(max_size >= kMazeMinSize && max_size <= kMazeMaxSize, "maze vocabulary",
-          "max_size must be 4..16, got " + std::to_string(max_size));
-  std::vector<std::string> tokens = {"<pad>", "<eos>", "Q", ":", "R", "A", "[", "]", "...",
-                                     "start", "goal", "N", "E", "S", "W"};
+  if (!(max_size >= kMazeMinSize && max_size <= kMazeMaxSize))
+    throw InputError("maze vocabulary: max_size must be 4..16, got " + std::to_string(max_size));
+  std::vector<std::string> tokens = {"<pad>", "<eos>", "Q",    ":", "R", "A", "[", "]",
+                                     "...",   "start", "goal", "N", "E", "S", "W"};
   for (int c = 0; c < max_size * max_size; ++c) tokens.push_back(maze_cell_name(c, max_size));
   return Vocab(std::move(tokens));
 }
@@ -19,8 +19,8 @@ TokenizedExample tokenize_maze_example(const Example& example, const Vocab& voca
   t.strategy = example.strategy;
   t.puzzle_id = example.puzzle_id;
   const std::vector<std::string> label = split_tokens(example.label);
-  require(label.size() >= 2 && label.front() == "[" && label.back() == "]", "maze example",
-          "label must be '[ ... ]', got '" + example.label + "'");
+  if (!(label.size() >= 2 && label.front() == "[" && label.back() == "]"))
+    throw InputError("maze example: label must be '[ ... ]', got '" + example.label + "'");
   auto append = [&](const std::string& part, uint8_t loss, uint8_t router) {
     for (int32_t id : vocab.encode(part)) {
       t.ids.push_back(id);

@@ -101,8 +101,7 @@ MazeTraceCheck check_frontier(const Maze& m, int strategy, const Cells& t) {
     queue.add_group(discover(m, t[0], seen));
     for (size_t i = 1; i < t.size(); ++i) {
       const std::string want = queue.expected(m);
-      if (!queue.take(t[i]))
-        return fail("BFS: " + at(m, i, t[i]) + " is out of queue order, expected " + want, true);
+      if (!queue.take(t[i])) return fail("BFS: " + at(m, i, t[i]) + " is out of queue order, expected " + want, true);
       queue.add_group(discover(m, t[i], seen));
     }
     return ok();
@@ -118,8 +117,8 @@ MazeTraceCheck check_frontier(const Maze& m, int strategy, const Cells& t) {
     int fmin = f(open[0]);
     for (int c : open) fmin = std::min(fmin, f(c));
     if (f(t[i]) != fmin)
-      return fail("A*: " + at(m, i, t[i]) + " has f=" + std::to_string(f(t[i])) + " but an open cell has f=" +
-                      std::to_string(fmin),
+      return fail("A*: " + at(m, i, t[i]) + " has f=" + std::to_string(f(t[i])) +
+                      " but an open cell has f=" + std::to_string(fmin),
                   true);
     open.erase(it);
     for (int c : discover(m, t[i], seen)) {
@@ -167,8 +166,7 @@ MazeTraceCheck check_bidirectional(const Maze& m, const Cells& t) {
   const size_t last = t.size() - 1;
   if (last >= 2 && t[1] != m.goal) return fail(std::string(who) + "the second cell must be the goal");
   // Legality: listed cells of each side and their seen sets (root + neighbours of listed cells).
-  std::array<std::vector<uint8_t>, 2> listed = {std::vector<uint8_t>(m.cells(), 0),
-                                                std::vector<uint8_t>(m.cells(), 0)};
+  std::array<std::vector<uint8_t>, 2> listed = {std::vector<uint8_t>(m.cells(), 0), std::vector<uint8_t>(m.cells(), 0)};
   std::vector<uint8_t> any(m.cells(), 0);
   for (size_t i = 0; i < last; ++i) {
     const int side = int(i % 2), c = t[i];
@@ -207,8 +205,7 @@ MazeTraceCheck check_bidirectional(const Maze& m, const Cells& t) {
     for (int j = 0; j < k; ++j) meets = meets || seen[1 - side][nb[j]];
     if (meets && i + 1 != last)
       return fail(std::string(who) + at(m, i, c) + " meets the other side but the search goes on", true);
-    if (!meets && i + 1 == last)
-      return fail(std::string(who) + "the search stops before the two sides meet", true);
+    if (!meets && i + 1 == last) return fail(std::string(who) + "the search stops before the two sides meet", true);
     queue[side].add_group(discover(m, c, seen[side]));
   }
   return ok();
@@ -234,9 +231,9 @@ MazeTraceCheck check_dead_end(const Maze& m, const Cells& t) {
     int k = m.neighbors(t[i], nb), free = 0;
     for (int j = 0; j < k; ++j) free += !filled[nb[j]];
     if (free > 1)
-      return fail(std::string(who) + at(m, i, t[i]) + " is not a dead end (" + std::to_string(free) +
-                      " unfilled neighbours)",
-                  true);
+      return fail(
+          std::string(who) + at(m, i, t[i]) + " is not a dead end (" + std::to_string(free) + " unfilled neighbours)",
+          true);
     filled[t[i]] = 1;
   }
   return ok();
@@ -245,16 +242,21 @@ MazeTraceCheck check_dead_end(const Maze& m, const Cells& t) {
 }  // namespace
 
 MazeTraceCheck check_maze_trace(const Maze& maze, int strategy, const std::vector<int>& trace) {
-  require(strategy >= 1 && strategy <= kMazeStrategyCount, "maze strategy",
-          "expected 1..5, got " + std::to_string(strategy));
+  if (!(strategy >= 1 && strategy <= kMazeStrategyCount))
+    throw InputError("maze strategy: expected 1..5, got " + std::to_string(strategy));
   for (int c : trace)
-    require(c >= 0 && c < maze.cells(), "maze trace", "cell index " + std::to_string(c) + " out of range");
+    if (!(c >= 0 && c < maze.cells()))
+      throw InputError("maze trace: cell index " + std::to_string(c) + " out of range");
   switch (strategy) {
     case kMazeBfs:
-    case kMazeAStar: return check_frontier(maze, strategy, trace);
-    case kMazeDfs: return check_dfs(maze, trace);
-    case kMazeBidirectional: return check_bidirectional(maze, trace);
-    default: return check_dead_end(maze, trace);
+    case kMazeAStar:
+      return check_frontier(maze, strategy, trace);
+    case kMazeDfs:
+      return check_dfs(maze, trace);
+    case kMazeBidirectional:
+      return check_bidirectional(maze, trace);
+    default:
+      return check_dead_end(maze, trace);
   }
 }
 
@@ -322,10 +324,10 @@ bool maze_tokens_to_cells(const std::vector<std::string>& tokens, int size, std:
 }
 
 Verdict verify_maze(const std::string& question, int requested_strategy, const std::string& generated) {
-  require(requested_strategy >= 1 && requested_strategy <= kMazeStrategyCount, "maze verifier",
-          "requested strategy must be 1..5, got " + std::to_string(requested_strategy));
+  if (!(requested_strategy >= 1 && requested_strategy <= kMazeStrategyCount))
+    throw InputError("maze verifier: requested strategy must be 1..5, got " + std::to_string(requested_strategy));
   const Maze maze = Maze::from_question(question);
-  require(maze.is_perfect(), "maze verifier", "the question's maze is not loop-free and connected");
+  if (!maze.is_perfect()) throw InputError("maze verifier: the question's maze is not loop-free and connected");
 
   Verdict v;
   auto note = [&v](const std::string& e) {
@@ -355,10 +357,10 @@ Verdict verify_maze(const std::string& question, int requested_strategy, const s
     }
     note(req.error);
     if (!v.strategy_as_requested)
-      note(v.followed_strategy ? std::string("the trace is the ") + maze_strategy_name(v.followed_strategy) +
-                                     " trace, not the requested " + maze_strategy_name(requested_strategy)
-                               : std::string("the trace is not the canonical ") +
-                                     maze_strategy_name(requested_strategy) + " trace");
+      note(v.followed_strategy
+               ? std::string("the trace is the ") + maze_strategy_name(v.followed_strategy) +
+                     " trace, not the requested " + maze_strategy_name(requested_strategy)
+               : std::string("the trace is not the canonical ") + maze_strategy_name(requested_strategy) + " trace");
   }
   std::vector<int> answer;
   if (cont.has_answer_marker) {

@@ -59,8 +59,8 @@ struct MazeContinuation {
   bool has_trace_marker = false;   ///< starts with "R :" (after dropping <pad>)
   bool has_answer_marker = false;  ///< contains "A :"
   bool has_eos = false;
-  int tokens_before_eos = 0;       ///< all tokens before the first <eos> (or all tokens)
-  int pad_tokens = 0;              ///< <pad> tokens among them
+  int tokens_before_eos = 0;        ///< all tokens before the first <eos> (or all tokens)
+  int pad_tokens = 0;               ///< <pad> tokens among them
   std::vector<std::string> trace;   ///< tokens between "R :" and "A :" (<pad> dropped)
   std::vector<std::string> answer;  ///< tokens after "A :" up to <eos> (<pad> dropped)
 };

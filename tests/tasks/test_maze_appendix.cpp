@@ -7,8 +7,8 @@
 #include "test_maze_helpers.h"
 
 using namespace lol::tasks;
-using lol::tasks::testing::maze_appendix_lines;
-using lol::tasks::testing::normalized;
+using lol::tasks::maze_test::maze_appendix_lines;
+using lol::tasks::maze_test::normalized;
 
 namespace {
 

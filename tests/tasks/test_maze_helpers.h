@@ -8,7 +8,7 @@
 #include "tasks/maze_generate.h"
 #include "tasks/task.h"
 
-namespace lol::tasks::testing {
+namespace lol::tasks::maze_test {
 
 /// The five sequences of LoL Appendix C.4.1 (S1..S5), one per line, as printed in the paper.
 inline std::vector<std::string> maze_appendix_lines() {
@@ -42,4 +42,4 @@ inline std::vector<AcceptedMaze> accepted_mazes(int n, int size, uint64_t seed) 
   return out;
 }
 
-}  // namespace lol::tasks::testing
+}  // namespace lol::tasks::maze_test
