@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "tokenizers/normalizer.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
 
@@ -9,13 +10,23 @@ namespace lol::tokenizers {
 
 BpeTokenizer::BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer,
                            nlohmann::json normalizer)
-    : model_(std::move(model)), pre_(std::move(pre_tokenizer)), normalizer_(std::move(normalizer)) {}
+    : model_(std::move(model)), pre_(std::move(pre_tokenizer)), normalizer_(std::move(normalizer)) {
+  if (!normalizer_.is_null()) {
+    require(normalizer_.is_object() && normalizer_.value("type", std::string()) == "NFC", "normalizer",
+            "only null or {\"type\": \"NFC\"} is supported, got " + normalizer_.dump());
+    nfc_ = nfc_available();
+  }
+}
 
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   thread_local std::vector<std::string_view> pieces;
   thread_local std::deque<std::string> arena;
   pieces.clear();
   arena.clear();
+  if (nfc_ && !is_nfc(text)) {
+    arena.push_back(to_nfc(text));
+    text = arena.back();
+  }
   pre_.split(text, pieces, arena);
   for (std::string_view p : pieces) model_->encode_word(p, out);
 }
@@ -41,6 +52,10 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const
   require(bad == std::string_view::npos, "pre_tokenize", "invalid UTF-8 at byte offset " + std::to_string(bad));
   std::vector<std::string_view> pieces;
   std::deque<std::string> arena;
+  if (nfc_ && !is_nfc(text)) {
+    arena.push_back(to_nfc(text));
+    text = arena.back();
+  }
   pre_.split(text, pieces, arena);
   return std::vector<std::string>(pieces.begin(), pieces.end());
 }

@@ -16,9 +16,10 @@ namespace lol::tokenizers {
 
 class BpeTokenizer : public Tokenizer {
  public:
-  /// normalizer: the tokenizer.json "normalizer" value to write back (null, or
-  /// {"type": "NFC"}). It is NOT applied: text is expected to be NFC already
-  /// (see docs/tokenizers.md).
+  /// normalizer: the tokenizer.json "normalizer" value (null, or {"type": "NFC"}).
+  /// NFC is applied to the text between added tokens when nfc_available()
+  /// (normalizer.h), else only recorded (text assumed NFC). Throws
+  /// lol::InputError for any other normalizer.
   BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer,
                nlohmann::json normalizer = nullptr);
 
@@ -27,7 +28,8 @@ class BpeTokenizer : public Tokenizer {
   const PreTokenizer& pre_tokenizer() const { return pre_; }
 
   /// The pre-tokens (raw bytes) of valid UTF-8 `text` without added-token
-  /// handling: what the BPE model sees. Throws lol::InputError on invalid UTF-8.
+  /// handling, after normalization: what the BPE model sees. Throws
+  /// lol::InputError on invalid UTF-8.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
  protected:
@@ -43,6 +45,7 @@ class BpeTokenizer : public Tokenizer {
   std::shared_ptr<const BpeModel> model_;
   PreTokenizer pre_;
   nlohmann::json normalizer_;
+  bool nfc_ = false;  // apply NFC before pre-tokenization
 };
 
 }  // namespace lol::tokenizers

@@ -6,6 +6,7 @@
 #include "tok_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/hf_json.h"
+#include "tokenizers/normalizer.h"
 #include "util/error.h"
 
 namespace lol::tokenizers::test {
@@ -98,6 +99,32 @@ TEST(HfJson, Qwen2StyleSequenceAndPairMerges) {
   }
   EXPECT_EQ(tok->encode("12345").size(), 5u);  // Qwen2 splits digits
   EXPECT_EQ(tok->to_hf_json()["normalizer"]["type"], "NFC");
+}
+
+TEST(HfJson, NfcNormalizer) {
+  LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
+  auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
+  nlohmann::json j = nlohmann::json::parse(ref->to_hf_json().dump());
+  j["normalizer"] = {{"type", "NFC"}};
+  auto tok = tokenizer_from_hf_json(j, "nfc.json");
+  const std::string composed = "caf\u00e9 \u00c5ngstr\u00f6m", decomposed = "cafe\u0301 A\u030angstro\u0308m";
+  EXPECT_TRUE(is_nfc("plain ASCII"));
+  if (nfc_available()) {
+    EXPECT_TRUE(is_nfc(composed));
+    EXPECT_FALSE(is_nfc(decomposed));
+    EXPECT_EQ(to_nfc(decomposed), composed);
+    EXPECT_EQ(to_nfc("\u212b"), "\u00c5");  // ANGSTROM SIGN -> A WITH RING (singleton)
+    EXPECT_EQ(tok->encode(decomposed), tok->encode(composed));
+    EXPECT_EQ(tok->decode(tok->encode(decomposed)), composed);
+    EXPECT_EQ(tok->encode("<|endoftext|>" + decomposed), ref->encode("<|endoftext|>" + composed));
+  } else {
+    // Recorded, not applied: the text goes through unchanged.
+    EXPECT_EQ(to_nfc(decomposed), decomposed);
+    EXPECT_EQ(tok->encode(decomposed), ref->encode(decomposed));
+    std::cout << "[ info ] NFC not compiled in (LOL_HAVE_ICU): normalizer recorded only\n";
+  }
+  j["normalizer"] = {{"type", "Lowercase"}};
+  expect_input_error([&] { tokenizer_from_hf_json(j, "nfc.json"); }, {"nfc.json", "normalizer", "Lowercase"});
 }
 
 TEST(HfJson, TemplateProcessingAddsBos) {
