@@ -9,26 +9,27 @@ namespace {
 
 /// Grid plus per-unit digit masks, for O(1) candidate look-ups.
 struct MaskState {
+  const SudokuGeometry& geo = sudoku_geometry();
   SudokuGrid g{};
   std::array<DigitMask, 27> used{};  // digits present in each unit (rows, cols, boxes)
   int blanks = 0;
+  bool consistent = true;  // no unit holds a digit twice (and every cell is 0..9)
 
   explicit MaskState(const SudokuGrid& grid) : g(grid) {
-    const auto& geo = sudoku_geometry();
     for (int i = 0; i < 81; ++i) {
       if (g[i] == 0) { ++blanks; continue; }
+      if (g[i] > 9) { consistent = false; g[i] = 0; ++blanks; continue; }
       const DigitMask bit = DigitMask(1u << g[i]);
+      if ((used[geo.row[i]] | used[9 + geo.col[i]] | used[18 + geo.box[i]]) & bit) consistent = false;
       used[geo.row[i]] |= bit;
       used[9 + geo.col[i]] |= bit;
       used[18 + geo.box[i]] |= bit;
     }
   }
   DigitMask cand(int i) const {
-    const auto& geo = sudoku_geometry();
     return DigitMask(kAllDigits & ~(used[geo.row[i]] | used[9 + geo.col[i]] | used[18 + geo.box[i]]));
   }
   void place(int i, int d) {
-    const auto& geo = sudoku_geometry();
     const DigitMask bit = DigitMask(1u << d);
     g[i] = uint8_t(d);
     used[geo.row[i]] |= bit;
@@ -37,7 +38,6 @@ struct MaskState {
     --blanks;
   }
   void clear(int i) {
-    const auto& geo = sudoku_geometry();
     const DigitMask keep = DigitMask(~(1u << g[i]));
     used[geo.row[i]] &= keep;
     used[9 + geo.col[i]] &= keep;
@@ -53,7 +53,7 @@ inline std::string dstr(int d) { return std::string(1, char('0' + d)); }
 
 SudokuTrace finish(const MaskState& s, std::vector<std::string>* steps) {
   SudokuTrace t;
-  t.solved = s.blanks == 0;
+  t.solved = s.blanks == 0 && s.consistent;
   t.grid = s.g;
   if (steps) t.steps = std::move(*steps);
   return t;
@@ -62,7 +62,7 @@ SudokuTrace finish(const MaskState& s, std::vector<std::string>* steps) {
 SudokuTrace naked_singles(const SudokuGrid& puzzle, bool emit) {
   MaskState s(puzzle);
   std::vector<std::string> steps;
-  while (s.blanks > 0) {
+  while (s.blanks > 0 && s.consistent) {
     bool progress = false;
     for (int i = 0; i < 81; ++i) {
       if (s.g[i]) continue;
@@ -83,7 +83,7 @@ int hidden_single(MaskState& s, int u, int d) {
   const DigitMask bit = DigitMask(1u << d);
   if (s.used[u] & bit) return -1;
   int where = -1;
-  for (uint8_t c : sudoku_geometry().units[u]) {
+  for (uint8_t c : s.geo.units[u]) {
     if (s.g[c] || !(s.cand(c) & bit)) continue;
     if (where >= 0) return -1;
     where = c;
@@ -95,7 +95,7 @@ int hidden_single(MaskState& s, int u, int d) {
 SudokuTrace hidden_singles(const SudokuGrid& puzzle, bool emit) {
   MaskState s(puzzle);
   std::vector<std::string> steps;
-  while (s.blanks > 0) {
+  while (s.blanks > 0 && s.consistent) {
     bool progress = false;
     for (int u = 0; u < 27; ++u) {
       for (int d = 1; d <= 9; ++d) {
@@ -113,7 +113,7 @@ SudokuTrace hidden_singles(const SudokuGrid& puzzle, bool emit) {
 SudokuTrace crosshatching(const SudokuGrid& puzzle, bool emit) {
   MaskState s(puzzle);
   std::vector<std::string> steps;
-  while (s.blanks > 0) {
+  while (s.blanks > 0 && s.consistent) {
     bool progress = false;
     for (int d = 1; d <= 9; ++d) {
       for (int b = 0; b < 9; ++b) {
@@ -131,6 +131,7 @@ SudokuTrace crosshatching(const SudokuGrid& puzzle, bool emit) {
 SudokuTrace propagation(const SudokuGrid& puzzle, bool emit) {
   MaskState s(puzzle);
   std::vector<std::string> steps;
+  if (!s.consistent) return finish(s, nullptr);
   std::array<DigitMask, 81> cand{};
   std::array<bool, 81> queued{};
   std::array<uint8_t, 81> queue{};
@@ -181,7 +182,7 @@ struct Backtracker {
       cand[i] = s.cand(i);
       if (!cand[i]) return false;
     }
-    const auto& geo = sudoku_geometry();
+    const auto& geo = s.geo;
     for (int u = 0; u < 27; ++u) {
       DigitMask m = s.used[u];
       for (uint8_t c : geo.units[u]) m |= cand[c];
@@ -232,9 +233,12 @@ SudokuTrace solve_propagation(const SudokuGrid& p) { return propagation(p, true)
 
 SudokuTrace solve_backtracking(const SudokuGrid& puzzle, size_t max_steps) {
   Backtracker b{MaskState(puzzle), {}, {}, max_steps};
-  for (int i = 0; i < 81; ++i) if (!puzzle[i]) b.cells.push_back(i);
   SudokuTrace t;
-  if (!sudoku_consistent(puzzle)) return t;
+  if (!b.s.consistent) {
+    t.grid = b.s.g;
+    return t;
+  }
+  for (int i = 0; i < 81; ++i) if (!b.s.g[i]) b.cells.push_back(i);
   t.solved = b.run(0) && !b.aborted;
   t.grid = b.s.g;
   t.steps = std::move(b.steps);
@@ -255,6 +259,7 @@ SudokuTrace solve_sudoku_strategy(const SudokuGrid& puzzle, int strategy, size_t
 
 bool sudoku_forward_check(const SudokuGrid& g) {
   MaskState s(g);
+  if (!s.consistent) return false;
   Backtracker b{s, {}, {}, 0};
   return b.check();
 }
@@ -269,7 +274,40 @@ std::string sudoku_trace_text(const std::vector<std::string>& steps) {
 }
 
 bool solvable_by_naked_singles(const SudokuGrid& p) { return naked_singles(p, false).solved; }
-bool solvable_by_crosshatching(const SudokuGrid& p) { return crosshatching(p, false).solved; }
+
+bool solvable_by_crosshatching(const SudokuGrid& p) {
+  // Box-major instead of S3's digit-major order: the closure of hidden-single
+  // deductions does not depend on the order. Per box, the digits allowed in exactly
+  // one blank cell come out of a bit-sliced count over the box's candidate masks.
+  MaskState s(p);
+  if (!s.consistent) return false;
+  bool progress = true;
+  while (s.blanks > 0 && progress) {
+    progress = false;
+    for (int b = 18; b < 27; ++b) {
+      for (;;) {
+        const auto& cells = s.geo.units[b];
+        std::array<DigitMask, 9> cand{};
+        DigitMask once = 0, twice = 0;
+        for (int k = 0; k < 9; ++k) {
+          if (s.g[cells[k]]) continue;
+          cand[k] = s.cand(cells[k]);
+          twice |= once & cand[k];
+          once |= cand[k];
+        }
+        const DigitMask hidden = DigitMask(once & ~twice & ~s.used[b]);
+        if (!hidden) break;
+        const int d = single_digit(DigitMask(hidden & -hidden));
+        for (int k = 0; k < 9; ++k) {
+          if (cand[k] >> d & 1) { s.place(cells[k], d); break; }
+        }
+        progress = true;
+      }
+    }
+  }
+  return s.blanks == 0;
+}
+
 bool solvable_by_hidden_singles(const SudokuGrid& p) { return hidden_singles(p, false).solved; }
 
 }  // namespace lol::tasks

@@ -10,6 +10,8 @@
 //   S5 backtracking    "r1c1 = 5 x", "r1c1 = 6", "r7c4 back"  row-major DFS with a check
 //
 // Candidates are always the plain ones: digits not present among a cell's 20 peers.
+// Every solver reports solved = false (and no step) for an inconsistent puzzle, one
+// holding a digit twice in a row, column or box.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -65,7 +67,8 @@ SudokuTrace solve_backtracking(const SudokuGrid& puzzle, size_t max_steps = 0);
 /// Dispatch on strategy 1..5; throws lol::InputError on another number.
 SudokuTrace solve_sudoku_strategy(const SudokuGrid& puzzle, int strategy, size_t max_steps = 0);
 
-/// The S5 check on a grid right after a placement: every blank cell keeps at least
+/// The S5 check on a grid right after a placement (false for an inconsistent grid):
+/// every blank cell keeps at least
 /// one candidate, and every digit missing from a row, column or box still has at
 /// least one blank cell there that allows it.
 bool sudoku_forward_check(const SudokuGrid& g);
@@ -74,7 +77,8 @@ bool sudoku_forward_check(const SudokuGrid& g);
 std::string sudoku_trace_text(const std::vector<std::string>& steps);
 
 /// Fast tests used while blanking cells: true when naked singles (S1, and so S4) /
-/// box hidden singles (S3) fill the whole grid. No text is produced.
+/// crosshatching (S3) / hidden singles (S2) fill the whole grid; same answer as
+/// `solve_*(p).solved`, without text.
 bool solvable_by_naked_singles(const SudokuGrid& puzzle);
 bool solvable_by_crosshatching(const SudokuGrid& puzzle);
 bool solvable_by_hidden_singles(const SudokuGrid& puzzle);

@@ -85,13 +85,26 @@ struct Parsed {
   size_t pads = 0;
 };
 
+inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
 Parsed strip(const std::string& text) {
   Parsed p;
-  for (auto& t : split_tokens(text)) {
-    if (t == "<eos>") break;
+  p.tokens.reserve(text.size() / 3);
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    while (i < n && is_space(text[i])) ++i;
+    if (i == n) break;
+    size_t j = i;
+    while (j < n && !is_space(text[j])) ++j;
+    const size_t len = j - i;
+    if (len == 5 && text.compare(i, 5, "<eos>") == 0) break;
     ++p.total;
-    if (t == "<pad>") { ++p.pads; continue; }
-    p.tokens.push_back(std::move(t));
+    if (len == 5 && text.compare(i, 5, "<pad>") == 0) {
+      ++p.pads;
+    } else {
+      p.tokens.emplace_back(text, i, len);
+    }
+    i = j;
   }
   return p;
 }
@@ -99,6 +112,7 @@ Parsed strip(const std::string& text) {
 /// Splits tokens [b, e) on ";" into steps.
 std::vector<Step> parse_steps(const Tokens& t, size_t b, size_t e) {
   std::vector<Step> steps;
+  if (b >= e) return steps;  // empty trace
   size_t start = b;
   for (size_t k = b; k <= e; ++k) {
     if (k == e || t[k] == ";") {
@@ -213,6 +227,25 @@ void replay(const SudokuGrid& puzzle, const SudokuGrid& solution, int s, const s
   v.rule_faithful = legal && faithful;
 }
 
+/// followed_strategy of the trace tokens [b, e) already parsed into `steps`.
+int identify_steps(const SudokuGrid& puzzle, const Tokens& t, size_t b, size_t e, const std::vector<Step>& steps) {
+  const int s = common_syntax(steps);
+  if (!s) return 0;
+  const SudokuTrace ref = solve_sudoku_strategy(puzzle, s, steps.size() + 1);
+  if (!ref.solved || ref.steps.size() != steps.size()) return 0;
+  // Tokens hold no spaces, so equal token sequences <=> equal single-space joins.
+  std::string expected, got;
+  for (size_t k = 0; k < ref.steps.size(); ++k) {
+    if (k) expected += " ; ";
+    expected += ref.steps[k];
+  }
+  for (size_t k = b; k < e; ++k) {
+    if (k > b) got += ' ';
+    got += t[k];
+  }
+  return got == expected ? s : 0;
+}
+
 }  // namespace
 
 int sudoku_step_syntax(const std::vector<std::string>& step_tokens) {
@@ -226,20 +259,7 @@ int identify_sudoku_strategy(const SudokuGrid& puzzle, const std::string& trace)
   for (size_t k = b; k < e; ++k) {
     if (p.tokens[k] == "A") { e = k; break; }
   }
-  const auto steps = parse_steps(p.tokens, b, e);
-  const int s = common_syntax(steps);
-  if (!s) return 0;
-  const SudokuTrace ref = solve_sudoku_strategy(puzzle, s, steps.size() + 1);
-  if (!ref.solved || ref.steps.size() != steps.size()) return 0;
-  size_t k = b;
-  for (const auto& step : ref.steps) {
-    for (const auto& tok : split_tokens(step)) {
-      if (k >= e || p.tokens[k] != tok) return 0;
-      ++k;
-    }
-    if (k < e && p.tokens[k] == ";") ++k;
-  }
-  return k == e ? s : 0;
+  return identify_steps(puzzle, p.tokens, b, e, parse_steps(p.tokens, b, e));
 }
 
 Verdict verify_sudoku(const std::string& question, int requested_strategy, const std::string& generated) {
@@ -280,16 +300,20 @@ Verdict verify_sudoku(const SudokuGrid& puzzle, const SudokuGrid& solution, int 
   v.strategy_as_requested = s == requested_strategy;
   if (s == 0) {
     if (v.error.empty()) {
-      v.error = "the steps match no single strategy's syntax";
+      v.error = steps.empty() ? "the trace is empty" : "the steps match no single strategy's syntax";
       for (size_t k = 0; k < steps.size(); ++k) {
         if (!steps[k].strategy) { v.error = "step " + std::to_string(k + 1) + " matches no step syntax"; break; }
       }
     }
   } else {
     replay(puzzle, solution, s, steps, v);
-    v.followed_strategy = identify_sudoku_strategy(puzzle, generated);
+    v.followed_strategy = identify_steps(puzzle, t, 2, a, steps);
   }
   if (!v.answer_correct && v.error.empty()) v.error = "the answer is not the solution";
+  if (v.followed_strategy != requested_strategy && v.error.empty()) {
+    v.error = "the trace is not exactly the S" + std::to_string(requested_strategy) + " trace" +
+              (v.followed_strategy ? " (it is the S" + std::to_string(v.followed_strategy) + " trace)" : "");
+  }
   return v;
 }
 

@@ -151,3 +151,36 @@ TEST(SudokuStrategies, SolversAgreeOnRandomPuzzles) {
   EXPECT_THROW(solve_sudoku_strategy(SudokuGrid{}, 6), lol::InputError);
   EXPECT_THROW(sudoku_strategy_name(0), lol::InputError);
 }
+
+TEST(SudokuStrategies, FastPredicatesAgreeWithTheSolvers) {
+  // Random blanks of random grids: many partial puzzles the singles solve, many
+  // they do not; plus grids with a clash.
+  std::mt19937_64 rng(17);
+  int solved[3] = {0, 0, 0}, total = 0;
+  for (int k = 0; k < 400; ++k) {
+    const SudokuGrid sol = generate_sudoku_grid(rng);
+    SudokuGrid p = sol;
+    const int blanks = 30 + int(k % 30);
+    for (int b = 0; b < blanks; ++b) p[size_t(rng() % 81)] = 0;
+    if (k % 10 == 9) {  // put a clash in: copy a given digit into a blank peer
+      for (int i = 0; i < 81; ++i) {
+        if (!p[i]) continue;
+        const int peer = sudoku_geometry().peers[i][rng() % 20];
+        p[peer] = p[i];
+        break;
+      }
+    }
+    const bool s1 = solve_naked_singles(p).solved, s2 = solve_hidden_singles(p).solved,
+               s3 = solve_crosshatching(p).solved;
+    EXPECT_EQ(solvable_by_naked_singles(p), s1) << sudoku_compact(p);
+    EXPECT_EQ(solvable_by_hidden_singles(p), s2) << sudoku_compact(p);
+    EXPECT_EQ(solvable_by_crosshatching(p), s3) << sudoku_compact(p);
+    EXPECT_EQ(solve_propagation(p).solved, s1) << sudoku_compact(p);
+    if (s3) EXPECT_TRUE(s2);  // box hidden singles are a subset of hidden singles
+    solved[0] += s1; solved[1] += s2; solved[2] += s3; ++total;
+  }
+  for (int n : solved) {  // both outcomes are exercised
+    EXPECT_GT(n, 20);
+    EXPECT_LT(n, total - 20);
+  }
+}

@@ -164,6 +164,7 @@ TEST(SudokuVerify, RejectsCorruptedTraces) {
           EXPECT_FALSE(fully_correct(v, s));
           EXPECT_NE(v.followed_strategy, s);
           EXPECT_TRUE(v.strategy_as_requested);
+          EXPECT_FALSE(v.error.empty());
         }
       }
       // (4) An illegal placement: a given cell, or a digit its row already holds.
@@ -282,6 +283,10 @@ TEST(SudokuVerify, GarbageNeverThrows) {
   EXPECT_NO_THROW(verify_sudoku(r.question, 1, ""));
   EXPECT_NO_THROW(verify_sudoku(r.question, 1, "\xff\xfe garbage \n\t"));
   EXPECT_FALSE(verify_sudoku(r.question, 1, "").trace_legal);
+  const Verdict empty = verify_sudoku(r.question, 1, "R : " + r.answer);
+  EXPECT_FALSE(empty.trace_legal || empty.strategy_as_requested);
+  EXPECT_TRUE(empty.answer_correct);
+  EXPECT_EQ(empty.error, "the trace is empty");
 }
 
 TEST(SudokuVerify, BadQuestionsAndStrategiesThrow) {
