@@ -148,6 +148,22 @@ TEST(MazeCore, LabelsScaleWithTheGrid) {
   EXPECT_EQ(maze_strategy_label(5, 16), "[ r16c1 r16c2 r16c3 r1c16 r2c16 r3c16 ]");
   for (int size : {4, 16})
     for (int s = 1; s <= 3; ++s) EXPECT_EQ(maze_strategy_label(s, size), maze_strategy_label(s, 8));
+  // The BFS label is BFS's first six dequeues from r1c1 on an open grid (N E S W order).
+  for (int size : {4, 8, 16}) {
+    Maze open;
+    open.size = size;
+    open.open.assign(size * size, 0);
+    for (int c = 0; c < size * size; ++c) {
+      if (open.row(c) > 0) open.open[c] |= kMazeNorth;
+      if (open.col(c) + 1 < size) open.open[c] |= kMazeEast;
+      if (open.row(c) + 1 < size) open.open[c] |= kMazeSouth;
+      if (open.col(c) > 0) open.open[c] |= kMazeWest;
+    }
+    open.start = 0;
+    open.goal = size * size - 1;
+    const std::vector<int> t = maze_bfs(open).trace;
+    EXPECT_EQ("[ " + maze_cells_text({t.begin(), t.begin() + 6}, size) + " ]", maze_strategy_label(kMazeBfs, size));
+  }
   EXPECT_THROW(maze_strategy_label(0, 8), lol::InputError);
   EXPECT_THROW(maze_strategy_label(6, 8), lol::InputError);
   EXPECT_THROW(maze_strategy_label(1, 3), lol::InputError);
