@@ -50,7 +50,12 @@ MatchScratch& scratch() {
 
 }  // namespace
 
+// Unicode White_Space (Unicode 15), the meaning of \s in onig and Rust regex.
+const char* const kWhiteSpace =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
 std::string rewrite_whitespace_classes(std::string_view p) {
+  const std::string ws = kWhiteSpace;
   std::string out;
   out.reserve(p.size() + 32);
   bool in_class = false;
@@ -59,9 +64,9 @@ std::string rewrite_whitespace_classes(std::string_view p) {
     if (c == '\\' && i + 1 < p.size()) {
       const char e = p[i + 1];
       if (e == 's') {
-        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+        out += in_class ? ws : "[" + ws + "]";
       } else if (e == 'S' && !in_class) {
-        out += "[^\\s\\x{85}]";
+        out += "[^" + ws + "]";
       } else {
         out += c;
         out += e;

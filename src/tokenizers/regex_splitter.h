@@ -3,14 +3,16 @@
 // Split pre-tokenizer with behaviour "Isolated": every match is a piece and so is
 // every non-empty gap between matches.
 //
-// Compatibility with the Rust engines Hugging Face uses (onig / fancy-regex): both
-// treat `\s` as the Unicode White_Space property, which includes U+0085 (NEL);
-// PCRE2's `\s` (with PCRE2_UCP) does not. The pattern is therefore rewritten before
-// compilation: `\s` -> `[\s\x{85}]` outside a character class, `\s` -> `\s\x{85}`
-// inside one, `\S` -> `[^\s\x{85}]` outside a class. (`\S` inside a class is left
-// as is; no tokenizer pattern in use needs it.) Everything else (\p{L}, \p{N},
-// (?i:...), (?!...), leftmost-first alternation, greedy backtracking) has the same
-// semantics in PCRE2 as in onig.
+// Compatibility with the engines Hugging Face uses (onig / fancy-regex): both
+// treat `\s` as the Unicode White_Space property, which includes U+0085 (NEL) and
+// excludes U+180E (MONGOLIAN VOWEL SEPARATOR); PCRE2's `\s` (with PCRE2_UCP) does
+// the opposite for both. The pattern is therefore rewritten before compilation,
+// with W = the White_Space list `\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}
+// \x{2028}\x{2029}\x{202F}\x{205F}\x{3000}`: `\s` -> `[W]` outside a character class,
+// `\s` -> `W` inside one, `\S` -> `[^W]` outside a class. (`\S` inside a class is
+// left as is; no tokenizer pattern in use needs it.) Everything else (\p{L},
+// \p{N}, (?i:...), (?!...), leftmost-first alternation, greedy backtracking) has
+// the same semantics in PCRE2 as in onig.
 #pragma once
 #include <memory>
 #include <string>

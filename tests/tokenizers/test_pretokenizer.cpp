@@ -65,6 +65,8 @@ const std::vector<Case>& cases() {
       // U+0085 (NEL) is \s in onig/fancy-regex (Unicode White_Space), not in
       // plain PCRE2: checks the \s rewrite.
       {"NEL is white space", "a\u0085\u0085b", {"a", "\u0085", "\u0085b"}, {"a", "\u0085", "\u0085", "b"}},
+      // U+180E (Cf since Unicode 6.3) is not White_Space, but is PCRE2 \s.
+      {"U+180E is not white space", "a\u180e\u180eb", {"a", "\u180e\u180e", "b"}, {"a", "\u180e\u180e", "b"}},
   };
   return c;
 }
@@ -103,11 +105,22 @@ TEST(PreTokenizer, PiecesCoverCorpora) {
 }
 
 TEST(PreTokenizer, WhitespaceRewrite) {
-  EXPECT_EQ(rewrite_whitespace_classes(R"(\s+(?!\S))"), R"([\s\x{85}]+(?![^\s\x{85}]))");
-  EXPECT_EQ(rewrite_whitespace_classes(R"([^\s\p{L}])"), R"([^\s\x{85}\p{L}])");
-  EXPECT_EQ(rewrite_whitespace_classes(R"([]\s])"), R"([]\s\x{85}])");
-  EXPECT_EQ(rewrite_whitespace_classes(R"([[:alpha:]]\s)"), R"([[:alpha:]][\s\x{85}])");
+  const std::string w = R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+  EXPECT_EQ(rewrite_whitespace_classes(R"(\s+(?!\S))"), "[" + w + "]+(?![^" + w + "])");
+  EXPECT_EQ(rewrite_whitespace_classes(R"([^\s\p{L}])"), "[^" + w + R"(\p{L}])");
+  EXPECT_EQ(rewrite_whitespace_classes(R"([]\s])"), "[]" + w + "]");
+  EXPECT_EQ(rewrite_whitespace_classes(R"([[:alpha:]]\s)"), "[[:alpha:]][" + w + "]");
   EXPECT_EQ(rewrite_whitespace_classes(R"(\\s)"), R"(\\s)");  // an escaped backslash, then 's'
+  // The rewritten \s is exactly Unicode White_Space.
+  RegexSplitter ws(R"(\s)");
+  for (char32_t cp : {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x200A, 0x2028, 0x2029, 0x202F,
+                      0x205F, 0x3000, 0x180E, 0x200B, 0xFEFF, 0x1C, 0x41}) {
+    std::string s;
+    append_utf8(cp, s);
+    std::vector<std::string_view> v;
+    ws.split("x" + s + "x", v);
+    EXPECT_EQ(v.size() == 3, is_unicode_whitespace(cp)) << std::hex << uint32_t(cp);
+  }
 }
 
 TEST(PreTokenizer, BadPatternNamesWhere) {
