@@ -1,5 +1,9 @@
 // The tokenizer interface of lol (issue 7: text tokenizers; issue 10: Hugging Face
 // compatibility). A Tokenizer maps UTF-8 text to int32 token ids and back.
+// LoL paper, Appendix A: natural-language runs use byte-level BPE tokenizers
+// (GPT-NeoX; OLMo3 for multilingual data), the toy tasks small task vocabularies
+// (src/tasks/vocab.h). LayerRoute §4: Qwen2.5-0.5B-Instruct, whose tokenizer.json
+// (Sequence[Split, ByteLevel], ChatML specials) BpeTokenizer loads.
 //
 // Pipeline of encode(text), the same as Hugging Face `tokenizers`:
 //   1. added/special tokens are cut out of the raw text (exact match,
