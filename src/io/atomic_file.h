@@ -1,0 +1,38 @@
+// Crash-safe file writing: data goes to "<path>.tmp.<pid>", is fsync'ed, then
+// renamed over <path> (and the directory fsync'ed) in commit(). A process killed at
+// any moment leaves either the old file or the new one, never a torn file.
+#pragma once
+#include <string>
+
+namespace lol::io {
+
+class AtomicFile {
+ public:
+  /// Opens the temporary file; throws std::runtime_error naming the path on failure.
+  explicit AtomicFile(const std::string& path);
+  /// Removes the temporary file if commit() was not called.
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t n);
+  void write(const std::string& s) { write(s.data(), s.size()); }
+  /// fsync + rename + fsync(directory).
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+/// Atomically replaces `path` with `content`.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+/// fsync a directory (so a rename inside it is durable). Ignores errors.
+void fsync_dir(const std::string& dir);
+
+/// Whole file as a string; throws InputError naming the path when unreadable.
+std::string read_file(const std::string& path);
+
+}  // namespace lol::io

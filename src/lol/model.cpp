@@ -1,0 +1,346 @@
+#include "lol/model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "lol/windows.h"
+#include "util/error.h"
+
+namespace lol {
+
+namespace {
+
+nn::BlockShape block_shape(const LoLConfig& c) {
+  nn::BlockShape s;
+  s.attn.d_model = c.d_model;
+  s.attn.n_heads = c.n_heads;
+  s.attn.n_kv_heads = c.n_kv_heads;
+  s.attn.head_dim = c.head_dim();
+  s.ffn_hidden = c.ffn_hidden;
+  s.norm_eps = c.norm_eps;
+  return s;
+}
+
+/// A document: a maximal run of equal, non-negative doc ids in one row.
+struct Doc {
+  int64_t row, begin, end, prompt;
+};
+
+/// Per-forward token bookkeeping, built on the CPU.
+struct TokenLayout {
+  int64_t B = 0, T = 0;
+  std::vector<Doc> docs;
+  std::vector<int64_t> valid_rows;  // flat rows that are not padding
+  torch::Tensor pos;                // [B*T] int64 position within document
+  torch::Tensor key_visible;        // [B*T] bool or undefined
+  nn::SegmentLayout full;           // documents as causal segments
+};
+
+/// Windows of one routed depth.
+struct DepthWindows {
+  std::vector<int64_t> row, k, begin, len, doc_begin, doc_first_window, first_token;
+  std::vector<int64_t> window_of_valid;  // window of each valid row (same order as valid_rows)
+};
+
+TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
+  TokenLayout L;
+  L.B = b.tokens.size(0);
+  L.T = b.tokens.size(1);
+  torch::Tensor doc = b.doc_ids.defined() ? b.doc_ids.to(torch::kCPU, torch::kInt64).contiguous()
+                                          : torch::zeros({L.B, L.T}, torch::kInt64);
+  torch::Tensor pl = b.prompt_len.defined() ? b.prompt_len.to(torch::kCPU, torch::kInt64).contiguous()
+                                            : torch::zeros({L.B}, torch::kInt64);
+  const int64_t* dp = doc.data_ptr<int64_t>();
+  const int64_t* pp = pl.data_ptr<int64_t>();
+  auto pos = torch::zeros({L.B * L.T}, torch::kInt64);
+  int64_t* posp = pos.data_ptr<int64_t>();
+  std::vector<int64_t> rows, offsets{0};
+  for (int64_t r = 0; r < L.B; ++r) {
+    int64_t i = 0;
+    while (i < L.T) {
+      int64_t id = dp[r * L.T + i];
+      int64_t j = i + 1;
+      while (j < L.T && dp[r * L.T + j] == id) ++j;
+      if (id >= 0) {
+        int64_t prompt = (i == 0) ? std::min<int64_t>(std::max<int64_t>(pp[r], 0), j - i) : 0;
+        L.docs.push_back({r, i, j, prompt});
+        for (int64_t t = i; t < j; ++t) {
+          posp[r * L.T + t] = t - i;
+          rows.push_back(r * L.T + t);
+          L.valid_rows.push_back(r * L.T + t);
+        }
+        offsets.push_back(int64_t(rows.size()));
+      }
+      i = j;
+    }
+  }
+  L.pos = pos.to(dev);
+  if (b.router_only.defined()) L.key_visible = b.router_only.reshape({L.B * L.T}).logical_not().to(dev);
+  L.full = nn::SegmentLayout::from_csr(rows, offsets, L.B * L.T, dev);
+  return L;
+}
+
+DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLConfig& c) {
+  DepthWindows w;
+  const int64_t delta = window_shift(depth, c.window, c.stride);
+  w.window_of_valid.reserve(L.valid_rows.size());
+  for (const auto& d : L.docs) {
+    const int64_t first = int64_t(w.row.size());
+    int64_t cur = -1;
+    for (int64_t t = d.begin; t < d.end; ++t) {
+      int64_t k = window_of(t - d.begin, delta, c.window, d.prompt);
+      if (k != cur) {
+        cur = k;
+        w.row.push_back(d.row);
+        w.k.push_back(k);
+        w.begin.push_back(t);
+        w.len.push_back(0);
+        w.doc_begin.push_back(d.begin);
+        w.doc_first_window.push_back(first);
+        w.first_token.push_back(d.row * L.T + d.begin);
+      }
+      w.len.back()++;
+      w.window_of_valid.push_back(int64_t(w.row.size()) - 1);
+    }
+  }
+  return w;
+}
+
+torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
+  return torch::from_blob(const_cast<int64_t*>(v.data()), {int64_t(v.size())}, torch::kInt64).clone().to(dev);
+}
+
+}  // namespace
+
+LoLBodyImpl::LoLBodyImpl(const LoLConfig& c) {
+  auto shape = block_shape(c);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
+  prelude = register_module("prelude", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_prelude; ++i) prelude->push_back(nn::Block(shape));
+  library = register_module("library", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.library_size; ++i) library->push_back(nn::Block(shape));
+  coda = register_module("coda", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_coda; ++i) coda->push_back(nn::Block(shape));
+  film = register_module("film", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.core_depth; ++i) film->push_back(nn::FiLM(c.d_model));
+  if (c.untied_router) {
+    routers = register_module("routers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < c.core_depth; ++i)
+      routers->push_back(torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.library_size).bias(false)));
+  } else {
+    router = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.library_size).bias(false)));
+  }
+  depth_embed = register_parameter("depth_embed", torch::zeros({c.core_depth, c.d_model}));
+  norm = register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps));
+  balance_bias = register_buffer("balance_bias", torch::zeros({c.library_size}));
+}
+
+LoLModelImpl::LoLModelImpl(const LoLConfig& c) : rope(c.head_dim(), c.rope_theta), cfg_(c), active_depth_(c.core_depth) {
+  c.validate("LoLModel config");
+  model = register_module("model", LoLBody(c));
+  if (!c.tie_embeddings)
+    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+  pending_load_ = torch::zeros({c.library_size}, torch::kInt64);
+  reset_parameters(0);
+}
+
+void LoLModelImpl::reset_parameters(uint64_t seed) {
+  torch::NoGradGuard ng;
+  auto gen = at::detail::createCPUGenerator(seed);
+  const double std = 0.02;
+  const double layers = double(cfg_.n_prelude + cfg_.n_coda + cfg_.core_depth);
+  const double out_std = std / std::sqrt(2.0 * std::max(1.0, layers));
+  for (auto& p : named_parameters()) {
+    const std::string& n = p.key();
+    auto& t = p.value();
+    auto ends_with = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+    if (ends_with("_gamma") || ends_with("layernorm.weight") || n == "model.norm.weight") {
+      t.fill_(1.0);
+    } else if (ends_with("_beta") || ends_with(".bias")) {
+      t.zero_();
+    } else {
+      double s = (ends_with("o_proj.weight") || ends_with("down_proj.weight")) ? out_std : std;
+      auto r = at::normal(0.0, s, t.sizes(), gen);
+      t.copy_(r);
+    }
+  }
+  model->balance_bias.zero_();
+}
+
+void LoLModelImpl::set_active_depth(int64_t d) {
+  if (d < 0 || d > cfg_.core_depth)
+    throw InputError("active depth " + std::to_string(d) + " outside [0, core_depth = " + std::to_string(cfg_.core_depth) + "]");
+  active_depth_ = d;
+}
+
+torch::Tensor LoLModelImpl::router_logits(int64_t d, const torch::Tensor& r) {
+  if (cfg_.untied_router) return model->routers[d]->as<torch::nn::Linear>()->forward(r);
+  return model->router(r);
+}
+
+LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt) {
+  const auto& c = cfg_;
+  if (batch.tokens.dim() != 2) throw InputError("tokens must be [batch, seq]");
+  const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
+  if (T > c.max_seq_len)
+    throw InputError("sequence length " + std::to_string(T) + " exceeds max_seq_len = " + std::to_string(c.max_seq_len));
+  if (B * T > 0) {
+    auto mx = batch.tokens.max().item<int64_t>(), mn = batch.tokens.min().item<int64_t>();
+    if (mn < 0 || mx >= c.vocab_size)
+      throw InputError("token id " + std::to_string(mn < 0 ? mn : mx) + " outside [0, vocab_size = " +
+                       std::to_string(c.vocab_size) + ")");
+  }
+  const auto dev = model->embed_tokens->weight.device();
+  TokenLayout L = make_token_layout(batch, dev);
+  torch::Tensor kv = L.key_visible;
+  nn::BlockContext full_ctx{&L.pos, &L.full, kv.defined() ? &kv : nullptr, &rope, nullptr};
+
+  auto s = model->embed_tokens(batch.tokens.to(dev)).reshape({B * T, c.d_model});
+  for (auto& m : *model->prelude) s = m->as<nn::Block>()->forward(s, full_ctx);
+
+  LoLOutput out;
+  const bool count_load = is_training();
+  auto valid_rows = i64(L.valid_rows, dev);
+  auto load = torch::zeros({c.library_size}, torch::kInt64);
+  for (int64_t d = 0; d < active_depth_; ++d) {
+    DepthWindows w = make_depth_windows(L, d + 1, c);
+    const int64_t G = int64_t(w.row.size());
+    if (G == 0) continue;
+    // Router inputs (Algorithm 1 lines 7-14): mean state per window, then the mean of
+    // the earlier windows' means; window 0 uses (e^(l) + s_first) / 2.
+    auto win_valid = i64(w.window_of_valid, dev);
+    auto sums = torch::zeros({G, c.d_model}, s.options()).index_add(0, win_valid, s.index_select(0, valid_rows));
+    auto lens = i64(w.len, dev).to(s.scalar_type()).unsqueeze(1);
+    auto mu = sums / lens;
+    auto csum = torch::cat({torch::zeros({1, c.d_model}, s.options()), mu.cumsum(0)}, 0);
+    auto kk = i64(w.k, dev);
+    auto r_rest = (csum.index_select(0, torch::arange(G, torch::TensorOptions(torch::kInt64).device(dev))) -
+                   csum.index_select(0, i64(w.doc_first_window, dev))) /
+                  kk.clamp_min(1).to(s.scalar_type()).unsqueeze(1);
+    auto r_first = 0.5 * (model->depth_embed[d].unsqueeze(0) + s.index_select(0, i64(w.first_token, dev)));
+    auto r = torch::where((kk == 0).unsqueeze(1), r_first, r_rest);
+    auto logits = router_logits(d, r);
+    if (is_training() && c.router_noise_std > 0) logits = logits + torch::randn_like(logits) * c.router_noise_std;
+    auto probs = torch::softmax(logits, -1);
+    // Top-1 with the balancing bias (selection only); ties -> lowest index.
+    auto sel_t = (probs.detach() + model->balance_bias.unsqueeze(0)).argmax(-1).to(torch::kCPU).contiguous();
+    std::vector<int64_t> sel(sel_t.data_ptr<int64_t>(), sel_t.data_ptr<int64_t>() + G);
+    std::vector<uint8_t> forced(G, 0), fixed_alpha(G, 0);
+    std::vector<float> alpha_vals(G, 0.f);
+    if (opt.force) {
+      for (int64_t g = 0; g < G; ++g) {
+        if (auto fc = opt.force->at(d, w.k[g])) {
+          if (fc->expert >= c.library_size)
+            throw InputError("routing path: expert " + std::to_string(fc->expert) + " >= library_size " +
+                             std::to_string(c.library_size));
+          sel[g] = fc->expert;
+          forced[g] = 1;
+          if (fc->alpha) {
+            fixed_alpha[g] = 1;
+            alpha_vals[g] = float(*fc->alpha);
+          }
+        }
+      }
+    }
+    auto sel_dev = i64(sel, dev);
+    auto alpha = probs.gather(1, sel_dev.unsqueeze(1)).squeeze(1);
+    bool any_fixed = false;
+    for (auto f : fixed_alpha) any_fixed |= f != 0;
+    if (any_fixed) {
+      auto mask = torch::from_blob(fixed_alpha.data(), {G}, torch::kUInt8).clone().to(dev).to(torch::kBool);
+      auto vals = torch::from_blob(alpha_vals.data(), {G}, torch::kFloat32).clone().to(dev, s.scalar_type());
+      alpha = torch::where(mask, vals, alpha);
+    }
+    // Group windows by (expert, long/short) and run each expert once on all its windows.
+    std::vector<std::vector<int64_t>> groups(2 * c.library_size);
+    for (int64_t g = 0; g < G; ++g) groups[2 * sel[g] + (w.len[g] > c.window ? 1 : 0)].push_back(g);
+    auto upd = torch::zeros_like(s);
+    nn::FiLMImpl* film = model->film[d]->as<nn::FiLM>();
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const auto& wins = groups[gi];
+      if (wins.empty()) continue;
+      const int64_t e = int64_t(gi / 2);
+      std::vector<int64_t> tok, tok_win, offsets{0}, local;
+      for (int64_t g : wins) {
+        for (int64_t t = 0; t < w.len[g]; ++t) {
+          tok.push_back(w.row[g] * T + w.begin[g] + t);
+          tok_win.push_back(g);
+        }
+        offsets.push_back(int64_t(tok.size()));
+      }
+      local.resize(tok.size());
+      for (size_t i = 0; i < local.size(); ++i) local[i] = int64_t(i);
+      auto tok_t = i64(tok, dev);
+      auto layout = nn::SegmentLayout::from_csr(local, offsets, int64_t(tok.size()), dev);
+      auto pos_e = L.pos.index_select(0, tok_t);
+      torch::Tensor kv_e;
+      if (kv.defined()) kv_e = kv.index_select(0, tok_t);
+      nn::BlockContext ctx{&pos_e, &layout, kv_e.defined() ? &kv_e : nullptr, &rope, film};
+      auto xs = s.index_select(0, tok_t);
+      auto delta = model->library[e]->as<nn::Block>()->delta(xs, ctx);
+      auto a_tok = alpha.index_select(0, i64(tok_win, dev)).unsqueeze(1);
+      upd.index_add_(0, tok_t, a_tok * delta);
+    }
+    s = s + upd;  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
+    if (count_load) {
+      auto* lp = load.data_ptr<int64_t>();
+      for (int64_t g = 0; g < G; ++g)
+        if (!forced[g]) lp[sel[g]]++;
+    }
+    if (opt.trace) {
+      DepthTrace tr;
+      tr.row = w.row;
+      tr.k = w.k;
+      tr.begin = w.begin;
+      tr.len = w.len;
+      tr.doc_begin = w.doc_begin;
+      tr.expert = sel_t.clone();
+      std::memcpy(tr.expert.data_ptr<int64_t>(), sel.data(), sizeof(int64_t) * G);
+      tr.alpha = alpha.detach().to(torch::kCPU, torch::kFloat32);
+      tr.probs = probs.detach().to(torch::kCPU, torch::kFloat32);
+      tr.forced = torch::from_blob(forced.data(), {G}, torch::kUInt8).clone().to(torch::kBool);
+      out.trace.push_back(std::move(tr));
+    }
+  }
+  if (count_load) pending_load_ += load;
+
+  for (auto& m : *model->coda) s = m->as<nn::Block>()->forward(s, full_ctx);
+  auto h = s.view({B, T, c.d_model});
+  if (opt.logits_at.defined()) {
+    auto idx = opt.logits_at.to(dev, torch::kInt64);
+    h = h.gather(1, idx.unsqueeze(-1).expand({B, idx.size(1), c.d_model}));
+  }
+  h = model->norm(h);
+  out.logits = c.tie_embeddings ? torch::matmul(h, model->embed_tokens->weight.t()) : lm_head(h);
+  return out;
+}
+
+torch::Tensor LoLModelImpl::update_balance() {
+  auto load = pending_load_.clone();
+  pending_load_.zero_();
+  const int64_t total = load.sum().item<int64_t>();
+  if (total == 0 || cfg_.balance_update_rate == 0) return load;
+  torch::NoGradGuard ng;
+  auto lf = load.to(torch::kFloat32);
+  auto mean = lf.mean();
+  auto step = torch::sign(mean - lf) * cfg_.balance_update_rate;
+  model->balance_bias.add_(step.to(model->balance_bias.device(), model->balance_bias.scalar_type()));
+  return load;
+}
+
+int64_t LoLModelImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+int64_t LoLModelImpl::active_parameters_per_token() const {
+  // Everything except the experts that a token does not use: one expert per routed
+  // depth is active, so min(L, D) distinct experts at most.
+  int64_t per_block = 0;
+  for (const auto& p : const_cast<LoLBodyImpl&>(*model).library[0]->parameters()) per_block += p.numel();
+  int64_t active_experts = std::min(cfg_.library_size, cfg_.core_depth);
+  return num_parameters() - (cfg_.library_size - active_experts) * per_block;
+}
+
+}  // namespace lol

@@ -1,0 +1,52 @@
+// Grouped-query self-attention without biases (optional q/k/v biases for Qwen2),
+// operating on flat token arrays cut into causal segments (nn/segments.h).
+//
+// Masking rules (paper 3.2): a query at slot i of a segment sees keys at slots
+// j <= i of the same segment whose `key_visible` flag is set (router-only tokens
+// are never visible as keys, paper 4.1.3). A query with no visible key outputs 0.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "nn/rope.h"
+#include "nn/segments.h"
+
+namespace lol::nn {
+
+struct AttentionShape {
+  int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  bool qkv_bias = false;
+};
+
+/// Core masked softmax attention on padded segments.
+/// q [S, H, Lq, hd], k/v [S, Hkv, Lk, hd] with H % Hkv == 0 (kv head j serves heads
+/// j*G .. j*G+G-1, G = H/Hkv, as HF repeat_kv), allowed [S, Lq, Lk] bool.
+/// Returns [S, H, Lq, hd]; rows with no allowed key are exactly 0.
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& allowed);
+
+/// Causal mask of a segment batch: allowed[s, i, j] = j <= i && slot_valid[s, j] && key_visible[s, j].
+/// slot_valid / key_visible [S, L] bool (key_visible may be undefined = all visible).
+torch::Tensor segment_causal_mask(const torch::Tensor& slot_valid, const torch::Tensor& key_visible);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const AttentionShape& shape);
+
+  /// x [N, d_model] (flat tokens after the input norm), pos [N] int64 RoPE positions,
+  /// layout: causal segments over the N rows, key_visible [N] bool (undefined = all).
+  /// Returns o_proj(attention) [N, d_model]; rows in no segment get o_proj(0).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
+                        const torch::Tensor& key_visible, RoPE& rope);
+
+  /// q/k/v projections with RoPE applied: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd].
+  void project(const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
+               torch::Tensor& v);
+
+  AttentionShape shape;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+};
+TORCH_MODULE(Attention);
+
+}  // namespace lol::nn
