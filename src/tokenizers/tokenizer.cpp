@@ -8,6 +8,14 @@
 #include "util/error.h"
 
 namespace lol::tokenizers {
+namespace {
+
+std::string hex_byte(unsigned char c) {
+  const char* h = "0123456789abcdef";
+  return std::string{h[c >> 4], h[c & 15]};
+}
+
+}  // namespace
 
 void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens) const {
   if (add_special_tokens) out.insert(out.end(), template_prefix_.begin(), template_prefix_.end());
@@ -32,10 +40,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
         if (utf8_policy_ == InvalidUtf8Policy::kThrow) {
           const std::size_t offset = std::size_t(rest.data() - text.data()) + bad;
           throw InputError("tokenizer input: invalid UTF-8 at byte offset " + std::to_string(offset) +
-                           " (byte 0x" + [](unsigned char c) {
-                             const char* h = "0123456789abcdef";
-                             return std::string{h[c >> 4], h[c & 15]};
-                           }(static_cast<unsigned char>(rest[bad])) +
+                           " (byte 0x" + hex_byte(static_cast<unsigned char>(rest[bad])) +
                            "); expected valid UTF-8 text (or use InvalidUtf8Policy::kByteFallback)");
         }
         if (bad > 0) encode_plain(rest.substr(0, bad), out);
