@@ -1,0 +1,303 @@
+#include "analysis/strategy_eval.h"
+
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace lol::analysis {
+
+std::vector<std::vector<int64_t>> generate_full_recompute(LoLModel& model, const std::vector<PromptSpec>& prompts,
+                                                          const RoutingPath* force, int64_t max_new, int64_t eos) {
+  torch::NoGradGuard ng;
+  model->eval();
+  const auto dev = model->model->embed_tokens->weight.device();
+  std::vector<std::vector<int64_t>> out(prompts.size());
+  std::vector<bool> done(prompts.size(), false);
+  for (int64_t step = 0; step < max_new; ++step) {
+    std::vector<size_t> live;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      if (!done[i]) live.push_back(i);
+    if (live.empty()) break;
+    int64_t T = 0;
+    for (auto i : live) T = std::max<int64_t>(T, int64_t(prompts[i].tokens.size() + out[i].size()));
+    const int64_t B = int64_t(live.size());
+    auto tokens = torch::zeros({B, T}, torch::kInt64);
+    auto doc = torch::full({B, T}, -1, torch::kInt64);
+    auto ro = torch::zeros({B, T}, torch::kBool);
+    auto pl = torch::zeros({B}, torch::kInt64);
+    auto last = torch::zeros({B, 1}, torch::kInt64);
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& p = prompts[live[b]];
+      const auto& g = out[live[b]];
+      int64_t n = 0;
+      for (size_t t = 0; t < p.tokens.size(); ++t, ++n) {
+        tokens[b][n] = p.tokens[t];
+        ro[b][n] = p.router_only.empty() ? false : p.router_only[t] != 0;
+        doc[b][n] = 0;
+      }
+      for (auto t : g) {
+        tokens[b][n] = t;
+        doc[b][n] = 0;
+        ++n;
+      }
+      pl[b] = p.prompt_len;
+      last[b][0] = n - 1;
+    }
+    LoLBatch batch{tokens.to(dev), pl.to(dev), ro.to(dev), doc.to(dev)};
+    ForwardOptions fo;
+    fo.force = force;
+    fo.logits_at = last.to(dev);
+    auto logits = model->forward(batch, fo).logits.squeeze(1);  // [B, V]
+    auto next = logits.argmax(-1).to(torch::kCPU);
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t t = next[b].item<int64_t>();
+      out[live[b]].push_back(t);
+      if (t == eos) done[live[b]] = true;
+    }
+  }
+  return out;
+}
+
+nlohmann::json StrategyMetrics::to_json() const {
+  auto pct = [&](int64_t x) { return n ? 100.0 * double(x) / double(n) : 0.0; };
+  return {{"n", n},
+          {"strategy_as_requested", pct(as_requested)},
+          {"trace_legal", pct(legal)},
+          {"trace_rule_faithful", pct(faithful)},
+          {"answer_correct", pct(correct)},
+          {"padding", n ? padding_sum / double(n) : 0.0}};
+}
+
+nlohmann::json StrategyEvalResult::to_json(const data::TaskSpec& spec) const {
+  nlohmann::json j;
+  j["task"] = spec.name;
+  j["confusion"] = confusion;
+  j["confusion_columns"] = {"none", "S1", "S2", "S3", "S4", "S5"};
+  nlohmann::json f = nlohmann::json::object(), u = nlohmann::json::object();
+  StrategyMetrics fa, ua;
+  for (const auto& [s, m] : forced) {
+    f["S" + std::to_string(s)] = m.to_json();
+  }
+  for (const auto& [s, m] : unforced) u["S" + std::to_string(s)] = m.to_json();
+  j["forced"] = f;
+  j["unforced"] = u;
+  auto avg = [](const std::map<int, StrategyMetrics>& ms, const char* key) {
+    double s = 0;
+    int n = 0;
+    for (const auto& [k, m] : ms) {
+      s += m.to_json()[key].get<double>();
+      n++;
+    }
+    return n ? s / n : 0.0;
+  };
+  for (const char* key : {"strategy_as_requested", "trace_legal", "trace_rule_faithful", "answer_correct", "padding"}) {
+    j["forced_mean"][key] = avg(forced, key);
+    if (!unforced.empty()) j["unforced_mean"][key] = avg(unforced, key);
+  }
+  j["seconds"] = seconds;
+  j["generated_tokens"] = generated_tokens;
+  j["samples"] = samples;
+  return j;
+}
+
+std::string StrategyEvalResult::format(const data::TaskSpec& spec) const {
+  std::ostringstream o;
+  o << "Confusion matrix (rows: forced mode path; columns: strategy the generated trace follows; % of puzzles)\n";
+  o << std::setw(24) << std::left << "forced \\ follows";
+  for (const char* c : {"none", "S1", "S2", "S3", "S4", "S5"}) o << std::setw(7) << std::right << c;
+  o << "\n";
+  for (int s = 1; s <= 5; ++s) {
+    std::string name = "S" + std::to_string(s) + " " + spec.strategy_name(s);
+    o << std::setw(24) << std::left << name;
+    int64_t n = 0;
+    for (auto x : confusion[s]) n += x;
+    for (int f = 0; f <= 5; ++f) {
+      double p = n ? 100.0 * double(confusion[s][f]) / double(n) : 0.0;
+      o << std::setw(7) << std::right << std::fixed << std::setprecision(1) << p;
+    }
+    o << "\n";
+  }
+  auto table = [&](const std::map<int, StrategyMetrics>& ms, const std::string& title) {
+    o << "\n" << title << "\n";
+    o << std::setw(24) << std::left << "strategy" << std::setw(10) << std::right << "n" << std::setw(11) << "requested"
+      << std::setw(9) << "legal" << std::setw(10) << "faithful" << std::setw(9) << "correct" << std::setw(9)
+      << "padding\n";
+    double sums[5] = {0, 0, 0, 0, 0};
+    for (const auto& [s, m] : ms) {
+      auto j = m.to_json();
+      o << std::setw(24) << std::left << ("S" + std::to_string(s) + " " + spec.strategy_name(s)) << std::setw(10)
+        << std::right << m.n << std::fixed << std::setprecision(1) << std::setw(11)
+        << j["strategy_as_requested"].get<double>() << std::setw(9) << j["trace_legal"].get<double>() << std::setw(10)
+        << j["trace_rule_faithful"].get<double>() << std::setw(9) << j["answer_correct"].get<double>()
+        << std::setprecision(3) << std::setw(9) << j["padding"].get<double>() << "\n";
+      sums[0] += j["strategy_as_requested"].get<double>();
+      sums[1] += j["trace_legal"].get<double>();
+      sums[2] += j["trace_rule_faithful"].get<double>();
+      sums[3] += j["answer_correct"].get<double>();
+      sums[4] += j["padding"].get<double>();
+    }
+    double k = ms.empty() ? 1.0 : double(ms.size());
+    o << std::setw(24) << std::left << "mean" << std::setw(10) << " " << std::fixed << std::setprecision(1)
+      << std::setw(11) << std::right << sums[0] / k << std::setw(9) << sums[1] / k << std::setw(10) << sums[2] / k
+      << std::setw(9) << sums[3] / k << std::setprecision(3) << std::setw(9) << sums[4] / k << "\n";
+  };
+  table(forced, "Forced mode path, label replaced by \"[ ... ]\" (%)");
+  if (!unforced.empty()) table(unforced, "Unforced, true label in context (%)");
+  return o.str();
+}
+
+namespace {
+struct Puzzle {
+  std::string question;
+  std::map<int, tasks::Example> by_strategy;
+};
+
+std::vector<Puzzle> read_puzzles(const std::string& path, int64_t n) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open test file");
+  std::vector<Puzzle> out;
+  std::map<std::string, size_t> index;
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      throw InputError(path + ":" + std::to_string(lineno) + ": not valid JSON: " + e.what());
+    }
+    auto e = data::example_from_json(j, path + ":" + std::to_string(lineno));
+    auto it = index.find(e.question);
+    if (it == index.end()) {
+      if (int64_t(out.size()) >= n) continue;
+      index[e.question] = out.size();
+      out.push_back({e.question, {}});
+      it = index.find(e.question);
+    }
+    out[it->second].by_strategy[e.strategy] = e;
+  }
+  return out;
+}
+}  // namespace
+
+StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& spec,
+                                       const std::map<int, RoutingPath>& paths, const std::string& jsonl,
+                                       const StrategyEvalOptions& opt, const GenerateFn& generate) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto puzzles = read_puzzles(jsonl, opt.n_puzzles);
+  if (puzzles.empty()) throw InputError(jsonl + ": no puzzles");
+  const int64_t eos = spec.vocab.id("<eos>");
+  int64_t max_new = opt.max_new_tokens;
+  if (max_new <= 0) {
+    int64_t longest = 0;
+    for (const auto& p : puzzles)
+      for (const auto& [s, e] : p.by_strategy)
+        longest = std::max<int64_t>(longest, int64_t(tasks::split_tokens(e.trace + " " + e.answer).size()));
+    max_new = longest + longest / 4 + 8;
+  }
+  StrategyEvalResult res;
+  res.confusion.assign(6, std::vector<int64_t>(6, 0));
+
+  struct Job {
+    size_t puzzle;
+    int strategy;
+    bool forced;
+  };
+  std::vector<Job> jobs;
+  for (int s = 1; s <= 5; ++s) {
+    if (!paths.count(s)) throw InputError("no mode path for strategy S" + std::to_string(s));
+    for (size_t p = 0; p < puzzles.size(); ++p) jobs.push_back({p, s, true});
+  }
+  if (opt.unforced)
+    for (int s = 1; s <= 5; ++s)
+      for (size_t p = 0; p < puzzles.size(); ++p) jobs.push_back({p, s, false});
+
+  auto prompt_for = [&](const Job& j) {
+    const std::string label = j.forced ? spec.filler_label : spec.label(j.strategy);
+    tasks::Example e;
+    e.question = puzzles[j.puzzle].question;
+    e.label = label;
+    e.trace = "R :";
+    e.answer = "A : <eos>";
+    auto te = spec.tokenize(e);
+    PromptSpec p;
+    p.tokens.assign(te.ids.begin(), te.ids.begin() + te.prompt_len);
+    p.router_only.assign(te.router_only.begin(), te.router_only.begin() + te.prompt_len);
+    p.prompt_len = te.prompt_len;
+    return std::make_pair(p, e.question + " " + label);
+  };
+
+  ProgressBar bar("eval strategies", int64_t(jobs.size()), opt.progress);
+  int64_t done = 0;
+  // Group jobs by (forced, strategy) so that one forced path serves a whole batch.
+  for (size_t start = 0; start < jobs.size();) {
+    size_t end = start;
+    std::vector<PromptSpec> prompts;
+    std::vector<std::string> questions;
+    while (end < jobs.size() && int64_t(prompts.size()) < opt.batch_size && jobs[end].forced == jobs[start].forced &&
+           jobs[end].strategy == jobs[start].strategy) {
+      auto [p, q] = prompt_for(jobs[end]);
+      prompts.push_back(std::move(p));
+      questions.push_back(std::move(q));
+      ++end;
+    }
+    const Job& j0 = jobs[start];
+    const RoutingPath* force = j0.forced ? &paths.at(j0.strategy) : nullptr;
+    auto gen = generate(model, prompts, force, max_new, eos);
+    for (size_t i = 0; i < gen.size(); ++i) {
+      const Job& j = jobs[start + i];
+      std::vector<int32_t> ids(gen[i].begin(), gen[i].end());
+      std::string text;
+      for (size_t t = 0; t < ids.size(); ++t) {
+        if (ids[t] < 0 || ids[t] >= spec.vocab.size()) continue;
+        text += (t ? " " : "") + spec.vocab.token(ids[t]);
+      }
+      res.generated_tokens += int64_t(ids.size());
+      tasks::Verdict v;
+      try {
+        v = spec.verify(questions[i], j.strategy, text);
+      } catch (const std::exception& e) {
+        v.error = e.what();
+      }
+      auto& m = (j.forced ? res.forced : res.unforced)[j.strategy];
+      m.n++;
+      m.as_requested += v.strategy_as_requested;
+      m.legal += v.trace_legal;
+      m.faithful += v.rule_faithful;
+      m.correct += v.answer_correct;
+      m.padding_sum += v.padding;
+      if (j.forced) res.confusion[j.strategy][std::clamp(v.followed_strategy, 0, 5)]++;
+      if (j.puzzle < 2)
+        res.samples.push_back({{"forced", j.forced},
+                               {"strategy", j.strategy},
+                               {"question", questions[i]},
+                               {"generated", text},
+                               {"reference", puzzles[j.puzzle].by_strategy.count(j.strategy)
+                                                 ? puzzles[j.puzzle].by_strategy.at(j.strategy).trace + " " +
+                                                       puzzles[j.puzzle].by_strategy.at(j.strategy).answer
+                                                 : ""},
+                               {"verdict",
+                                {{"followed", v.followed_strategy},
+                                 {"as_requested", v.strategy_as_requested},
+                                 {"legal", v.trace_legal},
+                                 {"faithful", v.rule_faithful},
+                                 {"correct", v.answer_correct},
+                                 {"error", v.error}}}});
+    }
+    done += int64_t(gen.size());
+    bar.update(done);
+    start = end;
+  }
+  bar.finish();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace lol::analysis

@@ -1,0 +1,69 @@
+// Strategy control under forced routing (paper 4.1.3-4.1.4, Figures 3, 14, 18):
+// for each test puzzle and each strategy s, replace the label with the neutral
+// filler "[ ... ]", force s's mode path, generate greedily, and verify the trace;
+// also generate unforced with the true label. Reports the confusion matrix
+// (forced strategy x strategy the trace follows) and the paper's metrics.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dataset/task_dataset.h"
+#include "lol/model.h"
+
+namespace lol::analysis {
+
+/// One prompt for generation.
+struct PromptSpec {
+  std::vector<int64_t> tokens;
+  std::vector<uint8_t> router_only;  ///< same length as tokens
+  int64_t prompt_len = 0;            ///< prompt window (whole prompt = window 0)
+};
+
+/// Greedy batched generation: returns the generated ids per prompt (stopping after
+/// `eos` inclusive or `max_new` tokens). `force` may be null.
+using GenerateFn = std::function<std::vector<std::vector<int64_t>>(
+    LoLModel&, const std::vector<PromptSpec>&, const RoutingPath* force, int64_t max_new, int64_t eos)>;
+
+/// Reference generator: full recompute of the whole sequence per new token (slow; tests).
+std::vector<std::vector<int64_t>> generate_full_recompute(LoLModel& model, const std::vector<PromptSpec>& prompts,
+                                                          const RoutingPath* force, int64_t max_new, int64_t eos);
+
+struct StrategyMetrics {
+  int64_t n = 0;
+  int64_t as_requested = 0, legal = 0, faithful = 0, correct = 0;
+  double padding_sum = 0.0;
+  nlohmann::json to_json() const;
+};
+
+struct StrategyEvalResult {
+  int n_strategies = 5;
+  /// confusion[s][f]: forced strategy s (1..5) whose trace followed strategy f (0 = none, 1..5).
+  std::vector<std::vector<int64_t>> confusion;
+  std::map<int, StrategyMetrics> forced, unforced;  ///< by strategy
+  std::vector<nlohmann::json> samples;              ///< a few generated examples
+  double seconds = 0;
+  int64_t generated_tokens = 0;
+  nlohmann::json to_json(const data::TaskSpec& spec) const;
+  /// Human-readable tables (confusion matrix and metrics).
+  std::string format(const data::TaskSpec& spec) const;
+};
+
+struct StrategyEvalOptions {
+  int64_t n_puzzles = 200;
+  int64_t batch_size = 32;
+  int64_t max_new_tokens = 0;  ///< 0: longest reference continuation in the data + 25%
+  bool unforced = true;
+  bool progress = true;
+};
+
+/// Evaluates on the puzzles of a JSONL file (records of `lol data`): the first
+/// n_puzzles distinct puzzles; paths[s] is strategy s's mode path (1..5).
+StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& spec,
+                                       const std::map<int, RoutingPath>& paths, const std::string& jsonl,
+                                       const StrategyEvalOptions& opt, const GenerateFn& generate);
+
+}  // namespace lol::analysis

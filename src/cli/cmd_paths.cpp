@@ -1,0 +1,192 @@
+// `lol paths extract` and `lol eval-strategies`: the main job of the project
+// (paper 4.1.3-4.1.4): mode routing paths per strategy and strategy control under
+// forced routing.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "analysis/mode_paths.h"
+#include "analysis/strategy_eval.h"
+#include "cli/commands.h"
+#include "cli/model_dir.h"
+#include "core/runtime.h"
+#include "dataset/shards.h"
+#include "dataset/task_dataset.h"
+#include "io/atomic_file.h"
+#include "lol/checkpoint.h"
+#include "util/error.h"
+#include "util/gnuplot.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+
+namespace {
+
+data::TaskSpec spec_of_dataset(const data::Dataset& ds) {
+  const auto& info = ds.info();
+  nlohmann::json j = {{"task", ds.task()}, {"size", info.value("meta", nlohmann::json::object()).value("size", 8)}};
+  if (info.contains("vocab")) j["vocab"] = info["vocab"];
+  return data::task_spec_from_json(j, ds.dir() + "/dataset.json");
+}
+
+void plot_path_grids(const std::string& out, const std::map<int, RoutingPath>& paths,
+                     const analysis::RoutingStats& st, const data::TaskSpec& spec) {
+  if (!util::gnuplot_available()) {
+    std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";
+    return;
+  }
+  for (const auto& [s, p] : paths) {
+    // Rows: window index; columns: routed depth (paper Figures 13, 17).
+    size_t K = 0;
+    for (const auto& row : p.expert) K = std::max(K, row.size());
+    std::vector<std::vector<double>> val(K, std::vector<double>(p.depth(), NAN)), agr = val;
+    std::vector<std::vector<std::string>> lab(K, std::vector<std::string>(p.depth()));
+    auto agreement = st.agreement(s);
+    for (int64_t d = 0; d < p.depth(); ++d)
+      for (size_t k = 0; k < K; ++k) {
+        if (auto fc = p.at(d, int64_t(k))) {
+          val[k][d] = double(fc->expert) / std::max<double>(1.0, double(p.library_size - 1));
+          lab[k][d] = "E" + std::to_string(fc->expert);
+        }
+        if (size_t(d) < agreement.size() && k < agreement[d].size() && agreement[d][k] >= 0)
+          agr[k][d] = agreement[d][k];
+      }
+    std::vector<std::string> rows, cols;
+    for (size_t k = 0; k < K; ++k) rows.push_back("W" + std::to_string(k));
+    for (int64_t d = 0; d < p.depth(); ++d) cols.push_back(std::to_string(d + 1));
+    std::vector<std::vector<std::string>> alab(K, std::vector<std::string>(p.depth()));
+    for (size_t k = 0; k < K; ++k)
+      for (int64_t d = 0; d < p.depth(); ++d)
+        if (!std::isnan(agr[k][d])) alab[k][d] = std::to_string(int(std::round(100 * agr[k][d])));
+    const std::string name = "S" + std::to_string(s) + " " + spec.strategy_name(s);
+    util::plot_heatmap(out + "/mode_path_S" + std::to_string(s) + ".png", "Mode path: " + name, val, rows, cols, lab,
+                       "routed depth", "window");
+    util::plot_heatmap(out + "/agreement_S" + std::to_string(s) + ".png", "Agreement with mode path (%): " + name, agr,
+                       rows, cols, alab, "routed depth", "window");
+  }
+}
+
+}  // namespace
+
+void register_paths(CLI::App& app) {
+  auto* paths = app.add_subcommand("paths", "Routing paths: extract mode paths per strategy");
+  paths->require_subcommand(1);
+  struct ExtractArgs {
+    std::string model, data, out, split = "valid", device = "cpu";
+    int64_t max = 0, batch = 16, extend = 0;
+  };
+  auto a = std::make_shared<ExtractArgs>();
+  auto* ex = paths->add_subcommand("extract", "Mode path of each strategy from teacher-forced validation runs (paper 4.1.3)");
+  ex->add_option("--model", a->model, "Checkpoint or run directory")->required();
+  ex->add_option("--data", a->data, "Dataset directory written by `lol data`")->required();
+  ex->add_option("--out", a->out, "Output directory for S1.json..S5.json, agreement.json, PNGs")->required();
+  ex->add_option("--split", a->split, "Split to use")->default_val("valid");
+  ex->add_option("--max", a->max, "Use at most this many sequences (0 = all)")->default_val(0);
+  ex->add_option("--batch", a->batch, "Batch size")->default_val(16);
+  ex->add_option("--extend", a->extend,
+                 "Fill window indices up to this one with the last observed window's entries (0 = off)")
+      ->default_val(0);
+  ex->add_option("--device", a->device, "cpu or cuda")->default_val("cpu");
+  ex->callback([a] {
+    auto dev = parse_device(a->device);
+    auto model = load_lol(resolve_model_dir(a->model), dev);
+    auto ds = data::Dataset::open(a->data);
+    auto spec = spec_of_dataset(ds);
+    auto split = ds.load(a->split);
+    require(split.has_labels(), a->data, "split '" + a->split + "' has no strategy labels");
+    analysis::CollectOptions co;
+    co.batch_size = a->batch;
+    co.max_sequences = a->max;
+    auto st = analysis::collect_routing_stats(model, split, co);
+    fs::create_directories(a->out);
+    std::map<int, RoutingPath> out_paths;
+    for (int s = 1; s <= 5; ++s) {
+      if (!st.cells.count(s)) {
+        std::cerr << "warning: no validation sequences for strategy S" << s << "\n";
+        continue;
+      }
+      auto p = st.mode_path(s, a->extend);
+      p.meta = {{"strategy", s}, {"strategy_name", spec.strategy_name(s)}, {"task", spec.name},
+                {"model", a->model}, {"data", a->data}, {"split", a->split}};
+      p.save(a->out + "/S" + std::to_string(s) + ".json");
+      out_paths[s] = p;
+    }
+    io::write_file_atomic(a->out + "/agreement.json", st.to_json().dump(1) + "\n");
+    plot_path_grids(a->out, out_paths, st, spec);
+    for (const auto& [s, p] : out_paths) {
+      std::cout << "S" << s << " (" << spec.strategy_name(s) << ") mode path, window 0..:";
+      for (int64_t d = 0; d < p.depth(); ++d) {
+        std::cout << "\n  depth " << d + 1 << ":";
+        for (size_t k = 0; k < p.expert[d].size(); ++k)
+          std::cout << " " << (p.expert[d][k] < 0 ? std::string("-") : "E" + std::to_string(p.expert[d][k]));
+      }
+      std::cout << "\n";
+    }
+    std::cout << "wrote " << out_paths.size() << " mode paths to " << a->out << "\n";
+  });
+
+  struct EvalArgs {
+    std::string model, paths, data, out, device = "cpu", split = "valid";
+    int64_t n = 200, batch = 32, max_new = 0;
+    bool no_unforced = false, full_recompute = false;
+  };
+  auto e = std::make_shared<EvalArgs>();
+  auto* ev = app.add_subcommand("eval-strategies",
+                                "Force each strategy's mode path on test puzzles and verify the traces (paper 4.1.3)");
+  ev->add_option("--model", e->model, "Checkpoint or run directory")->required();
+  ev->add_option("--paths", e->paths, "Directory with S1.json..S5.json (lol paths extract)")->required();
+  ev->add_option("--data", e->data, "Dataset directory (its held-out split's JSONL is used)")->required();
+  ev->add_option("--split", e->split, "Split whose puzzles are evaluated")->default_val("valid");
+  ev->add_option("--n", e->n, "Number of test puzzles")->default_val(200);
+  ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32);
+  ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")->default_val(0);
+  ev->add_flag("--no-unforced", e->no_unforced, "Skip unforced generation with the true label");
+  ev->add_flag("--full-recompute", e->full_recompute, "Use the slow full-recompute generator (reference)");
+  ev->add_option("--out", e->out, "Directory for results.json and PNGs (default: the paths directory)");
+  ev->add_option("--device", e->device, "cpu or cuda")->default_val("cpu");
+  ev->callback([e] {
+    auto dev = parse_device(e->device);
+    auto model = load_lol(resolve_model_dir(e->model), dev);
+    auto ds = data::Dataset::open(e->data);
+    auto spec = spec_of_dataset(ds);
+    std::string jsonl = e->data + "/" + e->split + ".jsonl";
+    std::map<int, RoutingPath> paths;
+    for (int s = 1; s <= 5; ++s) paths[s] = RoutingPath::load(e->paths + "/S" + std::to_string(s) + ".json");
+    analysis::StrategyEvalOptions opt;
+    opt.n_puzzles = e->n;
+    opt.batch_size = e->batch;
+    opt.max_new_tokens = e->max_new;
+    opt.unforced = !e->no_unforced;
+    auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(e->full_recompute));
+    const std::string out = e->out.empty() ? e->paths : e->out;
+    fs::create_directories(out);
+    auto j = res.to_json(spec);
+    j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"n", e->n}};
+    io::write_file_atomic(out + "/results.json", j.dump(1) + "\n");
+    std::cout << res.format(spec);
+    std::cout << "\n" << res.generated_tokens << " tokens generated in " << res.seconds << " s; wrote " << out
+              << "/results.json\n";
+    if (util::gnuplot_available()) {
+      std::vector<std::vector<double>> m(5, std::vector<double>(6, 0.0));
+      std::vector<std::vector<std::string>> lab(5, std::vector<std::string>(6));
+      for (int s = 1; s <= 5; ++s) {
+        int64_t n = 0;
+        for (auto x : res.confusion[s]) n += x;
+        for (int f = 0; f <= 5; ++f) {
+          m[s - 1][f] = n ? double(res.confusion[s][f]) / double(n) : 0.0;
+          lab[s - 1][f] = std::to_string(int(std::round(100 * m[s - 1][f])));
+        }
+      }
+      std::vector<std::string> rows, cols{"none"};
+      for (int s = 1; s <= 5; ++s) {
+        rows.push_back("S" + std::to_string(s) + " " + spec.strategy_name(s));
+        cols.push_back("S" + std::to_string(s));
+      }
+      util::plot_heatmap(out + "/confusion.png", "Forced mode path vs strategy followed (%), " + spec.name, m, rows, cols,
+                         lab, "strategy the trace follows", "forced path");
+    }
+  });
+}
+
+}  // namespace lol::cli

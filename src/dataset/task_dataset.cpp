@@ -1,0 +1,226 @@
+#include "dataset/task_dataset.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "dataset/shards.h"
+#include "tasks/maze_generate.h"
+#include "tasks/maze_strategies.h"
+#include "tasks/maze_tokenize.h"
+#include "tasks/maze_verify.h"
+#include "tasks/sudoku_generate.h"
+#include "tasks/sudoku_tokenize.h"
+#include "tasks/sudoku_verify.h"
+#include "io/atomic_file.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::data {
+
+std::string TaskSpec::strategy_name(int s) const {
+  static const char* maze[] = {"?", "BFS", "DFS walk", "A*", "bidirectional BFS", "dead-end filling"};
+  static const char* sudoku[] = {"?", "naked singles", "hidden singles", "crosshatching", "propagation", "backtracking"};
+  if (s < 1 || s > 5) return "none";
+  return name == "maze" ? maze[s] : sudoku[s];
+}
+
+std::string TaskSpec::label(int s) const {
+  if (name == "maze") return tasks::maze_strategy_label(s, size);
+  return tasks::sudoku_label(s);
+}
+
+TaskSpec task_spec(const std::string& task, int maze_size) {
+  TaskSpec t;
+  t.name = task;
+  if (task == "maze") {
+    if (maze_size < 4 || maze_size > 16)
+      throw InputError("maze size " + std::to_string(maze_size) + ": expected 4 <= size <= 16");
+    t.size = maze_size;
+    t.vocab = tasks::maze_vocab(maze_size);
+    t.filler_label = tasks::kMazeFillerLabel;
+    auto v = t.vocab;
+    t.tokenize = [v](const tasks::Example& e) { return tasks::tokenize_maze_example(e, v); };
+    t.verify = [](const std::string& q, int s, const std::string& g) { return tasks::verify_maze(q, s, g); };
+  } else if (task == "sudoku") {
+    t.vocab = tasks::sudoku_vocab();
+    t.filler_label = tasks::kSudokuFillerLabel;
+    auto v = t.vocab;
+    t.tokenize = [v](const tasks::Example& e) { return tasks::tokenize_sudoku_example(e, v); };
+    t.verify = [](const std::string& q, int s, const std::string& g) { return tasks::verify_sudoku(q, s, g); };
+  } else {
+    throw InputError("unknown task '" + task + "': expected maze or sudoku");
+  }
+  return t;
+}
+
+nlohmann::json task_spec_json(const TaskSpec& spec) {
+  return {{"task", spec.name}, {"size", spec.size}, {"vocab", spec.vocab.to_json()}};
+}
+
+TaskSpec task_spec_from_json(const nlohmann::json& j, const std::string& where) {
+  require(j.is_object() && j.contains("task") && j["task"].is_string(), where, "missing string field 'task'");
+  int size = j.value("size", 8);
+  std::string task = j["task"].get<std::string>();
+  TaskSpec t = task_spec(task, task == "maze" ? size : 8);
+  if (j.contains("vocab")) {
+    auto stored = tasks::Vocab::from_json(j["vocab"], where);
+    require(stored.tokens() == t.vocab.tokens(), where,
+            "stored vocabulary differs from the built-in " + task + " vocabulary (was the data made by another version?)");
+  }
+  return t;
+}
+
+nlohmann::json example_to_json(const tasks::Example& e, const std::string& task) {
+  return {{"task", task},         {"puzzle_id", e.puzzle_id}, {"strategy", e.strategy}, {"question", e.question},
+          {"label", e.label},     {"trace", e.trace},         {"answer", e.answer}};
+}
+
+tasks::Example example_from_json(const nlohmann::json& j, const std::string& where) {
+  require(j.is_object(), where, "record must be a JSON object");
+  tasks::Example e;
+  for (const char* k : {"question", "label", "trace", "answer"})
+    require(j.contains(k) && j[k].is_string(), where, std::string("missing string field '") + k + "'");
+  require(j.contains("strategy") && j["strategy"].is_number_integer(), where, "missing integer field 'strategy'");
+  e.question = j["question"];
+  e.label = j["label"];
+  e.trace = j["trace"];
+  e.answer = j["answer"];
+  e.strategy = j["strategy"];
+  require(e.strategy >= 1 && e.strategy <= 5, where, "field 'strategy' = " + std::to_string(e.strategy) + ": expected 1..5");
+  if (j.contains("puzzle_id") && j["puzzle_id"].is_number_unsigned()) e.puzzle_id = j["puzzle_id"];
+  return e;
+}
+
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::string& out) {
+  TaskSpec spec = task_spec(opt.task, opt.size);
+  require(opt.n_puzzles >= 1, "--n", "expected at least 1 puzzle");
+  require(opt.valid_fraction >= 0 && opt.valid_fraction < 1, "--valid-fraction", "expected 0 <= fraction < 1");
+  fs::create_directories(out);
+  ProgressBar bar("generate " + opt.task, 0, opt.progress);
+  std::vector<tasks::Example> examples;
+  nlohmann::json gen_stats = nlohmann::json::object();
+  if (opt.task == "maze") {
+    tasks::MazeDatasetStats st;
+    examples = tasks::generate_maze_dataset(opt.n_puzzles, opt.size, opt.seed, &st);
+    gen_stats = {{"draws", st.draws}, {"duplicates", st.duplicates}, {"accepted", st.accepted}, {"rejected", st.rejected}};
+  } else {
+    tasks::SudokuDatasetOptions so;
+    so.max_sequence_tokens = size_t(opt.max_tokens);
+    so.threads = std::max(1, opt.threads);
+    examples = tasks::generate_sudoku_dataset(size_t(opt.n_puzzles), opt.seed, so);
+  }
+  bar.finish(std::to_string(examples.size()) + " sequences");
+
+  ShardWriter train(out, "train", spec.vocab.size()), valid(out, "valid", spec.vocab.size());
+  io::AtomicFile train_jsonl(out + "/train.jsonl"), valid_jsonl(out + "/valid.jsonl");
+  int64_t n_train_puzzles = 0, n_valid_puzzles = 0, max_len = 0, dropped = 0;
+  std::vector<int64_t> per_strategy(6, 0);
+  uint64_t last_puzzle = ~0ull;
+  const uint64_t cut = uint64_t(opt.valid_fraction * 1e6);
+  for (const auto& e : examples) {
+    auto te = spec.tokenize(e);
+    if (opt.max_tokens > 0 && int64_t(te.ids.size()) > opt.max_tokens) {
+      dropped++;
+      continue;
+    }
+    const bool is_valid = (mix64(e.puzzle_id ^ opt.seed) % 1000000) < cut;
+    if (e.puzzle_id != last_puzzle) {
+      (is_valid ? n_valid_puzzles : n_train_puzzles)++;
+      last_puzzle = e.puzzle_id;
+    }
+    (is_valid ? valid : train).add(te.ids, te.loss_mask, te.router_only, te.prompt_len, e.strategy);
+    (is_valid ? valid_jsonl : train_jsonl).write(example_to_json(e, opt.task).dump() + "\n");
+    max_len = std::max<int64_t>(max_len, int64_t(te.ids.size()));
+    per_strategy[e.strategy]++;
+  }
+  train_jsonl.commit();
+  valid_jsonl.commit();
+  const int64_t n_train = train.sequences(), n_valid = valid.sequences();
+  const int64_t t_train = train.tokens(), t_valid = valid.tokens();
+  auto train_files = train.finish();
+  auto valid_files = valid.finish();
+  nlohmann::json stats = {{"puzzles_train", n_train_puzzles}, {"puzzles_valid", n_valid_puzzles},
+                          {"sequences_train", n_train},       {"sequences_valid", n_valid},
+                          {"tokens_train", t_train},          {"tokens_valid", t_valid},
+                          {"max_sequence_tokens", max_len},   {"dropped_too_long", dropped},
+                          {"per_strategy", std::vector<int64_t>(per_strategy.begin() + 1, per_strategy.end())},
+                          {"generator", gen_stats}};
+  nlohmann::json info = {{"format", "lol-dataset"},
+                         {"version", 1},
+                         {"task", opt.task},
+                         {"vocab_size", spec.vocab.size()},
+                         {"vocab", spec.vocab.to_json()},
+                         {"splits", {{"train", train_files}, {"valid", valid_files}}},
+                         {"stats", stats},
+                         {"meta",
+                          {{"size", opt.size},
+                           {"seed", opt.seed},
+                           {"n_puzzles", opt.n_puzzles},
+                           {"valid_fraction", opt.valid_fraction},
+                           {"jsonl", {{"train", "train.jsonl"}, {"valid", "valid.jsonl"}}}}}};
+  write_dataset_info(out, info);
+  return stats;
+}
+
+VerifyReport verify_task_file(const std::string& path) {
+  VerifyReport r;
+  std::ifstream in(path);
+  auto note = [&](const std::string& m) {
+    if (r.messages.size() < 50) r.messages.push_back(m);
+  };
+  if (!in) {
+    r.malformed = 1;
+    note(path + ": cannot open file");
+    return r;
+  }
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(lineno);
+    r.records++;
+    try {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError(where + ": not valid JSON (truncated line?): " + e.what());
+      }
+      auto e = example_from_json(j, where);
+      std::string task = j.value("task", std::string(e.question.find(" start ") != std::string::npos ? "maze" : "sudoku"));
+      int size = 8;
+      if (task == "maze") size = tasks::Maze::from_question(e.question).size;
+      TaskSpec spec = task_spec(task, size);
+      spec.tokenize(e);  // every token must be in the vocabulary
+      auto v = spec.verify(e.question + " " + e.label, e.strategy, e.trace + " " + e.answer);
+      if (v.followed_strategy == e.strategy && v.strategy_as_requested && v.trace_legal && v.rule_faithful &&
+          v.answer_correct) {
+        r.passed++;
+      } else {
+        r.failed++;
+        note(where + ": strategy S" + std::to_string(e.strategy) + " record fails verification: " +
+             (v.error.empty() ? "trace follows strategy " + std::to_string(v.followed_strategy) : v.error));
+      }
+    } catch (const InputError& ex) {
+      r.malformed++;
+      std::string m = ex.what();
+      note(m.rfind(where, 0) == 0 ? m : where + ": " + m);
+    } catch (const std::exception& ex) {
+      r.malformed++;
+      note(where + ": " + ex.what());
+    }
+  }
+  return r;
+}
+
+}  // namespace lol::data

@@ -1,0 +1,93 @@
+#include "util/gnuplot.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+namespace lol::util {
+
+bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+static std::string quote(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c;
+  }
+  return r + "\"";
+}
+
+static void run(const std::string& script_path) {
+  std::string cmd = "gnuplot " + quote(script_path) + " 2>" + quote(script_path + ".log");
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("gnuplot failed on " + script_path + " (see " + script_path + ".log; install gnuplot-nox)");
+}
+
+void plot_heatmap(const std::string& png, const std::string& title, const std::vector<std::vector<double>>& values,
+                  const std::vector<std::string>& row_names, const std::vector<std::string>& col_names,
+                  const std::vector<std::vector<std::string>>& labels, const std::string& xlabel,
+                  const std::string& ylabel, double vmin, double vmax) {
+  const std::string dat = png + ".dat", gp = png + ".gp";
+  const size_t R = values.size();
+  size_t C = 0;
+  for (const auto& r : values) C = std::max(C, r.size());
+  {
+    std::ofstream d(dat);
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t c = 0; c < C; ++c) {
+        double v = c < values[r].size() ? values[r][c] : NAN;
+        std::string lab = (r < labels.size() && c < labels[r].size()) ? labels[r][c] : "";
+        d << c << " " << r << " " << (std::isnan(v) ? std::string("NaN") : std::to_string(v)) << " "
+          << quote(lab.empty() ? "" : lab) << "\n";
+      }
+      d << "\n";
+    }
+  }
+  std::ofstream s(gp);
+  int w = int(std::max<size_t>(480, 60 * C + 200)), h = int(std::max<size_t>(360, 40 * R + 160));
+  s << "set terminal pngcairo size " << w << "," << h << " font 'sans,10'\n";
+  s << "set output " << quote(png) << "\n";
+  s << "set title " << quote(title) << "\n";
+  s << "set xlabel " << quote(xlabel) << "\nset ylabel " << quote(ylabel) << "\n";
+  s << "set cbrange [" << vmin << ":" << vmax << "]\n";
+  s << "set palette defined (0 '#f7fbff', 0.5 '#6baed6', 1 '#08306b')\n";
+  s << "set xrange [-0.5:" << (double(C) - 0.5) << "]\nset yrange [" << (double(R) - 0.5) << ":-0.5]\n";
+  s << "set xtics (";
+  for (size_t c = 0; c < C; ++c) s << (c ? ", " : "") << quote(c < col_names.size() ? col_names[c] : std::to_string(c)) << " " << c;
+  s << ")\nset ytics (";
+  for (size_t r = 0; r < R; ++r) s << (r ? ", " : "") << quote(r < row_names.size() ? row_names[r] : std::to_string(r)) << " " << r;
+  s << ")\nset datafile missing 'NaN'\n";
+  s << "plot " << quote(dat) << " using 1:2:3 with image notitle, " << quote(dat)
+    << " using 1:2:4 with labels font 'sans,9' notitle\n";
+  s.close();
+  run(gp);
+}
+
+void plot_lines(const std::string& png, const std::string& title, const std::vector<Series>& series,
+                const std::string& xlabel, const std::string& ylabel, bool logx, bool logy) {
+  const std::string dat = png + ".dat", gp = png + ".gp";
+  {
+    std::ofstream d(dat);
+    for (const auto& se : series) {
+      d << "# " << se.name << "\n";
+      for (size_t i = 0; i < se.x.size() && i < se.y.size(); ++i) d << se.x[i] << " " << se.y[i] << "\n";
+      d << "\n\n";
+    }
+  }
+  std::ofstream s(gp);
+  s << "set terminal pngcairo size 900,560 font 'sans,10'\n";
+  s << "set output " << quote(png) << "\n";
+  s << "set title " << quote(title) << "\nset xlabel " << quote(xlabel) << "\nset ylabel " << quote(ylabel) << "\n";
+  s << "set grid\nset key outside right\n";
+  if (logx) s << "set logscale x\n";
+  if (logy) s << "set logscale y\n";
+  s << "plot ";
+  for (size_t i = 0; i < series.size(); ++i)
+    s << (i ? ", " : "") << quote(dat) << " index " << i << " using 1:2 with lines lw 2 title " << quote(series[i].name);
+  s << "\n";
+  s.close();
+  run(gp);
+}
+
+}  // namespace lol::util
