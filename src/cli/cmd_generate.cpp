@@ -1,0 +1,297 @@
+// `lol generate`: stream a continuation of a prompt from a LoL checkpoint (issue 6).
+// `lol bench generate`: prefill and decode tokens/s, cached vs full recompute.
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/runtime.h"
+#include "inference/decode_benchmark.h"
+#include "inference/generate.h"
+#include "io/atomic_file.h"
+#include "lol/checkpoint.h"
+#include "tasks/vocab.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+
+namespace {
+
+/// Text <-> ids for a checkpoint: a tokenizer.json (given, or in the checkpoint
+/// directory), else a word vocabulary stored in config.json "extra.vocab".
+class TextCodec {
+ public:
+  static std::unique_ptr<TextCodec> find(const std::string& model_dir, const nlohmann::json& extra,
+                                         const std::string& tokenizer_path) {
+    auto c = std::make_unique<TextCodec>();
+    if (!tokenizer_path.empty()) {
+      c->tok_ = tokenizers::load_tokenizer(tokenizer_path);
+    } else if (fs::exists(fs::path(model_dir) / "tokenizer.json")) {
+      c->tok_ = tokenizers::load_tokenizer(model_dir);
+    } else if (extra.is_object() && extra.contains("vocab")) {
+      c->vocab_ = std::make_unique<tasks::Vocab>(tasks::Vocab::from_json(extra["vocab"], model_dir + "/config.json: extra.vocab"));
+    } else {
+      return nullptr;
+    }
+    return c;
+  }
+  std::vector<int64_t> encode(const std::string& text) const {
+    std::vector<int32_t> ids = tok_ ? tok_->encode(text) : vocab_->encode(text);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  }
+  /// Text of `ids`; word vocabularies join tokens with spaces.
+  std::string decode(const std::vector<int64_t>& ids) const {
+    std::vector<int32_t> v(ids.begin(), ids.end());
+    return tok_ ? tok_->decode(v) : vocab_->decode(v);
+  }
+  /// Id of a token written as text (a single token), or nullopt.
+  std::optional<int64_t> token_id(const std::string& s) const {
+    if (vocab_) {
+      int32_t i = vocab_->find(s);
+      return i < 0 ? std::nullopt : std::optional<int64_t>(i);
+    }
+    auto ids = tok_->encode(s);
+    if (ids.size() == 1) return ids[0];
+    if (auto t = tok_->token_to_id(s)) return *t;
+    return std::nullopt;
+  }
+  bool words() const { return vocab_ != nullptr; }
+
+ private:
+  std::unique_ptr<tokenizers::Tokenizer> tok_;
+  std::unique_ptr<tasks::Vocab> vocab_;
+};
+
+std::vector<int64_t> parse_ids(const std::string& s, const std::string& flag) {
+  std::vector<int64_t> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, ',')) {
+    std::istringstream words(cur);
+    std::string w;
+    while (words >> w) {
+      size_t used = 0;
+      int64_t v = 0;
+      try {
+        v = std::stoll(w, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != w.size() || v < 0) throw InputError(flag + ": '" + w + "' is not a token id (expected integers >= 0)");
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+struct GenerateArgs {
+  std::string model, prompt, tokens, force_path, tokenizer, device = "cpu", depth_rule = "stretch", trace_file;
+  std::vector<std::string> stop;
+  int64_t depth = -1, max_new = 64, prompt_len = 0, router_only_last = 0, top_k = 0;
+  double temperature = 0, top_p = 1;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool prompt_window = false, ids_out = false;
+};
+
+nlohmann::json trace_json(const std::vector<inference::WindowDecision>& trace) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& w : trace)
+    a.push_back({{"depth", w.depth + 1}, {"window", w.k}, {"begin", w.begin}, {"expert", w.expert},
+                 {"alpha", w.alpha}, {"forced", w.forced}, {"probs", w.probs}});
+  return a;
+}
+
+void run_generate(const GenerateArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  const auto dev = parse_device(a.device);
+  nlohmann::json extra;
+  LoLModel model = load_lol(a.model, dev, &extra);
+  model->eval();
+  auto codec = TextCodec::find(a.model, extra, a.tokenizer);
+  inference::Prompt p;
+  if (!a.prompt.empty()) {
+    if (!codec)
+      throw InputError("--prompt: " + a.model +
+                       " has no tokenizer.json and no extra.vocab in config.json; pass --tokenizer or --tokens");
+    p.tokens = codec->encode(a.prompt);
+  } else {
+    p.tokens = parse_ids(a.tokens, "--tokens");
+  }
+  if (p.tokens.empty()) throw InputError("the prompt has no tokens");
+  const int64_t n = int64_t(p.tokens.size());
+  if (a.router_only_last > n)
+    throw InputError("--router-only-last " + std::to_string(a.router_only_last) + ": the prompt has only " +
+                     std::to_string(n) + " tokens");
+  if (a.router_only_last > 0) {
+    p.router_only.assign(n, 0);
+    for (int64_t i = n - a.router_only_last; i < n; ++i) p.router_only[i] = 1;
+  }
+  p.prompt_len = a.prompt_window ? -1 : a.prompt_len;
+  std::unique_ptr<RoutingPath> path;
+  if (!a.force_path.empty()) {
+    path = std::make_unique<RoutingPath>(RoutingPath::load(a.force_path));
+    p.force = path.get();
+  }
+  inference::GenerateOptions o;
+  o.max_new_tokens = a.max_new;
+  o.sampling.temperature = a.temperature;
+  o.sampling.top_k = a.top_k;
+  o.sampling.top_p = a.top_p;
+  o.seed = a.seed;
+  o.depth = a.depth;
+  o.depth_rule = inference::parse_depth_rule(a.depth_rule);
+  o.batch_size = 1;
+  o.trace = !a.trace_file.empty();
+  for (const auto& s : a.stop) {
+    std::optional<int64_t> id = codec ? codec->token_id(s) : std::nullopt;
+    if (!id) {
+      auto ids = parse_ids(s, "--stop");
+      if (ids.size() != 1) throw InputError("--stop: '" + s + "' is neither a token nor a token id");
+      id = ids[0];
+    }
+    o.stop_tokens.push_back(*id);
+  }
+  // Stream: print the text of the tokens so far past what was already printed.
+  std::vector<int64_t> generated;
+  std::string printed;
+  o.on_token = [&](int64_t, int64_t tok) {
+    generated.push_back(tok);
+    if (a.ids_out || !codec) {
+      std::cout << (generated.size() > 1 ? " " : "") << tok << std::flush;
+      return;
+    }
+    std::string text = codec->decode(generated);
+    if (codec->words() && generated.size() > 1) {
+      std::cout << " " << codec->decode({tok}) << std::flush;
+    } else if (text.size() >= printed.size() && text.compare(0, printed.size(), printed) == 0) {
+      std::cout << text.substr(printed.size()) << std::flush;
+    } else {
+      std::cout << text << std::flush;
+    }
+    printed = text;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto gens = inference::generate(model, {p}, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "\n";
+  std::cerr << gens[0].tokens.size() << " tokens in " << std::fixed << std::setprecision(3) << s << " s ("
+            << (gens[0].stopped ? "stop token" : "max new tokens") << ")\n";
+  if (!a.trace_file.empty()) {
+    nlohmann::json j = {{"prompt_tokens", p.tokens}, {"generated", gens[0].tokens}, {"windows", trace_json(gens[0].trace)}};
+    io::write_file_atomic(a.trace_file, j.dump(1) + "\n");
+  }
+}
+
+struct BenchArgs {
+  std::string model, device = "cpu";
+  int64_t context = 512, new_tokens = 64, full_steps = 8, batch = 1;
+  int threads = 0;
+  bool json = false;
+};
+
+/// A checkpoint directory, or a config.json for a randomly initialised model.
+LoLModel bench_model(const std::string& path, const torch::Device& dev) {
+  if (fs::is_directory(path)) return load_lol(path, dev);
+  if (!fs::exists(path)) throw InputError("--model: " + path + " does not exist (expected a checkpoint directory or a config .json)");
+  LoLConfig c = LoLConfig::load(path);
+  LoLModel m(c);
+  m->to(dev);
+  return m;
+}
+
+void run_bench(const BenchArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  const auto dev = parse_device(a.device);
+  LoLModel model = bench_model(a.model, dev);
+  inference::DecodeBenchOptions o;
+  o.context = a.context;
+  o.new_tokens = a.new_tokens;
+  o.full_steps = a.full_steps;
+  o.batch = a.batch;
+  auto r = inference::bench_decode(model, o);
+  const auto& c = model->config();
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model}, {"parameters", model->num_parameters()}, {"threads", at::get_num_threads()},
+                        {"context", a.context}, {"new_tokens", a.new_tokens}, {"full_steps", a.full_steps},
+                        {"batch", a.batch}, {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
+                        {"full_decode_tok_s", r.full_decode_tok_s},
+                        {"speedup", r.decode_tok_s / r.full_decode_tok_s}};
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(1);
+  std::cout << "model " << a.model << ": " << model->num_parameters() << " parameters, d_model " << c.d_model
+            << ", prelude/core/coda " << c.n_prelude << "/" << c.core_depth << "/" << c.n_coda << ", L "
+            << c.library_size << ", W " << c.window << ", S " << c.stride << "; " << at::get_num_threads()
+            << " threads, batch " << a.batch << "\n";
+  std::cout << "prefill (" << a.context << " tokens, cached):        " << r.prefill_tok_s << " tok/s\n";
+  std::cout << "decode  (cached, " << a.new_tokens << " steps after " << a.context << "):   " << r.decode_tok_s
+            << " tok/s (" << std::setprecision(2) << 1000.0 * r.decode_s / double(a.new_tokens) << " ms/step)\n"
+            << std::setprecision(1);
+  std::cout << "decode  (full recompute, " << a.full_steps << " steps):    " << r.full_decode_tok_s << " tok/s ("
+            << std::setprecision(2) << 1000.0 * r.full_s / double(a.full_steps) << " ms/step)\n";
+  std::cout << "cached / full recompute: " << std::setprecision(1) << r.decode_tok_s / r.full_decode_tok_s << "x\n";
+}
+
+/// The `bench` sub-command, created by whichever command registers first.
+CLI::App* bench_command(CLI::App& app) {
+  for (auto* s : app.get_subcommands([](CLI::App*) { return true; }))
+    if (s->get_name() == "bench") return s;
+  auto* b = app.add_subcommand("bench", "Benchmarks (prints measured throughput)");
+  b->require_subcommand(1);
+  return b;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto ga = std::make_shared<GenerateArgs>();
+  auto* g = app.add_subcommand("generate", "Generate a continuation of a prompt with a LoL checkpoint (streams output)");
+  g->add_option("--model", ga->model, "Checkpoint directory")->required();
+  auto* pr = g->add_option("--prompt", ga->prompt, "Prompt text (needs a tokenizer)");
+  auto* tk = g->add_option("--tokens", ga->tokens, "Prompt token ids, comma or space separated");
+  pr->excludes(tk);
+  g->add_option("--tokenizer", ga->tokenizer, "tokenizer.json or directory (default: the checkpoint's)");
+  g->add_option("--force-path", ga->force_path, "Routing path JSON that replaces the router's decisions");
+  g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md");
+  g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
+  g->add_option("--max-new", ga->max_new, "Maximum new tokens")->capture_default_str();
+  g->add_option("--temperature", ga->temperature, "0 = greedy")->capture_default_str();
+  g->add_option("--top-k", ga->top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  g->add_option("--top-p", ga->top_p, "Nucleus mass (1 = all)")->capture_default_str();
+  g->add_option("--seed", ga->seed, "Sampling seed")->capture_default_str();
+  g->add_option("--stop", ga->stop, "Stop token(s): token text or id");
+  g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")->capture_default_str();
+  g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)");
+  g->add_option("--router-only-last", ga->router_only_last,
+                "The last N prompt tokens are seen only by the router (e.g. a strategy label)");
+  g->add_option("--trace", ga->trace_file, "Write every window's routing decision to this JSON file");
+  g->add_flag("--ids", ga->ids_out, "Print token ids instead of text");
+  g->add_option("--device", ga->device, "cpu | cuda[:N]")->capture_default_str();
+  g->add_option("--threads", ga->threads, "CPU threads (default: all available)");
+  g->callback([ga] {
+    if (ga->prompt.empty() && ga->tokens.empty()) throw InputError("generate: give --prompt TEXT or --tokens IDS");
+    run_generate(*ga);
+  });
+
+  auto ba = std::make_shared<BenchArgs>();
+  auto* b = bench_command(app)->add_subcommand("generate", "Prefill and decode tokens/s: cached vs full recompute");
+  b->add_option("--model", ba->model, "Checkpoint directory, or a config .json (random weights)")->required();
+  b->add_option("--context", ba->context, "Prompt tokens before decoding")->capture_default_str();
+  b->add_option("--new", ba->new_tokens, "Cached decode steps timed")->capture_default_str();
+  b->add_option("--full-steps", ba->full_steps, "Full-recompute decode steps timed")->capture_default_str();
+  b->add_option("--batch", ba->batch, "Sequences decoded together")->capture_default_str();
+  b->add_option("--device", ba->device, "cpu | cuda[:N]")->capture_default_str();
+  b->add_option("--threads", ba->threads, "CPU threads (default: all available)");
+  b->add_flag("--json", ba->json, "Print JSON");
+  b->callback([ba] { run_bench(*ba); });
+}
+
+}  // namespace lol::cli

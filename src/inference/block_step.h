@@ -1,0 +1,30 @@
+// One decoder block (nn::Block) applied to the new tokens of a decoding step, with
+// cached attention. Inside the routed core, rows may run different experts: each
+// expert's projections run once on its rows, attention runs once for all rows
+// (it does not depend on the expert once q/k/v are projected), and FiLM follows both
+// norms (paper Appendix A).
+#pragma once
+#include <vector>
+
+#include <torch/types.h>
+
+#include "inference/kv_cache.h"
+#include "inference/packed_model.h"
+
+namespace lol::inference {
+
+/// Rows that run one block: idx [m] int64 row indices into x, undefined = every row.
+struct BlockGroup {
+  const PackedBlock* block = nullptr;
+  torch::Tensor idx;
+};
+
+/// Residual update y - x = attn + mlp of the block(s) for rows x [n, d].
+/// groups partition the rows; film is null outside the routed core; cos/sin
+/// [n, 1, hd/2] are the RoPE table rows of the tokens' positions. Writes the visible
+/// tokens' keys/values into `cache` (see cached_attention). Returns [n, d].
+torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
+                          KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
+                          const LoLConfig& cfg);
+
+}  // namespace lol::inference

@@ -1,0 +1,32 @@
+#include "inference/ops.h"
+
+namespace lol::inference {
+
+torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  if (x.size(0) == 1 && x.is_cpu()) {
+    auto y = torch::mv(w, x[0]);
+    if (b.defined()) y.add_(b);
+    return y.unsqueeze(0);
+  }
+  return b.defined() ? torch::addmm(b, x, w.t()) : torch::mm(x, w.t());
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  auto xf = x.to(torch::kFloat32);
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return w * y.to(x.scalar_type());
+}
+
+torch::Tensor rms_norm_film(const torch::Tensor& x, const torch::Tensor& w, double eps, const torch::Tensor& gamma,
+                            const torch::Tensor& beta) {
+  return gamma * rms_norm(x, w, eps) + beta;
+}
+
+torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half);
+  auto x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
+}  // namespace lol::inference

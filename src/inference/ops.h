@@ -1,0 +1,25 @@
+// Small tensor operations of the decoding path. Each computes the same function as
+// the corresponding module of src/nn (so that cached decoding reproduces
+// LoLModelImpl::forward), with fewer dispatches per call.
+#pragma once
+#include <torch/types.h>
+
+namespace lol::inference {
+
+/// x [n, in] @ w[out, in]^T (+ b [out]) -> [n, out]. One row uses a matrix-vector
+/// product, which streams the weight at full memory bandwidth on CPU.
+torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {});
+
+/// RMSNorm as nn::RMSNormImpl: w * (x / sqrt(mean(x^2) + eps)), statistics in float32.
+/// x [n, d], w [d] -> [n, d] in x's dtype.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
+/// RMSNorm followed by FiLM (paper Appendix A): gamma * rms_norm(x, w) + beta.
+torch::Tensor rms_norm_film(const torch::Tensor& x, const torch::Tensor& w, double eps, const torch::Tensor& gamma,
+                            const torch::Tensor& beta);
+
+/// Rotary embedding, rotate-half convention (nn::RoPE): x [n, heads, hd],
+/// cos/sin [n, 1, hd/2] (table rows of each token's position) -> [n, heads, hd].
+torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+}  // namespace lol::inference

@@ -1,0 +1,70 @@
+#include "inference/packed_model.h"
+
+#include "lol/model.h"
+#include "nn/block.h"
+
+namespace lol::inference {
+
+namespace {
+
+PackedBlock pack_block(nn::BlockImpl& b) {
+  PackedBlock p;
+  auto& at = *b.self_attn;
+  p.ln1 = b.input_layernorm->weight.detach().clone();
+  p.ln2 = b.post_attention_layernorm->weight.detach().clone();
+  p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
+  if (at.q_proj->bias.defined())
+    p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();
+  p.w_o = at.o_proj->weight.detach().clone();
+  p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
+  p.w_down = b.mlp->down_proj->weight.detach().clone();
+  return p;
+}
+
+std::vector<PackedBlock> pack_list(torch::nn::ModuleList& list) {
+  std::vector<PackedBlock> out;
+  for (auto& m : *list) out.push_back(pack_block(*m->as<nn::Block>()));
+  return out;
+}
+
+}  // namespace
+
+PackedModel PackedModel::from(LoLModelImpl& m, int64_t positions) {
+  PackedModel p;
+  p.cfg = m.config();
+  p.trained_depth = m.active_depth();
+  auto& body = *m.model;
+  p.embed = body.embed_tokens->weight.detach().clone();
+  p.head = p.cfg.tie_embeddings ? p.embed : m.lm_head->weight.detach().clone();
+  p.norm = body.norm->weight.detach().clone();
+  p.prelude = pack_list(body.prelude);
+  p.library = pack_list(body.library);
+  p.coda = pack_list(body.coda);
+  for (int64_t d = 0; d < p.cfg.core_depth; ++d) {
+    auto* f = body.film[d]->as<nn::FiLM>();
+    p.film.push_back({f->attn_gamma.detach().clone(), f->attn_beta.detach().clone(), f->ffn_gamma.detach().clone(),
+                      f->ffn_beta.detach().clone()});
+    if (p.cfg.untied_router)
+      p.router.push_back(body.routers[d]->as<torch::nn::Linear>()->weight.detach().clone());
+    else
+      p.router.push_back(d == 0 ? body.router->weight.detach().clone() : p.router[0]);
+  }
+  p.depth_embed = body.depth_embed.detach().clone();
+  p.balance_bias = body.balance_bias.detach().to(p.embed.scalar_type()).clone();
+  p.ensure_rope(positions);
+  return p;
+}
+
+void PackedModel::ensure_rope(int64_t positions) {
+  if (rope_cos.defined() && rope_cos.size(0) >= positions) return;
+  // Same arithmetic as nn::RoPE (float32 tables, then cast), so values match bit for bit.
+  const int64_t hd = head_dim();
+  auto idx = torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd);
+  auto inv_freq = 1.0 / torch::pow(torch::tensor(cfg.rope_theta, torch::kFloat32), idx);
+  auto pos = torch::arange(std::max<int64_t>(positions, 1), torch::kInt64).to(torch::kFloat32);
+  auto freqs = torch::outer(pos, inv_freq);
+  rope_cos = freqs.cos().to(embed.device(), embed.scalar_type()).contiguous();
+  rope_sin = freqs.sin().to(embed.device(), embed.scalar_type()).contiguous();
+}
+
+}  // namespace lol::inference

@@ -1,0 +1,61 @@
+// A read-only snapshot of a LoL model's weights laid out for incremental decoding:
+// the q/k/v projections of every block are concatenated into one matrix, and so are
+// the SwiGLU gate/up projections, so that one decoding step runs one matrix product
+// per weight (paper Appendix A architecture: RMSNorm, RoPE, SwiGLU, bias-free
+// attention). RoPE tables are precomputed exactly as nn::RoPE builds them.
+//
+// The snapshot copies the fused matrices when it is built: later changes to the
+// model's parameters are not seen (build a new snapshot / DecodeSession).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "lol/config.h"
+
+namespace lol {
+class LoLModelImpl;
+}
+
+namespace lol::inference {
+
+/// One decoder block (nn::Block) with fused projections.
+struct PackedBlock {
+  torch::Tensor ln1, ln2;    ///< [d] input_layernorm / post_attention_layernorm weights
+  torch::Tensor w_qkv;       ///< [(H + 2 Hkv) hd, d]: rows q | k | v
+  torch::Tensor b_qkv;       ///< [(H + 2 Hkv) hd] or undefined (bias-free attention)
+  torch::Tensor w_o;         ///< [d, H hd]
+  torch::Tensor w_gate_up;   ///< [2 F, d]: rows gate | up
+  torch::Tensor w_down;      ///< [d, F]
+};
+
+/// FiLM parameters of one trained routed depth (paper Appendix A), each [d].
+struct PackedFiLM {
+  torch::Tensor attn_gamma, attn_beta, ffn_gamma, ffn_beta;
+};
+
+struct PackedModel {
+  LoLConfig cfg;
+  int64_t trained_depth = 0;         ///< routed depths the model runs (LoLModelImpl::active_depth)
+  torch::Tensor embed;               ///< [V, d]
+  torch::Tensor head;                ///< [V, d] (the embedding when tied)
+  torch::Tensor norm;                ///< [d] final RMSNorm weight
+  std::vector<PackedBlock> prelude, library, coda;
+  std::vector<PackedFiLM> film;      ///< [core_depth]
+  std::vector<torch::Tensor> router; ///< [core_depth] each [L, d] (the same tensor when tied)
+  torch::Tensor depth_embed;         ///< [core_depth, d]: row l-1 is e^(l)
+  torch::Tensor balance_bias;        ///< [L]
+  torch::Tensor rope_cos, rope_sin;  ///< [positions, hd/2] in the model dtype
+
+  /// Snapshot of `m` (same device and dtype as its embedding), RoPE tables for
+  /// `positions` positions. Call under NoGradGuard or InferenceMode.
+  static PackedModel from(LoLModelImpl& m, int64_t positions);
+  /// Grows the RoPE tables to at least `positions` rows.
+  void ensure_rope(int64_t positions);
+
+  int64_t head_dim() const { return cfg.head_dim(); }
+  torch::TensorOptions options() const { return embed.options(); }
+};
+
+}  // namespace lol::inference

@@ -1,0 +1,73 @@
+#include "inference/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "util/error.h"
+
+namespace lol::inference {
+
+void validate_sampling(const SamplingOptions& o, const std::string& where) {
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    throw InputError(where + ": temperature " + std::to_string(o.temperature) + ": expected a finite value >= 0");
+  if (o.top_k < 0) throw InputError(where + ": top_k " + std::to_string(o.top_k) + ": expected >= 0 (0 = off)");
+  if (!(o.top_p > 0 && o.top_p <= 1))
+    throw InputError(where + ": top_p " + std::to_string(o.top_p) + ": expected 0 < top_p <= 1");
+}
+
+int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng) {
+  if (o.temperature == 0) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < V; ++i)
+      if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
+    return best < 0 ? 0 : best;
+  }
+  std::vector<int64_t> ids;
+  ids.reserve(V);
+  for (int64_t i = 0; i < V; ++i)
+    if (!std::isnan(logits[i])) ids.push_back(i);
+  if (ids.empty()) return 0;
+  // Most likely first, lower id first among equals.
+  auto before = [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  size_t keep = ids.size();
+  if (o.top_k > 0 && size_t(o.top_k) < keep) {
+    keep = size_t(o.top_k);
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), before);
+    ids.resize(keep);
+  } else {
+    std::sort(ids.begin(), ids.end(), before);
+  }
+  const double mx = double(logits[ids[0]]);
+  std::vector<double> p(keep);
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += p[i] = std::exp((double(logits[ids[i]]) - mx) / o.temperature);
+  if (o.top_p < 1) {
+    double mass = 0;
+    size_t n = 0;
+    while (n < keep) {
+      mass += p[n++] / total;
+      if (mass >= o.top_p) break;
+    }
+    keep = n;
+    total = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+  }
+  const double u = double(rng() >> 11) * (1.0 / 9007199254740992.0) * total;  // [0, total)
+  double acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += p[i];
+    if (u < acc) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+std::mt19937_64 sequence_rng(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return std::mt19937_64(z);
+}
+
+}  // namespace lol::inference
