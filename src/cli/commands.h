@@ -7,5 +7,6 @@ namespace lol::cli {
 
 // Each registers one sub-command (and its own sub-sub-commands) on `app`.
 // (filled as sub-commands land)
+void register_generate(CLI::App& app);  // generate, bench generate (cmd_generate.cpp)
 
 }  // namespace lol::cli
