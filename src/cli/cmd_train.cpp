@@ -1,0 +1,74 @@
+// `lol train` and `lol plot` (issue 4; docs/training.md).
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "training/plot.h"
+#include "training/run_config.h"
+#include "training/train_checkpoint.h"
+#include "training/trainer.h"
+#include "util/error.h"
+
+namespace lol::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::string config, resume;
+  std::vector<std::string> sets;
+  bool no_progress = false;
+};
+
+void run_train(const TrainArgs& a) {
+  std::string config_path = a.config;
+  if (config_path.empty()) {
+    if (a.resume.empty()) throw InputError("lol train: --config is required (or --resume RUN_DIR)");
+    // Continue with the configuration saved next to the checkpoint.
+    config_path = training::resolve_checkpoint(a.resume) + "/run.json";
+  }
+  auto cfg = training::RunConfig::load(config_path, a.sets);
+  if (a.no_progress) cfg.train.progress = false;
+  try {
+    auto r = training::run_training(cfg, a.resume);
+    if (r.interrupted) return;
+    std::fprintf(stderr, "lol train: done, %lld steps, loss %.4f", (long long)r.steps_done, r.last_loss);
+    if (r.valid_loss >= 0) std::fprintf(stderr, ", valid loss %.4f, valid acc %.4f", r.valid_loss, r.valid_acc);
+    std::fprintf(stderr, "; checkpoint %s\n", r.last_checkpoint.c_str());
+  } catch (const training::NonFiniteLossError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fflush(stderr);
+    std::exit(3);
+  }
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  auto* t = app.add_subcommand("train", "Train a model on token shards (docs/training.md)");
+  t->add_option("--config", args->config, "Run configuration (JSON; presets in configs/)");
+  t->add_option("--set", args->sets, "Override a config value by dotted key, e.g. --set train.steps=100 (repeatable)")
+      ->take_all();
+  t->add_option("--resume", args->resume, "Continue a run: its run directory (latest checkpoint) or a checkpoint directory");
+  t->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
+  t->footer(
+      "Exit status: 0 done or stopped by SIGINT/SIGTERM (checkpoint saved), 2 bad input, "
+      "3 non-finite loss (last good checkpoint kept).");
+  t->callback([args] { run_train(*args); });
+
+  auto popts = std::make_shared<training::PlotOptions>();
+  auto* p = app.add_subcommand("plot", "Render loss curves from metrics.jsonl files with gnuplot");
+  p->add_option("metrics", popts->inputs, "metrics.jsonl files (one curve each)")->required();
+  p->add_option("--out,-o", popts->out, "Output image (.png or .svg)")->required();
+  p->add_option("--x", popts->x, "x axis: step, tokens, flops or elapsed")->check(CLI::IsMember({"step", "tokens", "flops", "elapsed"}));
+  p->add_flag("--log-y", popts->log_y, "Logarithmic loss axis");
+  p->add_option("--title", popts->title, "Plot title");
+  p->callback([popts] {
+    training::plot_metrics(*popts);
+    std::fprintf(stderr, "lol plot: wrote %s\n", popts->out.c_str());
+  });
+}
+
+}  // namespace lol::cli

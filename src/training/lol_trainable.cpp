@@ -1,0 +1,66 @@
+#include "training/lol_trainable.h"
+
+#include "core/module_io.h"
+#include "lol/checkpoint.h"
+
+namespace lol::training {
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+}  // namespace
+
+torch::Tensor LoLTrainable::forward(const TrainBatch& b) {
+  LoLBatch lb;
+  lb.tokens = b.tokens;
+  lb.prompt_len = b.prompt_len;
+  lb.router_only = b.router_only;
+  lb.doc_ids = b.doc_ids;
+  return model_->forward(lb).logits;
+}
+
+std::vector<GroupedParam> LoLTrainable::grouped_parameters() {
+  std::vector<GroupedParam> out;
+  for (auto& p : model_->named_parameters(/*recurse=*/true)) {
+    const std::string& n = p.key();
+    ParamGroup g = ParamGroup::AdamWNoDecay;
+    if (p.value().dim() == 2 && (contains(n, ".self_attn.") || contains(n, ".mlp."))) {
+      g = ParamGroup::Muon;
+    } else if (n == "model.embed_tokens.weight" || n == "lm_head.weight" || n == "model.router.weight" ||
+               starts_with(n, "model.routers.")) {
+      g = ParamGroup::AdamWDecay;
+    }
+    out.push_back({n, p.value(), g});
+  }
+  return out;
+}
+
+nlohmann::json LoLTrainable::after_optimizer_step() {
+  auto load = model_->update_balance();
+  std::vector<int64_t> v(load.data_ptr<int64_t>(), load.data_ptr<int64_t>() + load.numel());
+  return {{"expert_load", v}};
+}
+
+void LoLTrainable::discard_step() {
+  model_->set_pending_load(torch::zeros({model_->config().library_size}, torch::kInt64));
+}
+
+double LoLTrainable::train_flops_per_token(int64_t seq_len) const {
+  const auto& c = model_->config();
+  auto& body = const_cast<LoLBodyImpl&>(*model_->model);
+  double per_block = 0;
+  if (c.library_size > 0)
+    for (const auto& p : body.library[0]->parameters()) per_block += double(p.numel());
+  const double a = double(model_->active_depth());
+  const double n_full = double(c.n_prelude + c.n_coda);
+  const double d = double(c.d_model);
+  const double n_active = (n_full + a) * per_block + a * d * double(c.library_size) + d * double(c.vocab_size);
+  const double ctx_core = double(std::min<int64_t>(c.window, seq_len));
+  return 6.0 * n_active + 6.0 * d * (n_full * double(seq_len) + a * ctx_core);
+}
+
+void LoLTrainable::save(const std::string& dir, const nlohmann::json& extra) const { save_lol(model_, dir, extra); }
+
+void LoLTrainable::load(const std::string& dir) { load_module(*model_, dir + "/model.safetensors"); }
+
+}  // namespace lol::training

@@ -1,0 +1,42 @@
+// TrainableModel for the Library of Layers model (paper section 3, Appendix A).
+#pragma once
+#include "lol/model.h"
+#include "training/trainable.h"
+
+namespace lol::training {
+
+class LoLTrainable : public TrainableModel {
+ public:
+  explicit LoLTrainable(LoLModel model) : model_(std::move(model)) {}
+
+  std::string architecture() const override { return "lol"; }
+  torch::nn::Module& module() override { return *model_; }
+  /// LoLModel::forward with the batch's doc ids (document-blocked attention),
+  /// prompt lengths and router-only mask.
+  torch::Tensor forward(const TrainBatch& batch) override;
+  /// Muon: 2-D weights of the attention and MLP projections (prelude, library, coda).
+  /// AdamW with decay: token embedding, LM head, router(s).
+  /// AdamW without decay: RMSNorm weights, FiLM gamma/beta, depth embeddings.
+  std::vector<GroupedParam> grouped_parameters() override;
+  /// update_balance() (loss-free balancing); returns {"expert_load": [L counts]}.
+  nlohmann::json after_optimizer_step() override;
+  void discard_step() override;
+  int64_t growable_depth() const override { return model_->config().core_depth; }
+  void set_active_depth(int64_t d) override { model_->set_active_depth(d); }
+  int64_t active_depth() const override { return model_->active_depth(); }
+  /// 6 * N_active + 6 * d_model * (n_full * T + a * min(W, T)) (Kaplan et al. 2020
+  /// estimate), with N_active the non-embedding parameters a token uses at the
+  /// current active depth a (full blocks, a expert applications, a router calls,
+  /// LM head) and n_full = n_prelude + n_coda.
+  double train_flops_per_token(int64_t seq_len) const override;
+  void save(const std::string& dir, const nlohmann::json& extra) const override;
+  void load(const std::string& dir) override;
+  nlohmann::json config_json() const override { return model_->config().to_json(); }
+
+  LoLModel& model() { return model_; }
+
+ private:
+  LoLModel model_;
+};
+
+}  // namespace lol::training

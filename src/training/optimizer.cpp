@@ -1,0 +1,125 @@
+#include "training/optimizer.h"
+
+#include <map>
+
+#include "util/error.h"
+
+namespace lol::training {
+
+Optimizer::Optimizer(std::vector<GroupedParam> params, const OptimConfig& cfg) : params_(std::move(params)), cfg_(cfg) {
+  for (const auto& p : params_) {
+    Slot s;
+    const bool muon = cfg_.type == "muon" && p.group == ParamGroup::Muon;
+    if (muon && p.tensor.dim() != 2)
+      throw InputError("optimizer: parameter '" + p.name + "' is in the muon group but is " +
+                       std::to_string(p.tensor.dim()) + "-D (Muon needs 2-D matrices)");
+    s.algo = muon ? "muon" : "adamw";
+    s.weight_decay = p.group == ParamGroup::AdamWNoDecay ? 0.0 : cfg_.weight_decay;
+    slots_.push_back(s);
+  }
+}
+
+void Optimizer::step(double lr_scale) {
+  torch::NoGradGuard ng;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor p = params_[i].tensor;
+    const torch::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    Slot& s = slots_[i];
+    if (s.algo == "muon") {
+      if (!s.buf.defined()) s.buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+      MuonHyper h;
+      h.lr = cfg_.effective_muon_lr() * lr_scale;
+      h.momentum = cfg_.momentum;
+      h.nesterov = cfg_.nesterov;
+      h.weight_decay = s.weight_decay;
+      h.ns_steps = cfg_.ns_steps;
+      h.ns_dtype = cfg_.ns_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+      muon_update(p, g, s.buf, h);
+      s.step++;
+    } else {
+      if (!s.exp_avg.defined()) {
+        s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+        s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+      }
+      AdamWHyper h;
+      h.lr = cfg_.lr * lr_scale;
+      h.beta1 = cfg_.beta1;
+      h.beta2 = cfg_.beta2;
+      h.eps = cfg_.eps;
+      h.weight_decay = s.weight_decay;
+      s.step++;
+      adamw_update(p, g, s.exp_avg, s.exp_avg_sq, s.step, h);
+    }
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& p : params_) p.tensor.mutable_grad() = torch::Tensor();
+}
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Slot& s = slots_[i];
+    const std::string& n = params_[i].name;
+    if (s.step == 0) continue;
+    if (s.algo == "muon") {
+      out.emplace_back(n + ".momentum_buffer", s.buf);
+    } else {
+      out.emplace_back(n + ".exp_avg", s.exp_avg);
+      out.emplace_back(n + ".exp_avg_sq", s.exp_avg_sq);
+    }
+    out.emplace_back(n + ".step", torch::full({1}, s.step, torch::kInt64));
+  }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state, const std::string& where) {
+  std::map<std::string, torch::Tensor> by;
+  for (const auto& [n, t] : state) by[n] = t;
+  size_t used = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Slot& s = slots_[i];
+    const std::string& n = params_[i].name;
+    const torch::Tensor& p = params_[i].tensor;
+    auto it = by.find(n + ".step");
+    s = Slot{s.algo, s.weight_decay, {}, {}, {}, 0};
+    if (it == by.end()) continue;
+    if (it->second.numel() != 1 || it->second.scalar_type() != torch::kInt64)
+      throw InputError(where + ": tensor '" + n + ".step' must be one int64");
+    s.step = it->second.item<int64_t>();
+    ++used;
+    auto take = [&](const std::string& suffix) {
+      auto jt = by.find(n + suffix);
+      if (jt == by.end())
+        throw InputError(where + ": missing tensor '" + n + suffix + "' (the parameter is updated by " + s.algo + ")");
+      if (jt->second.sizes() != p.sizes())
+        throw InputError(where + ": tensor '" + n + suffix + "' has the wrong shape for parameter '" + n + "'");
+      ++used;
+      return jt->second.to(p.device(), p.scalar_type()).contiguous().clone();
+    };
+    if (s.algo == "muon") {
+      s.buf = take(".momentum_buffer");
+    } else {
+      s.exp_avg = take(".exp_avg");
+      s.exp_avg_sq = take(".exp_avg_sq");
+    }
+  }
+  if (used != by.size()) {
+    for (const auto& [n, t] : by) {
+      bool known = false;
+      for (size_t i = 0; i < params_.size() && !known; ++i) {
+        const std::string& pn = params_[i].name;
+        if (n.compare(0, pn.size(), pn) == 0) {
+          const std::string suffix = n.substr(pn.size());
+          known = suffix == ".step" || (slots_[i].algo == "muon" ? suffix == ".momentum_buffer"
+                                                                  : suffix == ".exp_avg" || suffix == ".exp_avg_sq");
+        }
+      }
+      if (!known) throw InputError(where + ": unexpected tensor '" + n + "' (not state of this model's optimizer)");
+    }
+  }
+}
+
+}  // namespace lol::training

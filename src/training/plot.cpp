@@ -1,0 +1,116 @@
+#include "training/plot.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "io/atomic_file.h"
+#include "training/metrics_log.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::training {
+
+namespace {
+std::string quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\'') o += "''";
+    else o += c;
+  }
+  return o + "'";
+}
+
+std::string sh_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\'') o += "'\\''";
+    else o += c;
+  }
+  return o + "'";
+}
+
+std::string label_of(const std::string& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  std::string parent = p.parent_path().filename().string();
+  std::string l = parent.empty() ? p.filename().string() : parent;
+  std::string o;
+  for (char c : l) o += (c == '_' ? std::string("\\\\_") : std::string(1, c));  // enhanced-text escape
+  return o;
+}
+}  // namespace
+
+std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) {
+  if (opt.x != "step" && opt.x != "tokens" && opt.x != "flops" && opt.x != "elapsed")
+    throw InputError("--x " + opt.x + ": expected step, tokens, flops or elapsed");
+  if (opt.inputs.empty()) throw InputError("lol plot: no metrics files given");
+  const bool svg = opt.out.size() >= 4 && opt.out.compare(opt.out.size() - 4, 4, ".svg") == 0;
+  std::string s;
+  s += svg ? "set terminal svg size 1000,600 dynamic enhanced\n" : "set terminal pngcairo size 1000,600 enhanced\n";
+  s += "set output " + quote(opt.out) + "\n";
+  s += "set title " + quote(opt.title) + "\n";
+  s += "set xlabel " + quote(opt.x) + "\nset ylabel 'cross entropy (nats/token)'\n";
+  s += "set grid\nset key top right\n";
+  if (opt.log_y) s += "set logscale y\n";
+  if (opt.x == "flops" || opt.x == "tokens") s += "set format x '%.1e'\n";
+  std::string plots;
+  for (size_t i = 0; i < opt.inputs.size(); ++i) {
+    const auto records = read_metrics(opt.inputs[i]);
+    const std::string train_dat = data_dir + "/train-" + std::to_string(i) + ".dat";
+    const std::string valid_dat = data_dir + "/valid-" + std::to_string(i) + ".dat";
+    std::string tr, va;
+    size_t n_train = 0, n_valid = 0;
+    for (const auto& r : records) {
+      if (!r.contains(opt.x) || !r[opt.x].is_number()) continue;
+      const std::string xv = r[opt.x].dump();
+      if (r.contains("loss") && r["loss"].is_number()) tr += xv + " " + r["loss"].dump() + "\n", ++n_train;
+      if (r.contains("valid_loss") && r["valid_loss"].is_number()) va += xv + " " + r["valid_loss"].dump() + "\n", ++n_valid;
+    }
+    if (n_train == 0 && n_valid == 0)
+      throw InputError(opt.inputs[i] + ": no records with '" + opt.x + "' and 'loss' or 'valid_loss'");
+    io::write_file_atomic(train_dat, tr);
+    io::write_file_atomic(valid_dat, va);
+    const std::string label = label_of(opt.inputs[i]);
+    const std::string lc = " lc " + std::to_string(i + 1);
+    if (n_train) plots += std::string(plots.empty() ? "" : ", ") + quote(train_dat) + " using 1:2 with lines" + lc +
+                          " title " + quote(label + " train");
+    if (n_valid) plots += std::string(plots.empty() ? "" : ", ") + quote(valid_dat) + " using 1:2 with linespoints pt 7" +
+                          lc + " dt 2 title " + quote(label + " valid");
+  }
+  s += "plot " + plots + "\n";
+  return s;
+}
+
+void plot_metrics(const PlotOptions& opt) {
+  if (opt.out.empty()) throw InputError("lol plot: --out is required");
+  char tmpl[] = "/tmp/lol-plot-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("lol plot: cannot create a temporary directory");
+  const std::string dir = tmpl;
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  const std::string script = gnuplot_script(opt, dir);
+  io::write_file_atomic(dir + "/plot.gp", script);
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    throw std::runtime_error("lol plot: gnuplot not found (install the Debian package gnuplot-nox)");
+  const std::string cmd = "gnuplot " + sh_quote(dir + "/plot.gp") + " 2>" + sh_quote(dir + "/err.txt");
+  if (std::system(cmd.c_str()) != 0) {
+    std::string err;
+    try {
+      err = io::read_file(dir + "/err.txt");
+    } catch (const std::exception&) {
+    }
+    throw std::runtime_error("lol plot: gnuplot failed: " + err);
+  }
+  if (!fs::exists(opt.out)) throw std::runtime_error("lol plot: gnuplot wrote no " + opt.out);
+}
+
+}  // namespace lol::training

@@ -1,0 +1,22 @@
+// SIGINT/SIGTERM handling for training: the first signal asks the loop to save a
+// checkpoint at the end of the current step and exit cleanly; a second one exits at
+// once (status 128 + signal).
+#pragma once
+
+namespace lol::training {
+
+/// Installs the handlers for its lifetime (restoring the previous ones afterwards).
+class StopSignalScope {
+ public:
+  StopSignalScope();
+  ~StopSignalScope();
+  StopSignalScope(const StopSignalScope&) = delete;
+  StopSignalScope& operator=(const StopSignalScope&) = delete;
+};
+
+/// The signal received since the scope was entered (SIGINT, SIGTERM), or 0.
+int stop_requested();
+/// Clears the flag (tests).
+void clear_stop_request();
+
+}  // namespace lol::training

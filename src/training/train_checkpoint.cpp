@@ -1,0 +1,174 @@
+#include "training/train_checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+
+#include "core/tensor_io.h"
+#include "io/atomic_file.h"
+#include "util/error.h"
+#include "util/json_fields.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::training {
+
+nlohmann::json TrainerState::to_json() const {
+  return {{"format", "lol-trainer-state"},
+          {"version", 1},
+          {"step", step},
+          {"tokens", tokens},
+          {"flops", flops},
+          {"elapsed", elapsed},
+          {"active_depth", active_depth},
+          {"data_position", data_position},
+          {"rng_cpu", rng_cpu},
+          {"rng_device", rng_device},
+          {"nonfinite_skipped", nonfinite_skipped}};
+}
+
+TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  TrainerState s;
+  f.get("format", std::string(), {"lol-trainer-state"});
+  int64_t version = 0;
+  f.get("version", version);
+  require(version == 1, where, "field 'version' = " + std::to_string(version) + ": expected 1");
+  f.get("step", s.step);
+  f.get("tokens", s.tokens);
+  f.get("flops", s.flops);
+  f.get("elapsed", s.elapsed);
+  f.get("active_depth", s.active_depth);
+  const auto* pos = f.raw("data_position");
+  require(pos != nullptr, where, "field 'data_position' is required");
+  s.data_position = *pos;
+  f.get("rng_cpu", s.rng_cpu);
+  f.get("rng_device", s.rng_device);
+  f.get("nonfinite_skipped", s.nonfinite_skipped);
+  f.reject_unknown();
+  require(s.step >= 0, where, "field 'step' must be >= 0");
+  return s;
+}
+
+std::string checkpoint_name(int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "step-%06lld", (long long)step);
+  return buf;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& run_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(dir)) return {};
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind("step-", 0) != 0) continue;
+    try {
+      found.emplace_back(std::stoll(n.substr(5)), e.path().string());
+    } catch (const std::exception&) {
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [s, p] : found) out.push_back(p);
+  return out;
+}
+
+namespace {
+std::string to_hex(const torch::Tensor& t) {
+  auto c = t.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  s.reserve(size_t(c.nbytes()) * 2);
+  for (size_t i = 0; i < size_t(c.nbytes()); ++i) {
+    s.push_back(d[p[i] >> 4]);
+    s.push_back(d[p[i] & 15]);
+  }
+  return s;
+}
+}  // namespace
+
+std::string rng_state_hex(const c10::Device& device) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return to_hex(gen.get_state());
+}
+
+void set_rng_state_hex(const c10::Device& device, const std::string& hex, const std::string& where) {
+  if (hex.size() % 2) throw InputError(where + ": random generator state has odd length");
+  auto t = torch::empty({int64_t(hex.size() / 2)}, torch::kUInt8);
+  auto* p = t.data_ptr<uint8_t>();
+  auto nib = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw InputError(where + ": random generator state is not hex");
+  };
+  for (size_t i = 0; i < hex.size() / 2; ++i) p[i] = uint8_t(nib(hex[2 * i]) * 16 + nib(hex[2 * i + 1]));
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(t);
+  } catch (const c10::Error& e) {
+    throw InputError(where + ": invalid random generator state (" + std::string(e.what_without_backtrace()) + ")");
+  }
+}
+
+std::string save_checkpoint(const std::string& run_dir, const TrainableModel& model, const Optimizer& opt,
+                            const TrainerState& state, const nlohmann::json& run_config, const nlohmann::json& extra,
+                            int64_t keep_last) {
+  const fs::path ckdir = fs::path(run_dir) / "checkpoints";
+  fs::create_directories(ckdir);
+  const std::string name = checkpoint_name(state.step);
+  const fs::path tmp = ckdir / (".tmp-" + name);
+  const fs::path final_dir = ckdir / name;
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  model.save(tmp.string(), extra);
+  save_tensors((tmp / "optimizer.safetensors").string(), opt.state(), {{"format", "lol-optimizer"}});
+  io::write_file_atomic((tmp / "trainer_state.json").string(), state.to_json().dump(2) + "\n");
+  io::write_file_atomic((tmp / "run.json").string(), run_config.dump(2) + "\n");
+  io::fsync_dir(tmp.string());
+  fs::remove_all(final_dir);  // an older save of the same step (e.g. after a resume)
+  fs::rename(tmp, final_dir);
+  io::fsync_dir(ckdir.string());
+  io::write_file_atomic((fs::path(run_dir) / "latest").string(), "checkpoints/" + name + "\n");
+  auto all = list_checkpoints(run_dir);
+  for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i]);
+  return final_dir.string();
+}
+
+std::string resolve_checkpoint(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / "trainer_state.json")) return dir;
+  const fs::path latest = fs::path(dir) / "latest";
+  if (fs::exists(latest)) {
+    std::string rel = io::read_file(latest.string());
+    while (!rel.empty() && (rel.back() == '\n' || rel.back() == ' ')) rel.pop_back();
+    const fs::path p = fs::path(dir) / rel;
+    if (!fs::exists(p / "trainer_state.json"))
+      throw InputError(latest.string() + ": points to '" + rel + "', which is not a checkpoint (no trainer_state.json)");
+    return p.string();
+  }
+  throw InputError(dir + ": neither a checkpoint directory (trainer_state.json) nor a run directory (latest)");
+}
+
+TrainerState load_checkpoint(const std::string& ck, TrainableModel& model, Optimizer& opt) {
+  const std::string state_path = ck + "/trainer_state.json";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(io::read_file(state_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(state_path + ": not valid JSON: " + e.what());
+  }
+  TrainerState s = TrainerState::from_json(j, state_path);
+  model.load(ck);
+  const std::string opt_path = ck + "/optimizer.safetensors";
+  opt.load_state(load_tensors(opt_path), opt_path);
+  return s;
+}
+
+}  // namespace lol::training

@@ -1,0 +1,281 @@
+#include "training/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "core/runtime.h"
+#include "io/atomic_file.h"
+#include "training/loss.h"
+#include "training/metrics_log.h"
+#include "training/optimizer.h"
+#include "training/schedule.h"
+#include "training/stop_signal.h"
+#include "training/train_checkpoint.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::training {
+
+EvalResult evaluate(TrainableModel& model, const data::SplitData& split, const BatchLayout& layout,
+                    int64_t max_batches, const torch::Device& device) {
+  torch::NoGradGuard ng;
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  Batcher b(split, layout, 0, /*shuffle=*/false, /*wrap=*/false, "evaluation");
+  double loss = 0;
+  int64_t correct = 0, count = 0;
+  for (int64_t i = 0; !b.done() && (max_batches == 0 || i < max_batches); ++i) {
+    TrainBatch batch = to_device(b.next(), device);
+    auto logits = model.forward(batch);
+    loss += masked_ce_sum(logits, batch.targets, batch.target_mask).item<double>();
+    correct += masked_correct(logits, batch.targets, batch.target_mask);
+    count += batch.n_targets;
+  }
+  model.module().train(was_training);
+  EvalResult r;
+  r.targets = count;
+  if (count > 0) {
+    r.loss = loss / double(count);
+    r.accuracy = double(correct) / double(count);
+  }
+  return r;
+}
+
+namespace {
+
+/// Global L2 norm of all gradients; scales them to `clip` when larger (clip > 0),
+/// the rule of torch.nn.utils.clip_grad_norm_.
+double clip_gradients(const std::vector<GroupedParam>& params, double clip) {
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params)
+    if (p.tensor.grad().defined()) norms.push_back(p.tensor.grad().detach().to(torch::kFloat32).norm());
+  if (norms.empty()) return 0.0;
+  const double total = torch::stack(norms).norm().item<double>();
+  if (clip > 0 && std::isfinite(total)) {
+    const double coef = clip / (total + 1e-6);
+    if (coef < 1.0) {
+      torch::NoGradGuard ng;
+      for (const auto& p : params)
+        if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+    }
+  }
+  return total;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// config.json "extra" of saved models: what inference needs to read the data again.
+nlohmann::json dataset_extra(const data::Dataset& ds) {
+  nlohmann::json e = {{"task", ds.task()}, {"dataset_dir", fs::absolute(ds.dir()).lexically_normal().string()}};
+  const auto& info = ds.info();
+  if (info.contains("vocab")) e["vocab"] = info["vocab"];
+  if (info.contains("tokenizer")) e["tokenizer"] = info["tokenizer"];
+  return e;
+}
+
+}  // namespace
+
+TrainResult run_training(const RunConfig& cfg, const std::string& resume, const TrainHooks& hooks) {
+  const auto& tc = cfg.train;
+  if (tc.threads > 0) at::set_num_threads(int(tc.threads));
+  const torch::Device device = parse_device(tc.device, "train.device");
+  torch::manual_seed(uint64_t(tc.seed));
+
+  // ---- data
+  auto ds = data::Dataset::open(cfg.data.dir);
+  auto train_split = ds.load(cfg.data.train_split);
+  BatchLayout layout{cfg.data.batch_size, cfg.data.seq_len, cfg.data.packing == "pack"};
+  Batcher batcher(train_split, layout, uint64_t(tc.seed), /*shuffle=*/true, /*wrap=*/true,
+                  cfg.data.dir + " split '" + cfg.data.train_split + "'");
+  layout.seq_len = batcher.max_row_length();  // evaluation rows use the same bound
+  const bool has_valid = ds.has_split(cfg.data.valid_split);
+  data::SplitData valid_split;
+  if (has_valid) valid_split = ds.load(cfg.data.valid_split);
+  if (has_valid && !layout.pack) {
+    int64_t longest = 0;
+    for (int64_t i = 0; i < valid_split.size(); ++i) longest = std::max(longest, valid_split.get(i).length);
+    layout.seq_len = std::max(layout.seq_len, longest);
+  }
+
+  // ---- model and optimizer
+  std::unique_ptr<TrainableModel> model;
+  if (!cfg.init_from.empty()) {
+    model = load_model(cfg.init_from);
+  } else {
+    model = make_model(cfg.model, "run config: model", ds.vocab_size(), layout.seq_len, uint64_t(tc.seed));
+  }
+  model->module().to(device);
+  model->module().train();
+  auto params = model->grouped_parameters();
+  Optimizer opt(params, cfg.optim);
+  const nlohmann::json extra = dataset_extra(ds);
+  const nlohmann::json run_json = cfg.to_json();
+
+  // ---- run directory / resume
+  const std::string run_dir = tc.out;
+  TrainerState st;
+  if (resume.empty()) {
+    if (!list_checkpoints(run_dir).empty() || fs::exists(fs::path(run_dir) / "latest"))
+      throw InputError("train.out = " + run_dir + ": already holds a run; continue it with --resume " + run_dir +
+                       " or choose another directory");
+  } else {
+    const std::string ck = resolve_checkpoint(resume);
+    nlohmann::json ck_cfg = nlohmann::json::parse(io::read_file(ck + "/config.json"));
+    ck_cfg.erase("extra");
+    if (ck_cfg != model->config_json())
+      throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's "
+                       "(resume with the run's own run.json)");
+    st = load_checkpoint(ck, *model, opt);
+    if (st.step > tc.steps)
+      throw InputError(ck + ": checkpoint is at step " + std::to_string(st.step) + ", beyond train.steps = " +
+                       std::to_string(tc.steps));
+    batcher.set_position(st.data_position, ck + "/trainer_state.json");
+    if (!st.rng_cpu.empty()) set_rng_state_hex(torch::kCPU, st.rng_cpu, ck + "/trainer_state.json");
+    if (!st.rng_device.empty() && device.is_cuda())
+      set_rng_state_hex(device, st.rng_device, ck + "/trainer_state.json");
+  }
+  fs::create_directories(run_dir);
+  io::write_file_atomic(run_dir + "/run.json", run_json.dump(2) + "\n");
+  MetricsLog metrics(run_dir + "/metrics.jsonl", resume.empty() ? -1 : st.step);
+
+  TrainResult result;
+  result.steps_done = st.step;
+  std::string last_ck = resume.empty() ? "" : resolve_checkpoint(resume);
+  result.last_checkpoint = last_ck;
+  auto save = [&]() {
+    st.data_position = batcher.position();
+    st.rng_cpu = rng_state_hex(torch::kCPU);
+    st.rng_device = device.is_cuda() ? rng_state_hex(device) : "";
+    st.active_depth = model->active_depth();
+    last_ck = save_checkpoint(run_dir, *model, opt, st, run_json, extra, tc.keep_last);
+    result.last_checkpoint = last_ck;
+  };
+  auto run_eval = [&](int64_t step) {
+    if (!has_valid) return;
+    auto ev = evaluate(*model, valid_split, layout, tc.eval_batches, device);
+    result.valid_loss = ev.loss;
+    result.valid_acc = ev.accuracy;
+    metrics.write({{"step", step}, {"valid_loss", ev.loss}, {"valid_acc", ev.accuracy}, {"valid_targets", ev.targets},
+                   {"tokens", st.tokens}, {"flops", st.flops}});
+  };
+
+  const int64_t growable = model->growable_depth();
+  StopSignalScope signals;
+  ProgressBar bar("train", tc.steps - st.step, tc.progress);
+  const double elapsed_before = st.elapsed;
+  const int64_t tokens_before = st.tokens;
+  const int64_t start_step = st.step;
+  int64_t consecutive_skips = 0;
+  int64_t logged_depth = st.active_depth;
+  if (tc.progress)
+    std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s\n", (long long)model->num_parameters(),
+                 tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str());
+
+  for (int64_t step = st.step; step < tc.steps; ++step) {
+    if (hooks.before_step) hooks.before_step(step, *model);
+    if (growable > 0) model->set_active_depth(grown_depth(cfg.grow, growable, step, tc.steps));
+    const double lr_scale = lr_factor(cfg.schedule, step, tc.steps);
+
+    std::vector<TrainBatch> micro;
+    int64_t targets = 0;
+    for (int64_t i = 0; i < tc.grad_accum; ++i) {
+      micro.push_back(batcher.next());
+      targets += micro.back().n_targets;
+    }
+    double loss_sum = 0, flops = 0;
+    int64_t tokens = 0;
+    for (auto& mb_cpu : micro) {
+      TrainBatch mb = to_device(mb_cpu, device);
+      auto logits = model->forward(mb);
+      auto ls = masked_ce_sum(logits, mb.targets, mb.target_mask);
+      (ls / double(std::max<int64_t>(targets, 1))).backward();
+      loss_sum += ls.item<double>();
+      tokens += mb.n_tokens;
+      flops += model->train_flops_per_token(mb.tokens.size(1)) * double(mb.n_tokens);
+    }
+    const double loss = loss_sum / double(std::max<int64_t>(targets, 1));
+    const double grad_norm = clip_gradients(params, tc.clip);
+    st.tokens += tokens;
+    st.flops += flops;
+    st.step = step + 1;
+    st.elapsed = elapsed_before + bar.elapsed();
+    const double lr = cfg.optim.lr * lr_scale;
+    nlohmann::json rec = {{"step", st.step},
+                          {"loss", loss},
+                          {"lr", lr},
+                          {"tokens", st.tokens},
+                          {"flops", st.flops},
+                          {"grad_norm", grad_norm},
+                          {"elapsed", st.elapsed}};
+    if (growable > 0) rec["active_depth"] = model->active_depth();
+
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      opt.zero_grad();
+      model->discard_step();
+      rec["nonfinite"] = true;
+      metrics.write(rec);
+      const std::string what = std::string(std::isfinite(loss) ? "gradient norm" : "loss") + " is " +
+                               fmt("%g", std::isfinite(loss) ? grad_norm : loss) + " at step " +
+                               std::to_string(st.step);
+      if (tc.on_nonfinite == "skip" && ++consecutive_skips < 10) {
+        st.nonfinite_skipped++;
+        std::fprintf(stderr, "\nwarning: %s; step skipped (train.on_nonfinite = \"skip\")\n", what.c_str());
+        continue;
+      }
+      bar.finish();
+      throw NonFiniteLossError(
+          "training stopped: " + what + (tc.on_nonfinite == "skip" ? " (10 consecutive non-finite steps)" : "") +
+          ". " + (last_ck.empty() ? "No checkpoint was written before." : "Last good checkpoint: " + last_ck + " (continue with --resume " + run_dir + ")."));
+    }
+    consecutive_skips = 0;
+    opt.step(lr_scale);
+    opt.zero_grad();
+    nlohmann::json model_metrics = model->after_optimizer_step();
+    result.last_loss = loss;
+    result.steps_done = st.step;
+
+    const double session = bar.elapsed();
+    const double tps = session > 0 ? double(st.tokens - tokens_before) / session : 0.0;
+    // Every log_every steps, at the end, and whenever the grown depth changes.
+    const int64_t depth_now = model->active_depth();
+    if (st.step % tc.log_every == 0 || st.step == tc.steps || depth_now != logged_depth) {
+      logged_depth = depth_now;
+      rec["tokens_per_s"] = tps;
+      for (auto it = model_metrics.begin(); it != model_metrics.end(); ++it) rec[it.key()] = it.value();
+      metrics.write(rec);
+    }
+    std::string fields = "step " + std::to_string(st.step) + "/" + std::to_string(tc.steps) + " loss " +
+                         fmt("%.4f", loss) + " lr " + fmt("%.3g", lr) + " tok/s " + fmt("%.0f", tps);
+    if (growable > 0) fields += " depth " + std::to_string(model->active_depth());
+    bar.update(st.step - start_step, fields);
+
+    const bool last = st.step == tc.steps;
+    const int stop_sig = stop_requested();
+    if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) run_eval(st.step);
+    if ((tc.save_every > 0 && st.step % tc.save_every == 0) || last || stop_sig) save();
+    if (hooks.after_step) hooks.after_step(st.step, *model);
+    if (stop_sig && !last) {
+      bar.finish(fields);
+      std::fprintf(stderr, "lol train: %s received; saved %s (continue with --resume %s)\n",
+                   stop_sig == SIGINT ? "SIGINT" : "SIGTERM", last_ck.c_str(), run_dir.c_str());
+      result.interrupted = true;
+      return result;
+    }
+  }
+  bar.finish();
+  return result;
+}
+
+}  // namespace lol::training

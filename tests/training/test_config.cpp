@@ -1,0 +1,118 @@
+// Run configuration: strict parsing, ranges, --set overrides.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "train_test_util.h"
+#include "lol/config.h"
+#include "training/run_config.h"
+#include "util/error.h"
+
+using namespace lol::training;
+
+namespace {
+/// The InputError message of `f`, or "" when nothing was thrown.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const lol::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+nlohmann::json base() { return test::tiny_run_json("data/x", "runs/x"); }
+}  // namespace
+
+TEST(RunConfig, ParsesAndResolvesDefaults) {
+  auto c = RunConfig::from_json(base(), "run.json");
+  EXPECT_EQ(c.train.steps, 10);
+  EXPECT_EQ(c.train.grad_accum, 1);
+  EXPECT_EQ(c.data.packing, "pad");
+  EXPECT_DOUBLE_EQ(c.optim.effective_muon_lr(), 2e-2);
+  auto j = c.to_json();
+  auto again = RunConfig::from_json(j, "resolved");
+  EXPECT_EQ(again.to_json(), j);
+}
+
+TEST(RunConfig, UnknownKeysAreRejectedByName) {
+  auto j = base();
+  j["train"]["stepz"] = 5;
+  auto e = error_of([&] { RunConfig::from_json(j, "run.json"); });
+  EXPECT_NE(e.find("run.json:train"), std::string::npos) << e;
+  EXPECT_NE(e.find("'stepz'"), std::string::npos) << e;
+  j = base();
+  j["optimizer"] = nlohmann::json::object();
+  e = error_of([&] { RunConfig::from_json(j, "run.json"); });
+  EXPECT_NE(e.find("'optimizer'"), std::string::npos) << e;
+  j = base();
+  j["schedule"]["decay_shape"] = "sqrt";
+  e = error_of([&] { RunConfig::from_json(j, "run.json"); });
+  EXPECT_NE(e.find("'decay_shape'"), std::string::npos) << e;
+}
+
+TEST(RunConfig, OutOfRangeValuesNameTheKey) {
+  struct Case {
+    const char* section;
+    const char* key;
+    nlohmann::json value;
+  };
+  for (const auto& c : std::vector<Case>{{"train", "steps", 0},
+                                         {"train", "grad_accum", -1},
+                                         {"train", "keep_last", 0},
+                                         {"optim", "lr", -0.1},
+                                         {"optim", "momentum", 1.0},
+                                         {"optim", "ns_steps", 0},
+                                         {"grow", "fraction", 1.5},
+                                         {"data", "batch_size", 0},
+                                         {"schedule", "min_lr_ratio", 2.0},
+                                         {"train", "steps", "ten"}}) {
+    auto j = base();
+    j[c.section][c.key] = c.value;
+    auto e = error_of([&] { RunConfig::from_json(j, "run.json"); });
+    EXPECT_NE(e.find(std::string("'") + c.key + "'"), std::string::npos) << c.section << "." << c.key << ": " << e;
+    EXPECT_NE(e.find(std::string("run.json:") + c.section), std::string::npos) << e;
+  }
+  auto j = base();
+  j["schedule"]["warmup_steps"] = 100;
+  EXPECT_NE(error_of([&] { RunConfig::from_json(j, "run.json"); }).find("warmup_steps"), std::string::npos);
+  j = base();
+  j["init_from"] = "some/model";
+  EXPECT_NE(error_of([&] { RunConfig::from_json(j, "run.json"); }).find("init_from"), std::string::npos);
+  j = base();
+  j["data"]["packing"] = "pack";
+  EXPECT_NE(error_of([&] { RunConfig::from_json(j, "run.json"); }).find("seq_len"), std::string::npos);
+}
+
+TEST(RunConfig, SetOverridesAreTypedAndChecked) {
+  test::TempDir dir("cfg");
+  const std::string path = dir.path + "/run.json";
+  std::ofstream(path) << base().dump();
+  auto c = RunConfig::load(path, {"train.steps=7", "optim.type=adamw", "optim.betas=[0.8,0.9]",
+                                  "model.d_model=64", "train.out=elsewhere"});
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_EQ(c.optim.type, "adamw");
+  EXPECT_DOUBLE_EQ(c.optim.beta1, 0.8);
+  EXPECT_EQ(c.model["d_model"], 64);
+  EXPECT_EQ(c.train.out, "elsewhere");
+  auto e = error_of([&] { RunConfig::load(path, {"train.stepz=7"}); });
+  EXPECT_NE(e.find("train.stepz"), std::string::npos) << e;
+  e = error_of([&] { RunConfig::load(path, {"trian.steps=7"}); });
+  EXPECT_NE(e.find("'trian'"), std::string::npos) << e;
+  e = error_of([&] { RunConfig::load(path, {"train.steps=many"}); });
+  EXPECT_NE(e.find("'steps'"), std::string::npos) << e;
+  EXPECT_NE(e.find("integer"), std::string::npos) << e;
+  e = error_of([&] { RunConfig::load(path, {"train.steps"}); });
+  EXPECT_NE(e.find("KEY=VALUE"), std::string::npos) << e;
+}
+
+TEST(RunConfig, PresetsParse) {
+  for (const char* name : {"maze_cpu.json", "sudoku_cpu.json", "lol_360m.json"}) {
+    const std::string path = std::string(LOL_SOURCE_DIR) + "/configs/" + name;
+    RunConfig c;
+    ASSERT_NO_THROW(c = RunConfig::load(path)) << path;
+    auto m = c.model;
+    if (!m.contains("vocab_size")) m["vocab_size"] = 64;
+    EXPECT_NO_THROW(lol::LoLConfig::from_json(m, path)) << path;
+  }
+}

@@ -1,0 +1,183 @@
+// Muon (Newton-Schulz), AdamW, the optimizer's state and the parameter grouping
+// (paper Appendix A).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include <torch/torch.h>
+
+#include "lol/model.h"
+#include "training/lol_trainable.h"
+#include "training/optimizer.h"
+#include "util/error.h"
+
+using namespace lol::training;
+
+TEST(NewtonSchulz, SingularValuesNearOne) {
+  torch::manual_seed(0);
+  for (auto shape : std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {32, 96}, {96, 32}, {128, 16}}) {
+    // An ill-conditioned input: singular values spread over one order of magnitude.
+    auto a = torch::randn({shape.first, shape.second});
+    auto svd = torch::linalg::svd(a, false, c10::nullopt);
+    auto u = std::get<0>(svd), v = std::get<2>(svd);
+    const int64_t k = std::min(shape.first, shape.second);
+    auto s = torch::logspace(0, -1, k);
+    auto g = torch::mm(u * s.unsqueeze(0), v);
+    auto o = newton_schulz(g, 5);
+    ASSERT_EQ(o.sizes(), g.sizes());
+    auto sv = torch::linalg::svdvals(o, c10::nullopt);
+    const double mn = sv.min().item<double>(), mx = sv.max().item<double>();
+    EXPECT_GT(mn, 0.5) << shape.first << "x" << shape.second;
+    EXPECT_LT(mx, 1.5) << shape.first << "x" << shape.second;
+    // The input spread (10x) is gone.
+    EXPECT_LT(mx / mn, 2.0);
+    // Singular vectors are kept: o ~ U V^T up to the singular values, so o^T g has
+    // a positive diagonal in V's basis.
+    auto proj = torch::mm(torch::mm(u.t(), o), v.t()).diagonal();
+    EXPECT_GT(proj.min().item<double>(), 0.5);
+  }
+}
+
+TEST(NewtonSchulz, RejectsNon2D) { EXPECT_THROW(newton_schulz(torch::ones({3})), std::invalid_argument); }
+
+TEST(Muon, AdjustedLearningRateMatchesAdamWRms) {
+  EXPECT_DOUBLE_EQ(muon_adjusted_lr(0.01, 1024, 4096), 0.01 * 0.2 * 64.0);
+  EXPECT_DOUBLE_EQ(muon_adjusted_lr(0.01, 4096, 1024), 0.01 * 0.2 * 64.0);
+}
+
+TEST(Muon, UpdateIsNesterovMomentumThenOrthogonalised) {
+  torch::manual_seed(1);
+  auto p = torch::randn({8, 12});
+  auto p0 = p.clone();
+  auto buf = torch::zeros_like(p);
+  MuonHyper h;
+  h.lr = 0.05;
+  h.weight_decay = 0.1;
+  auto g1 = torch::randn({8, 12}), g2 = torch::randn({8, 12});
+  muon_update(p, g1, buf, h);
+  muon_update(p, g2, buf, h);
+  // Reference, written out.
+  auto b = torch::zeros_like(p0);
+  auto q = p0.clone();
+  for (auto& g : {g1, g2}) {
+    b = 0.95 * b + 0.05 * g;
+    auto u = g + 0.95 * (b - g);  // lerp(g, b, 0.95)
+    q = q * (1 - 0.05 * 0.1) - muon_adjusted_lr(0.05, 8, 12) * newton_schulz(u, 5);
+  }
+  EXPECT_TRUE(torch::allclose(p, q, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(buf, b, 1e-6, 1e-7));
+}
+
+TEST(AdamW, MatchesTorchOptimAdamWFormula) {
+  torch::manual_seed(2);
+  auto p = torch::randn({5}, torch::kFloat64);
+  auto m = torch::zeros_like(p), v = torch::zeros_like(p);
+  AdamWHyper h{0.01, 0.9, 0.95, 1e-8, 0.1};
+  std::vector<double> ref(p.data_ptr<double>(), p.data_ptr<double>() + 5), rm(5, 0), rv(5, 0);
+  for (int step = 1; step <= 4; ++step) {
+    auto g = torch::randn({5}, torch::kFloat64);
+    adamw_update(p, g, m, v, step, h);
+    for (int i = 0; i < 5; ++i) {
+      const double gi = g[i].item<double>();
+      ref[i] *= 1 - h.lr * h.weight_decay;
+      rm[i] = 0.9 * rm[i] + 0.1 * gi;
+      rv[i] = 0.95 * rv[i] + 0.05 * gi * gi;
+      const double mhat = rm[i] / (1 - std::pow(0.9, step));
+      const double denom = std::sqrt(rv[i]) / std::sqrt(1 - std::pow(0.95, step)) + 1e-8;
+      ref[i] -= h.lr * mhat / denom;
+    }
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(p[i].item<double>(), ref[i], 1e-12);
+}
+
+namespace {
+lol::LoLConfig tiny_cfg() {
+  lol::LoLConfig c;
+  c.vocab_size = 16;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 32;
+  c.n_prelude = 1;
+  c.n_coda = 1;
+  c.library_size = 3;
+  c.core_depth = 2;
+  c.window = 4;
+  c.stride = 2;
+  c.max_seq_len = 32;
+  return c;
+}
+}  // namespace
+
+TEST(Grouping, EveryParameterExactlyOnceWithTheRightGroup) {
+  for (bool untied : {false, true}) {
+    auto c = tiny_cfg();
+    c.untied_router = untied;
+    c.tie_embeddings = !untied;
+    LoLTrainable m{lol::LoLModel(c)};
+    auto groups = m.grouped_parameters();
+    std::set<std::string> names;
+    std::set<const void*> storages;
+    for (const auto& g : groups) {
+      EXPECT_TRUE(names.insert(g.name).second) << "duplicate " << g.name;
+      EXPECT_TRUE(storages.insert(g.tensor.data_ptr()).second) << "shared tensor " << g.name;
+    }
+    EXPECT_EQ(groups.size(), m.module().named_parameters().size());
+    for (const auto& p : m.module().named_parameters()) EXPECT_TRUE(names.count(p.key())) << p.key();
+    int n_muon = 0;
+    for (const auto& g : groups) {
+      const std::string& n = g.name;
+      const auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+      if (ends("_proj.weight")) {
+        EXPECT_EQ(g.group, ParamGroup::Muon) << n;
+        EXPECT_EQ(g.tensor.dim(), 2) << n;
+        ++n_muon;
+      } else if (ends("layernorm.weight") || n == "model.norm.weight" || ends("_gamma") || ends("_beta") ||
+                 n == "model.depth_embed") {
+        EXPECT_EQ(g.group, ParamGroup::AdamWNoDecay) << n;  // norms, FiLM, vectors: no decay
+      } else if (n == "model.embed_tokens.weight" || n == "lm_head.weight" || n == "model.router.weight" ||
+                 n.rfind("model.routers.", 0) == 0) {
+        EXPECT_EQ(g.group, ParamGroup::AdamWDecay) << n;
+      } else {
+        ADD_FAILURE() << "unclassified parameter " << n;
+      }
+    }
+    // 7 projections per block, blocks = prelude + coda + library.
+    EXPECT_EQ(n_muon, 7 * (1 + 1 + 3));
+    if (untied) EXPECT_TRUE(names.count("lm_head.weight") && names.count("model.routers.1.weight"));
+  }
+}
+
+TEST(Optimizer, StateRoundTripsAndNoDecayGroupIsNotDecayed) {
+  auto c = tiny_cfg();
+  LoLTrainable m{lol::LoLModel(c)};
+  OptimConfig oc;
+  oc.weight_decay = 0.5;
+  Optimizer opt(m.grouped_parameters(), oc);
+  // Only a norm weight and one projection get a gradient.
+  auto params = m.grouped_parameters();
+  torch::Tensor norm, proj;
+  for (auto& p : params) {
+    if (p.name == "model.norm.weight") norm = p.tensor;
+    if (p.name == "model.prelude.0.self_attn.q_proj.weight") proj = p.tensor;
+  }
+  auto norm0 = norm.detach().clone();
+  norm.mutable_grad() = torch::zeros_like(norm);  // zero gradient: only decay could move it
+  proj.mutable_grad() = torch::randn_like(proj);
+  opt.step(1.0);
+  EXPECT_TRUE(torch::equal(norm.detach(), norm0));
+  auto st = opt.state();
+  EXPECT_EQ(st.size(), 2u + 3u);  // norm: exp_avg, exp_avg_sq, step; proj: momentum_buffer, step
+  Optimizer opt2(m.grouped_parameters(), oc);
+  opt2.load_state(st, "test");
+  auto st2 = opt2.state();
+  ASSERT_EQ(st.size(), st2.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    EXPECT_EQ(st[i].first, st2[i].first);
+    EXPECT_TRUE(torch::equal(st[i].second, st2[i].second)) << st[i].first;
+  }
+  lol::NamedTensors bad = st;
+  bad.emplace_back("model.nonexistent.exp_avg", torch::zeros({1}));
+  EXPECT_THROW(opt2.load_state(bad, "test"), lol::InputError);
+}

@@ -1,0 +1,213 @@
+// End-to-end training runs on a tiny task: loss falls, exact resume, checkpoints,
+// signals, non-finite losses.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "core/module_io.h"
+#include "io/atomic_file.h"
+#include "lol/checkpoint.h"
+#include "train_test_util.h"
+#include "training/lol_trainable.h"
+#include "training/metrics_log.h"
+#include "training/train_checkpoint.h"
+#include "training/trainer.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+using namespace lol::training;
+using test::TempDir;
+
+namespace {
+
+struct Fixture {
+  TempDir dir{"trainer"};
+  std::string data = dir.path + "/data";
+  Fixture() { test::write_reverse_dataset(data, 64, 16); }
+  RunConfig run(const std::string& name, int64_t steps) {
+    auto c = test::tiny_run(data, dir.path + "/" + name);
+    c.train.steps = steps;
+    return c;
+  }
+};
+
+/// Every tensor of a checkpoint: weights and buffers (balance bias included) and optimizer state.
+lol::NamedTensors checkpoint_tensors(const std::string& ck) {
+  auto t = lol::load_tensors(ck + "/model.safetensors");
+  for (auto& [n, v] : lol::load_tensors(ck + "/optimizer.safetensors")) t.emplace_back("optim:" + n, v);
+  return t;
+}
+
+}  // namespace
+
+TEST(Trainer, LossFallsOnATinyTask) {
+  Fixture f;
+  auto c = f.run("fall", 60);
+  c.train.eval_every = 0;
+  c.schedule.warmup_steps = 5;
+  auto r = run_training(c);
+  auto recs = read_metrics(c.train.out + "/metrics.jsonl");
+  double first = -1, last = -1;
+  int n_depth_logged = 0;
+  for (const auto& m : recs) {
+    if (!m.contains("loss")) continue;
+    if (first < 0) first = m["loss"];
+    last = m["loss"];
+    n_depth_logged += m.contains("active_depth");
+    EXPECT_TRUE(m.contains("lr") && m.contains("tokens_per_s") && m.contains("grad_norm") && m.contains("flops") &&
+                m.contains("expert_load"));
+  }
+  EXPECT_EQ(n_depth_logged, 60);
+  EXPECT_LT(last, first - 0.5) << "first " << first << " last " << last;
+  EXPECT_GT(r.valid_acc, 0.0);  // final evaluation ran
+  EXPECT_LT(r.valid_loss, first);
+  // The final checkpoint is a plain model directory.
+  auto m = lol::load_lol(r.last_checkpoint);
+  EXPECT_EQ(m->config().d_model, 32);
+  // The FLOPs counter follows the grown depth: depth 1 at the first step, 3 at the
+  // end, and the FLOPs per token of a step grow with it.
+  std::vector<const nlohmann::json*> steps;
+  for (const auto& m : recs)
+    if (m.contains("loss")) steps.push_back(&m);
+  ASSERT_EQ(steps.size(), 60u);
+  EXPECT_EQ((*steps[0])["active_depth"], 1);
+  EXPECT_EQ((*steps.back())["active_depth"], 3);
+  auto per_token = [&](size_t i) {
+    const auto& cur = *steps[i];
+    const auto& prv = *steps[i - 1];
+    return (cur["flops"].get<double>() - prv["flops"].get<double>()) /
+           double(cur["tokens"].get<int64_t>() - prv["tokens"].get<int64_t>());
+  };
+  EXPECT_LT(per_token(1), per_token(59));
+}
+
+TEST(Trainer, ResumeIsBitExact) {
+  Fixture f;
+  // One run of 8 steps vs. 3 steps (checkpoint) + resume to 8; grad accumulation,
+  // router noise, growing and shuffling all active.
+  auto full = f.run("full", 8);
+  full.train.grad_accum = 2;
+  full.train.eval_every = 4;
+  auto r_full = run_training(full);
+
+  auto part = f.run("part", 8);
+  part.train.grad_accum = 2;
+  part.train.eval_every = 4;
+  part.train.save_every = 3;
+  TrainHooks stop_at_3;
+  stop_at_3.after_step = [](int64_t done, TrainableModel&) {
+    if (done == 3) throw std::runtime_error("simulated crash after step 3");
+  };
+  EXPECT_THROW(run_training(part, "", stop_at_3), std::runtime_error);
+  ASSERT_TRUE(fs::exists(part.train.out + "/checkpoints/step-000003"));
+  auto r_part = run_training(part, part.train.out);
+  EXPECT_EQ(r_part.steps_done, 8);
+
+  auto a = checkpoint_tensors(r_full.last_checkpoint), b = checkpoint_tensors(r_part.last_checkpoint);
+  ASSERT_EQ(a.size(), b.size());
+  bool saw_bias = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+    saw_bias |= a[i].first == "model.balance_bias";
+  }
+  EXPECT_TRUE(saw_bias);
+  EXPECT_EQ(r_full.last_loss, r_part.last_loss);
+  // Metrics of the resumed run have each step once.
+  auto recs = read_metrics(part.train.out + "/metrics.jsonl");
+  std::vector<int64_t> steps;
+  for (const auto& m : recs)
+    if (m.contains("loss")) steps.push_back(m["step"]);
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  // Trainer state has what is needed.
+  auto st = nlohmann::json::parse(lol::io::read_file(r_part.last_checkpoint + "/trainer_state.json"));
+  EXPECT_EQ(st["step"], 8);
+  EXPECT_FALSE(st["rng_cpu"].get<std::string>().empty());
+}
+
+TEST(Trainer, KeepsTheLastKCheckpointsAndRefusesToOverwriteARun) {
+  Fixture f;
+  auto c = f.run("keep", 6);
+  c.train.save_every = 1;
+  c.train.keep_last = 2;
+  c.train.eval_every = 0;
+  run_training(c);
+  auto cks = list_checkpoints(c.train.out);
+  ASSERT_EQ(cks.size(), 2u);
+  EXPECT_EQ(fs::path(cks[0]).filename(), "step-000005");
+  EXPECT_EQ(fs::path(cks[1]).filename(), "step-000006");
+  EXPECT_EQ(resolve_checkpoint(c.train.out), c.train.out + "/checkpoints/step-000006");
+  EXPECT_THROW(run_training(c), lol::InputError);
+}
+
+TEST(Trainer, SigtermSavesAndStopsCleanly) {
+  Fixture f;
+  auto c = f.run("sig", 10);
+  c.train.eval_every = 0;
+  TrainHooks h;
+  h.before_step = [](int64_t step, TrainableModel&) {
+    if (step == 4) std::raise(SIGTERM);
+  };
+  auto r = run_training(c, "", h);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.steps_done, 5);  // the step in flight completes
+  EXPECT_EQ(fs::path(resolve_checkpoint(c.train.out)).filename(), "step-000005");
+  auto r2 = run_training(c, c.train.out);
+  EXPECT_FALSE(r2.interrupted);
+  EXPECT_EQ(r2.steps_done, 10);
+}
+
+TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
+  Fixture f;
+  auto c = f.run("nan", 10);
+  c.train.save_every = 2;
+  c.train.eval_every = 0;
+  TrainHooks h;
+  h.before_step = [](int64_t step, TrainableModel& m) {
+    if (step == 5) {
+      torch::NoGradGuard ng;
+      for (auto& p : m.module().named_parameters())
+        if (p.key() == "model.norm.weight") p.value().fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+  };
+  try {
+    run_training(c, "", h);
+    FAIL() << "expected NonFiniteLossError";
+  } catch (const NonFiniteLossError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("step 6"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("step-000004"), std::string::npos) << msg;
+  }
+  auto cks = list_checkpoints(c.train.out);
+  ASSERT_FALSE(cks.empty());
+  EXPECT_EQ(fs::path(cks.back()).filename(), "step-000004");
+  EXPECT_EQ(fs::path(resolve_checkpoint(c.train.out)).filename(), "step-000004");
+  // The kept checkpoint is finite and loads.
+  EXPECT_NO_THROW(lol::load_lol(cks.back()));
+
+  // "skip" goes on past isolated bad steps.
+  auto s = f.run("skip", 6);
+  s.train.on_nonfinite = "skip";
+  s.train.eval_every = 0;
+  TrainHooks once;
+  torch::Tensor saved;
+  once.before_step = [&](int64_t step, TrainableModel& m) {
+    torch::NoGradGuard ng;
+    for (auto& p : m.module().named_parameters())
+      if (p.key() == "model.norm.weight") {
+        if (step == 2) {
+          saved = p.value().clone();
+          p.value().fill_(std::numeric_limits<float>::infinity());
+        } else if (step == 3) {
+          p.value().copy_(saved);
+        }
+      }
+  };
+  auto r = run_training(s, "", once);
+  EXPECT_EQ(r.steps_done, 6);
+  auto st = nlohmann::json::parse(lol::io::read_file(r.last_checkpoint + "/trainer_state.json"));
+  EXPECT_EQ(st["nonfinite_skipped"], 1);
+}
