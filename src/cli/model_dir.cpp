@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "inference/generate.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -25,8 +26,33 @@ std::string resolve_model_dir(const std::string& dir) {
   throw InputError(dir + ": not a model directory (no config.json) and not a run directory with a 'latest' checkpoint");
 }
 
+/// Greedy cached batched decoding (src/inference) behind the analysis GenerateFn interface.
+static std::vector<std::vector<int64_t>> generate_cached(LoLModel& model, const std::vector<analysis::PromptSpec>& prompts,
+                                                         const RoutingPath* force, int64_t max_new, int64_t eos) {
+  std::vector<inference::Prompt> ps;
+  ps.reserve(prompts.size());
+  for (const auto& p : prompts) {
+    inference::Prompt q;
+    q.tokens = p.tokens;
+    q.router_only = p.router_only;
+    q.prompt_len = p.prompt_len;
+    q.force = force;
+    ps.push_back(std::move(q));
+  }
+  inference::GenerateOptions opt;
+  opt.max_new_tokens = max_new;
+  opt.stop_tokens = {eos};
+  opt.batch_size = int64_t(prompts.size());
+  auto gens = inference::generate(model, ps, opt);
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(gens.size());
+  for (auto& g : gens) out.push_back(std::move(g.tokens));
+  return out;
+}
+
 analysis::GenerateFn default_generator(bool full_recompute) {
-  return analysis::generate_full_recompute;
+  if (full_recompute) return analysis::generate_full_recompute;
+  return generate_cached;
 }
 
 }  // namespace lol::cli

@@ -1,0 +1,97 @@
+// The main job end to end on a tiny setting (issue 5): generate 4x4 mazes, train a
+// tiny LoL for a few steps, extract mode paths, force them in eval-strategies; check
+// that the files and tables exist and are consistent, and that forcing a path
+// reproduces it in the routing trace.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/mode_paths.h"
+#include "dataset/shards.h"
+#include "lol/checkpoint.h"
+#include "lol/routing_path.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int run(const std::string& cmd) { return std::system((cmd + " > /dev/null 2>&1").c_str()); }
+
+nlohmann::json read_json(const std::string& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
+  const std::string lol = LOL_BINARY;
+  const std::string dir = (fs::temp_directory_path() / "lol_pipeline_test").string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(run(lol + " data maze --n 40 --size 4 --seed 3 --valid-fraction 0.25 --out " + dir + "/data"), 0);
+  auto ds = lol::data::Dataset::open(dir + "/data");
+  ASSERT_GT(ds.load("valid").size(), 0);
+
+  nlohmann::json cfg = {
+      {"model",
+       {{"architecture", "lol"}, {"d_model", 32}, {"n_heads", 2}, {"n_kv_heads", 2}, {"ffn_hidden", 64},
+        {"n_prelude", 1}, {"n_coda", 1}, {"library_size", 3}, {"core_depth", 2}, {"window", 8}, {"stride", 4},
+        {"max_seq_len", 256}}},
+      {"data", {{"dir", dir + "/data"}, {"batch_size", 8}, {"packing", "pad"}}},
+      {"train", {{"steps", 3}, {"out", dir + "/run"}, {"progress", false}, {"seed", 1}}}};
+  std::ofstream(dir + "/run.json") << cfg.dump(2);
+  ASSERT_EQ(run(lol + " train --config " + dir + "/run.json"), 0);
+  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths"), 0);
+  for (int s = 1; s <= 5; ++s) {
+    auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
+    EXPECT_EQ(p.library_size, 3);
+    EXPECT_EQ(p.depth(), 2);
+    for (int64_t d = 0; d < p.depth(); ++d) {
+      ASSERT_GE(p.expert[d].size(), 2u);  // prompt window + at least one trace window
+      for (auto e : p.expert[d]) EXPECT_TRUE(e >= 0 && e < 3);
+    }
+  }
+  ASSERT_TRUE(fs::exists(dir + "/paths/agreement.json"));
+  ASSERT_EQ(run(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                "/data --n 3 --max-new 40 --out " + dir + "/eval"),
+            0);
+  auto res = read_json(dir + "/eval/results.json");
+  ASSERT_EQ(res["confusion"].size(), 6u);
+  for (int s = 1; s <= 5; ++s) {
+    int64_t row = 0;
+    for (const auto& x : res["confusion"][s]) row += x.get<int64_t>();
+    EXPECT_EQ(row, 3) << "every forced strategy row counts every puzzle";
+    EXPECT_EQ(res["forced"]["S" + std::to_string(s)]["n"].get<int64_t>(), 3);
+  }
+
+  // Forcing a path reproduces it in the routing trace.
+  std::string latest;
+  std::getline(std::ifstream(dir + "/run/latest"), latest);
+  auto model = lol::load_lol(dir + "/run/" + latest);
+  auto path = lol::RoutingPath::load(dir + "/paths/S2.json");
+  auto split = ds.load("valid");
+  auto batch = lol::analysis::make_batch(split, {0}, torch::kCPU);
+  lol::ForwardOptions fo;
+  fo.force = &path;
+  fo.trace = true;
+  torch::NoGradGuard ng;
+  model->eval();
+  auto out = model->forward(batch, fo);
+  ASSERT_EQ(int64_t(out.trace.size()), path.depth());
+  for (int64_t d = 0; d < path.depth(); ++d) {
+    const auto& tr = out.trace[d];
+    for (size_t w = 0; w < tr.k.size(); ++w) {
+      auto fc = path.at(d, tr.k[w]);
+      if (!fc) continue;
+      EXPECT_EQ(tr.expert[int64_t(w)].item<int64_t>(), fc->expert);
+      EXPECT_NEAR(tr.alpha[int64_t(w)].item<float>(), *fc->alpha, 1e-6);
+      EXPECT_TRUE(tr.forced[int64_t(w)].item<bool>());
+    }
+  }
+  fs::remove_all(dir);
+}
