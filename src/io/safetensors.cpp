@@ -86,9 +86,9 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
   if (n > bytes.size() - 8)
     throw InputError(where + ": truncated file: header declares " + std::to_string(n) + " bytes but only " +
                      std::to_string(bytes.size() - 8) + " follow");
-  nlohmann::json header;
+  nlohmann::ordered_json header;  // keeps file order for entries()
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
+    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
   } catch (const std::exception& e) {
     throw InputError(where + ": header is not valid JSON: " + e.what());
   }

@@ -226,7 +226,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     auto sel_t = (probs.detach() + model->balance_bias.unsqueeze(0)).argmax(-1).to(torch::kCPU).contiguous();
     std::vector<int64_t> sel(sel_t.data_ptr<int64_t>(), sel_t.data_ptr<int64_t>() + G);
     std::vector<uint8_t> forced(G, 0), fixed_alpha(G, 0);
-    std::vector<float> alpha_vals(G, 0.f);
+    std::vector<double> alpha_vals(G, 0.0);
     if (opt.force) {
       for (int64_t g = 0; g < G; ++g) {
         if (auto fc = opt.force->at(d, w.k[g])) {
@@ -237,7 +237,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
           forced[g] = 1;
           if (fc->alpha) {
             fixed_alpha[g] = 1;
-            alpha_vals[g] = float(*fc->alpha);
+            alpha_vals[g] = *fc->alpha;
           }
         }
       }
@@ -248,7 +248,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     for (auto f : fixed_alpha) any_fixed |= f != 0;
     if (any_fixed) {
       auto mask = torch::from_blob(fixed_alpha.data(), {G}, torch::kUInt8).clone().to(dev).to(torch::kBool);
-      auto vals = torch::from_blob(alpha_vals.data(), {G}, torch::kFloat32).clone().to(dev, s.scalar_type());
+      auto vals = torch::from_blob(alpha_vals.data(), {G}, torch::kFloat64).clone().to(dev, s.scalar_type());
       alpha = torch::where(mask, vals, alpha);
     }
     // Group windows by (expert, long/short) and run each expert once on all its windows.

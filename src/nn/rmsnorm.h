@@ -1,5 +1,6 @@
 // RMSNorm (Zhang & Sennrich 2019) as in Hugging Face Llama/Qwen2:
-// y = weight * x / sqrt(mean(x^2, last dim) + eps), computed in float32.
+// y = weight * x / sqrt(mean(x^2, last dim) + eps), computed in float32 (float64
+// inputs in float64).
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
