@@ -1,0 +1,306 @@
+// `lol init | info | forward`: create a LoL checkpoint, describe it (parameters,
+// active parameters and FLOPs per token), and run one sequence through it with the
+// routing trace (paper section 3, Algorithm 1). Formats: docs/checkpoint-format.md,
+// docs/routing-paths.md.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/runtime.h"
+#include "core/tensor_io.h"
+#include "io/atomic_file.h"
+#include "lol/checkpoint.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+
+namespace {
+
+// ------------------------------------------------------------------ parsing helpers
+
+/// Integers separated by blanks and/or commas. Throws InputError naming `flag`.
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    if (std::isspace(static_cast<unsigned char>(s[i])) || s[i] == ',') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j])) && s[j] != ',') ++j;
+    const std::string tok = s.substr(i, j - i);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(tok, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != tok.size() || tok.empty())
+      throw InputError(flag + ": '" + tok + "' (item " + std::to_string(out.size()) + ") is not an integer");
+    out.push_back(v);
+    i = j;
+  }
+  return out;
+}
+
+std::string human(double x) {
+  const char* units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (std::abs(x) >= 1000 && u < 5) {
+    x /= 1000;
+    ++u;
+  }
+  std::ostringstream s;
+  s << std::setprecision(4) << x << units[u];
+  return s.str();
+}
+
+// ------------------------------------------------------------------ FLOPs per token
+
+/// Matmul FLOPs (2 x multiply-adds) of one forward pass, per token. `context` is the
+/// sequence length assumed for the full-attention prelude/coda. See docs/checkpoint-format.md.
+struct FlopCount {
+  double block_linear = 0;   ///< q,k,v,o projections + SwiGLU of one block
+  double full_attn = 0;      ///< QK^T + AV of one prelude/coda block, average causal context (n+1)/2
+  double window_attn = 0;    ///< QK^T + AV of one routed depth, average context (W+1)/2
+  double router = 0;         ///< one router matmul per window of W tokens, per token
+  double head = 0;           ///< LM head
+  double prelude_coda = 0, core = 0, forward = 0;
+};
+
+FlopCount count_flops(const LoLConfig& c, int64_t depth, int64_t context) {
+  FlopCount f;
+  const double d = double(c.d_model), hd = double(c.head_dim()), H = double(c.n_heads), Hkv = double(c.n_kv_heads);
+  f.block_linear = 2 * d * (H * hd) + 2 * 2 * d * (Hkv * hd) + 2 * (H * hd) * d + 3 * 2 * d * double(c.ffn_hidden);
+  f.full_attn = 2 * 2 * H * hd * (double(context) + 1) / 2;
+  const double w = double(std::min<int64_t>(c.window, context));
+  f.window_attn = 2 * 2 * H * hd * (w + 1) / 2;
+  f.router = 2 * d * double(c.library_size) / w;
+  f.head = 2 * d * double(c.vocab_size);
+  f.prelude_coda = double(c.n_prelude + c.n_coda) * (f.block_linear + f.full_attn);
+  f.core = double(depth) * (f.block_linear + f.window_attn + f.router);
+  f.forward = f.prelude_coda + f.core + f.head;
+  return f;
+}
+
+// ------------------------------------------------------------------ init
+
+struct InitArgs {
+  std::string config, out;
+  uint64_t seed = 0;
+  bool force = false;
+};
+
+void run_init(const InitArgs& a) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(io::read_file(a.config));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(a.config + ": not valid JSON: " + e.what());
+  }
+  nlohmann::json extra;
+  if (j.is_object() && j.contains("extra")) {
+    extra = j["extra"];
+    j.erase("extra");
+  }
+  const LoLConfig cfg = LoLConfig::from_json(j, a.config);
+  if (fs::exists(a.out + "/model.safetensors") && !a.force)
+    throw InputError("--out " + a.out + ": already holds a checkpoint (pass --force to overwrite)");
+  LoLModel m(cfg);
+  m->reset_parameters(a.seed);
+  save_lol(m, a.out, extra);
+  std::cout << "wrote " << a.out << ": " << human(double(m->num_parameters())) << " parameters (L="
+            << cfg.library_size << ", D=" << cfg.core_depth << ", W=" << cfg.window << ", S=" << cfg.stride
+            << "), seed " << a.seed << "\n";
+}
+
+// ------------------------------------------------------------------ info
+
+struct InfoArgs {
+  std::string dir;
+  int64_t context = 0;
+  bool json = false;
+};
+
+void run_info(const InfoArgs& a) {
+  nlohmann::json extra;
+  LoLModel m = load_lol(a.dir, torch::kCPU, &extra);
+  const auto& c = m->config();
+  if (a.context < 0 || a.context > c.max_seq_len)
+    throw InputError("--context " + std::to_string(a.context) + ": expected 1 <= context <= max_seq_len = " +
+                     std::to_string(c.max_seq_len));
+  const int64_t n = a.context > 0 ? a.context : c.max_seq_len;
+  const auto f = count_flops(c, c.core_depth, n);
+  const int64_t params = m->num_parameters(), active = m->active_parameters_per_token();
+  int64_t expert_params = 0;
+  for (const auto& p : m->model->library[0]->parameters()) expert_params += p.numel();
+
+  if (a.json) {
+    nlohmann::json j = {{"checkpoint", a.dir},
+                        {"parameters", params},
+                        {"active_parameters_per_token", active},
+                        {"parameters_per_expert", expert_params},
+                        {"context", n},
+                        {"forward_flops_per_token", f.forward},
+                        {"training_flops_per_token", 3 * f.forward},
+                        {"flops_breakdown",
+                         {{"block_linear", f.block_linear},
+                          {"full_attention_per_block", f.full_attn},
+                          {"window_attention_per_depth", f.window_attn},
+                          {"router_per_depth", f.router},
+                          {"lm_head", f.head},
+                          {"prelude_and_coda", f.prelude_coda},
+                          {"routed_core", f.core}}},
+                        {"config", c.to_json()}};
+    if (!extra.is_null()) j["extra"] = extra;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "checkpoint  " << a.dir << "\n"
+            << "parameters  " << params << " (" << human(double(params)) << "), " << expert_params
+            << " per expert x " << c.library_size << " experts\n"
+            << "active      " << active << " (" << human(double(active)) << ") parameters per token (min(L, D) = "
+            << std::min(c.library_size, c.core_depth) << " experts on a token's path)\n"
+            << "FLOPs/token " << std::setprecision(6) << f.forward << " (" << human(f.forward) << ") forward, "
+            << 3 * f.forward << " (" << human(3 * f.forward) << ") training (3 x forward)\n"
+            << "  matmul FLOPs = 2 x multiply-adds, context n = " << n << ":\n"
+            << "  (P+C) x [linear + 4 H hd (n+1)/2] + D x [linear + 4 H hd (W+1)/2 + 2 d L / W] + 2 d V\n"
+            << "  linear = 2 d (H hd) + 4 d (Hkv hd) + 2 (H hd) d + 6 d F = " << f.block_linear << "\n"
+            << "  prelude+coda " << f.prelude_coda << ", routed core " << f.core << ", LM head " << f.head << "\n"
+            << "config      " << c.to_json().dump() << "\n";
+  if (!extra.is_null()) std::cout << "extra       " << extra.dump() << "\n";
+}
+
+// ------------------------------------------------------------------ forward
+
+struct ForwardArgs {
+  std::string model, tokens, router_only, force_path, out, device = "cpu";
+  int64_t prompt_len = 0;
+  int64_t depth = -1;
+};
+
+void run_forward(const ForwardArgs& a) {
+  const auto dev = parse_device(a.device);
+  LoLModel m = load_lol(a.model, dev);
+  m->eval();
+  const auto& c = m->config();
+
+  const auto toks = parse_int_list(a.tokens, "--tokens");
+  const int64_t n = int64_t(toks.size());
+  if (n == 0) throw InputError("--tokens: no token ids given");
+  if (n > c.max_seq_len)
+    throw InputError("--tokens: " + std::to_string(n) + " tokens exceed max_seq_len = " + std::to_string(c.max_seq_len));
+  for (int64_t i = 0; i < n; ++i)
+    if (toks[i] < 0 || toks[i] >= c.vocab_size)
+      throw InputError("--tokens: item " + std::to_string(i) + " = " + std::to_string(toks[i]) +
+                       ": expected 0 <= id < vocab_size = " + std::to_string(c.vocab_size));
+  if (a.prompt_len < 0 || a.prompt_len > n)
+    throw InputError("--prompt-len " + std::to_string(a.prompt_len) + ": expected 0 <= P <= number of tokens = " +
+                     std::to_string(n));
+  if (a.depth >= 0) {
+    if (a.depth > c.core_depth)
+      throw InputError("--depth " + std::to_string(a.depth) + ": expected 0 <= depth <= core_depth = " +
+                       std::to_string(c.core_depth));
+    m->set_active_depth(a.depth);
+  }
+
+  LoLBatch batch;
+  batch.tokens = torch::tensor(toks, torch::kInt64).unsqueeze(0);
+  if (a.prompt_len > 0) batch.prompt_len = torch::tensor({a.prompt_len}, torch::kInt64);
+  if (!a.router_only.empty()) {
+    auto ro = torch::zeros({1, n}, torch::kBool);
+    for (int64_t p : parse_int_list(a.router_only, "--router-only")) {
+      if (p < 0 || p >= n)
+        throw InputError("--router-only: position " + std::to_string(p) + ": expected 0 <= position < " + std::to_string(n));
+      ro[0][p] = true;
+    }
+    batch.router_only = ro;
+  }
+  RoutingPath path;
+  ForwardOptions fo;
+  fo.trace = true;
+  if (!a.force_path.empty()) {
+    path = RoutingPath::load(a.force_path);
+    if (path.library_size != c.library_size)
+      throw InputError(a.force_path + ": field 'library_size' = " + std::to_string(path.library_size) +
+                       ": the model has library_size = " + std::to_string(c.library_size));
+    if (path.depth() > m->active_depth())
+      throw InputError(a.force_path + ": field 'core_depth' = " + std::to_string(path.depth()) +
+                       ": the model runs " + std::to_string(m->active_depth()) + " routed depths");
+    fo.force = &path;
+  }
+
+  torch::NoGradGuard ng;
+  auto out = m->forward(batch, fo);
+  const int64_t D = int64_t(out.trace.size()), L = c.library_size;
+  int64_t K = 0;
+  for (const auto& t : out.trace) K = std::max<int64_t>(K, int64_t(t.k.size()));
+  auto expert = torch::full({D, K}, -1, torch::kInt64);
+  auto alpha = torch::zeros({D, K}, torch::kFloat32);
+  auto probs = torch::zeros({D, K, L}, torch::kFloat32);
+  for (int64_t d = 0; d < D; ++d) {
+    const auto& t = out.trace[d];
+    for (size_t g = 0; g < t.k.size(); ++g) {
+      const int64_t k = t.k[g];
+      expert[d][k] = t.expert[int64_t(g)];
+      alpha[d][k] = t.alpha[int64_t(g)];
+      probs[d][k] = t.probs[int64_t(g)];
+    }
+  }
+  NamedTensors tensors = {{"logits", out.logits[0].to(torch::kCPU, torch::kFloat32).contiguous()},
+                          {"routing.expert", expert},
+                          {"routing.alpha", alpha},
+                          {"routing.probs", probs}};
+  const auto parent = fs::path(a.out).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    throw InputError("--out " + a.out + ": directory " + parent.string() + " does not exist");
+  save_tensors(a.out, tensors,
+               {{"format", "lol-forward"}, {"checkpoint", a.model}, {"tokens", std::to_string(n)},
+                {"prompt_len", std::to_string(a.prompt_len)}, {"active_depth", std::to_string(D)},
+                {"forced", a.force_path.empty() ? "" : a.force_path}});
+  std::cout << "wrote " << a.out << ": logits [" << n << ", " << c.vocab_size << "], routing [" << D << ", " << K
+            << "] over " << L << " experts\n";
+}
+
+}  // namespace
+
+void register_model_commands(CLI::App& app) {
+  auto ia = std::make_shared<InitArgs>();
+  auto* init = app.add_subcommand("init", "Create a LoL checkpoint with freshly initialised weights");
+  init->add_option("--config", ia->config, "Model config JSON (fields: docs/checkpoint-format.md)")->required();
+  init->add_option("--seed", ia->seed, "Initialisation seed")->default_val(0);
+  init->add_option("--out", ia->out, "Checkpoint directory to write")->required();
+  init->add_flag("--force", ia->force, "Overwrite an existing checkpoint in --out");
+  init->callback([ia] { run_init(*ia); });
+
+  auto na = std::make_shared<InfoArgs>();
+  auto* info = app.add_subcommand("info", "Parameters, active parameters and FLOPs per token of a LoL checkpoint");
+  info->add_option("dir", na->dir, "Checkpoint directory")->required();
+  info->add_option("--context", na->context, "Sequence length for the attention FLOPs (default max_seq_len)");
+  info->add_flag("--json", na->json, "Print one JSON object instead of text");
+  info->callback([na] { run_info(*na); });
+
+  auto fa = std::make_shared<ForwardArgs>();
+  auto* fwd = app.add_subcommand("forward", "Run one token sequence; write logits and the routing trace (safetensors)");
+  fwd->add_option("--model", fa->model, "Checkpoint directory")->required();
+  fwd->add_option("--tokens", fa->tokens, "Token ids separated by blanks or commas, e.g. \"1 2 3\"")->required();
+  fwd->add_option("--prompt-len", fa->prompt_len, "Prompt window: positions < P form window 0 at every depth")
+      ->default_val(0);
+  fwd->add_option("--router-only", fa->router_only, "Positions of router-only tokens, e.g. 4,9");
+  fwd->add_option("--force-path", fa->force_path, "Routing path JSON (docs/routing-paths.md)");
+  fwd->add_option("--depth", fa->depth, "Routed depths to run (default core_depth)");
+  fwd->add_option("--device", fa->device, "cpu, cuda or cuda:N")->default_val("cpu");
+  fwd->add_option("--out", fa->out, "Output .safetensors: logits, routing.expert, routing.alpha, routing.probs")
+      ->required();
+  fwd->callback([fa] { run_forward(*fa); });
+}
+
+}  // namespace lol::cli

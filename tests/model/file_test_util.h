@@ -1,0 +1,129 @@
+// File helpers of the checkpoint and CLI tests: temporary directories, raw byte
+// access, rewriting a safetensors header in place, running the lol binary.
+#pragma once
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace reftest {
+
+/// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("lol_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+                .string();
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_text(const std::string& path, const std::string& s) {
+  std::ofstream out(path, std::ios::trunc);
+  out << s;
+}
+
+/// Header length field of a safetensors image.
+inline uint64_t header_len(const std::vector<uint8_t>& b) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | b[i];
+  return n;
+}
+
+/// Rebuilds a safetensors image with a new header text and the same data buffer.
+inline std::vector<uint8_t> with_header(const std::vector<uint8_t>& b, const std::string& header) {
+  const uint64_t n = header_len(b);
+  const size_t data = b.size() - 8 - n;
+  std::vector<uint8_t> out(8 + header.size() + data);
+  for (int i = 0; i < 8; ++i) out[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  std::copy(header.begin(), header.end(), out.begin() + 8);
+  std::copy(b.begin() + 8 + n, b.end(), out.begin() + 8 + header.size());
+  return out;
+}
+
+/// Parses the header of a file, lets `edit` change it, writes the file back.
+inline void edit_header(const std::string& path, const std::function<void(nlohmann::ordered_json&)>& edit) {
+  auto b = read_bytes(path);
+  const uint64_t n = header_len(b);
+  auto j = nlohmann::ordered_json::parse(std::string(b.begin() + 8, b.begin() + 8 + n));
+  edit(j);
+  write_bytes(path, with_header(b, j.dump()));
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out;  ///< stdout and stderr together
+};
+
+/// Runs a shell command line, capturing stdout+stderr.
+inline RunResult run_cmd(const std::string& cmd) {
+  RunResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+inline std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// Runs the lol binary built with the tests (LOL_BINARY) with LOL_NUM_THREADS=1.
+inline RunResult run_lol(const std::string& args) {
+  return run_cmd(std::string("LOL_NUM_THREADS=1 ") + quote(LOL_BINARY) + " " + args);
+}
+
+/// Runs several lol command lines concurrently (each process is mostly LibTorch
+/// start-up); results in the order of `args`.
+inline std::vector<RunResult> run_lol_all(const std::vector<std::string>& args) {
+  std::vector<std::future<RunResult>> fs;
+  for (const auto& a : args) fs.push_back(std::async(std::launch::async, [a] { return run_lol(a); }));
+  std::vector<RunResult> out;
+  for (auto& f : fs) out.push_back(f.get());
+  return out;
+}
+
+}  // namespace reftest

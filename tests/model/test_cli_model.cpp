@@ -1,0 +1,399 @@
+// `lol init | info | forward` run as a separate process (LOL_BINARY).
+// The compatibility test builds a checkpoint by hand, the way an independent
+// implementation following docs/checkpoint-format.md would (config.json written as
+// JSON, tensors written with the raw safetensors writer in arbitrary order), and
+// checks `lol forward` against the per-window reference of ref_lol.cpp.
+#include <random>
+
+#include "io/safetensors.h"
+#include "lol/checkpoint.h"
+#include "model/file_test_util.h"
+#include "model/model_test_util.h"
+
+using namespace reftest;
+namespace io = lol::io;
+
+namespace {
+
+/// Shapes of every tensor of a checkpoint for config c (names of src/lol/model.h).
+std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_shapes(const lol::LoLConfig& c) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
+  const int64_t d = c.d_model, hd = c.head_dim();
+  auto block = [&](const std::string& p) {
+    v.push_back({p + "input_layernorm.weight", {d}});
+    v.push_back({p + "self_attn.q_proj.weight", {c.n_heads * hd, d}});
+    v.push_back({p + "self_attn.k_proj.weight", {c.n_kv_heads * hd, d}});
+    v.push_back({p + "self_attn.v_proj.weight", {c.n_kv_heads * hd, d}});
+    v.push_back({p + "self_attn.o_proj.weight", {d, c.n_heads * hd}});
+    v.push_back({p + "post_attention_layernorm.weight", {d}});
+    v.push_back({p + "mlp.gate_proj.weight", {c.ffn_hidden, d}});
+    v.push_back({p + "mlp.up_proj.weight", {c.ffn_hidden, d}});
+    v.push_back({p + "mlp.down_proj.weight", {d, c.ffn_hidden}});
+  };
+  v.push_back({"model.embed_tokens.weight", {c.vocab_size, d}});
+  for (int64_t i = 0; i < c.n_prelude; ++i) block("model.prelude." + std::to_string(i) + ".");
+  for (int64_t i = 0; i < c.library_size; ++i) block("model.library." + std::to_string(i) + ".");
+  for (int64_t i = 0; i < c.n_coda; ++i) block("model.coda." + std::to_string(i) + ".");
+  v.push_back({"model.norm.weight", {d}});
+  if (!c.tie_embeddings) v.push_back({"lm_head.weight", {c.vocab_size, d}});
+  if (c.untied_router)
+    for (int64_t l = 0; l < c.core_depth; ++l) v.push_back({"model.routers." + std::to_string(l) + ".weight", {c.library_size, d}});
+  else
+    v.push_back({"model.router.weight", {c.library_size, d}});
+  v.push_back({"model.depth_embed", {c.core_depth, d}});
+  for (int64_t l = 0; l < c.core_depth; ++l)
+    for (const char* s : {"attn_gamma", "attn_beta", "ffn_gamma", "ffn_beta"})
+      v.push_back({"model.film." + std::to_string(l) + "." + s, {d}});
+  v.push_back({"model.balance_bias", {c.library_size}});
+  return v;
+}
+
+/// Writes config.json and model.safetensors by hand with random float32 values;
+/// returns the same values as float64 tensors for the reference.
+Weights write_independent_checkpoint(const std::string& dir, const lol::LoLConfig& c, uint64_t seed) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json cfg = {{"architecture", "lol"},      {"vocab_size", c.vocab_size},   {"d_model", c.d_model},
+                        {"n_heads", c.n_heads},       {"n_kv_heads", c.n_kv_heads},   {"ffn_hidden", c.ffn_hidden},
+                        {"n_prelude", c.n_prelude},   {"n_coda", c.n_coda},           {"library_size", c.library_size},
+                        {"core_depth", c.core_depth}, {"window", c.window},           {"stride", c.stride},
+                        {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},       {"tie_embeddings", c.tie_embeddings},
+                        {"untied_router", c.untied_router}, {"max_seq_len", c.max_seq_len}};
+  write_text(dir + "/config.json", cfg.dump(2));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<std::vector<float>> data;
+  std::vector<io::TensorBlob> blobs;
+  Weights w;
+  auto shapes = tensor_shapes(c);
+  std::shuffle(shapes.begin(), shapes.end(), rng);  // file order must not matter
+  for (const auto& [name, shape] : shapes) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    std::vector<float> v(n);
+    auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    for (auto& x : v) {
+      const float z = normal(rng);
+      if (has("router")) x = 2.0f * z;
+      else if (has("norm") || has("gamma")) x = 1.0f + 0.2f * z;
+      else if (has("beta")) x = 0.2f * z;
+      else if (has("balance_bias")) x = 0.05f * z;
+      else if (has("depth_embed")) x = 0.5f * z;
+      else x = 0.2f * z;
+    }
+    w[name] = torch::from_blob(v.data(), {n}, torch::kFloat32).clone().reshape(shape).to(torch::kFloat64);
+    data.push_back(std::move(v));
+    io::TensorBlob b;
+    b.name = name;
+    b.dtype = io::DType::F32;
+    b.shape = shape;
+    b.data = data.back().data();
+    b.nbytes = data.back().size() * sizeof(float);
+    blobs.push_back(b);
+  }
+  io::write_safetensors(dir + "/model.safetensors", blobs, {{"format", "pt"}});
+  return w;
+}
+
+struct ForwardFile {
+  torch::Tensor logits, expert, alpha, probs;
+  std::vector<std::string> names;
+};
+
+ForwardFile read_forward(const std::string& path) {
+  auto f = io::SafetensorsFile::read(path);
+  ForwardFile r;
+  auto get = [&](const std::string& n, io::DType dt, torch::ScalarType st) {
+    const auto& e = f.entry(n);
+    EXPECT_EQ(e.dtype, dt) << n;
+    std::vector<int64_t> shape(e.shape.begin(), e.shape.end());
+    auto t = torch::empty(shape, st);
+    if (t.nbytes()) std::memcpy(t.data_ptr(), f.data(e), t.nbytes());
+    return t;
+  };
+  for (const auto& e : f.entries()) r.names.push_back(e.name);
+  r.logits = get("logits", io::DType::F32, torch::kFloat32);
+  r.expert = get("routing.expert", io::DType::I64, torch::kInt64);
+  r.alpha = get("routing.alpha", io::DType::F32, torch::kFloat32);
+  r.probs = get("routing.probs", io::DType::F32, torch::kFloat32);
+  return r;
+}
+
+std::string join(const std::vector<int64_t>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+/// Checks a `lol forward` output against the reference logits and decisions.
+void check_against_reference(const ForwardFile& f, const torch::Tensor& ref, const std::vector<RefDecision>& tr,
+                             const lol::LoLConfig& c, int64_t n) {
+  EXPECT_EQ(f.names, (std::vector<std::string>{"logits", "routing.expert", "routing.alpha", "routing.probs"}));
+  ASSERT_EQ(f.logits.sizes(), (std::vector<int64_t>{n, c.vocab_size}));
+  EXPECT_LT(max_diff(f.logits.to(torch::kFloat64), ref), 1e-4) << "logits differ from the reference";
+  int64_t K = 0;
+  for (const auto& d : tr) K = std::max(K, d.k + 1);
+  ASSERT_EQ(f.expert.sizes(), (std::vector<int64_t>{c.core_depth, K}));
+  ASSERT_EQ(f.alpha.sizes(), (std::vector<int64_t>{c.core_depth, K}));
+  ASSERT_EQ(f.probs.sizes(), (std::vector<int64_t>{c.core_depth, K, c.library_size}));
+  auto seen = torch::zeros({c.core_depth, K}, torch::kBool);
+  for (const auto& d : tr) {
+    const int64_t l = d.depth - 1;
+    seen[l][d.k] = true;
+    EXPECT_EQ(f.expert[l][d.k].item<int64_t>(), d.expert) << "depth " << d.depth << " window " << d.k;
+    EXPECT_NEAR(f.alpha[l][d.k].item<double>(), d.alpha, 1e-4);
+    for (int64_t m = 0; m < c.library_size; ++m) EXPECT_NEAR(f.probs[l][d.k][m].item<double>(), d.probs[m], 1e-4);
+  }
+  // Depths with fewer windows: expert -1 beyond their last window.
+  EXPECT_TRUE(torch::equal(f.expert.lt(0), seen.logical_not()));
+}
+
+lol::LoLConfig compat_config(bool untied) {
+  lol::LoLConfig c = tiny_config();
+  c.vocab_size = 29;
+  c.d_model = 24;
+  c.n_heads = 6;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 40;
+  c.n_prelude = 2;
+  c.n_coda = 1;
+  c.library_size = 4;
+  c.core_depth = 4;
+  c.window = 5;
+  c.stride = 2;
+  c.norm_eps = 1e-6;
+  c.rope_theta = 500.0;
+  c.tie_embeddings = !untied;
+  c.untied_router = untied;
+  return c;
+}
+
+}  // namespace
+
+TEST(CliForward, MatchesReferenceOnIndependentlyWrittenCheckpoint) {
+  TempDir tmp("cli_compat");
+  for (bool untied : {false, true}) {
+    SCOPED_TRACE(untied ? "untied embeddings and routers" : "tied embeddings, shared router");
+    const auto c = compat_config(untied);
+    const std::string dir = tmp / (untied ? "untied" : "tied");
+    const int64_t n = 31;
+    auto tokens = random_tokens(n, c.vocab_size, 3);
+
+    struct Variant {
+      std::string name;
+      int64_t prompt = 0;
+      std::vector<int64_t> router_only;
+      bool force = false;
+    };
+    std::vector<Variant> variants = {{"plain"}, {"forced path, prompt, router-only", 6, {11, 20}, true}};
+    if (!untied) {
+      variants.push_back({"prompt", 9});
+      variants.push_back({"router-only", 0, {4, 5, 17}});
+    }
+    // The forced path, written by hand in the documented format (docs/routing-paths.md).
+    nlohmann::json pj = {{"format", "lol-routing-path"},
+                         {"version", 1},
+                         {"library_size", c.library_size},
+                         {"core_depth", 3},
+                         {"expert", {{3, nullptr, 1}, {nullptr, 0}, {2, 2, 2, 2, 2, 2, 2, 2, 2}}},
+                         {"alpha", {{0.5, nullptr, nullptr}, {nullptr, 1.0}, {nullptr, 0.25, nullptr, 0.0, 1.0, nullptr, nullptr, nullptr, 0.7}}},
+                         {"meta", {{"strategy", "test"}}}};
+    write_text(tmp / "path.json", pj.dump());
+    const auto path = lol::RoutingPath::load(tmp / "path.json");
+    auto setup = [&](const Variant& v, RefRow& row, RefOptions& ro) {
+      row.tokens = tokens;
+      row.prompt_len = v.prompt;
+      if (!v.router_only.empty()) {
+        row.router_only.assign(n, 0);
+        for (auto p : v.router_only) row.router_only[p] = 1;
+      }
+      if (v.force) ro.force = &path;
+    };
+    // Pick a seed whose free routing decisions are far from ties (float32 vs float64 argmax).
+    Weights w;
+    for (uint64_t seed = 1;; ++seed) {
+      ASSERT_LT(seed, 20u) << "no seed with clear routing margins";
+      w = write_independent_checkpoint(dir, c, seed);
+      double margin = 1e9;
+      for (const auto& v : variants) {
+        RefRow row;
+        RefOptions ro;
+        setup(v, row, ro);
+        std::vector<RefDecision> tr;
+        ref_forward_row(w, c, row, ro, &tr);
+        for (const auto& d : tr)
+          if (!d.forced) margin = std::min(margin, d.margin);
+      }
+      if (margin > 1e-3) break;
+    }
+
+    std::vector<std::string> cmds;
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const auto& v = variants[i];
+      std::string args = "forward --model " + quote(dir) + " --tokens " + quote(join(tokens, " ")) + " --out " +
+                         quote(tmp / ("out" + std::to_string(i) + ".safetensors"));
+      if (v.prompt) args += " --prompt-len " + std::to_string(v.prompt);
+      if (!v.router_only.empty()) args += " --router-only " + join(v.router_only, ",");
+      if (v.force) args += " --force-path " + quote(tmp / "path.json");
+      cmds.push_back(args);
+    }
+    auto results = run_lol_all(cmds);
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const auto& v = variants[i];
+      SCOPED_TRACE(v.name);
+      RefRow row;
+      RefOptions ro;
+      setup(v, row, ro);
+      std::vector<RefDecision> tr;
+      auto ref = ref_forward_row(w, c, row, ro, &tr);
+      ASSERT_EQ(results[i].code, 0) << results[i].out;
+      check_against_reference(read_forward(tmp / ("out" + std::to_string(i) + ".safetensors")), ref, tr, c, n);
+      if (v.force) {
+        int64_t forced = 0;
+        for (const auto& d : tr) forced += d.forced;
+        EXPECT_GE(forced, 8);
+      }
+    }
+  }
+}
+
+TEST(CliForward, OwnRoundTripMatchesInProcessForward) {
+  TempDir tmp("cli_rt");
+  auto c = tiny_config();
+  c.core_depth = 4;
+  auto m = make_model(c, 51, torch::kFloat32);
+  lol::save_lol(m, tmp / "ck");
+  auto tokens = random_tokens(21, c.vocab_size, 4);
+  RefRow row;
+  row.tokens = tokens;
+  row.prompt_len = 5;
+  row.router_only.assign(21, 0);
+  row.router_only[7] = 1;
+  m->set_active_depth(3);
+  lol::ForwardOptions fo;
+  fo.trace = true;
+  torch::NoGradGuard ng;
+  auto out = m->forward(make_batch({row}), fo);
+  auto r = run_lol("forward --model " + quote(tmp / "ck") + " --tokens " + quote(join(tokens, ",")) +
+                   " --prompt-len 5 --router-only 7 --depth 3 --out " + quote(tmp / "o.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto f = read_forward(tmp / "o.safetensors");
+  EXPECT_LT(max_diff(f.logits, out.logits[0]), 1e-6);
+  ASSERT_EQ(f.expert.size(0), 3);
+  for (int64_t d = 0; d < 3; ++d)
+    for (size_t g = 0; g < out.trace[d].k.size(); ++g)
+      EXPECT_EQ(f.expert[d][out.trace[d].k[g]].item<int64_t>(), out.trace[d].expert[int64_t(g)].item<int64_t>());
+}
+
+TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
+  TempDir tmp("cli_bad");
+  auto c = tiny_config();
+  lol::save_lol(make_model(c, 52, torch::kFloat32), tmp / "ck");
+  const std::string base = "forward --model " + quote(tmp / "ck") + " --out " + quote(tmp / "o.safetensors");
+  lol::RoutingPath bad_l;
+  bad_l.library_size = c.library_size + 1;
+  bad_l.set(0, 0, 0, std::nullopt);
+  bad_l.save(tmp / "bad_l.json");
+  write_text(tmp / "bad_e.json",
+             R"({"format": "lol-routing-path", "version": 1, "library_size": 3, "expert": [[0, 3]], "alpha": [[null, null]]})");
+  struct Bad {
+    std::string args, needle;
+  };
+  const std::vector<Bad> bads = {
+      {base + " --tokens '1 2 x'", "--tokens"},
+      {base + " --tokens '1 2 23'", "vocab_size"},
+      {base + " --tokens ''", "--tokens"},
+      {base + " --tokens '1 2 3' --prompt-len 4", "--prompt-len"},
+      {base + " --tokens '1 2 3' --router-only 1,3", "--router-only"},
+      {base + " --tokens '1 2 3' --depth 9", "--depth"},
+      {base + " --tokens '1 2 3' --force-path " + quote(tmp / "bad_l.json"), "library_size"},
+      {base + " --tokens '1 2 3' --force-path " + quote(tmp / "bad_e.json"), "expert[0][1]"},
+      {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
+      {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
+      {"forward --tokens 1 --out x", "--model"},
+  };
+  std::vector<std::string> cmds;
+  for (const auto& b : bads) cmds.push_back(b.args);
+  auto results = run_lol_all(cmds);
+  for (size_t i = 0; i < bads.size(); ++i) {
+    SCOPED_TRACE(bads[i].args);
+    EXPECT_EQ(results[i].code, 2) << results[i].out;
+    EXPECT_NE(results[i].out.find(bads[i].needle), std::string::npos) << results[i].out;
+  }
+}
+
+TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {
+  TempDir tmp("cli_init");
+  auto c = compat_config(false);
+  c.library_size = 6;  // L > D: some experts are not on a token's path
+  c.max_seq_len = 128;
+  auto cj = c.to_json();
+  cj["extra"] = {{"task", "maze"}};
+  write_text(tmp / "c.json", cj.dump());
+  auto bad = c.to_json();
+  bad["stride"] = c.window;
+  write_text(tmp / "bad1.json", bad.dump());
+  bad = c.to_json();
+  bad["n_layers"] = 4;
+  write_text(tmp / "bad2.json", bad.dump());
+  const std::string ck = tmp / "ck", ck2 = tmp / "ck2", init = "init --config " + quote(tmp / "c.json");
+
+  // Round 1: two inits with the same seed, two bad configs (exit 2, file and field named).
+  auto r1 = run_lol_all({init + " --seed 7 --out " + quote(ck), init + " --seed 7 --out " + quote(ck2),
+                         "init --config " + quote(tmp / "bad1.json") + " --out " + quote(tmp / "x"),
+                         "init --config " + quote(tmp / "bad2.json") + " --out " + quote(tmp / "x")});
+  ASSERT_EQ(r1[0].code, 0) << r1[0].out;
+  ASSERT_EQ(r1[1].code, 0) << r1[1].out;
+  EXPECT_EQ(read_bytes(ck + "/model.safetensors"), read_bytes(ck2 + "/model.safetensors")) << "init not deterministic";
+  EXPECT_EQ(r1[2].code, 2);
+  EXPECT_NE(r1[2].out.find("bad1.json"), std::string::npos) << r1[2].out;
+  EXPECT_NE(r1[2].out.find("stride"), std::string::npos) << r1[2].out;
+  EXPECT_EQ(r1[3].code, 2);
+  EXPECT_NE(r1[3].out.find("n_layers"), std::string::npos) << r1[3].out;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x"));
+  nlohmann::json extra;
+  auto m = lol::load_lol(ck, torch::kCPU, &extra);
+  EXPECT_EQ(extra, (nlohmann::json{{"task", "maze"}}));
+  EXPECT_EQ(m->config().to_json(), c.to_json());
+
+  // Round 2: no overwrite without --force; info as JSON (two contexts) and as text.
+  auto r2 = run_lol_all({init + " --seed 8 --out " + quote(ck2), "info --json " + quote(ck),
+                         "info --json --context 16 " + quote(ck), "info " + quote(ck)});
+  EXPECT_EQ(r2[0].code, 2) << "overwrote a checkpoint without --force: " << r2[0].out;
+  for (int i = 1; i < 4; ++i) ASSERT_EQ(r2[i].code, 0) << r2[i].out;
+
+  // Parameters counted independently from the file: every tensor but the balancing bias.
+  auto f = io::SafetensorsFile::read(ck + "/model.safetensors");
+  int64_t params = 0, expert = 0;
+  for (const auto& e : f.entries()) {
+    if (e.name == "model.balance_bias") continue;
+    params += e.numel();
+    if (e.name.rfind("model.library.0.", 0) == 0) expert += e.numel();
+  }
+  auto j = nlohmann::json::parse(r2[1].out);
+  EXPECT_EQ(j["parameters"].get<int64_t>(), params);
+  EXPECT_EQ(j["parameters_per_expert"].get<int64_t>(), expert);
+  EXPECT_EQ(j["active_parameters_per_token"].get<int64_t>(), params - (c.library_size - c.core_depth) * expert);
+  EXPECT_EQ(j["config"], c.to_json());
+  // FLOPs: 2 x multiply-adds of every matmul a token goes through.
+  const double d = c.d_model, hd = c.head_dim(), H = c.n_heads, kv = c.n_kv_heads * hd, F = c.ffn_hidden;
+  const double lin = 2 * d * H * hd + 2 * 2 * d * kv + 2 * H * hd * d + 3 * 2 * d * F;
+  const double n = c.max_seq_len, Wn = c.window;
+  const double expect = (c.n_prelude + c.n_coda) * (lin + 2 * 2 * H * hd * (n + 1) / 2) +
+                        c.core_depth * (lin + 2 * 2 * H * hd * (Wn + 1) / 2 + 2 * d * c.library_size / Wn) +
+                        2 * d * c.vocab_size;
+  EXPECT_NEAR(j["forward_flops_per_token"].get<double>(), expect, 1e-6 * expect);
+  EXPECT_NEAR(j["training_flops_per_token"].get<double>(), 3 * expect, 3e-6 * expect);
+  // A shorter context lowers only the full-attention term.
+  auto j16 = nlohmann::json::parse(r2[2].out);
+  EXPECT_NEAR(j["forward_flops_per_token"].get<double>() - j16["forward_flops_per_token"].get<double>(),
+              (c.n_prelude + c.n_coda) * 2 * H * hd * (n - 16), 1e-6 * expect);
+  // Text output names the numbers and the formula.
+  for (const std::string& s : std::vector<std::string>{std::to_string(params), "active", "FLOPs", "training", "(n+1)/2",
+                                                       "(W+1)/2", "\"library_size\":6"})
+    EXPECT_NE(r2[3].out.find(s), std::string::npos) << s << "\n" << r2[3].out;
+
+  // Round 3: --force overwrites; another seed gives other weights.
+  auto r3 = run_lol(init + " --seed 8 --force --out " + quote(ck2));
+  ASSERT_EQ(r3.code, 0) << r3.out;
+  EXPECT_NE(read_bytes(ck + "/model.safetensors"), read_bytes(ck2 + "/model.safetensors"));
+}
