@@ -8,6 +8,8 @@ namespace lol::cli {
 // Each registers one sub-command (and its own sub-sub-commands) on `app`.
 // (filled as sub-commands land)
 void register_model_commands(CLI::App& app);
+void register_data(CLI::App& app);
+void register_paths(CLI::App& app);
 void register_train(CLI::App& app);  // train, plot (cmd_train.cpp)
 void register_generate(CLI::App& app);  // generate, bench generate (cmd_generate.cpp)
 

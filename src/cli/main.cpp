@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "lol 0.1.0");
   lol::init_runtime();
   lol::cli::register_model_commands(app);
+  lol::cli::register_data(app);
+  lol::cli::register_paths(app);
   lol::cli::register_train(app);
   lol::cli::register_generate(app);
   try {
