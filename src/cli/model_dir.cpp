@@ -50,9 +50,11 @@ static std::vector<std::vector<int64_t>> generate_cached(LoLModel& model, const 
   return out;
 }
 
-analysis::GenerateFn default_generator(bool full_recompute) {
-  if (full_recompute) return analysis::generate_full_recompute;
-  return generate_cached;
+analysis::GenerateFn default_generator(bool cached) {
+  // The cached decoder (src/inference) is opt-in until its exactness tests
+  // (cached == full forward) pass; the full-recompute generator is exact by construction.
+  if (cached) return generate_cached;
+  return analysis::generate_full_recompute;
 }
 
 }  // namespace lol::cli

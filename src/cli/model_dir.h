@@ -10,8 +10,8 @@ namespace lol::cli {
 /// `latest` file names the newest checkpoint. Throws InputError otherwise.
 std::string resolve_model_dir(const std::string& dir);
 
-/// The generator used for evaluations: cached batched decoding (src/inference) or,
-/// with `full_recompute`, the slow reference.
-analysis::GenerateFn default_generator(bool full_recompute);
+/// The generator used for evaluations: the exact full-recompute reference, or with
+/// `cached` the KV-cached batched decoder of src/inference (experimental, issue 6).
+analysis::GenerateFn default_generator(bool cached);
 
 }  // namespace lol::cli
