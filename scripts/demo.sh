@@ -12,7 +12,7 @@ DIR=${DEMO_DIR:-runs/demo}
 MAZES=${MAZES:-4000}
 MAZE_SIZE=${MAZE_SIZE:-5}
 STEPS=${STEPS:-1500}
-EVAL_N=${EVAL_N:-100}
+EVAL_N=${EVAL_N:-30}
 SEED=${SEED:-1}
 mkdir -p "$DIR"
 start=$(date +%s)
