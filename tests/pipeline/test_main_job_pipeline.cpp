@@ -4,6 +4,8 @@
 // reproduces it in the routing trace.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -93,5 +95,37 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
       EXPECT_TRUE(tr.forced[int64_t(w)].item<bool>());
     }
   }
+  fs::remove_all(dir);
+}
+
+// Issue 3: bad input to `lol data verify` gives an error naming the line, never a crash.
+TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
+  const std::string lol = LOL_BINARY;
+  const std::string dir = (fs::temp_directory_path() / "lol_verify_cli_test").string();
+  fs::remove_all(dir);
+  ASSERT_EQ(run(lol + " data maze --n 6 --size 4 --seed 5 --valid-fraction 0 --out " + dir + "/data"), 0);
+  ASSERT_EQ(run(lol + " data verify " + dir + "/data/train.jsonl"), 0);
+  std::string good;
+  std::getline(std::ifstream(dir + "/data/train.jsonl"), good);
+  {
+    std::ofstream bad(dir + "/bad.jsonl");
+    bad << good << "\n";
+    bad << "{\"question\": \"Q : r1c1\n";                                                   // truncated line
+    bad << "{\"task\":\"maze\",\"strategy\":1,\"question\":\"Q : r1c1 E\",\"label\":\"[ ]\","  // malformed question
+           "\"trace\":\"R :\",\"answer\":\"A : <eos>\"}\n";
+    auto j = nlohmann::json::parse(good);
+    j["trace"] = j["trace"].get<std::string>() + " r9c9";  // unknown token
+    bad << j.dump() << "\n";
+  }
+  const std::string log = dir + "/log.txt";
+  int rc = std::system((lol + " data verify " + dir + "/bad.jsonl > " + log + " 2>&1").c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  std::ifstream in(log);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("bad.jsonl:2:"), std::string::npos) << all;
+  EXPECT_NE(all.find("bad.jsonl:3:"), std::string::npos) << all;
+  EXPECT_NE(all.find("bad.jsonl:4:"), std::string::npos) << all;
+  EXPECT_NE(all.find("1 verified"), std::string::npos) << all;
   fs::remove_all(dir);
 }
