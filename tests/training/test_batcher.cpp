@@ -115,6 +115,18 @@ TEST(Batcher, PackModeFillsRowsAndKeepsDocumentsApart) {
   }
   auto flat = first.tokens.reshape({-1});
   for (int64_t i = 0; i < 48; ++i) EXPECT_EQ(flat[i].item<int64_t>(), stream[i]);
+  // Resume mid-document (offset > 0) with shuffling.
+  Batcher d(split, lay, 9, true, true, "train");
+  for (int i = 0; i < 5; ++i) d.next();
+  Batcher e(split, lay, 9, true, true, "train");
+  e.set_position(d.position(), "test");
+  for (int i = 0; i < 12; ++i) {
+    auto x = d.next(), y = e.next();
+    EXPECT_TRUE(torch::equal(x.tokens, y.tokens));
+    EXPECT_TRUE(torch::equal(x.doc_ids, y.doc_ids));
+    EXPECT_TRUE(torch::equal(x.target_mask, y.target_mask));
+  }
+  EXPECT_THROW(e.set_position({{"epoch", 0}, {"index", 1000}, {"offset", 0}}, "test"), lol::InputError);
 }
 
 TEST(Batcher, TooLongSequenceNamesTheSetting) {

@@ -84,6 +84,28 @@ TEST(Trainer, LossFallsOnATinyTask) {
   EXPECT_LT(per_token(1), per_token(59));
 }
 
+TEST(Trainer, EvaluationIsNoiseFreeAndKeepsTrainingMode) {
+  Fixture f;
+  auto c = f.run("eval", 1);
+  auto ds = lol::data::Dataset::open(f.data);
+  auto valid = ds.load("valid");
+  auto model = make_model(c.model, "test", ds.vocab_size(), 64, 0);
+  model->module().train();
+  BatchLayout lay{8, 0, false};
+  torch::manual_seed(1);
+  auto a = evaluate(*model, valid, lay, 0, torch::kCPU);
+  torch::manual_seed(2);
+  auto b = evaluate(*model, valid, lay, 0, torch::kCPU);
+  EXPECT_EQ(a.loss, b.loss);  // router noise (std 0.5) is off in evaluation
+  EXPECT_EQ(a.targets, b.targets);
+  EXPECT_GT(a.targets, 0);
+  EXPECT_TRUE(model->module().is_training());
+  // Evaluation does not count expert load for balancing.
+  auto* lol_model = dynamic_cast<LoLTrainable*>(model.get());
+  ASSERT_NE(lol_model, nullptr);
+  EXPECT_EQ(lol_model->model()->pending_load().sum().item<int64_t>(), 0);
+}
+
 TEST(Trainer, ResumeIsBitExact) {
   Fixture f;
   // One run of 8 steps vs. 3 steps (checkpoint) + resume to 8; grad accumulation,
