@@ -31,6 +31,7 @@ struct DecodeSession::Step {
   std::vector<uint8_t> visible; ///< [N] key-visible (not router-only)
   bool all_visible = true;
   bool all_rows = false;        ///< inputs are rows 0..B-1 in order, one token each
+  bool fast = false;            ///< one token per input and CPU kernels available
   torch::Tensor cos, sin;       ///< [N, 1, hd/2]
   int64_t N() const { return int64_t(pos.size()); }
   int64_t A() const { return int64_t(row.size()); }
@@ -57,6 +58,7 @@ DecodeSession::DecodeSession(LoLModel model, const SessionOptions& opt) : opt_(o
   }
   rows_.resize(B);
   for (int64_t r = 0; r < B; ++r) rows_[r].depth.resize(plan_.size());
+  if (opt.cpu_kernels) cpu_ = CpuDecoder::create(w_);
 }
 
 void DecodeSession::reset(int64_t row, int64_t prompt_len, const RoutingPath* force) {
@@ -136,27 +138,46 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   if (A == 0) return torch::zeros({0, c.vocab_size}, opt);
   st.all_rows = (A == batch_size() && N == A);
   for (int64_t a = 0; a < A && st.all_rows; ++a) st.all_rows = st.row[a] == a;
-  auto pos_t = i64(st.pos, dev);
-  st.cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
-  st.sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
+  st.fast = cpu_ && N == A;  // a decoding step: the fused CPU kernels apply
+  if (!st.fast) {
+    auto pos_t = i64(st.pos, dev);
+    st.cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
+    st.sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
+  }
 
-  // ---- prelude (full causal attention within the row)
-  auto x = w_.embed.index_select(0, i64(tokens, dev));
+  // ---- prelude and coda (full causal attention within the row)
   std::vector<AttnSegment> segs(A);
-  for (int64_t a = 0; a < A; ++a)
-    segs[a] = {st.row[a], rows_[st.row[a]].vis, st.offset[a], st.offset[a + 1] - st.offset[a]};
-  auto full_plan = AttnPlan::build(segs, N, st.all_visible ? nullptr : st.visible.data(), opt);
-  for (auto& kv : prelude_cache_) kv.reserve(full_plan.needed_slots);
-  for (auto& kv : coda_cache_) kv.reserve(full_plan.needed_slots);
-  for (int64_t i = 0; i < c.n_prelude; ++i)
-    x = x + block_delta({{&w_.prelude[i], {}}}, nullptr, x, prelude_cache_[i], full_plan, st.cos, st.sin, c);
+  std::vector<DecodeToken> toks(st.fast ? N : 0);
+  int64_t need = 0;
+  for (int64_t a = 0; a < A; ++a) {
+    const int64_t vis = rows_[st.row[a]].vis;
+    segs[a] = {st.row[a], vis, st.offset[a], st.offset[a + 1] - st.offset[a]};
+    if (st.fast) {
+      toks[a] = {st.row[a], st.pos[a], vis, st.visible[a] != 0};
+      need = std::max(need, vis + st.visible[a]);
+    }
+  }
+  AttnPlan full_plan;
+  if (!st.fast) {
+    full_plan = AttnPlan::build(segs, N, st.all_visible ? nullptr : st.visible.data(), opt);
+    need = full_plan.needed_slots;
+  }
+  for (auto& kv : prelude_cache_) kv.reserve(need);
+  for (auto& kv : coda_cache_) kv.reserve(need);
+  torch::Tensor x = w_.embed.index_select(0, i64(tokens, dev));
+  auto full_block = [&](const PackedBlock& blk, KVCache& cache) {
+    if (!st.fast) return x + block_delta({{&blk, {}}}, nullptr, x, cache, full_plan, st.cos, st.sin, c);
+    auto y = torch::empty_like(x);
+    cpu_->block(blk, nullptr, x, y, toks.data(), nullptr, cache);
+    return y;
+  };
+  for (int64_t i = 0; i < c.n_prelude; ++i) x = full_block(w_.prelude[i], prelude_cache_[i]);
 
   // ---- routed core
   for (int64_t d = 0; d < plan_.size(); ++d) x = run_core_depth(d, x, st);
 
   // ---- coda, final norm, LM head
-  for (int64_t i = 0; i < c.n_coda; ++i)
-    x = x + block_delta({{&w_.coda[i], {}}}, nullptr, x, coda_cache_[i], full_plan, st.cos, st.sin, c);
+  for (int64_t i = 0; i < c.n_coda; ++i) x = full_block(w_.coda[i], coda_cache_[i]);
   for (int64_t a = 0; a < A; ++a) {
     Row& r = rows_[st.row[a]];
     for (int64_t t = st.offset[a]; t < st.offset[a + 1]; ++t) r.vis += st.visible[t];
@@ -365,6 +386,7 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
   // ---- 5. Experts (Algorithm 1 lines 16-17), one round per run index within a row:
   // a row's runs of one step belong to successive windows and never attend to each
   // other, so each round holds at most one run (one window cache) per row.
+  if (st.fast) return run_core_depth_fast(d, x, st, base, run_expert, run_alpha);
   auto x_out = rounds == 1 ? torch::Tensor() : torch::empty_like(x);
   for (int64_t q = 0; q < rounds; ++q) {
     std::vector<int64_t> tok;  // tokens of this round (indices into x), run by run
@@ -408,6 +430,47 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     x_out.index_copy_(0, tok_t, out);
   }
   return x_out;
+}
+
+torch::Tensor DecodeSession::run_core_depth_fast(int64_t d, const torch::Tensor& x, const Step& st,
+                                                const std::vector<int64_t>& base,
+                                                const std::vector<int64_t>& expert,
+                                                const std::vector<double>& alpha) {
+  // One token per input: token t is run t, one round.
+  const auto& c = w_.cfg;
+  const int64_t N = st.N();
+  std::vector<DecodeToken> toks(N);
+  std::vector<std::vector<int64_t>> by_expert(c.library_size);
+  int64_t need = 0;
+  for (int64_t t = 0; t < N; ++t) {
+    toks[t] = {st.row[t], st.pos[t], base[t], st.visible[t] != 0};
+    need = std::max(need, base[t] + st.visible[t]);
+    rows_[st.row[t]].depth[d].wlen = base[t] + st.visible[t];
+    by_expert[expert[t]].push_back(t);
+  }
+  core_cache_[d].reserve(need);
+  const PackedFiLM* film = &w_.film[plan_.param[d]];
+  auto y = torch::empty_like(x);
+  for (int64_t e = 0; e < c.library_size; ++e) {
+    const auto& rows = by_expert[e];
+    if (rows.empty()) continue;
+    if (int64_t(rows.size()) == N) {
+      cpu_->block(w_.library[e], film, x, y, toks.data(), alpha.data(), core_cache_[d]);
+      break;
+    }
+    std::vector<DecodeToken> tg;
+    std::vector<double> ag;
+    for (int64_t t : rows) {
+      tg.push_back(toks[t]);
+      ag.push_back(alpha[t]);
+    }
+    auto idx = i64(rows, x.device());
+    auto xg = x.index_select(0, idx);
+    auto yg = torch::empty_like(xg);
+    cpu_->block(w_.library[e], film, xg, yg, tg.data(), ag.data(), core_cache_[d]);
+    y.index_copy_(0, idx, yg);
+  }
+  return y;
 }
 
 int64_t DecodeSession::full_cache_bytes() const {

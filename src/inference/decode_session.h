@@ -28,6 +28,7 @@
 
 #include <torch/types.h>
 
+#include "inference/cpu_decode.h"
 #include "inference/depth_plan.h"
 #include "inference/kv_cache.h"
 #include "inference/packed_model.h"
@@ -42,6 +43,9 @@ struct SessionOptions {
   DepthRule depth_rule = DepthRule::kStretch;  ///< parameters of extra/fewer depths (inference/depth_plan.h)
   int64_t max_len = 0;     ///< positions per row; 0 = config max_seq_len
   bool record_trace = true;  ///< keep every routing decision (trace())
+  /// Decoding steps (one token per row) on CPU in float32/float64 use the fused
+  /// kernels of cpu_decode.h; false: always the tensor-operation path.
+  bool cpu_kernels = true;
 };
 
 /// One routing decision, made when a window's first token arrived.
@@ -68,6 +72,8 @@ class DecodeSession {
   /// starts empty (reset(row) with prompt_len 0). Throws InputError for bad options
   /// (batch_size < 1, depth < -1, max_len > 2^24, extra depths on a model without core).
   explicit DecodeSession(LoLModel model, const SessionOptions& opt = {});
+  DecodeSession(const DecodeSession&) = delete;
+  DecodeSession& operator=(const DecodeSession&) = delete;
 
   /// Empties `row` and starts a new sequence: its first `prompt_len` positions form
   /// window 0 at every routed depth (windows.h window_of); `force` (may be null; must
@@ -121,6 +127,9 @@ class DecodeSession {
   struct Step;  // token layout of one feed() call (decode_session.cpp)
 
   torch::Tensor run_core_depth(int64_t d, const torch::Tensor& x, const Step& st);
+  /// Expert execution of a decoding step with the fused CPU kernels (token t is run t).
+  torch::Tensor run_core_depth_fast(int64_t d, const torch::Tensor& x, const Step& st, const std::vector<int64_t>& base,
+                                    const std::vector<int64_t>& expert, const std::vector<double>& alpha);
 
   PackedModel w_;
   SessionOptions opt_;
@@ -129,6 +138,7 @@ class DecodeSession {
   std::vector<Row> rows_;
   std::vector<KVCache> prelude_cache_, coda_cache_, core_cache_;
   std::vector<torch::Tensor> win_sum_, mu_sum_;  ///< per run-time depth, [B, d]
+  std::unique_ptr<CpuDecoder> cpu_;  ///< null: tensor-operation path only
 };
 
 }  // namespace lol::inference

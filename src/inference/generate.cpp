@@ -36,6 +36,21 @@ std::vector<Generation> generate(DecodeSession& session, const std::vector<Promp
   if (opt.max_new_tokens == 0 || P == 0) return out;
   std::vector<std::mt19937_64> rng(P);
   for (int64_t i = 0; i < P; ++i) rng[i] = sequence_rng(opt.seed, uint64_t(i));
+  // Schedule: prompts grouped by forced path, in order of first appearance.
+  std::vector<int64_t> order(P);
+  for (int64_t i = 0; i < P; ++i) order[i] = i;
+  {
+    std::vector<const RoutingPath*> first_seen;
+    auto rank = [&](const RoutingPath* f) {
+      auto it = std::find(first_seen.begin(), first_seen.end(), f);
+      if (it != first_seen.end()) return int64_t(it - first_seen.begin());
+      first_seen.push_back(f);
+      return int64_t(first_seen.size()) - 1;
+    };
+    std::vector<int64_t> key(P);
+    for (int64_t i = 0; i < P; ++i) key[i] = rank(prompts[i].force);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key[a] < key[b]; });
+  }
   std::vector<int64_t> owner(B, -1);  // prompt index held by each row
   std::vector<int64_t> fed(B, 0);     // prompt tokens fed so far (prefill progress)
   std::vector<int64_t> pending(B, -1);// last chosen token, to be fed next
@@ -65,12 +80,13 @@ std::vector<Generation> generate(DecodeSession& session, const std::vector<Promp
   };
 
   while (true) {
-    // Free rows take the next prompts.
-    for (int64_t r = 0; r < B && next < P; ++r) {
+    // Free rows take the next prompts (with waves, only once every row is free).
+    const bool may_fill = opt.refill || std::all_of(owner.begin(), owner.end(), [](int64_t o) { return o < 0; });
+    for (int64_t r = 0; r < B && next < P && may_fill; ++r) {
       if (owner[r] >= 0) continue;
-      const Prompt& p = prompts[next];
+      const Prompt& p = prompts[order[next]];
       session.reset(r, p.prompt_len < 0 ? int64_t(p.tokens.size()) : p.prompt_len, p.force);
-      owner[r] = next++;
+      owner[r] = order[next++];
       fed[r] = 0;
       pending[r] = -1;
     }

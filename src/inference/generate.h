@@ -26,6 +26,11 @@ struct GenerateOptions {
   int64_t depth = -1;                 ///< routed depths (-1: as trained; generate(model, ...) only)
   DepthRule depth_rule = DepthRule::kStretch;
   int64_t prefill_chunk = 0;          ///< prompt tokens per prefill call (0: the whole prompt)
+  /// true: a row that finishes takes the next prompt at once (continuous batching);
+  /// false: rows are refilled together once all have finished ("waves"). Waves keep
+  /// rows at equal generated lengths, so with prompt windows their windows line up
+  /// and rows sharing a forced path run one expert per depth (one weight read).
+  bool refill = true;
   bool trace = false;                 ///< return the routing decisions of every window
   /// Streaming: called with (prompt index, token) as each token is chosen.
   std::function<void(int64_t, int64_t)> on_token;
@@ -38,7 +43,9 @@ struct Generation {
 };
 
 /// Generates for every prompt using `session`'s rows (its batch size, depth and
-/// max_len). Results are in prompt order and do not depend on the batch size.
+/// max_len). Prompts are scheduled grouped by forced path (stable), so that rows
+/// decoded together tend to share experts. Results are in prompt order and do not
+/// depend on the batch size or the schedule.
 /// Throws InputError for an empty prompt, bad sampling options, a prompt or
 /// router_only of the wrong length, or prompt + max_new_tokens > session.max_len().
 std::vector<Generation> generate(DecodeSession& session, const std::vector<Prompt>& prompts,

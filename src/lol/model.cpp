@@ -212,11 +212,16 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     auto sums = torch::zeros({G, c.d_model}, s.options()).index_add(0, win_valid, s.index_select(0, valid_rows));
     auto lens = i64(w.len, dev).to(s.scalar_type()).unsqueeze(1);
     auto mu = sums / lens;
-    auto csum = torch::cat({torch::zeros({1, c.d_model}, s.options()), mu.cumsum(0)}, 0);
+    // The prefix sum runs over every window of the batch: in float64, so that its
+    // rounding (relative to the running total) does not leak earlier rows' and
+    // documents' states into this document's router inputs.
+    auto mu64 = mu.to(torch::kFloat64);
+    auto csum = torch::cat({torch::zeros({1, c.d_model}, mu64.options()), mu64.cumsum(0)}, 0);
     auto kk = i64(w.k, dev);
-    auto r_rest = (csum.index_select(0, torch::arange(G, torch::TensorOptions(torch::kInt64).device(dev))) -
-                   csum.index_select(0, i64(w.doc_first_window, dev))) /
-                  kk.clamp_min(1).to(s.scalar_type()).unsqueeze(1);
+    auto r_rest = ((csum.index_select(0, torch::arange(G, torch::TensorOptions(torch::kInt64).device(dev))) -
+                    csum.index_select(0, i64(w.doc_first_window, dev))) /
+                   kk.clamp_min(1).to(torch::kFloat64).unsqueeze(1))
+                      .to(s.scalar_type());
     auto r_first = 0.5 * (model->depth_embed[d].unsqueeze(0) + s.index_select(0, i64(w.first_token, dev)));
     auto r = torch::where((kk == 0).unsqueeze(1), r_first, r_rest);
     auto logits = router_logits(d, r);

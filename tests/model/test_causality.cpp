@@ -134,6 +134,37 @@ TEST(Packing, DocumentPackedAfterOthersYieldsItsLogitsAlone) {
   EXPECT_LT(max_diff(o.logits[1], ref.logits[0]), 1e-12);
 }
 
+TEST(Packing, Float32RouterInputsDoNotDependOnOtherRows) {
+  // Regression: the running sum behind r_k = mean(mu_0..mu_{k-1}) spans every window of
+  // the batch; in float32 its rounding leaked the other rows' states into a row's router
+  // probabilities (~1e-5 here), so routing near a tie depended on batch composition.
+  lol::LoLConfig c = tiny_config();
+  c.d_model = 32;
+  auto m = make_model(c, 25, torch::kFloat32, /*router_std=*/0.002);
+  {
+    torch::NoGradGuard ng;
+    m->model->embed_tokens->weight.add_(200.0);  // a large residual stream, as trained models have
+  }
+  RefRow alone;
+  alone.tokens = random_tokens(40, c.vocab_size, 1);
+  std::vector<RefRow> rows;
+  for (int r = 0; r < 127; ++r) {
+    RefRow x;
+    x.tokens = random_tokens(40, c.vocab_size, 100 + r);
+    rows.push_back(x);
+  }
+  rows.push_back(alone);
+  torch::NoGradGuard ng;
+  lol::ForwardOptions fo;
+  fo.trace = true;
+  auto a = m->forward(make_batch({alone}), fo), b = m->forward(make_batch(rows), fo);
+  for (size_t d = 0; d < a.trace.size(); ++d) {
+    const int64_t n = int64_t(a.trace[d].k.size());
+    auto pb = b.trace[d].probs.slice(0, b.trace[d].probs.size(0) - n);
+    EXPECT_LT(max_diff(pb, a.trace[d].probs), 1e-6) << "depth " << d + 1;
+  }
+}
+
 TEST(Packing, PromptWindowOfTheFirstDocumentSurvivesPacking) {
   lol::LoLConfig c = tiny_config();
   auto model = make_model(c, 23);

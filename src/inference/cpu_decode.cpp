@@ -1,0 +1,151 @@
+#include "inference/cpu_decode.h"
+
+#include <cmath>
+#include <vector>
+
+#include "inference/blas.h"
+
+namespace lol::inference {
+
+namespace {
+
+template <typename T>
+class Kernels final : public CpuDecoder {
+ public:
+  explicit Kernels(const PackedModel& w) : w_(w) {}
+
+  void block(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& xt, torch::Tensor& yt,
+             const DecodeToken* toks, const double* alpha, KVCache& cache) override {
+    const auto& c = w_.cfg;
+    const int64_t n = xt.size(0), d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim();
+    const int64_t G = H / Hkv, F = b.w_down.size(1), QKV = (H + 2 * Hkv) * hd, cap = cache.capacity();
+    const T* x = xt.data_ptr<T>();
+    T* y = yt.data_ptr<T>();
+    h_.resize(n * d);
+    qkv_.resize(n * QKV);
+    att_.resize(n * H * hd);
+    a_.resize(n * d);
+    gu_.resize(n * 2 * F);
+    // 1. attention input: RMSNorm (+ FiLM), q/k/v
+    for (int64_t r = 0; r < n; ++r)
+      norm(x + r * d, b.ln1.data_ptr<T>(), film ? film->attn_gamma.data_ptr<T>() : nullptr,
+           film ? film->attn_beta.data_ptr<T>() : nullptr, h_.data() + r * d);
+    blas::rows_times_wt(h_.data(), n, d, b.w_qkv.data_ptr<T>(), QKV, qkv_.data(),
+                        b.b_qkv.defined() ? b.b_qkv.data_ptr<T>() : nullptr);
+    // 2. RoPE, cache write, attention over the segment's cached keys
+    T* K = cache.k.data_ptr<T>();
+    T* V = cache.v.data_ptr<T>();
+    const T* cos = w_.rope_cos.data_ptr<T>();
+    const T* sin = w_.rope_sin.data_ptr<T>();
+    const T scale = T(1.0 / std::sqrt(double(hd)));
+    for (int64_t r = 0; r < n; ++r) {
+      const DecodeToken& tk = toks[r];
+      T* q = qkv_.data() + r * QKV;
+      T* k = q + H * hd;
+      const T* v = k + Hkv * hd;
+      rope(q, H, cos + tk.pos * (hd / 2), sin + tk.pos * (hd / 2));
+      rope(k, Hkv, cos + tk.pos * (hd / 2), sin + tk.pos * (hd / 2));
+      const int64_t nk = tk.base + (tk.visible ? 1 : 0);
+      T* out = att_.data() + r * H * hd;
+      if (nk == 0) {
+        std::fill(out, out + H * hd, T(0));
+        continue;
+      }
+      scores_.resize(G * nk);
+      for (int64_t j = 0; j < Hkv; ++j) {
+        T* Kj = K + ((tk.row * Hkv + j) * cap) * hd;
+        T* Vj = V + ((tk.row * Hkv + j) * cap) * hd;
+        if (tk.visible) {
+          std::copy(k + j * hd, k + (j + 1) * hd, Kj + tk.base * hd);
+          std::copy(v + j * hd, v + (j + 1) * hd, Vj + tk.base * hd);
+        }
+        // scores [G, nk] (row-major) = q_g . K_i * scale: column-major [nk, G] = K^T' q
+        blas::gemm(true, false, nk, G, hd, scale, Kj, hd, q + j * G * hd, hd, T(0), scores_.data(), nk);
+        for (int64_t g = 0; g < G; ++g) softmax(scores_.data() + g * nk, nk);
+        // out [G, hd] (row-major) = P [G, nk] V [nk, hd]: column-major [hd, G] = V' P'
+        blas::gemm(false, false, hd, G, nk, T(1), Vj, hd, scores_.data(), nk, T(0), out + j * G * hd, hd);
+      }
+    }
+    // 3. o_proj, post-attention norm (+ FiLM), SwiGLU, residual
+    blas::rows_times_wt(att_.data(), n, H * hd, b.w_o.data_ptr<T>(), d, a_.data());
+    for (int64_t r = 0; r < n; ++r) {
+      T* hm = h_.data() + r * d;
+      const T* xr = x + r * d;
+      const T* ar = a_.data() + r * d;
+      for (int64_t i = 0; i < d; ++i) hm[i] = xr[i] + ar[i];
+      norm(hm, b.ln2.data_ptr<T>(), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
+           film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
+    }
+    blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), 2 * F, gu_.data());
+    act_.resize(n * F);
+    for (int64_t r = 0; r < n; ++r) {
+      const T* g = gu_.data() + r * 2 * F;
+      const T* u = g + F;
+      T* o = act_.data() + r * F;
+      for (int64_t i = 0; i < F; ++i) o[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
+    }
+    blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data());  // h_ <- mlp
+    for (int64_t r = 0; r < n; ++r) {
+      const T* xr = x + r * d;
+      const T* ar = a_.data() + r * d;
+      const T* mr = h_.data() + r * d;
+      T* yr = y + r * d;
+      if (alpha) {
+        const T al = T(alpha[r]);
+        for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] + al * (ar[i] + mr[i]);
+      } else {
+        for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] + (ar[i] + mr[i]);
+      }
+    }
+  }
+
+ private:
+  /// out = w * RMSNorm(x) (float32 statistics, as nn::RMSNorm), then gamma * . + beta.
+  void norm(const T* x, const T* w, const T* gamma, const T* beta, T* out) const {
+    const int64_t d = w_.cfg.d_model;
+    float ss = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const float v = float(x[i]);
+      ss += v * v;
+    }
+    const float inv = 1.0f / std::sqrt(ss / float(d) + float(w_.cfg.norm_eps));
+    for (int64_t i = 0; i < d; ++i) {
+      T v = w[i] * T(float(x[i]) * inv);
+      out[i] = gamma ? gamma[i] * v + beta[i] : v;
+    }
+  }
+  /// Rotate-half RoPE in place on `heads` heads of x [heads, hd].
+  void rope(T* x, int64_t heads, const T* cos, const T* sin) const {
+    const int64_t hd = w_.cfg.head_dim(), half = hd / 2;
+    for (int64_t h = 0; h < heads; ++h) {
+      T* a = x + h * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const T x1 = a[i], x2 = a[i + half];
+        a[i] = x1 * cos[i] - x2 * sin[i];
+        a[i + half] = x2 * cos[i] + x1 * sin[i];
+      }
+    }
+  }
+  static void softmax(T* s, int64_t n) {
+    T mx = s[0];
+    for (int64_t i = 1; i < n; ++i) mx = std::max(mx, s[i]);
+    T z = 0;
+    for (int64_t i = 0; i < n; ++i) z += s[i] = std::exp(s[i] - mx);
+    const T inv = T(1) / z;
+    for (int64_t i = 0; i < n; ++i) s[i] *= inv;
+  }
+
+  const PackedModel& w_;
+  std::vector<T> h_, qkv_, att_, a_, gu_, act_, scores_;
+};
+
+}  // namespace
+
+std::unique_ptr<CpuDecoder> CpuDecoder::create(const PackedModel& w) {
+  if (!w.embed.is_cpu()) return nullptr;
+  if (w.embed.scalar_type() == torch::kFloat32) return std::make_unique<Kernels<float>>(w);
+  if (w.embed.scalar_type() == torch::kFloat64) return std::make_unique<Kernels<double>>(w);
+  return nullptr;
+}
+
+}  // namespace lol::inference
