@@ -7,6 +7,7 @@
 #include "util/error.h"
 
 int main(int argc, char** argv) {
+  lol::ensure_passive_openmp(argc, argv);  // may re-execute the program once (core/runtime.h)
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lol 0.1.0");
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
   lol::cli::register_paths(app);
   lol::cli::register_train(app);
   lol::cli::register_generate(app);
+  lol::cli::register_analyze(app);
+  lol::cli::register_tokenizer(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,193 @@
+// `lol tokenizer train|encode|decode` (issue 7): train a byte-level BPE on the
+// user's text files and write a Hugging Face tokenizer.json; encode text to ids and
+// decode ids to text with any tokenizer lol reads ("byte", tokenizer.json,
+// vocab.json + merges.txt). See docs/text.md.
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "dataset/documents.h"
+#include "dataset/text_tokenizer.h"
+#include "io/atomic_file.h"
+#include "tokenizers/bpe_trainer.h"
+#include "tokenizers/regex_splitter.h"
+#include "util/error.h"
+
+namespace lol::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::vector<std::string> in, specials{"<|endoftext|>"};
+  std::string out, pattern = "gpt2", regex, bos, eos = "<|endoftext|>", pad, text_field = "text",
+                   doc_split = "file";
+  int32_t vocab_size = 4096;
+  int64_t min_frequency = 2;
+  bool no_progress = false;
+};
+
+void run_train(const TrainArgs& a) {
+  tokenizers::TrainBpeOptions o;
+  o.vocab_size = a.vocab_size;
+  o.special_tokens = a.specials;
+  if (!a.regex.empty()) {
+    o.pattern = a.regex;
+  } else if (a.pattern == "gpt2") {
+    o.pattern = tokenizers::kGpt2Pattern;
+  } else if (a.pattern == "qwen2") {
+    o.pattern = tokenizers::kQwen2Pattern;
+  } else {
+    throw InputError("--pattern '" + a.pattern + "': expected gpt2 or qwen2 (or give --regex)");
+  }
+  o.min_frequency = a.min_frequency;
+  o.bos_token = a.bos;
+  o.pad_token = a.pad;
+  // The default EOS applies only when its token is among the specials.
+  bool eos_listed = a.eos.empty();
+  for (const auto& s : a.specials) eos_listed = eos_listed || s == a.eos;
+  o.eos_token = eos_listed ? a.eos : "";
+  o.progress = !a.no_progress;
+
+  data::DocumentSourceOptions so;
+  so.text_field = a.text_field;
+  so.doc_split = data::parse_doc_split(a.doc_split);
+  data::DocumentReader reader(a.in, so);
+  data::Document doc;
+  std::string error_where;
+  auto next_text = [&](std::string& out) {
+    if (!reader.next(doc)) return false;
+    out.swap(doc.text);
+    error_where = doc.where;
+    return true;
+  };
+  tokenizers::TrainBpeStats st;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<tokenizers::BpeTokenizer> tok;
+  try {
+    tok = tokenizers::train_bpe(next_text, o, &st);
+  } catch (const InputError& e) {
+    // Errors about a text (invalid UTF-8) name the text index: add where it came from.
+    throw InputError(std::string(e.what()) + (error_where.empty() ? "" : " (last document read: " + error_where + ")"));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  tok->save(a.out);
+  std::cout << "wrote " << a.out << "/tokenizer.json: vocabulary " << tok->vocab_size() << " (" << a.specials.size()
+            << " special, 256 bytes, " << st.merges << " merges), trained on " << st.texts << " texts, " << st.bytes
+            << " bytes, " << st.unique_words << " unique pre-tokens in " << std::fixed << std::setprecision(1) << secs
+            << " s\n";
+}
+
+struct CodecArgs {
+  std::string tokenizer, text, file, ids;
+  bool json = false, stats = false, skip_special = false;
+};
+
+std::vector<int32_t> parse_id_list(const std::string& s) {
+  std::vector<int32_t> out;
+  std::string w;
+  std::istringstream in(s);
+  while (in >> w) {
+    for (char& c : w)
+      if (c == ',' || c == '[' || c == ']') c = ' ';
+    std::istringstream parts(w);
+    std::string p;
+    while (parts >> p) {
+      std::size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(p, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != p.size() || v < 0 || v > INT32_MAX)
+        throw InputError("--ids: '" + p + "' is not a token id (expected integers >= 0, separated by spaces or commas)");
+      out.push_back(int32_t(v));
+    }
+  }
+  return out;
+}
+
+std::string read_all(std::istream& in) {
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void run_encode(const CodecArgs& a) {
+  auto tok = data::open_text_tokenizer(a.tokenizer);
+  std::string text;
+  if (!a.file.empty()) {
+    text = io::read_file(a.file);
+  } else if (!a.text.empty()) {
+    text = a.text;
+  } else {
+    text = read_all(std::cin);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ids = tok->encode(text);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (a.stats) {
+    std::cout << ids.size() << " tokens, " << text.size() << " bytes, " << std::fixed << std::setprecision(3)
+              << (ids.empty() ? 0.0 : double(text.size()) / double(ids.size())) << " bytes/token, "
+              << std::setprecision(1) << (secs > 0 ? double(text.size()) / secs / 1e6 : 0.0) << " MB/s\n";
+    return;
+  }
+  if (a.json) {
+    std::cout << nlohmann::json(ids).dump() << "\n";
+    return;
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+  std::cout << "\n";
+}
+
+void run_decode(const CodecArgs& a) {
+  auto tok = data::open_text_tokenizer(a.tokenizer);
+  const auto ids = parse_id_list(a.ids.empty() ? read_all(std::cin) : a.ids);
+  std::cout << tok->decode(ids, a.skip_special);
+}
+
+}  // namespace
+
+void register_tokenizer(CLI::App& app) {
+  auto* t = app.add_subcommand("tokenizer", "Train byte-level BPE tokenizers; encode and decode text");
+  t->require_subcommand(1);
+
+  auto ta = std::make_shared<TrainArgs>();
+  auto* tr = t->add_subcommand("train", "Train a byte-level BPE on text files and write a Hugging Face tokenizer.json");
+  tr->add_option("--in", ta->in, "Input files: UTF-8 text, or JSON lines (*.jsonl) with a text field")->required();
+  tr->add_option("--vocab-size", ta->vocab_size, "Vocabulary size, specials and the 256 bytes included")
+      ->capture_default_str();
+  tr->add_option("--out", ta->out, "Output directory (tokenizer.json, tokenizer_config.json)")->required();
+  tr->add_option("--special", ta->specials, "Special tokens (ids 0, 1, ...)")->capture_default_str();
+  tr->add_option("--bos", ta->bos, "BOS token (one of --special)");
+  tr->add_option("--eos", ta->eos, "EOS token (one of --special; ignored when not listed)")->capture_default_str();
+  tr->add_option("--pad", ta->pad, "PAD token (one of --special)");
+  tr->add_option("--pattern", ta->pattern, "Pre-tokenizer regex: gpt2 | qwen2")->capture_default_str();
+  tr->add_option("--regex", ta->regex, "Custom pre-tokenizer regex (PCRE2), instead of --pattern");
+  tr->add_option("--min-frequency", ta->min_frequency, "Pairs seen fewer times are never merged")->capture_default_str();
+  tr->add_option("--text-field", ta->text_field, "JSONL field holding the text")->capture_default_str();
+  tr->add_option("--doc-split", ta->doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
+  tr->add_flag("--no-progress", ta->no_progress, "No progress bar");
+  tr->callback([ta] { run_train(*ta); });
+
+  auto ea = std::make_shared<CodecArgs>();
+  auto* en = t->add_subcommand("encode", "Print the token ids of a text (from --text, --file or stdin)");
+  en->add_option("--tokenizer", ea->tokenizer, "'byte', a tokenizer.json file or its directory")->required();
+  auto* tx = en->add_option("--text", ea->text, "Text to encode");
+  en->add_option("--file", ea->file, "File to encode")->excludes(tx);
+  en->add_flag("--json", ea->json, "Print a JSON array");
+  en->add_flag("--stats", ea->stats, "Print token count, bytes per token and encoding speed instead of ids");
+  en->callback([ea] { run_encode(*ea); });
+
+  auto da = std::make_shared<CodecArgs>();
+  auto* de = t->add_subcommand("decode", "Print the text of token ids (from --ids or stdin)");
+  de->add_option("--tokenizer", da->tokenizer, "'byte', a tokenizer.json file or its directory")->required();
+  de->add_option("--ids", da->ids, "Token ids separated by spaces or commas (a JSON array works too)");
+  de->add_flag("--skip-special", da->skip_special, "Leave special tokens out");
+  de->callback([da] { run_decode(*da); });
+}
+
+}  // namespace lol::cli

@@ -1,0 +1,225 @@
+#include "dataset/documents.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::data {
+
+DocSplit parse_doc_split(const std::string& s, const std::string& flag) {
+  if (s == "blank-line") return DocSplit::kBlankLine;
+  if (s == "line") return DocSplit::kLine;
+  if (s == "file") return DocSplit::kFile;
+  throw InputError(flag + ": '" + s + "': expected blank-line, line or file");
+}
+
+const char* doc_split_name(DocSplit s) {
+  switch (s) {
+    case DocSplit::kBlankLine: return "blank-line";
+    case DocSplit::kLine: return "line";
+    case DocSplit::kFile: return "file";
+  }
+  return "?";
+}
+
+bool is_jsonl_file(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  return ext == ".jsonl" || ext == ".ndjson";
+}
+
+namespace {
+
+bool is_blank(const std::string& line) {
+  for (char c : line)
+    if (c != ' ' && c != '\t' && c != '\r') return false;
+  return true;
+}
+
+bool is_space_byte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+}  // namespace
+
+DocumentReader::DocumentReader(std::vector<std::string> files, DocumentSourceOptions options)
+    : files_(std::move(files)), o_(std::move(options)) {
+  if (files_.empty()) throw InputError("--in: no input files given");
+  if (o_.block_bytes < 1) throw InputError("document reader: block_bytes must be >= 1");
+  for (const auto& f : files_) {
+    std::error_code ec;
+    if (!fs::is_regular_file(f, ec)) throw InputError(f + ": no such file (expected a .txt or .jsonl file)");
+    if (!o_.label_field.empty() && !is_jsonl_file(f))
+      throw InputError(f + ": --label-field '" + o_.label_field +
+                       "' needs JSON lines input (*.jsonl); plain text files carry no labels");
+    total_bytes_ += int64_t(fs::file_size(f, ec));
+  }
+}
+
+DocumentReader::~DocumentReader() = default;
+
+bool DocumentReader::open_next_file() {
+  if (in_) {
+    bytes_done_ += file_bytes_;
+    in_.reset();
+  }
+  file_bytes_ = 0;
+  line_no_ = 0;
+  carry_.clear();
+  part_ = 0;
+  file_eof_ = false;
+  if (file_index_ + 1 >= int64_t(files_.size())) {
+    file_index_ = int64_t(files_.size());
+    return false;
+  }
+  ++file_index_;
+  in_ = std::make_unique<std::ifstream>(files_[file_index_], std::ios::binary);
+  if (!*in_) throw InputError(files_[file_index_] + ": cannot open for reading");
+  return true;
+}
+
+bool DocumentReader::next(Document& doc) {
+  if (file_index_ < 0 && !open_next_file()) return false;
+  while (file_index_ < int64_t(files_.size())) {
+    const std::string& path = files_[file_index_];
+    bool got = false;
+    if (is_jsonl_file(path)) got = next_jsonl(doc);
+    else if (o_.doc_split == DocSplit::kFile) got = next_part(doc);
+    else got = next_text(doc);
+    if (got) return true;
+    if (in_->bad()) throw InputError(path + ": read error");
+    if (!open_next_file()) return false;
+  }
+  return false;
+}
+
+bool DocumentReader::next_jsonl(Document& doc) {
+  const std::string& path = files_[file_index_];
+  std::string line;
+  while (std::getline(*in_, line)) {
+    ++line_no_;
+    file_bytes_ += int64_t(line.size()) + (in_->eof() ? 0 : 1);
+    if (is_blank(line)) continue;
+    const std::string where = path + ":" + std::to_string(line_no_);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw InputError(where + ": expected a JSON object per line");
+    auto it = j.find(o_.text_field);
+    if (it == j.end() || !it->is_string())
+      throw InputError(where + ": field '" + o_.text_field + "' must be a string (the document text; see --text-field)");
+    doc.text = it->get<std::string>();
+    doc.label.clear();
+    if (!o_.label_field.empty()) {
+      auto lt = j.find(o_.label_field);
+      if (lt == j.end() || !(lt->is_string() || lt->is_number_integer()))
+        throw InputError(where + ": field '" + o_.label_field + "' must be a string or an integer (see --label-field)");
+      doc.label = lt->is_string() ? lt->get<std::string>() : std::to_string(lt->get<int64_t>());
+      if (doc.label.empty()) throw InputError(where + ": field '" + o_.label_field + "' is empty");
+    }
+    doc.where = where;
+    doc.index = doc_index_++;
+    doc.part = 0;
+    doc.last = true;
+    return true;
+  }
+  return false;
+}
+
+bool DocumentReader::next_text(Document& doc) {
+  const std::string& path = files_[file_index_];
+  std::string line;
+  doc.text.clear();
+  doc.label.clear();
+  bool in_doc = false;
+  while (std::getline(*in_, line)) {
+    ++line_no_;
+    file_bytes_ += int64_t(line.size()) + (in_->eof() ? 0 : 1);
+    if (is_blank(line)) {
+      if (in_doc) break;  // kBlankLine: the document ends here
+      continue;
+    }
+    if (!in_doc) {
+      in_doc = true;
+      doc.where = path + ":" + std::to_string(line_no_);
+    } else {
+      doc.text += '\n';
+    }
+    doc.text += line;
+    if (o_.doc_split == DocSplit::kLine) break;
+  }
+  if (!in_doc) return false;
+  doc.index = doc_index_++;
+  doc.part = 0;
+  doc.last = true;
+  return true;
+}
+
+bool DocumentReader::next_part(Document& doc) {
+  const std::string& path = files_[file_index_];
+  // Read until the buffer holds at least block_bytes and a cut point past that
+  // (or the file ends).
+  std::size_t cut = std::string::npos;
+  std::size_t search_from = 0;
+  const std::size_t block = std::size_t(o_.block_bytes);
+  while (true) {
+    if (carry_.size() >= block) {
+      // A '\n' with a non-whitespace byte on both sides, at or after block_bytes - 1.
+      std::size_t pos = std::max(search_from, block - 1);
+      while ((pos = carry_.find('\n', pos)) != std::string::npos && pos + 1 < carry_.size()) {
+        if (pos > 0 && !is_space_byte(carry_[pos - 1]) && !is_space_byte(carry_[pos + 1])) {
+          cut = pos + 1;
+          break;
+        }
+        ++pos;
+      }
+      if (cut != std::string::npos) break;
+      search_from = carry_.size() - 1;
+      // No clean cut in 16 blocks (e.g. CRLF line ends): cut after any newline
+      // before a non-whitespace byte, then at a UTF-8 character boundary.
+      if (carry_.size() >= 16 * block) {
+        for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)
+          if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p])) cut = p;
+        for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)
+          if ((static_cast<unsigned char>(carry_[p]) & 0xC0) != 0x80) cut = p;
+        if (cut != std::string::npos) break;
+      }
+    }
+    if (file_eof_) break;
+    std::string chunk(std::max<std::size_t>(block, 4096), '\0');
+    in_->read(chunk.data(), std::streamsize(chunk.size()));
+    const auto n = in_->gcount();
+    if (in_->bad()) throw InputError(path + ": read error");
+    file_bytes_ += int64_t(n);
+    carry_.append(chunk.data(), std::size_t(n));
+    if (n < std::streamsize(chunk.size())) file_eof_ = true;
+  }
+  if (carry_.empty() && part_ == 0 && file_eof_) {
+    // An empty file: no document.
+    return false;
+  }
+  if (carry_.empty() && part_ > 0) return false;  // previous part was the last one
+  if (cut == std::string::npos) {
+    doc.text.swap(carry_);
+    carry_.clear();
+    doc.last = true;
+  } else {
+    doc.text.assign(carry_, 0, cut);
+    carry_.erase(0, cut);
+    doc.last = false;
+  }
+  doc.label.clear();
+  doc.where = path + ": part " + std::to_string(part_);
+  doc.part = part_;
+  if (part_ == 0) doc.index = doc_index_++;
+  else doc.index = doc_index_ - 1;
+  ++part_;
+  if (doc.last) carry_.clear();
+  return true;
+}
+
+}  // namespace lol::data

@@ -1,0 +1,103 @@
+// Streaming documents out of text files (issue 7: corpus preparation and tokenizer
+// training on the files a user has). Nothing here holds a whole file in memory:
+// files are read line by line (or block by block), and only the current document
+// is kept.
+//
+// File kinds (by extension):
+//   *.jsonl, *.ndjson  one JSON object per line, one document per line: the string
+//                      field `text_field` is the text, the optional `label_field`
+//                      (a string or an integer, written as text) its label. Empty
+//                      lines are skipped.
+//   anything else      UTF-8 text, cut into documents by DocSplit:
+//     kBlankLine  runs of non-blank lines separated by one or more blank lines
+//                 (a blank line is empty or holds only spaces, tabs and '\r');
+//                 the document is its lines joined with '\n' (no final newline).
+//     kLine       every non-blank line is a document (without its '\n').
+//     kFile       the whole file is one document, delivered in parts of about
+//                 `block_bytes` each (Document::part / Document::last). Parts are
+//                 cut after a '\n' that has a non-whitespace byte on both sides:
+//                 the GPT-2 and Qwen2 pre-tokenizer regexes never match across
+//                 such a point, so encoding the parts one by one gives the tokens
+//                 of the whole text. Text without such a point for 16 blocks (e.g.
+//                 CRLF line ends) is cut after any newline before a non-whitespace
+//                 byte, else at a UTF-8 character boundary (tokens at that cut may
+//                 then differ from encoding the whole text).
+// Documents are numbered 0, 1, 2, ... over all files in the order given.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lol::data {
+
+enum class DocSplit { kBlankLine, kLine, kFile };
+
+/// "blank-line" | "line" | "file". Throws lol::InputError naming `flag` and the choices.
+DocSplit parse_doc_split(const std::string& s, const std::string& flag = "--doc-split");
+const char* doc_split_name(DocSplit s);
+
+/// True for file names read as JSON lines (*.jsonl, *.ndjson).
+bool is_jsonl_file(const std::string& path);
+
+struct DocumentSourceOptions {
+  std::string text_field = "text";  ///< JSONL: field holding the document text (string)
+  std::string label_field;          ///< JSONL: field holding the label ("" = no labels)
+  DocSplit doc_split = DocSplit::kBlankLine;  ///< plain text files
+  int64_t block_bytes = 1 << 20;    ///< kFile: bytes per part (at least; see above)
+};
+
+/// One document (or, with DocSplit::kFile, one part of a document).
+struct Document {
+  std::string text;   ///< UTF-8 text (validity is checked by the tokenizer, not here)
+  std::string label;  ///< label field value ("" when no label field is read)
+  std::string where;  ///< "file:line" of the document's first line (kFile: "file:part N")
+  int64_t index = 0;  ///< document number over all files, from 0
+  int64_t part = 0;   ///< kFile: part number within the document (else 0)
+  bool last = true;   ///< kFile: false while more parts of this document follow
+};
+
+class DocumentReader {
+ public:
+  /// Throws lol::InputError naming the file when a file does not exist or is not a
+  /// regular file, when label_field is set for a plain-text file, or when
+  /// block_bytes < 1.
+  DocumentReader(std::vector<std::string> files, DocumentSourceOptions options);
+  ~DocumentReader();
+  DocumentReader(const DocumentReader&) = delete;
+  DocumentReader& operator=(const DocumentReader&) = delete;
+
+  /// Fills `doc` with the next document (part); false at the end of the last file.
+  /// Throws lol::InputError naming file:line for a JSONL line that is not an object
+  /// or lacks the text field (or the label field) or has it with the wrong type,
+  /// and when a file cannot be read.
+  bool next(Document& doc);
+
+  /// Bytes of all input files consumed so far / in total (for progress bars).
+  int64_t bytes_read() const { return bytes_done_ + file_bytes_; }
+  int64_t total_bytes() const { return total_bytes_; }
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  bool open_next_file();
+  bool next_jsonl(Document& doc);
+  bool next_text(Document& doc);
+  bool next_part(Document& doc);
+
+  std::vector<std::string> files_;
+  DocumentSourceOptions o_;
+  std::unique_ptr<std::ifstream> in_;
+  int64_t file_index_ = -1;  // file currently open
+  int64_t line_no_ = 0;      // lines read from the current file
+  int64_t file_bytes_ = 0;   // bytes read from the current file
+  int64_t bytes_done_ = 0;   // bytes of the files already finished
+  int64_t total_bytes_ = 0;
+  int64_t doc_index_ = 0;
+  // kFile state
+  std::string carry_;
+  int64_t part_ = 0;
+  bool file_eof_ = false;
+};
+
+}  // namespace lol::data

@@ -1,0 +1,179 @@
+// DocumentReader: the three plain-text document splits, JSONL fields and labels,
+// file parts that reassemble the file and tokenize like the whole text, errors
+// naming file:line.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dataset/documents.h"
+#include "tokenizers/hf_json.h"
+#include "tokenizers/regex_splitter.h"
+#include "util/error.h"
+
+namespace lol::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TmpDir {
+ public:
+  TmpDir() {
+    static int n = 0;
+    path_ = (fs::temp_directory_path() / ("lol_docs_" + std::to_string(::getpid()) + "_" + std::to_string(n++))).string();
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TmpDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name, const std::string& content) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+std::vector<Document> read_all(const std::vector<std::string>& files, DocumentSourceOptions o) {
+  DocumentReader r(files, o);
+  std::vector<Document> out;
+  Document d;
+  while (r.next(d)) out.push_back(d);
+  EXPECT_EQ(r.bytes_read(), r.total_bytes());
+  return out;
+}
+
+std::string shared(const std::string& rel) { return std::string(LOL_SOURCE_DIR) + "/../shared/data/" + rel; }
+
+TEST(Documents, BlankLineAndLineSplits) {
+  TmpDir t;
+  const auto a = t.file("a.txt", "\n\nGenesis 1\nIn the beginning\n  \n\nGenesis 2\nThus the heavens\n\n");
+  const auto b = t.file("b.txt", "last line without newline");
+  DocumentSourceOptions o;
+  auto docs = read_all({a, b}, o);
+  ASSERT_EQ(docs.size(), 3u);
+  EXPECT_EQ(docs[0].text, "Genesis 1\nIn the beginning");
+  EXPECT_EQ(docs[0].where, a + ":3");
+  EXPECT_EQ(docs[1].text, "Genesis 2\nThus the heavens");
+  EXPECT_EQ(docs[1].where, a + ":7");
+  EXPECT_EQ(docs[2].text, "last line without newline");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(docs[i].index, i);
+
+  o.doc_split = DocSplit::kLine;
+  docs = read_all({a, b}, o);
+  ASSERT_EQ(docs.size(), 5u);
+  EXPECT_EQ(docs[1].text, "In the beginning");
+  EXPECT_EQ(docs[3].text, "Thus the heavens");
+  EXPECT_EQ(docs[4].index, 4);
+}
+
+TEST(Documents, JsonlTextAndLabels) {
+  TmpDir t;
+  const auto f = t.file("x.jsonl", "{\"body\": \"Hallo\\nWelt\", \"lang\": \"de\"}\n\n{\"body\": \"hi\", \"lang\": 7}\n");
+  DocumentSourceOptions o;
+  o.text_field = "body";
+  o.label_field = "lang";
+  auto docs = read_all({f}, o);
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0].text, "Hallo\nWelt");
+  EXPECT_EQ(docs[0].label, "de");
+  EXPECT_EQ(docs[1].label, "7");
+  EXPECT_EQ(docs[1].where, f + ":3");
+}
+
+TEST(Documents, ErrorsNameFileAndLine) {
+  TmpDir t;
+  const auto f = t.file("bad.jsonl", "{\"text\": \"ok\", \"lang\": \"en\"}\n{\"text\": 3}\n");
+  const auto g = t.file("nolabel.jsonl", "{\"text\": \"ok\"}\n");
+  const auto h = t.file("notjson.jsonl", "{\"text\": \"ok\"\n");
+  const auto txt = t.file("plain.txt", "x\n");
+  auto message = [](const std::vector<std::string>& files, DocumentSourceOptions o) -> std::string {
+    try {
+      read_all(files, o);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  DocumentSourceOptions o;
+  EXPECT_NE(message({f}, o).find("bad.jsonl:2: field 'text' must be a string"), std::string::npos) << message({f}, o);
+  o.label_field = "lang";
+  EXPECT_NE(message({g}, o).find("nolabel.jsonl:1: field 'lang'"), std::string::npos) << message({g}, o);
+  EXPECT_NE(message({txt}, o).find("plain.txt: --label-field"), std::string::npos) << message({txt}, o);
+  o.label_field.clear();
+  EXPECT_NE(message({h}, o).find("notjson.jsonl:1: not valid JSON"), std::string::npos) << message({h}, o);
+  EXPECT_NE(message({t.file("ok.txt", "") + "-missing"}, o).find("no such file"), std::string::npos);
+  EXPECT_THROW(parse_doc_split("para"), InputError);
+  EXPECT_EQ(parse_doc_split("line"), DocSplit::kLine);
+}
+
+TEST(Documents, FilePartsReassembleAndTokenizeLikeTheWhole) {
+  const std::string kjv = shared("corpora/en_kjv.txt");
+  const std::string gpt2 = shared("tokenizers/gpt2");
+  ASSERT_TRUE(fs::exists(kjv)) << "shared data missing: " << kjv;
+  ASSERT_TRUE(fs::exists(gpt2 + "/vocab.json")) << "shared data missing: " << gpt2;
+  // A 300 kB excerpt with runs of blank lines and indentation around the cut points.
+  std::string text;
+  {
+    std::ifstream in(kjv, std::ios::binary);
+    text.resize(300000);
+    in.read(text.data(), std::streamsize(text.size()));
+    text.resize(std::size_t(in.gcount()));
+    text = text.substr(0, text.rfind('\n') + 1);
+  }
+  text += "\n\n   indented after blank lines\n\t\ttabbed\nend";
+  TmpDir t;
+  const auto f = t.file("kjv.txt", text);
+  DocumentSourceOptions o;
+  o.doc_split = DocSplit::kFile;
+  o.block_bytes = 4096;
+  auto parts = read_all({f}, o);
+  ASSERT_GT(parts.size(), 50u);
+  std::string joined;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i].index, 0);
+    EXPECT_EQ(parts[i].part, int64_t(i));
+    EXPECT_EQ(parts[i].last, i + 1 == parts.size());
+    if (i + 1 < parts.size()) {
+      EXPECT_GE(parts[i].text.size(), 4096u);
+      EXPECT_EQ(parts[i].text.back(), '\n');
+      EXPECT_FALSE(std::isspace(static_cast<unsigned char>(parts[i].text[parts[i].text.size() - 2])));
+      EXPECT_FALSE(std::isspace(static_cast<unsigned char>(parts[i + 1].text[0])));
+    }
+    joined += parts[i].text;
+  }
+  EXPECT_EQ(joined, text);
+  for (const char* pattern : {"gpt2", "qwen2"}) {
+    auto tok = tokenizers::load_vocab_merges(gpt2 + "/vocab.json", gpt2 + "/merges.txt",
+                                             std::string(pattern) == "qwen2" ? tokenizers::kQwen2Pattern : "");
+    std::vector<int32_t> by_parts;
+    for (const auto& p : parts) tok->encode_append(p.text, by_parts);
+    EXPECT_EQ(by_parts, tok->encode(text)) << pattern;
+  }
+  // CRLF text has no clean cut: parts are still bounded and reassemble the file.
+  std::string crlf;
+  for (int i = 0; i < 2000; ++i) crlf += "line " + std::to_string(i) + " \xC3\xA9t\xC3\xA9\r\n";
+  o.block_bytes = 1000;
+  auto crlf_parts = read_all({t.file("crlf.txt", crlf)}, o);
+  std::string crlf_joined;
+  for (const auto& p : crlf_parts) {
+    EXPECT_LE(p.text.size(), 16u * 1000u + 4096u);
+    crlf_joined += p.text;
+  }
+  EXPECT_GT(crlf_parts.size(), 1u);
+  EXPECT_EQ(crlf_joined, crlf);
+  o.block_bytes = 4096;
+
+  // Two files: two documents, numbered on.
+  const auto g = t.file("small.txt", "tiny\n");
+  parts = read_all({g, f}, o);
+  EXPECT_EQ(parts.front().text, "tiny\n");
+  EXPECT_TRUE(parts.front().last);
+  EXPECT_EQ(parts.back().index, 1);
+}
+
+}  // namespace
+}  // namespace lol::data
