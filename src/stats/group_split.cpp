@@ -44,12 +44,9 @@ std::vector<GroupInfo> collect_groups(const std::vector<int64_t>& groups, const 
 std::vector<int> group_split(const std::vector<int64_t>& groups, const std::vector<double>& fractions, uint64_t seed,
                              const std::vector<int64_t>& strata) {
   require(!fractions.empty(), "stats::group_split", "no parts: expected at least one fraction");
-  double total = 0;
-  for (double f : fractions) {
+  for (double f : fractions)
     require(std::isfinite(f) && f > 0, "stats::group_split",
             "fraction " + std::to_string(f) + ": expected a finite value > 0");
-    total += f;
-  }
   std::map<int64_t, size_t> index;
   auto info = collect_groups(groups, strata, index, "group_split");
   std::map<int64_t, std::vector<size_t>> by_stratum;  // ordered: deterministic
@@ -60,16 +57,15 @@ std::vector<int> group_split(const std::vector<int64_t>& groups, const std::vect
   for (auto& [stratum, gs] : by_stratum) {
     std::shuffle(gs.begin(), gs.end(), rng);
     std::stable_sort(gs.begin(), gs.end(), [&](size_t a, size_t b) { return info[a].size > info[b].size; });
-    int64_t items = 0;
-    for (size_t g : gs) items += info[g].size;
-    std::vector<double> deficit(P);
-    for (size_t p = 0; p < P; ++p) deficit[p] = fractions[p] / total * double(items);
+    // Each group goes to the part that is least filled relative to its target share, so
+    // that large and small groups spread over the parts in proportion.
+    std::vector<double> filled(P, 0.0);
     for (size_t g : gs) {
       size_t best = 0;
       for (size_t p = 1; p < P; ++p)
-        if (deficit[p] > deficit[best]) best = p;
+        if (filled[p] * fractions[best] < filled[best] * fractions[p]) best = p;
       part_of_group[g] = int(best);
-      deficit[best] -= double(info[g].size);
+      filled[best] += double(info[g].size);
     }
   }
   std::vector<int> out(groups.size(), -1);

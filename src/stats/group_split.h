@@ -13,8 +13,9 @@ namespace lol::stats {
 /// strata [n] (optional, e.g. the binary label): must be constant within a group;
 /// each stratum is split on its own so that every part gets its share of each class.
 /// Within a stratum the groups are shuffled with std::mt19937_64(seed), stably sorted
-/// by size (largest first), and each goes to the part furthest below its target
-/// (ties: lowest part). Deterministic for a given seed; with equal fractions the part
+/// by size (largest first), and each goes to the part with the smallest filled share
+/// items_in_part / fraction (ties: lowest part), so that large and small groups spread
+/// over the parts in proportion. Deterministic for a given seed; with equal fractions the part
 /// sizes of a stratum differ by at most the largest group size.
 /// Returns the part of each item [n]. Throws lol::InputError on bad fractions, size
 /// mismatches, or a group whose items have different strata.

@@ -27,11 +27,6 @@ bool both_classes(const std::vector<int>& y) {
   return pos && neg;
 }
 
-/// AUROC or NaN when one class is missing.
-double auroc_or_nan(const std::vector<double>& s, const std::vector<int>& y) {
-  return both_classes(y) ? auroc(s, y) : ProbeResult::kNaN;
-}
-
 void require_training_classes(const std::vector<int>& y, const std::vector<int>& part, const std::vector<int>& train,
                               const char* who) {
   bool pos = false, neg = false;

@@ -1,0 +1,88 @@
+// Helpers of the analysis tests: a tiny randomised LoL and a small labelled dataset
+// written to a temporary directory.
+#pragma once
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "dataset/shards.h"
+#include "lol/config.h"
+#include "lol/model.h"
+
+namespace atest {
+
+/// A fresh temporary directory, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("lol_analysis_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+                .string();
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// V=19, d=16, 1 prelude + 1 coda, L=3 experts, D=3 routed depths, W=4, S=2.
+inline lol::LoLConfig tiny_config() {
+  lol::LoLConfig c;
+  c.vocab_size = 19;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 24;
+  c.n_prelude = 1;
+  c.n_coda = 1;
+  c.library_size = 3;
+  c.core_depth = 3;
+  c.window = 4;
+  c.stride = 2;
+  c.max_seq_len = 64;
+  return c;
+}
+
+/// A tiny model whose router weights are large enough that routing varies between windows.
+inline lol::LoLModel tiny_model(uint64_t seed) {
+  lol::LoLModel m(tiny_config());
+  m->reset_parameters(seed);
+  torch::NoGradGuard ng;
+  auto gen = at::detail::createCPUGenerator(seed + 1);
+  m->model->router->weight.copy_(at::normal(0.0, 2.0, m->model->router->weight.sizes(), gen));
+  m->eval();
+  return m;
+}
+
+/// Writes a dataset with a "valid" split of n sequences of lengths 1..max_len (one of
+/// length 0 at index 2 when with_empty), labels i % 3, and prompt_len 3 on every 4th.
+inline lol::data::SplitData write_split(const std::string& dir, int n, int max_len, uint64_t seed,
+                                        bool with_empty = false) {
+  std::mt19937_64 rng(seed);
+  lol::data::ShardWriter w(dir, "valid", 19);
+  for (int i = 0; i < n; ++i) {
+    int len = with_empty && i == 2 ? 0 : 1 + int(rng() % uint64_t(max_len));
+    std::vector<int32_t> t(len);
+    for (auto& x : t) x = int32_t(rng() % 19);
+    w.add(t, {}, {}, (i % 4 == 3 && len > 3) ? 3 : 0, i % 3);
+  }
+  auto files = w.finish();
+  lol::data::write_dataset_info(dir, {{"format", "lol-dataset"},
+                                      {"version", 1},
+                                      {"task", "text"},
+                                      {"vocab_size", 19},
+                                      {"splits", {{"valid", files}}}});
+  return lol::data::Dataset::open(dir).load("valid");
+}
+
+}  // namespace atest
