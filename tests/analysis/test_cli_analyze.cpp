@@ -1,0 +1,80 @@
+// `lol analyze routing` end to end on a tiny maze dataset and a freshly initialised
+// model: files, JSON fields, exit codes.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis_test_util.h"
+#include "dataset/shards.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int run(const std::string& cmd, const std::string& log) {
+  int rc = std::system((cmd + " > " + log + " 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST(CliAnalyzeRouting, TinyMazeRun) {
+  const std::string lol = LOL_BINARY;
+  atest::TempDir tmp("cli");
+  const std::string log = tmp / "log.txt";
+  ASSERT_EQ(run(lol + " data maze --n 40 --size 4 --seed 3 --out " + (tmp / "data"), log), 0) << slurp(log);
+  auto ds = lol::data::Dataset::open(tmp / "data");
+  nlohmann::json cfg = {{"vocab_size", ds.vocab_size()}, {"d_model", 32},    {"n_heads", 2},     {"n_kv_heads", 2},
+                        {"ffn_hidden", 64},              {"n_prelude", 1},   {"n_coda", 1},      {"library_size", 3},
+                        {"core_depth", 2},               {"window", 8},      {"stride", 4},      {"max_seq_len", 512}};
+  std::ofstream(tmp / "model.json") << cfg.dump();
+  ASSERT_EQ(run(lol + " init --config " + (tmp / "model.json") + " --seed 1 --out " + (tmp / "model"), log), 0)
+      << slurp(log);
+  const std::string base = lol + " analyze routing --model " + (tmp / "model") + " --data " + (tmp / "data") +
+                           " --split train --batch 32";
+  ASSERT_EQ(run(base + " --label-positive S1 --out " + (tmp / "out"), log), 0) << slurp(log);
+  const std::string printed = slurp(log);
+  EXPECT_NE(printed.find("ridge: router probabilities"), std::string::npos) << printed;
+  auto j = nlohmann::json::parse(slurp(tmp / "out/routing.json"));
+  EXPECT_EQ(j["format"], "lol-routing-analysis");
+  const int64_t n_train = ds.load("train").size();
+  EXPECT_EQ(j["sequences"].get<int64_t>(), n_train);
+  EXPECT_EQ(j["utilization"]["routed_depths"], 2);
+  EXPECT_EQ(j["utilization"]["library_size"], 3);
+  EXPECT_EQ(j["utilization"]["share"].size(), 2u);
+  EXPECT_EQ(j["utilization_by_label"].size(), 5u) << "strategies 1..5";
+  EXPECT_EQ(j["probes"]["positive_label"], 1);
+  ASSERT_EQ(j["probes"]["readouts"].size(), 5u);
+  for (const auto& r : j["probes"]["readouts"]) {
+    EXPECT_TRUE(r["cv_auroc_mean"].is_number()) << r.dump();
+    EXPECT_TRUE(r["test_auroc"].is_number()) << r.dump();
+    EXPECT_TRUE(r["shuffled_cv_auroc_mean"].is_number()) << r.dump();
+    EXPECT_EQ(r["cv_auroc_folds"].size(), 5u);
+    EXPECT_GE(r["test_roc"].size(), 2u);
+  }
+  const auto& sp = j["probes"]["split"];
+  EXPECT_EQ(sp["documents_dev"].get<int64_t>() + sp["documents_test"].get<int64_t>(), n_train);
+  if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
+    for (const char* png : {"utilization.png", "expert_depth_profile.png", "roc_window.png", "roc_sequence.png",
+                            "utilization_label1.png"})
+      EXPECT_GT(fs::file_size(tmp / (std::string("out/") + png)), 1000u) << png;
+  }
+  // Unknown label name: exit 2 and the message lists the known names.
+  EXPECT_EQ(run(base + " --label-positive S9 --out " + (tmp / "bad"), log), 2);
+  EXPECT_NE(slurp(log).find("S1=1"), std::string::npos) << slurp(log);
+  // Five strategies and no --label-positive: utilization only.
+  ASSERT_EQ(run(base + " --max 30 --out " + (tmp / "noprobe"), log), 0) << slurp(log);
+  auto j2 = nlohmann::json::parse(slurp(tmp / "noprobe/routing.json"));
+  EXPECT_TRUE(j2["probes"].is_null());
+  EXPECT_EQ(j2["sequences"], 30);
+}
