@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
@@ -21,6 +22,14 @@ int available_cores() {
     if (n > 0) return n;
   }
   return 1;
+}
+
+void ensure_passive_openmp(int argc, char** argv) {
+  (void)argc;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // exec failed (e.g. no /proc): continue with the default policy.
 }
 
 void init_runtime(int threads) {
