@@ -18,7 +18,6 @@ int main(int argc, char** argv) {
   lol::cli::register_train(app);
   lol::cli::register_generate(app);
   lol::cli::register_analyze(app);
-  lol::cli::register_analyze(app);
   lol::cli::register_tokenizer(app);
   try {
     app.parse(argc, argv);
