@@ -129,7 +129,7 @@ void register_paths(CLI::App& app) {
   struct EvalArgs {
     std::string model, paths, data, out, device = "cpu", split = "valid";
     int64_t n = 200, batch = 32, max_new = 0;
-    bool no_unforced = false, cached = false;
+    bool no_unforced = false, full_recompute = false;
   };
   auto e = std::make_shared<EvalArgs>();
   auto* ev = app.add_subcommand("eval-strategies",
@@ -142,7 +142,9 @@ void register_paths(CLI::App& app) {
   ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32);
   ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")->default_val(0);
   ev->add_flag("--no-unforced", e->no_unforced, "Skip unforced generation with the true label");
-  ev->add_flag("--cached", e->cached, "Use the KV-cached decoder (faster; experimental until issue 6 lands)");
+  ev->add_flag("--full-recompute", e->full_recompute,
+              "Generate by re-running the whole sequence per token instead of the KV-cached decoder "
+              "(same tokens, tested equal; slower)");
   ev->add_option("--out", e->out, "Directory for results.json and PNGs (default: the paths directory)");
   ev->add_option("--device", e->device, "cpu or cuda")->default_val("cpu");
   ev->callback([e] {
@@ -158,7 +160,7 @@ void register_paths(CLI::App& app) {
     opt.batch_size = e->batch;
     opt.max_new_tokens = e->max_new;
     opt.unforced = !e->no_unforced;
-    auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(e->cached));
+    auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(!e->full_recompute));
     const std::string out = e->out.empty() ? e->paths : e->out;
     fs::create_directories(out);
     auto j = res.to_json(spec);

@@ -51,8 +51,8 @@ static std::vector<std::vector<int64_t>> generate_cached(LoLModel& model, const 
 }
 
 analysis::GenerateFn default_generator(bool cached) {
-  // The cached decoder (src/inference) is opt-in until its exactness tests
-  // (cached == full forward) pass; the full-recompute generator is exact by construction.
+  // The cached decoder (src/inference) is tested equal to the full forward
+  // (tests/inference/test_decode_exact.cpp); full recompute stays as the reference.
   if (cached) return generate_cached;
   return analysis::generate_full_recompute;
 }
