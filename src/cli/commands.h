@@ -14,5 +14,6 @@ void register_train(CLI::App& app);  // train, plot (cmd_train.cpp)
 void register_generate(CLI::App& app);  // generate, bench generate (cmd_generate.cpp)
 void register_analyze(CLI::App& app);  // analyze routing (cmd_analyze.cpp)
 void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode (cmd_tokenizer.cpp)
+void register_corpus(CLI::App& app);  // corpus (cmd_corpus.cpp)
 
 }  // namespace lol::cli

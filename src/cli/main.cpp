@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   lol::cli::register_generate(app);
   lol::cli::register_analyze(app);
   lol::cli::register_tokenizer(app);
+  lol::cli::register_corpus(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,45 @@
+// `lol corpus` (issue 7): tokenize text / JSONL files into a token-shard dataset for
+// `lol train` (data.packing = "pack"). Logic in src/dataset/corpus.h; see docs/text.md.
+#include <iomanip>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "dataset/corpus.h"
+#include "util/error.h"
+
+namespace lol::cli {
+
+void register_corpus(CLI::App& app) {
+  auto o = std::make_shared<data::CorpusOptions>();
+  auto out = std::make_shared<std::string>();
+  auto doc_split = std::make_shared<std::string>("blank-line");
+  auto no_progress = std::make_shared<bool>(false);
+  auto* c = app.add_subcommand("corpus", "Tokenize text or JSONL files into a token-shard dataset (train/valid split)");
+  c->add_option("--in", o->files, "Input files: UTF-8 text, or JSON lines (*.jsonl)")->required();
+  c->add_option("--tokenizer", o->tokenizer, "'byte', or a tokenizer.json file / directory")->capture_default_str();
+  c->add_option("--out", *out, "Output dataset directory")->required();
+  c->add_option("--text-field", o->source.text_field, "JSONL field holding the text")->capture_default_str();
+  c->add_option("--label-field", o->source.label_field,
+                "JSONL field holding a per-document label (e.g. lang), stored as integer ids");
+  c->add_option("--doc-split", *doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
+  c->add_option("--valid-fraction", o->valid_fraction, "Expected share of documents held out for validation")
+      ->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the train/validation split")->capture_default_str();
+  c->add_flag("--bos", o->add_bos, "Put the tokenizer's BOS token before every document");
+  c->add_flag("--eos", o->add_eos, "Put the tokenizer's EOS token after every document");
+  c->add_option("--shard-tokens", o->shard_tokens, "Tokens per shard file")->capture_default_str();
+  c->add_flag("--no-progress", *no_progress, "No progress bar");
+  c->callback([o, out, doc_split, no_progress] {
+    o->source.doc_split = data::parse_doc_split(*doc_split);
+    o->progress = !*no_progress;
+    const auto st = data::build_corpus(*o, *out);
+    std::cout << "wrote " << *out << ": train " << st["train"]["documents"] << " documents / " << st["train"]["tokens"]
+              << " tokens, valid " << st["valid"]["documents"] << " documents / " << st["valid"]["tokens"]
+              << " tokens (" << st["token_dtype"].get<std::string>() << ", " << std::fixed << std::setprecision(2)
+              << st["bytes_per_token"].get<double>() << " bytes/token)";
+    if (st.contains("labels")) std::cout << ", " << st["labels"].size() << " labels";
+    std::cout << "\n";
+  });
+}
+
+}  // namespace lol::cli

@@ -1,0 +1,159 @@
+#include "dataset/corpus.h"
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "dataset/shards.h"
+#include "dataset/text_tokenizer.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::data {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+struct SplitCounts {
+  int64_t documents = 0, tokens = 0, bytes = 0;
+  nlohmann::json to_json() const { return {{"documents", documents}, {"tokens", tokens}, {"bytes", bytes}}; }
+};
+
+}  // namespace
+
+bool is_valid_document(int64_t index, uint64_t seed, double fraction) {
+  const uint64_t h = splitmix64(splitmix64(uint64_t(index)) ^ splitmix64(seed + 0x5851F42D4C957F2Dull));
+  return double(h >> 11) * 0x1.0p-53 < fraction;
+}
+
+nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) {
+  if (!(o.valid_fraction >= 0.0 && o.valid_fraction < 1.0))
+    throw InputError("--valid-fraction " + std::to_string(o.valid_fraction) + ": expected 0 <= fraction < 1");
+  if (o.shard_tokens < 1) throw InputError("--shard-tokens must be >= 1");
+  if (fs::exists(fs::path(out_dir) / "dataset.json"))
+    throw InputError(out_dir + ": already holds a dataset (dataset.json); remove it or choose another --out");
+  auto tok = open_text_tokenizer(o.tokenizer);
+  std::vector<int32_t> prefix, suffix;
+  if (o.add_bos) {
+    if (!tok->bos_id()) throw InputError("--bos: tokenizer '" + o.tokenizer + "' has no BOS token");
+    prefix.push_back(*tok->bos_id());
+  }
+  if (o.add_eos) {
+    if (!tok->eos_id()) throw InputError("--eos: tokenizer '" + o.tokenizer + "' has no EOS token");
+    suffix.push_back(*tok->eos_id());
+  }
+  DocumentReader reader(o.files, o.source);  // checks the inputs before anything is written
+  fs::create_directories(out_dir);
+  tok->save(out_dir);
+  const int64_t vocab = tok->vocab_size();
+
+  ShardWriter train(out_dir, "train", vocab, o.shard_tokens), valid(out_dir, "valid", vocab, o.shard_tokens);
+  SplitCounts counts[2];
+  std::map<std::string, int64_t> label_ids;
+  std::vector<std::string> label_names;
+  std::vector<SplitCounts> label_counts[2];
+  int64_t skipped_empty = 0;
+  const bool labelled = !o.source.label_field.empty();
+
+  ProgressBar bar("corpus", reader.total_bytes(), o.progress);
+  const auto t0 = std::chrono::steady_clock::now();
+  Document doc;
+  std::vector<int32_t> ids;
+  int64_t doc_bytes = 0;
+  std::string doc_where;
+  int64_t n_docs = 0;
+  while (reader.next(doc)) {
+    if (doc.part == 0) {
+      ids = prefix;
+      doc_bytes = 0;
+      doc_where = doc.where;
+    }
+    try {
+      tok->encode_append(doc.text, ids);
+    } catch (const InputError& e) {
+      throw InputError(doc.where + ": " + e.what());
+    }
+    doc_bytes += int64_t(doc.text.size());
+    if (!doc.last) continue;
+    ++n_docs;
+    if (ids.size() == prefix.size()) {  // nothing but the optional BOS
+      ++skipped_empty;
+      continue;
+    }
+    ids.insert(ids.end(), suffix.begin(), suffix.end());
+    int64_t label = -1;
+    if (labelled) {
+      auto it = label_ids.find(doc.label);
+      if (it == label_ids.end()) {
+        it = label_ids.emplace(doc.label, int64_t(label_names.size())).first;
+        label_names.push_back(doc.label);
+        label_counts[0].emplace_back();
+        label_counts[1].emplace_back();
+      }
+      label = it->second;
+    }
+    const int s = is_valid_document(doc.index, o.seed, o.valid_fraction) ? 1 : 0;
+    (s ? valid : train).add(ids, {}, {}, 0, label);
+    for (SplitCounts* c : {&counts[s], labelled ? &label_counts[s][std::size_t(label)] : nullptr}) {
+      if (!c) continue;
+      c->documents += 1;
+      c->tokens += int64_t(ids.size());
+      c->bytes += doc_bytes;
+    }
+    if ((n_docs & 63) == 0)
+      bar.update(reader.bytes_read(), std::to_string(n_docs) + " docs, " +
+                                          std::to_string(counts[0].tokens + counts[1].tokens) + " tokens");
+  }
+  bar.update(reader.bytes_read());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bar.finish(std::to_string(n_docs) + " docs, " + std::to_string(counts[0].tokens + counts[1].tokens) + " tokens");
+  if (counts[0].documents + counts[1].documents == 0)
+    throw InputError("--in: the input files hold no non-empty document");
+
+  nlohmann::json splits = nlohmann::json::object();
+  auto train_files = train.finish(), valid_files = valid.finish();
+  if (!train_files.empty()) splits["train"] = train_files;
+  if (!valid_files.empty()) splits["valid"] = valid_files;
+
+  nlohmann::json stats = {{"train", counts[0].to_json()},
+                          {"valid", counts[1].to_json()},
+                          {"skipped_empty_documents", skipped_empty},
+                          {"token_dtype", vocab <= 65536 ? "uint16" : "uint32"},
+                          {"bytes_per_token", double(counts[0].bytes + counts[1].bytes) /
+                                                  double(std::max<int64_t>(1, counts[0].tokens + counts[1].tokens))},
+                          {"seconds", secs}};
+  nlohmann::json meta = {{"source", "lol corpus"},
+                         {"inputs", o.files},
+                         {"tokenizer_spec", o.tokenizer},
+                         {"doc_split", doc_split_name(o.source.doc_split)},
+                         {"text_field", o.source.text_field},
+                         {"valid_fraction", o.valid_fraction},
+                         {"seed", o.seed},
+                         {"bos", o.add_bos},
+                         {"eos", o.add_eos}};
+  if (labelled) {
+    meta["label_field"] = o.source.label_field;
+    meta["labels"] = label_names;
+    nlohmann::json per = nlohmann::json::object();
+    for (std::size_t i = 0; i < label_names.size(); ++i)
+      per[label_names[i]] = {{"id", int64_t(i)},
+                             {"train", label_counts[0][i].to_json()},
+                             {"valid", label_counts[1][i].to_json()}};
+    stats["labels"] = per;
+  }
+  nlohmann::json info = {{"format", "lol-dataset"}, {"version", 1},       {"task", "text"},
+                         {"vocab_size", vocab},     {"tokenizer", "tokenizer.json"}, {"splits", splits},
+                         {"stats", stats},          {"meta", meta}};
+  write_dataset_info(out_dir, info);
+  return stats;
+}
+
+}  // namespace lol::data

@@ -1,0 +1,236 @@
+// build_corpus (`lol corpus`): every document lands in exactly one split as its
+// tokens (decoding back to its text) with its label id, the split follows
+// is_valid_document and is deterministic, file parts give the tokens of the whole
+// file, uint16/uint32 token storage, and errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "dataset/corpus.h"
+#include "dataset/shards.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+namespace lol::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shared(const std::string& rel) { return std::string(LOL_SOURCE_DIR) + "/../shared/data/" + rel; }
+
+class TmpDir {
+ public:
+  TmpDir() {
+    static int n = 0;
+    path_ = (fs::temp_directory_path() / ("lol_corpus_" + std::to_string(::getpid()) + "_" + std::to_string(n++))).string();
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TmpDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct Doc {
+  std::string text, lang;
+};
+
+std::vector<Doc> jsonl_docs(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Doc> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    out.push_back({j["text"].get<std::string>(), j["lang"].get<std::string>()});
+  }
+  return out;
+}
+
+TEST(Corpus, ValidSplitHashHasTheRequestedShare) {
+  for (double f : {0.0, 0.05, 0.3}) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < 100000; ++i) n += is_valid_document(i, 7, f);
+    EXPECT_NEAR(double(n) / 100000.0, f, 0.005) << f;
+  }
+  int64_t differ = 0;
+  for (int64_t i = 0; i < 1000; ++i) differ += is_valid_document(i, 1, 0.5) != is_valid_document(i, 2, 0.5);
+  EXPECT_GT(differ, 400);  // seeds give different splits
+}
+
+TEST(Corpus, JsonlWithLabelsEveryDocumentOnceDecodable) {
+  const std::string src = shared("corpora/multilingual_valid.jsonl");
+  ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
+  const auto docs = jsonl_docs(src);
+  ASSERT_EQ(docs.size(), 198u);
+  TmpDir t;
+  CorpusOptions o;
+  o.files = {src};
+  o.source.label_field = "lang";
+  o.valid_fraction = 0.2;
+  o.seed = 3;
+  o.add_eos = true;
+  o.progress = false;
+  o.shard_tokens = 200000;  // several shards
+  const auto stats = build_corpus(o, t / "ds");
+
+  auto ds = Dataset::open(t / "ds");
+  EXPECT_EQ(ds.task(), "text");
+  EXPECT_EQ(ds.vocab_size(), 259);
+  auto tok = tokenizers::load_tokenizer(t / "ds");
+  ASSERT_TRUE(tok->eos_id());
+  const auto& labels = ds.info()["meta"]["labels"];
+  // Ids in order of first appearance.
+  std::vector<std::string> expect_labels;
+  for (const auto& d : docs)
+    if (std::find(expect_labels.begin(), expect_labels.end(), d.lang) == expect_labels.end())
+      expect_labels.push_back(d.lang);
+  EXPECT_EQ(labels.get<std::vector<std::string>>(), expect_labels);
+  EXPECT_EQ(expect_labels.size(), 10u);
+
+  auto train = ds.load("train"), valid = ds.load("valid");
+  ASSERT_TRUE(train.has_labels());
+  ASSERT_EQ(train.size() + valid.size(), 198);
+  EXPECT_GT(valid.size(), 20);
+  EXPECT_LT(valid.size(), 65);
+  EXPECT_GT(ds.info()["splits"]["train"].size(), 1u);
+  int64_t ti = 0, vi = 0, bytes = 0;
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    const bool is_valid = is_valid_document(int64_t(i), 3, 0.2);
+    const auto v = is_valid ? valid.get(vi++) : train.get(ti++);
+    std::vector<int32_t> ids(v.tokens, v.tokens + v.length);
+    ASSERT_EQ(ids.back(), *tok->eos_id()) << i;
+    EXPECT_EQ(tok->decode(ids, /*skip_special_tokens=*/true), docs[i].text) << i;
+    EXPECT_EQ(labels[std::size_t(v.label)], docs[i].lang) << i;
+    bytes += int64_t(docs[i].text.size());
+  }
+  EXPECT_EQ(ti, train.size());
+  EXPECT_EQ(vi, valid.size());
+  EXPECT_EQ(stats["train"]["bytes"].get<int64_t>() + stats["valid"]["bytes"].get<int64_t>(), bytes);
+  EXPECT_EQ(stats["valid"]["documents"].get<int64_t>(), valid.size());
+  EXPECT_EQ(stats["labels"]["de"]["train"]["documents"].get<int64_t>() +
+                stats["labels"]["de"]["valid"]["documents"].get<int64_t>(),
+            24);  // README: 24 German validation pages
+  auto shard = io::SafetensorsFile::read(t / "ds/train-00000.safetensors");
+  EXPECT_EQ(shard.entry("tokens").dtype, io::DType::U16);
+
+  // Deterministic: the same options write identical shards.
+  build_corpus(o, t / "again");
+  for (const auto& f : ds.info()["splits"]["valid"])
+    EXPECT_EQ(io::read_file(t / ("ds/" + f.get<std::string>())), io::read_file(t / ("again/" + f.get<std::string>())));
+  // A second run into the same directory is refused.
+  EXPECT_THROW(build_corpus(o, t / "ds"), InputError);
+}
+
+TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {
+  const std::string kjv = shared("corpora/en_kjv.txt");
+  const std::string gpt2 = shared("tokenizers/gpt2");
+  ASSERT_TRUE(fs::exists(kjv)) << "shared data missing: " << kjv;
+  ASSERT_TRUE(fs::exists(gpt2 + "/vocab.json")) << "shared data missing: " << gpt2;
+  TmpDir t;
+  std::string text = io::read_file(kjv).substr(0, 200000);
+  text = text.substr(0, text.rfind("\n\n") + 2) + "\n\nlast chapter\nwithout final newline";
+  const std::string f = t / "kjv.txt";
+  io::write_file_atomic(f, text);
+  auto tok = tokenizers::load_tokenizer(gpt2);
+
+  CorpusOptions o;
+  o.files = {f};
+  o.tokenizer = gpt2;
+  o.valid_fraction = 0;
+  o.progress = false;
+  o.source.doc_split = DocSplit::kFile;
+  o.source.block_bytes = 2048;  // ~100 parts, encoded one by one
+  build_corpus(o, t / "file");
+  auto split = Dataset::open(t / "file").load("train");
+  ASSERT_EQ(split.size(), 1);
+  const auto v = split.get(0);
+  EXPECT_EQ(std::vector<int32_t>(v.tokens, v.tokens + v.length), tok->encode(text));
+  EXPECT_FALSE(split.has_labels());
+
+  o.source.doc_split = DocSplit::kBlankLine;
+  o.valid_fraction = 0.5;
+  const auto st = build_corpus(o, t / "chapters");
+  auto ds = Dataset::open(t / "chapters");
+  auto train = ds.load("train"), valid = ds.load("valid");
+  // Chapters are blank-line separated: count them independently.
+  std::vector<std::string> chapters;
+  std::istringstream in(text);
+  std::string line, cur;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      if (!cur.empty()) chapters.push_back(cur);
+      cur.clear();
+    } else {
+      cur += (cur.empty() ? "" : "\n") + line;
+    }
+  }
+  if (!cur.empty()) chapters.push_back(cur);
+  ASSERT_EQ(train.size() + valid.size(), int64_t(chapters.size()));
+  int64_t ti = 0, vi = 0;
+  for (std::size_t i = 0; i < chapters.size(); ++i) {
+    const auto s = is_valid_document(int64_t(i), 0, 0.5) ? valid.get(vi++) : train.get(ti++);
+    EXPECT_EQ(std::vector<int32_t>(s.tokens, s.tokens + s.length), tok->encode(chapters[i])) << i;
+  }
+  EXPECT_GT(st["bytes_per_token"].get<double>(), 3.0);
+}
+
+TEST(Corpus, LargeVocabulariesStoreUint32) {
+  TmpDir t;
+  // A byte-level BPE with one merge whose token has id 70000 (ids may be sparse).
+  auto j = tokenizers::ByteTokenizer(std::vector<std::string>{}).to_hf_json();
+  j["model"]["vocab"]["ab"] = 70000;
+  j["model"]["merges"] = {"a b"};
+  fs::create_directories(t / "tok");
+  io::write_file_atomic(t / "tok/tokenizer.json", j.dump());
+  ASSERT_EQ(tokenizers::load_tokenizer(t / "tok")->vocab_size(), 70001);
+  io::write_file_atomic(t / "in.txt", "a ab b\n\nsecond");
+  CorpusOptions o;
+  o.files = {t / "in.txt"};
+  o.tokenizer = t / "tok";
+  o.valid_fraction = 0;
+  o.progress = false;
+  build_corpus(o, t / "ds");
+  auto shard = io::SafetensorsFile::read(t / "ds/train-00000.safetensors");
+  EXPECT_EQ(shard.entry("tokens").dtype, io::DType::U32);
+  auto split = Dataset::open(t / "ds").load("train");
+  ASSERT_EQ(split.size(), 2);
+  EXPECT_EQ(split.get(0).tokens[2], 70000);
+}
+
+TEST(Corpus, ErrorsNameTheDocument) {
+  TmpDir t;
+  io::write_file_atomic(t / "bad.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"broken \\udc80 surrogate\"}\n");
+  io::write_file_atomic(t / "bad.txt", "fine\n\nbroken \xC3( here\n");
+  CorpusOptions o;
+  o.progress = false;
+  o.tokenizer = shared("tokenizers/gpt2");
+  o.files = {t / "bad.txt"};
+  try {
+    build_corpus(o, t / "out1");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.txt:3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("UTF-8"), std::string::npos) << e.what();
+  }
+  o.valid_fraction = 1.0;
+  EXPECT_THROW(build_corpus(o, t / "out2"), InputError);
+  o.valid_fraction = 0.1;
+  o.tokenizer = "nonsense";
+  EXPECT_THROW(build_corpus(o, t / "out3"), InputError);
+  o.tokenizer = "byte";
+  o.files = {t / "empty.txt"};
+  io::write_file_atomic(t / "empty.txt", "\n\n  \n");
+  EXPECT_THROW(build_corpus(o, t / "out4"), InputError);
+}
+
+}  // namespace
+}  // namespace lol::data
