@@ -163,7 +163,7 @@ void plot_rocs(const std::string& out, const analysis::ProbeReport& rep, const s
 
 struct AnalyzeArgs {
   std::string model, data, out, split = "valid", device = "cpu", positive;
-  int64_t max = 0, batch = 16;
+  int64_t max = 0, batch = 16, depth = 0;
   int folds = 5;
   double test_fraction = 0.2;
   uint64_t seed = 0;
@@ -178,6 +178,12 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   auto dev = parse_device(a.device);
   const std::string model_dir = resolve_model_dir(a.model);
   auto model = load_lol(model_dir, dev);
+  if (a.depth != 0) {
+    require(a.depth >= 1 && a.depth <= model->config().core_depth, "--depth",
+            std::to_string(a.depth) + ": expected 1 <= depth <= core_depth = " +
+                std::to_string(model->config().core_depth));
+    model->set_active_depth(a.depth);
+  }
   auto ds = data::Dataset::open(a.data);
   require(model->config().vocab_size >= ds.vocab_size(), a.data,
           "dataset vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
@@ -198,7 +204,7 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   nlohmann::json j = {{"format", "lol-routing-analysis"},
                       {"version", 1},
                       {"command",
-                       {{"model", a.model}, {"data", a.data}, {"split", a.split}, {"max", a.max},
+                       {{"model", a.model}, {"data", a.data}, {"split", a.split}, {"max", a.max}, {"depth", f.depth},
                         {"label_positive", a.positive}, {"folds", a.folds}, {"test_fraction", a.test_fraction},
                         {"seed", a.seed}}},
                       {"model_dir", model_dir},
@@ -301,6 +307,9 @@ void register_analyze(CLI::App& app) {
   r->add_option("--seed", a->seed, "Seed of the document-level splits (the shuffle control uses seed + 1)")
       ->default_val(0);
   r->add_flag("--no-shuffle", a->no_shuffle, "Skip the label-shuffling control");
+  r->add_option("--depth", a->depth,
+                "Routed depths to run (default core_depth; e.g. the active depth of a checkpoint taken while growing)")
+      ->default_val(0);
   r->add_option("--max", a->max, "Use at most this many sequences (0 = all)")->default_val(0);
   r->add_option("--batch", a->batch, "Batch size of the forward passes")->default_val(16);
   r->add_option("--device", a->device, "cpu, cuda or cuda:N")->default_val("cpu");

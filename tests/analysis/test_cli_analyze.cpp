@@ -72,9 +72,11 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   // Unknown label name: exit 2 and the message lists the known names.
   EXPECT_EQ(run(base + " --label-positive S9 --out " + (tmp / "bad"), log), 2);
   EXPECT_NE(slurp(log).find("S1=1"), std::string::npos) << slurp(log);
-  // Five strategies and no --label-positive: utilization only.
-  ASSERT_EQ(run(base + " --max 30 --out " + (tmp / "noprobe"), log), 0) << slurp(log);
+  EXPECT_EQ(run(base + " --depth 3 --out " + (tmp / "bad"), log), 2) << "the model has 2 routed depths";
+  // Five strategies and no --label-positive: utilization only; --depth 1 runs one depth.
+  ASSERT_EQ(run(base + " --max 30 --depth 1 --out " + (tmp / "noprobe"), log), 0) << slurp(log);
   auto j2 = nlohmann::json::parse(slurp(tmp / "noprobe/routing.json"));
   EXPECT_TRUE(j2["probes"].is_null());
   EXPECT_EQ(j2["sequences"], 30);
+  EXPECT_EQ(j2["utilization"]["routed_depths"], 1);
 }
