@@ -148,13 +148,13 @@ nlohmann::json ProbeReport::to_json() const {
 std::string ProbeReport::format_table() const {
   std::ostringstream o;
   char line[256];
-  std::snprintf(line, sizeof line, "%-42s %-8s %8s  %-17s %10s %12s\n", "readout", "level", "features",
+  std::snprintf(line, sizeof line, "%-42s %-8s %8s  %-18s %10s %12s\n", "readout", "level", "features",
                 ("CV AUROC (" + std::to_string(options.folds) + "-fold)").c_str(), "test AUROC", "shuffled CV");
   o << line;
   for (const auto& r : rows) {
     const auto& x = r.result;
     std::string cv = fmt(x.cv_mean) + " +- " + fmt(x.cv_sd);
-    std::snprintf(line, sizeof line, "%-42s %-8s %8lld  %-17s %10s %12s\n", r.name.c_str(), r.level.c_str(),
+    std::snprintf(line, sizeof line, "%-42s %-8s %8lld  %-18s %10s %12s\n", r.name.c_str(), r.level.c_str(),
                   static_cast<long long>(r.n_features), cv.c_str(), fmt(x.test_auroc).c_str(),
                   fmt(x.shuffled_mean).c_str());
     o << line;
