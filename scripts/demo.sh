@@ -2,7 +2,8 @@
 # README command 1 -- the main job (paper 4.1.4): generate mazes, train a CPU-sized
 # LoL, extract each strategy's mode routing path, force it on held-out mazes with the
 # label replaced by "[ ... ]", and print the confusion table and metrics.
-# Knobs (environment): DEMO_DIR (runs/demo), MAZES, MAZE_SIZE, STEPS, EVAL_N, SEED.
+# Knobs (environment): DEMO_DIR (runs/demo), MAZES, MAZE_SIZE, STEPS, EVAL_N, SEED (data), TRAIN_SEED.
+# Results of this pipeline at STEPS=1500 and why these sizes: docs/results.md section 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
@@ -11,16 +12,17 @@ LOL=./build/lol
 DIR=${DEMO_DIR:-runs/demo}
 MAZES=${MAZES:-4000}
 MAZE_SIZE=${MAZE_SIZE:-5}
-STEPS=${STEPS:-1500}
+STEPS=${STEPS:-1000}
 EVAL_N=${EVAL_N:-30}
 SEED=${SEED:-1}
+TRAIN_SEED=${TRAIN_SEED:-0}
 mkdir -p "$DIR"
 start=$(date +%s)
 echo "== 1/4 generate $MAZES ${MAZE_SIZE}x${MAZE_SIZE} mazes (5 strategies each)"
 $LOL data maze --n "$MAZES" --size "$MAZE_SIZE" --seed "$SEED" --out "$DIR/data"
 echo "== 2/4 train LoL (configs/maze_demo.json, $STEPS steps)"
 $LOL train --config configs/maze_demo.json --set data.dir="$DIR/data" --set train.out="$DIR/run" \
-  --set train.steps="$STEPS" --set train.seed="$SEED"
+  --set train.steps="$STEPS" --set train.seed="$TRAIN_SEED"
 echo "== 3/4 extract mode paths"
 $LOL paths extract --model "$DIR/run" --data "$DIR/data" --out "$DIR/paths"
 echo "== 4/4 force each strategy's mode path on $EVAL_N held-out mazes"
