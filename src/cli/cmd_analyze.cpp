@@ -163,7 +163,7 @@ void plot_rocs(const std::string& out, const analysis::ProbeReport& rep, const s
 
 struct AnalyzeArgs {
   std::string model, data, out, split = "valid", device = "cpu", positive;
-  int64_t max = 0, batch = 16, depth = 0;
+  int64_t max = 0, batch = 16, depth = 0, max_tokens = 0;
   int folds = 5;
   double test_fraction = 0.2;
   uint64_t seed = 0;
@@ -193,7 +193,7 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   analysis::CollectOptions co;
   co.batch_size = a.batch;
   co.max_sequences = a.max;
-  auto f = analysis::collect_routing_features(model, split, co);
+  auto f = analysis::collect_routing_features(model, split, co, a.max_tokens);
   require(f.n_windows() > 0, a.data, "split '" + a.split + "' has no non-empty sequences");
   fs::create_directories(a.out);
   const bool plots = util::gnuplot_available();
@@ -204,7 +204,7 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   nlohmann::json j = {{"format", "lol-routing-analysis"},
                       {"version", 1},
                       {"command",
-                       {{"model", a.model}, {"data", a.data}, {"split", a.split}, {"max", a.max}, {"depth", f.depth},
+                       {{"model", a.model}, {"data", a.data}, {"split", a.split}, {"max", a.max}, {"depth", f.depth}, {"max_tokens", a.max_tokens},
                         {"label_positive", a.positive}, {"folds", a.folds}, {"test_fraction", a.test_fraction},
                         {"seed", a.seed}}},
                       {"model_dir", model_dir},
@@ -309,6 +309,9 @@ void register_analyze(CLI::App& app) {
   r->add_flag("--no-shuffle", a->no_shuffle, "Skip the label-shuffling control");
   r->add_option("--depth", a->depth,
                 "Routed depths to run (default core_depth; e.g. the active depth of a checkpoint taken while growing)")
+      ->default_val(0);
+  r->add_option("--max-tokens", a->max_tokens,
+                "Cut longer sequences to their first N tokens (0 = the model's max_seq_len)")
       ->default_val(0);
   r->add_option("--max", a->max, "Use at most this many sequences (0 = all)")->default_val(0);
   r->add_option("--batch", a->batch, "Batch size of the forward passes")->default_val(16);

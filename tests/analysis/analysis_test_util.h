@@ -65,15 +65,17 @@ inline lol::LoLModel tiny_model(uint64_t seed) {
 }
 
 /// Writes a dataset with a "valid" split of n sequences of lengths 1..max_len (one of
-/// length 0 at index 2 when with_empty), labels i % 3, and prompt_len 3 on every 4th.
+/// length 0 at index 2 when with_empty), labels i % 3, and prompt_len 3 on every 4th;
+/// cap > 0 cuts every sequence to its first cap tokens (same sequences otherwise).
 inline lol::data::SplitData write_split(const std::string& dir, int n, int max_len, uint64_t seed,
-                                        bool with_empty = false) {
+                                        bool with_empty = false, int cap = 0) {
   std::mt19937_64 rng(seed);
   lol::data::ShardWriter w(dir, "valid", 19);
   for (int i = 0; i < n; ++i) {
     int len = with_empty && i == 2 ? 0 : 1 + int(rng() % uint64_t(max_len));
     std::vector<int32_t> t(len);
     for (auto& x : t) x = int32_t(rng() % 19);
+    if (cap > 0 && len > cap) t.resize(cap);
     w.add(t, {}, {}, (i % 4 == 3 && len > 3) ? 3 : 0, i % 3);
   }
   auto files = w.finish();

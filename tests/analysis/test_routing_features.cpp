@@ -8,6 +8,7 @@
 #include "analysis/mode_paths.h"
 #include "analysis/routing_features.h"
 #include "analysis_test_util.h"
+#include "util/error.h"
 
 using lol::analysis::RoutingFeatures;
 
@@ -138,4 +139,22 @@ TEST(RoutingFeatures, RejectsPackedRows) {
   auto tr = model->forward(b, fo).trace;
   EXPECT_THROW(lol::analysis::features_from_trace(tr, {0}, {1}), std::invalid_argument);
   EXPECT_THROW(lol::analysis::features_from_trace({}, {0}, {1}), std::invalid_argument);
+}
+
+TEST(RoutingFeatures, LongSequencesAreCutToMaxTokens) {
+  atest::TempDir full_dir("cut_full"), cut_dir("cut_ref");
+  auto full = atest::write_split(full_dir.path(), 8, 40, 6);
+  auto cut = atest::write_split(cut_dir.path(), 8, 40, 6, false, /*cap=*/10);
+  auto model = atest::tiny_model(6);
+  lol::analysis::CollectOptions co;
+  co.progress = false;
+  auto a = lol::analysis::collect_routing_features(model, full, co, 10);
+  auto b = lol::analysis::collect_routing_features(model, cut, co);
+  ASSERT_EQ(a.n_windows(), b.n_windows());
+  EXPECT_TRUE(torch::allclose(a.window_probs, b.window_probs, 1e-6, 1e-6));
+  EXPECT_TRUE(torch::equal(a.window_expert, b.window_expert));
+  EXPECT_TRUE(torch::allclose(a.seq_probs, b.seq_probs, 1e-6, 1e-6));
+  auto c = lol::analysis::collect_routing_features(model, full, co);
+  EXPECT_GT(c.n_windows(), a.n_windows()) << "without a cap the long sequences have more windows";
+  EXPECT_THROW(lol::analysis::collect_routing_features(model, full, co, 65), lol::InputError);  // > max_seq_len 64
 }
