@@ -15,5 +15,6 @@ void register_generate(CLI::App& app);  // generate, bench generate (cmd_generat
 void register_analyze(CLI::App& app);  // analyze routing (cmd_analyze.cpp)
 void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode (cmd_tokenizer.cpp)
 void register_corpus(CLI::App& app);  // corpus (cmd_corpus.cpp)
+void register_eval(CLI::App& app);  // eval lm|choice (cmd_eval.cpp)
 
 }  // namespace lol::cli

@@ -1,0 +1,276 @@
+#include "analysis/lm_eval.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "training/loss.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace lol::analysis {
+
+namespace {
+
+struct ModeGuard {  // eval mode, no autograd; restores the training flag
+  explicit ModeGuard(training::TrainableModel& m) : m_(m), was_(m.module().is_training()) { m_.module().eval(); }
+  ~ModeGuard() { m_.module().train(was_); }
+  training::TrainableModel& m_;
+  bool was_;
+  torch::NoGradGuard ng_;
+};
+
+double secs_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int64_t utf8_chars(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+nlohmann::json LmEvalResult::to_json() const {
+  return {{"loss", loss},       {"perplexity", perplexity}, {"bits_per_byte", bits_per_byte},
+          {"loss_sum", loss_sum}, {"targets", targets},     {"bytes", bytes},
+          {"rows", rows},       {"seconds", seconds}};
+}
+
+LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData& split,
+                         const training::BatchLayout& layout, const std::vector<int32_t>& token_bytes,
+                         const torch::Device& device, int64_t max_batches, bool progress) {
+  ModeGuard guard(model);
+  const auto t0 = std::chrono::steady_clock::now();
+  training::Batcher b(split, layout, 0, /*shuffle=*/false, /*wrap=*/false, "evaluation");
+  const int64_t n_rows_est = layout.pack ? (split.total_tokens() + layout.seq_len - 1) / std::max<int64_t>(1, layout.seq_len)
+                                         : split.size();
+  const int64_t n_batches_est = (n_rows_est + layout.batch_size - 1) / layout.batch_size;
+  ProgressBar bar("eval lm", max_batches > 0 ? std::min(max_batches, n_batches_est) : n_batches_est, progress);
+  auto bytes_table = torch::tensor(std::vector<int64_t>(token_bytes.begin(), token_bytes.end()), torch::kInt64);
+  LmEvalResult r;
+  for (int64_t i = 0; !b.done() && (max_batches == 0 || i < max_batches); ++i) {
+    training::TrainBatch cpu = b.next();
+    // Bytes of the counted targets (on CPU, from the batch before the copy).
+    auto tgt = cpu.targets.masked_select(cpu.target_mask);
+    if (tgt.numel() > 0) {
+      const int64_t top = tgt.max().item<int64_t>();
+      if (top >= int64_t(token_bytes.size()))
+        throw InputError("evaluation: target token id " + std::to_string(top) + " is outside the tokenizer's " +
+                         std::to_string(token_bytes.size()) + " ids (wrong tokenizer for this dataset?)");
+      r.bytes += bytes_table.index_select(0, tgt).sum().item<int64_t>();
+    }
+    training::TrainBatch batch = training::to_device(cpu, device);
+    auto logits = model.forward(batch);
+    r.loss_sum += training::masked_ce_sum(logits, batch.targets, batch.target_mask).item<double>();
+    r.targets += batch.n_targets;
+    r.rows += batch.tokens.size(0);
+    bar.update(i + 1);
+  }
+  bar.finish();
+  if (r.targets > 0) {
+    r.loss = r.loss_sum / double(r.targets);
+    r.perplexity = std::exp(r.loss);
+  }
+  if (r.bytes > 0) r.bits_per_byte = r.loss_sum / std::log(2.0) / double(r.bytes);
+  r.seconds = secs_since(t0);
+  return r;
+}
+
+std::vector<ChoiceExample> read_choice_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open (expected a JSONL file of {context, choices, gold})");
+  std::vector<ChoiceExample> out;
+  std::string line;
+  for (int64_t ln = 1; std::getline(in, line); ++ln) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(ln);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw InputError(where + ": expected a JSON object");
+    auto field = [&](const char* name, const char* alias) -> const nlohmann::json* {
+      if (j.contains(name)) return &j[name];
+      if (alias && j.contains(alias)) return &j[alias];
+      return nullptr;
+    };
+    ChoiceExample ex;
+    const auto* c = field("context", "query");
+    if (!c || !c->is_string()) throw InputError(where + ": field 'context' must be a string");
+    ex.context = c->get<std::string>();
+    const auto* ch = field("choices", nullptr);
+    if (!ch || !ch->is_array() || ch->size() < 2) throw InputError(where + ": field 'choices' must be a list of >= 2 strings");
+    for (const auto& s : *ch) {
+      if (!s.is_string()) throw InputError(where + ": field 'choices' must hold strings");
+      ex.choices.push_back(s.get<std::string>());
+    }
+    const auto* g = field("gold", "label");
+    if (!g || !g->is_number_integer()) throw InputError(where + ": field 'gold' must be an integer (index into choices)");
+    ex.gold = g->get<int64_t>();
+    if (ex.gold < 0 || ex.gold >= int64_t(ex.choices.size()))
+      throw InputError(where + ": field 'gold' = " + std::to_string(ex.gold) + ": expected 0 <= gold < " +
+                       std::to_string(ex.choices.size()));
+    out.push_back(std::move(ex));
+  }
+  if (out.empty()) throw InputError(path + ": no examples");
+  return out;
+}
+
+std::pair<std::vector<int32_t>, std::vector<int32_t>> choice_request(const tokenizers::Tokenizer& tok,
+                                                                      const std::string& context,
+                                                                      const std::string& continuation) {
+  std::string ctx = context, cont = continuation;
+  const std::size_t keep = ctx.find_last_not_of(' ');
+  const std::size_t n_trailing = keep == std::string::npos ? ctx.size() : ctx.size() - keep - 1;
+  if (n_trailing > 0) {
+    cont = ctx.substr(ctx.size() - n_trailing) + cont;
+    ctx.resize(ctx.size() - n_trailing);
+  }
+  std::vector<int32_t> ctx_ids, cont_ids;
+  if (ctx.empty()) {
+    auto id = tok.eos_id() ? tok.eos_id() : tok.bos_id();
+    if (!id) throw InputError("choice: an empty context needs a tokenizer with an EOS or BOS token");
+    ctx_ids = {*id};
+    cont_ids = tok.encode(cont);
+  } else {
+    ctx_ids = tok.encode(ctx);
+    auto whole = tok.encode(ctx + cont);
+    cont_ids.assign(whole.begin() + std::min(whole.size(), ctx_ids.size()), whole.end());
+  }
+  if (cont_ids.empty()) throw InputError("choice: continuation '" + continuation + "' encodes to no token");
+  return {ctx_ids, cont_ids};
+}
+
+std::vector<double> continuation_logliks(training::TrainableModel& model,
+                                         const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& requests,
+                                         int64_t max_len, const torch::Device& device, int64_t batch_size) {
+  ModeGuard guard(model);
+  if (max_len < 1 || batch_size < 1) throw InputError("continuation_logliks: max_len and batch_size must be >= 1");
+  std::vector<double> out(requests.size(), 0.0);
+  for (std::size_t start = 0; start < requests.size(); start += std::size_t(batch_size)) {
+    const std::size_t end = std::min(requests.size(), start + std::size_t(batch_size));
+    // Row r: input tokens, the first input position predicting a continuation token.
+    std::vector<std::vector<int64_t>> rows;
+    std::vector<int64_t> first, n_cont;
+    int64_t width = 1;
+    for (std::size_t q = start; q < end; ++q) {
+      const auto& [ctx, cont] = requests[q];
+      std::vector<int64_t> all(ctx.begin(), ctx.end());
+      all.insert(all.end(), cont.begin(), cont.end());
+      all.pop_back();  // the last token is only a target
+      const int64_t drop = std::max<int64_t>(0, int64_t(all.size()) - max_len);
+      rows.emplace_back(all.begin() + drop, all.end());
+      const int64_t nc = int64_t(cont.size());
+      first.push_back(int64_t(rows.back().size()) - nc);  // may be < 0 if the continuation alone is too long
+      n_cont.push_back(nc);
+      width = std::max<int64_t>(width, int64_t(rows.back().size()));
+    }
+    const int64_t B = int64_t(rows.size());
+    auto tokens = torch::zeros({B, width}, torch::kInt64);
+    auto doc = torch::full({B, width}, -1, torch::kInt64);
+    auto ta = tokens.accessor<int64_t, 2>();
+    auto da = doc.accessor<int64_t, 2>();
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t t = 0; t < int64_t(rows[r].size()); ++t) {
+        ta[r][t] = rows[r][t];
+        da[r][t] = 0;
+      }
+    training::TrainBatch b;
+    b.tokens = tokens;
+    b.doc_ids = doc;
+    b.prompt_len = torch::zeros({B}, torch::kInt64);
+    b.router_only = torch::zeros({B, width}, torch::kBool);
+    b.targets = torch::full({B, width}, -100, torch::kInt64);
+    b.target_mask = torch::zeros({B, width}, torch::kBool);
+    b = training::to_device(b, device);
+    auto logp = torch::log_softmax(model.forward(b).to(torch::kFloat32), -1).to(torch::kCPU);
+    auto la = logp.accessor<float, 3>();
+    for (int64_t r = 0; r < B; ++r) {
+      const auto& cont = requests[start + std::size_t(r)].second;
+      double s = 0;
+      for (int64_t j = 0; j < n_cont[r]; ++j) {
+        const int64_t pos = first[r] + j;  // input position whose next token is cont[j]
+        if (pos < 0) continue;             // predicted from a cut-off context: not scorable
+        s += double(la[r][pos][cont[std::size_t(j)]]);
+      }
+      out[start + std::size_t(r)] = s;
+    }
+  }
+  return out;
+}
+
+double mean_stderr(const std::vector<double>& x) {
+  const double n = double(x.size());
+  if (x.size() < 2) return 0.0;
+  double mean = 0;
+  for (double v : x) mean += v;
+  mean /= n;
+  double ss = 0;
+  for (double v : x) ss += (v - mean) * (v - mean);
+  return std::sqrt(ss / (n - 1)) / std::sqrt(n);
+}
+
+nlohmann::json ChoiceEvalResult::to_json() const {
+  return {{"n", n}, {"acc", acc}, {"acc_stderr", acc_stderr}, {"acc_norm", acc_norm}, {"acc_norm_stderr", acc_norm_stderr}};
+}
+
+ChoiceEvalResult evaluate_choice(training::TrainableModel& model, const tokenizers::Tokenizer& tok,
+                                 const std::vector<ChoiceExample>& examples, int64_t max_len,
+                                 const torch::Device& device, const std::string& delimiter, int64_t batch_size,
+                                 bool progress) {
+  ChoiceEvalResult res;
+  ProgressBar bar("eval choice", int64_t(examples.size()), progress);
+  std::vector<double> hit, hit_norm;
+  // Examples are scored in groups so that several choices share a forward batch.
+  const std::size_t group = std::max<std::size_t>(1, std::size_t(batch_size));
+  for (std::size_t s = 0; s < examples.size(); s += group) {
+    const std::size_t e = std::min(examples.size(), s + group);
+    std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> reqs;
+    for (std::size_t i = s; i < e; ++i)
+      for (const auto& c : examples[i].choices) {
+        try {
+          reqs.push_back(choice_request(tok, examples[i].context, delimiter + c));
+        } catch (const InputError& err) {
+          throw InputError("example " + std::to_string(i) + ": " + err.what());
+        }
+      }
+    const auto ll = continuation_logliks(model, reqs, max_len, device, batch_size);
+    std::size_t k = 0;
+    for (std::size_t i = s; i < e; ++i) {
+      ChoiceExampleScore sc;
+      for (const auto& c : examples[i].choices) {
+        sc.logliks.push_back(ll[k++]);
+        sc.chars.push_back(std::max<int64_t>(1, utf8_chars(c)));
+      }
+      for (std::size_t c = 1; c < sc.logliks.size(); ++c) {
+        if (sc.logliks[c] > sc.logliks[std::size_t(sc.pred)]) sc.pred = int64_t(c);
+        if (sc.logliks[c] / double(sc.chars[c]) >
+            sc.logliks[std::size_t(sc.pred_norm)] / double(sc.chars[std::size_t(sc.pred_norm)]))
+          sc.pred_norm = int64_t(c);
+      }
+      hit.push_back(sc.pred == examples[i].gold ? 1.0 : 0.0);
+      hit_norm.push_back(sc.pred_norm == examples[i].gold ? 1.0 : 0.0);
+      res.examples.push_back(std::move(sc));
+    }
+    bar.update(int64_t(e));
+  }
+  bar.finish();
+  res.n = int64_t(examples.size());
+  for (double h : hit) res.acc += h;
+  for (double h : hit_norm) res.acc_norm += h;
+  if (res.n > 0) {
+    res.acc /= double(res.n);
+    res.acc_norm /= double(res.n);
+  }
+  res.acc_stderr = mean_stderr(hit);
+  res.acc_norm_stderr = mean_stderr(hit_norm);
+  return res;
+}
+
+}  // namespace lol::analysis

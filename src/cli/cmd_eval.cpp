@@ -1,0 +1,191 @@
+// `lol eval lm` (loss, perplexity, bits per byte on a token dataset split) and
+// `lol eval choice` (multiple-choice log-likelihood tasks, lm-evaluation-harness
+// convention) for trained models (issue 7). Logic in src/analysis/lm_eval.h; see
+// docs/text.md.
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+
+#include "analysis/lm_eval.h"
+#include "cli/commands.h"
+#include "cli/model_dir.h"
+#include "core/runtime.h"
+#include "dataset/text_tokenizer.h"
+#include "io/atomic_file.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string model, data, split = "valid", tokenizer, packing, device = "cpu", out, delimiter = " ";
+  int64_t seq_len = 0, batch_size = 8, max_batches = 0;
+  int threads = 0;
+  bool json = false, no_progress = false;
+};
+
+nlohmann::json read_json_file(const std::string& path) {
+  try {
+    return nlohmann::json::parse(io::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": not valid JSON: " + e.what());
+  }
+}
+
+/// The tokenizer of a model: --tokenizer, else <model>/tokenizer.json, else the one
+/// of the dataset it was trained on (config.json extra.dataset_dir + extra.tokenizer).
+std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, const std::string& flag) {
+  if (!flag.empty()) return data::open_text_tokenizer(flag);
+  if (fs::exists(fs::path(dir) / "tokenizer.json")) return tokenizers::load_tokenizer(dir);
+  const auto cfg = read_json_file(dir + "/config.json");
+  if (cfg.contains("extra") && cfg["extra"].contains("tokenizer") && cfg["extra"].contains("dataset_dir")) {
+    const fs::path p = fs::path(cfg["extra"]["dataset_dir"].get<std::string>()) / cfg["extra"]["tokenizer"].get<std::string>();
+    if (fs::exists(p)) return tokenizers::load_tokenizer(p.string());
+  }
+  throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass --tokenizer");
+}
+
+/// Row layout: --seq-len / --packing, else the training run's (checkpoint run.json), else
+/// packed rows of min(1024, max_seq_len).
+training::BatchLayout eval_layout(const EvalArgs& a, const std::string& dir, const training::TrainableModel& model) {
+  training::BatchLayout l;
+  l.batch_size = a.batch_size;
+  std::string packing = a.packing;
+  int64_t seq_len = a.seq_len;
+  if (fs::exists(dir + "/run.json")) {
+    const auto run = read_json_file(dir + "/run.json");
+    if (run.contains("data")) {
+      if (seq_len == 0 && run["data"].contains("seq_len")) seq_len = run["data"]["seq_len"].get<int64_t>();
+      if (packing.empty() && run["data"].contains("packing")) packing = run["data"]["packing"].get<std::string>();
+    }
+  }
+  const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
+  if (packing.empty()) packing = "pack";
+  if (packing != "pack" && packing != "pad") throw InputError("--packing '" + packing + "': expected pack or pad");
+  l.pack = packing == "pack";
+  if (seq_len <= 0 && l.pack) seq_len = std::min<int64_t>(1024, max_len);
+  if (seq_len > max_len)
+    throw InputError("--seq-len " + std::to_string(seq_len) + ": the model's max_seq_len is " + std::to_string(max_len));
+  l.seq_len = seq_len;
+  return l;
+}
+
+void run_eval_lm(const EvalArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  const auto dev = parse_device(a.device);
+  const std::string dir = resolve_model_dir(a.model);
+  auto model = training::load_model(dir);
+  model->module().to(dev);
+  auto ds = data::Dataset::open(a.data);
+  std::unique_ptr<tokenizers::Tokenizer> tok;
+  if (!a.tokenizer.empty()) {
+    tok = data::open_text_tokenizer(a.tokenizer);
+  } else if (ds.info().contains("tokenizer")) {
+    tok = tokenizers::load_tokenizer((fs::path(a.data) / ds.info()["tokenizer"].get<std::string>()).string());
+  } else {
+    throw InputError(a.data + "/dataset.json names no tokenizer: pass --tokenizer (needed for bits per byte)");
+  }
+  const int64_t model_vocab = model->config_json().value("vocab_size", int64_t(0));
+  if (ds.vocab_size() > model_vocab)
+    throw InputError(a.data + ": vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
+                     std::to_string(model_vocab));
+  const auto split = ds.load(a.split);
+  const auto layout = eval_layout(a, dir, *model);
+  const auto r = analysis::evaluate_lm(*model, split, layout, data::token_byte_lengths(*tok), dev, a.max_batches,
+                                       !a.no_progress);
+  nlohmann::json j = r.to_json();
+  j["model"] = dir;
+  j["data"] = a.data;
+  j["split"] = a.split;
+  j["seq_len"] = layout.seq_len;
+  j["packing"] = layout.pack ? "pack" : "pad";
+  if (!a.out.empty()) io::write_file_atomic(a.out, j.dump(1) + "\n");
+  if (a.json) {
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(4) << "split " << a.split << ": " << r.targets << " targets, " << r.bytes
+            << " bytes; loss " << r.loss << " nats/token, perplexity " << std::setprecision(3) << r.perplexity
+            << ", bits per byte " << std::setprecision(4) << r.bits_per_byte << " (" << std::setprecision(1) << r.seconds
+            << " s)\n";
+}
+
+void run_eval_choice(const EvalArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  const auto dev = parse_device(a.device);
+  const std::string dir = resolve_model_dir(a.model);
+  auto model = training::load_model(dir);
+  model->module().to(dev);
+  auto tok = model_tokenizer(dir, a.tokenizer);
+  const auto examples = analysis::read_choice_file(a.data);
+  const int64_t max_len =
+      a.seq_len > 0 ? a.seq_len : model->config_json().value("max_seq_len", int64_t(1024));
+  const auto r = analysis::evaluate_choice(*model, *tok, examples, max_len, dev, a.delimiter, a.batch_size,
+                                           !a.no_progress);
+  if (!a.out.empty()) {
+    std::string lines;
+    for (std::size_t i = 0; i < r.examples.size(); ++i) {
+      const auto& e = r.examples[i];
+      lines += nlohmann::json({{"index", i}, {"gold", examples[i].gold}, {"pred", e.pred}, {"pred_norm", e.pred_norm},
+                               {"logliks", e.logliks}, {"chars", e.chars}})
+                   .dump() +
+               "\n";
+    }
+    io::write_file_atomic(a.out, lines);
+  }
+  nlohmann::json j = r.to_json();
+  j["model"] = dir;
+  j["data"] = a.data;
+  if (a.json) {
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(4) << r.n << " examples: acc " << r.acc << " +- " << r.acc_stderr
+            << ", acc_norm " << r.acc_norm << " +- " << r.acc_norm_stderr << "\n";
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto* e = app.add_subcommand("eval", "Evaluate language models: perplexity / bits per byte, multiple choice");
+  e->require_subcommand(1);
+
+  auto la = std::make_shared<EvalArgs>();
+  auto* lm = e->add_subcommand("lm", "Mean loss, perplexity and bits per byte on a token dataset split");
+  lm->add_option("--model", la->model, "Checkpoint directory or training run directory")->required();
+  lm->add_option("--data", la->data, "Dataset directory (lol corpus)")->required();
+  lm->add_option("--split", la->split, "Split to evaluate")->capture_default_str();
+  lm->add_option("--tokenizer", la->tokenizer, "Tokenizer for byte counts (default: the dataset's tokenizer.json)");
+  lm->add_option("--seq-len", la->seq_len, "Row length (default: the training run's data.seq_len)");
+  lm->add_option("--packing", la->packing, "pack | pad (default: the training run's)");
+  lm->add_option("--batch-size", la->batch_size, "Rows per forward")->capture_default_str();
+  lm->add_option("--max-batches", la->max_batches, "Evaluate at most this many batches (0 = all)")->capture_default_str();
+  lm->add_option("--out", la->out, "Also write the result as JSON to this file");
+  lm->add_flag("--json", la->json, "Print JSON");
+  lm->add_flag("--no-progress", la->no_progress, "No progress bar");
+  lm->add_option("--device", la->device, "cpu | cuda[:N]")->capture_default_str();
+  lm->add_option("--threads", la->threads, "CPU threads (default: all available)");
+  lm->callback([la] { run_eval_lm(*la); });
+
+  auto ca = std::make_shared<EvalArgs>();
+  auto* ch = e->add_subcommand("choice", "Multiple-choice accuracy (JSONL of {context, choices, gold})");
+  ch->add_option("--model", ca->model, "Checkpoint directory or training run directory")->required();
+  ch->add_option("--data", ca->data, "JSONL file: {\"context\": str, \"choices\": [str], \"gold\": int} per line")
+      ->required();
+  ch->add_option("--tokenizer", ca->tokenizer, "Tokenizer (default: the model's or its training dataset's)");
+  ch->add_option("--delimiter", ca->delimiter, "Put between context and each choice")->capture_default_str();
+  ch->add_option("--max-len", ca->seq_len, "Longest input row, cut from the left (default: max_seq_len)");
+  ch->add_option("--batch-size", ca->batch_size, "Rows per forward")->capture_default_str();
+  ch->add_option("--out", ca->out, "Write per-example log-likelihoods (JSONL) to this file");
+  ch->add_flag("--json", ca->json, "Print JSON");
+  ch->add_flag("--no-progress", ca->no_progress, "No progress bar");
+  ch->add_option("--device", ca->device, "cpu | cuda[:N]")->capture_default_str();
+  ch->add_option("--threads", ca->threads, "CPU threads (default: all available)");
+  ch->callback([ca] { run_eval_choice(*ca); });
+}
+
+}  // namespace lol::cli

@@ -1,0 +1,228 @@
+// Language-model evaluation (src/analysis/lm_eval.h) with tiny random LoL models:
+// loss / perplexity / bits per byte against per-document forward passes computed
+// here, choice scoring against manual log-probabilities, the lm-eval request split,
+// and `lol corpus` -> `lol train` (packed) -> `lol eval lm|choice` end to end.
+#include <cmath>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/lm_eval.h"
+#include "dataset/corpus.h"
+#include "dataset/text_tokenizer.h"
+#include "inference/tiny_models.h"
+#include "io/atomic_file.h"
+#include "model/file_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "training/lol_trainable.h"
+#include "util/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace lol;
+
+LoLConfig byte_config() {
+  LoLConfig c = test::tiny_config();
+  c.vocab_size = 259;  // bytes + <pad> <bos> <eos>
+  return c;
+}
+
+/// Sum over positions t < L-1 of -log p(tokens[t+1] | tokens[..t]) for one document
+/// run alone through the model, and the number of predicted tokens.
+std::pair<double, int64_t> doc_nll(LoLModel& m, const std::vector<int32_t>& ids) {
+  torch::NoGradGuard ng;
+  LoLBatch b;
+  b.tokens = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kInt64).unsqueeze(0);
+  auto logp = torch::log_softmax(m->forward(b).logits[0].to(torch::kFloat64), -1);
+  double s = 0;
+  for (std::size_t t = 0; t + 1 < ids.size(); ++t) s -= logp[int64_t(t)][ids[t + 1]].item<double>();
+  return {s, int64_t(ids.size()) - 1};
+}
+
+/// log p(cont | ctx) summed, from one forward of ctx + cont.
+double manual_loglik(LoLModel& m, const std::vector<int32_t>& ctx, const std::vector<int32_t>& cont) {
+  torch::NoGradGuard ng;
+  std::vector<int64_t> all(ctx.begin(), ctx.end());
+  all.insert(all.end(), cont.begin(), cont.end());
+  LoLBatch b;
+  b.tokens = torch::tensor(all, torch::kInt64).unsqueeze(0);
+  auto logp = torch::log_softmax(m->forward(b).logits[0].to(torch::kFloat64), -1);
+  double s = 0;
+  for (std::size_t j = 0; j < cont.size(); ++j) s += logp[int64_t(ctx.size() + j - 1)][cont[j]].item<double>();
+  return s;
+}
+
+TEST(LmEval, LossPerplexityAndBitsPerByteMatchPerDocumentForwards) {
+  reftest::TempDir t("lm_eval");
+  io::write_file_atomic(t / "docs.txt",
+                        "In the beginning God created the heaven and the earth.\n\n"
+                        "And the earth was without form, and void;\nand darkness was upon the face of the deep.\n\n"
+                        "Gr\xC3\xBC\xC3\x9F Gott! \xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 "
+                        "\xE6\x97\xA5\xE6\x9C\xAC\n\nshort\n\nAnd God said, Let there be light: and there was light.");
+  data::CorpusOptions o;
+  o.files = {t / "docs.txt"};
+  o.valid_fraction = 0;
+  o.add_eos = true;  // EOS targets count in the loss but decode to 0 bytes
+  o.progress = false;
+  data::build_corpus(o, t / "ds");
+  auto ds = data::Dataset::open(t / "ds");
+  auto split = ds.load("train");
+  ASSERT_EQ(split.size(), 5);
+  tokenizers::ByteTokenizer tok;
+  const auto token_bytes = data::token_byte_lengths(tok);
+  ASSERT_EQ(token_bytes[258], 0);  // <eos>
+  ASSERT_EQ(token_bytes['a'], 1);
+
+  LoLModel m = test::tiny_model(byte_config(), 11);
+  double nll = 0;
+  int64_t n = 0, bytes = 0;
+  for (int64_t i = 0; i < split.size(); ++i) {
+    const auto v = split.get(i);
+    std::vector<int32_t> ids(v.tokens, v.tokens + v.length);
+    auto [s, k] = doc_nll(m, ids);
+    nll += s;
+    n += k;
+    for (std::size_t p = 1; p < ids.size(); ++p) bytes += token_bytes[std::size_t(ids[p])];
+  }
+  training::LoLTrainable model(m);
+  // One padded row per document, and all documents packed into one document-blocked row.
+  for (bool pack : {false, true}) {
+    training::BatchLayout layout{2, pack ? 512 : 0, pack};
+    const auto r = analysis::evaluate_lm(model, split, layout, token_bytes, torch::kCPU);
+    EXPECT_EQ(r.targets, n) << pack;
+    EXPECT_EQ(r.bytes, bytes) << pack;
+    EXPECT_NEAR(r.loss_sum, nll, 1e-4 * nll) << pack;
+    EXPECT_NEAR(r.loss, nll / double(n), 1e-4) << pack;
+    EXPECT_NEAR(r.perplexity, std::exp(nll / double(n)), 1e-3 * r.perplexity) << pack;
+    EXPECT_NEAR(r.bits_per_byte, nll / std::log(2.0) / double(bytes), 1e-4) << pack;
+    EXPECT_DOUBLE_EQ(r.perplexity, std::exp(r.loss));
+  }
+  // A byte table shorter than the vocabulary is an input error, not a crash.
+  EXPECT_THROW(analysis::evaluate_lm(model, split, {2, 0, false}, std::vector<int32_t>(100, 1), torch::kCPU),
+               InputError);
+}
+
+TEST(LmEval, ChoiceScoringPicksTheLargerLogLikelihood) {
+  LoLModel m = test::tiny_model(byte_config(), 5);
+  training::LoLTrainable model(m);
+  tokenizers::ByteTokenizer tok;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> items = {
+      {"The cat", {"sat on the mat", "xq", "ran"}},
+      {"Question: what is two plus two? Answer:", {"four", "seven", "a fish"}},
+      {"In the beginning ", {"God", "the end"}},  // trailing space moves to the continuation
+  };
+  std::vector<analysis::ChoiceExample> examples;
+  std::vector<std::vector<double>> manual;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    analysis::ChoiceExample ex;
+    ex.context = items[i].first;
+    ex.choices = items[i].second;
+    std::vector<double> ll;
+    for (const auto& c : ex.choices) {
+      auto [ctx, cont] = analysis::choice_request(tok, ex.context, " " + c);
+      // Byte tokens: the context loses its trailing spaces, the continuation gains them.
+      std::string ctx_text = ex.context;
+      while (!ctx_text.empty() && ctx_text.back() == ' ') ctx_text.pop_back();
+      EXPECT_EQ(tok.decode(ctx), ctx_text);
+      EXPECT_EQ(tok.decode(ctx) + tok.decode(cont), ex.context + " " + c);
+      ll.push_back(manual_loglik(m, ctx, cont));
+    }
+    const auto best = int64_t(std::max_element(ll.begin(), ll.end()) - ll.begin());
+    const auto worst = int64_t(std::min_element(ll.begin(), ll.end()) - ll.begin());
+    ASSERT_NE(best, worst);
+    ex.gold = i == 1 ? worst : best;  // two right, one wrong by construction
+    examples.push_back(ex);
+    manual.push_back(ll);
+  }
+  const auto r = analysis::evaluate_choice(model, tok, examples, 512, torch::kCPU, " ", /*batch_size=*/4);
+  ASSERT_EQ(r.n, 3);
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    ASSERT_EQ(r.examples[i].logliks.size(), manual[i].size());
+    for (std::size_t c = 0; c < manual[i].size(); ++c) EXPECT_NEAR(r.examples[i].logliks[c], manual[i][c], 1e-4);
+    // Length normalisation by the characters of the choice.
+    int64_t best_norm = 0;
+    for (std::size_t c = 0; c < manual[i].size(); ++c) {
+      EXPECT_EQ(r.examples[i].chars[c], int64_t(examples[i].choices[c].size()));
+      if (manual[i][c] / double(examples[i].choices[c].size()) >
+          manual[i][std::size_t(best_norm)] / double(examples[i].choices[std::size_t(best_norm)].size()))
+        best_norm = int64_t(c);
+    }
+    EXPECT_EQ(r.examples[i].pred_norm, best_norm);
+  }
+  EXPECT_DOUBLE_EQ(r.acc, 2.0 / 3.0);
+  // Standard error of the mean of {1, 0, 1}: sqrt(1/3) / sqrt(3) = 1/3.
+  EXPECT_NEAR(r.acc_stderr, 1.0 / 3.0, 1e-12);
+
+  // A context cut from the left to max_len tokens scores like the cut context.
+  auto [ctx, cont] = analysis::choice_request(tok, items[1].first, " four");
+  const int64_t max_len = 12;
+  const auto cut = analysis::continuation_logliks(model, {{ctx, cont}}, max_len, torch::kCPU);
+  std::vector<int32_t> all(ctx);
+  all.insert(all.end(), cont.begin(), cont.end());
+  const std::size_t keep = std::size_t(max_len) + 1;  // input max_len tokens + the last target
+  std::vector<int32_t> tail(all.end() - keep, all.end());
+  std::vector<int32_t> tctx(tail.begin(), tail.end() - cont.size());
+  EXPECT_NEAR(cut[0], manual_loglik(m, tctx, cont), 1e-4);
+}
+
+TEST(LmEval, ChoiceFileErrorsNameTheLine) {
+  reftest::TempDir t("choice_file");
+  io::write_file_atomic(t / "a.jsonl", "{\"context\": \"x\", \"choices\": [\"a\", \"b\"], \"gold\": 1}\n"
+                                       "{\"query\": \"x\", \"choices\": [\"a\", \"b\"], \"label\": 2}\n");
+  try {
+    analysis::read_choice_file(t / "a.jsonl");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a.jsonl:2: field 'gold' = 2"), std::string::npos) << e.what();
+  }
+  EXPECT_NEAR(analysis::mean_stderr({1, 1, 0, 0}), std::sqrt(1.0 / 3.0) / 2.0, 1e-12);
+}
+
+TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
+  const std::string src = std::string(LOL_SOURCE_DIR) + "/../shared/data/corpora/multilingual_valid.jsonl";
+  ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
+  reftest::TempDir t("cli_text");
+  // 40 documents of the multilingual validation file.
+  std::ifstream in(src);
+  std::string line, head;
+  for (int i = 0; i < 40 && std::getline(in, line); ++i) head += line + "\n";
+  io::write_file_atomic(t / "ml.jsonl", head);
+  auto c = reftest::run_lol("corpus --in " + reftest::quote(t / "ml.jsonl") +
+                            " --tokenizer byte --label-field lang --valid-fraction 0.25 --eos --no-progress --out " +
+                            reftest::quote(t / "ds"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("labels"), std::string::npos) << c.out;
+  const std::string cfg = std::string(LOL_SOURCE_DIR) + "/configs/text_kjv_cpu.json";
+  auto tr = reftest::run_lol(
+      "train --config " + reftest::quote(cfg) + " --set data.dir=" + reftest::quote(t / "ds") +
+      " --set train.out=" + reftest::quote(t / "run") +
+      " --set train.steps=3 --set schedule.warmup_steps=1 --set data.seq_len=64 --set data.batch_size=4"
+      " --set model.d_model=32 --set model.ffn_hidden=64 --set model.window=16 --set model.stride=8"
+      " --set train.eval_batches=2 --set train.threads=1 --no-progress");
+  ASSERT_EQ(tr.code, 0) << tr.out;
+  auto ev = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "ds") +
+                             " --json --no-progress");
+  ASSERT_EQ(ev.code, 0) << ev.out;
+  const auto j = nlohmann::json::parse(ev.out.substr(ev.out.find('{')));
+  EXPECT_EQ(j["seq_len"], 64);
+  EXPECT_EQ(j["packing"], "pack");
+  EXPECT_GT(j["targets"].get<int64_t>(), 1000);
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(j["loss"].get<double>()), 1e-6 * j["perplexity"].get<double>());
+  // Random-ish model on bytes: somewhere near ln(259) nats, and bits per byte > 1.
+  EXPECT_GT(j["loss"].get<double>(), 2.0);
+  EXPECT_GT(j["bits_per_byte"].get<double>(), 1.0);
+
+  io::write_file_atomic(t / "q.jsonl", "{\"context\": \"Das ist\", \"choices\": [\"gut\", \"schlecht\"], \"gold\": 0}\n"
+                                       "{\"context\": \"It is\", \"choices\": [\"fine\", \"bad\", \"odd\"], \"gold\": 2}\n");
+  auto ch = reftest::run_lol("eval choice --model " + reftest::quote(t / "run") + " --data " +
+                             reftest::quote(t / "q.jsonl") + " --json --no-progress --out " + reftest::quote(t / "per.jsonl"));
+  ASSERT_EQ(ch.code, 0) << ch.out;
+  const auto cj = nlohmann::json::parse(ch.out.substr(ch.out.find('{')));
+  EXPECT_EQ(cj["n"], 2);
+  const std::string per = reftest::read_text(t / "per.jsonl");
+  EXPECT_EQ(std::count(per.begin(), per.end(), '\n'), 2);
+  EXPECT_NE(per.find("\"logliks\""), std::string::npos) << per;
+}
+
+}  // namespace
