@@ -240,15 +240,6 @@ void run_bench(const BenchArgs& a) {
   std::cout << "cached / full recompute: " << std::setprecision(1) << r.decode_tok_s / r.full_decode_tok_s << "x\n";
 }
 
-/// The `bench` sub-command, created by whichever command registers first.
-CLI::App* bench_command(CLI::App& app) {
-  for (auto* s : app.get_subcommands([](CLI::App*) { return true; }))
-    if (s->get_name() == "bench") return s;
-  auto* b = app.add_subcommand("bench", "Benchmarks (prints measured throughput)");
-  b->require_subcommand(1);
-  return b;
-}
-
 }  // namespace
 
 void register_generate(CLI::App& app) {

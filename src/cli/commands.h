@@ -15,6 +15,9 @@ void register_generate(CLI::App& app);  // generate, bench generate (cmd_generat
 void register_analyze(CLI::App& app);  // analyze routing (cmd_analyze.cpp)
 void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode (cmd_tokenizer.cpp)
 void register_corpus(CLI::App& app);  // corpus (cmd_corpus.cpp)
+void register_bench(CLI::App& app);  // bench matmul|train (cmd_bench.cpp)
+/// The shared `bench` sub-command (created on first use; cmd_bench.cpp).
+CLI::App* bench_command(CLI::App& app);
 void register_eval(CLI::App& app);  // eval lm|choice (cmd_eval.cpp)
 
 }  // namespace lol::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   lol::cli::register_analyze(app);
   lol::cli::register_tokenizer(app);
   lol::cli::register_corpus(app);
+  lol::cli::register_bench(app);
   lol::cli::register_eval(app);
   try {
     app.parse(argc, argv);

@@ -17,6 +17,7 @@
 #include "training/schedule.h"
 #include "training/stop_signal.h"
 #include "training/train_checkpoint.h"
+#include "training/train_step.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -50,25 +51,6 @@ EvalResult evaluate(TrainableModel& model, const data::SplitData& split, const B
 }
 
 namespace {
-
-/// Global L2 norm of all gradients; scales them to `clip` when larger (clip > 0),
-/// the rule of torch.nn.utils.clip_grad_norm_.
-double clip_gradients(const std::vector<GroupedParam>& params, double clip) {
-  std::vector<torch::Tensor> norms;
-  for (const auto& p : params)
-    if (p.tensor.grad().defined()) norms.push_back(p.tensor.grad().detach().to(torch::kFloat32).norm());
-  if (norms.empty()) return 0.0;
-  const double total = torch::stack(norms).norm().item<double>();
-  if (clip > 0 && std::isfinite(total)) {
-    const double coef = clip / (total + 1e-6);
-    if (coef < 1.0) {
-      torch::NoGradGuard ng;
-      for (const auto& p : params)
-        if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
-    }
-  }
-  return total;
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -189,23 +171,11 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     const double lr_scale = lr_factor(cfg.schedule, step, tc.steps);
 
     std::vector<TrainBatch> micro;
-    int64_t targets = 0;
-    for (int64_t i = 0; i < tc.grad_accum; ++i) {
-      micro.push_back(batcher.next());
-      targets += micro.back().n_targets;
-    }
-    double loss_sum = 0, flops = 0;
-    int64_t tokens = 0;
-    for (auto& mb_cpu : micro) {
-      TrainBatch mb = to_device(mb_cpu, device);
-      auto logits = model->forward(mb);
-      auto ls = masked_ce_sum(logits, mb.targets, mb.target_mask);
-      (ls / double(std::max<int64_t>(targets, 1))).backward();
-      loss_sum += ls.item<double>();
-      tokens += mb.n_tokens;
-      flops += model->train_flops_per_token(mb.tokens.size(1)) * double(mb.n_tokens);
-    }
-    const double loss = loss_sum / double(std::max<int64_t>(targets, 1));
+    for (int64_t i = 0; i < tc.grad_accum; ++i) micro.push_back(batcher.next());
+    const StepTotals totals = forward_backward(*model, micro, device);
+    const double loss = totals.loss();
+    const int64_t tokens = totals.tokens;
+    const double flops = totals.flops;
     const double grad_norm = clip_gradients(params, tc.clip);
     st.tokens += tokens;
     st.flops += flops;

@@ -1,0 +1,157 @@
+// `lol bench matmul` (fp32 matmul GFLOP/s: the machine's practical peak) and
+// `lol bench train` (training tokens/s, counted GFLOP/s, share of the matmul peak,
+// peak memory; issue 12). `lol bench generate` lives in cmd_generate.cpp; all share
+// the `bench` sub-command created by bench_command().
+#include <iomanip>
+#include <iostream>
+#include <memory>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/runtime.h"
+#include "training/train_benchmark.h"
+
+namespace lol::cli {
+
+CLI::App* bench_command(CLI::App& app) {
+  for (auto* s : app.get_subcommands([](CLI::App*) { return true; }))
+    if (s->get_name() == "bench") return s;
+  auto* b = app.add_subcommand("bench", "Benchmarks (prints measured throughput)");
+  b->require_subcommand(1);
+  return b;
+}
+
+namespace {
+
+struct MatmulArgs {
+  int64_t n = 2048;
+  double seconds = 2.0;
+  int threads = 0;
+  std::string device = "cpu";
+  bool json = false;
+};
+
+struct TrainArgs {
+  std::string preset = "tiny", arch = "lol", device = "cpu";
+  int64_t steps = 10, warmup = 2, peak_n = 1024;
+  uint64_t seed = 0;
+  double peak_gflops = 0;
+  int threads = 0;
+  bool json = false;
+};
+
+nlohmann::json matmul_json(const training::MatmulBenchResult& r) {
+  return {{"n", r.n},           {"threads", r.threads}, {"repeats", r.repeats},         {"median_s", r.median_s},
+          {"best_s", r.best_s}, {"gflops", r.gflops},   {"best_gflops", r.best_gflops}};
+}
+
+void run_matmul(const MatmulArgs& a) {
+  training::set_benchmark_threads(a.threads);
+  auto r = training::bench_matmul(a.n, a.seconds, parse_device(a.device));
+  if (a.json) {
+    std::cout << matmul_json(r).dump(1) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(1) << "fp32 mm " << r.n << "x" << r.n << "x" << r.n << ", "
+            << r.threads << " threads, " << r.repeats << " products: " << r.gflops << " GFLOP/s median, "
+            << r.best_gflops << " best (" << std::setprecision(2) << 1000.0 * r.median_s << " ms each)\n";
+}
+
+void run_train(const TrainArgs& a) {
+  training::set_benchmark_threads(a.threads);
+  training::TrainBenchOptions o;
+  o.preset = a.preset;
+  o.arch = a.arch;
+  o.steps = a.steps;
+  o.warmup = a.warmup;
+  o.seed = a.seed;
+  o.device = parse_device(a.device);
+  auto r = training::bench_train(o);
+  double peak = a.peak_gflops;
+  nlohmann::json peak_j = nullptr;
+  if (peak <= 0 && a.peak_n > 0) {
+    auto m = training::bench_matmul(a.peak_n, 1.0, o.device);
+    peak = m.gflops;
+    peak_j = matmul_json(m);
+  }
+  const double share = peak > 0 ? r.gflops_per_s / peak : 0.0;
+  const auto& c = r.preset.model;
+  if (a.json) {
+    nlohmann::json j = {{"preset", r.preset.name},
+                        {"arch", r.arch},
+                        {"device", a.device},
+                        {"parameters", r.parameters},
+                        {"threads", r.threads},
+                        {"batch", r.preset.batch},
+                        {"seq_len", r.preset.seq_len},
+                        {"steps", r.steps},
+                        {"step_s", r.step_s},
+                        {"fwd_bwd_s", r.fwd_bwd_s},
+                        {"optimizer_s", r.optimizer_s},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"fwd_bwd_tokens_per_s", r.fwd_bwd_tokens_per_s},
+                        {"gflop_per_step", {{"linear", r.flops.linear / 1e9},
+                                            {"attention", r.flops.attention / 1e9},
+                                            {"optimizer", r.flops.optimizer / 1e9},
+                                            {"total", r.flops.total() / 1e9}}},
+                        {"gflops", r.gflops_per_s},
+                        {"matmul_peak_gflops", peak},
+                        {"matmul_peak", peak_j},
+                        {"peak_share", share},
+                        {"first_loss", r.first_loss},
+                        {"last_loss", r.last_loss},
+                        {"peak_rss_mib", double(r.peak_rss_bytes) / (1 << 20)}};
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(1);
+  std::cout << "preset " << r.preset.name << " (" << r.arch << "): " << r.parameters << " parameters, d_model "
+            << c.d_model << ", prelude/core/coda " << c.n_prelude << "/" << c.core_depth << "/" << c.n_coda << ", L "
+            << c.library_size << ", W " << c.window << ", S " << c.stride << "; batch " << r.preset.batch << " x seq "
+            << r.preset.seq_len << "; " << r.threads << " threads, " << a.device << "\n";
+  std::cout << "step (median of " << r.steps << "): " << std::setprecision(2) << 1000.0 * r.step_s << " ms = fwd+bwd "
+            << 1000.0 * r.fwd_bwd_s << " ms + optimizer " << 1000.0 * r.optimizer_s << " ms\n"
+            << std::setprecision(1);
+  std::cout << "tokens/s: " << r.tokens_per_s << " (full step), " << r.fwd_bwd_tokens_per_s << " (fwd+bwd only)\n";
+  std::cout << "counted GFLOP per step: " << std::setprecision(3) << r.flops.total() / 1e9 << " (linear "
+            << r.flops.linear / 1e9 << ", attention " << r.flops.attention / 1e9 << ", Muon "
+            << r.flops.optimizer / 1e9 << ")\n"
+            << std::setprecision(1);
+  std::cout << "GFLOP/s: " << r.gflops_per_s;
+  if (peak > 0) std::cout << " = " << 100.0 * share << "% of the fp32 matmul peak " << peak << " GFLOP/s";
+  std::cout << "\npeak RSS: " << double(r.peak_rss_bytes) / (1 << 20) << " MiB; loss " << std::setprecision(3)
+            << r.first_loss << " -> " << r.last_loss << "\n";
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto ma = std::make_shared<MatmulArgs>();
+  auto* m = bench_command(app)->add_subcommand("matmul", "fp32 matrix product GFLOP/s (the practical peak)");
+  m->add_option("--n", ma->n, "Matrix size n (n x n times n x n)")->capture_default_str();
+  m->add_option("--seconds", ma->seconds, "Minimum timed duration")->capture_default_str();
+  m->add_option("--threads", ma->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
+  m->add_option("--device", ma->device, "cpu | cuda[:N]")->capture_default_str();
+  m->add_flag("--json", ma->json, "Print JSON");
+  m->callback([ma] { run_matmul(*ma); });
+
+  auto ta = std::make_shared<TrainArgs>();
+  auto* t = bench_command(app)->add_subcommand(
+      "train", "Training steps on synthetic batches: tokens/s, counted GFLOP/s, share of the matmul peak, memory");
+  t->add_option("--preset", ta->preset, "tiny | small (shapes in docs/benchmarks.md)")->capture_default_str();
+  t->add_option("--arch", ta->arch, "lol | dense (equal-depth dense strided-window reference)")->capture_default_str();
+  t->add_option("--steps", ta->steps, "Timed optimizer steps")->capture_default_str();
+  t->add_option("--warmup", ta->warmup, "Untimed steps first")->capture_default_str();
+  t->add_option("--seed", ta->seed, "Weights and token seed")->capture_default_str();
+  t->add_option("--peak-n", ta->peak_n, "Matrix size of the matmul peak measured afterwards (0 = skip)")
+      ->capture_default_str();
+  t->add_option("--peak-gflops", ta->peak_gflops, "Use this matmul peak instead of measuring it");
+  t->add_option("--threads", ta->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
+  t->add_option("--device", ta->device, "cpu | cuda[:N]")->capture_default_str();
+  t->add_flag("--json", ta->json, "Print JSON");
+  t->callback([ta] { run_train(*ta); });
+}
+
+}  // namespace lol::cli

@@ -1,0 +1,243 @@
+#include "training/train_benchmark.h"
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "core/runtime.h"
+#include "lol/windows.h"
+#include "training/batcher.h"
+#include "training/dense_window_model.h"
+#include "training/optimizer.h"
+#include "training/train_step.h"
+#include "util/error.h"
+
+namespace lol::training {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+void sync(const c10::Device& dev) {
+  if (dev.is_cuda()) torch::cuda::synchronize(dev.index() < 0 ? -1 : dev.index());
+}
+
+/// Forward FLOPs of one block over `rows` tokens, linear layers only.
+double block_linear_flops(const LoLConfig& c, double rows) {
+  const double d = double(c.d_model), hd = double(c.head_dim());
+  const double qkvo = d * hd * double(2 * c.n_heads + 2 * c.n_kv_heads);
+  return 2.0 * rows * (qkvo + 3.0 * d * double(c.ffn_hidden));
+}
+
+/// Forward FLOPs of attention over one segment of n tokens (QK^T and PV, n x n).
+double segment_attention_flops(const LoLConfig& c, double n) {
+  return 4.0 * double(c.n_heads) * double(c.head_dim()) * n * n;
+}
+
+/// A synthetic batch: uniform random tokens, one document per row, all next-token targets.
+TrainBatch synthetic_batch(int64_t B, int64_t T, int64_t vocab, std::mt19937_64& rng) {
+  std::vector<std::vector<int32_t>> tok(B, std::vector<int32_t>(T));
+  for (auto& r : tok)
+    for (auto& t : r) t = int32_t(rng() % uint64_t(vocab));
+  std::vector<std::vector<int64_t>> doc(B, std::vector<int64_t>(T, 0));
+  std::vector<std::vector<uint8_t>> loss(B, std::vector<uint8_t>(T, 1)), router(B, std::vector<uint8_t>(T, 0));
+  return assemble_batch(tok, doc, loss, router, std::vector<int64_t>(B, 0));
+}
+
+}  // namespace
+
+TrainBenchPreset train_bench_preset(const std::string& name) {
+  TrainBenchPreset p;
+  p.name = name;
+  LoLConfig& c = p.model;
+  if (name == "tiny") {
+    c.vocab_size = 512;
+    c.d_model = 64;
+    c.n_heads = 4;
+    c.n_kv_heads = 4;
+    c.ffn_hidden = 172;
+    c.n_prelude = 1;
+    c.n_coda = 1;
+    c.library_size = 4;
+    c.core_depth = 4;
+    c.window = 16;
+    c.stride = 8;
+    p.seq_len = 128;
+    p.batch = 8;
+  } else if (name == "small") {
+    c.vocab_size = 2048;
+    c.d_model = 256;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.ffn_hidden = 688;
+    c.n_prelude = 2;
+    c.n_coda = 2;
+    c.library_size = 8;
+    c.core_depth = 8;
+    c.window = 64;
+    c.stride = 32;
+    p.seq_len = 512;
+    p.batch = 8;
+  } else {
+    throw InputError("--preset: unknown preset '" + name + "' (expected tiny or small)");
+  }
+  c.max_seq_len = std::max<int64_t>(1024, p.seq_len);
+  c.validate("preset " + name);
+  return p;
+}
+
+StepFlops count_model_flops(const LoLConfig& c, int64_t batch, int64_t seq, int64_t active_depth, bool dense_core) {
+  StepFlops f;
+  const double N = double(batch) * double(seq);
+  const double n_full = double(c.n_prelude + c.n_coda);
+  const int64_t depths = dense_core ? c.core_depth : active_depth;
+  double fwd_linear = (n_full + double(depths)) * block_linear_flops(c, N);
+  fwd_linear += 2.0 * N * double(c.d_model) * double(c.vocab_size);  // LM head
+  double fwd_attn = n_full * double(batch) * segment_attention_flops(c, double(seq));
+  for (int64_t l = 1; l <= depths; ++l) {
+    const auto ranges = window_ranges(seq, l, c.window, c.stride);
+    for (const auto& r : ranges) fwd_attn += double(batch) * segment_attention_flops(c, double(r.second - r.first));
+    if (!dense_core)  // router on every window's input
+      fwd_linear += 2.0 * double(batch) * double(ranges.size()) * double(c.d_model) * double(c.library_size);
+  }
+  f.linear = 3.0 * fwd_linear;
+  f.attention = 3.0 * fwd_attn;
+  return f;
+}
+
+double count_muon_flops(const std::vector<GroupedParam>& params, int64_t ns_steps) {
+  double f = 0;
+  for (const auto& p : params) {
+    if (p.group != ParamGroup::Muon || !p.tensor.grad().defined() || p.tensor.dim() != 2) continue;
+    const double m = double(std::min(p.tensor.size(0), p.tensor.size(1)));
+    const double n = double(std::max(p.tensor.size(0), p.tensor.size(1)));
+    f += double(ns_steps) * (4.0 * m * m * n + 2.0 * m * m * m);
+  }
+  return f;
+}
+
+MatmulBenchResult bench_matmul(int64_t n, double min_seconds, const c10::Device& device) {
+  if (n < 1) throw InputError("--n: matrix size " + std::to_string(n) + ": expected >= 1");
+  torch::NoGradGuard ng;
+  auto gen = at::detail::createCPUGenerator(0);
+  auto a = at::randn({n, n}, gen).to(device);
+  auto b = at::randn({n, n}, gen).to(device);
+  auto c = torch::empty({n, n}, a.options());
+  for (int i = 0; i < 2; ++i) torch::mm_out(c, a, b);
+  sync(device);
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (times.size() < 3 || seconds_since(start) < min_seconds) {
+    const auto t0 = Clock::now();
+    torch::mm_out(c, a, b);
+    sync(device);
+    times.push_back(seconds_since(t0));
+  }
+  MatmulBenchResult r;
+  r.n = n;
+  r.threads = at::get_num_threads();
+  r.repeats = int64_t(times.size());
+  r.median_s = median(times);
+  r.best_s = *std::min_element(times.begin(), times.end());
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  r.gflops = flops / r.median_s / 1e9;
+  r.best_gflops = flops / r.best_s / 1e9;
+  return r;
+}
+
+TrainBenchResult bench_train(const TrainBenchOptions& o) {
+  if (o.steps < 1) throw InputError("--steps: " + std::to_string(o.steps) + ": expected >= 1");
+  if (o.warmup < 0) throw InputError("--warmup: " + std::to_string(o.warmup) + ": expected >= 0");
+  if (o.arch != "lol" && o.arch != "dense")
+    throw InputError("--arch: unknown architecture '" + o.arch + "' (expected lol or dense)");
+  TrainBenchResult r;
+  r.preset = train_bench_preset(o.preset);
+  r.arch = o.arch;
+  const auto& cfg = r.preset.model;
+  const int64_t B = r.preset.batch, T = r.preset.seq_len;
+  torch::manual_seed(o.seed);
+
+  std::unique_ptr<TrainableModel> model;
+  if (o.arch == "lol") {
+    model = make_model(cfg.to_json(), "preset " + o.preset, cfg.vocab_size, T, o.seed);
+  } else {
+    model = std::make_unique<DenseWindowTrainable>(DenseWindowModel(cfg, o.seed));
+  }
+  model->module().to(o.device);
+  model->module().train();
+  auto params = model->grouped_parameters();
+  OptimConfig oc;  // defaults: Muon + AdamW
+  Optimizer opt(params, oc);
+  const double clip = TrainConfig().clip;
+
+  std::mt19937_64 rng(o.seed + 1);
+  std::vector<TrainBatch> batches;
+  for (int64_t i = 0; i < o.warmup + o.steps; ++i) batches.push_back(synthetic_batch(B, T, cfg.vocab_size, rng));
+
+  r.parameters = model->num_parameters();
+  r.threads = at::get_num_threads();
+  r.steps = o.steps;
+  r.tokens_per_step = B * T;
+  r.flops = count_model_flops(cfg, B, T, model->active_depth(), o.arch == "dense");
+  std::vector<double> step_t, fb_t, opt_t;
+  for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+    const auto t0 = Clock::now();
+    const StepTotals tot = forward_backward(*model, {batches[i]}, o.device);
+    sync(o.device);
+    const double fb = seconds_since(t0);
+    if (i == o.warmup) r.flops.optimizer = count_muon_flops(params, oc.ns_steps);
+    const auto t1 = Clock::now();
+    clip_gradients(params, clip);
+    opt.step(1.0);
+    opt.zero_grad();
+    model->after_optimizer_step();
+    sync(o.device);
+    const double os = seconds_since(t1);
+    if (i == 0) r.first_loss = tot.loss();
+    r.last_loss = tot.loss();
+    if (i >= o.warmup) {
+      fb_t.push_back(fb);
+      opt_t.push_back(os);
+      step_t.push_back(fb + os);
+    }
+  }
+  r.step_s = median(step_t);
+  r.fwd_bwd_s = median(fb_t);
+  r.optimizer_s = median(opt_t);
+  r.tokens_per_s = double(r.tokens_per_step) / r.step_s;
+  r.fwd_bwd_tokens_per_s = double(r.tokens_per_step) / r.fwd_bwd_s;
+  r.gflops_per_s = r.flops.total() / r.step_s / 1e9;
+  r.peak_rss_bytes = peak_rss_bytes();
+  return r;
+}
+
+void set_benchmark_threads(int n) {
+  if (n <= 0) n = available_cores();
+  init_runtime(n);
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return int64_t(ru.ru_maxrss) * 1024;
+}
+
+}  // namespace lol::training
