@@ -13,6 +13,7 @@
 #include "core/runtime.h"
 #include "core/tensor_io.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "lol/checkpoint.h"
 #include "util/error.h"
 
@@ -100,12 +101,7 @@ struct InitArgs {
 };
 
 void run_init(const InitArgs& a) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(a.config));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(a.config + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::read_json_file(a.config);
   nlohmann::json extra;
   if (j.is_object() && j.contains("extra")) {
     extra = j["extra"];

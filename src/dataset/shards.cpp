@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/json_fields.h"
@@ -109,11 +110,7 @@ Dataset Dataset::open(const std::string& dir) {
   d.dir_ = dir;
   const std::string path = dir + "/dataset.json";
   if (!fs::exists(path)) throw InputError(dir + ": not a dataset directory (no dataset.json)");
-  try {
-    d.info_ = nlohmann::json::parse(io::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
+  d.info_ = io::read_json_file(path);
   util::JsonFields f(d.info_, path);
   f.get("format", std::string(), {"lol-dataset"});
   int64_t version = 0;

@@ -4,6 +4,7 @@
 
 #include "core/module_io.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -21,12 +22,7 @@ void save_lol(const LoLModel& model, const std::string& dir, const nlohmann::jso
 LoLModel load_lol(const std::string& dir, const torch::Device& device, nlohmann::json* extra) {
   const std::string cfg_path = dir + "/config.json";
   if (!fs::exists(cfg_path)) throw InputError(dir + ": not a checkpoint directory (no config.json)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(cfg_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(cfg_path + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::read_json_file(cfg_path);
   if (j.is_object() && j.contains("extra")) {
     if (extra) *extra = j["extra"];
     j.erase("extra");

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -101,12 +102,7 @@ RoutingPath RoutingPath::from_json(const nlohmann::json& j, const std::string& w
 }
 
 RoutingPath RoutingPath::load(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::read_json_file(path);
   return from_json(j, path);
 }
 

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "lol/checkpoint.h"
 #include "training/lol_trainable.h"
 #include "util/error.h"
@@ -48,12 +49,7 @@ std::unique_ptr<TrainableModel> make_model(const nlohmann::json& section, const 
 std::unique_ptr<TrainableModel> load_model(const std::string& dir) {
   const std::string cfg_path = dir + "/config.json";
   if (!std::filesystem::exists(cfg_path)) throw InputError(dir + ": not a model directory (no config.json)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(cfg_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(cfg_path + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::read_json_file(cfg_path);
   const std::string arch = j.is_object() ? j.value("architecture", std::string("lol")) : "lol";
   if (arch == "lol") return std::make_unique<LoLTrainable>(load_lol(dir));
   throw InputError(cfg_path + ": field 'architecture' = \"" + arch + "\": expected one of lol");

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -244,12 +245,7 @@ void apply_override(nlohmann::json& j, const std::string& a) {
 }
 
 RunConfig RunConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::read_json_file(path);
   if (!j.is_object()) throw InputError(path + ": expected a JSON object");
   for (const auto& o : overrides) apply_override(j, o);
   return from_json(j, path);

@@ -10,6 +10,7 @@
 
 #include "core/tensor_io.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -158,12 +159,7 @@ std::string resolve_checkpoint(const std::string& dir) {
 
 TrainerState load_checkpoint(const std::string& ck, TrainableModel& model, Optimizer& opt) {
   const std::string state_path = ck + "/trainer_state.json";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_file(state_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(state_path + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = io::read_json_file(state_path);
   TrainerState s = TrainerState::from_json(j, state_path);
   model.load(ck);
   const std::string opt_path = ck + "/optimizer.safetensors";
