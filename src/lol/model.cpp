@@ -75,7 +75,10 @@ TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
     }
   }
   L.pos = pos.to(dev);
-  if (b.router_only.defined()) L.key_visible = b.router_only.reshape({L.B * L.T}).logical_not().to(dev);
+  // Batches without router-only tokens (the trainer always passes the mask) take the
+  // attention path without key-visibility masks.
+  if (b.router_only.defined() && b.router_only.any().item<bool>())
+    L.key_visible = b.router_only.reshape({L.B * L.T}).logical_not().to(dev);
   L.full = nn::SegmentLayout::from_csr(rows, offsets, L.B * L.T, dev);
   return L;
 }
