@@ -60,7 +60,7 @@ void RoutingStats::add(const std::vector<DepthTrace>& trace, const std::vector<i
   }
 }
 
-RoutingPath RoutingStats::mode_path(int64_t label, int64_t extend_to) const {
+RoutingPath RoutingStats::mode_path(int64_t label, int64_t extend_to, ModeRule rule) const {
   RoutingPath p;
   p.library_size = library_size;
   auto it = cells.find(label);
@@ -72,8 +72,11 @@ RoutingPath RoutingStats::mode_path(int64_t label, int64_t extend_to) const {
       const auto& c = grid[d][k];
       if (c.n == 0) continue;
       int64_t best = 0;
-      for (int64_t m = 1; m < library_size; ++m)
-        if (c.prob_sum[m] > c.prob_sum[best]) best = m;
+      for (int64_t m = 1; m < library_size; ++m) {
+        const bool better = rule == ModeRule::kMeanProbability ? c.prob_sum[m] > c.prob_sum[best]
+                                                               : c.chosen[m] > c.chosen[best];
+        if (better) best = m;
+      }
       p.set(int64_t(d), int64_t(k), best, c.prob_sum[best] / double(c.n));
       last = int64_t(k);
     }
@@ -90,11 +93,11 @@ RoutingPath RoutingStats::mode_path(int64_t label, int64_t extend_to) const {
   return p;
 }
 
-std::vector<std::vector<double>> RoutingStats::agreement(int64_t label) const {
+std::vector<std::vector<double>> RoutingStats::agreement(int64_t label, ModeRule rule) const {
   std::vector<std::vector<double>> out;
   auto it = cells.find(label);
   if (it == cells.end()) return out;
-  auto mode = mode_path(label);
+  auto mode = mode_path(label, 0, rule);
   for (size_t d = 0; d < it->second.size(); ++d) {
     std::vector<double> row;
     for (size_t k = 0; k < it->second[d].size(); ++k) {
@@ -107,7 +110,7 @@ std::vector<std::vector<double>> RoutingStats::agreement(int64_t label) const {
   return out;
 }
 
-nlohmann::json RoutingStats::to_json() const {
+nlohmann::json RoutingStats::to_json(ModeRule rule) const {
   nlohmann::json j = {{"library_size", library_size}, {"core_depth", depth}, {"labels", nlohmann::json::object()}};
   for (const auto& [label, grid] : cells) {
     nlohmann::json counts = nlohmann::json::array();
@@ -116,7 +119,7 @@ nlohmann::json RoutingStats::to_json() const {
       for (const auto& c : row) r.push_back(c.n);
       counts.push_back(r);
     }
-    j["labels"][std::to_string(label)] = {{"observations", counts}, {"agreement", agreement(label)}};
+    j["labels"][std::to_string(label)] = {{"observations", counts}, {"agreement", agreement(label, rule)}};
   }
   return j;
 }

@@ -30,14 +30,22 @@ struct RoutingStats {
 
   /// Accumulates one forward trace of a batch; `labels[row]` names each row's label.
   void add(const std::vector<DepthTrace>& trace, const std::vector<int64_t>& labels);
-  /// Mode path of one label. Window indices never observed after the last observed
+  /// How a cell's expert is chosen.
+  enum class ModeRule {
+    kMeanProbability,  ///< highest mean router probability (paper 4.1.3; the default)
+    kMostSelected,     ///< expert selected most often (router probability + balancing
+                       ///< bias, i.e. what the model actually ran); ties -> lower index
+  };
+  /// Mode path of one label; every cell's alpha is the chosen expert's mean router
+  /// probability. Window indices never observed after the last observed
   /// one are not filled (left to the router) unless `extend_to` > 0: then windows up
   /// to extend_to-1 reuse the last observed window's entries (the paper's rule for
   /// dead-end filling W3, Figure 17).
-  RoutingPath mode_path(int64_t label, int64_t extend_to = 0) const;
+  RoutingPath mode_path(int64_t label, int64_t extend_to = 0, ModeRule rule = ModeRule::kMeanProbability) const;
   /// agreement[d][k] in [0, 1], or -1 where nothing was observed.
-  std::vector<std::vector<double>> agreement(int64_t label) const;
-  nlohmann::json to_json() const;
+  std::vector<std::vector<double>> agreement(int64_t label, ModeRule rule = ModeRule::kMeanProbability) const;
+  /// Observation counts and agreement maps (against the mode path of `rule`) per label.
+  nlohmann::json to_json(ModeRule rule = ModeRule::kMeanProbability) const;
 };
 
 struct CollectOptions {

@@ -31,7 +31,8 @@ data::TaskSpec spec_of_dataset(const data::Dataset& ds) {
 }
 
 void plot_path_grids(const std::string& out, const std::map<int, RoutingPath>& paths,
-                     const analysis::RoutingStats& st, const data::TaskSpec& spec) {
+                     const analysis::RoutingStats& st, const data::TaskSpec& spec,
+                     analysis::RoutingStats::ModeRule rule) {
   if (!util::gnuplot_available()) {
     std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";
     return;
@@ -42,7 +43,7 @@ void plot_path_grids(const std::string& out, const std::map<int, RoutingPath>& p
     for (const auto& row : p.expert) K = std::max(K, row.size());
     std::vector<std::vector<double>> val(K, std::vector<double>(p.depth(), NAN)), agr = val;
     std::vector<std::vector<std::string>> lab(K, std::vector<std::string>(p.depth()));
-    auto agreement = st.agreement(s);
+    auto agreement = st.agreement(s, rule);
     for (int64_t d = 0; d < p.depth(); ++d)
       for (size_t k = 0; k < K; ++k) {
         if (auto fc = p.at(d, int64_t(k))) {
@@ -75,6 +76,7 @@ void register_paths(CLI::App& app) {
   struct ExtractArgs {
     std::string model, data, out, split = "valid", device = "cpu";
     int64_t max = 0, batch = 16, extend = 0;
+    std::string rule = "mean-prob";
   };
   auto a = std::make_shared<ExtractArgs>();
   auto* ex = paths->add_subcommand("extract", "Mode path of each strategy from teacher-forced validation runs (paper 4.1.3)");
@@ -87,6 +89,11 @@ void register_paths(CLI::App& app) {
   ex->add_option("--extend", a->extend,
                  "Fill window indices up to this one with the last observed window's entries (0 = off)")
       ->default_val(0);
+  ex->add_option("--rule", a->rule,
+                 "Expert of each cell: mean-prob (highest mean router probability, paper 4.1.3) or "
+                 "most-selected (the expert the model ran most often, balancing bias included)")
+      ->default_val("mean-prob")
+      ->check(CLI::IsMember({"mean-prob", "most-selected"}));
   ex->add_option("--device", a->device, "cpu or cuda")->default_val("cpu");
   ex->callback([a] {
     auto dev = parse_device(a->device);
@@ -100,20 +107,22 @@ void register_paths(CLI::App& app) {
     co.max_sequences = a->max;
     auto st = analysis::collect_routing_stats(model, split, co);
     fs::create_directories(a->out);
+    const auto rule = a->rule == "most-selected" ? analysis::RoutingStats::ModeRule::kMostSelected
+                                                 : analysis::RoutingStats::ModeRule::kMeanProbability;
     std::map<int, RoutingPath> out_paths;
     for (int s = 1; s <= 5; ++s) {
       if (!st.cells.count(s)) {
         std::cerr << "warning: no validation sequences for strategy S" << s << "\n";
         continue;
       }
-      auto p = st.mode_path(s, a->extend);
-      p.meta = {{"strategy", s}, {"strategy_name", spec.strategy_name(s)}, {"task", spec.name},
+      auto p = st.mode_path(s, a->extend, rule);
+      p.meta = {{"strategy", s}, {"rule", a->rule}, {"strategy_name", spec.strategy_name(s)}, {"task", spec.name},
                 {"model", a->model}, {"data", a->data}, {"split", a->split}};
       p.save(a->out + "/S" + std::to_string(s) + ".json");
       out_paths[s] = p;
     }
-    io::write_file_atomic(a->out + "/agreement.json", st.to_json().dump(1) + "\n");
-    plot_path_grids(a->out, out_paths, st, spec);
+    io::write_file_atomic(a->out + "/agreement.json", st.to_json(rule).dump(1) + "\n");
+    plot_path_grids(a->out, out_paths, st, spec, rule);
     for (const auto& [s, p] : out_paths) {
       std::cout << "S" << s << " (" << spec.strategy_name(s) << ") mode path, window 0..:";
       for (int64_t d = 0; d < p.depth(); ++d) {
