@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/model_dir.h"
 #include "core/runtime.h"
 #include "inference/decode_benchmark.h"
 #include "inference/generate.h"
@@ -112,9 +113,10 @@ void run_generate(const GenerateArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   const auto dev = parse_device(a.device);
   nlohmann::json extra;
-  LoLModel model = load_lol(a.model, dev, &extra);
+  const std::string dir = resolve_model_dir(a.model);  // a run directory means its latest checkpoint
+  LoLModel model = load_lol(dir, dev, &extra);
   model->eval();
-  auto codec = TextCodec::find(a.model, extra, a.tokenizer);
+  auto codec = TextCodec::find(dir, extra, a.tokenizer);
   inference::Prompt p;
   if (!a.prompt.empty()) {
     if (!codec)
@@ -198,7 +200,7 @@ struct BenchArgs {
 
 /// A checkpoint directory, or a config.json for a randomly initialised model.
 LoLModel bench_model(const std::string& path, const torch::Device& dev) {
-  if (fs::is_directory(path)) return load_lol(path, dev);
+  if (fs::is_directory(path)) return load_lol(resolve_model_dir(path), dev);
   if (!fs::exists(path)) throw InputError("--model: " + path + " does not exist (expected a checkpoint directory or a config .json)");
   LoLConfig c = LoLConfig::load(path);
   LoLModel m(c);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/model_dir.h"
 #include "core/runtime.h"
 #include "core/tensor_io.h"
 #include "io/atomic_file.h"
@@ -128,7 +129,7 @@ struct InfoArgs {
 
 void run_info(const InfoArgs& a) {
   nlohmann::json extra;
-  LoLModel m = load_lol(a.dir, torch::kCPU, &extra);
+  LoLModel m = load_lol(resolve_model_dir(a.dir), torch::kCPU, &extra);
   const auto& c = m->config();
   if (a.context < 0 || a.context > c.max_seq_len)
     throw InputError("--context " + std::to_string(a.context) + ": expected 1 <= context <= max_seq_len = " +
@@ -185,7 +186,7 @@ struct ForwardArgs {
 
 void run_forward(const ForwardArgs& a) {
   const auto dev = parse_device(a.device);
-  LoLModel m = load_lol(a.model, dev);
+  LoLModel m = load_lol(resolve_model_dir(a.model), dev);
   m->eval();
   const auto& c = m->config();
 
