@@ -12,8 +12,16 @@ torch::Tensor segment_causal_mask(const torch::Tensor& slot_valid, const torch::
   return causal.unsqueeze(0) & keys.unsqueeze(1);
 }
 
-torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& allowed) {
+namespace {
+
+/// masked_attention(); `rows_may_be_empty` = false promises that every query row has
+/// at least one allowed key (true whenever no key-visibility mask is applied: slot 0
+/// of a segment is always valid and causally visible). Then the final multiplication
+/// by the mask is skipped: softmax already gives exactly 0 to blocked keys, so the
+/// result and its gradients are unchanged, and one [S, H, Lq, Lk] temporary less is
+/// kept for backward.
+torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& allowed, bool rows_may_be_empty) {
   const int64_t S = q.size(0), H = q.size(1), Lq = q.size(2), hd = q.size(3);
   const int64_t Hkv = k.size(1), Lk = k.size(2);
   const int64_t G = H / Hkv;
@@ -23,10 +31,18 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   auto scores = torch::matmul(qg, k.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G*Lq, Lk]
   scores = scores.view({S, Hkv, G, Lq, Lk});
   auto mask = allowed.view({S, 1, 1, Lq, Lk});
-  scores = scores.masked_fill(mask.logical_not(), std::numeric_limits<float>::lowest());
-  auto probs = torch::softmax(scores, -1) * mask.to(scores.scalar_type());
+  scores.masked_fill_(mask.logical_not(), std::numeric_limits<float>::lowest());  // in place: no copy
+  auto probs = torch::softmax(scores, -1);
+  if (rows_may_be_empty) probs = probs * mask.to(scores.scalar_type());
   auto out = torch::matmul(probs.view({S, Hkv, G * Lq, Lk}), v);  // [S, Hkv, G*Lq, hd]
   return out.view({S, H, Lq, hd});
+}
+
+}  // namespace
+
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& allowed) {
+  return attention_impl(q, k, v, allowed, /*rows_may_be_empty=*/true);
 }
 
 AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
@@ -57,7 +73,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor kv_vis;
   if (key_visible.defined()) kv_vis = layout.to_padded(key_visible.to(torch::kUInt8)).to(torch::kBool);
   auto allowed = segment_causal_mask(layout.slot_valid, kv_vis);
-  auto o = masked_attention(qp.contiguous(), kp.contiguous(), vp.contiguous(), allowed);  // [S, H, L, hd]
+  auto o = attention_impl(qp.contiguous(), kp.contiguous(), vp.contiguous(), allowed,
+                          /*rows_may_be_empty=*/kv_vis.defined());  // [S, H, L, hd]
   auto flat = layout.from_padded(o.permute({0, 2, 1, 3}).contiguous());               // [N, H, hd]
   return o_proj(flat.view({N, shape.n_heads * shape.head_dim}));
 }
