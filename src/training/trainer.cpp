@@ -11,6 +11,7 @@
 
 #include "core/runtime.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "training/loss.h"
 #include "training/metrics_log.h"
 #include "training/optimizer.h"
@@ -114,7 +115,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
                        " or choose another directory");
   } else {
     const std::string ck = resolve_checkpoint(resume);
-    nlohmann::json ck_cfg = nlohmann::json::parse(io::read_file(ck + "/config.json"));
+    nlohmann::json ck_cfg = io::read_json_file(ck + "/config.json");
     ck_cfg.erase("extra");
     if (ck_cfg != model->config_json())
       throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's "
