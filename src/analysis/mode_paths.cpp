@@ -4,9 +4,11 @@
 
 namespace lol::analysis {
 
-LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& indices, const torch::Device& dev) {
+LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& indices, const torch::Device& dev,
+                    int64_t max_tokens) {
+  auto length = [&](const data::SequenceView& s) { return max_tokens > 0 ? std::min(max_tokens, s.length) : s.length; };
   int64_t T = 0;
-  for (auto i : indices) T = std::max(T, split.get(i).length);
+  for (auto i : indices) T = std::max(T, length(split.get(i)));
   const int64_t B = int64_t(indices.size());
   auto tokens = torch::zeros({B, T}, torch::kInt64);
   auto doc = torch::full({B, T}, -1, torch::kInt64);
@@ -17,12 +19,13 @@ LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& in
     auto* tp = tokens.data_ptr<int64_t>() + b * T;
     auto* dp = doc.data_ptr<int64_t>() + b * T;
     auto* rp = ro.data_ptr<bool>() + b * T;
-    for (int64_t t = 0; t < s.length; ++t) {
+    const int64_t n = length(s);
+    for (int64_t t = 0; t < n; ++t) {
       tp[t] = s.tokens[t];
       dp[t] = 0;
       rp[t] = s.router_only ? s.router_only[t] != 0 : false;
     }
-    pl.data_ptr<int64_t>()[b] = s.prompt_len;
+    pl.data_ptr<int64_t>()[b] = std::min<int64_t>(s.prompt_len, n);
   }
   LoLBatch batch;
   batch.tokens = tokens.to(dev);

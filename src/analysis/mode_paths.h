@@ -59,6 +59,9 @@ struct CollectOptions {
 RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split, const CollectOptions& opt = {});
 
 /// Pads sequences [first, first+n) of a split into a LoLBatch (padding: doc id -1).
-LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& indices, const torch::Device& dev);
+/// `max_tokens` > 0 cuts every sequence to its first max_tokens tokens (prompt window
+/// included, clipped to the cut).
+LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& indices, const torch::Device& dev,
+                    int64_t max_tokens = 0);
 
 }  // namespace lol::analysis

@@ -120,41 +120,6 @@ RoutingFeatures merge_features(const std::vector<RoutingFeatures>& parts) {
   return all;
 }
 
-namespace {
-
-/// make_batch with every sequence cut to its first `cap` tokens (prompt included).
-LoLBatch make_capped_batch(const data::SplitData& split, const std::vector<int64_t>& indices, int64_t cap,
-                           const torch::Device& dev) {
-  int64_t T = 0;
-  for (auto i : indices) T = std::max(T, std::min(cap, split.get(i).length));
-  const int64_t B = int64_t(indices.size());
-  auto tokens = torch::zeros({B, T}, torch::kInt64);
-  auto doc = torch::full({B, T}, -1, torch::kInt64);
-  auto ro = torch::zeros({B, T}, torch::kBool);
-  auto pl = torch::zeros({B}, torch::kInt64);
-  for (int64_t b = 0; b < B; ++b) {
-    auto s = split.get(indices[b]);
-    const int64_t n = std::min(cap, s.length);
-    auto* tp = tokens.data_ptr<int64_t>() + b * T;
-    auto* dp = doc.data_ptr<int64_t>() + b * T;
-    auto* rp = ro.data_ptr<bool>() + b * T;
-    for (int64_t t = 0; t < n; ++t) {
-      tp[t] = s.tokens[t];
-      dp[t] = 0;
-      rp[t] = s.router_only ? s.router_only[t] != 0 : false;
-    }
-    pl.data_ptr<int64_t>()[b] = std::min<int64_t>(s.prompt_len, n);
-  }
-  LoLBatch batch;
-  batch.tokens = tokens.to(dev);
-  batch.doc_ids = doc.to(dev);
-  batch.router_only = ro.to(dev);
-  batch.prompt_len = pl.to(dev);
-  return batch;
-}
-
-}  // namespace
-
 RoutingFeatures collect_routing_features(LoLModel& model, const data::SplitData& split, const CollectOptions& opt,
                                          int64_t max_tokens) {
   const int64_t max_len = model->config().max_seq_len;
@@ -179,7 +144,7 @@ RoutingFeatures collect_routing_features(LoLModel& model, const data::SplitData&
     }
     bool longer = false;
     for (auto j : idx) longer |= split.get(j).length > cap;
-    auto batch = longer ? make_capped_batch(split, idx, cap, dev) : make_batch(split, idx, dev);
+    auto batch = make_batch(split, idx, dev, longer ? cap : 0);
     fo.logits_at = torch::zeros({int64_t(idx.size()), 1}, torch::kInt64);  // logits are not needed
     auto out = model->forward(batch, fo);
     parts.push_back(features_from_trace(out.trace, idx, labels));
