@@ -58,7 +58,8 @@ struct CollectOptions {
 /// keyed by the sequences' labels (sequences without a label use -1).
 RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split, const CollectOptions& opt = {});
 
-/// Pads sequences [first, first+n) of a split into a LoLBatch (padding: doc id -1).
+/// Pads the sequences `indices` of a split into a LoLBatch of [batch, longest] tokens
+/// (padding: doc id -1), one document per row, on `dev`.
 /// `max_tokens` > 0 cuts every sequence to its first max_tokens tokens (prompt window
 /// included, clipped to the cut).
 LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& indices, const torch::Device& dev,
