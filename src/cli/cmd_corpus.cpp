@@ -21,6 +21,11 @@ void register_corpus(CLI::App& app) {
   c->add_option("--text-field", o->source.text_field, "JSONL field holding the text")->capture_default_str();
   c->add_option("--label-field", o->source.label_field,
                 "JSONL field holding a per-document label (e.g. lang), stored as integer ids");
+  c->add_option("--max-bytes-per-label", o->source.max_bytes_per_label,
+                "Balanced mix: skip documents whose label already has this many text bytes (0 = no cap)")
+      ->capture_default_str();
+  c->add_option("--valid-in", o->valid_files,
+                "Held-out files: all their documents go to the validation split (after the --in files)");
   c->add_option("--doc-split", *doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
   c->add_option("--valid-fraction", o->valid_fraction, "Expected share of documents held out for validation")
       ->capture_default_str();

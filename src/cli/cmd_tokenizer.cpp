@@ -23,7 +23,8 @@ namespace {
 struct TrainArgs {
   std::vector<std::string> in, specials{"<|endoftext|>"};
   std::string out, pattern = "gpt2", regex, bos, eos = "<|endoftext|>", pad, text_field = "text",
-                   doc_split = "file";
+                   label_field, doc_split = "file";
+  int64_t max_bytes_per_label = 0;
   int32_t vocab_size = 4096;
   int64_t min_frequency = 2;
   bool no_progress = false;
@@ -53,6 +54,8 @@ void run_train(const TrainArgs& a) {
 
   data::DocumentSourceOptions so;
   so.text_field = a.text_field;
+  so.label_field = a.label_field;
+  so.max_bytes_per_label = a.max_bytes_per_label;
   so.doc_split = data::parse_doc_split(a.doc_split);
   data::DocumentReader reader(a.in, so);
   data::Document doc;
@@ -169,6 +172,10 @@ void register_tokenizer(CLI::App& app) {
   tr->add_option("--regex", ta->regex, "Custom pre-tokenizer regex (PCRE2), instead of --pattern");
   tr->add_option("--min-frequency", ta->min_frequency, "Pairs seen fewer times are never merged")->capture_default_str();
   tr->add_option("--text-field", ta->text_field, "JSONL field holding the text")->capture_default_str();
+  tr->add_option("--label-field", ta->label_field, "JSONL field holding a per-document label (with --max-bytes-per-label)");
+  tr->add_option("--max-bytes-per-label", ta->max_bytes_per_label,
+                 "Balanced mix: skip documents whose label already has this many text bytes (0 = no cap)")
+      ->capture_default_str();
   tr->add_option("--doc-split", ta->doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
   tr->add_flag("--no-progress", ta->no_progress, "No progress bar");
   tr->callback([ta] { run_train(*ta); });

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include "dataset/shards.h"
 #include "dataset/text_tokenizer.h"
@@ -51,6 +52,12 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
     suffix.push_back(*tok->eos_id());
   }
   DocumentReader reader(o.files, o.source);  // checks the inputs before anything is written
+  std::unique_ptr<DocumentReader> held_out;
+  if (!o.valid_files.empty()) {
+    DocumentSourceOptions vo = o.source;
+    vo.max_bytes_per_label = 0;
+    held_out = std::make_unique<DocumentReader>(o.valid_files, vo);
+  }
   fs::create_directories(out_dir);
   tok->save(out_dir);
   const int64_t vocab = tok->vocab_size();
@@ -63,56 +70,61 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   int64_t skipped_empty = 0;
   const bool labelled = !o.source.label_field.empty();
 
-  ProgressBar bar("corpus", reader.total_bytes(), o.progress);
+  const int64_t total_bytes = reader.total_bytes() + (held_out ? held_out->total_bytes() : 0);
+  ProgressBar bar("corpus", total_bytes, o.progress);
   const auto t0 = std::chrono::steady_clock::now();
-  Document doc;
-  std::vector<int32_t> ids;
-  int64_t doc_bytes = 0;
-  std::string doc_where;
-  int64_t n_docs = 0;
-  while (reader.next(doc)) {
-    if (doc.part == 0) {
-      ids = prefix;
-      doc_bytes = 0;
-      doc_where = doc.where;
-    }
-    try {
-      tok->encode_append(doc.text, ids);
-    } catch (const InputError& e) {
-      throw InputError(doc.where + ": " + e.what());
-    }
-    doc_bytes += int64_t(doc.text.size());
-    if (!doc.last) continue;
-    ++n_docs;
-    if (ids.size() == prefix.size()) {  // nothing but the optional BOS
-      ++skipped_empty;
-      continue;
-    }
-    ids.insert(ids.end(), suffix.begin(), suffix.end());
-    int64_t label = -1;
-    if (labelled) {
-      auto it = label_ids.find(doc.label);
-      if (it == label_ids.end()) {
-        it = label_ids.emplace(doc.label, int64_t(label_names.size())).first;
-        label_names.push_back(doc.label);
-        label_counts[0].emplace_back();
-        label_counts[1].emplace_back();
+  int64_t n_docs = 0, bytes_before = 0;
+  // Reads every document of `r` into the splits (held_out: all to validation).
+  auto consume = [&](DocumentReader& r, bool all_valid) {
+    Document doc;
+    std::vector<int32_t> ids;
+    int64_t doc_bytes = 0;
+    while (r.next(doc)) {
+      if (doc.part == 0) {
+        ids = prefix;
+        doc_bytes = 0;
       }
-      label = it->second;
+      try {
+        tok->encode_append(doc.text, ids);
+      } catch (const InputError& e) {
+        throw InputError(doc.where + ": " + e.what());
+      }
+      doc_bytes += int64_t(doc.text.size());
+      if (!doc.last) continue;
+      ++n_docs;
+      if (ids.size() == prefix.size()) {  // nothing but the optional BOS
+        ++skipped_empty;
+        continue;
+      }
+      ids.insert(ids.end(), suffix.begin(), suffix.end());
+      int64_t label = -1;
+      if (labelled) {
+        auto it = label_ids.find(doc.label);
+        if (it == label_ids.end()) {
+          it = label_ids.emplace(doc.label, int64_t(label_names.size())).first;
+          label_names.push_back(doc.label);
+          label_counts[0].emplace_back();
+          label_counts[1].emplace_back();
+        }
+        label = it->second;
+      }
+      const int s = (all_valid || is_valid_document(doc.index, o.seed, o.valid_fraction)) ? 1 : 0;
+      (s ? valid : train).add(ids, {}, {}, 0, label);
+      for (SplitCounts* c : {&counts[s], labelled ? &label_counts[s][std::size_t(label)] : nullptr}) {
+        if (!c) continue;
+        c->documents += 1;
+        c->tokens += int64_t(ids.size());
+        c->bytes += doc_bytes;
+      }
+      if ((n_docs & 63) == 0)
+        bar.update(bytes_before + r.bytes_read(), std::to_string(n_docs) + " docs, " +
+                                                      std::to_string(counts[0].tokens + counts[1].tokens) + " tokens");
     }
-    const int s = is_valid_document(doc.index, o.seed, o.valid_fraction) ? 1 : 0;
-    (s ? valid : train).add(ids, {}, {}, 0, label);
-    for (SplitCounts* c : {&counts[s], labelled ? &label_counts[s][std::size_t(label)] : nullptr}) {
-      if (!c) continue;
-      c->documents += 1;
-      c->tokens += int64_t(ids.size());
-      c->bytes += doc_bytes;
-    }
-    if ((n_docs & 63) == 0)
-      bar.update(reader.bytes_read(), std::to_string(n_docs) + " docs, " +
-                                          std::to_string(counts[0].tokens + counts[1].tokens) + " tokens");
-  }
-  bar.update(reader.bytes_read());
+    bytes_before += r.total_bytes();
+  };
+  consume(reader, false);
+  if (held_out) consume(*held_out, true);
+  bar.update(total_bytes);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bar.finish(std::to_string(n_docs) + " docs, " + std::to_string(counts[0].tokens + counts[1].tokens) + " tokens");
   if (counts[0].documents + counts[1].documents == 0)
@@ -126,12 +138,15 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   nlohmann::json stats = {{"train", counts[0].to_json()},
                           {"valid", counts[1].to_json()},
                           {"skipped_empty_documents", skipped_empty},
+                          {"skipped_over_label_cap", reader.skipped_over_cap()},
                           {"token_dtype", vocab <= 65536 ? "uint16" : "uint32"},
                           {"bytes_per_token", double(counts[0].bytes + counts[1].bytes) /
                                                   double(std::max<int64_t>(1, counts[0].tokens + counts[1].tokens))},
                           {"seconds", secs}};
   nlohmann::json meta = {{"source", "lol corpus"},
                          {"inputs", o.files},
+                         {"valid_inputs", o.valid_files},
+                         {"max_bytes_per_label", o.source.max_bytes_per_label},
                          {"tokenizer_spec", o.tokenizer},
                          {"doc_split", doc_split_name(o.source.doc_split)},
                          {"text_field", o.source.text_field},

@@ -26,6 +26,9 @@ namespace lol::data {
 
 struct CorpusOptions {
   std::vector<std::string> files;   ///< inputs (*.jsonl read as JSON lines, anything else as text)
+  /// Held-out inputs read after `files`: every document goes to the validation split
+  /// (no hash split, no max_bytes_per_label cap). Empty = split `files` by hash only.
+  std::vector<std::string> valid_files;
   DocumentSourceOptions source;     ///< text/label fields, plain-text document split
   std::string tokenizer = "byte";   ///< "byte" or a tokenizer.json file / directory (text_tokenizer.h)
   double valid_fraction = 0.01;     ///< expected share of documents in the validation split, in [0, 1)

@@ -47,6 +47,10 @@ DocumentReader::DocumentReader(std::vector<std::string> files, DocumentSourceOpt
     : files_(std::move(files)), o_(std::move(options)) {
   if (files_.empty()) throw InputError("--in: no input files given");
   if (o_.block_bytes < 1) throw InputError("document reader: block_bytes must be >= 1");
+  if (o_.max_bytes_per_label < 0)
+    throw InputError("--max-bytes-per-label " + std::to_string(o_.max_bytes_per_label) + ": expected >= 0 (0 = no cap)");
+  if (o_.max_bytes_per_label > 0 && o_.label_field.empty())
+    throw InputError("--max-bytes-per-label needs --label-field (the label whose documents are capped)");
   for (const auto& f : files_) {
     std::error_code ec;
     if (!fs::is_regular_file(f, ec)) throw InputError(f + ": no such file (expected a .txt or .jsonl file)");
@@ -123,6 +127,14 @@ bool DocumentReader::next_jsonl(Document& doc) {
     }
     doc.where = where;
     doc.index = doc_index_++;
+    if (o_.max_bytes_per_label > 0) {
+      int64_t& kept = label_bytes_[doc.label];
+      if (kept >= o_.max_bytes_per_label) {
+        ++skipped_over_cap_;
+        continue;
+      }
+      kept += int64_t(doc.text.size());
+    }
     doc.part = 0;
     doc.last = true;
     return true;

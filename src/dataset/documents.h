@@ -26,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ struct DocumentSourceOptions {
   std::string label_field;          ///< JSONL: field holding the label ("" = no labels)
   DocSplit doc_split = DocSplit::kBlankLine;  ///< plain text files
   int64_t block_bytes = 1 << 20;    ///< kFile: bytes per part (at least; see above)
+  /// Balanced mixes (e.g. an equal share of each language): when > 0, a JSONL document
+  /// whose label has already reached this many text bytes is skipped (it still uses
+  /// up its document index, so splits stay stable). 0 = no cap. Needs label_field.
+  int64_t max_bytes_per_label = 0;
 };
 
 /// One document (or, with DocSplit::kFile, one part of a document).
@@ -61,8 +66,8 @@ struct Document {
 class DocumentReader {
  public:
   /// Throws lol::InputError naming the file when a file does not exist or is not a
-  /// regular file, when label_field is set for a plain-text file, or when
-  /// block_bytes < 1.
+  /// regular file, when label_field is set for a plain-text file, when block_bytes
+  /// < 1, or when max_bytes_per_label is negative or set without label_field.
   DocumentReader(std::vector<std::string> files, DocumentSourceOptions options);
   ~DocumentReader();
   DocumentReader(const DocumentReader&) = delete;
@@ -78,6 +83,8 @@ class DocumentReader {
   int64_t bytes_read() const { return bytes_done_ + file_bytes_; }
   int64_t total_bytes() const { return total_bytes_; }
   const std::vector<std::string>& files() const { return files_; }
+  /// Documents skipped so far because their label had reached max_bytes_per_label.
+  int64_t skipped_over_cap() const { return skipped_over_cap_; }
 
  private:
   bool open_next_file();
@@ -94,6 +101,8 @@ class DocumentReader {
   int64_t bytes_done_ = 0;   // bytes of the files already finished
   int64_t total_bytes_ = 0;
   int64_t doc_index_ = 0;
+  std::map<std::string, int64_t> label_bytes_;  // max_bytes_per_label: text bytes kept per label
+  int64_t skipped_over_cap_ = 0;
   // kFile state
   std::string carry_;
   int64_t part_ = 0;

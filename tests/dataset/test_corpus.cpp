@@ -130,6 +130,53 @@ TEST(Corpus, JsonlWithLabelsEveryDocumentOnceDecodable) {
   EXPECT_THROW(build_corpus(o, t / "ds"), InputError);
 }
 
+TEST(Corpus, LabelCapKeepsDocumentsUntilTheCapAndHeldOutFilesAreValidation) {
+  const std::string src = shared("corpora/multilingual_valid.jsonl");
+  ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
+  const auto docs = jsonl_docs(src);
+  TmpDir t;
+  // Train input: the file itself; held out: a small file of our own.
+  const std::string held = t / "held.jsonl";
+  io::write_file_atomic(held, "{\"text\": \"held out one\", \"lang\": \"xx\"}\n"
+                              "{\"text\": \"held out two\", \"lang\": \"de\"}\n");
+  CorpusOptions o;
+  o.files = {src};
+  o.valid_files = {held};
+  o.source.label_field = "lang";
+  o.source.max_bytes_per_label = 20000;
+  o.valid_fraction = 0.0;
+  o.progress = false;
+  const auto stats = build_corpus(o, t / "ds");
+  // Expected: per label, documents are kept in file order while the bytes kept so far are below the cap.
+  std::map<std::string, int64_t> kept_bytes, kept_docs;
+  int64_t skipped = 0;
+  for (const auto& d : docs) {
+    if (kept_bytes[d.lang] >= 20000) {
+      ++skipped;
+      continue;
+    }
+    kept_bytes[d.lang] += int64_t(d.text.size());
+    kept_docs[d.lang] += 1;
+  }
+  ASSERT_GT(skipped, 0);
+  EXPECT_EQ(stats["skipped_over_label_cap"].get<int64_t>(), skipped);
+  for (const auto& [lang, n] : kept_docs) {
+    EXPECT_EQ(stats["labels"][lang]["train"]["documents"].get<int64_t>(), n) << lang;
+    EXPECT_EQ(stats["labels"][lang]["train"]["bytes"].get<int64_t>(), kept_bytes[lang]) << lang;
+  }
+  EXPECT_EQ(stats["valid"]["documents"].get<int64_t>(), 2);
+  auto ds = Dataset::open(t / "ds");
+  auto valid = ds.load("valid");
+  ASSERT_EQ(valid.size(), 2);
+  const auto& labels = ds.info()["meta"]["labels"];
+  EXPECT_EQ(labels[std::size_t(valid.get(0).label)], "xx");
+  EXPECT_EQ(labels[std::size_t(valid.get(1).label)], "de");
+  // A cap without a label field is refused.
+  CorpusOptions bad = o;
+  bad.source.label_field.clear();
+  EXPECT_THROW(build_corpus(bad, t / "bad"), InputError);
+}
+
 TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {
   const std::string kjv = shared("corpora/en_kjv.txt");
   const std::string gpt2 = shared("tokenizers/gpt2");
