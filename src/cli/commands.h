@@ -19,5 +19,6 @@ void register_bench(CLI::App& app);  // bench matmul|train (cmd_bench.cpp)
 /// The shared `bench` sub-command (created on first use; cmd_bench.cpp).
 CLI::App* bench_command(CLI::App& app);
 void register_eval(CLI::App& app);  // eval lm|choice (cmd_eval.cpp)
+void register_launch(CLI::App& app);  // launch (cmd_launch.cpp, issue 14)
 
 }  // namespace lol::cli
