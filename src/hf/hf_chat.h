@@ -1,0 +1,43 @@
+// Text-side pieces of a Hugging Face folder (issue 10): the chat template of
+// tokenizer_config.json and the stop tokens of config.json / generation_config.json.
+// LibTorch-free.
+//
+// Chat templates are Jinja programs; this project does not run Jinja. It renders
+// the ChatML format of Qwen2 / Qwen2.5 instruct models (tokenizers/chat_template.h)
+// and takes from the template only the default system prompt it inserts when the
+// conversation has none. Any other template is refused (InputError), so a prompt is
+// never formatted differently from what transformers' apply_chat_template produces.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hf/hf_config.h"
+#include "tokenizers/chat_template.h"
+#include "tokenizers/tokenizer.h"
+
+namespace lol::hf {
+
+/// The default system prompt of a ChatML chat template: the literal text the
+/// template emits between "<|im_start|>system\n" and "<|im_end|>" (in a Jinja string,
+/// with "\n" escapes), e.g. Qwen2.5's "You are Qwen, created by Alibaba Cloud. You are
+/// a helpful assistant."; "" when the template inserts none. nullopt when `jinja` is
+/// not a ChatML template (no "<|im_start|>" and "<|im_end|>").
+std::optional<std::string> chatml_default_system(const std::string& jinja);
+
+/// The prompt text of `messages` as the tokenizer's chat template formats it, with
+/// the assistant turn opened when add_generation_prompt. Throws InputError when the
+/// tokenizer has no chat template or a template other than ChatML (naming `where`,
+/// e.g. the tokenizer_config.json path), or for a role other than
+/// system/user/assistant.
+std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
+                        bool add_generation_prompt, const std::string& where);
+
+/// Token ids that end generation for the folder `dir`: config.json eos_token_id,
+/// generation_config.json eos_token_id (when that file exists) and the tokenizer's
+/// EOS (tok may be null), without duplicates, in that order. Throws InputError
+/// naming generation_config.json when it is malformed.
+std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, const tokenizers::Tokenizer* tok);
+
+}  // namespace lol::hf

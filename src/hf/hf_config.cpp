@@ -1,0 +1,203 @@
+#include "hf/hf_config.h"
+
+#include "io/json_file.h"
+#include "util/error.h"
+#include "util/json_fields.h"
+
+namespace lol::hf {
+
+namespace {
+
+std::string field(const std::string& key) { return "field '" + key + "'"; }
+
+/// Throws the standard "unsupported feature" error.
+[[noreturn]] void unsupported(const std::string& where, const std::string& key, const std::string& value,
+                              const std::string& why) {
+  throw InputError(where + ": " + field(key) + " = " + value + ": not supported (" + why + ")");
+}
+
+void require_positive(const std::string& where, const std::string& key, int64_t v) {
+  if (v < 1) throw InputError(where + ": " + field(key) + " = " + std::to_string(v) + ": expected >= 1");
+}
+
+}  // namespace
+
+std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  std::vector<int64_t> out;
+  if (!j.contains(key) || j[key].is_null()) return out;
+  const auto& v = j[key];
+  auto one = [&](const nlohmann::json& e) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0)
+      throw InputError(where + ": " + field(key) + " = " + v.dump() +
+                       ": expected null, a token id >= 0 or a list of token ids");
+    out.push_back(e.get<int64_t>());
+  };
+  if (v.is_array()) {
+    for (const auto& e : v) one(e);
+  } else {
+    one(v);
+  }
+  return out;
+}
+
+HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  std::vector<std::string> archs;
+  f.get("architectures", archs);
+  if (archs.size() != 1)
+    throw InputError(where + ": " + field("architectures") + ": expected exactly one of [\"" + kQwen2Arch +
+                     "\", \"" + kLlamaArch + "\"], got " + std::to_string(archs.size()) + " entries");
+  if (archs[0] != kQwen2Arch && archs[0] != kLlamaArch)
+    throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected \"" + kQwen2Arch +
+                     "\" or \"" + kLlamaArch + "\"");
+  c.architecture = archs[0];
+  const std::string want_type = c.is_qwen2() ? "qwen2" : "llama";
+  std::string model_type = want_type;
+  f.get("model_type", model_type);
+  if (model_type != want_type)
+    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"" + want_type +
+                     "\" for " + c.architecture);
+
+  // Sizes: required, no defaults (a missing size is a broken file, not a default model).
+  for (auto [key, out] : {std::pair<const char*, int64_t*>{"vocab_size", &c.vocab_size},
+                          {"hidden_size", &c.hidden_size},
+                          {"intermediate_size", &c.intermediate_size},
+                          {"num_hidden_layers", &c.num_hidden_layers},
+                          {"num_attention_heads", &c.num_attention_heads},
+                          {"max_position_embeddings", &c.max_position_embeddings}}) {
+    if (!f.has(key)) throw InputError(where + ": " + field(key) + " is missing (expected a positive integer)");
+    f.get(key, *out);
+    require_positive(where, key, *out);
+  }
+  c.num_key_value_heads = c.num_attention_heads;
+  if (f.has("num_key_value_heads") && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
+  require_positive(where, "num_key_value_heads", c.num_key_value_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw InputError(where + ": " + field("num_key_value_heads") + " = " + std::to_string(c.num_key_value_heads) +
+                     ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  if (f.has("head_dim") && !j["head_dim"].is_null()) {
+    f.get("head_dim", c.head_dim);
+  } else if (c.hidden_size % c.num_attention_heads != 0) {
+    throw InputError(where + ": " + field("hidden_size") + " = " + std::to_string(c.hidden_size) +
+                     ": expected a multiple of num_attention_heads = " + std::to_string(c.num_attention_heads) +
+                     " (or an explicit head_dim)");
+  }
+  require_positive(where, "head_dim", c.head_dim);
+  if (c.head_dim % 2 != 0)
+    throw InputError(where + ": " + field("head_dim") + " = " + std::to_string(c.head_dim) + ": expected an even number (RoPE)");
+
+  c.rms_norm_eps = 1e-6;  // both architectures' transformers defaults
+  f.get("rms_norm_eps", c.rms_norm_eps);
+  if (!(c.rms_norm_eps > 0)) throw InputError(where + ": " + field("rms_norm_eps") + ": expected > 0");
+  c.rope_theta = 10000.0;  // both architectures' transformers defaults
+  f.get("rope_theta", c.rope_theta);
+  if (!(c.rope_theta > 0)) throw InputError(where + ": " + field("rope_theta") + ": expected > 0");
+  c.tie_word_embeddings = false;  // PretrainedConfig default; Qwen2.5-0.5B sets true explicitly
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+
+  // Stored dtype: transformers < 4.56 writes torch_dtype, newer versions dtype.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!f.has(key) || j[key].is_null()) continue;
+    f.get(key, c.torch_dtype);
+    if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
+      throw InputError(where + ": " + field(key) + " = \"" + c.torch_dtype +
+                       "\": expected \"float32\", \"bfloat16\" or \"float16\"");
+  }
+  c.bos_token_id = token_id_list(j, "bos_token_id", where);
+  c.eos_token_id = token_id_list(j, "eos_token_id", where);
+
+  // ---- features that change the computed function: refuse unless neutral
+  if (f.has("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const auto& rs = j["rope_scaling"];
+    std::string type = "?";
+    for (const char* k : {"rope_type", "type"})
+      if (rs.is_object() && rs.contains(k) && rs[k].is_string()) type = rs[k].get<std::string>();
+    if (type != "default")
+      unsupported(where, "rope_scaling", rs.dump(), "RoPE scaling type \"" + type +
+                                                       "\" is not implemented; only plain RoPE (rope_scaling: null)");
+  }
+  std::string act = "silu";
+  f.get("hidden_act", act);
+  if (act != "silu") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU");
+  if (f.has("quantization_config"))
+    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
+  if (f.has("layer_types") && j["layer_types"].is_array()) {
+    for (size_t i = 0; i < j["layer_types"].size(); ++i)
+      if (j["layer_types"][i] != "full_attention")
+        unsupported(where, "layer_types[" + std::to_string(i) + "]", j["layer_types"][i].dump(),
+                    "only full-attention layers");
+  }
+  if (c.is_qwen2()) {
+    c.qkv_bias = true;  // Qwen2Attention: q/k/v always have biases, o_proj none
+    bool sliding = false;
+    f.get("use_sliding_window", sliding);
+    if (sliding) {
+      int64_t max_window_layers = c.num_hidden_layers;
+      f.get("max_window_layers", max_window_layers);
+      // transformers: layers with index >= max_window_layers use the sliding window.
+      if (max_window_layers < c.num_hidden_layers)
+        unsupported(where, "use_sliding_window", "true",
+                    "layers " + std::to_string(max_window_layers) + ".." + std::to_string(c.num_hidden_layers - 1) +
+                        " would use sliding-window attention (max_window_layers = " +
+                        std::to_string(max_window_layers) + "); only full attention is implemented");
+    }
+  } else {
+    bool attention_bias = false, mlp_bias = false;
+    f.get("attention_bias", attention_bias);
+    f.get("mlp_bias", mlp_bias);
+    if (attention_bias)
+      unsupported(where, "attention_bias", "true", "Llama attention biases include an o_proj bias");
+    if (mlp_bias) unsupported(where, "mlp_bias", "true", "the MLP projections have no biases");
+    c.qkv_bias = false;
+  }
+  return c;
+}
+
+HfConfig HfConfig::load_dir(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  return from_json(io::read_json_file(path), path);
+}
+
+nlohmann::ordered_json HfConfig::to_json() const {
+  nlohmann::ordered_json j;
+  j["architectures"] = {architecture};
+  j["model_type"] = is_qwen2() ? "qwen2" : "llama";
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  if (head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0) j["head_dim"] = head_dim;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rope_theta"] = rope_theta;
+  j["rope_scaling"] = nullptr;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["hidden_act"] = "silu";
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["attention_dropout"] = 0.0;
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  if (is_qwen2()) {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = max_position_embeddings;
+    j["max_window_layers"] = num_hidden_layers;
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  auto ids = [](const std::vector<int64_t>& v) -> nlohmann::ordered_json {
+    if (v.empty()) return nullptr;
+    if (v.size() == 1) return v[0];
+    return v;
+  };
+  j["bos_token_id"] = ids(bos_token_id);
+  j["eos_token_id"] = ids(eos_token_id);
+  if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
+  j["transformers_version"] = "4.45.0";
+  return j;
+}
+
+}  // namespace lol::hf

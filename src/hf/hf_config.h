@@ -1,0 +1,68 @@
+// Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
+// Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4) and
+// LlamaForCausalLM. LibTorch-free.
+//
+// Both architectures compute the same function on the weights this project's
+// dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
+// attention, SwiGLU MLP); they differ in defaults and in the q/k/v biases: Qwen2
+// always has them, Llama has them (and an o_proj bias) only with attention_bias.
+//
+// Features that would change the computed function and that the dense model does
+// not implement are refused with an InputError naming config.json and the field,
+// never silently ignored: rope_scaling (linear, dynamic, yarn, llama3, ...),
+// sliding-window layers (Qwen2 use_sliding_window with max_window_layers <
+// num_hidden_layers, or "sliding_attention" in layer_types), attention_bias or
+// mlp_bias on Llama, an activation other than SiLU, quantized weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lol::hf {
+
+/// Architectures this loader reads (config.json "architectures"[0]).
+inline constexpr const char* kQwen2Arch = "Qwen2ForCausalLM";
+inline constexpr const char* kLlamaArch = "LlamaForCausalLM";
+
+struct HfConfig {
+  std::string architecture = kQwen2Arch;  ///< kQwen2Arch or kLlamaArch
+  int64_t vocab_size = 0;                 ///< V: rows of embed_tokens / lm_head
+  int64_t hidden_size = 0;                ///< d_model
+  int64_t intermediate_size = 0;          ///< F: SwiGLU hidden width
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;        ///< H
+  int64_t num_key_value_heads = 0;        ///< Hkv (H % Hkv == 0)
+  int64_t head_dim = 0;                   ///< hd; hidden_size / H unless config.json says otherwise
+  int64_t max_position_embeddings = 0;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
+  bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)
+  std::string torch_dtype;                ///< stored dtype: "float32" | "bfloat16" | "float16" | "" (absent)
+  std::vector<int64_t> bos_token_id;      ///< empty: none
+  std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
+
+  bool is_qwen2() const { return architecture == kQwen2Arch; }
+
+  /// Parses a config.json document; `where` names the file in errors. Throws
+  /// InputError for an unsupported architecture or feature (see the file comment),
+  /// a missing required size field, a wrong type, or inconsistent sizes
+  /// (e.g. num_attention_heads % num_key_value_heads != 0, odd head_dim).
+  static HfConfig from_json(const nlohmann::json& j, const std::string& where);
+  /// Reads `dir`/config.json (see from_json).
+  static HfConfig load_dir(const std::string& dir);
+
+  /// The config.json document of this model, in the layout transformers writes for
+  /// the architecture (Qwen2: use_sliding_window false, sliding_window and
+  /// max_window_layers set so that no layer slides; Llama: attention_bias).
+  nlohmann::ordered_json to_json() const;
+};
+
+/// Ids of a token-id field that is null, an integer or a list of integers
+/// (config.json / generation_config.json "eos_token_id"). Throws InputError naming
+/// `where` and `key` otherwise.
+std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where);
+
+}  // namespace lol::hf
