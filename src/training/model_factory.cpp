@@ -1,6 +1,7 @@
 // Model construction for the trainer: architecture name -> TrainableModel.
 #include <filesystem>
 
+#include "baselines/factory.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
@@ -43,7 +44,9 @@ std::unique_ptr<TrainableModel> make_model(const nlohmann::json& section, const 
     m->reset_parameters(seed);
     return std::make_unique<LoLTrainable>(m);
   }
-  throw InputError(where + ": field 'architecture' = \"" + arch + "\": expected one of lol");
+  if (auto b = baselines::make_baseline(arch, j, where, vocab_size, max_seq_len, seed)) return b;
+  throw InputError(where + ": field 'architecture' = \"" + arch + "\": expected one of lol, " +
+                   baselines::baseline_architectures());
 }
 
 std::unique_ptr<TrainableModel> load_model(const std::string& dir) {
@@ -52,7 +55,9 @@ std::unique_ptr<TrainableModel> load_model(const std::string& dir) {
   nlohmann::json j = io::read_json_file(cfg_path);
   const std::string arch = j.is_object() ? j.value("architecture", std::string("lol")) : "lol";
   if (arch == "lol") return std::make_unique<LoLTrainable>(load_lol(dir));
-  throw InputError(cfg_path + ": field 'architecture' = \"" + arch + "\": expected one of lol");
+  if (auto b = baselines::load_baseline(arch, dir)) return b;
+  throw InputError(cfg_path + ": field 'architecture' = \"" + arch + "\": expected one of lol, " +
+                   baselines::baseline_architectures());
 }
 
 }  // namespace lol::training

@@ -1,0 +1,55 @@
+#include "baselines/dense_model.h"
+
+#include "baselines/init.h"
+#include "util/error.h"
+
+namespace lol::baselines {
+
+void check_tokens(const torch::Tensor& tokens, int64_t vocab_size, int64_t max_seq_len, const std::string& what) {
+  if (tokens.dim() != 2) throw InputError(what + ": tokens must be [batch, seq], got " + std::to_string(tokens.dim()) + " dims");
+  if (tokens.size(1) > max_seq_len)
+    throw InputError(what + ": sequence length " + std::to_string(tokens.size(1)) + " exceeds max_seq_len = " +
+                     std::to_string(max_seq_len));
+  if (tokens.numel() > 0) {
+    const int64_t mn = tokens.min().item<int64_t>(), mx = tokens.max().item<int64_t>();
+    if (mn < 0 || mx >= vocab_size)
+      throw InputError(what + ": token id " + std::to_string(mn < 0 ? mn : mx) + " outside [0, vocab_size = " +
+                       std::to_string(vocab_size) + ")");
+  }
+}
+
+DenseModelImpl::DenseModelImpl(const DenseConfig& c) : rope(c.effective_head_dim(), c.rope_theta), cfg_(c) {
+  c.validate("dense model config");
+  body_ = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
+  layers = body_->register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layers; ++i) layers->push_back(nn::Block(c.block_shape()));
+  norm = body_->register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps));
+  if (!c.tie_word_embeddings)
+    lm_head = register_module("lm_head",
+                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+  reset_parameters(0);
+}
+
+void DenseModelImpl::reset_parameters(uint64_t seed) { init_transformer_weights(*this, cfg_.n_layers, seed); }
+
+torch::Tensor DenseModelImpl::hidden(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {
+  check_tokens(tokens, cfg_.vocab_size, cfg_.max_seq_len, "dense model");
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const auto dev = embed_tokens->weight.device();
+  TokenLayout L(B, T, doc_ids, dev);
+  auto s = embed_tokens(tokens.to(dev)).reshape({B * T, cfg_.d_model});
+  for (int64_t i = 0; i < cfg_.n_layers; ++i)
+    s = block_forward(*layers[i]->as<nn::Block>(), s, L, cfg_.layer_attention(i), rope);
+  return norm(s.view({B, T, cfg_.d_model}));
+}
+
+torch::Tensor DenseModelImpl::logits(const torch::Tensor& h) {
+  return cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);
+}
+
+torch::Tensor DenseModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {
+  return logits(hidden(tokens, doc_ids));
+}
+
+}  // namespace lol::baselines

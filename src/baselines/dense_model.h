@@ -1,0 +1,60 @@
+// Dense decoder-only transformer in the Llama/Qwen2 layout (paper 4.2, Appendix B.2),
+// built from the same nn::Block as LoL, with Hugging Face tensor names:
+//   model.embed_tokens.weight [V, d]
+//   model.layers.{i}.input_layernorm.weight [d]
+//   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias when qkv_bias)
+//   model.layers.{i}.post_attention_layernorm.weight [d]
+//   model.layers.{i}.mlp.{gate,up,down}_proj.weight
+//   model.norm.weight [d]
+//   lm_head.weight [V, d] (absent when tie_word_embeddings)
+// Attention per layer: DenseConfig::layer_attention (full / sliding / strided).
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "baselines/attention_layout.h"
+#include "baselines/dense_config.h"
+#include "nn/block.h"
+#include "nn/rmsnorm.h"
+#include "nn/rope.h"
+
+namespace lol::baselines {
+
+/// Throws InputError unless tokens is [batch, seq] with seq <= max_seq_len and ids in
+/// [0, vocab_size); `what` names the model in the message.
+void check_tokens(const torch::Tensor& tokens, int64_t vocab_size, int64_t max_seq_len, const std::string& what);
+
+class DenseModelImpl : public torch::nn::Module {
+ public:
+  /// Validates `cfg` (InputError) and initialises the weights with seed 0.
+  explicit DenseModelImpl(const DenseConfig& cfg);
+  /// Re-initialises every weight (baselines/init.h) from `seed`.
+  void reset_parameters(uint64_t seed);
+
+  /// tokens [batch, seq] int64, doc_ids [batch, seq] int64 or undefined (one document
+  /// per row; -1 = padding) -> logits [batch, seq, vocab]. A packed row computes for each
+  /// document exactly what the document computes alone (positions restart at 0).
+  /// Throws InputError for token ids outside [0, vocab_size) or seq > max_seq_len.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {});
+  /// Final hidden states after model.norm, before lm_head: [batch, seq, d_model].
+  torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {});
+  /// Logits of hidden states h [..., d_model] -> [..., vocab] (lm_head or tied embedding).
+  torch::Tensor logits(const torch::Tensor& h);
+  const DenseConfig& config() const { return cfg_; }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};  ///< n_layers nn::Block
+  nn::RMSNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};     ///< nullptr when tie_word_embeddings
+  nn::RoPE rope;
+
+ private:
+  DenseConfig cfg_;
+  std::shared_ptr<torch::nn::Module> body_;  ///< registered as "model": holds embed_tokens, layers, norm
+};
+TORCH_MODULE(DenseModel);
+
+}  // namespace lol::baselines

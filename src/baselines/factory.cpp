@@ -1,0 +1,68 @@
+#include "baselines/factory.h"
+
+#include <algorithm>
+
+#include "baselines/dense_trainable.h"
+#include "baselines/looped_trainable.h"
+#include "baselines/moe_trainable.h"
+#include "util/error.h"
+
+namespace lol::baselines {
+
+namespace {
+
+/// Fills vocab_size / max_seq_len defaults into a model section.
+nlohmann::json with_sizes(nlohmann::json j, int64_t vocab_size, int64_t max_seq_len) {
+  if (!j.contains("vocab_size")) j["vocab_size"] = vocab_size;
+  if (!j.contains("max_seq_len")) j["max_seq_len"] = std::max<int64_t>(1024, max_seq_len);
+  return j;
+}
+
+void check_sizes(const TransformerShape& s, const std::string& where, int64_t vocab_size, int64_t max_seq_len) {
+  if (s.vocab_size < vocab_size)
+    throw InputError(where + ": field 'vocab_size' = " + std::to_string(s.vocab_size) +
+                     ": expected >= the dataset's vocab_size " + std::to_string(vocab_size));
+  if (s.max_seq_len < max_seq_len)
+    throw InputError(where + ": field 'max_seq_len' = " + std::to_string(s.max_seq_len) +
+                     ": expected >= the training sequence length " + std::to_string(max_seq_len));
+}
+
+}  // namespace
+
+const char* baseline_architectures() { return "dense, looped, moe"; }
+
+std::unique_ptr<training::TrainableModel> make_baseline(const std::string& arch, const nlohmann::json& section,
+                                                        const std::string& where, int64_t vocab_size,
+                                                        int64_t max_seq_len, uint64_t seed) {
+  if (arch == "dense") {
+    auto cfg = DenseConfig::from_json(with_sizes(section, vocab_size, max_seq_len), where);
+    check_sizes(cfg, where, vocab_size, max_seq_len);
+    DenseModel m(cfg);
+    m->reset_parameters(seed);
+    return std::make_unique<DenseTrainable>(m);
+  }
+  if (arch == "looped") {
+    auto cfg = LoopedConfig::from_json(with_sizes(section, vocab_size, max_seq_len), where);
+    check_sizes(cfg, where, vocab_size, max_seq_len);
+    LoopedModel m(cfg);
+    m->reset_parameters(seed);
+    return std::make_unique<LoopedTrainable>(m);
+  }
+  if (arch == "moe") {
+    auto cfg = MoEConfig::from_json(with_sizes(section, vocab_size, max_seq_len), where);
+    check_sizes(cfg, where, vocab_size, max_seq_len);
+    MoEModel m(cfg);
+    m->reset_parameters(seed);
+    return std::make_unique<MoETrainable>(m);
+  }
+  return nullptr;
+}
+
+std::unique_ptr<training::TrainableModel> load_baseline(const std::string& arch, const std::string& dir) {
+  if (arch == "dense") return std::make_unique<DenseTrainable>(load_dense(dir));
+  if (arch == "looped") return std::make_unique<LoopedTrainable>(load_looped(dir));
+  if (arch == "moe") return std::make_unique<MoETrainable>(load_moe(dir));
+  return nullptr;
+}
+
+}  // namespace lol::baselines

@@ -1,0 +1,173 @@
+#include "baselines/flops.h"
+
+#include <algorithm>
+
+#include "baselines/dense_config.h"
+#include "baselines/looped_config.h"
+#include "baselines/moe_config.h"
+#include "util/error.h"
+
+namespace lol::baselines {
+
+namespace {
+
+/// Matmul weights of one block (q,k,v,o + SwiGLU with `ffn` hidden units; biases and
+/// norms excluded).
+double block_matmul(const TransformerShape& s, int64_t ffn) {
+  const double d = double(s.d_model), hd = double(s.effective_head_dim());
+  return d * hd * double(2 * s.n_heads + 2 * s.n_kv_heads) + 3.0 * d * double(ffn);
+}
+
+LayerCost layer(const std::string& name, double matmul, const LayerAttention& a, int64_t width, double apps = 1) {
+  LayerCost l;
+  l.name = name;
+  l.matmul_params = matmul;
+  l.attention = a;
+  l.attn_width = width;
+  l.applications = apps;
+  return l;
+}
+
+}  // namespace
+
+nlohmann::json FlopsReport::to_json() const {
+  return {{"context", context},
+          {"parameters", parameters},
+          {"active_parameters_per_token", active_parameters},
+          {"effective_parameters_per_token", effective_parameters},
+          {"linear_flops_per_token", linear_flops},
+          {"attention_flops_per_token", attention_flops},
+          {"forward_flops_per_token", forward_flops},
+          {"training_flops_per_token", train_flops},
+          {"flops_per_parameter", flops_per_parameter}};
+}
+
+FlopsReport flops_report(const CostModel& m, int64_t context) {
+  if (context < 1) throw InputError("context " + std::to_string(context) + ": expected >= 1");
+  FlopsReport r;
+  r.context = context;
+  r.parameters = m.parameters;
+  r.active_parameters = m.active_parameters;
+  r.effective_parameters = m.effective_parameters;
+  double linear = m.extra_matmul_params;
+  for (const auto& l : m.layers) {
+    linear += l.matmul_params * l.applications;
+    r.attention_flops +=
+        4.0 * double(l.attn_width) * allowed_pairs(context, l.attention) / double(context) * l.applications;
+  }
+  r.linear_flops = 2.0 * linear;
+  r.forward_flops = r.linear_flops + r.attention_flops;
+  r.train_flops = 3.0 * r.forward_flops;
+  r.flops_per_parameter = r.parameters > 0 ? r.forward_flops / double(r.parameters) : 0.0;
+  return r;
+}
+
+CostModel cost_model(const DenseConfig& c) {
+  CostModel m;
+  m.architecture = "dense";
+  const int64_t width = c.n_heads * c.effective_head_dim();
+  const double per_block = block_matmul(c, c.ffn_hidden);
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    m.layers.push_back(layer("layers." + std::to_string(i), per_block, c.layer_attention(i), width));
+  m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
+  const int64_t embed = c.vocab_size * c.d_model;
+  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * block_parameters(c.block_shape()) + c.d_model;
+  m.active_parameters = m.parameters;
+  m.effective_parameters = m.parameters;
+  return m;
+}
+
+CostModel cost_model(const LoopedConfig& c, int64_t R) {
+  if (R < 0) throw InputError("recurrence " + std::to_string(R) + ": expected >= 0");
+  CostModel m;
+  m.architecture = "looped";
+  const int64_t width = c.n_heads * c.effective_head_dim();
+  const double per_block = block_matmul(c, c.ffn_hidden);
+  const double d = double(c.d_model);
+  for (int64_t i = 0; i < c.n_prelude; ++i) m.layers.push_back(layer("prelude." + std::to_string(i), per_block, {}, width));
+  for (int64_t j = 0; j < c.n_recur; ++j)
+    m.layers.push_back(layer("core." + std::to_string(j), per_block, {}, width, double(R)));
+  for (int64_t i = 0; i < c.n_coda; ++i) m.layers.push_back(layer("coda." + std::to_string(i), per_block, {}, width));
+  m.extra_matmul_params = d * double(c.vocab_size) + double(R) * 2.0 * d * d;  // head + adapter per iteration
+  const int64_t blk = block_parameters(c.block_shape());
+  const int64_t adapter = 2 * c.d_model * c.d_model;
+  m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) + (c.n_prelude + c.n_recur + c.n_coda) * blk +
+                 adapter + c.d_model;
+  m.active_parameters = m.parameters;
+  m.effective_parameters = m.parameters + (R - 1) * (c.n_recur * blk + adapter);
+  return m;
+}
+
+CostModel cost_model(const MoEConfig& c) {
+  CostModel m;
+  m.architecture = "moe";
+  const int64_t width = c.n_heads * c.effective_head_dim();
+  const double dense_block = block_matmul(c, c.ffn_hidden);
+  const double attn_only = block_matmul(c, 0);
+  const double d = double(c.d_model), F = double(c.effective_expert_ffn());
+  for (int64_t i = 0; i < c.n_layers(); ++i) {
+    const double mm = c.is_moe_layer(i) ? attn_only + d * double(c.n_experts) + double(c.top_k) * 3.0 * d * F : dense_block;
+    m.layers.push_back(layer("layers." + std::to_string(i), mm, c.layer_attention(i), width));
+  }
+  m.extra_matmul_params = d * double(c.vocab_size);
+  const int64_t attn_blk = block_parameters(c.block_shape(1)) - 3 * c.d_model;  // attention + 2 norms
+  const int64_t expert = 3 * c.d_model * c.effective_expert_ffn();
+  const int64_t moe_layer = attn_blk + c.n_experts * c.d_model + c.n_experts * expert;
+  m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) +
+                 (c.n_prelude + c.n_coda) * block_parameters(c.block_shape()) + c.core_depth * moe_layer + c.d_model;
+  m.active_parameters = m.parameters - c.core_depth * (c.n_experts - c.top_k) * expert;
+  m.effective_parameters = m.active_parameters;
+  return m;
+}
+
+CostModel cost_model(const LoLConfig& c, int64_t active_depth) {
+  if (active_depth < 0 || active_depth > c.core_depth)
+    throw InputError("active depth " + std::to_string(active_depth) + ": expected 0 <= depth <= core_depth = " +
+                     std::to_string(c.core_depth));
+  CostModel m;
+  m.architecture = "lol";
+  TransformerShape s;
+  s.d_model = c.d_model;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.ffn_hidden = c.ffn_hidden;
+  s.norm_eps = c.norm_eps;
+  const int64_t width = c.n_heads * c.head_dim();
+  const double per_block = block_matmul(s, c.ffn_hidden);
+  for (int64_t i = 0; i < c.n_prelude; ++i) m.layers.push_back(layer("prelude." + std::to_string(i), per_block, {}, width));
+  for (int64_t l = 1; l <= active_depth; ++l) {
+    LayerAttention a{AttentionKind::Strided, c.window, c.stride, l};
+    m.layers.push_back(layer("core." + std::to_string(l - 1), per_block, a, width));
+  }
+  for (int64_t i = 0; i < c.n_coda; ++i) m.layers.push_back(layer("coda." + std::to_string(i), per_block, {}, width));
+  const double d = double(c.d_model);
+  m.extra_matmul_params = d * double(c.vocab_size) + double(active_depth) * d * double(c.library_size) / double(c.window);
+  const int64_t blk = block_parameters(s.block_shape());
+  const int64_t router = c.untied_router ? c.core_depth * c.d_model * c.library_size : c.d_model * c.library_size;
+  const int64_t per_depth = 4 * c.d_model /* FiLM */ + c.d_model /* depth embedding */;
+  m.parameters = c.vocab_size * c.d_model * (c.tie_embeddings ? 1 : 2) +
+                 (c.n_prelude + c.n_coda + c.library_size) * blk + router + c.core_depth * per_depth + c.d_model;
+  const int64_t used_experts = std::min(c.library_size, active_depth);
+  m.active_parameters = m.parameters - (c.library_size - used_experts) * blk;
+  m.effective_parameters = m.parameters - c.library_size * blk + active_depth * blk;
+  return m;
+}
+
+CostModel cost_model_from_json(const nlohmann::json& j, const std::string& where) {
+  const std::string arch = j.is_object() ? j.value("architecture", std::string("lol")) : "lol";
+  nlohmann::json cfg = j;
+  if (cfg.is_object()) cfg.erase("extra");
+  if (arch == "lol") {
+    const auto c = LoLConfig::from_json(cfg, where);
+    return cost_model(c, c.core_depth);
+  }
+  if (arch == "dense") return cost_model(DenseConfig::from_json(cfg, where));
+  if (arch == "looped") {
+    const auto c = LoopedConfig::from_json(cfg, where);
+    return cost_model(c, c.recurrence);
+  }
+  if (arch == "moe") return cost_model(MoEConfig::from_json(cfg, where));
+  throw InputError(where + ": field 'architecture' = \"" + arch + "\": expected one of lol, dense, looped, moe");
+}
+
+}  // namespace lol::baselines

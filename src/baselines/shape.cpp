@@ -1,0 +1,75 @@
+#include "baselines/shape.h"
+
+#include "util/error.h"
+
+namespace lol::baselines {
+
+nn::BlockShape TransformerShape::block_shape(int64_t ffn) const {
+  nn::BlockShape s;
+  s.attn.d_model = d_model;
+  s.attn.n_heads = n_heads;
+  s.attn.n_kv_heads = n_kv_heads;
+  s.attn.head_dim = effective_head_dim();
+  s.attn.qkv_bias = qkv_bias;
+  s.ffn_hidden = ffn > 0 ? ffn : ffn_hidden;
+  s.norm_eps = norm_eps;
+  return s;
+}
+
+void TransformerShape::read(util::JsonFields& f) {
+  f.get("vocab_size", vocab_size);
+  f.get("d_model", d_model);
+  f.get("n_heads", n_heads);
+  f.get("n_kv_heads", n_kv_heads);
+  f.get("head_dim", head_dim);
+  f.get("ffn_hidden", ffn_hidden);
+  f.get("max_seq_len", max_seq_len);
+  f.get("qkv_bias", qkv_bias);
+  f.get("tie_word_embeddings", tie_word_embeddings);
+  f.get("rope_theta", rope_theta);
+  f.get("norm_eps", norm_eps);
+}
+
+void TransformerShape::write(nlohmann::json& j) const {
+  j["vocab_size"] = vocab_size;
+  j["d_model"] = d_model;
+  j["n_heads"] = n_heads;
+  j["n_kv_heads"] = n_kv_heads;
+  j["head_dim"] = head_dim;
+  j["ffn_hidden"] = ffn_hidden;
+  j["max_seq_len"] = max_seq_len;
+  j["qkv_bias"] = qkv_bias;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["rope_theta"] = rope_theta;
+  j["norm_eps"] = norm_eps;
+}
+
+void TransformerShape::validate(const std::string& w) const {
+  using util::check_range;
+  check_range(w, "vocab_size", vocab_size, 1, int64_t(1) << 31);
+  check_range(w, "d_model", d_model, 1, int64_t(1) << 20);
+  check_range(w, "n_heads", n_heads, 1, int64_t(1) << 16);
+  check_range(w, "n_kv_heads", n_kv_heads, 1, n_heads);
+  require(n_heads % n_kv_heads == 0, w,
+          "field 'n_kv_heads' = " + std::to_string(n_kv_heads) + ": must divide n_heads = " + std::to_string(n_heads));
+  check_range(w, "head_dim", head_dim, 0, int64_t(1) << 16);
+  if (head_dim == 0)
+    require(d_model % n_heads == 0, w,
+            "field 'n_heads' = " + std::to_string(n_heads) + ": must divide d_model = " + std::to_string(d_model) +
+                " when head_dim = 0");
+  require(effective_head_dim() % 2 == 0, w,
+          "head dimension " + std::to_string(effective_head_dim()) + ": expected an even number (RoPE)");
+  check_range(w, "ffn_hidden", ffn_hidden, 1, int64_t(1) << 24);
+  check_range(w, "max_seq_len", max_seq_len, 1, int64_t(1) << 24);
+  require(rope_theta > 0, w, "field 'rope_theta' = " + std::to_string(rope_theta) + ": expected > 0");
+  require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' = " + std::to_string(norm_eps) + ": expected 0 < eps < 1");
+}
+
+int64_t block_parameters(const nn::BlockShape& s) {
+  const int64_t d = s.attn.d_model, hd = s.attn.head_dim, H = s.attn.n_heads, Hkv = s.attn.n_kv_heads;
+  int64_t attn = d * H * hd + 2 * d * Hkv * hd + H * hd * d;
+  if (s.attn.qkv_bias) attn += H * hd + 2 * Hkv * hd;
+  return attn + 3 * d * s.ffn_hidden + 2 * d;
+}
+
+}  // namespace lol::baselines

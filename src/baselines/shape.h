@@ -1,0 +1,46 @@
+// Transformer fields shared by every baseline configuration (dense, looped, MoE):
+// the Llama/Qwen2 block shape, embeddings and RoPE. Each model config inherits it
+// and adds its own fields; parsing and validation of these fields live here once.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/block.h"
+#include "util/json_fields.h"
+
+namespace lol::baselines {
+
+struct TransformerShape {
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;  ///< 0 = d_model / n_heads
+  int64_t ffn_hidden = 0;
+  int64_t max_seq_len = 2048;
+  bool qkv_bias = false;             ///< q/k/v projection biases (Qwen2)
+  bool tie_word_embeddings = false;  ///< LM head shares the token embedding
+  double rope_theta = 10000;
+  double norm_eps = 1e-6;
+
+  /// head_dim, or d_model / n_heads when head_dim = 0.
+  int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (n_heads > 0 ? d_model / n_heads : 0); }
+  /// The nn::Block shape of one layer with `ffn` hidden units (0 = ffn_hidden).
+  nn::BlockShape block_shape(int64_t ffn = 0) const;
+
+  /// Reads the shape fields present in `f` (marking them as known).
+  void read(util::JsonFields& f);
+  /// Writes every shape field into `j`.
+  void write(nlohmann::json& j) const;
+  /// Throws InputError("<where>: field '<name>' = v: expected ...") for invalid values:
+  /// sizes >= 1, n_kv_heads divides n_heads, an even head dimension (RoPE), head_dim = 0
+  /// only when n_heads divides d_model, rope_theta > 0, 0 < norm_eps < 1.
+  void validate(const std::string& where) const;
+};
+
+/// Number of parameters of one nn::Block of `shape` (attention, SwiGLU MLP, two norms).
+int64_t block_parameters(const nn::BlockShape& shape);
+
+}  // namespace lol::baselines
