@@ -1,0 +1,125 @@
+#include "hf/hf_export.h"
+
+#include <filesystem>
+
+#include "core/tensor_io.h"
+#include "hf/hf_files.h"
+#include "hf/hf_model.h"
+#include "io/atomic_file.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::hf {
+
+namespace {
+
+/// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
+/// biases where the architecture has them and the model does not.
+NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::ScalarType dtype) {
+  std::map<std::string, torch::Tensor> params;
+  for (auto& p : m.named_parameters()) params[p.key()] = p.value().detach();
+  NamedTensors out;
+  auto put = [&](const std::string& name) {
+    auto it = params.find(name);
+    if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
+    out.emplace_back(name, it->second.to(torch::kCPU, dtype).contiguous());
+    params.erase(it);
+  };
+  put("model.embed_tokens.weight");
+  for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    put(p + "input_layernorm.weight");
+    for (const char* proj : {"q_proj", "k_proj", "v_proj"}) put(p + "self_attn." + proj + ".weight");
+    if (h.qkv_bias) {
+      const int64_t hd = h.head_dim;
+      const int64_t rows[3] = {h.num_attention_heads * hd, h.num_key_value_heads * hd, h.num_key_value_heads * hd};
+      const char* projs[3] = {"q_proj", "k_proj", "v_proj"};
+      for (int k = 0; k < 3; ++k) {
+        const std::string name = p + "self_attn." + projs[k] + ".bias";
+        if (params.count(name))
+          put(name);
+        else
+          out.emplace_back(name, torch::zeros({rows[k]}, torch::TensorOptions().dtype(dtype)));
+      }
+    }
+    put(p + "self_attn.o_proj.weight");
+    put(p + "post_attention_layernorm.weight");
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");
+  }
+  put("model.norm.weight");
+  if (!h.tie_word_embeddings) put("lm_head.weight");
+  if (!params.empty()) throw std::logic_error("export: dense model parameter not exported: " + params.begin()->first);
+  return out;
+}
+
+void write_weights(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  if (max_shard_bytes <= 0) {
+    save_tensors(dir + "/model.safetensors", tensors, meta);
+    return;
+  }
+  std::vector<NamedTensors> shards(1);
+  int64_t used = 0, total = 0;
+  for (const auto& nt : tensors) {
+    const int64_t b = int64_t(nt.second.nbytes());
+    if (!shards.back().empty() && used + b > max_shard_bytes) {
+      shards.emplace_back();
+      used = 0;
+    }
+    shards.back().push_back(nt);
+    used += b;
+    total += b;
+  }
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  const int64_t n = int64_t(shards.size());
+  for (int64_t s = 0; s < n; ++s) {
+    const std::string name = shard_file_name(s + 1, n);
+    save_tensors(dir + "/" + name, shards[s], meta);
+    for (const auto& nt : shards[s]) map[nt.first] = name;
+  }
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total}};
+  index["weight_map"] = map;
+  io::write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+}  // namespace
+
+HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
+                   const ExportOptions& opt) {
+  torch::NoGradGuard no_grad;
+  if (opt.dtype != c10::kFloat && opt.dtype != c10::kBFloat16 && opt.dtype != c10::kHalf)
+    throw InputError("export: --dtype " + dtype_name(opt.dtype) + ": expected float32, bfloat16 or float16");
+  HfConfig h = from_dense_config(m.config(), opt.architecture, dtype_name(opt.dtype));
+  if (tok) {
+    if (tok->vocab_size() > h.vocab_size)
+      throw InputError("export: the tokenizer uses " + std::to_string(tok->vocab_size()) +
+                       " ids but the model's vocab_size is " + std::to_string(h.vocab_size));
+    if (tok->bos_id()) h.bos_token_id = {*tok->bos_id()};
+    if (tok->eos_id()) h.eos_token_id = {*tok->eos_id()};
+  }
+  std::error_code ec;
+  if (fs::exists(out_dir) && !fs::is_empty(out_dir, ec) && !opt.overwrite)
+    throw InputError("export: " + out_dir + " exists and is not empty (choose a new folder, or overwrite)");
+  fs::create_directories(out_dir, ec);
+  if (!fs::is_directory(out_dir)) throw InputError("export: cannot create folder " + out_dir);
+  // Leftovers of an earlier export in another layout would confuse loaders.
+  for (const auto& e : fs::directory_iterator(out_dir)) {
+    const std::string f = e.path().filename().string();
+    if (f == "model.safetensors" || f == "model.safetensors.index.json" ||
+        (f.rfind("model-", 0) == 0 && f.size() > 12 && f.substr(f.size() - 12) == ".safetensors"))
+      fs::remove(e.path());
+  }
+  write_weights(out_dir, hf_tensors(m, h, opt.dtype), opt.max_shard_bytes);
+  nlohmann::ordered_json gen;
+  gen["bos_token_id"] = h.bos_token_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.bos_token_id[0]);
+  gen["eos_token_id"] = h.eos_token_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.eos_token_id[0]);
+  gen["transformers_version"] = "4.45.0";
+  io::write_file_atomic(out_dir + "/generation_config.json", gen.dump(2) + "\n");
+  if (tok) tok->save(out_dir);
+  io::write_file_atomic(out_dir + "/config.json", h.to_json().dump(2) + "\n");  // last: marks a complete folder
+  return h;
+}
+
+}  // namespace lol::hf

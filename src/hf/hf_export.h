@@ -1,0 +1,35 @@
+// Writing a project-trained dense model as a Hugging Face folder (issue 10:
+// `lol export --hf`): config.json, generation_config.json, model.safetensors (or
+// shards + model.safetensors.index.json) and the tokenizer files, in the layout
+// transformers' save_pretrained produces, so that load_hf_model and
+// AutoModelForCausalLM.from_pretrained read it back.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <c10/core/ScalarType.h>
+
+#include "baselines/dense_model.h"
+#include "hf/hf_config.h"
+#include "tokenizers/tokenizer.h"
+
+namespace lol::hf {
+
+struct ExportOptions {
+  std::string architecture = kQwen2Arch;   ///< kQwen2Arch or kLlamaArch
+  c10::ScalarType dtype = c10::kFloat;     ///< stored dtype of the weights (F32, BF16 or F16)
+  int64_t max_shard_bytes = 0;             ///< > 0: split into shards of at most this size (a larger tensor gets its own)
+  bool overwrite = false;                  ///< allow an existing non-empty out_dir
+};
+
+/// Writes `m` (any device/dtype; not modified) to `out_dir`. Qwen2 always has q/k/v
+/// biases: a bias-free model gets zero biases (the same function). `tok` (may be
+/// null) is saved with Tokenizer::save and sets bos/eos_token_id; its vocabulary must
+/// fit the model's. Throws InputError when the model cannot be expressed in the
+/// architecture (from_dense_config), the tokenizer needs more ids than vocab_size,
+/// the dtype is not a float type safetensors stores, or out_dir exists and is not
+/// empty without `overwrite`. Returns the config written.
+HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
+                   const ExportOptions& opt = {});
+
+}  // namespace lol::hf

@@ -1,0 +1,166 @@
+#include "hf/hf_model.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <torch/nn/module.h>
+
+#include "core/tensor_io.h"
+#include "util/error.h"
+
+namespace lol::hf {
+
+namespace {
+
+std::string shape_str(c10::IntArrayRef s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+/// Which config.json fields set the shape of a tensor (for error messages).
+std::string shape_source(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
+  if (has("q_proj")) return "num_attention_heads, head_dim, hidden_size";
+  if (has("k_proj") || has("v_proj")) return "num_key_value_heads, head_dim, hidden_size";
+  if (has("o_proj")) return "hidden_size, num_attention_heads, head_dim";
+  if (has("mlp.")) return "intermediate_size, hidden_size";
+  return "hidden_size";
+}
+
+bool is_rotary_buffer(const std::string& name) {
+  const std::string tail = "rotary_emb.inv_freq";
+  return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+baselines::DenseConfig to_dense_config(const HfConfig& h) {
+  baselines::DenseConfig c;
+  c.vocab_size = h.vocab_size;
+  c.d_model = h.hidden_size;
+  c.n_layers = h.num_hidden_layers;
+  c.n_heads = h.num_attention_heads;
+  c.n_kv_heads = h.num_key_value_heads;
+  c.head_dim = h.head_dim;
+  c.ffn_hidden = h.intermediate_size;
+  c.max_seq_len = h.max_position_embeddings;
+  c.qkv_bias = h.qkv_bias;
+  c.tie_word_embeddings = h.tie_word_embeddings;
+  c.rope_theta = h.rope_theta;
+  c.norm_eps = h.rms_norm_eps;
+  c.attention = "full";
+  c.window = 0;
+  c.stride = 0;
+  return c;
+}
+
+HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
+                           const std::string& torch_dtype) {
+  if (architecture != kQwen2Arch && architecture != kLlamaArch)
+    throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\" or \"" + kLlamaArch + "\"");
+  if (c.attention != "full")
+    throw InputError("dense model: attention \"" + c.attention + "\" (window " + std::to_string(c.window) +
+                     "): Hugging Face " + architecture + " models use full causal attention; only \"full\" exports");
+  if (architecture == kLlamaArch && c.qkv_bias)
+    throw InputError("dense model: qkv_bias = true: LlamaForCausalLM has no q/k/v-only biases (export as " +
+                     std::string(kQwen2Arch) + ")");
+  HfConfig h;
+  h.architecture = architecture;
+  h.vocab_size = c.vocab_size;
+  h.hidden_size = c.d_model;
+  h.intermediate_size = c.ffn_hidden;
+  h.num_hidden_layers = c.n_layers;
+  h.num_attention_heads = c.n_heads;
+  h.num_key_value_heads = c.n_kv_heads;
+  h.head_dim = c.effective_head_dim();
+  h.max_position_embeddings = c.max_seq_len;
+  h.rope_theta = c.rope_theta;
+  h.rms_norm_eps = c.norm_eps;
+  h.tie_word_embeddings = c.tie_word_embeddings;
+  h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)
+  h.torch_dtype = torch_dtype;
+  return h;
+}
+
+c10::ScalarType parse_dtype_name(const std::string& name, const std::string& flag) {
+  if (name == "float32" || name == "float" || name == "fp32") return c10::kFloat;
+  if (name == "bfloat16" || name == "bf16") return c10::kBFloat16;
+  if (name == "float16" || name == "half" || name == "fp16") return c10::kHalf;
+  if (name == "float64" || name == "double") return c10::kDouble;
+  throw InputError(flag + " \"" + name + "\": expected float32, bfloat16, float16 or float64");
+}
+
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "float32";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kHalf: return "float16";
+    case c10::kDouble: return "float64";
+    default: return c10::toString(t);
+  }
+}
+
+void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const WeightFiles& files) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> params;
+  for (auto& p : m.named_parameters()) params[p.key()] = p.value();
+  std::map<std::string, std::string> loaded;  // name -> file it came from
+  torch::Tensor stored_head;                  // lm_head.weight of a tied checkpoint, if any
+  std::string stored_head_file;
+  for_each_weight(files, [&](const io::SafetensorsFile& f, const io::TensorEntry& e) {
+    const std::string w = f.path() + ": tensor '" + e.name + "'";
+    if (is_rotary_buffer(e.name)) return;
+    const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
+                            e.dtype == io::DType::F64;
+    if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
+    auto it = params.find(e.name);
+    if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings))
+      throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
+                       std::to_string(cfg.num_hidden_layers) + " layers" +
+                       (cfg.qkv_bias ? "" : ", no q/k/v biases") + ")");
+    if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
+    loaded[e.name] = f.path();
+    torch::Tensor t = to_tensor(f, e);
+    if (!torch::isfinite(t).all().item<bool>()) throw InputError(w + ": contains NaN or Inf values");
+    const auto want = it != params.end() ? it->second.sizes() : params.at("model.embed_tokens.weight").sizes();
+    if (t.sizes() != want)
+      throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
+                       " from config.json (" + shape_source(e.name) + ")");
+    if (it == params.end()) {
+      stored_head = t;
+      stored_head_file = f.path();
+      return;
+    }
+    it->second.copy_(t);
+  });
+  for (const auto& [name, p] : params)
+    if (!loaded.count(name))
+      throw InputError(files.dir + ": missing tensor '" + name + "' (shape " + shape_str(p.sizes()) + ", expected by " +
+                       cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")");
+  if (stored_head.defined()) {
+    const auto emb = params.at("model.embed_tokens.weight");
+    if (!torch::equal(stored_head.to(emb.scalar_type()), emb.cpu()))
+      throw InputError(stored_head_file + ": tensor 'lm_head.weight' differs from model.embed_tokens.weight although "
+                       "config.json has tie_word_embeddings = true");
+  }
+}
+
+baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtype, c10::Device device,
+                                    HfConfig* config) {
+  const HfConfig cfg = HfConfig::load_dir(dir);
+  const WeightFiles files = find_weight_files(dir);
+  baselines::DenseModel m(to_dense_config(cfg));
+  m->to(dtype);
+  load_hf_weights(*m, cfg, files);
+  m->to(device);
+  m->eval();
+  if (config) *config = cfg;
+  return m;
+}
+
+}  // namespace lol::hf

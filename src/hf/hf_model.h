@@ -1,0 +1,49 @@
+// Loading a Hugging Face Qwen2 / Llama folder into the project's dense transformer
+// (baselines::DenseModel, whose parameter names are exactly the Hugging Face ones),
+// issue 10. The computed function is that of transformers' Qwen2ForCausalLM /
+// LlamaForCausalLM (LayerRoute section 4 starts from Qwen2.5-0.5B-Instruct).
+#pragma once
+#include <string>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include "baselines/dense_model.h"
+#include "hf/hf_config.h"
+#include "hf/hf_files.h"
+
+namespace lol::hf {
+
+/// The dense model configuration of a Hugging Face config: full attention,
+/// max_seq_len = max_position_embeddings, head_dim explicit.
+baselines::DenseConfig to_dense_config(const HfConfig& c);
+
+/// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch or
+/// kLlamaArch), weights stored as `torch_dtype` ("float32" | "bfloat16" | "float16").
+/// Throws InputError when the model cannot be expressed in that architecture:
+/// attention other than "full"; for Llama, q/k/v biases.
+HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
+                           const std::string& torch_dtype);
+
+/// "float32" | "float" | "bfloat16" | "bf16" | "float16" | "half" | "fp16" | "float64";
+/// throws InputError naming `flag` otherwise.
+c10::ScalarType parse_dtype_name(const std::string& name, const std::string& flag = "--dtype");
+/// "float32", "bfloat16", "float16", "float64".
+std::string dtype_name(c10::ScalarType t);
+
+/// Copies every tensor of `files` into `m` (built from to_dense_config(cfg)), converting
+/// the stored float dtype (F32/F16/BF16/F64) to the model's. Strict: every parameter
+/// must be present exactly once with its shape; an unexpected tensor, a shape
+/// mismatch, a non-float dtype or a NaN/Inf value is an InputError naming the shard
+/// file and the tensor (and, for shapes, the config fields that set them). Tolerated:
+/// rotary "inv_freq" buffers of old Llama checkpoints (recomputed here), and with
+/// tied embeddings an lm_head.weight equal to embed_tokens.weight.
+void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const WeightFiles& files);
+
+/// Reads dir/config.json and the weights into a new model with `dtype` parameters on
+/// `device`, in eval mode. Throws InputError as HfConfig::from_json, find_weight_files
+/// and load_hf_weights.
+baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtype = c10::kFloat,
+                                    c10::Device device = c10::Device(c10::kCPU), HfConfig* config = nullptr);
+
+}  // namespace lol::hf

@@ -1,0 +1,172 @@
+#include "inference/dense_session.h"
+
+#include <algorithm>
+
+#include "inference/block_step.h"
+#include "inference/ops.h"
+#include "nn/block.h"
+#include "util/error.h"
+
+namespace lol::inference {
+
+namespace {
+
+torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
+  auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {int64_t(v.size())}, torch::kInt64).clone();
+  return dev.is_cpu() ? t : t.to(dev);
+}
+
+PackedBlock pack_layer(nn::BlockImpl& b) {
+  PackedBlock p;
+  auto& at = *b.self_attn;
+  p.ln1 = b.input_layernorm->weight.detach().clone();
+  p.ln2 = b.post_attention_layernorm->weight.detach().clone();
+  p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
+  if (at.q_proj->bias.defined())
+    p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();
+  p.w_o = at.o_proj->weight.detach().clone();
+  p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
+  p.w_down = b.mlp->down_proj->weight.detach().clone();
+  return p;
+}
+
+}  // namespace
+
+PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
+  const auto& c = m.config();
+  if (c.attention != "full")
+    throw InputError("dense model: attention \"" + c.attention +
+                     "\": cached decoding implements full causal attention only");
+  if (c.effective_head_dim() * c.n_heads != c.d_model)
+    throw InputError("dense model: head_dim " + std::to_string(c.effective_head_dim()) +
+                     ": cached decoding needs head_dim = d_model / n_heads = " + std::to_string(c.d_model / c.n_heads));
+  PackedModel p;
+  LoLConfig& k = p.cfg;  // the fields the decoder reads; the rest describes "no routed core"
+  k.vocab_size = c.vocab_size;
+  k.d_model = c.d_model;
+  k.n_heads = c.n_heads;
+  k.n_kv_heads = c.n_kv_heads;
+  k.ffn_hidden = c.ffn_hidden;
+  k.n_prelude = c.n_layers;
+  k.n_coda = 0;
+  k.library_size = 0;
+  k.core_depth = 0;
+  k.rope_theta = c.rope_theta;
+  k.norm_eps = c.norm_eps;
+  k.tie_embeddings = c.tie_word_embeddings;
+  k.max_seq_len = c.max_seq_len;
+  p.trained_depth = 0;
+  p.embed = m.embed_tokens->weight.detach().clone();
+  p.head = m.lm_head ? m.lm_head->weight.detach().clone() : p.embed;
+  p.norm = m.norm->weight.detach().clone();
+  for (auto& layer : *m.layers) p.prelude.push_back(pack_layer(*layer->as<nn::Block>()));
+  p.ensure_rope(positions);
+  return p;
+}
+
+DenseDecodeSession::DenseDecodeSession(baselines::DenseModel model, const DenseSessionOptions& opt) {
+  c10::InferenceMode guard;
+  if (opt.batch_size < 1) throw InputError("batch size " + std::to_string(opt.batch_size) + ": expected >= 1");
+  max_len_ = opt.max_len > 0 ? opt.max_len : model->config().max_seq_len;
+  if (max_len_ < 1 || max_len_ > (int64_t(1) << 24))
+    throw InputError("max_len " + std::to_string(max_len_) + ": expected 1 <= max_len <= 2^24");
+  w_ = pack_dense_model(*model, max_len_);
+  const auto& c = w_.cfg;
+  const int64_t cap = std::min<int64_t>(max_len_, 64);
+  for (int64_t i = 0; i < c.n_prelude; ++i) cache_.emplace_back(opt.batch_size, c.n_kv_heads, c.head_dim(), cap, w_.options());
+  len_.assign(opt.batch_size, 0);
+  if (opt.cpu_kernels) cpu_ = CpuDecoder::create(w_);
+}
+
+void DenseDecodeSession::reset(int64_t row) {
+  if (row < 0 || row >= batch_size())
+    throw InputError("row " + std::to_string(row) + ": expected 0 <= row < batch size " + std::to_string(batch_size()));
+  len_[row] = 0;  // slots past the row's length are never read; they are overwritten
+}
+
+torch::Tensor DenseDecodeSession::step(const std::vector<int64_t>& tokens) {
+  if (int64_t(tokens.size()) != batch_size())
+    throw InputError("step: " + std::to_string(tokens.size()) + " tokens for a batch of " + std::to_string(batch_size()));
+  std::vector<DenseRowInput> in(tokens.size());
+  for (size_t r = 0; r < tokens.size(); ++r) in[r] = {int64_t(r), {tokens[r]}};
+  return feed(in);
+}
+
+torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs, bool all_logits) {
+  c10::InferenceMode guard;
+  const auto& c = w_.cfg;
+  const auto opt = w_.options();
+  const auto dev = opt.device();
+  // ---- validate and lay out the new tokens: one causal segment per input
+  std::vector<int64_t> tokens, pos, rows, offset{0};
+  std::vector<uint8_t> seen(batch_size(), 0);
+  for (const auto& in : inputs) {
+    if (in.tokens.empty()) continue;
+    if (in.row < 0 || in.row >= batch_size())
+      throw InputError("feed: row " + std::to_string(in.row) + ": expected 0 <= row < batch size " +
+                       std::to_string(batch_size()));
+    if (seen[in.row]++) throw InputError("feed: row " + std::to_string(in.row) + " given twice");
+    const int64_t n = int64_t(in.tokens.size()), have = len_[in.row];
+    if (have + n > max_len_)
+      throw InputError("feed: row " + std::to_string(in.row) + " would reach " + std::to_string(have + n) +
+                       " positions: expected <= max_len " + std::to_string(max_len_));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = in.tokens[i];
+      if (t < 0 || t >= c.vocab_size)
+        throw InputError("feed: token id " + std::to_string(t) + " outside [0, vocab_size = " +
+                         std::to_string(c.vocab_size) + ")");
+      tokens.push_back(t);
+      pos.push_back(have + i);
+    }
+    rows.push_back(in.row);
+    offset.push_back(int64_t(tokens.size()));
+  }
+  const int64_t N = int64_t(tokens.size()), A = int64_t(rows.size());
+  if (A == 0) return torch::zeros({0, c.vocab_size}, opt);
+  const bool fast = cpu_ && N == A;  // a decoding step: the fused kernels apply
+
+  std::vector<AttnSegment> segs(A);
+  std::vector<DecodeToken> toks(fast ? N : 0);
+  int64_t need = 0;
+  for (int64_t a = 0; a < A; ++a) {
+    segs[a] = {rows[a], len_[rows[a]], offset[a], offset[a + 1] - offset[a]};
+    if (fast) toks[a] = {rows[a], pos[a], len_[rows[a]], true};
+    need = std::max(need, len_[rows[a]] + segs[a].count);
+  }
+  AttnPlan plan;
+  torch::Tensor cos, sin;
+  if (!fast) {
+    plan = AttnPlan::build(segs, N, nullptr, opt);
+    auto pos_t = i64(pos, dev);
+    cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
+    sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
+  }
+  for (auto& kv : cache_) kv.reserve(need);
+
+  torch::Tensor x = w_.embed.index_select(0, i64(tokens, dev));
+  for (int64_t l = 0; l < c.n_prelude; ++l) {
+    if (fast) {
+      auto y = torch::empty_like(x);
+      cpu_->block(w_.prelude[l], nullptr, x, y, toks.data(), nullptr, cache_[l]);
+      x = y;
+    } else {
+      x = x + block_delta({{&w_.prelude[l], {}}}, nullptr, x, cache_[l], plan, cos, sin, c);
+    }
+  }
+  for (int64_t a = 0; a < A; ++a) len_[rows[a]] += offset[a + 1] - offset[a];
+  torch::Tensor h = x;
+  if (!all_logits && N != A) {
+    std::vector<int64_t> last(A);
+    for (int64_t a = 0; a < A; ++a) last[a] = offset[a + 1] - 1;
+    h = x.index_select(0, i64(last, dev));
+  }
+  return dense(rms_norm(h, w_.norm, c.norm_eps), w_.head);
+}
+
+int64_t DenseDecodeSession::cache_bytes() const {
+  int64_t b = 0;
+  for (const auto& kv : cache_) b += kv.bytes();
+  return b;
+}
+
+}  // namespace lol::inference
