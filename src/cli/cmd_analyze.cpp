@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "analysis/routing_features.h"
+#include "analysis/routing_pca.h"
 #include "analysis/routing_probes.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
@@ -167,7 +168,7 @@ struct AnalyzeArgs {
   int folds = 5;
   double test_fraction = 0.2;
   uint64_t seed = 0;
-  bool no_shuffle = false;
+  bool no_shuffle = false, no_separation = false;
 };
 
 void run_analyze_routing(const AnalyzeArgs& a) {
@@ -245,6 +246,28 @@ void run_analyze_routing(const AnalyzeArgs& a) {
     std::cout << "\n";
   }
 
+  // ---- label separation of window paths (paper 4.1.1, Figure 3)
+  if (labels.size() >= 2 && !a.no_separation) {
+    std::vector<std::string> label_names;
+    for (int64_t l = 0; l <= *labels.rbegin(); ++l) label_names.push_back(display_name(names, l));
+    analysis::SeparationOptions so;
+    so.folds = a.folds;
+    so.seed = a.seed;
+    auto sj = analysis::label_separation(f, label_names, so, a.out, plots);
+    std::printf("\nlabel from window path (nearest centroid, %d-fold CV by document): accuracy %.3f, "
+                "balanced %.3f, majority baseline %.3f, shuffled labels %.3f +- %.3f\n",
+                a.folds, sj["accuracy"].get<double>(),
+                sj["balanced_accuracy"].is_null() ? NAN : sj["balanced_accuracy"].get<double>(),
+                sj["majority_baseline"].get<double>(), sj["shuffled_accuracy_mean"].get<double>(),
+                sj["shuffled_accuracy_sd"].get<double>());
+    std::cout << "nearest label centroid:";
+    for (std::size_t l = 0; l < label_names.size(); ++l)
+      if (!sj["nearest_label"][l].is_null())
+        std::cout << " " << label_names[l] << "->" << sj["nearest_label"][l].get<std::string>();
+    std::cout << "\n";
+    j["separation"] = sj;
+  }
+
   // ---- probes
   int64_t positive = -1;
   std::string why_not;
@@ -307,6 +330,8 @@ void register_analyze(CLI::App& app) {
   r->add_option("--seed", a->seed, "Seed of the document-level splits (the shuffle control uses seed + 1)")
       ->default_val(0);
   r->add_flag("--no-shuffle", a->no_shuffle, "Skip the label-shuffling control");
+  r->add_flag("--no-separation", a->no_separation,
+              "Skip the multi-label separation score and PCA of window paths (run when >= 2 labels occur)");
   r->add_option("--depth", a->depth,
                 "Routed depths to run (default core_depth; e.g. the active depth of a checkpoint taken while growing)")
       ->default_val(0);

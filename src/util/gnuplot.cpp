@@ -66,6 +66,16 @@ void plot_heatmap(const std::string& png, const std::string& title, const std::v
 
 void plot_lines(const std::string& png, const std::string& title, const std::vector<Series>& series,
                 const std::string& xlabel, const std::string& ylabel, bool logx, bool logy) {
+  plot_series(png, title, series, xlabel, ylabel, logx, logy, false);
+}
+
+void plot_scatter(const std::string& png, const std::string& title, const std::vector<Series>& groups,
+                  const std::string& xlabel, const std::string& ylabel) {
+  plot_series(png, title, groups, xlabel, ylabel, false, false, true);
+}
+
+void plot_series(const std::string& png, const std::string& title, const std::vector<Series>& series,
+                 const std::string& xlabel, const std::string& ylabel, bool logx, bool logy, bool points) {
   const std::string dat = png + ".dat", gp = png + ".gp";
   {
     std::ofstream d(dat);
@@ -84,7 +94,8 @@ void plot_lines(const std::string& png, const std::string& title, const std::vec
   if (logy) s << "set logscale y\n";
   s << "plot ";
   for (size_t i = 0; i < series.size(); ++i)
-    s << (i ? ", " : "") << quote(dat) << " index " << i << " using 1:2 with lines lw 2 title " << quote(series[i].name);
+    s << (i ? ", " : "") << quote(dat) << " index " << i << " using 1:2 "
+      << (points ? "with points pt 7 ps 0.5" : "with lines lw 2") << " title " << quote(series[i].name);
   s << "\n";
   s.close();
   run(gp);

@@ -26,4 +26,12 @@ struct Series {
 void plot_lines(const std::string& png, const std::string& title, const std::vector<Series>& series,
                 const std::string& xlabel, const std::string& ylabel, bool logx = false, bool logy = false);
 
+/// Scatter plot: one colour (and key entry) per group of points.
+void plot_scatter(const std::string& png, const std::string& title, const std::vector<Series>& groups,
+                  const std::string& xlabel, const std::string& ylabel);
+
+/// Shared implementation of plot_lines (points = false) and plot_scatter (points = true).
+void plot_series(const std::string& png, const std::string& title, const std::vector<Series>& series,
+                 const std::string& xlabel, const std::string& ylabel, bool logx, bool logy, bool points);
+
 }  // namespace lol::util

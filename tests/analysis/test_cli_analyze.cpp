@@ -62,11 +62,24 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
     EXPECT_EQ(r["cv_auroc_folds"].size(), 5u);
     EXPECT_GE(r["test_roc"].size(), 2u);
   }
+  // Five strategy labels: the multi-label separation score of window paths ran.
+  ASSERT_TRUE(j.contains("separation")) << j.dump().substr(0, 400);
+  const auto& sep = j["separation"];
+  EXPECT_GE(sep["accuracy"].get<double>(), 0.0);
+  EXPECT_LE(sep["accuracy"].get<double>(), 1.0);
+  EXPECT_EQ(sep["shuffled_accuracy"].size(), 20u);
+  int64_t confused = 0;
+  for (const auto& row : sep["confusion"])
+    for (const auto& v : row) confused += v.get<int64_t>();
+  int64_t windows = 0;
+  for (const auto& v : sep["windows_per_label"]) windows += v.get<int64_t>();
+  EXPECT_EQ(confused, windows);
+  EXPECT_EQ(windows, j["window_items"].get<int64_t>());
   const auto& sp = j["probes"]["split"];
   EXPECT_EQ(sp["documents_dev"].get<int64_t>() + sp["documents_test"].get<int64_t>(), n_train);
   if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
     for (const char* png : {"utilization.png", "expert_depth_profile.png", "roc_window.png", "roc_sequence.png",
-                            "utilization_label1.png"})
+                            "utilization_label1.png", "pca_paths.png", "separation_confusion.png", "centroid_distances.png"})
       EXPECT_GT(fs::file_size(tmp / (std::string("out/") + png)), 1000u) << png;
   }
   // Unknown label name: exit 2 and the message lists the known names.

@@ -1,0 +1,176 @@
+#include "analysis/routing_pca.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <ATen/ATen.h>
+
+#include "stats/centroid.h"
+#include "util/error.h"
+#include "util/gnuplot.h"
+
+namespace lol::analysis {
+
+torch::Tensor path_one_hot(const RoutingFeatures& f) {
+  const int64_t n = f.n_windows(), D = f.depth, L = f.library_size;
+  auto x = torch::zeros({n, D * L}, torch::kFloat64);
+  if (n == 0) return x;
+  auto idx = f.window_expert.to(torch::kInt64) + torch::arange(D, torch::kInt64).mul(L).unsqueeze(0);  // [n, D]
+  x.scatter_(1, idx, 1.0);
+  return x;
+}
+
+torch::Tensor Pca::project(const torch::Tensor& x) const { return (x - mean).matmul(components.t()); }
+
+Pca fit_pca(const torch::Tensor& x_in, int64_t k) {
+  if (x_in.dim() != 2) throw InputError("PCA: expected a 2-D [items, features] matrix");
+  const int64_t n = x_in.size(0), F = x_in.size(1);
+  if (n < 2) throw InputError("PCA: needs at least 2 rows, got " + std::to_string(n));
+  if (k < 1 || k > std::min(n, F))
+    throw InputError("PCA: k = " + std::to_string(k) + ": expected 1.." + std::to_string(std::min(n, F)));
+  auto x = x_in.to(torch::kFloat64);
+  Pca p;
+  p.mean = x.mean(0);
+  auto xc = x - p.mean;
+  auto svd = at::linalg_svd(xc, /*full_matrices=*/false);
+  auto s = std::get<1>(svd), vh = std::get<2>(svd);  // s [r], vh [r, F]
+  // Sign convention: the largest-magnitude loading of each component is positive (deterministic plots).
+  auto vk = vh.slice(0, 0, k).clone();
+  auto arg = vk.abs().argmax(1);
+  auto sign = vk.gather(1, arg.unsqueeze(1)).sign().clamp_min(0).mul(2).sub(1);  // 0 -> -1 only if loading is 0
+  p.components = vk * sign;
+  auto var = s.pow(2);
+  const double total = var.sum().item<double>();
+  p.explained_ratio = total > 0 ? var.slice(0, 0, k) / total : torch::zeros({k}, torch::kFloat64);
+  return p;
+}
+
+namespace {
+
+stats::Matrix to_matrix(const torch::Tensor& t) {
+  auto c = t.to(torch::kFloat64).contiguous();
+  stats::Matrix m(c.size(0), c.size(1));
+  std::copy(c.data_ptr<double>(), c.data_ptr<double>() + c.numel(), m.data.begin());
+  return m;
+}
+
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std::string>& label_names,
+                                const SeparationOptions& opt, const std::string& out_dir, bool plots) {
+  const int C = int(label_names.size());
+  std::vector<int> labels(std::size_t(f.n_windows()), -1);
+  std::vector<int64_t> groups(std::size_t(f.n_windows()), -1);
+  std::vector<int64_t> per_label(static_cast<std::size_t>(C), 0);
+  for (int64_t i = 0; i < f.n_windows(); ++i) {
+    const int64_t l = f.window_label[std::size_t(i)];
+    if (l < 0 || l >= C) continue;
+    labels[std::size_t(i)] = int(l);
+    groups[std::size_t(i)] = f.window_seq[std::size_t(i)];
+    ++per_label[std::size_t(l)];
+  }
+  int present = 0;
+  for (auto n : per_label) present += n > 0;
+  if (present < 2) throw InputError("label separation: windows of at least 2 labels are needed, found " +
+                                    std::to_string(present));
+
+  const torch::Tensor x = path_one_hot(f);
+  const stats::Matrix xm = to_matrix(x);
+  const auto cv = stats::nearest_centroid_cv(xm, labels, groups, C, opt.folds, opt.shuffles, opt.seed);
+  const auto dist = stats::centroid_distances(stats::class_centroids(xm, labels, C));
+
+  nlohmann::json j;
+  j["features"] = "window path one-hot (routed depth x expert)";
+  j["classifier"] = "nearest centroid, " + std::to_string(opt.folds) + "-fold CV by document (stratified by label)";
+  j["labels"] = label_names;
+  j["windows_per_label"] = per_label;
+  j["accuracy"] = cv.accuracy;
+  j["balanced_accuracy"] = finite_or_null(cv.balanced_accuracy);
+  j["majority_baseline"] = cv.chance;
+  j["shuffled_accuracy_mean"] = cv.shuffled_mean;
+  j["shuffled_accuracy_sd"] = cv.shuffled_sd;
+  j["shuffled_accuracy"] = cv.shuffled_accuracy;
+  std::vector<nlohmann::json> recall;
+  for (double r : cv.recall) recall.push_back(finite_or_null(r));
+  j["recall"] = recall;
+  j["confusion"] = cv.confusion;
+  std::vector<std::vector<nlohmann::json>> dj;
+  for (const auto& row : dist) {
+    dj.emplace_back();
+    for (double v : row) dj.back().push_back(finite_or_null(v));
+  }
+  j["centroid_distances"] = dj;
+  // Nearest other label of every label (by centroid distance): "clusters by script" reads off this.
+  std::vector<nlohmann::json> nearest;
+  for (int a = 0; a < C; ++a) {
+    int best = -1;
+    for (int b = 0; b < C; ++b)
+      if (b != a && std::isfinite(dist[a][b]) && (best < 0 || dist[a][b] < dist[a][best])) best = b;
+    nearest.push_back(best < 0 ? nlohmann::json(nullptr) : nlohmann::json(label_names[std::size_t(best)]));
+  }
+  j["nearest_label"] = nearest;
+
+  if (f.n_windows() >= 2 && x.size(1) >= 2) {
+    const Pca p = fit_pca(x, 2);
+    const auto proj = p.project(x).contiguous();
+    j["pca_explained_ratio"] = std::vector<double>(p.explained_ratio.data_ptr<double>(),
+                                                   p.explained_ratio.data_ptr<double>() + 2);
+    if (plots) {
+      // Deterministic subsample for the scatter (all points when few).
+      std::vector<int64_t> order(std::size_t(f.n_windows()));
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+      std::mt19937_64 rng(opt.seed);
+      std::shuffle(order.begin(), order.end(), rng);
+      if (int64_t(order.size()) > opt.max_scatter) order.resize(std::size_t(opt.max_scatter));
+      std::vector<util::Series> series(static_cast<std::size_t>(C));
+      for (int c = 0; c < C; ++c) series[std::size_t(c)].name = label_names[std::size_t(c)];
+      // Jitter: one-hot paths take few distinct positions; spread coincident points a little.
+      std::normal_distribution<double> jitter(0.0, 0.02);
+      const double* pp = proj.data_ptr<double>();
+      for (int64_t i : order) {
+        const int l = labels[std::size_t(i)];
+        if (l < 0) continue;
+        series[std::size_t(l)].x.push_back(pp[i * 2] + jitter(rng));
+        series[std::size_t(l)].y.push_back(pp[i * 2 + 1] + jitter(rng));
+      }
+      char t[160];
+      std::snprintf(t, sizeof t, "Window routing paths, PCA (PC1 %.1f%%, PC2 %.1f%% of variance; jittered)",
+                    100 * p.explained_ratio[0].item<double>(), 100 * p.explained_ratio[1].item<double>());
+      util::plot_scatter(out_dir + "/pca_paths.png", t, series, "PC1", "PC2");
+    }
+  }
+  if (plots) {
+    std::vector<std::vector<double>> conf(static_cast<std::size_t>(C), std::vector<double>(static_cast<std::size_t>(C), 0.0));
+    std::vector<std::vector<std::string>> lab(static_cast<std::size_t>(C), std::vector<std::string>(static_cast<std::size_t>(C)));
+    for (int a = 0; a < C; ++a) {
+      int64_t row = 0;
+      for (int b = 0; b < C; ++b) row += cv.confusion[a][b];
+      for (int b = 0; b < C; ++b) {
+        conf[a][b] = row ? double(cv.confusion[a][b]) / double(row) : std::nan("");
+        lab[a][b] = row ? std::to_string(int(std::lround(100 * conf[a][b]))) : "";
+      }
+    }
+    char t[160];
+    std::snprintf(t, sizeof t, "Nearest-centroid label from window paths (%% of true label); acc %.3f, shuffled %.3f",
+                  cv.accuracy, cv.shuffled_mean);
+    util::plot_heatmap(out_dir + "/separation_confusion.png", t, conf, label_names, label_names, lab,
+                       "predicted label", "true label");
+    double vmax = 0;
+    std::vector<std::vector<std::string>> dl(static_cast<std::size_t>(C), std::vector<std::string>(static_cast<std::size_t>(C)));
+    for (int a = 0; a < C; ++a)
+      for (int b = 0; b < C; ++b) {
+        if (std::isfinite(dist[a][b])) vmax = std::max(vmax, dist[a][b]);
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%.2f", dist[a][b]);
+        dl[a][b] = buf;
+      }
+    util::plot_heatmap(out_dir + "/centroid_distances.png", "Distance between label centroids of window paths", dist,
+                       label_names, label_names, dl, "label", "label", 0.0, vmax > 0 ? vmax : 1.0);
+  }
+  return j;
+}
+
+}  // namespace lol::analysis
