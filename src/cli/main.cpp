@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   lol::cli::register_bench(app);
   lol::cli::register_eval(app);
   lol::cli::register_launch(app);
+  lol::cli::register_hf(app);
+  lol::cli::register_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,134 @@
+// `lol export --hf RUN_OR_CKPT --out DIR`: a project-trained dense model as a Hugging
+// Face folder (Qwen2 layout by default) that `lol hf` and transformers load (issue 10).
+#include <iostream>
+#include <memory>
+
+#include "baselines/dense_trainable.h"
+#include "cli/commands.h"
+#include "cli/model_dir.h"
+#include "dataset/text_tokenizer.h"
+#include "hf/hf_export.h"
+#include "hf/hf_model.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+
+namespace {
+
+struct ExportArgs {
+  std::string model, out, tokenizer, arch = "qwen2", dtype = "float32", max_shard, verify;
+  bool hf = false, overwrite = false, no_tokenizer = false;
+};
+
+/// "2GB", "500MB", "10KB", "123" (bytes; K/M/G are powers of 1000 as transformers).
+int64_t parse_size(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = s.substr(used);
+  double mult = 0;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  if (used == 0 || mult == 0 || !(v > 0))
+    throw InputError("--max-shard-size \"" + s + "\": expected a positive size such as 2GB, 500MB or 100000");
+  return int64_t(v * mult);
+}
+
+/// The checkpoint's tokenizer: --tokenizer, else <ckpt>/tokenizer.json, else the one of
+/// the dataset it was trained on (config.json extra.dataset_dir + extra.tokenizer).
+std::unique_ptr<tokenizers::Tokenizer> checkpoint_tokenizer(const std::string& dir, const std::string& flag) {
+  if (!flag.empty()) return data::open_text_tokenizer(flag);
+  if (fs::exists(fs::path(dir) / "tokenizer.json")) return tokenizers::load_tokenizer(dir);
+  const auto cfg = io::read_json_file(dir + "/config.json");
+  if (cfg.contains("extra") && cfg["extra"].is_object() && cfg["extra"].contains("tokenizer") &&
+      cfg["extra"].contains("dataset_dir") && cfg["extra"]["tokenizer"].is_string() &&
+      cfg["extra"]["dataset_dir"].is_string()) {
+    const fs::path p =
+        fs::path(cfg["extra"]["dataset_dir"].get<std::string>()) / cfg["extra"]["tokenizer"].get<std::string>();
+    if (fs::exists(p)) return tokenizers::load_tokenizer(p.string());
+  }
+  throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass "
+                         "--tokenizer, or --no-tokenizer to export the weights only");
+}
+
+/// Reloads `out` through the Hugging Face loader and compares its logits with the
+/// source model's (weights rounded to the stored dtype) on the first max_seq_len
+/// tokens of `text_file`. Prints the largest difference; std::runtime_error (exit 1) when they differ.
+void verify_export(baselines::DenseModel& model, const std::string& out, const std::string& text_file,
+                   const tokenizers::Tokenizer* tok, c10::ScalarType stored) {
+  if (!tok) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
+  auto ids = tok->encode(io::read_file(text_file));
+  const int64_t n = std::min<int64_t>(int64_t(ids.size()), model->config().max_seq_len);
+  if (n < 1) throw InputError("--verify " + text_file + ": no tokens");
+  auto tokens = torch::from_blob(ids.data(), {1, n}, torch::kInt32).to(torch::kInt64);
+  auto back = hf::load_hf_model(out, torch::kFloat32);
+  c10::InferenceMode guard;
+  baselines::DenseModel src(model->config());
+  for (auto& p : src->named_parameters())
+    p.value().copy_(model->named_parameters()[p.key()].to(stored).to(torch::kFloat32));
+  src->eval();
+  const auto a = src->forward(tokens), b = back->forward(tokens);
+  const double diff = (a - b).abs().max().item<double>();
+  std::cout << "verify: " << n << " tokens of " << text_file << ", logits [1, " << n << ", " << a.size(2)
+            << "]: max |exported - source| = " << diff << (torch::equal(a, b) ? " (identical)" : "") << "\n";
+  if (diff != 0) throw std::runtime_error("--verify: the reloaded folder's logits differ from the checkpoint's");
+}
+
+void run_export(const ExportArgs& a) {
+  if (!a.hf) throw InputError("export: only --hf (Hugging Face folder) is implemented; pass --hf");
+  const std::string dir = resolve_model_dir(a.model);
+  const auto cfg = io::read_json_file(dir + "/config.json");
+  const std::string arch = cfg.is_object() && cfg.contains("architecture") && cfg["architecture"].is_string()
+                               ? cfg["architecture"].get<std::string>()
+                               : "lol";
+  if (arch != "dense")
+    throw InputError(dir + "/config.json: architecture \"" + arch +
+                     "\": only dense models (architecture \"dense\") have a Hugging Face equivalent");
+  auto model = baselines::load_dense(dir);
+  std::unique_ptr<tokenizers::Tokenizer> tok;
+  if (!a.no_tokenizer) tok = checkpoint_tokenizer(dir, a.tokenizer);
+  hf::ExportOptions o;
+  if (a.arch == "qwen2") o.architecture = hf::kQwen2Arch;
+  else if (a.arch == "llama") o.architecture = hf::kLlamaArch;
+  else throw InputError("--arch \"" + a.arch + "\": expected qwen2 or llama");
+  o.dtype = hf::parse_dtype_name(a.dtype);
+  o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
+  o.overwrite = a.overwrite;
+  const hf::HfConfig h = hf::export_hf(*model, tok.get(), a.out, o);
+  std::cout << "exported " << dir << " -> " << a.out << " (" << h.architecture << ", " << h.num_hidden_layers
+            << " layers, hidden " << h.hidden_size << ", vocab " << h.vocab_size << ", " << h.torch_dtype
+            << (tok ? ", tokenizer" : ", no tokenizer") << ")\n";
+  if (!a.verify.empty()) verify_export(model, a.out, a.verify, tok.get(), o.dtype);
+}
+
+}  // namespace
+
+void register_export(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  auto* e = app.add_subcommand("export", "Export a trained dense model as a Hugging Face folder (--hf)");
+  e->add_flag("--hf", a->hf, "Hugging Face layout: config.json, safetensors, tokenizer files")->required();
+  e->add_option("model", a->model, "Checkpoint directory, or a training run directory (its latest checkpoint)")->required();
+  e->add_option("--out", a->out, "Output folder (new or empty)")->required();
+  e->add_option("--arch", a->arch, "qwen2 (Qwen2ForCausalLM) | llama (LlamaForCausalLM)")->capture_default_str();
+  e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
+  e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
+  e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include (default: the checkpoint's or its dataset's)");
+  e->add_flag("--no-tokenizer", a->no_tokenizer, "Write no tokenizer files");
+  e->add_flag("--overwrite", a->overwrite, "Allow a non-empty --out folder (its weight files are replaced)");
+  e->add_option("--verify", a->verify,
+                "Reload the folder and check that its logits equal the checkpoint's on this text file's first tokens");
+  e->callback([a] { run_export(*a); });
+}
+
+}  // namespace lol::cli

@@ -1,0 +1,371 @@
+// `lol hf info|generate|ppl|bench`: Hugging Face Qwen2 / Llama folders (issue 10).
+//   info DIR                      config, weights, tokenizer and chat template summary
+//   generate DIR --prompt TEXT    streamed KV-cached generation (--chat: ChatML turns)
+//   ppl DIR --data FILE           perplexity and bits per byte of a text file
+//   bench CONFIG_OR_DIR           prefill / decode tokens/s (random weights from a config.json)
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "analysis/lm_eval.h"
+#include "baselines/dense_trainable.h"
+#include "cli/commands.h"
+#include "core/runtime.h"
+#include "hf/hf_chat.h"
+#include "hf/hf_files.h"
+#include "hf/hf_model.h"
+#include "inference/dense_benchmark.h"
+#include "inference/dense_generate.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "tokenizers/hf_json.h"
+#include "tokenizers/utf8.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+
+namespace {
+
+int64_t parameter_count(const hf::HfConfig& c) {
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t attn = d * H * hd + 2 * d * Hkv * hd + H * hd * d + (c.qkv_bias ? (H + 2 * Hkv) * hd : 0);
+  const int64_t layer = attn + 3 * d * c.intermediate_size + 2 * d;
+  return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + c.num_hidden_layers * layer + d;
+}
+
+std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, bool required) {
+  if (fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "vocab.json"))
+    return tokenizers::load_tokenizer(dir);
+  if (required) throw InputError(dir + ": no tokenizer.json (needed for text prompts; use --tokens for ids)");
+  return nullptr;
+}
+
+// ---------------------------------------------------------------- info
+void run_info(const std::string& dir, bool check) {
+  const hf::HfConfig c = hf::HfConfig::load_dir(dir);
+  const hf::WeightFiles files = hf::find_weight_files(dir);
+  std::cout << "folder        " << dir << "\n"
+            << "architecture  " << c.architecture << (c.qkv_bias ? " (q/k/v biases)" : "") << "\n"
+            << "parameters    " << parameter_count(c) << "\n"
+            << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
+            << c.intermediate_size << "\n"
+            << "heads         " << c.num_attention_heads << " query, " << c.num_key_value_heads << " key/value, head_dim "
+            << c.head_dim << "\n"
+            << "vocab         " << c.vocab_size << (c.tie_word_embeddings ? " (tied embeddings)" : " (separate lm_head)")
+            << "\n"
+            << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
+            << c.rms_norm_eps << "\n"
+            << "stored dtype  " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype) << "\n";
+  uint64_t bytes = 0;
+  for (const auto& s : files.shards) bytes += fs::file_size(fs::path(dir) / s);
+  std::cout << "weights       " << (files.sharded() ? std::to_string(files.shards.size()) + " shards" : "model.safetensors")
+            << ", " << std::fixed << std::setprecision(1) << double(bytes) / 1048576.0 << " MiB\n";
+  auto tok = folder_tokenizer(dir, false);
+  if (tok) {
+    std::cout << "tokenizer     " << tok->type() << ", " << tok->vocab_size() << " ids, " << tok->added_tokens().size()
+              << " added tokens";
+    if (tok->bos_id()) std::cout << ", bos " << *tok->bos_id();
+    if (tok->eos_id()) std::cout << ", eos " << *tok->eos_id();
+    std::cout << "\n";
+    const auto sys = hf::chatml_default_system(tok->chat_template());
+    std::cout << "chat template "
+              << (tok->chat_template().empty() ? "none"
+                  : sys ? "ChatML" + (sys->empty() ? std::string(", no default system prompt")
+                                                   : ", default system \"" + *sys + "\"")
+                        : "not ChatML (--chat unsupported)")
+              << "\n";
+  } else {
+    std::cout << "tokenizer     none\n";
+  }
+  const auto stops = hf::stop_tokens(dir, c, tok.get());
+  std::cout << "stop tokens  ";
+  for (auto s : stops) std::cout << " " << s;
+  std::cout << "\n";
+  if (check) {
+    auto t0 = std::chrono::steady_clock::now();
+    hf::load_hf_model(dir);
+    std::cout << "check         all tensors present with the expected shapes, finite (loaded in " << std::setprecision(1)
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
+  }
+}
+
+// ---------------------------------------------------------------- generate
+struct GenArgs {
+  std::string dir, prompt, tokens, system, dtype = "float32";
+  int64_t max_new = 128, top_k = 0;
+  double temperature = 0, top_p = 1;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool chat = false, ids = false, no_stop = false;
+};
+
+void run_generate(const GenArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  hf::HfConfig cfg;
+  auto t_load = std::chrono::steady_clock::now();
+  auto model = hf::load_hf_model(a.dir, hf::parse_dtype_name(a.dtype), c10::Device(c10::kCPU), &cfg);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  auto tok = folder_tokenizer(a.dir, !a.prompt.empty());
+  std::vector<int64_t> prompt;
+  if (!a.prompt.empty()) {
+    std::string text = a.prompt;
+    if (a.chat) {
+      std::vector<tokenizers::ChatMessage> msgs;
+      if (!a.system.empty()) msgs.push_back({"system", a.system});
+      msgs.push_back({"user", a.prompt});
+      text = hf::format_chat(*tok, msgs, true, a.dir + "/tokenizer_config.json");
+    }
+    for (int32_t id : tok->encode(text)) prompt.push_back(id);
+  } else {
+    if (a.chat) throw InputError("--chat needs --prompt TEXT");
+    std::istringstream in(a.tokens);
+    std::string w;
+    while (std::getline(in, w, ',')) {
+      try {
+        size_t used = 0;
+        prompt.push_back(std::stoll(w, &used));
+        if (used != w.size()) throw std::invalid_argument(w);
+      } catch (const std::exception&) {
+        throw InputError("--tokens: '" + w + "' is not a token id (expected comma-separated integers)");
+      }
+    }
+  }
+  if (prompt.empty()) throw InputError("the prompt has no tokens");
+  inference::GenerateOptions o;
+  o.max_new_tokens = a.max_new;
+  o.sampling.temperature = a.temperature;
+  o.sampling.top_k = a.top_k;
+  o.sampling.top_p = a.top_p;
+  o.seed = a.seed;
+  o.batch_size = 1;
+  if (!a.no_stop) o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
+  std::vector<int32_t> generated;
+  std::string printed;
+  auto t_first = std::chrono::steady_clock::now();
+  double prefill_s = 0;
+  o.on_token = [&](int64_t, int64_t t) {
+    if (generated.empty())
+      prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_first).count();
+    generated.push_back(int32_t(t));
+    if (a.ids || !tok) {
+      std::cout << (generated.size() > 1 ? " " : "") << t << std::flush;
+      return;
+    }
+    const std::string text = tokenizers::to_valid_utf8(tok->decode(generated, true));
+    if (text.compare(0, printed.size(), printed) == 0) std::cout << text.substr(printed.size()) << std::flush;
+    printed = text;
+  };
+  const int64_t max_len = std::min<int64_t>(cfg.max_position_embeddings, int64_t(prompt.size()) + a.max_new);
+  inference::DenseSessionOptions so;
+  so.max_len = std::max<int64_t>(max_len, 1);
+  inference::DenseDecodeSession session(model, so);
+  t_first = std::chrono::steady_clock::now();
+  auto gens = inference::generate_dense(session, {prompt}, o);
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_first).count();
+  std::cout << "\n";
+  const int64_t n = int64_t(gens[0].tokens.size());
+  std::cerr << std::fixed << std::setprecision(2) << "load " << load_s << " s; prompt " << prompt.size()
+            << " tokens in " << prefill_s << " s (" << std::setprecision(1) << double(prompt.size()) / prefill_s
+            << " tok/s); " << n << " new tokens";
+  if (n > 1) std::cerr << ", decode " << double(n - 1) / (total_s - prefill_s) << " tok/s";
+  std::cerr << " (" << (gens[0].stopped ? "stop token" : "max new tokens") << ")\n";
+}
+
+// ---------------------------------------------------------------- ppl
+struct PplArgs {
+  std::string dir, data, dtype = "float32", out;
+  int64_t context = 512, max_tokens = 0;
+  int threads = 0;
+};
+
+/// Documents of a data file: the "text" fields of a .jsonl file, else the whole file.
+std::vector<std::string> read_documents(const std::string& path) {
+  std::vector<std::string> docs;
+  if (path.size() > 6 && path.substr(path.size() - 6) == ".jsonl") {
+    std::ifstream in(path);
+    if (!in) throw InputError(path + ": cannot read");
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const std::exception& e) {
+        throw InputError(path + ":" + std::to_string(n) + ": not valid JSON: " + e.what());
+      }
+      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+        throw InputError(path + ":" + std::to_string(n) + ": expected an object with a string field \"text\"");
+      docs.push_back(j["text"].get<std::string>());
+    }
+  } else {
+    docs.push_back(io::read_file(path));
+  }
+  return docs;
+}
+
+void run_ppl(const PplArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  if (a.context < 2) throw InputError("--context " + std::to_string(a.context) + ": expected >= 2");
+  hf::HfConfig cfg;
+  auto model = hf::load_hf_model(a.dir, hf::parse_dtype_name(a.dtype), c10::Device(c10::kCPU), &cfg);
+  if (a.context > cfg.max_position_embeddings)
+    throw InputError("--context " + std::to_string(a.context) + ": expected <= max_position_embeddings " +
+                     std::to_string(cfg.max_position_embeddings));
+  auto tok = folder_tokenizer(a.dir, true);
+  // Non-overlapping windows of `context` tokens per document; the first token of each
+  // window is context only, every other token is predicted from the window before it.
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> req;
+  int64_t used = 0, bytes = 0;
+  for (const auto& doc : read_documents(a.data)) {
+    const auto ids = tok->encode(doc);
+    for (size_t b = 0; b + 1 < ids.size(); b += size_t(a.context)) {
+      size_t e = std::min(ids.size(), b + size_t(a.context));
+      if (a.max_tokens > 0) e = std::min<size_t>(e, b + size_t(std::max<int64_t>(a.max_tokens - used, 0)));
+      if (e < b + 2) break;
+      req.push_back({{ids[b]}, std::vector<int32_t>(ids.begin() + b + 1, ids.begin() + e)});
+      used += int64_t(e - b);
+      bytes += int64_t(tok->decode(req.back().second).size());
+    }
+    if (a.max_tokens > 0 && used >= a.max_tokens) break;
+  }
+  if (req.empty()) throw InputError(a.data + ": fewer than 2 tokens of text");
+  baselines::DenseTrainable trainable(model);
+  auto t0 = std::chrono::steady_clock::now();
+  const auto ll = analysis::continuation_logliks(trainable, req, a.context, c10::Device(c10::kCPU), 1);
+  analysis::LmEvalResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < req.size(); ++i) {
+    r.loss_sum -= ll[i];
+    r.targets += int64_t(req[i].second.size());
+  }
+  r.rows = int64_t(req.size());
+  r.bytes = bytes;
+  r.loss = r.loss_sum / double(r.targets);
+  r.perplexity = std::exp(r.loss);
+  r.bits_per_byte = r.loss_sum / std::log(2.0) / double(bytes);
+  auto j = r.to_json();
+  j["model"] = a.dir;
+  j["data"] = a.data;
+  j["context"] = a.context;
+  j["dtype"] = a.dtype;
+  if (!a.out.empty()) io::write_file_atomic(a.out, j.dump(2) + "\n");
+  std::cout << std::fixed << std::setprecision(4) << "tokens " << r.targets << " (" << r.rows << " windows of <= "
+            << a.context << "), loss " << r.loss << " nats, perplexity " << r.perplexity << ", bits/byte "
+            << r.bits_per_byte << " (" << std::setprecision(1) << r.seconds << " s)\n";
+}
+
+// ---------------------------------------------------------------- bench
+struct BenchArgs {
+  std::string model, dtype = "float32";
+  int64_t context = 512, new_tokens = 64, full_steps = 0, batch = 1;
+  int threads = 0;
+  bool json = false;
+};
+
+void run_bench(const BenchArgs& a) {
+  if (a.threads > 0) init_runtime(a.threads);
+  const auto dtype = hf::parse_dtype_name(a.dtype);
+  hf::HfConfig cfg;
+  baselines::DenseModel model{nullptr};
+  const bool random = !fs::is_directory(a.model);
+  if (random) {
+    cfg = hf::HfConfig::from_json(io::read_json_file(a.model), a.model);
+    model = baselines::DenseModel(hf::to_dense_config(cfg));
+    model->to(dtype);
+    model->eval();
+  } else {
+    model = hf::load_hf_model(a.model, dtype, c10::Device(c10::kCPU), &cfg);
+  }
+  inference::DecodeBenchOptions o;
+  o.context = a.context;
+  o.new_tokens = a.new_tokens;
+  o.full_steps = a.full_steps;
+  o.batch = a.batch;
+  const auto r = inference::bench_dense_decode(model, o);
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model}, {"random_weights", random}, {"parameters", parameter_count(cfg)},
+                        {"dtype", a.dtype}, {"threads", at::get_num_threads()}, {"context", a.context},
+                        {"new_tokens", a.new_tokens}, {"batch", a.batch}, {"prefill_tok_s", r.prefill_tok_s},
+                        {"decode_tok_s", r.decode_tok_s}, {"decode_ms_per_step", 1000.0 * r.decode_s / double(a.new_tokens)}};
+    if (a.full_steps > 0) j["full_decode_tok_s"] = r.full_decode_tok_s;
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  std::cout << std::fixed << std::setprecision(1) << a.model << ": " << cfg.architecture << ", "
+            << parameter_count(cfg) << " parameters" << (random ? " (random weights)" : "") << ", " << a.dtype << ", "
+            << at::get_num_threads() << " threads, batch " << a.batch << "\n"
+            << "prefill (" << a.context << " tokens):           " << r.prefill_tok_s << " tok/s\n"
+            << "decode  (" << a.new_tokens << " steps after " << a.context << "):  " << r.decode_tok_s << " tok/s ("
+            << std::setprecision(2) << 1000.0 * r.decode_s / double(a.new_tokens) << " ms/step)\n";
+  if (a.full_steps > 0)
+    std::cout << std::setprecision(1) << "decode  (full recompute, " << a.full_steps << " steps): " << r.full_decode_tok_s
+              << " tok/s\n";
+}
+
+}  // namespace
+
+void register_hf(CLI::App& app) {
+  auto* hf = app.add_subcommand("hf", "Hugging Face Qwen2 / Llama model folders (config.json + safetensors + tokenizer)");
+  hf->require_subcommand(1);
+
+  auto info_dir = std::make_shared<std::string>();
+  auto info_check = std::make_shared<bool>(false);
+  auto* info = hf->add_subcommand("info", "Summarise a model folder: config, weights, tokenizer, chat template");
+  info->add_option("dir", *info_dir, "Model folder")->required();
+  info->add_flag("--check", *info_check, "Also load every tensor (strict names, shapes, finite values)");
+  info->callback([info_dir, info_check] { run_info(*info_dir, *info_check); });
+
+  auto g = std::make_shared<GenArgs>();
+  auto* gen = hf->add_subcommand("generate", "Generate text (KV-cached; streams to stdout, speed to stderr)");
+  gen->add_option("dir", g->dir, "Model folder")->required();
+  auto* pr = gen->add_option("--prompt", g->prompt, "Prompt text");
+  auto* tk = gen->add_option("--tokens", g->tokens, "Prompt token ids, comma separated");
+  pr->excludes(tk);
+  gen->add_flag("--chat", g->chat, "Format the prompt as a user turn with the folder's ChatML chat template");
+  gen->add_option("--system", g->system, "System message for --chat (default: the template's)");
+  gen->add_option("--max-new", g->max_new, "Maximum new tokens")->capture_default_str();
+  gen->add_option("--temperature", g->temperature, "0 = greedy")->capture_default_str();
+  gen->add_option("--top-k", g->top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  gen->add_option("--top-p", g->top_p, "Nucleus mass (1 = all)")->capture_default_str();
+  gen->add_option("--seed", g->seed, "Sampling seed")->capture_default_str();
+  gen->add_option("--dtype", g->dtype, "Compute dtype: float32 | bfloat16 | float16 | float64")->capture_default_str();
+  gen->add_flag("--ids", g->ids, "Print token ids instead of text");
+  gen->add_flag("--no-stop", g->no_stop, "Ignore EOS tokens (always generate --max-new tokens)");
+  gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
+  gen->callback([g] {
+    if (g->prompt.empty() && g->tokens.empty()) throw InputError("hf generate: give --prompt TEXT or --tokens IDS");
+    run_generate(*g);
+  });
+
+  auto p = std::make_shared<PplArgs>();
+  auto* ppl = hf->add_subcommand("ppl", "Perplexity and bits per byte of a text file (.txt, or .jsonl \"text\" fields)");
+  ppl->add_option("dir", p->dir, "Model folder")->required();
+  ppl->add_option("--data", p->data, "Text file")->required();
+  ppl->add_option("--context", p->context, "Tokens per window (non-overlapping)")->capture_default_str();
+  ppl->add_option("--max-tokens", p->max_tokens, "Evaluate at most this many tokens (0 = all)")->capture_default_str();
+  ppl->add_option("--dtype", p->dtype, "Compute dtype")->capture_default_str();
+  ppl->add_option("--out", p->out, "Also write the result as JSON");
+  ppl->add_option("--threads", p->threads, "CPU threads (default: all available)");
+  ppl->callback([p] { run_ppl(*p); });
+
+  auto b = std::make_shared<BenchArgs>();
+  auto* bench = hf->add_subcommand("bench", "Prefill and decode tokens/s (a config.json: random weights; a folder: its weights)");
+  bench->add_option("model", b->model, "config.json of the shape to time, or a model folder")->required();
+  bench->add_option("--context", b->context, "Prompt tokens before decoding")->capture_default_str();
+  bench->add_option("--new", b->new_tokens, "Cached decode steps timed")->capture_default_str();
+  bench->add_option("--full-steps", b->full_steps, "Full-recompute decode steps timed (0 = skip)")->capture_default_str();
+  bench->add_option("--batch", b->batch, "Sequences decoded together")->capture_default_str();
+  bench->add_option("--dtype", b->dtype, "Compute dtype")->capture_default_str();
+  bench->add_option("--threads", b->threads, "CPU threads (default: all available)");
+  bench->add_flag("--json", b->json, "Print JSON");
+  bench->callback([b] { run_bench(*b); });
+}
+
+}  // namespace lol::cli
