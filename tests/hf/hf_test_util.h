@@ -1,0 +1,220 @@
+// Helpers of the Hugging Face tests: temporary folders, InputError checks, and tiny
+// checkpoints written in Hugging Face layout by the tests themselves (tensor names,
+// config.json and index.json spelled out here, independently of src/hf).
+#pragma once
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/tensor_io.h"
+#include "util/error.h"
+
+namespace lol::hf::test {
+
+/// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("lol_hf_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+                .string();
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline void write_text(const std::string& path, const std::string& s) {
+  std::ofstream out(path, std::ios::trunc | std::ios::binary);
+  out << s;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Asserts that f() throws lol::InputError whose message contains every needle.
+inline void expect_input_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected lol::InputError containing '" << needles.at(0) << "'";
+  } catch (const InputError& e) {
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+/// Shape of a tiny test checkpoint.
+struct TinyShape {
+  std::string arch = "Qwen2ForCausalLM";
+  int64_t vocab = 61, hidden = 32, ffn = 40, layers = 2, heads = 4, kv_heads = 2, max_pos = 128;
+  bool tied = true;
+  double rope_theta = 10000.0, eps = 1e-6;
+};
+
+/// config.json text of `s` as transformers writes it for Qwen2 / Llama.
+inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& torch_dtype = "float32") {
+  nlohmann::json j = {{"architectures", {s.arch}},
+                      {"model_type", s.arch == "Qwen2ForCausalLM" ? "qwen2" : "llama"},
+                      {"vocab_size", s.vocab},
+                      {"hidden_size", s.hidden},
+                      {"intermediate_size", s.ffn},
+                      {"num_hidden_layers", s.layers},
+                      {"num_attention_heads", s.heads},
+                      {"num_key_value_heads", s.kv_heads},
+                      {"max_position_embeddings", s.max_pos},
+                      {"rope_theta", s.rope_theta},
+                      {"rms_norm_eps", s.eps},
+                      {"hidden_act", "silu"},
+                      {"tie_word_embeddings", s.tied},
+                      {"torch_dtype", torch_dtype},
+                      {"bos_token_id", 1},
+                      {"eos_token_id", 2},
+                      {"rope_scaling", nullptr}};
+  if (s.arch == "Qwen2ForCausalLM") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = s.max_pos;
+    j["max_window_layers"] = s.layers;
+  } else {
+    j["attention_bias"] = false;
+  }
+  return j;
+}
+
+/// Random weights of `s` under their Hugging Face names, float64, in the order
+/// transformers stores them. Qwen2 gets q/k/v biases. Norm weights near 1.
+inline NamedTensors tiny_weights(const TinyShape& s, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
+    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
+  };
+  const int64_t hd = s.hidden / s.heads;
+  NamedTensors w;
+  w.emplace_back("model.embed_tokens.weight", rnd({s.vocab, s.hidden}, 0.5));
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    w.emplace_back(p + "input_layernorm.weight", rnd({s.hidden}, 0.1, 1.0));
+    w.emplace_back(p + "self_attn.q_proj.weight", rnd({s.heads * hd, s.hidden}, 0.25));
+    w.emplace_back(p + "self_attn.k_proj.weight", rnd({s.kv_heads * hd, s.hidden}, 0.25));
+    w.emplace_back(p + "self_attn.v_proj.weight", rnd({s.kv_heads * hd, s.hidden}, 0.25));
+    if (s.arch == "Qwen2ForCausalLM") {
+      w.emplace_back(p + "self_attn.q_proj.bias", rnd({s.heads * hd}, 0.2));
+      w.emplace_back(p + "self_attn.k_proj.bias", rnd({s.kv_heads * hd}, 0.2));
+      w.emplace_back(p + "self_attn.v_proj.bias", rnd({s.kv_heads * hd}, 0.2));
+    }
+    w.emplace_back(p + "self_attn.o_proj.weight", rnd({s.hidden, s.heads * hd}, 0.25));
+    w.emplace_back(p + "post_attention_layernorm.weight", rnd({s.hidden}, 0.1, 1.0));
+    w.emplace_back(p + "mlp.gate_proj.weight", rnd({s.ffn, s.hidden}, 0.25));
+    w.emplace_back(p + "mlp.up_proj.weight", rnd({s.ffn, s.hidden}, 0.25));
+    w.emplace_back(p + "mlp.down_proj.weight", rnd({s.hidden, s.ffn}, 0.25));
+  }
+  w.emplace_back("model.norm.weight", rnd({s.hidden}, 0.1, 1.0));
+  if (!s.tied) w.emplace_back("lm_head.weight", rnd({s.vocab, s.hidden}, 0.5));
+  return w;
+}
+
+/// Writes `weights` (converted to `store`) into `dir` in Hugging Face layout: one
+/// model.safetensors when shards == 1, else model-0000i-of-0000n.safetensors files
+/// (tensors dealt round-robin) and model.safetensors.index.json.
+inline void write_hf_weights(const std::string& dir, const NamedTensors& weights, torch::ScalarType store,
+                             int shards = 1) {
+  std::vector<NamedTensors> parts(shards);
+  for (size_t i = 0; i < weights.size(); ++i) parts[i % shards].push_back(weights[i]);
+  if (shards == 1) {
+    save_tensors(dir + "/model.safetensors", parts[0], {{"format", "pt"}}, store);
+    return;
+  }
+  nlohmann::json map = nlohmann::json::object();
+  int64_t total = 0;
+  for (int s = 0; s < shards; ++s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, shards);
+    save_tensors(dir + "/" + name, parts[s], {{"format", "pt"}}, store);
+    for (const auto& [n, t] : parts[s]) {
+      map[n] = name;
+      total += t.numel() * int64_t(c10::elementSize(store));
+    }
+  }
+  write_text(dir + "/model.safetensors.index.json",
+             nlohmann::json({{"metadata", {{"total_size", total}}}, {"weight_map", map}}).dump(2));
+}
+
+/// A complete tiny folder: config.json + weights.
+inline void write_tiny_checkpoint(const std::string& dir, const TinyShape& s, uint64_t seed, torch::ScalarType store,
+                                  int shards = 1) {
+  const std::string dtype = store == torch::kBFloat16 ? "bfloat16" : store == torch::kFloat16 ? "float16" : "float32";
+  write_text(dir + "/config.json", tiny_config_json(s, dtype).dump(2));
+  write_hf_weights(dir, tiny_weights(s, seed), store, shards);
+}
+
+/// Reference forward of transformers' Qwen2ForCausalLM / LlamaForCausalLM, written
+/// directly from the published equations on the named tensors (float64): RMSNorm
+/// w * x / sqrt(mean(x^2) + eps), rotate-half RoPE with inv_freq = theta^(-2j/hd),
+/// causal grouped-query attention (kv head j serves query heads j G .. j G + G - 1),
+/// SwiGLU down(silu(gate x) * up x). tokens [seq] -> logits [seq, vocab].
+inline torch::Tensor reference_logits(const TinyShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
+  std::map<std::string, torch::Tensor> w;
+  for (const auto& [n, t] : named) w[n] = t.to(torch::kFloat64);
+  const int64_t T = int64_t(tokens.size()), hd = s.hidden / s.heads, G = s.heads / s.kv_heads;
+  auto norm = [&](const torch::Tensor& x, const torch::Tensor& g) {
+    return g * x / torch::sqrt(x.pow(2).mean(-1, true) + s.eps);
+  };
+  // transformers: inv_freq = 1 / theta^(arange(0, hd, 2) / hd) and the angles in float32.
+  auto inv = 1.0 / torch::pow(torch::tensor(s.rope_theta, torch::kFloat32),
+                              torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd));
+  auto ang = torch::outer(torch::arange(T, torch::kInt64).to(torch::kFloat32), inv);
+  auto c = ang.cos().to(torch::kFloat64), sn = ang.sin().to(torch::kFloat64);
+  auto cos = torch::cat({c, c}, -1).unsqueeze(1), sin = torch::cat({sn, sn}, -1).unsqueeze(1);
+  auto rope = [&](const torch::Tensor& x) {  // [T, heads, hd]
+    auto rot = torch::cat({-x.narrow(-1, hd / 2, hd / 2), x.narrow(-1, 0, hd / 2)}, -1);
+    return x * cos + rot * sin;
+  };
+  auto lin = [&](const torch::Tensor& x, const std::string& n) {
+    auto y = torch::matmul(x, w.at(n + ".weight").t());
+    return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
+  };
+  auto x = w.at("model.embed_tokens.weight").index_select(0, torch::tensor(tokens, torch::kInt64));
+  auto mask = torch::ones({T, T}, torch::kBool).tril();
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    auto h = norm(x, w.at(p + "input_layernorm.weight"));
+    auto q = rope(lin(h, p + "self_attn.q_proj").view({T, s.heads, hd}));
+    auto k = rope(lin(h, p + "self_attn.k_proj").view({T, s.kv_heads, hd}));
+    auto v = lin(h, p + "self_attn.v_proj").view({T, s.kv_heads, hd});
+    k = k.repeat_interleave(G, 1);
+    v = v.repeat_interleave(G, 1);
+    auto sc = torch::einsum("qhd,khd->hqk", {q, k}) / std::sqrt(double(hd));
+    sc = sc.masked_fill(~mask, -std::numeric_limits<double>::infinity());
+    auto o = torch::einsum("hqk,khd->qhd", {torch::softmax(sc, -1), v}).reshape({T, s.heads * hd});
+    x = x + lin(o, p + "self_attn.o_proj");
+    h = norm(x, w.at(p + "post_attention_layernorm.weight"));
+    x = x + lin(torch::silu(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj");
+  }
+  x = norm(x, w.at("model.norm.weight"));
+  return torch::matmul(x, (s.tied ? w.at("model.embed_tokens.weight") : w.at("lm_head.weight")).t());
+}
+
+/// The tensors as stored in `dtype` and read back (what a loader sees).
+inline NamedTensors rounded(const NamedTensors& named, torch::ScalarType dtype) {
+  NamedTensors out;
+  for (const auto& [n, t] : named) out.emplace_back(n, t.to(dtype).to(torch::kFloat64));
+  return out;
+}
+
+}  // namespace lol::hf::test

@@ -1,0 +1,119 @@
+// `lol hf info|generate|ppl|bench` and `lol export --hf` end to end on tiny folders.
+#include <filesystem>
+
+#include "baselines/dense_trainable.h"
+#include "hf/hf_model.h"
+#include "hf_test_util.h"
+#include "inference/dense_generate.h"
+#include "model/file_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+
+namespace lol::hf::test {
+namespace {
+
+using reftest::quote;
+using reftest::run_lol;
+using reftest::run_lol_all;
+
+const char* kChatTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+    "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+
+tokenizers::ByteTokenizer chat_tokenizer() {
+  tokenizers::ByteTokenizer tok(std::vector<std::string>{});
+  tok.add_token({"<|endoftext|>", -1});
+  tok.add_token({"<|im_start|>", -1});
+  tok.add_token({"<|im_end|>", -1});
+  tok.set_eos_token("<|im_end|>");
+  tok.set_chat_template(kChatTemplate);
+  return tok;
+}
+
+std::vector<int64_t> parse_ids(const std::string& line) {
+  std::vector<int64_t> v;
+  std::istringstream in(line);
+  int64_t x;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+TEST(CliHf, InfoGeneratePpl) {
+  TinyShape s;
+  s.vocab = 300;
+  TempDir d("cli");
+  write_tiny_checkpoint(d.path(), s, 21, torch::kBFloat16, 2);
+  chat_tokenizer().save(d.path());
+  write_text(d / "text.txt", "In the beginning God created the heaven and the earth. And the earth was without form.");
+  auto r = run_lol_all({"hf info " + quote(d.path()) + " --check",
+                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 6 --ids --no-stop",
+                        "hf generate " + quote(d.path()) + " --prompt hi --chat --max-new 3 --ids",
+                        "hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") + " --context 16 --out " +
+                            quote(d / "ppl.json"),
+                        "hf info " + quote(d / "absent"),
+                        "hf generate " + quote(d.path()) + " --prompt hi --dtype int4"});
+  EXPECT_EQ(r[0].code, 0) << r[0].out;
+  for (const char* needle : {"Qwen2ForCausalLM", "2 shards", "bfloat16", "ChatML", "You are a helpful assistant.", "check"})
+    EXPECT_NE(r[0].out.find(needle), std::string::npos) << needle << "\n" << r[0].out;
+  // The CLI's greedy ids equal the library's.
+  EXPECT_EQ(r[1].code, 0) << r[1].out;
+  auto m = load_hf_model(d.path());
+  inference::GenerateOptions o;
+  o.max_new_tokens = 6;
+  const auto want = inference::generate_dense(m, {{1, 2, 3}}, o)[0].tokens;
+  EXPECT_EQ(parse_ids(r[1].out.substr(0, r[1].out.find('\n'))), want) << r[1].out;
+  EXPECT_EQ(r[2].code, 0) << r[2].out;
+  EXPECT_EQ(r[3].code, 0) << r[3].out;
+  const auto ppl = nlohmann::json::parse(read_text(d / "ppl.json"));
+  EXPECT_EQ(ppl["targets"], 86 - 6);  // 86 byte tokens in windows of 16: 6 windows, first token of each unpredicted
+  EXPECT_GT(ppl["perplexity"].get<double>(), 1.0);
+  EXPECT_EQ(r[4].code, 2) << r[4].out;
+  EXPECT_NE(r[4].out.find("absent/config.json"), std::string::npos) << r[4].out;
+  EXPECT_EQ(r[5].code, 2) << r[5].out;
+}
+
+TEST(CliHf, ExportTrainedDenseCheckpoint) {
+  baselines::DenseConfig c;
+  c.vocab_size = 260;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 48;
+  c.max_seq_len = 64;
+  c.tie_word_embeddings = true;
+  baselines::DenseModel m(c);
+  m->reset_parameters(9);
+  m->eval();
+  TempDir d("exportcli");
+  const std::string ckpt = d / "run/checkpoints/step-5";
+  std::filesystem::create_directories(ckpt);
+  baselines::DenseTrainable(m).save(ckpt, nlohmann::json::object());
+  write_text(d / "run/latest", "step-5\n");
+  chat_tokenizer().save(ckpt);
+  write_text(d / "verify.txt", "Let there be light: and there was light.");
+  auto r = run_lol_all({"export --hf " + quote(d / "run") + " --out " + quote(d / "hf") +
+                            " --dtype bfloat16 --max-shard-size 20KB --verify " + quote(d / "verify.txt"),
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --max-shard-size 2XB",
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --arch gpt2"});
+  ASSERT_EQ(r[0].code, 0) << r[0].out;
+  EXPECT_NE(r[0].out.find("Qwen2ForCausalLM"), std::string::npos) << r[0].out;
+  EXPECT_NE(r[0].out.find("verify: 40 tokens"), std::string::npos) << r[0].out;
+  EXPECT_NE(r[0].out.find("(identical)"), std::string::npos) << r[0].out;
+  EXPECT_TRUE(std::filesystem::exists(d / "hf/model.safetensors.index.json"));
+  EXPECT_TRUE(std::filesystem::exists(d / "hf/tokenizer.json"));
+  auto back = load_hf_model(d / "hf");
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.copy_(p.to(torch::kBFloat16).to(torch::kFloat32));
+  }
+  c10::InferenceMode g;
+  auto t = torch::tensor(std::vector<int64_t>{1, 100, 258, 7}, torch::kInt64).unsqueeze(0);
+  EXPECT_TRUE(torch::equal(back->forward(t), m->forward(t)));
+  EXPECT_EQ(r[1].code, 2) << r[1].out;
+  EXPECT_NE(r[1].out.find("--max-shard-size"), std::string::npos) << r[1].out;
+  EXPECT_EQ(r[2].code, 2) << r[2].out;
+}
+
+}  // namespace
+}  // namespace lol::hf::test

@@ -1,0 +1,114 @@
+// Chat templates (ChatML default system prompt taken from the Jinja source, refusal
+// of other templates) and stop tokens from config.json / generation_config.json.
+#include "hf/hf_chat.h"
+#include "hf_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+
+namespace lol::hf::test {
+namespace {
+
+// The non-tool branch of Qwen2.5-Instruct's chat template, as stored after JSON
+// decoding (Jinja string escapes \n kept as two characters).
+const char* kQwen25Template = R"({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\n<tools>" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %})";
+
+// Qwen2-Instruct's template (older, one line).
+const char* kQwen2Template =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+    "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";
+
+// A ChatML template without a default system turn (e.g. a base model's).
+const char* kNoSystemTemplate =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>\\n'}}{% endfor %}";
+
+const char* kLlamaTemplate = "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}";
+
+std::unique_ptr<tokenizers::Tokenizer> chatml_bytes(const std::string& tmpl) {
+  auto tok = std::make_unique<tokenizers::ByteTokenizer>(std::vector<std::string>{});
+  tok->add_token({"<|endoftext|>", -1});
+  tok->add_token({"<|im_start|>", -1});
+  tok->add_token({"<|im_end|>", -1});
+  tok->set_eos_token("<|im_end|>");
+  tok->set_chat_template(tmpl);
+  return tok;
+}
+
+TEST(HfChat, DefaultSystemFromTemplate) {
+  EXPECT_EQ(chatml_default_system(kQwen25Template),
+            std::optional<std::string>("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
+  EXPECT_EQ(chatml_default_system(kQwen2Template), std::optional<std::string>("You are a helpful assistant."));
+  EXPECT_EQ(chatml_default_system(kNoSystemTemplate), std::optional<std::string>(""));
+  EXPECT_EQ(chatml_default_system(kLlamaTemplate), std::nullopt);
+  EXPECT_EQ(chatml_default_system(""), std::nullopt);
+  // Escapes inside the default text are undone.
+  EXPECT_EQ(chatml_default_system("'<|im_start|>system\\nLine 1\\nLine 2<|im_end|>\\n'"),
+            std::optional<std::string>("Line 1\nLine 2"));
+}
+
+TEST(HfChat, FormatsAsTransformersWould) {
+  const std::vector<tokenizers::ChatMessage> msgs = {{"user", "Hi"}};
+  // transformers' apply_chat_template(msgs, add_generation_prompt=True) on each template:
+  EXPECT_EQ(format_chat(*chatml_bytes(kQwen25Template), msgs, true, "t"),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(format_chat(*chatml_bytes(kQwen2Template), msgs, true, "t"),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(format_chat(*chatml_bytes(kNoSystemTemplate), msgs, false, "t"), "<|im_start|>user\nHi<|im_end|>\n");
+  // An explicit system message replaces the default.
+  EXPECT_EQ(format_chat(*chatml_bytes(kQwen25Template), {{"system", "S"}, {"user", "Q"}}, false, "t"),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n");
+  // The turn markers encode as single special tokens.
+  auto tok = chatml_bytes(kQwen25Template);
+  const auto ids = tok->encode(format_chat(*tok, msgs, true, "t"));
+  EXPECT_EQ(ids.front(), *tok->token_to_id("<|im_start|>"));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), *tok->token_to_id("<|im_end|>")), 2);
+}
+
+TEST(HfChat, OtherTemplatesAreRefused) {
+  const std::vector<tokenizers::ChatMessage> msgs = {{"user", "Hi"}};
+  expect_input_error([&] { format_chat(*chatml_bytes(""), msgs, true, "dir/tokenizer_config.json"); },
+                     {"dir/tokenizer_config.json", "no \"chat_template\""});
+  expect_input_error([&] { format_chat(*chatml_bytes(kLlamaTemplate), msgs, true, "cfg"); }, {"cfg", "not ChatML"});
+  tokenizers::ByteTokenizer plain(std::vector<std::string>{});
+  plain.set_chat_template(kQwen25Template);
+  expect_input_error([&] { format_chat(plain, msgs, true, "cfg"); }, {"no <|im_start|>"});
+  expect_input_error([&] { format_chat(*chatml_bytes(kQwen25Template), {{"tool", "x"}}, true, "cfg"); }, {"role"});
+}
+
+TEST(HfChat, StopTokensFromAllSources) {
+  TempDir d("stop");
+  HfConfig c;
+  c.eos_token_id = {151645};
+  auto tok = chatml_bytes(kQwen25Template);  // EOS <|im_end|> = 258
+  EXPECT_EQ(stop_tokens(d.path(), c, nullptr), std::vector<int64_t>{151645});
+  write_text(d / "generation_config.json", R"({"bos_token_id": 151643, "eos_token_id": [151645, 151643]})");
+  EXPECT_EQ(stop_tokens(d.path(), c, tok.get()), (std::vector<int64_t>{151645, 151643, 258}));
+  write_text(d / "generation_config.json", R"({"eos_token_id": [1.5]})");
+  expect_input_error([&] { stop_tokens(d.path(), c, nullptr); }, {"generation_config.json", "eos_token_id"});
+}
+
+}  // namespace
+}  // namespace lol::hf::test

@@ -1,0 +1,160 @@
+// config.json parsing (Qwen2ForCausalLM, LlamaForCausalLM): real-model configs,
+// defaults, refusal of features the dense model does not implement, round trip.
+#include "hf/hf_config.h"
+#include "hf_test_util.h"
+
+namespace lol::hf::test {
+namespace {
+
+// Qwen2.5-0.5B-Instruct's config.json (transformers 4.43), also the benchmark's shape.
+const std::string kQwen25 = read_text(std::string(LOL_SOURCE_DIR) + "/tests/hf/data/qwen2.5-0.5b-instruct.config.json");
+
+// A TinyLlama-style Llama config (no tie, GQA 32/4, float32).
+const char* kLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 5632, "max_position_embeddings": 2048,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+  "tie_word_embeddings": false, "torch_dtype": "float32", "vocab_size": 32000})";
+
+HfConfig parse(const nlohmann::json& j) { return HfConfig::from_json(j, "dir/config.json"); }
+
+TEST(HfConfig, Qwen25Instruct) {
+  const HfConfig c = parse(nlohmann::json::parse(kQwen25));
+  EXPECT_TRUE(c.is_qwen2());
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.hidden_size, 896);
+  EXPECT_EQ(c.intermediate_size, 4864);
+  EXPECT_EQ(c.num_hidden_layers, 24);
+  EXPECT_EQ(c.num_attention_heads, 14);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.qkv_bias);  // Qwen2 always has q/k/v biases
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.bos_token_id, std::vector<int64_t>{151643});
+  EXPECT_EQ(c.eos_token_id, std::vector<int64_t>{151645});
+}
+
+TEST(HfConfig, LlamaAndDefaults) {
+  HfConfig c = parse(nlohmann::json::parse(kLlama));
+  EXPECT_FALSE(c.is_qwen2());
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  // Optional fields take transformers' defaults.
+  auto j = nlohmann::json::parse(kLlama);
+  for (const char* k : {"num_key_value_heads", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "torch_dtype",
+                        "eos_token_id", "bos_token_id", "hidden_act", "model_type"})
+    j.erase(k);
+  c = parse(j);
+  EXPECT_EQ(c.num_key_value_heads, 32);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.torch_dtype, "");
+  EXPECT_TRUE(c.eos_token_id.empty());
+  // Lists of EOS ids and newer transformers' "dtype" key.
+  j["eos_token_id"] = {2, 7};
+  j["dtype"] = "float16";
+  c = parse(j);
+  EXPECT_EQ(c.eos_token_id, (std::vector<int64_t>{2, 7}));
+  EXPECT_EQ(c.torch_dtype, "float16");
+  // An explicit head_dim (hidden_size not a multiple of the heads).
+  j["hidden_size"] = 2050;
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "hidden_size", "num_attention_heads"});
+  j["head_dim"] = 64;
+  EXPECT_EQ(parse(j).head_dim, 64);
+}
+
+TEST(HfConfig, SlidingWindowOnlyWhenNoLayerSlides) {
+  auto j = nlohmann::json::parse(kQwen25);
+  j["use_sliding_window"] = true;  // max_window_layers = 21 < 24: layers 21..23 slide
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "use_sliding_window", "layers 21..23", "sliding-window"});
+  j["max_window_layers"] = 24;  // no layer slides: the same function as full attention
+  EXPECT_NO_THROW(parse(j));
+  j = nlohmann::json::parse(kQwen25);
+  j["layer_types"] = std::vector<std::string>(23, "full_attention");
+  j["layer_types"].push_back("sliding_attention");
+  expect_input_error([&] { parse(j); }, {"layer_types[23]", "sliding_attention", "full-attention"});
+}
+
+TEST(HfConfig, UnsupportedFeaturesAreRefused) {
+  struct Case {
+    std::string base;
+    const char* patch;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {kLlama, R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", {"rope_scaling", "llama3", "not supported"}},
+      {kQwen25, R"({"rope_scaling": {"type": "yarn", "factor": 4.0}})", {"rope_scaling", "yarn"}},
+      {kLlama, R"({"hidden_act": "gelu"})", {"hidden_act", "gelu", "SiLU"}},
+      {kLlama, R"({"attention_bias": true})", {"attention_bias", "o_proj"}},
+      {kLlama, R"({"mlp_bias": true})", {"mlp_bias"}},
+      {kQwen25, R"({"quantization_config": {"quant_method": "gptq"}})", {"quantization_config", "quantized"}},
+      {kQwen25, R"({"architectures": ["MistralForCausalLM"]})", {"architectures", "MistralForCausalLM", "Qwen2ForCausalLM"}},
+      {kQwen25, R"({"architectures": []})", {"architectures", "exactly one"}},
+      {kQwen25, R"({"model_type": "llama"})", {"model_type", "qwen2"}},
+      {kQwen25, R"({"hidden_size": "896"})", {"hidden_size", "expected an integer"}},
+      {kQwen25, R"({"num_key_value_heads": 3})", {"num_key_value_heads", "divisor", "14"}},
+      {kQwen25, R"({"vocab_size": 0})", {"vocab_size", ">= 1"}},
+      {kQwen25, R"({"torch_dtype": "float8"})", {"torch_dtype", "float8"}},
+      {kQwen25, R"({"eos_token_id": "x"})", {"eos_token_id", "token id"}},
+      {kLlama, R"({"head_dim": 63})", {"head_dim", "even"}},
+  };
+  for (const auto& c : cases) {
+    auto j = nlohmann::json::parse(c.base);
+    j.merge_patch(nlohmann::json::parse(c.patch));
+    auto needles = c.needles;
+    needles.push_back("dir/config.json");
+    expect_input_error([&] { parse(j); }, needles);
+  }
+  auto j = nlohmann::json::parse(kQwen25);
+  j.erase("intermediate_size");
+  expect_input_error([&] { parse(j); }, {"intermediate_size", "missing"});
+  // rope_scaling of type "default" computes plain RoPE.
+  j = nlohmann::json::parse(kLlama);
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_NO_THROW(parse(j));
+}
+
+TEST(HfConfig, ToJsonRoundTrip) {
+  for (const std::string& text : {kQwen25, std::string(kLlama)}) {
+    const HfConfig a = parse(nlohmann::json::parse(text));
+    const auto j = a.to_json();
+    EXPECT_EQ(j["rope_scaling"], nullptr);
+    const HfConfig b = HfConfig::from_json(nlohmann::json::parse(j.dump()), "written");
+    EXPECT_EQ(b.architecture, a.architecture);
+    EXPECT_EQ(b.vocab_size, a.vocab_size);
+    EXPECT_EQ(b.hidden_size, a.hidden_size);
+    EXPECT_EQ(b.intermediate_size, a.intermediate_size);
+    EXPECT_EQ(b.num_hidden_layers, a.num_hidden_layers);
+    EXPECT_EQ(b.num_attention_heads, a.num_attention_heads);
+    EXPECT_EQ(b.num_key_value_heads, a.num_key_value_heads);
+    EXPECT_EQ(b.head_dim, a.head_dim);
+    EXPECT_EQ(b.max_position_embeddings, a.max_position_embeddings);
+    EXPECT_EQ(b.rope_theta, a.rope_theta);
+    EXPECT_EQ(b.rms_norm_eps, a.rms_norm_eps);
+    EXPECT_EQ(b.tie_word_embeddings, a.tie_word_embeddings);
+    EXPECT_EQ(b.qkv_bias, a.qkv_bias);
+    EXPECT_EQ(b.torch_dtype, a.torch_dtype);
+    EXPECT_EQ(b.bos_token_id, a.bos_token_id);
+    EXPECT_EQ(b.eos_token_id, a.eos_token_id);
+  }
+}
+
+TEST(HfConfig, LoadDirNamesTheFile) {
+  TempDir d("cfg");
+  expect_input_error([&] { HfConfig::load_dir(d.path()); }, {d / "config.json", "cannot open"});
+  write_text(d / "config.json", "{\"architectures\": [");
+  expect_input_error([&] { HfConfig::load_dir(d.path()); }, {d / "config.json", "not valid JSON"});
+  write_text(d / "config.json", kQwen25);
+  EXPECT_EQ(HfConfig::load_dir(d.path()).hidden_size, 896);
+}
+
+}  // namespace
+}  // namespace lol::hf::test

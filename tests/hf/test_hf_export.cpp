@@ -1,0 +1,138 @@
+// Export of dense models as Hugging Face folders: reload through load_hf_model gives
+// identical logits (F32, single and sharded, tied/untied, Qwen2 and Llama), BF16
+// export equals the BF16-rounded model, tokenizer files and ids, refusals.
+#include <filesystem>
+
+#include "hf/hf_export.h"
+#include "hf/hf_files.h"
+#include "hf/hf_model.h"
+#include "hf_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
+
+namespace lol::hf::test {
+namespace {
+
+baselines::DenseModel small_dense(bool tied, bool bias, uint64_t seed) {
+  baselines::DenseConfig c;
+  c.vocab_size = 300;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 1;
+  c.ffn_hidden = 40;
+  c.max_seq_len = 64;
+  c.qkv_bias = bias;
+  c.tie_word_embeddings = tied;
+  c.rope_theta = 10000.0;
+  c.norm_eps = 1e-5;
+  baselines::DenseModel m(c);
+  m->reset_parameters(seed);
+  torch::NoGradGuard ng;
+  for (auto& p : m->named_parameters())  // norms away from 1 so that they matter
+    if (p.key().find("norm") != std::string::npos) p.value().add_(0.1 * torch::randn(p.value().sizes()));
+  m->eval();
+  return m;
+}
+
+torch::Tensor logits(baselines::DenseModel& m, const std::vector<int64_t>& t) {
+  c10::InferenceMode g;
+  return m->forward(torch::tensor(t, torch::kInt64).unsqueeze(0));
+}
+
+const std::vector<int64_t> kTokens = {5, 17, 299, 3, 3, 42, 100, 7, 256, 1, 9};
+
+TEST(HfExport, ReloadGivesIdenticalLogits) {
+  struct Case {
+    bool tied, bias;
+    const char* arch;
+    int64_t shard_bytes;
+  };
+  for (const Case& c : {Case{true, false, kQwen2Arch, 0}, Case{false, true, kQwen2Arch, 20000},
+                        Case{false, false, kLlamaArch, 0}, Case{true, false, kLlamaArch, 30000}}) {
+    SCOPED_TRACE(std::string(c.arch) + (c.tied ? " tied" : " untied") + (c.bias ? " bias" : "") + " shard " +
+                 std::to_string(c.shard_bytes));
+    auto m = small_dense(c.tied, c.bias, 3);
+    TempDir d("export");
+    ExportOptions o;
+    o.architecture = c.arch;
+    o.max_shard_bytes = c.shard_bytes;
+    export_hf(*m, nullptr, d.path(), o);
+    const WeightFiles files = find_weight_files(d.path());
+    EXPECT_EQ(files.sharded(), c.shard_bytes > 0);
+    if (files.sharded()) {
+      EXPECT_GT(files.shards.size(), 2u);
+      for (const auto& s : files.shards)  // only tensors larger than the limit may exceed it
+        EXPECT_LE(int64_t(std::filesystem::file_size(d / s)), c.shard_bytes + 300 * 32 * 4 + 4096);
+    }
+    HfConfig h;
+    auto back = load_hf_model(d.path(), torch::kFloat32, c10::Device(c10::kCPU), &h);
+    EXPECT_EQ(h.architecture, c.arch);
+    EXPECT_EQ(h.tie_word_embeddings, c.tied);
+    EXPECT_TRUE(torch::equal(logits(back, kTokens), logits(m, kTokens)));
+    // The file holds what transformers expects: Qwen2 always has q/k/v biases (zeros here
+    // when the model has none), Llama none.
+    const auto cfg = nlohmann::json::parse(read_text(d / "config.json"));
+    EXPECT_EQ(cfg["architectures"][0], c.arch);
+    EXPECT_EQ(cfg["torch_dtype"], "float32");
+    EXPECT_EQ(back->named_parameters().contains("model.layers.0.self_attn.q_proj.bias"), std::string(c.arch) == kQwen2Arch);
+  }
+}
+
+TEST(HfExport, Bfloat16ExportIsTheRoundedModel) {
+  auto m = small_dense(true, false, 4);
+  TempDir d("bf16");
+  ExportOptions o;
+  o.dtype = torch::kBFloat16;
+  export_hf(*m, nullptr, d.path(), o);
+  EXPECT_EQ(nlohmann::json::parse(read_text(d / "config.json"))["torch_dtype"], "bfloat16");
+  auto back = load_hf_model(d.path(), torch::kFloat32);
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.copy_(p.to(torch::kBFloat16).to(torch::kFloat32));
+  }
+  EXPECT_TRUE(torch::equal(logits(back, kTokens), logits(m, kTokens)));
+}
+
+TEST(HfExport, TokenizerFilesAndIds) {
+  auto m = small_dense(true, false, 5);
+  tokenizers::ByteTokenizer tok(std::vector<std::string>{});
+  tok.add_token({"<|endoftext|>", -1});
+  tok.add_token({"<|im_start|>", -1});
+  tok.add_token({"<|im_end|>", -1});
+  tok.set_eos_token("<|endoftext|>");
+  TempDir d("tok");
+  const HfConfig h = export_hf(*m, &tok, d.path());
+  EXPECT_EQ(h.eos_token_id, std::vector<int64_t>{256});
+  EXPECT_TRUE(h.bos_token_id.empty());
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"})
+    EXPECT_TRUE(std::filesystem::exists(d / f)) << f;
+  auto back = tokenizers::load_tokenizer(d.path());
+  EXPECT_EQ(back->eos_id(), std::optional<int32_t>(256));
+  EXPECT_EQ(back->encode("<|im_start|>hi"), tok.encode("<|im_start|>hi"));
+  EXPECT_EQ(nlohmann::json::parse(read_text(d / "generation_config.json"))["eos_token_id"], 256);
+  EXPECT_EQ(HfConfig::load_dir(d.path()).eos_token_id, std::vector<int64_t>{256});
+}
+
+TEST(HfExport, Refusals) {
+  auto m = small_dense(true, false, 6);
+  TempDir d("refuse");
+  write_text(d / "notes.txt", "x");
+  expect_input_error([&] { export_hf(*m, nullptr, d.path()); }, {d.path(), "not empty"});
+  ExportOptions o;
+  o.overwrite = true;
+  EXPECT_NO_THROW(export_hf(*m, nullptr, d.path(), o));
+  o.dtype = torch::kInt32;
+  expect_input_error([&] { export_hf(*m, nullptr, d.path(), o); }, {"--dtype", "bfloat16"});
+  tokenizers::ByteTokenizer big(std::vector<std::string>{});
+  for (int i = 0; i < 50; ++i) big.add_token({"<extra_" + std::to_string(i) + ">", -1});
+  expect_input_error([&] { export_hf(*m, &big, d / "new"); }, {"306 ids", "vocab_size is 300"});
+  auto bias = small_dense(true, true, 6);
+  o = {};
+  o.architecture = kLlamaArch;
+  expect_input_error([&] { export_hf(*bias, nullptr, d / "llama", o); }, {"qkv_bias", "LlamaForCausalLM"});
+  EXPECT_FALSE(std::filesystem::exists(d / "llama/config.json"));
+}
+
+}  // namespace
+}  // namespace lol::hf::test
