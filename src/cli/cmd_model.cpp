@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "baselines/flops.h"
+#include "baselines/looped_config.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
 #include "core/runtime.h"
@@ -16,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
+#include "training/trainable.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -124,12 +127,80 @@ void run_init(const InitArgs& a) {
 struct InfoArgs {
   std::string dir;
   int64_t context = 0;
+  int64_t recurrence = 0;
   bool json = false;
 };
 
-void run_info(const InfoArgs& a) {
+/// Prints the per-token accounting of any architecture (baselines/flops.h).
+void print_flops_lines(const baselines::FlopsReport& r) {
+  std::cout << "effective   " << r.effective_parameters << " (" << human(double(r.effective_parameters))
+            << ") parameters per token, counted once per application\n"
+            << "accounting  " << human(r.forward_flops) << " forward FLOPs/token (linear " << human(r.linear_flops)
+            << " + attention " << human(r.attention_flops) << " over the allowed query-key pairs), "
+            << human(r.train_flops) << " training, context " << r.context << " (baselines/flops.h)\n"
+            << "FLOPs/param " << std::setprecision(4) << r.flops_per_parameter
+            << " forward FLOPs per token / parameters\n";
+}
+
+/// `lol info` for the baseline architectures (dense, looped, moe).
+void run_info_baseline(const InfoArgs& a, const std::string& dir, nlohmann::json cfg) {
   nlohmann::json extra;
-  LoLModel m = load_lol(resolve_model_dir(a.dir), torch::kCPU, &extra);
+  if (cfg.contains("extra")) {
+    extra = cfg["extra"];
+    cfg.erase("extra");
+  }
+  const std::string where = dir + "/config.json";
+  const std::string arch = cfg.value("architecture", std::string());
+  auto model = training::load_model(dir);  // validates config and weights
+  const int64_t max_len = cfg.value("max_seq_len", int64_t(2048));
+  if (a.context < 0 || a.context > max_len)
+    throw InputError("--context " + std::to_string(a.context) + ": expected 1 <= context <= max_seq_len = " +
+                     std::to_string(max_len));
+  const int64_t n = a.context > 0 ? a.context : max_len;
+  baselines::CostModel cm;
+  int64_t R = 0;
+  if (arch == "looped") {
+    const auto lc = baselines::LoopedConfig::from_json(cfg, where);
+    if (a.recurrence < 0) throw InputError("--recurrence " + std::to_string(a.recurrence) + ": expected >= 1");
+    R = a.recurrence > 0 ? a.recurrence : lc.recurrence;
+    cm = baselines::cost_model(lc, R);
+  } else {
+    if (a.recurrence != 0) throw InputError("--recurrence applies to looped models only (this is " + arch + ")");
+    cm = baselines::cost_model_from_json(cfg, where);
+  }
+  const auto r = baselines::flops_report(cm, n);
+  if (cm.parameters != model->num_parameters())
+    throw std::logic_error("flops accounting: parameter count " + std::to_string(cm.parameters) +
+                           " differs from the model's " + std::to_string(model->num_parameters()));
+  if (a.json) {
+    nlohmann::json j = {{"checkpoint", a.dir}, {"architecture", arch}, {"config", cfg}};
+    const nlohmann::json rj = r.to_json();
+    for (const auto& it : rj.items()) j[it.key()] = it.value();
+    if (R > 0) j["recurrence"] = R;
+    if (!extra.is_null()) j["extra"] = extra;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "checkpoint  " << a.dir << "\n"
+            << "architecture " << arch << (R > 0 ? " (R = " + std::to_string(R) + " iterations)" : std::string()) << "\n"
+            << "parameters  " << r.parameters << " (" << human(double(r.parameters)) << ")\n"
+            << "active      " << r.active_parameters << " (" << human(double(r.active_parameters))
+            << ") parameters per token\n";
+  print_flops_lines(r);
+  std::cout << "config      " << cfg.dump() << "\n";
+  if (!extra.is_null()) std::cout << "extra       " << extra.dump() << "\n";
+}
+
+void run_info(const InfoArgs& a) {
+  const std::string dir = resolve_model_dir(a.dir);
+  {
+    nlohmann::json cfg = io::read_json_file(dir + "/config.json");
+    const std::string arch = cfg.is_object() ? cfg.value("architecture", std::string("lol")) : "lol";
+    if (arch != "lol") return run_info_baseline(a, dir, cfg);
+    if (a.recurrence != 0) throw InputError("--recurrence applies to looped models only (this is lol)");
+  }
+  nlohmann::json extra;
+  LoLModel m = load_lol(dir, torch::kCPU, &extra);
   const auto& c = m->config();
   if (a.context < 0 || a.context > c.max_seq_len)
     throw InputError("--context " + std::to_string(a.context) + ": expected 1 <= context <= max_seq_len = " +
@@ -139,6 +210,7 @@ void run_info(const InfoArgs& a) {
   const int64_t params = m->num_parameters(), active = m->active_parameters_per_token();
   int64_t expert_params = 0;
   for (const auto& p : m->model->library[0]->parameters()) expert_params += p.numel();
+  const auto report = baselines::flops_report(baselines::cost_model(c, c.core_depth), n);
 
   if (a.json) {
     nlohmann::json j = {{"checkpoint", a.dir},
@@ -156,6 +228,7 @@ void run_info(const InfoArgs& a) {
                           {"lm_head", f.head},
                           {"prelude_and_coda", f.prelude_coda},
                           {"routed_core", f.core}}},
+                        {"flops_report", report.to_json()},
                         {"config", c.to_json()}};
     if (!extra.is_null()) j["extra"] = extra;
     std::cout << j.dump(2) << "\n";
@@ -171,8 +244,9 @@ void run_info(const InfoArgs& a) {
             << "  matmul FLOPs = 2 x multiply-adds, context n = " << n << ":\n"
             << "  (P+C) x [linear + 4 H hd (n+1)/2] + D x [linear + 4 H hd (W+1)/2 + 2 d L / W] + 2 d V\n"
             << "  linear = 2 d (H hd) + 4 d (Hkv hd) + 2 (H hd) d + 6 d F = " << f.block_linear << "\n"
-            << "  prelude+coda " << f.prelude_coda << ", routed core " << f.core << ", LM head " << f.head << "\n"
-            << "config      " << c.to_json().dump() << "\n";
+            << "  prelude+coda " << f.prelude_coda << ", routed core " << f.core << ", LM head " << f.head << "\n";
+  print_flops_lines(report);
+  std::cout << "config      " << c.to_json().dump() << "\n";
   if (!extra.is_null()) std::cout << "extra       " << extra.dump() << "\n";
 }
 
@@ -279,9 +353,11 @@ void register_model_commands(CLI::App& app) {
   init->callback([ia] { run_init(*ia); });
 
   auto na = std::make_shared<InfoArgs>();
-  auto* info = app.add_subcommand("info", "Parameters, active parameters and FLOPs per token of a LoL checkpoint");
-  info->add_option("dir", na->dir, "Checkpoint directory")->required();
+  auto* info = app.add_subcommand(
+      "info", "Parameters, active parameters, FLOPs per token and FLOPs/parameter of a model (any architecture)");
+  info->add_option("dir", na->dir, "Checkpoint or run directory")->required();
   info->add_option("--context", na->context, "Sequence length for the attention FLOPs (default max_seq_len)");
+  info->add_option("--recurrence", na->recurrence, "Looped models: iterations R (default the config's recurrence)");
   info->add_flag("--json", na->json, "Print one JSON object instead of text");
   info->callback([na] { run_info(*na); });
 

@@ -19,6 +19,7 @@ void register_bench(CLI::App& app);  // bench matmul|train (cmd_bench.cpp)
 /// The shared `bench` sub-command (created on first use; cmd_bench.cpp).
 CLI::App* bench_command(CLI::App& app);
 void register_eval(CLI::App& app);  // eval lm|choice (cmd_eval.cpp)
+void register_compare(CLI::App& app);  // compare (cmd_compare.cpp)
 void register_launch(CLI::App& app);  // launch (cmd_launch.cpp, issue 14)
 void register_hf(CLI::App& app);  // hf info|generate|ppl|bench (cmd_hf.cpp, issue 10)
 void register_export(CLI::App& app);  // export --hf (cmd_export.cpp, issue 10)

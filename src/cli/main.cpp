@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   lol::cli::register_corpus(app);
   lol::cli::register_bench(app);
   lol::cli::register_eval(app);
+  lol::cli::register_compare(app);
   lol::cli::register_launch(app);
   lol::cli::register_hf(app);
   lol::cli::register_export(app);

@@ -1,0 +1,62 @@
+// Shared helpers of the baseline tests: tiny configurations, temp dirs, random tokens.
+#pragma once
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "baselines/dense_config.h"
+
+namespace btest {
+
+/// V=29, d=16, 4 heads over 2 kv heads (GQA), F=24, 3 layers.
+inline lol::baselines::DenseConfig tiny_dense(const std::string& attention = "full") {
+  lol::baselines::DenseConfig c;
+  c.vocab_size = 29;
+  c.d_model = 16;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 24;
+  c.n_layers = 3;
+  c.max_seq_len = 64;
+  c.attention = attention;
+  if (attention != "full") c.window = 4;
+  if (attention == "strided") c.stride = 3;
+  return c;
+}
+
+inline torch::Tensor random_tokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return at::randint(vocab, {B, T}, gen, torch::TensorOptions(torch::kInt64));
+}
+
+/// Adds N(0, s^2) noise to every parameter (norm weights and biases included) so that
+/// tests do not depend on the initial values (e.g. zero biases).
+inline void perturb(torch::nn::Module& m, uint64_t seed, double s = 0.05) {
+  torch::NoGradGuard ng;
+  auto gen = at::detail::createCPUGenerator(seed);
+  for (auto& p : m.parameters()) p.add_(at::normal(0.0, s, p.sizes(), gen).to(p.dtype()));
+}
+
+/// A fresh empty directory removed by the destructor.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("lol-baselines-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+               .string();
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace btest

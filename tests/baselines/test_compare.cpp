@@ -1,0 +1,162 @@
+// lol compare (issue 9): step planning reproduces the trainer's FLOPs exactly (LoL
+// with growing, dense, MoE), the comparison writes its table and refuses configs that
+// would see different data; `lol info` reports every architecture.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "baseline_test_util.h"
+#include "baselines/compare.h"
+#include "baselines/flops.h"
+#include "baselines/looped_config.h"
+#include "io/json_file.h"
+#include "training/train_test_util.h"
+#include "training/trainer.h"
+#include "util/error.h"
+
+using namespace lol::baselines;
+namespace tt = lol::training::test;
+
+namespace {
+
+nlohmann::json dense_model_json() {
+  return {{"architecture", "dense"}, {"d_model", 32}, {"n_heads", 2},     {"n_kv_heads", 2},
+          {"ffn_hidden", 64},        {"n_layers", 3}, {"max_seq_len", 64}, {"attention", "sliding"},
+          {"window", 4}};
+}
+
+nlohmann::json moe_model_json() {
+  return {{"architecture", "moe"}, {"d_model", 32}, {"n_heads", 2}, {"n_kv_heads", 2}, {"ffn_hidden", 64},
+          {"n_prelude", 1},        {"core_depth", 2}, {"n_coda", 1}, {"n_experts", 3},  {"top_k", 2},
+          {"window", 4},           {"stride", 2},   {"max_seq_len", 64}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(2); }
+
+double metrics_flops(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl");
+  std::string line;
+  double f = 0;
+  while (std::getline(in, line)) f = std::max(f, nlohmann::json::parse(line).value("flops", 0.0));
+  return f;
+}
+
+std::string run_cmd(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  *rc = WEXITSTATUS(pclose(p));
+  return out;
+}
+
+}  // namespace
+
+TEST(Compare, PlannedFlopsEqualTrainerFlops) {
+  btest::TempDir dir("plan");
+  tt::write_reverse_dataset(dir.path + "/data", 60, 10);
+  for (const auto& model : {nlohmann::json(), dense_model_json(), moe_model_json()}) {
+    auto j = tt::tiny_run_json(dir.path + "/data", dir.path + "/run-" + std::to_string(std::rand()));
+    if (!model.is_null()) {
+      j["model"] = model;
+      j.erase("grow");
+    }
+    auto cfg = lol::training::RunConfig::from_json(j, "test");
+    auto ds = lol::data::Dataset::open(cfg.data.dir);
+    auto m = lol::training::make_model(cfg.model, "test", ds.vocab_size(), 16, 0);
+    FlopsPlanner plan(cfg, *m);
+    const double f7 = plan.run_flops(7);
+    EXPECT_GT(f7, plan.run_flops(6));
+    EXPECT_EQ(plan.steps_for(f7, 100), 7);
+    EXPECT_EQ(plan.steps_for(f7 * 0.999, 100), 7);
+    EXPECT_THROW(plan.steps_for(f7 * 100, 5), lol::InputError);
+    cfg.train.steps = 7;
+    lol::training::run_training(cfg);
+    EXPECT_NEAR(metrics_flops(cfg.train.out), f7, 1e-9 * f7) << j["model"].dump();
+  }
+}
+
+TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
+  btest::TempDir dir("compare");
+  tt::write_reverse_dataset(dir.path + "/data", 60, 10);
+  auto lol_json = tt::tiny_run_json("unused", "unused");
+  lol_json["train"]["eval_every"] = 0;
+  auto dense_json = lol_json;
+  dense_json["model"] = dense_model_json();
+  dense_json.erase("grow");
+  write_json(dir.path + "/lol.json", lol_json);
+  write_json(dir.path + "/dense.json", dense_json);
+  CompareOptions o;
+  o.configs = {dir.path + "/lol.json", dir.path + "/dense.json"};
+  o.data_dir = dir.path + "/data";
+  o.out_dir = dir.path + "/out";
+  o.progress = false;
+  {
+    auto cfg = lol::training::RunConfig::from_json(dense_json, "t");
+    cfg.data.dir = o.data_dir;
+    auto m = lol::training::make_model(cfg.model, "t", 10, 16, 0);
+    o.flops_budget = FlopsPlanner(cfg, *m).run_flops(6) * 0.99;
+  }
+  const auto es = run_compare(o);
+  ASSERT_EQ(es.size(), 2u);
+  for (const auto& e : es) {
+    EXPECT_GE(e.flops, o.flops_budget) << e.name;
+    EXPECT_NEAR(e.flops, e.planned_flops, 1e-9 * e.flops) << e.name;
+    EXPECT_GT(e.valid_loss, 0) << e.name;
+    EXPECT_GT(e.tokens, 0) << e.name;
+  }
+  EXPECT_EQ(es[1].steps, 6);
+  EXPECT_EQ(es[0].architecture, "lol");
+  EXPECT_EQ(es[1].architecture, "dense");
+  auto j = lol::io::read_json_file(o.out_dir + "/compare.json");
+  EXPECT_EQ(j["models"].size(), 2u);
+  std::ifstream md(o.out_dir + "/compare.md");
+  std::string text((std::istreambuf_iterator<char>(md)), {});
+  EXPECT_NE(text.find("| dense | dense |"), std::string::npos) << text;
+  // Reusing the output directory, or configs with different data, are refused.
+  EXPECT_THROW(run_compare(o), lol::InputError);
+  dense_json["data"]["batch_size"] = 4;
+  write_json(dir.path + "/dense.json", dense_json);
+  o.out_dir = dir.path + "/out2";
+  try {
+    run_compare(o);
+    ADD_FAILURE() << "different data sections accepted";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("data"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Compare, InfoReportsEveryArchitecture) {
+  btest::TempDir dir("info");
+  LoopedConfig lc;
+  static_cast<TransformerShape&>(lc) = btest::tiny_dense();
+  lc.recurrence = 2;
+  int rc = 0;
+  for (const auto& cfg : {btest::tiny_dense("strided").to_json(), lc.to_json()}) {
+    const std::string d = dir.path + "/" + cfg["architecture"].get<std::string>();
+    auto m = lol::training::make_model(cfg, "t", 29, 16, 0);
+    m->save(d, nullptr);
+    auto out = run_cmd(std::string(LOL_BINARY) + " info " + d + " --json --context 16", &rc);
+    ASSERT_EQ(rc, 0) << out;
+    auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["parameters"].get<int64_t>(), m->num_parameters());
+    const auto want = flops_report(cost_model_from_json(cfg, "t"), 16);
+    EXPECT_DOUBLE_EQ(j["forward_flops_per_token"].get<double>(), want.forward_flops);
+    EXPECT_DOUBLE_EQ(j["training_flops_per_token"].get<double>(), 3 * want.forward_flops);
+  }
+  // Looped: each extra iteration adds the same FLOPs.
+  auto f = [&](int R) {
+    auto out = run_cmd(std::string(LOL_BINARY) + " info " + dir.path + "/looped --json --recurrence " +
+                           std::to_string(R),
+                       &rc);
+    EXPECT_EQ(rc, 0) << out;
+    return nlohmann::json::parse(out)["forward_flops_per_token"].get<double>();
+  };
+  EXPECT_NEAR(f(3) - f(2), f(5) - f(4), 1e-6 * f(5));
+  EXPECT_GT(f(3), f(2));
+  run_cmd(std::string(LOL_BINARY) + " info " + dir.path + "/dense --recurrence 2", &rc);
+  EXPECT_EQ(rc, 2);
+}

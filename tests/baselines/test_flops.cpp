@@ -1,0 +1,169 @@
+// FLOPs accounting (issue 9): matmul FLOPs counted on the operators a forward actually
+// runs (aten::mm/addmm/bmm seen through RecordFunction) equal the formulas of
+// baselines/flops.h; parameter counts equal the modules'.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <ATen/record_function.h>
+
+#include "baseline_test_util.h"
+#include "baselines/dense_model.h"
+#include "baselines/flops.h"
+#include "baselines/looped_model.h"
+#include "baselines/moe_model.h"
+#include "lol/model.h"
+#include "lol/windows.h"
+
+using namespace lol::baselines;
+
+namespace {
+
+thread_local double g_linear = 0, g_attention = 0;
+
+double numel_prod(const c10::IValue& v, std::initializer_list<int> dims) {
+  const auto& t = v.toTensor();
+  double p = 1;
+  for (int d : dims) p *= double(t.size(d));
+  return p;
+}
+
+/// Counts 2 x multiply-adds of matrix products: mm/addmm (linear layers, LM head) and
+/// bmm (attention scores and values).
+std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
+  const std::string name = fn.name();
+  const auto in = fn.inputs();
+  if (name == "aten::mm") {
+    g_linear += 2 * numel_prod(in[0], {0, 1}) * double(in[1].toTensor().size(1));
+  } else if (name == "aten::addmm") {
+    g_linear += 2 * numel_prod(in[1], {0, 1}) * double(in[2].toTensor().size(1));
+  } else if (name == "aten::bmm") {
+    g_attention += 2 * numel_prod(in[0], {0, 1, 2}) * double(in[1].toTensor().size(2));
+  }
+  return nullptr;
+}
+
+struct Counter {
+  at::CallbackHandle handle;
+  Counter() {
+    g_linear = g_attention = 0;
+    handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_op).needsInputs(true));
+  }
+  ~Counter() { at::removeCallback(handle); }
+};
+
+/// Padded attention actually computed for one document of n tokens: 4 (H hd) per slot
+/// pair of each segment's max_len x max_len square (nn::masked_attention).
+double executed_attention(int64_t n, const LayerAttention& a, int64_t width) {
+  if (a.kind != AttentionKind::Strided) return 4.0 * double(width) * double(n) * double(n);
+  const auto w = lol::window_ranges(n, a.depth, a.window, a.stride);
+  int64_t L = 0;
+  for (const auto& r : w) L = std::max(L, r.second - r.first);
+  return 4.0 * double(width) * double(w.size()) * double(L) * double(L);
+}
+
+int64_t count_params(torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+TEST(Flops, CountedMatmulsEqualFormulaDense) {
+  for (const std::string att : {"full", "sliding", "strided"}) {
+    auto c = btest::tiny_dense(att);
+    c.n_layers = 4;
+    c.n_full_prelude = att == "full" ? 0 : 1;
+    DenseModel m(c);
+    const int64_t B = 2, T = 11;
+    auto tok = btest::random_tokens(B, T, c.vocab_size, 1);
+    const auto cm = cost_model(c);
+    const auto r = flops_report(cm, T);
+    torch::NoGradGuard ng;
+    Counter count;
+    m->forward(tok);
+    EXPECT_DOUBLE_EQ(g_linear, r.linear_flops * B * T) << att;
+    double attn = 0;
+    for (const auto& l : cm.layers) attn += B * executed_attention(T, l.attention, l.attn_width);
+    EXPECT_DOUBLE_EQ(g_attention, attn) << att;
+    EXPECT_EQ(cm.parameters, count_params(*m)) << att;
+  }
+}
+
+TEST(Flops, CountedMatmulsEqualFormulaLoopedAndMoE) {
+  LoopedConfig lc;
+  static_cast<TransformerShape&>(lc) = btest::tiny_dense();
+  lc.n_prelude = 1;
+  lc.n_recur = 2;
+  lc.n_coda = 1;
+  lc.recurrence = 3;
+  LoopedModel lm(lc);
+  lm->eval();
+  const int64_t B = 2, T = 9;
+  auto tok = btest::random_tokens(B, T, lc.vocab_size, 2);
+  torch::NoGradGuard ng;
+  for (int64_t R : {1, 3, 5}) {
+    lm->set_inference_recurrence(R);
+    const auto r = flops_report(cost_model(lc, R), T);
+    Counter count;
+    lm->forward(tok);
+    EXPECT_DOUBLE_EQ(g_linear, r.linear_flops * B * T) << R;
+    EXPECT_DOUBLE_EQ(g_attention, B * (lc.n_prelude + R * lc.n_recur + lc.n_coda) * 4.0 * 16 * T * T) << R;
+  }
+  EXPECT_EQ(cost_model(lc, 3).parameters, count_params(*lm));
+
+  MoEConfig mc;
+  static_cast<TransformerShape&>(mc) = btest::tiny_dense();
+  mc.n_prelude = 1;
+  mc.core_depth = 2;
+  mc.n_coda = 1;
+  mc.n_experts = 3;
+  mc.top_k = 2;
+  mc.expert_ffn_hidden = 40;
+  mc.window = 4;
+  mc.stride = 2;
+  MoEModel mm(mc);
+  const auto cm = cost_model(mc);
+  const auto r = flops_report(cm, T);
+  Counter count;
+  mm->forward(tok);
+  EXPECT_DOUBLE_EQ(g_linear, r.linear_flops * B * T);
+  double attn = 0;
+  for (const auto& l : cm.layers) attn += B * executed_attention(T, l.attention, l.attn_width);
+  EXPECT_DOUBLE_EQ(g_attention, attn);
+  EXPECT_EQ(cm.parameters, count_params(*mm));
+  int64_t expert = 0;
+  for (const auto& p : mm->moe_layer(0).mlp->experts[0]->parameters()) expert += p.numel();
+  EXPECT_EQ(cm.active_parameters, cm.parameters - mc.core_depth * (mc.n_experts - mc.top_k) * expert);
+}
+
+TEST(Flops, LoLParametersAndReportArithmetic) {
+  lol::LoLConfig c;
+  c.vocab_size = 31;
+  c.d_model = 16;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 24;
+  c.library_size = 5;
+  c.core_depth = 3;
+  c.window = 4;
+  c.stride = 2;
+  for (bool untied : {false, true}) {
+    c.untied_router = untied;
+    c.tie_embeddings = !untied;
+    lol::LoLModel m(c);
+    const auto cm = cost_model(c, c.core_depth);
+    EXPECT_EQ(cm.parameters, m->num_parameters());
+    EXPECT_EQ(cm.active_parameters, m->active_parameters_per_token());
+  }
+  // Report arithmetic: training = 3 x forward; FLOPs-to-parameters ratio.
+  const auto r = flops_report(cost_model(c, 2), 16);
+  EXPECT_DOUBLE_EQ(r.train_flops, 3 * r.forward_flops);
+  EXPECT_DOUBLE_EQ(r.forward_flops, r.linear_flops + r.attention_flops);
+  EXPECT_DOUBLE_EQ(r.flops_per_parameter, r.forward_flops / double(r.parameters));
+  EXPECT_LT(flops_report(cost_model(c, 1), 16).forward_flops, r.forward_flops);
+  EXPECT_THROW(flops_report(cost_model(c, 2), 0), lol::InputError);
+  // from JSON by architecture
+  EXPECT_EQ(cost_model_from_json(c.to_json(), "x").parameters, cost_model(c, c.core_depth).parameters);
+  EXPECT_THROW(cost_model_from_json({{"architecture", "rwkv"}}, "x"), lol::InputError);
+}
