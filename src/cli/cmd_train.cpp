@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "distributed/communicator.h"
+#include "distributed/env.h"
 #include "training/plot.h"
 #include "training/run_config.h"
 #include "training/train_checkpoint.h"
@@ -32,7 +34,7 @@ void run_train(const TrainArgs& a) {
   if (a.no_progress) cfg.train.progress = false;
   try {
     auto r = training::run_training(cfg, a.resume);
-    if (r.interrupted) return;
+    if (r.interrupted || dist::read_dist_env().rank != 0) return;  // rank 0 reports for the job
     std::fprintf(stderr, "lol train: done, %lld steps, loss %.4f", (long long)r.steps_done, r.last_loss);
     if (r.valid_loss >= 0) std::fprintf(stderr, ", valid loss %.4f, valid acc %.4f", r.valid_loss, r.valid_acc);
     std::fprintf(stderr, "; checkpoint %s\n", r.last_checkpoint.c_str());
@@ -40,6 +42,10 @@ void run_train(const TrainArgs& a) {
     std::fprintf(stderr, "error: %s\n", e.what());
     std::fflush(stderr);
     std::exit(3);
+  } catch (const dist::DistributedError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(4);  // skip destructors: a backend whose peer died may block in them
   }
 }
 
@@ -55,7 +61,8 @@ void register_train(CLI::App& app) {
   t->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
   t->footer(
       "Exit status: 0 done or stopped by SIGINT/SIGTERM (checkpoint saved), 2 bad input, "
-      "3 non-finite loss (last good checkpoint kept).");
+      "3 non-finite loss (last good checkpoint kept), 4 data-parallel peer failed or timed out "
+      "(docs/distributed.md).");
   t->callback([args] { run_train(*args); });
 
   auto popts = std::make_shared<training::PlotOptions>();

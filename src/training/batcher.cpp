@@ -31,10 +31,27 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
   return p;
 }
 
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, const Shard& s, bool equal_length) {
+  if (s.count == 1) return order;
+  const int64_t n = int64_t(order.size());
+  const int64_t limit = equal_length ? n / s.count : n;
+  std::vector<int64_t> out;
+  out.reserve(size_t(n / s.count + 1));
+  for (int64_t i = s.rank; i < n && int64_t(out.size()) < limit; i += s.count) out.push_back(order[size_t(i)]);
+  return out;
+}
+
 Batcher::Batcher(const data::SplitData& split, const BatchLayout& layout, uint64_t seed, bool shuffle, bool wrap,
-                 std::string where)
-    : split_(split), layout_(layout), seed_(seed), shuffle_(shuffle), wrap_(wrap), where_(std::move(where)) {
+                 std::string where, Shard shard)
+    : split_(split), layout_(layout), seed_(seed), shuffle_(shuffle), wrap_(wrap), where_(std::move(where)),
+      shard_(shard) {
   if (split_.size() == 0) throw InputError(where_ + ": the split has no sequences");
+  if (shard_.count < 1 || shard_.rank < 0 || shard_.rank >= shard_.count)
+    throw InputError(where_ + ": data shard " + std::to_string(shard_.rank) + " of " + std::to_string(shard_.count) +
+                     " is invalid (expected 0 <= rank < count)");
+  if (wrap_ && split_.size() < shard_.count)
+    throw InputError(where_ + ": the split has " + std::to_string(split_.size()) + " sequences, fewer than the " +
+                     std::to_string(shard_.count) + " data-parallel processes (each needs at least one)");
   if (layout_.pack) {
     if (split_.total_tokens() == 0) throw InputError(where_ + ": the split has no tokens");
     max_len_ = layout_.seq_len;
@@ -59,16 +76,18 @@ void Batcher::start_epoch(int64_t e) {
   index_ = 0;
   offset_ = 0;
   if (shuffle_) {
-    order_ = epoch_permutation(split_.size(), seed_, e);
-  } else if (int64_t(order_.size()) != split_.size()) {
-    order_.resize(size_t(split_.size()));
-    for (int64_t i = 0; i < split_.size(); ++i) order_[size_t(i)] = i;
+    order_ = shard_order(epoch_permutation(split_.size(), seed_, e), shard_, wrap_);
+  } else if (order_.empty()) {
+    std::vector<int64_t> all(size_t(split_.size()));
+    for (int64_t i = 0; i < split_.size(); ++i) all[size_t(i)] = i;
+    order_ = shard_order(all, shard_, wrap_);
   }
+  if (order_.empty()) done_ = true;  // evaluation shard of a split smaller than the job
 }
 
 void Batcher::advance_sequence() {
   offset_ = 0;
-  if (++index_ >= split_.size()) {
+  if (++index_ >= int64_t(order_.size())) {
     if (wrap_) start_epoch(epoch_ + 1);
     else done_ = true;
   }
@@ -176,9 +195,10 @@ void Batcher::set_position(const nlohmann::json& pos, const std::string& where) 
       !pos["epoch"].is_number_integer() || !pos["index"].is_number_integer() || !pos["offset"].is_number_integer())
     throw InputError(where + ": data position must be {\"epoch\", \"index\", \"offset\"} integers");
   const int64_t e = pos["epoch"], i = pos["index"], o = pos["offset"];
-  if (e < 0 || i < 0 || i >= split_.size() || o < 0)
+  if (e < 0 || i < 0 || i >= int64_t(order_.size()) || o < 0)
     throw InputError(where + ": data position (epoch " + std::to_string(e) + ", index " + std::to_string(i) +
-                     ") is outside the split of " + std::to_string(split_.size()) + " sequences (a different dataset?)");
+                     ") is outside the split of " + std::to_string(order_.size()) +
+                     " sequences read by this process (a different dataset?)");
   start_epoch(e);
   index_ = i;
   if (o >= split_.get(order_[size_t(i)]).length && o != 0)

@@ -15,6 +15,10 @@
 // Order: epoch e visits the sequences in a permutation drawn from (seed, e)
 // (identity when shuffle is off); batches run across epoch boundaries so every
 // batch is full. The position (epoch, index, offset) is saved for exact resume.
+// Data parallel (issue 14): with a Shard {rank, count}, rank r visits only positions
+// r, r + count, r + 2 count, ... of each epoch's order, so the ranks' streams are
+// disjoint and together are the single-process stream (training drops the last
+// n mod count sequences of each epoch so that every rank's epoch has the same length).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,13 +37,20 @@ struct BatchLayout {
   bool pack = false;
 };
 
+/// Which part of the data stream a data-parallel rank reads (see above).
+struct Shard {
+  int64_t rank = 0;   ///< 0..count-1
+  int64_t count = 1;  ///< number of ranks
+};
+
 class Batcher {
  public:
   /// `split` must outlive the Batcher. `wrap` = false stops after one pass (evaluation).
-  /// Throws InputError naming `where` when the split is empty or (pad) a sequence is
-  /// longer than seq_len.
+  /// Throws InputError naming `where` when the split is empty, (pad) a sequence is
+  /// longer than seq_len, the shard is invalid, or (wrap) the split has fewer
+  /// sequences than shard.count.
   Batcher(const data::SplitData& split, const BatchLayout& layout, uint64_t seed, bool shuffle, bool wrap,
-          std::string where);
+          std::string where, Shard shard = {});
 
   /// The next micro-batch (CPU tensors). With wrap = false, the last batch may have
   /// fewer rows and done() turns true after it.
@@ -62,6 +73,7 @@ class Batcher {
   uint64_t seed_;
   bool shuffle_, wrap_;
   std::string where_;
+  Shard shard_;
   int64_t max_len_ = 0;
   std::vector<int64_t> order_;
   int64_t epoch_ = 0, index_ = 0, offset_ = 0;
@@ -71,6 +83,10 @@ class Batcher {
 /// Permutation of 0..n-1 for (seed, epoch): Fisher-Yates driven by splitmix64, so it
 /// is identical on every platform and standard library.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
+
+/// The positions of `order` that shard `s` visits: order[s.rank], order[s.rank +
+/// s.count], ...; with `equal_length` at most order.size() / s.count of them.
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, const Shard& s, bool equal_length);
 
 /// Builds a batch from rows given as token/doc/mask/router vectors of equal length
 /// per row (padded inside). Exposed for tests. `loss_mask[r][t]` marks target tokens.

@@ -36,6 +36,7 @@ std::vector<GroupedParam> LoLTrainable::grouped_parameters() {
 }
 
 nlohmann::json LoLTrainable::after_optimizer_step() {
+  if (reducer_) model_->set_pending_load(reducer_(model_->pending_load()));
   auto load = model_->update_balance();
   std::vector<int64_t> v(load.data_ptr<int64_t>(), load.data_ptr<int64_t>() + load.numel());
   return {{"expert_load", v}};

@@ -19,8 +19,11 @@ class LoLTrainable : public TrainableModel {
   /// AdamW without decay: RMSNorm weights, FiLM gamma/beta, depth embeddings.
   std::vector<GroupedParam> grouped_parameters() override;
   /// update_balance() (loss-free balancing); returns {"expert_load": [L counts]}.
+  /// With a statistics reducer (data parallel) the window counts are first summed over
+  /// all ranks, so the bias moves by the global load, as in Megatron-LM's MoE.
   nlohmann::json after_optimizer_step() override;
   void discard_step() override;
+  void set_statistics_reducer(StatisticsReducer reducer) override { reducer_ = std::move(reducer); }
   int64_t growable_depth() const override { return model_->config().core_depth; }
   void set_active_depth(int64_t d) override { model_->set_active_depth(d); }
   int64_t active_depth() const override { return model_->active_depth(); }
@@ -37,6 +40,7 @@ class LoLTrainable : public TrainableModel {
 
  private:
   LoLModel model_;
+  StatisticsReducer reducer_;
 };
 
 }  // namespace lol::training

@@ -4,6 +4,7 @@
 // implements it in lol_trainable.h; baselines and LayerRoute add their own.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,12 @@ class TrainableModel {
   /// Called instead of after_optimizer_step() when a step is skipped (non-finite loss):
   /// discard statistics gathered during the step.
   virtual void discard_step() {}
+  /// Data-parallel training (issue 14): a function that sums a statistics tensor over
+  /// all ranks (a collective). Models whose after_optimizer_step() uses statistics
+  /// gathered in forward (LoL: the expert load of the balancing update) must pass them
+  /// through it first, exactly once per call, so that every rank updates alike.
+  using StatisticsReducer = std::function<torch::Tensor(const torch::Tensor&)>;
+  virtual void set_statistics_reducer(StatisticsReducer reducer) {}
 
   /// Depth that can be grown (LoL: core depth D, paper 3.3); 0 = not growable.
   virtual int64_t growable_depth() const { return 0; }

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "core/runtime.h"
+#include "distributed/data_parallel.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "training/loss.h"
@@ -27,11 +28,11 @@ namespace fs = std::filesystem;
 namespace lol::training {
 
 EvalResult evaluate(TrainableModel& model, const data::SplitData& split, const BatchLayout& layout,
-                    int64_t max_batches, const torch::Device& device) {
+                    int64_t max_batches, const torch::Device& device, Shard shard) {
   torch::NoGradGuard ng;
   const bool was_training = model.module().is_training();
   model.module().eval();
-  Batcher b(split, layout, 0, /*shuffle=*/false, /*wrap=*/false, "evaluation");
+  Batcher b(split, layout, 0, /*shuffle=*/false, /*wrap=*/false, "evaluation", shard);
   double loss = 0;
   int64_t correct = 0, count = 0;
   for (int64_t i = 0; !b.done() && (max_batches == 0 || i < max_batches); ++i) {
@@ -73,7 +74,13 @@ nlohmann::json dataset_extra(const data::Dataset& ds) {
 TrainResult run_training(const RunConfig& cfg, const std::string& resume, const TrainHooks& hooks) {
   const auto& tc = cfg.train;
   if (tc.threads > 0) at::set_num_threads(int(tc.threads));
-  const torch::Device device = parse_device(tc.device, "train.device");
+  const torch::Device requested_device = parse_device(tc.device, "train.device");
+  // Data-parallel job (issue 14, docs/distributed.md); nullptr for a single process.
+  auto dp = dist::DataParallel::from_environment(requested_device);
+  const torch::Device device = dp ? dist::DataParallel::rank_device(requested_device, dp->env()) : requested_device;
+  const bool is_root = !dp || dp->is_root();
+  const bool show_progress = tc.progress && is_root;
+  const Shard shard = dp ? Shard{dp->rank(), dp->world_size()} : Shard{};
   torch::manual_seed(uint64_t(tc.seed));
 
   // ---- data
@@ -81,7 +88,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   auto train_split = ds.load(cfg.data.train_split);
   BatchLayout layout{cfg.data.batch_size, cfg.data.seq_len, cfg.data.packing == "pack"};
   Batcher batcher(train_split, layout, uint64_t(tc.seed), /*shuffle=*/true, /*wrap=*/true,
-                  cfg.data.dir + " split '" + cfg.data.train_split + "'");
+                  cfg.data.dir + " split '" + cfg.data.train_split + "'", shard);
   layout.seq_len = batcher.max_row_length();  // evaluation rows use the same bound
   const bool has_valid = ds.has_split(cfg.data.valid_split);
   data::SplitData valid_split;
@@ -101,6 +108,12 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   }
   model->module().to(device);
   model->module().train();
+  if (dp) {
+    dp->require_same_config(cfg.to_json());
+    dp->broadcast_module(model->module());
+    model->set_statistics_reducer([&dp](const torch::Tensor& t) { return dp->sum(t, "expert load"); });
+    dp->seed_rank_generators(uint64_t(tc.seed), device);
+  }
   auto params = model->grouped_parameters();
   Optimizer opt(params, cfg.optim);
   const nlohmann::json extra = dataset_extra(ds);
@@ -124,14 +137,24 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     if (st.step > tc.steps)
       throw InputError(ck + ": checkpoint is at step " + std::to_string(st.step) + ", beyond train.steps = " +
                        std::to_string(tc.steps));
-    batcher.set_position(st.data_position, ck + "/trainer_state.json");
-    if (!st.rng_cpu.empty()) set_rng_state_hex(torch::kCPU, st.rng_cpu, ck + "/trainer_state.json");
-    if (!st.rng_device.empty() && device.is_cuda())
-      set_rng_state_hex(device, st.rng_device, ck + "/trainer_state.json");
+    const auto rs = dist::select_rank_state(st.data_position, st.rng_cpu, st.rng_device, int(shard.rank),
+                                            int(shard.count), ck + "/trainer_state.json");
+    batcher.set_position(rs.position, ck + "/trainer_state.json");
+    if (!rs.rng_cpu.empty()) set_rng_state_hex(torch::kCPU, rs.rng_cpu, ck + "/trainer_state.json");
+    if (!rs.rng_device.empty() && device.is_cuda())
+      set_rng_state_hex(device, rs.rng_device, ck + "/trainer_state.json");
   }
-  fs::create_directories(run_dir);
-  io::write_file_atomic(run_dir + "/run.json", run_json.dump(2) + "\n");
-  MetricsLog metrics(run_dir + "/metrics.jsonl", resume.empty() ? -1 : st.step);
+  if (dp) dp->barrier("run directory check");  // before rank 0 writes into it
+  // Rank 0 alone writes run.json, metrics and checkpoints.
+  std::unique_ptr<MetricsLog> metrics;
+  if (is_root) {
+    fs::create_directories(run_dir);
+    io::write_file_atomic(run_dir + "/run.json", run_json.dump(2) + "\n");
+    metrics = std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resume.empty() ? -1 : st.step);
+  }
+  auto log = [&](const nlohmann::json& r) {
+    if (metrics) metrics->write(r);
+  };
 
   TrainResult result;
   result.steps_done = st.step;
@@ -141,30 +164,40 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     st.data_position = batcher.position();
     st.rng_cpu = rng_state_hex(torch::kCPU);
     st.rng_device = device.is_cuda() ? rng_state_hex(device) : "";
+    if (dp) st.data_position = dp->gather_rank_states(st.data_position, st.rng_cpu, st.rng_device);
     st.active_depth = model->active_depth();
-    last_ck = save_checkpoint(run_dir, *model, opt, st, run_json, extra, tc.keep_last);
+    if (is_root) last_ck = save_checkpoint(run_dir, *model, opt, st, run_json, extra, tc.keep_last);
+    else last_ck = (fs::path(run_dir) / "checkpoints" / checkpoint_name(st.step)).string();
     result.last_checkpoint = last_ck;
   };
   auto run_eval = [&](int64_t step) {
     if (!has_valid) return;
-    auto ev = evaluate(*model, valid_split, layout, tc.eval_batches, device);
+    auto ev = evaluate(*model, valid_split, layout, tc.eval_batches, device, shard);
+    if (dp) {
+      std::vector<double> sums{ev.loss * double(ev.targets), ev.accuracy * double(ev.targets), double(ev.targets)};
+      dp->sum(sums, "evaluation");
+      ev.targets = int64_t(sums[2]);
+      ev.loss = ev.targets > 0 ? sums[0] / sums[2] : 0.0;
+      ev.accuracy = ev.targets > 0 ? sums[1] / sums[2] : 0.0;
+    }
     result.valid_loss = ev.loss;
     result.valid_acc = ev.accuracy;
-    metrics.write({{"step", step}, {"valid_loss", ev.loss}, {"valid_acc", ev.accuracy}, {"valid_targets", ev.targets},
+    log({{"step", step}, {"valid_loss", ev.loss}, {"valid_acc", ev.accuracy}, {"valid_targets", ev.targets},
                    {"tokens", st.tokens}, {"flops", st.flops}});
   };
 
   const int64_t growable = model->growable_depth();
   StopSignalScope signals;
-  ProgressBar bar("train", tc.steps - st.step, tc.progress);
+  ProgressBar bar("train", tc.steps - st.step, show_progress);
   const double elapsed_before = st.elapsed;
   const int64_t tokens_before = st.tokens;
   const int64_t start_step = st.step;
   int64_t consecutive_skips = 0;
   int64_t logged_depth = st.active_depth;
-  if (tc.progress)
-    std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s\n", (long long)model->num_parameters(),
-                 tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str());
+  if (show_progress)
+    std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s%s\n", (long long)model->num_parameters(),
+                 tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str(),
+                 dp ? (", " + std::to_string(dp->world_size()) + " data-parallel processes (" + dp->comm().backend() + ")").c_str() : "");
 
   for (int64_t step = st.step; step < tc.steps; ++step) {
     if (hooks.before_step) hooks.before_step(step, *model);
@@ -173,7 +206,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
 
     std::vector<TrainBatch> micro;
     for (int64_t i = 0; i < tc.grad_accum; ++i) micro.push_back(batcher.next());
-    const StepTotals totals = forward_backward(*model, micro, device);
+    StepTotals totals = forward_backward(*model, micro, device);
+    // Data parallel: global totals, averaged gradients, a stop request agreed by all ranks.
+    const int dist_stop = dp ? dp->synchronize_step(params, totals, stop_requested()) : 0;
     const double loss = totals.loss();
     const int64_t tokens = totals.tokens;
     const double flops = totals.flops;
@@ -196,13 +231,13 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
       opt.zero_grad();
       model->discard_step();
       rec["nonfinite"] = true;
-      metrics.write(rec);
+      log(rec);
       const std::string what = std::string(std::isfinite(loss) ? "gradient norm" : "loss") + " is " +
                                fmt("%g", std::isfinite(loss) ? grad_norm : loss) + " at step " +
                                std::to_string(st.step);
       if (tc.on_nonfinite == "skip" && ++consecutive_skips < 10) {
         st.nonfinite_skipped++;
-        std::fprintf(stderr, "\nwarning: %s; step skipped (train.on_nonfinite = \"skip\")\n", what.c_str());
+        if (is_root) std::fprintf(stderr, "\nwarning: %s; step skipped (train.on_nonfinite = \"skip\")\n", what.c_str());
         continue;
       }
       bar.finish();
@@ -214,6 +249,8 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     opt.step(lr_scale);
     opt.zero_grad();
     nlohmann::json model_metrics = model->after_optimizer_step();
+    if (dp && dp->check_due(st.step, st.step == tc.steps, tc.save_every > 0 && st.step % tc.save_every == 0))
+      rec["replica_check"] = dp->check_module(model->module()).to_json();
     result.last_loss = loss;
     result.steps_done = st.step;
 
@@ -225,7 +262,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
       logged_depth = depth_now;
       rec["tokens_per_s"] = tps;
       for (auto it = model_metrics.begin(); it != model_metrics.end(); ++it) rec[it.key()] = it.value();
-      metrics.write(rec);
+      log(rec);
     }
     std::string fields = "step " + std::to_string(st.step) + "/" + std::to_string(tc.steps) + " loss " +
                          fmt("%.4f", loss) + " lr " + fmt("%.3g", lr) + " tok/s " + fmt("%.0f", tps);
@@ -233,13 +270,13 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     bar.update(st.step - start_step, fields);
 
     const bool last = st.step == tc.steps;
-    const int stop_sig = stop_requested();
+    const int stop_sig = dp ? dist_stop : stop_requested();
     if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) run_eval(st.step);
     if ((tc.save_every > 0 && st.step % tc.save_every == 0) || last || stop_sig) save();
     if (hooks.after_step) hooks.after_step(st.step, *model);
     if (stop_sig && !last) {
       bar.finish(fields);
-      std::fprintf(stderr, "lol train: %s received; saved %s (continue with --resume %s)\n",
+      if (is_root) std::fprintf(stderr, "lol train: %s received; saved %s (continue with --resume %s)\n",
                    stop_sig == SIGINT ? "SIGINT" : "SIGTERM", last_ck.c_str(), run_dir.c_str());
       result.interrupted = true;
       return result;

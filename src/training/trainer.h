@@ -38,7 +38,11 @@ struct TrainResult {
   double valid_loss = -1, valid_acc = -1;  ///< last evaluation (-1 = none)
 };
 
-/// Trains as configured. `resume` = "" starts a new run in cfg.train.out (an existing
+/// Trains as configured. When the environment describes a data-parallel job
+/// (WORLD_SIZE > 1, distributed/env.h) this process trains as one of its ranks:
+/// disjoint data shards, gradients all-reduced before every optimizer step, rank 0
+/// writing metrics and checkpoints (docs/distributed.md); a failed peer makes it throw
+/// dist::DistributedError. `resume` = "" starts a new run in cfg.train.out (an existing
 /// run there is an InputError: pass resume or choose another directory); otherwise a
 /// run or checkpoint directory to continue from, so that N steps in one go and k
 /// steps + resume + N - k steps give identical weights on CPU.
@@ -52,8 +56,10 @@ struct EvalResult {
 };
 
 /// Evaluates on a split in eval mode (no router noise, no load counting), in data
-/// order, over at most `max_batches` micro-batches (0 = the whole split).
+/// order, over at most `max_batches` micro-batches (0 = the whole split). With a
+/// data-parallel `shard` only that rank's part of the split is read (the caller sums
+/// the ranks' results).
 EvalResult evaluate(TrainableModel& model, const data::SplitData& split, const BatchLayout& layout,
-                    int64_t max_batches, const torch::Device& device);
+                    int64_t max_batches, const torch::Device& device, Shard shard = {});
 
 }  // namespace lol::training
