@@ -30,4 +30,9 @@ run "$LOL" train --config configs/multilingual_cpu.json --set data.dir="$OUT/dat
 run "$LOL" eval lm --model "$OUT/run" --data "$OUT/data" --split valid --out "$OUT/eval_valid.json" --no-progress
 run "$LOL" analyze routing --model "$OUT/run" --data "$OUT/data" --split valid --max-tokens 1024 \
   --label-positive ja --out "$OUT/analysis"
+# The script of each held-out document as the label (Latn, Cyrl, Jpan, Hans).
+run "$LOL" corpus --in "$CORPORA/multilingual_valid.jsonl" --label-field script --valid-fraction 0 \
+  --tokenizer "$OUT/tokenizer" --eos --out "$OUT/valid_script" --no-progress
+run "$LOL" analyze routing --model "$OUT/run" --data "$OUT/valid_script" --split train --max-tokens 1024 \
+  --label-positive Cyrl --out "$OUT/analysis_script"
 echo "outputs in $OUT (commands.txt, eval_valid.json, analysis/routing.json, analysis/*.png)"
