@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Malformed-input audit of the `lol` command (issue 13, docs/robustness.md).
 
-Builds a tiny valid setting (maze dataset, 4-step training run, BPE tokenizer), then
-feeds the real binary one broken file at a time and records the exit status and the
-first line of stderr. Prints a Markdown table; exits 1 when any case crashed (signal,
-exit status other than 2) or printed no message.
+Builds a tiny valid setting (maze dataset, 2-step training run, BPE tokenizer, routing
+paths), then feeds the real binary one broken file at a time and records the exit
+status and the first line of stderr. Prints a Markdown table; exits 1 when any case
+did not end with exit status 2 and a message (a crash, an internal error, exit 0).
 
     python3 fuzz/audit_inputs.py build/lol [--work DIR] > /tmp/audit.md
 
@@ -61,7 +61,7 @@ class Audit:
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         msg = lines[0] if lines else ""
         msg = msg.replace(self.work + "/", "").replace(self.work, ".")
-        ok = p.returncode == 2 and msg.startswith("error: ")
+        ok = p.returncode == 2 and bool(msg) and not msg.startswith("internal error")
         if not ok:
             self.bad += 1
         self.rows.append((cls, case, msg, p.returncode, ok))
@@ -406,7 +406,7 @@ def main():
     resume_with("model.safetensors missing", lambda d: os.remove(os.path.join(d, ck[4:], "model.safetensors")))
 
     print(A.table())
-    print(f"\n{len(A.rows)} cases, {A.bad} not ending with exit 2 and an `error:` message.", file=sys.stderr)
+    print(f"\n{len(A.rows)} cases, {A.bad} not ending with exit 2 and a message.", file=sys.stderr)
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if A.bad else 0

@@ -122,7 +122,8 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
       uint64_t d = s.get<uint64_t>();
       if (d > (1ull << 48)) overflow = true;
       e.shape.push_back(int64_t(d));
-      if (d != 0 && count > (~0ull) / d) overflow = true;
+      // Prefix products must fit int64 (TensorEntry::numel and LibTorch sizes are signed).
+      if (d != 0 && count > uint64_t(INT64_MAX) / d) overflow = true;
       count *= d;
     }
     for (const auto& o : v["data_offsets"])

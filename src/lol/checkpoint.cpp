@@ -11,6 +11,18 @@ namespace fs = std::filesystem;
 
 namespace lol {
 
+namespace {
+/// Lower bound on the number of weights a model of this config holds (embedding,
+/// attention and MLP matrices of every prelude, library and coda block; norms, FiLM and
+/// router left out). Used to refuse a config.json that declares a far larger model than
+/// model.safetensors can hold, before any weight is allocated.
+double min_weight_count(const LoLConfig& c) {
+  const double d = double(c.d_model), kv = double(c.n_kv_heads) * double(c.head_dim());
+  const double block = 2 * d * d + 2 * d * kv + 3 * d * double(c.ffn_hidden);
+  return double(c.vocab_size) * d + double(c.n_prelude + c.n_coda + c.library_size) * block;
+}
+}  // namespace
+
 void save_lol(const LoLModel& model, const std::string& dir, const nlohmann::json& extra) {
   fs::create_directories(dir);
   auto cfg = model->config().to_json();
@@ -28,8 +40,16 @@ LoLModel load_lol(const std::string& dir, const torch::Device& device, nlohmann:
     j.erase("extra");
   }
   auto cfg = LoLConfig::from_json(j, cfg_path);
+  const std::string weights = dir + "/model.safetensors";
+  std::error_code ec;
+  const auto file_bytes = fs::file_size(weights, ec);
+  const double need = 2 * min_weight_count(cfg);  // every float dtype takes >= 2 bytes
+  if (!ec && need > double(file_bytes))
+    throw InputError(cfg_path + ": declares a model of at least " + std::to_string(int64_t(need / 2)) +
+                     " weights (>= " + std::to_string(int64_t(need)) + " bytes), but " + weights + " has only " +
+                     std::to_string(file_bytes) + " bytes: config.json does not match the weights");
   LoLModel m(cfg);
-  load_module(*m, dir + "/model.safetensors");
+  load_module(*m, weights);
   m->to(device);
   return m;
 }

@@ -78,8 +78,12 @@ BpeModel::BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
                    const std::string& where)
     : options_(std::move(options)), cache_(std::make_unique<Cache>()) {
   int32_t max_id = -1;
+  const int64_t id_limit = int64_t(vocab.size()) + kMaxVocabIdGap;
   for (const auto& [tok, id] : vocab) {
-    require(id >= 0, where + ".vocab[\"" + tok + "\"]", "expected a non-negative id, got " + std::to_string(id));
+    require(id >= 0 && id < id_limit, where + ".vocab[\"" + tok + "\"]",
+            "id " + std::to_string(id) + ": expected 0 <= id < " + std::to_string(id_limit) + " (" +
+                std::to_string(vocab.size()) + " entries + " + std::to_string(kMaxVocabIdGap) +
+                "; ids far beyond the vocabulary size are refused)");
     max_id = std::max(max_id, id);
   }
   tokens_.assign(std::size_t(max_id + 1), std::string());

@@ -20,6 +20,12 @@
 
 namespace lol::tokenizers {
 
+/// Largest allowed distance between a token id and the number of tokens defined so far:
+/// ids need not be dense, but a vocabulary of n entries may use ids only below
+/// n + kMaxVocabIdGap. Id tables are sized by the largest id, so this bounds the
+/// memory a small (possibly hostile) tokenizer file can make the loader allocate.
+constexpr int64_t kMaxVocabIdGap = int64_t(1) << 20;
+
 struct BpeOptions {
   std::string unk_token;       ///< empty: bytes missing from the vocabulary are dropped (as HF)
   bool fuse_unk = false;       ///< consecutive unknowns become one unk id
@@ -28,10 +34,12 @@ struct BpeOptions {
 
 class BpeModel {
  public:
-  /// vocab: token string (byte-mapped spelling) -> id; ids need not be dense.
+  /// vocab: token string (byte-mapped spelling) -> id; ids need not be dense but must
+  /// be >= 0 and < vocab.size() + kMaxVocabIdGap.
   /// merges: pairs of token strings in rank order. Throws lol::InputError naming
-  /// `where` and the merge index when a merge's parts or their concatenation are
-  /// not in the vocabulary, or when unk_token is set but not in it.
+  /// `where` and the token or merge index when an id is out of that range, when a
+  /// merge's parts or their concatenation are not in the vocabulary, or when
+  /// unk_token is set but not in it.
   BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
            const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
            const std::string& where);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tokenizers/bpe_model.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
 
@@ -109,6 +110,11 @@ int32_t Tokenizer::add_token(AddedToken token) {
     const auto model_id = model_token_to_id(token.content);
     token.id = model_id ? *model_id : vocab_size();
   }
+  const int64_t id_limit = int64_t(vocab_size()) + kMaxVocabIdGap;
+  require(token.id < id_limit, "added token '" + token.content + "'",
+          "id " + std::to_string(token.id) + ": expected < " + std::to_string(id_limit) + " (vocabulary size " +
+              std::to_string(vocab_size()) + " + " + std::to_string(kMaxVocabIdGap) +
+              "; ids far beyond the vocabulary size are refused)");
   added_.add(token);
   return token.id;
 }

@@ -70,7 +70,8 @@ class Tokenizer {
   const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
   /// Registers an added token. token.id < 0 means: the model's id when the model
   /// already has this token, else vocab_size(). Returns the id. Throws
-  /// lol::InputError when the content or id is taken by another added token.
+  /// lol::InputError when the content or id is taken by another added token, or when
+  /// the id is >= vocab_size() + kMaxVocabIdGap (tokenizers/bpe_model.h).
   int32_t add_token(AddedToken token);
 
   std::optional<int32_t> bos_id() const { return bos_; }

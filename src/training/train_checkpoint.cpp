@@ -1,5 +1,8 @@
 #include "training/train_checkpoint.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -119,27 +122,66 @@ void set_rng_state_hex(const c10::Device& device, const std::string& hex, const 
   }
 }
 
+namespace {
+// Deletes a checkpoint directory without ever leaving a half-deleted one under a
+// "step-*" name: it is first renamed (atomically) to ".trash-<name>", then removed.
+void discard_dir(const fs::path& ckdir, const fs::path& dir) {
+  const fs::path trash = ckdir / (".trash-" + dir.filename().string());
+  fs::remove_all(trash);
+  fs::rename(dir, trash);
+  fs::remove_all(trash);
+}
+
+// Puts the complete directory `tmp` in place of `final_dir`. When `final_dir` exists
+// (an older save of the same step, e.g. after resuming from an earlier checkpoint),
+// the two are swapped atomically (renameat2 RENAME_EXCHANGE), so `final_dir` is
+// never missing even if the process dies here; the old contents end up in `tmp`.
+void install_dir(const fs::path& ckdir, const fs::path& tmp, const fs::path& final_dir) {
+  if (!fs::exists(final_dir)) {
+    fs::rename(tmp, final_dir);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp);
+    return;
+  }
+  discard_dir(ckdir, final_dir);  // file systems without RENAME_EXCHANGE
+  fs::rename(tmp, final_dir);
+}
+}  // namespace
+
 std::string save_checkpoint(const std::string& run_dir, const TrainableModel& model, const Optimizer& opt,
                             const TrainerState& state, const nlohmann::json& run_config, const nlohmann::json& extra,
                             int64_t keep_last) {
   const fs::path ckdir = fs::path(run_dir) / "checkpoints";
   fs::create_directories(ckdir);
+  // Leftovers of a process killed while saving or deleting (one writer per run).
+  for (const auto& e : fs::directory_iterator(ckdir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(".tmp-", 0) == 0 || n.rfind(".trash-", 0) == 0) fs::remove_all(e.path());
+  }
   const std::string name = checkpoint_name(state.step);
   const fs::path tmp = ckdir / (".tmp-" + name);
   const fs::path final_dir = ckdir / name;
-  fs::remove_all(tmp);
   fs::create_directories(tmp);
   model.save(tmp.string(), extra);
   save_tensors((tmp / "optimizer.safetensors").string(), opt.state(), {{"format", "lol-optimizer"}});
   io::write_file_atomic((tmp / "trainer_state.json").string(), state.to_json().dump(2) + "\n");
   io::write_file_atomic((tmp / "run.json").string(), run_config.dump(2) + "\n");
   io::fsync_dir(tmp.string());
-  fs::remove_all(final_dir);  // an older save of the same step (e.g. after a resume)
-  fs::rename(tmp, final_dir);
+  install_dir(ckdir, tmp, final_dir);
   io::fsync_dir(ckdir.string());
   io::write_file_atomic((fs::path(run_dir) / "latest").string(), "checkpoints/" + name + "\n");
+  // Oldest first; the checkpoint just written (which `latest` names) is always kept, even
+  // when later steps exist from before a resume.
   auto all = list_checkpoints(run_dir);
-  for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i]);
+  int64_t excess = int64_t(all.size()) - keep_last;
+  for (size_t i = 0; i < all.size() && excess > 0; ++i) {
+    if (fs::path(all[i]).filename() == name) continue;
+    discard_dir(ckdir, all[i]);
+    --excess;
+  }
+  io::fsync_dir(ckdir.string());
   return final_dir.string();
 }
 
