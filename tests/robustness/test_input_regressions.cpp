@@ -1,0 +1,127 @@
+// Regression tests for malformed inputs found by the audit and the fuzzers (issue 13,
+// docs/robustness.md): each one used to crash, allocate without bound or exit with an
+// internal error; now it throws lol::InputError naming the file and field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/tensor_io.h"
+#include "io/safetensors.h"
+#include "lol/checkpoint.h"
+#include "lol/config.h"
+#include "lol/model.h"
+#include "robustness/robust_test_util.h"
+#include "tokenizers/bpe_model.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+using lol::InputError;
+using namespace lol::robust_test;
+
+namespace {
+
+/// Expects `f` to throw InputError whose message contains every string of `parts`.
+template <typename F>
+void expect_input_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected lol::InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+nlohmann::json byte_level_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  // The 256 byte tokens of GPT-2's byte-level alphabet, via the byte tokenizer's own spelling.
+  lol::tokenizers::ByteTokenizer bt(std::vector<std::string>{});
+  for (int32_t id = 0; id < 256; ++id) vocab[*bt.id_to_token(id)] = id;
+  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+          {"decoder", {{"type", "ByteLevel"}}}};
+}
+
+}  // namespace
+
+// Audit: a vocabulary id near INT32_MAX made BpeModel size its id tables by it
+// (std::bad_alloc, "internal error", exit 1).
+TEST(InputRegressions, BpeVocabularyIdFarBeyondItsSizeIsRefused) {
+  std::unordered_map<std::string, int32_t> vocab{{"a", 0}, {"b", 2147483000}};
+  expect_input_error([&] { lol::tokenizers::BpeModel m(vocab, {}, {}, "t.json: model"); },
+                     {"t.json: model.vocab[\"b\"]", "id 2147483000", "expected 0 <= id < 1048578"});
+  // Gaps within the allowance are fine (ids need not be dense).
+  vocab["b"] = 1000;
+  EXPECT_NO_THROW(lol::tokenizers::BpeModel(vocab, {}, {}, "t.json: model"));
+
+  auto j = byte_level_tokenizer_json();
+  j["model"]["vocab"]["zz"] = 2000000000;
+  expect_input_error([&] { lol::tokenizers::tokenizer_from_hf_json(j, "tok.json"); },
+                     {"tok.json", "vocab[\"zz\"]", "id 2000000000"});
+}
+
+// Audit: an added token with id 10^9 was accepted and made vocab_size() 10^9 + 1 (a
+// dataset built with it would declare a billion-token vocabulary).
+TEST(InputRegressions, AddedTokenIdFarBeyondTheVocabularyIsRefused) {
+  auto j = byte_level_tokenizer_json();
+  j["added_tokens"] = nlohmann::json::array(
+      {{{"id", 1000000000}, {"content", "<big>"}, {"special", true}}});
+  expect_input_error([&] { lol::tokenizers::tokenizer_from_hf_json(j, "tok.json"); },
+                     {"tok.json: added_tokens[0]", "'<big>'", "id 1000000000", "expected < 1048832"});
+  j["added_tokens"][0]["id"] = 256;  // the next free id: fine
+  auto tok = lol::tokenizers::tokenizer_from_hf_json(j, "tok.json");
+  EXPECT_EQ(tok->vocab_size(), 257);
+}
+
+// Audit: a config.json declaring d_model 2^20 or vocab_size 2^31 next to a tiny
+// model.safetensors made the loader allocate terabytes before comparing shapes
+// ("internal error: ... can't allocate memory", exit 1).
+TEST(InputRegressions, CheckpointConfigFarLargerThanItsWeightsIsRefusedBeforeAllocating) {
+  TempDir t("bigcfg");
+  lol::LoLConfig c;
+  c.vocab_size = 31;
+  c.d_model = 32;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 64;
+  c.n_prelude = 1;
+  c.n_coda = 1;
+  c.library_size = 2;
+  c.core_depth = 2;
+  c.window = 8;
+  c.stride = 4;
+  c.max_seq_len = 64;
+  lol::LoLModel m(c);
+  lol::save_lol(m, t.path);
+  EXPECT_NO_THROW(lol::load_lol(t.path));
+  for (auto patch : {nlohmann::json{{"d_model", 1048576}, {"n_heads", 1024}, {"n_kv_heads", 1024}},
+                     nlohmann::json{{"vocab_size", int64_t(1) << 31}}}) {
+    auto j = c.to_json();
+    j.update(patch);
+    std::ofstream(t.path + "/config.json") << j.dump();
+    expect_input_error([&] { lol::load_lol(t.path); },
+                       {t.path + "/config.json: declares a model of at least", t.path + "/model.safetensors has only",
+                        "does not match the weights"});
+  }
+}
+
+// Found with UBSan on fuzz_safetensors: a shape whose prefix product exceeds INT64_MAX
+// but whose total is 0 (a zero dimension last) passed the size checks, and
+// TensorEntry::numel() overflowed a signed 64-bit product (undefined behaviour).
+// Crashing input: fuzz/corpus/fuzz_safetensors/regression_numel_overflow.
+TEST(InputRegressions, SafetensorsShapeWithOverflowingPrefixProductIsRefused) {
+  const std::string header = R"({"a":{"dtype":"U8","shape":[1099511627776,8388608,0],"data_offsets":[0,0]}})";
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  expect_input_error([&] { lol::io::SafetensorsFile::parse(bytes, "x.safetensors"); },
+                     {"x.safetensors: tensor 'a': shape too large"});
+  // The same file through the fuzz corpus copy.
+  expect_input_error(
+      [&] {
+        lol::io::SafetensorsFile::read(std::string(LOL_SOURCE_DIR) +
+                                       "/fuzz/corpus/fuzz_safetensors/regression_numel_overflow");
+      },
+      {"shape too large"});
+}

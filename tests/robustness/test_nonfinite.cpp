@@ -1,0 +1,87 @@
+// Non-finite values (issue 13) through the real command line: a loss that becomes
+// NaN/Inf stops `lol train` with exit status 3, a message naming the step and the last
+// good checkpoint, and that checkpoint still loads; "skip" drops bad steps and stops
+// after 10 in a row; a checkpoint holding NaN/Inf weights is refused (exit 2) with the
+// tensor's name.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "core/tensor_io.h"
+#include "lol/checkpoint.h"
+#include "robustness/robust_test_util.h"
+#include "training/train_checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace lol::robust_test;
+
+namespace {
+
+/// Fills one weight tensor of checkpoint `ck` with `value` (rewrites model.safetensors).
+void poison(const std::string& ck, const std::string& tensor, float value) {
+  std::map<std::string, std::string> meta;
+  auto ts = lol::load_tensors(ck + "/model.safetensors", &meta);
+  bool found = false;
+  for (auto& [name, t] : ts)
+    if (name == tensor) {
+      t.fill_(value);
+      found = true;
+    }
+  ASSERT_TRUE(found) << tensor;
+  lol::save_tensors(ck + "/model.safetensors", ts, meta);
+}
+
+struct TinyRun {
+  TempDir t{"nonfinite"};
+  std::string run = t.path + "/run";
+  TinyRun() {
+    EXPECT_EQ(make_maze_data(t.path + "/data"), 0);
+    auto cfg = tiny_run_config(t.path + "/data", run, 2);
+    cfg["train"]["save_every"] = 1;
+    std::ofstream(t.path + "/run.json") << cfg.dump(2);
+    EXPECT_EQ(run_lol({"train", "--config", t.path + "/run.json"}, t.path + "/a.log").status, 0);
+  }
+  std::string latest() const { return lol::training::resolve_checkpoint(run); }
+};
+
+}  // namespace
+
+TEST(NonFinite, OverflowingWeightsStopTrainingWithExit3AndTheLastGoodCheckpoint) {
+  TinyRun r;
+  const std::string ck = r.latest();
+  // Finite but huge: the forward pass overflows to Inf/NaN (loads fine, fails in training).
+  poison(ck, "model.embed_tokens.weight", 3e38f);
+  auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=5"}, r.t.path + "/b.log");
+  EXPECT_EQ(res.status, 3) << res.output;
+  EXPECT_NE(res.output.find("training stopped: loss is"), std::string::npos) << res.output;
+  EXPECT_NE(res.output.find("at step 3"), std::string::npos) << res.output;
+  EXPECT_NE(res.output.find("Last good checkpoint: " + ck), std::string::npos) << res.output;
+  // Nothing was saved over the good checkpoint; it still loads.
+  EXPECT_EQ(r.latest(), ck);
+  EXPECT_NO_THROW(lol::load_lol(ck));
+  EXPECT_FALSE(fs::exists(r.run + "/checkpoints/step-000003"));
+
+  // "skip": every step is bad, so the run stops after 10 consecutive skipped steps.
+  res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=20", "--set",
+                 "train.on_nonfinite=skip"},
+                r.t.path + "/c.log");
+  EXPECT_EQ(res.status, 3) << res.output;
+  EXPECT_NE(res.output.find("10 consecutive non-finite steps"), std::string::npos) << res.output;
+  EXPECT_NE(res.output.find("step skipped"), std::string::npos) << res.output;
+}
+
+TEST(NonFinite, NaNOrInfWeightsInACheckpointAreRefusedByName) {
+  TinyRun r;
+  const std::string ck = r.latest();
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    poison(ck, "model.norm.weight", bad);
+    auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=4"}, r.t.path + "/b.log");
+    EXPECT_EQ(res.status, 2) << res.output;
+    EXPECT_NE(res.output.find("error: " + ck + "/model.safetensors: tensor 'model.norm.weight' contains NaN or Inf"),
+              std::string::npos)
+        << res.output;
+    res = run_lol({"info", ck}, r.t.path + "/c.log");
+    EXPECT_EQ(res.status, 2) << res.output;
+    EXPECT_NE(res.output.find("'model.norm.weight' contains NaN or Inf"), std::string::npos) << res.output;
+  }
+}
