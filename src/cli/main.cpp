@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   lol::cli::register_launch(app);
   lol::cli::register_hf(app);
   lol::cli::register_export(app);
+  lol::cli::register_layerroute(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

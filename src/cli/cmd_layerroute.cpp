@@ -1,0 +1,312 @@
+// `lol layerroute train|eval|merge` (issue 11, LayerRoute paper seed 004):
+//   train --base DIR --data TRAIN.jsonl --out ADAPTER_DIR      gates + LoRA on a frozen model
+//   eval  --adapter DIR --data HELDOUT.jsonl                    perplexity, gates, non-triviality, wall clock
+//   eval  --base DIR --train-data T.jsonl --data H.jsonl --seeds N --out DIR   the N-seed protocol + tables
+//   merge --adapter DIR --out HF_DIR                            LoRA folded into a Hugging Face folder + gates
+// See docs/layerroute.md.
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/runtime.h"
+#include "core/tensor_io.h"
+#include "hf/hf_chat.h"
+#include "hf/hf_export.h"
+#include "hf/hf_model.h"
+#include "io/atomic_file.h"
+#include "layerroute/adapter_io.h"
+#include "layerroute/eval.h"
+#include "layerroute/protocol.h"
+#include "layerroute/train.h"
+#include "tokenizers/hf_json.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::cli {
+namespace {
+
+struct DataArgs {
+  std::string tokenizer, system = "auto";
+  int64_t max_len = 512;
+};
+
+std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, const DataArgs& d) {
+  if (!d.tokenizer.empty()) return tokenizers::load_tokenizer(d.tokenizer);
+  if (fs::exists(fs::path(base) / "tokenizer.json")) return tokenizers::load_tokenizer(base);
+  throw InputError(base + ": no tokenizer.json; pass --tokenizer FILE_OR_DIR");
+}
+
+std::vector<layerroute::Example> load_examples(const std::string& path, const tokenizers::Tokenizer& tok,
+                                               const DataArgs& d) {
+  std::string sys = d.system;
+  if (sys == "auto") sys = hf::chatml_default_system(tok.chat_template()).value_or("");
+  std::vector<layerroute::Example> out;
+  for (const auto& s : layerroute::read_samples(path)) {
+    auto e = layerroute::tokenize_sample(s, tok, d.max_len, sys);
+    bool any = false;
+    for (auto m : e.loss_mask) any = any || m;
+    if (any) out.push_back(std::move(e));
+  }
+  if (out.empty()) throw InputError(path + ": no sample keeps an assistant token within --max-len");
+  return out;
+}
+
+void add_data_flags(CLI::App* c, DataArgs& d) {
+  c->add_option("--tokenizer", d.tokenizer, "tokenizer.json or folder (default: the base folder's)");
+  c->add_option("--system", d.system, "system prompt for samples without one (auto: the chat template's default)");
+  c->add_option("--max-len", d.max_len, "samples are cut to this many tokens")->check(CLI::Range(8, 1 << 20));
+}
+
+struct ModelArgs {
+  int64_t rank = 8;
+  double alpha = 16;
+  std::string targets = "q_proj,k_proj,v_proj,o_proj";
+  std::vector<int64_t> band{8, 16, 24};
+  double bias_band = -1, bias_outside = 1;
+};
+
+void add_model_flags(CLI::App* c, ModelArgs& m) {
+  c->add_option("--rank", m.rank, "LoRA rank r");
+  c->add_option("--alpha", m.alpha, "LoRA alpha (scale alpha / r)");
+  c->add_option("--targets", m.targets, "comma-separated LoRA targets");
+  c->add_option("--band", m.band, "skip band FIRST LAST DEPTH (scaled to the model's depth)")->expected(3);
+  c->add_option("--bias-band", m.bias_band, "initial gate bias inside the band");
+  c->add_option("--bias-outside", m.bias_outside, "initial gate bias outside the band");
+}
+
+layerroute::LoraConfig lora_cfg(const ModelArgs& a) {
+  layerroute::LoraConfig c;
+  c.rank = a.rank;
+  c.alpha = a.alpha;
+  c.targets.clear();
+  std::stringstream ss(a.targets);
+  for (std::string t; std::getline(ss, t, ',');)
+    if (!t.empty()) c.targets.push_back(t);
+  c.validate("--rank/--alpha/--targets");
+  return c;
+}
+
+layerroute::GateConfig gate_cfg(const ModelArgs& a) {
+  layerroute::GateConfig g;
+  g.band_first = a.band.at(0);
+  g.band_last = a.band.at(1);
+  g.band_depth = a.band.at(2);
+  g.bias_band = a.bias_band;
+  g.bias_outside = a.bias_outside;
+  g.validate("--band");
+  return g;
+}
+
+void add_train_flags(CLI::App* c, layerroute::TrainOptions& t) {
+  c->add_option("--steps", t.steps, "optimizer steps");
+  c->add_option("--batch", t.batch_size, "samples per micro-batch");
+  c->add_option("--accum", t.grad_accum, "micro-batches per step");
+  c->add_option("--lr", t.lr, "peak learning rate (cosine)");
+  c->add_option("--warmup", t.warmup_steps, "linear warmup steps");
+  c->add_option("--weight-decay", t.weight_decay, "AdamW weight decay");
+  c->add_option("--clip", t.clip, "gradient-norm clip (0 = off)");
+  c->add_option("--lambda", t.lambda, "gate regularisation weight");
+  c->add_option("--log-every", t.log_every, "log every N steps");
+}
+
+void add_eval_flags(CLI::App* c, layerroute::EvalOptions& e, std::string& gates) {
+  c->add_option("--gates", gates, "learned | open | bias-only | closed");
+  c->add_option("--timing-samples", e.timing_samples, "samples timed (0 = no timing)");
+  c->add_option("--repeats", e.repeats, "timed open/gated pairs per sample");
+  c->add_option("--new", e.new_tokens, "generated tokens per timed run");
+  c->add_option("--max-prompt", e.max_prompt, "prompt tokens kept for timing");
+  c->add_option("--eval-batch", e.batch_size, "samples per perplexity forward");
+}
+
+void write_text(const std::string& path, const std::string& s) {
+  io::AtomicFile f(path);
+  f.write(s);
+  f.commit();
+}
+
+void print_report(const layerroute::EvalReport& r) {
+  std::cout << std::fixed << std::setprecision(4) << "samples " << r.samples << ", layers " << r.n_layers << "\n"
+            << "perplexity  backbone " << r.ppl_base << "  open " << r.ppl_open << "  gated " << r.ppl_gated
+            << "  (gated - backbone " << std::showpos << r.ppl_gated - r.ppl_base << ", gated - open "
+            << r.ppl_gated - r.ppl_open << std::noshowpos << ")\n"
+            << "executed layers per sample " << r.executed_mean << " -> ideal speedup " << r.ideal_speedup << "x\n";
+  if (r.timing_pairs > 0)
+    std::cout << "generation: " << r.timing_pairs << " pairs, executed " << r.decode_executed_mean << " layers, ideal "
+              << r.decode_ideal_speedup << "x (with fixed cost " << r.ideal_speedup_fixed << "x); median t_open "
+              << r.t_open_ms << " ms, t_gated " << r.t_gated_ms << " ms, t_closed " << r.t_closed_ms
+              << " ms; wall-clock speedup " << r.speedup << "x = " << 100 * r.speedup / r.decode_ideal_speedup
+              << "% of ideal\n";
+  std::cout << "layer  sigma  open  non-trivial\n";
+  for (int64_t i = 0; i < r.n_layers; ++i)
+    std::cout << std::setw(5) << i << "  " << std::setprecision(3) << r.layer_sigma[size_t(i)] << "  "
+              << std::setprecision(2) << r.layer_open[size_t(i)] << "  " << r.nontrivial[size_t(i)] << "\n";
+}
+
+void register_train_cmd(CLI::App* lr) {
+  struct A {
+    std::string base, data, out;
+    uint64_t seed = 0;
+    int threads = 0;
+    bool no_progress = false;
+    DataArgs d;
+    ModelArgs m;
+    layerroute::TrainOptions t;
+  };
+  auto a = std::make_shared<A>();
+  auto* c = lr->add_subcommand("train", "train skip gates + LoRA on a frozen dense model");
+  c->add_option("--base", a->base, "base model: Hugging Face Qwen2/Llama folder or dense checkpoint")->required();
+  c->add_option("--data", a->data, "training JSONL (messages / conversations / question+answer)")->required();
+  c->add_option("--out", a->out, "adapter directory to write")->required();
+  c->add_option("--seed", a->seed, "seeds gates, adapters and batch order");
+  c->add_option("--threads", a->threads, "CPU threads (0 = default)");
+  c->add_flag("--no-progress", a->no_progress, "no progress bar");
+  add_data_flags(c, a->d);
+  add_model_flags(c, a->m);
+  add_train_flags(c, a->t);
+  c->callback([a] {
+    init_runtime(a->threads);
+    auto tok = open_tokenizer(a->base, a->d);
+    auto train = load_examples(a->data, *tok, a->d);
+    layerroute::GatedModel m(layerroute::load_base_model(a->base), lora_cfg(a->m), gate_cfg(a->m), a->seed);
+    layerroute::LayerRouteTrainable tr(m, a->base);
+    auto t = a->t;
+    t.seed = a->seed;
+    t.progress = !a->no_progress;
+    fs::create_directories(a->out);
+    std::ofstream log(fs::path(a->out) / "train_log.jsonl");
+    auto last = layerroute::train_layerroute(tr, train, t, [&](const layerroute::TrainLog& l) {
+      log << layerroute::to_json(l).dump() << "\n" << std::flush;
+    });
+    layerroute::save_adapter(*m, a->out, a->base,
+                             {{"train", layerroute::to_json(t)}, {"last_step", layerroute::to_json(last)},
+                              {"data", a->data}});
+    std::cout << "trained " << last.step << " steps on " << train.size() << " samples: LM loss " << last.lm_loss
+              << ", mean gate " << last.gate_mean << "; adapter written to " << a->out << "\n";
+  });
+}
+
+void register_eval_cmd(CLI::App* lr) {
+  struct A {
+    std::string adapter, base, data, train_data, out, json, gates = "learned";
+    int64_t samples = 100, seeds = 0;
+    uint64_t first_seed = 0;
+    int threads = 0;
+    DataArgs d;
+    ModelArgs m;
+    layerroute::TrainOptions t;
+    layerroute::EvalOptions e;
+  };
+  auto a = std::make_shared<A>();
+  auto* c = lr->add_subcommand("eval", "measure a trained adapter, or run the N-seed protocol (--seeds)");
+  c->add_option("--adapter", a->adapter, "adapter directory (single evaluation)");
+  c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
+  c->add_option("--data", a->data, "held-out JSONL")->required();
+  c->add_option("--samples", a->samples, "held-out samples (seeded selection in the protocol; 0 = all)");
+  c->add_option("--seeds", a->seeds, "run the whole protocol (train + eval) over N seeds");
+  c->add_option("--first-seed", a->first_seed, "first protocol seed");
+  c->add_option("--train-data", a->train_data, "training JSONL for --seeds");
+  c->add_option("--out", a->out, "protocol output directory (seed-S adapters, protocol.json, tables.md)");
+  c->add_option("--json", a->json, "write the single-evaluation report here");
+  c->add_option("--threads", a->threads, "CPU threads (0 = default)");
+  add_data_flags(c, a->d);
+  add_model_flags(c, a->m);
+  add_train_flags(c, a->t);
+  add_eval_flags(c, a->e, a->gates);
+  c->callback([a] {
+    init_runtime(a->threads);
+    a->e.mode = layerroute::parse_gate_mode(a->gates);
+    if (a->seeds > 0) {
+      if (a->base.empty() || a->train_data.empty() || a->out.empty())
+        throw InputError("eval --seeds needs --base, --train-data and --out");
+      auto tok = open_tokenizer(a->base, a->d);
+      layerroute::ProtocolOptions p;
+      p.base_dir = a->base;
+      p.out_dir = a->out;
+      p.seeds = a->seeds;
+      p.first_seed = a->first_seed;
+      p.eval_samples = a->samples;
+      p.lora = lora_cfg(a->m);
+      p.gates = gate_cfg(a->m);
+      p.train = a->t;
+      p.train.progress = false;
+      p.eval = a->e;
+      auto train = load_examples(a->train_data, *tok, a->d);
+      auto held = load_examples(a->data, *tok, a->d);
+      fs::create_directories(a->out);
+      nlohmann::json all = nlohmann::json::array();
+      auto rs = layerroute::run_protocol(p, train, held, [&](const layerroute::SeedResult& r) {
+        std::cerr << "seed " << r.seed << ": trained in " << r.train_seconds << " s, LM loss " << r.last.lm_loss
+                  << ", speedup " << r.report.speedup << "x, ppl gated " << r.report.ppl_gated << "\n";
+        all.push_back(layerroute::to_json(r));
+        write_text((fs::path(a->out) / "protocol.json").string(), all.dump(2) + "\n");
+      });
+      const auto tables = layerroute::protocol_tables(rs);
+      write_text((fs::path(a->out) / "tables.md").string(), tables);
+      std::cout << tables;
+      return;
+    }
+    if (a->adapter.empty()) throw InputError("eval needs --adapter DIR (or --seeds N for the protocol)");
+    auto m = layerroute::load_gated_model(a->adapter, a->base);
+    const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
+    auto tok = open_tokenizer(base, a->d);
+    auto held = load_examples(a->data, *tok, a->d);
+    if (a->samples > 0 && int64_t(held.size()) > a->samples) held.resize(size_t(a->samples));
+    auto r = layerroute::evaluate_layerroute(*m, held, a->e);
+    print_report(r);
+    if (!a->json.empty()) write_text(a->json, r.to_json().dump(2) + "\n");
+  });
+}
+
+void register_merge_cmd(CLI::App* lr) {
+  struct A {
+    std::string adapter, base, out, dtype = "float32", arch = "qwen2";
+    bool overwrite = false;
+  };
+  auto a = std::make_shared<A>();
+  auto* c = lr->add_subcommand("merge", "fold LoRA into the weights: Hugging Face folder + gates.safetensors");
+  c->add_option("--adapter", a->adapter, "adapter directory")->required();
+  c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
+  c->add_option("--out", a->out, "output folder")->required();
+  c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
+  c->add_option("--arch", a->arch, "qwen2 | llama");
+  c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
+  c->callback([a] {
+    init_runtime(0);
+    auto m = layerroute::load_gated_model(a->adapter, a->base);
+    const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
+    m->lora->merge_into(*m->base);
+    std::unique_ptr<tokenizers::Tokenizer> tok;
+    if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
+    hf::ExportOptions eo;
+    eo.architecture = a->arch == "llama" ? hf::kLlamaArch : hf::kQwen2Arch;
+    if (a->arch != "llama" && a->arch != "qwen2") throw InputError("--arch '" + a->arch + "': expected qwen2 or llama");
+    eo.dtype = hf::parse_dtype_name(a->dtype);
+    eo.overwrite = a->overwrite;
+    hf::export_hf(*m->base, tok.get(), a->out, eo);
+    save_tensors((fs::path(a->out) / "gates.safetensors").string(),
+                 {{"gates.weight", m->gates->weight}, {"gates.bias", m->gates->bias}}, {{"format", "pt"}});
+    write_text((fs::path(a->out) / "layerroute_gates.json").string(),
+               nlohmann::json{{"gates", layerroute::to_json(m->gates->config())},
+                              {"merged_from", a->adapter}}
+                       .dump(2) +
+                   "\n");
+    std::cout << "merged " << a->adapter << " into " << a->out << " (" << a->dtype << ") + gates.safetensors\n";
+  });
+}
+
+}  // namespace
+
+void register_layerroute(CLI::App& app) {
+  auto* lr = app.add_subcommand("layerroute", "LayerRoute: learned layer skipping with LoRA (docs/layerroute.md)");
+  lr->require_subcommand(1);
+  register_train_cmd(lr);
+  register_eval_cmd(lr);
+  register_merge_cmd(lr);
+}
+
+}  // namespace lol::cli

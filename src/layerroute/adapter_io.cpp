@@ -1,0 +1,107 @@
+#include "layerroute/adapter_io.h"
+
+#include <filesystem>
+
+#include "baselines/dense_trainable.h"
+#include "core/tensor_io.h"
+#include "hf/hf_model.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "util/error.h"
+#include "util/json_fields.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::layerroute {
+
+namespace {
+void write_json(const std::string& path, const nlohmann::json& j) {
+  io::AtomicFile f(path);
+  f.write(j.dump(2) + "\n");
+  f.commit();
+}
+}  // namespace
+
+baselines::DenseModel load_base_model(const std::string& dir) {
+  const auto cfg_path = (fs::path(dir) / "config.json").string();
+  auto j = io::read_json_file(cfg_path);
+  baselines::DenseModel m{nullptr};
+  if (j.is_object() && j.value("architecture", std::string()) == "dense")
+    m = baselines::load_dense(dir);
+  else
+    m = hf::load_hf_model(dir);
+  m->eval();
+  return m;
+}
+
+void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::string& base_dir,
+                  const nlohmann::json& extra) {
+  fs::create_directories(dir);
+  const auto& lc = m.lora->config();
+  save_tensors((fs::path(dir) / "adapter_model.safetensors").string(), m.lora->peft_tensors(),
+               {{"format", "pt"}});
+  save_tensors((fs::path(dir) / "gates.safetensors").string(),
+               {{"gates.weight", m.gates->weight}, {"gates.bias", m.gates->bias}}, {{"format", "pt"}});
+  nlohmann::json peft = {{"peft_type", "LORA"},
+                         {"task_type", "CAUSAL_LM"},
+                         {"base_model_name_or_path", base_dir},
+                         {"r", lc.rank},
+                         {"lora_alpha", lc.alpha},
+                         {"lora_dropout", 0.0},
+                         {"target_modules", lc.targets},
+                         {"bias", "none"},
+                         {"fan_in_fan_out", false},
+                         {"inference_mode", true}};
+  write_json((fs::path(dir) / "adapter_config.json").string(), peft);
+  write_json((fs::path(dir) / "layerroute.json").string(), {{"base", base_dir},
+                                                            {"lora", to_json(lc)},
+                                                            {"gates", to_json(m.gates->config())},
+                                                            {"extra", extra}});
+}
+
+void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {
+  const auto ap = (fs::path(dir) / "adapter_model.safetensors").string();
+  m.lora->load_peft_tensors(load_tensors(ap), ap);
+  const auto gp = (fs::path(dir) / "gates.safetensors").string();
+  auto g = load_tensors(gp);
+  require(g.size() == 2, gp, "expected exactly the tensors gates.weight and gates.bias");
+  torch::NoGradGuard ng;
+  for (auto& [name, t] : g) {
+    torch::Tensor* dst = name == "gates.weight" ? &m.gates->weight : name == "gates.bias" ? &m.gates->bias : nullptr;
+    if (!dst) throw InputError(gp + ": unexpected tensor '" + name + "' (expected gates.weight, gates.bias)");
+    if (t.sizes() != dst->sizes())
+      throw InputError(gp + ": tensor '" + name + "' has shape " + c10::str(t.sizes()) + ", expected " +
+                       c10::str(dst->sizes()));
+    if (!t.is_floating_point() || !torch::isfinite(t).all().item<bool>())
+      throw InputError(gp + ": tensor '" + name + "' must hold finite float values");
+    dst->copy_(t);
+  }
+}
+
+AdapterInfo read_adapter_info(const std::string& dir) {
+  const auto p = (fs::path(dir) / "layerroute.json").string();
+  auto j = io::read_json_file(p);
+  util::JsonFields f(j, p);
+  AdapterInfo a;
+  f.get("base", a.base_dir);
+  const auto* l = f.raw("lora");
+  const auto* g = f.raw("gates");
+  require(l && g, p, "fields 'lora' and 'gates' are required");
+  a.lora = lora_config_from_json(*l, p + ": lora");
+  a.gates = gate_config_from_json(*g, p + ": gates");
+  if (const auto* e = f.raw("extra")) a.extra = *e;
+  f.reject_unknown();
+  return a;
+}
+
+GatedModel load_gated_model(const std::string& dir, const std::string& base_dir) {
+  auto info = read_adapter_info(dir);
+  const std::string b = base_dir.empty() ? info.base_dir : base_dir;
+  require(!b.empty(), dir + "/layerroute.json", "no base model recorded; pass the base directory");
+  GatedModel m(load_base_model(b), info.lora, info.gates, 0);
+  load_adapter_weights(*m, dir);
+  m->eval();
+  return m;
+}
+
+}  // namespace lol::layerroute

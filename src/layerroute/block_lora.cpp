@@ -1,0 +1,54 @@
+#include "layerroute/block_lora.h"
+
+#include "nn/attention.h"
+
+namespace lol::layerroute {
+
+namespace {
+torch::Tensor proj(torch::nn::Linear& lin, int64_t layer, const char* name, const LoraImpl* lora,
+                   const torch::Tensor& x) {
+  auto y = lin(x);
+  return lora ? lora->add(layer, name, x, y) : y;
+}
+}  // namespace
+
+void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& h,
+               const torch::Tensor& pos, nn::RoPE& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) {
+  auto& at = *blk.self_attn;
+  const auto& s = at.shape;
+  const int64_t N = h.size(0);
+  q = rope.apply(proj(at.q_proj, layer, "q_proj", lora, h).view({N, s.n_heads, s.head_dim}), pos);
+  k = rope.apply(proj(at.k_proj, layer, "k_proj", lora, h).view({N, s.n_kv_heads, s.head_dim}), pos);
+  v = proj(at.v_proj, layer, "v_proj", lora, h).view({N, s.n_kv_heads, s.head_dim});
+}
+
+torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o) {
+  return proj(blk.self_attn->o_proj, layer, "o_proj", lora, o);
+}
+
+torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn) {
+  auto m = blk.post_attention_layernorm(x_attn);
+  auto& mlp = *blk.mlp;
+  auto g = proj(mlp.gate_proj, layer, "gate_proj", lora, m);
+  auto u = proj(mlp.up_proj, layer, "up_proj", lora, m);
+  return proj(mlp.down_proj, layer, "down_proj", lora, torch::silu(g) * u);
+}
+
+torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x,
+                               const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope) {
+  const auto& s = blk.self_attn->shape;
+  const int64_t N = x.size(0);
+  auto h = blk.input_layernorm(x);
+  torch::Tensor q, k, v;
+  block_qkv(blk, layer, lora, h, pos, rope, q, k, v);
+  auto qp = seg.to_padded(q).permute({0, 2, 1, 3}).contiguous();  // [S, H, L, hd]
+  auto kp = seg.to_padded(k).permute({0, 2, 1, 3}).contiguous();
+  auto vp = seg.to_padded(v).permute({0, 2, 1, 3}).contiguous();
+  auto allowed = nn::segment_causal_mask(seg.slot_valid, torch::Tensor());
+  auto o = nn::masked_attention(qp, kp, vp, allowed);                                   // [S, H, L, hd]
+  auto flat = seg.from_padded(o.permute({0, 2, 1, 3}).contiguous()).view({N, s.n_heads * s.head_dim});
+  auto a = block_o(blk, layer, lora, flat);
+  return a + block_mlp(blk, layer, lora, x + a);
+}
+
+}  // namespace lol::layerroute

@@ -1,0 +1,35 @@
+// The pieces of one pre-norm decoder block (nn/block.h, Llama/Qwen2 layout) with
+// LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
+// runs normally, with LoRA adapters active"). Shared by the gated model's forward
+// (gated_model.h) and the KV-cached gated decoder (decode.h). `lora` may be null
+// (plain or merged weights). Full causal attention only.
+#pragma once
+#include <cstdint>
+
+#include <torch/types.h>
+
+#include "layerroute/lora.h"
+#include "nn/block.h"
+#include "nn/rope.h"
+#include "nn/segments.h"
+
+namespace lol::layerroute {
+
+/// q/k/v of the block's attention for normed inputs h [N, d]: q [N, H, hd] and
+/// k, v [N, Hkv, hd], RoPE applied to q and k at positions pos [N] int64.
+void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& h,
+               const torch::Tensor& pos, nn::RoPE& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v);
+
+/// o_proj (+ LoRA) of the attention output o [N, H * hd] -> [N, d].
+torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o);
+
+/// post_attention_layernorm + SwiGLU MLP (+ LoRA) of the state after attention,
+/// x_attn [N, d] -> mlp output [N, d] (the residual is not added).
+torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn);
+
+/// Residual update of block `layer` over causal segments: x [N, d] -> attn + mlp [N, d],
+/// equal to nn::BlockImpl::delta (full attention, no FiLM) when lora is null or B = 0.
+torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x,
+                               const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope);
+
+}  // namespace lol::layerroute

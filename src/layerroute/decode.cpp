@@ -1,0 +1,89 @@
+#include "layerroute/decode.h"
+
+#include <chrono>
+
+#include "layerroute/block_lora.h"
+#include "nn/attention.h"
+#include "util/error.h"
+
+namespace lol::layerroute {
+
+Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt, int64_t new_tokens, GateMode mode,
+                          bool use_lora) {
+  const auto& c = m.base->config();
+  require(!prompt.empty(), "layerroute generate", "empty prompt");
+  require(new_tokens >= 1, "layerroute generate", "new_tokens must be >= 1");
+  const int64_t P = int64_t(prompt.size()), maxlen = P + new_tokens;
+  require(maxlen <= c.max_seq_len, "layerroute generate",
+          "prompt (" + std::to_string(P) + ") + new tokens (" + std::to_string(new_tokens) + ") exceeds max_seq_len " +
+              std::to_string(c.max_seq_len));
+  for (auto t : prompt)
+    require(t >= 0 && t < c.vocab_size, "layerroute generate", "token id " + std::to_string(t) + " outside the vocabulary");
+  c10::InferenceMode im;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto dev = m.base->embed_tokens->weight.device();
+  const LoraImpl* lo = use_lora ? m.lora.get() : nullptr;
+  const int64_t L = c.n_layers;
+  auto iopt = torch::TensorOptions(torch::kInt64).device(dev);
+  Generation g;
+  g.open.assign(size_t(L), 0);
+
+  // Prefill: decide each gate from the prompt states entering its block.
+  auto h = m.base->embed_tokens(torch::tensor(prompt, iopt));  // [P, d]
+  auto pos = torch::arange(P, iopt);
+  std::vector<torch::Tensor> kc(static_cast<size_t>(L)), vc(static_cast<size_t>(L));
+  auto causal = torch::ones({1, P, P}, torch::TensorOptions(torch::kBool).device(dev)).tril();
+  for (int64_t i = 0; i < L; ++i) {
+    bool open = mode == GateMode::Open;
+    if (mode == GateMode::Learned || mode == GateMode::BiasOnly)
+      open = m.gates->score(i, h.mean(0, true), mode == GateMode::BiasOnly).item<float>() > 0.0f;
+    if (!open) continue;
+    g.open[size_t(i)] = 1;
+    ++g.executed_layers;
+    auto& blk = *m.base->layers[i]->as<nn::Block>();
+    const auto& s = blk.self_attn->shape;
+    torch::Tensor q, k, v;
+    block_qkv(blk, i, lo, blk.input_layernorm(h), pos, m.base->rope, q, k, v);
+    kc[size_t(i)] = torch::empty({1, s.n_kv_heads, maxlen, s.head_dim}, h.options());
+    vc[size_t(i)] = torch::empty({1, s.n_kv_heads, maxlen, s.head_dim}, h.options());
+    kc[size_t(i)].narrow(2, 0, P).copy_(k.permute({1, 0, 2}).unsqueeze(0));
+    vc[size_t(i)].narrow(2, 0, P).copy_(v.permute({1, 0, 2}).unsqueeze(0));
+    g.cache_bytes += 2 * kc[size_t(i)].numel() * int64_t(kc[size_t(i)].element_size());
+    auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, P),
+                                  vc[size_t(i)].narrow(2, 0, P), causal);  // [1, H, P, hd]
+    auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({P, s.n_heads * s.head_dim}));
+    h = h + a;
+    h = h + block_mlp(blk, i, lo, h);
+  }
+  auto last = m.base->logits(m.base->norm(h.narrow(0, P - 1, 1)));  // [1, V]
+  int64_t tok = last.argmax(-1).item<int64_t>();
+  g.tokens.push_back(tok);
+
+  // Decoding: one token at a time through the open layers only.
+  for (int64_t t = 1; t < new_tokens; ++t) {
+    const int64_t p = P + t - 1;  // position of the token being fed
+    auto x = m.base->embed_tokens(torch::full({1}, tok, iopt));  // [1, d]
+    auto pp = torch::full({1}, p, iopt);
+    auto allowed = torch::ones({1, 1, p + 1}, torch::TensorOptions(torch::kBool).device(dev));
+    for (int64_t i = 0; i < L; ++i) {
+      if (!g.open[size_t(i)]) continue;
+      auto& blk = *m.base->layers[i]->as<nn::Block>();
+      const auto& s = blk.self_attn->shape;
+      torch::Tensor q, k, v;
+      block_qkv(blk, i, lo, blk.input_layernorm(x), pp, m.base->rope, q, k, v);
+      kc[size_t(i)].narrow(2, p, 1).copy_(k.permute({1, 0, 2}).unsqueeze(0));
+      vc[size_t(i)].narrow(2, p, 1).copy_(v.permute({1, 0, 2}).unsqueeze(0));
+      auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p + 1),
+                                    vc[size_t(i)].narrow(2, 0, p + 1), allowed);  // [1, H, 1, hd]
+      auto a = block_o(blk, i, lo, o.reshape({1, s.n_heads * s.head_dim}));
+      x = x + a;
+      x = x + block_mlp(blk, i, lo, x);
+    }
+    tok = m.base->logits(m.base->norm(x)).argmax(-1).item<int64_t>();
+    g.tokens.push_back(tok);
+  }
+  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return g;
+}
+
+}  // namespace lol::layerroute

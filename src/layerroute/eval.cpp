@@ -1,0 +1,154 @@
+#include "layerroute/eval.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/module_io.h"
+#include "layerroute/decode.h"
+#include "training/batcher.h"
+#include "training/loss.h"
+#include "util/error.h"
+
+namespace lol::layerroute {
+
+double median(std::vector<double> v) {
+  require(!v.empty(), "median", "no values");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json EvalReport::to_json() const {
+  return {{"n_layers", n_layers},
+          {"samples", samples},
+          {"ppl_base", ppl_base},
+          {"ppl_open", ppl_open},
+          {"ppl_gated", ppl_gated},
+          {"ppl_delta_vs_base", ppl_gated - ppl_base},
+          {"ppl_delta_vs_open", ppl_gated - ppl_open},
+          {"layer_sigma", layer_sigma},
+          {"layer_open", layer_open},
+          {"nontrivial", nontrivial},
+          {"executed_mean", executed_mean},
+          {"ideal_speedup", ideal_speedup},
+          {"decode_executed_mean", decode_executed_mean},
+          {"decode_ideal_speedup", decode_ideal_speedup},
+          {"ideal_speedup_fixed", ideal_speedup_fixed},
+          {"speedup", speedup},
+          {"speedup_over_ideal", decode_ideal_speedup > 0 ? speedup / decode_ideal_speedup : 0.0},
+          {"speedup_over_ideal_fixed", ideal_speedup_fixed > 0 ? speedup / ideal_speedup_fixed : 0.0},
+          {"t_open_ms", t_open_ms},
+          {"t_gated_ms", t_gated_ms},
+          {"t_closed_ms", t_closed_ms},
+          {"timing_pairs", timing_pairs},
+          {"pair_ratios", pair_ratios}};
+}
+
+EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& samples, const EvalOptions& opt) {
+  require(!samples.empty(), "layerroute eval", "no evaluation samples");
+  require(opt.batch_size >= 1 && opt.repeats >= 1 && opt.new_tokens >= 1, "layerroute eval",
+          "batch_size, repeats and new_tokens must be >= 1");
+  m.eval();
+  const int64_t L = m.n_layers();
+  EvalReport r;
+  r.n_layers = L;
+  r.samples = int64_t(samples.size());
+  const auto dev = m.base->embed_tokens->weight.device();
+  double ce_base = 0, ce_open = 0, ce_gated = 0;
+  int64_t targets = 0, executed = 0;
+  auto sigma_sum = torch::zeros({L}, torch::kFloat64), open_sum = torch::zeros({L}, torch::kFloat64),
+       flip_sum = torch::zeros({L}, torch::kFloat64);
+  {
+    torch::NoGradGuard ng;
+    for (size_t s = 0; s < samples.size(); s += size_t(opt.batch_size)) {
+      std::vector<const Example*> rows;
+      for (size_t k = s; k < std::min(samples.size(), s + size_t(opt.batch_size)); ++k) rows.push_back(&samples[k]);
+      auto b = training::to_device(make_batch(rows), dev);
+      GatedOptions base_o{GateMode::Open, false, false}, open_o{GateMode::Open, false, true}, gated_o{opt.mode, false, true};
+      ce_base += training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, base_o).logits, b.targets, b.target_mask).item<double>();
+      ce_open += training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, open_o).logits, b.targets, b.target_mask).item<double>();
+      auto g = m.forward(b.tokens, b.doc_ids, gated_o);
+      ce_gated += training::masked_ce_sum(g.logits, b.targets, b.target_mask).item<double>();
+      targets += b.n_targets;
+      executed += g.executed_blocks;
+      sigma_sum += g.sigma.sum(0).to(torch::kCPU, torch::kFloat64);
+      open_sum += g.open.sum(0).to(torch::kCPU, torch::kFloat64);
+      // Non-triviality: decision with the input term vs. bias only (same states).
+      auto bias_open = (m.gates->bias > 0).unsqueeze(0).expand_as(g.open);
+      flip_sum += (g.open != bias_open).sum(0).to(torch::kCPU, torch::kFloat64);
+    }
+  }
+  const double n = double(samples.size()), nt = double(std::max<int64_t>(targets, 1));
+  r.ppl_base = std::exp(ce_base / nt);
+  r.ppl_open = std::exp(ce_open / nt);
+  r.ppl_gated = std::exp(ce_gated / nt);
+  auto vec = [&](const torch::Tensor& t) {
+    auto c = (t / n).contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + L);
+  };
+  r.layer_sigma = vec(sigma_sum);
+  r.layer_open = vec(open_sum);
+  r.nontrivial = vec(flip_sum);
+  r.executed_mean = double(executed) / n;
+  r.ideal_speedup = r.executed_mean > 0 ? double(L) / r.executed_mean : 0;
+
+  if (opt.timing_samples <= 0) return r;
+  // Timing on merged weights (no LoRA side path): the same kernels for both arms.
+  baselines::DenseModel merged(m.base->config());
+  load_module(*merged, module_state(*m.base), "layerroute eval (base copy)");
+  merged->to(dev);
+  m.lora->merge_into(*merged);
+  merged->eval();
+  GatedModel tm(merged, m.lora->config(), m.gates->config(), 0);
+  {
+    torch::NoGradGuard ng;
+    tm->gates->weight.copy_(m.gates->weight);
+    tm->gates->bias.copy_(m.gates->bias);
+  }
+  std::vector<double> t_open, t_gated, t_closed, ratios;
+  double dec_exec = 0;
+  const int64_t nts = std::min<int64_t>(opt.timing_samples, r.samples);
+  const int64_t max_prompt = std::min(opt.max_prompt, m.base->config().max_seq_len - opt.new_tokens);
+  require(max_prompt >= 1, "layerroute eval", "new_tokens leaves no room for a prompt within max_seq_len");
+  // Warm-up (allocator, thread pool).
+  {
+    const auto& e = samples[0];
+    std::vector<int64_t> p(e.tokens.begin(), e.tokens.begin() + std::max<int64_t>(1, std::min(e.prompt_len, max_prompt)));
+    generate_gated(*tm, p, opt.new_tokens, GateMode::Open, false);
+  }
+  for (int64_t s = 0; s < nts; ++s) {
+    const auto& e = samples[size_t(s)];
+    int64_t plen = std::max<int64_t>(1, e.prompt_len > 0 ? e.prompt_len : int64_t(e.tokens.size()));
+    const int64_t start = std::max<int64_t>(0, plen - max_prompt);
+    std::vector<int64_t> prompt(e.tokens.begin() + start, e.tokens.begin() + plen);
+    for (int64_t k = 0; k < opt.repeats; ++k) {
+      Generation go, gg;
+      if (k % 2 == 0) {
+        go = generate_gated(*tm, prompt, opt.new_tokens, GateMode::Open, false);
+        gg = generate_gated(*tm, prompt, opt.new_tokens, opt.mode, false);
+      } else {
+        gg = generate_gated(*tm, prompt, opt.new_tokens, opt.mode, false);
+        go = generate_gated(*tm, prompt, opt.new_tokens, GateMode::Open, false);
+      }
+      require(go.executed_layers == L, "layerroute eval", "forced-open run did not execute every layer");
+      t_open.push_back(go.seconds);
+      t_gated.push_back(gg.seconds);
+      ratios.push_back(go.seconds / gg.seconds);
+      dec_exec += double(gg.executed_layers);
+    }
+    t_closed.push_back(generate_gated(*tm, prompt, opt.new_tokens, GateMode::Closed, false).seconds);
+  }
+  r.timing_pairs = int64_t(ratios.size());
+  r.pair_ratios = ratios;
+  r.speedup = median(ratios);
+  r.t_open_ms = 1e3 * median(t_open);
+  r.t_gated_ms = 1e3 * median(t_gated);
+  r.t_closed_ms = 1e3 * median(t_closed);
+  r.decode_executed_mean = dec_exec / double(ratios.size());
+  r.decode_ideal_speedup = r.decode_executed_mean > 0 ? double(L) / r.decode_executed_mean : 0;
+  const double t_layer = (r.t_open_ms - r.t_closed_ms) / double(L);
+  r.ideal_speedup_fixed = t_layer > 0 ? r.t_open_ms / (r.t_closed_ms + r.decode_executed_mean * t_layer) : 0;
+  return r;
+}
+
+}  // namespace lol::layerroute

@@ -1,0 +1,61 @@
+// Measurements of `lol layerroute eval` (paper section 5, issue 11), on held-out samples:
+//  - perplexity over assistant tokens of the backbone alone (no LoRA, all layers), of
+//    the adapted model with every gate open, and of the gated model (closed layers
+//    skipped); the deltas gated - backbone (paper's quality claim) and gated - open;
+//  - gate statistics of the gated forward: per layer mean sigma ("converged gate
+//    value"), share of samples open, and non-triviality: the share of samples whose
+//    decision changes when the input term w_i . h is zeroed (paper 5.4);
+//  - executed layers per sample and the ideal speedup L / executed they imply;
+//  - wall-clock speedup of greedy generation (decode.h, gates decided at prefill)
+//    against every gate forced open, measured in the same process: for each timing
+//    sample and repeat, one open and one gated run back to back (order alternating),
+//    ratio t_open / t_gated per pair, median over all pairs. A run with every gate
+//    closed measures the fixed cost (embedding, final norm, LM head, sampling) and
+//    gives the ideal speedup that accounts for it.
+// Generation timing runs on a copy of the backbone with the adapters merged, so
+// adapted and forced-open runs use identical kernels.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "layerroute/data.h"
+#include "layerroute/gated_model.h"
+
+namespace lol::layerroute {
+
+struct EvalOptions {
+  int64_t batch_size = 4;       ///< samples per forward for perplexity / gate statistics
+  int64_t timing_samples = 16;  ///< samples used for wall-clock timing (0 = none)
+  int64_t repeats = 3;          ///< timed pairs per timing sample
+  int64_t new_tokens = 32;      ///< generated tokens per timed run
+  int64_t max_prompt = 256;     ///< prompts are cut to their last max_prompt tokens
+  GateMode mode = GateMode::Learned;
+};
+
+struct EvalReport {
+  int64_t n_layers = 0, samples = 0, timing_pairs = 0;
+  double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
+  std::vector<double> layer_sigma;   ///< [L] mean sigma over samples
+  std::vector<double> layer_open;    ///< [L] share of samples whose gate is open
+  std::vector<double> nontrivial;    ///< [L] share of samples whose decision flips without w_i . h
+  double executed_mean = 0;          ///< executed layers per sample (perplexity forward)
+  double ideal_speedup = 0;          ///< n_layers / executed_mean
+  double decode_executed_mean = 0;   ///< executed layers per timed generation (prefill decisions)
+  double decode_ideal_speedup = 0;   ///< n_layers / decode_executed_mean
+  double ideal_speedup_fixed = 0;    ///< (t_closed + L t_layer) / (t_closed + E t_layer) from the measured times
+  double speedup = 0;                ///< median over pairs of t_open / t_gated
+  double t_open_ms = 0, t_gated_ms = 0, t_closed_ms = 0;  ///< medians per run
+  std::vector<double> pair_ratios;
+  nlohmann::json to_json() const;
+};
+
+/// Runs every measurement above on `samples` (examples with a loss mask). InputError
+/// for an empty sample set.
+EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& samples, const EvalOptions& opt);
+
+/// Median of a non-empty vector (mean of the two middle values for even sizes).
+double median(std::vector<double> v);
+
+}  // namespace lol::layerroute

@@ -1,0 +1,110 @@
+#include "layerroute/gated_model.h"
+
+#include <map>
+
+#include "baselines/attention_layout.h"
+#include "layerroute/block_lora.h"
+#include "util/error.h"
+
+namespace lol::layerroute {
+
+GateMode parse_gate_mode(const std::string& s, const std::string& flag) {
+  if (s == "learned") return GateMode::Learned;
+  if (s == "bias-only") return GateMode::BiasOnly;
+  if (s == "open") return GateMode::Open;
+  if (s == "closed") return GateMode::Closed;
+  throw InputError(flag + " = '" + s + "': expected learned, bias-only, open or closed");
+}
+
+const char* gate_mode_name(GateMode m) {
+  switch (m) {
+    case GateMode::Learned: return "learned";
+    case GateMode::BiasOnly: return "bias-only";
+    case GateMode::Open: return "open";
+    case GateMode::Closed: return "closed";
+  }
+  return "?";
+}
+
+void require_full_attention(const baselines::DenseConfig& c, const std::string& where) {
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    if (c.layer_attention(i).kind != baselines::AttentionKind::Full)
+      throw InputError(where + ": layer " + std::to_string(i) +
+                       " does not use full attention; LayerRoute needs a full-attention (Qwen2/Llama) model");
+}
+
+GatedModelImpl::GatedModelImpl(baselines::DenseModel b, const LoraConfig& lc, const GateConfig& gc, uint64_t seed)
+    : base(std::move(b)) {
+  require_full_attention(base->config(), "LayerRoute base model");
+  for (auto& p : base->parameters()) p.set_requires_grad(false);
+  register_module("base", base);
+  lora = register_module("lora", Lora(*base, lc, seed));
+  gates = register_module("gates", Gates(base->config().n_layers, base->config().d_model, gc, seed + 1,
+                                         base->embed_tokens->weight.device()));
+}
+
+GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids,
+                                    const GatedOptions& opt) {
+  const auto& c = base->config();
+  baselines::check_tokens(tokens, c.vocab_size, c.max_seq_len, "LayerRoute model");
+  const int64_t B = tokens.size(0), T = tokens.size(1), d = c.d_model, L = c.n_layers;
+  const auto dev = base->embed_tokens->weight.device();
+  auto docs = doc_ids.defined() ? doc_ids.to(dev) : torch::zeros({B, T}, torch::TensorOptions(torch::kInt64).device(dev));
+  baselines::TokenLayout full(B, T, docs, dev);
+  auto valid = docs >= 0;  // [B, T]
+  const LoraImpl* lo = opt.use_lora ? lora.get() : nullptr;
+
+  auto h = base->embed_tokens(tokens.to(dev));  // [B, T, d]
+  GatedOutput out;
+  auto f32 = torch::TensorOptions(torch::kFloat32).device(dev);
+  std::vector<torch::Tensor> scores, sigmas, opens;
+  std::map<std::vector<int64_t>, std::unique_ptr<baselines::TokenLayout>> sub_layouts;
+
+  for (int64_t i = 0; i < L; ++i) {
+    auto& blk = *base->layers[i]->as<nn::Block>();
+    torch::Tensor s, sigma, open;
+    if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
+      s = gates->score(i, mean_pool(h, valid), opt.mode == GateMode::BiasOnly);
+      sigma = torch::sigmoid(s);
+      open = sigma > 0.5;
+    } else {
+      s = torch::zeros({B}, f32);
+      sigma = torch::full({B}, opt.mode == GateMode::Open ? 1.0 : 0.0, f32);
+      open = sigma > 0.5;
+    }
+    scores.push_back(s);
+    sigmas.push_back(sigma);
+    opens.push_back(open);
+    if (opt.ste) {
+      auto delta = block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope);
+      auto g = (opt.mode == GateMode::Open || opt.mode == GateMode::Closed) ? sigma : ste_gate(sigma);
+      h = h + g.to(h.scalar_type()).view({B, 1, 1}) * delta.view({B, T, d});
+      out.executed_blocks += B;
+      continue;
+    }
+    // Skip: run the block only on the open rows.
+    auto rows_t = open.nonzero().view({-1}).to(torch::kCPU);
+    const int64_t n_open = rows_t.numel();
+    if (n_open == 0) continue;
+    out.executed_blocks += n_open;
+    if (n_open == B) {
+      auto delta = block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope);
+      h = h + delta.view({B, T, d});
+      continue;
+    }
+    std::vector<int64_t> rows(rows_t.data_ptr<int64_t>(), rows_t.data_ptr<int64_t>() + n_open);
+    auto& lay = sub_layouts[rows];
+    auto idx = rows_t.to(dev);
+    if (!lay) lay = std::make_unique<baselines::TokenLayout>(n_open, T, docs.index_select(0, idx), dev);
+    auto x = h.index_select(0, idx).reshape({n_open * T, d});
+    auto delta = block_delta_lora(blk, i, lo, x, lay->document_segments(), lay->pos(), base->rope);
+    h = h.index_add(0, idx, delta.view({n_open, T, d}));
+  }
+  out.logits = base->logits(base->norm(h));
+  out.scores = torch::stack(scores, 1);
+  out.sigma = torch::stack(sigmas, 1);
+  out.open = torch::stack(opens, 1);
+  return out;
+}
+
+}  // namespace lol::layerroute

@@ -1,0 +1,76 @@
+// LayerRoute's gated model (paper 3.1-3.2): a frozen dense model (baselines::DenseModel,
+// the Hugging Face Qwen2/Llama layout) with LoRA adapters and one skip gate per layer:
+//   h_{i+1} = g_i Block_i(h_i) + (1 - g_i) h_i,   g_i = 1[sigmoid(w_i . mean(h_i) + b_i) > 0.5]
+// Gates are per sample (sequence-level routing): a row of the batch is one sample and
+// the mean runs over its non-padding tokens.
+//
+// Two ways to run it (paper 3.2, "inference-time compute realization"):
+//  - STE (training): every block runs for every row; the gate multiplies the block's
+//    update with the straight-through value, so the gradient reaches sigma_i even
+//    when g_i = 0.
+//  - Skip (inference): block i runs only on the rows whose gate is open; a closed
+//    row's states are not touched, no computation is made for it.
+// Both give the same values (up to the rows that a batched attention pads).
+#pragma once
+#include <cstdint>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "baselines/dense_model.h"
+#include "layerroute/config.h"
+#include "layerroute/gates.h"
+#include "layerroute/lora.h"
+
+namespace lol::layerroute {
+
+/// How the gate decisions are made.
+enum class GateMode {
+  Learned,   ///< s_i = w_i . hbar_i + b_i (the method)
+  BiasOnly,  ///< s_i = b_i: the input-dependent term zeroed (paper 5.4 ablation)
+  Open,      ///< every gate forced open: the full-model baseline (`--gates open`)
+  Closed,    ///< every gate forced closed (embedding -> norm -> head; fixed-cost measurement)
+};
+/// "learned" | "bias-only" | "open" | "closed"; InputError naming `flag` otherwise.
+GateMode parse_gate_mode(const std::string& s, const std::string& flag = "--gates");
+const char* gate_mode_name(GateMode m);
+
+struct GatedOptions {
+  GateMode mode = GateMode::Learned;
+  bool ste = false;      ///< true: run every block, straight-through gates (training); false: skip closed rows
+  bool use_lora = true;  ///< false: the frozen backbone's own projections
+};
+
+struct GatedOutput {
+  torch::Tensor logits;  ///< [batch, seq, vocab]
+  torch::Tensor scores;  ///< [batch, n_layers] float32 gate logits s_i (Learned/BiasOnly; 0 for forced modes)
+  torch::Tensor sigma;   ///< [batch, n_layers] float32 sigmoid(s_i), differentiable (STE mode)
+  torch::Tensor open;    ///< [batch, n_layers] bool hard decisions actually applied
+  int64_t executed_blocks = 0;  ///< block evaluations on samples (rows): sum over layers of rows run
+};
+
+class GatedModelImpl : public torch::nn::Module {
+ public:
+  /// Wraps `base` (frozen: its parameters get requires_grad = false) with fresh
+  /// adapters (seed) and gates (seed + 1). Throws InputError unless every layer of
+  /// the base uses full attention, or for invalid configs.
+  GatedModelImpl(baselines::DenseModel base, const LoraConfig& lora, const GateConfig& gates, uint64_t seed);
+
+  /// tokens [batch, seq] int64; doc_ids [batch, seq] int64 with -1 for padding (one
+  /// sample per row; undefined = no padding). Returns logits and gate statistics (see
+  /// GatedOutput). Throws InputError for bad tokens (baselines::check_tokens).
+  GatedOutput forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids, const GatedOptions& opt);
+
+  int64_t n_layers() const { return base->config().n_layers; }
+
+  baselines::DenseModel base;
+  Lora lora{nullptr};
+  Gates gates{nullptr};
+};
+TORCH_MODULE(GatedModel);
+
+/// The base model's layers that are not "full" attention (LayerRoute decodes with
+/// full attention only) -> InputError naming `where`.
+void require_full_attention(const baselines::DenseConfig& c, const std::string& where);
+
+}  // namespace lol::layerroute

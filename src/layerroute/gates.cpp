@@ -1,0 +1,37 @@
+#include "layerroute/gates.h"
+
+#include <cmath>
+
+namespace lol::layerroute {
+
+torch::Tensor mean_pool(const torch::Tensor& h, const torch::Tensor& valid) {
+  auto m = valid.to(torch::kFloat32).unsqueeze(-1);  // [B, T, 1]
+  auto sum = (h.to(torch::kFloat32) * m).sum(1);     // [B, d]
+  return sum / m.sum(1).clamp_min(1.0);
+}
+
+torch::Tensor ste_gate(const torch::Tensor& sigma) {
+  auto hard = (sigma > 0.5).to(sigma.scalar_type());
+  return hard + (sigma - sigma.detach());
+}
+
+GatesImpl::GatesImpl(int64_t n_layers, int64_t d_model, const GateConfig& cfg, uint64_t seed,
+                     const torch::Device& device)
+    : cfg_(cfg) {
+  cfg_.validate("gate config");
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double bound = 1.0 / std::sqrt(double(d_model));
+  auto w = torch::empty({n_layers, d_model}, torch::kFloat32).uniform_(-bound, bound, gen);
+  auto b = torch::empty({n_layers}, torch::kFloat32);
+  for (int64_t i = 0; i < n_layers; ++i) b[i] = cfg_.init_bias(i, n_layers);
+  weight = register_parameter("weight", w.to(device));
+  bias = register_parameter("bias", b.to(device));
+}
+
+torch::Tensor GatesImpl::score(int64_t layer, const torch::Tensor& hbar, bool bias_only) const {
+  auto b = bias[layer];
+  if (bias_only) return b.expand({hbar.size(0)});
+  return torch::matmul(hbar.to(torch::kFloat32), weight[layer]) + b;
+}
+
+}  // namespace lol::layerroute

@@ -1,0 +1,121 @@
+#include "layerroute/protocol.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "layerroute/adapter_io.h"
+#include "training/batcher.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lol::layerroute {
+
+nlohmann::json to_json(const SeedResult& r) {
+  return {{"seed", r.seed}, {"train_seconds", r.train_seconds}, {"last_step", to_json(r.last)},
+          {"eval", r.report.to_json()}};
+}
+
+std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vector<Example>& train,
+                                     const std::vector<Example>& heldout,
+                                     const std::function<void(const SeedResult&)>& on_seed) {
+  require(opt.seeds >= 1, "layerroute protocol", "--seeds must be >= 1");
+  require(!train.empty() && !heldout.empty(), "layerroute protocol", "training and held-out data must be non-empty");
+  std::vector<SeedResult> out;
+  for (int64_t k = 0; k < opt.seeds; ++k) {
+    SeedResult r;
+    r.seed = opt.first_seed + uint64_t(k);
+    GatedModel m(load_base_model(opt.base_dir), opt.lora, opt.gates, r.seed);
+    LayerRouteTrainable tr(m, opt.base_dir);
+    TrainOptions to = opt.train;
+    to.seed = r.seed;
+    const auto t0 = std::chrono::steady_clock::now();
+    r.last = train_layerroute(tr, train, to);
+    r.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Held-out selection seeded by the run's seed.
+    auto perm = training::epoch_permutation(int64_t(heldout.size()), r.seed, 0);
+    const int64_t n = opt.eval_samples > 0 ? std::min<int64_t>(opt.eval_samples, int64_t(heldout.size()))
+                                           : int64_t(heldout.size());
+    std::vector<Example> ev;
+    for (int64_t i = 0; i < n; ++i) ev.push_back(heldout[size_t(perm[size_t(i)])]);
+    r.report = evaluate_layerroute(*m, ev, opt.eval);
+    if (!opt.out_dir.empty())
+      save_adapter(*m, (fs::path(opt.out_dir) / ("seed-" + std::to_string(r.seed))).string(), opt.base_dir,
+                   to_json(r));
+    if (on_seed) on_seed(r);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+namespace {
+void mean_std(const std::vector<double>& v, double& mean, double& sd) {
+  mean = 0;
+  for (double x : v) mean += x;
+  mean /= double(v.size());
+  sd = 0;
+  for (double x : v) sd += (x - mean) * (x - mean);
+  sd = v.size() > 1 ? std::sqrt(sd / double(v.size() - 1)) : 0.0;
+}
+}  // namespace
+
+std::string protocol_tables(const std::vector<SeedResult>& rs) {
+  require(!rs.empty(), "protocol tables", "no results");
+  std::ostringstream o;
+  o << std::fixed;
+  o << "| seed | train s | final LM loss | gate mean | executed layers | ideal speedup | wall-clock speedup | "
+       "realized / ideal | ppl backbone | ppl open | ppl gated | delta vs backbone | delta vs open |\n"
+    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<double> sp, ppl_db, ppl_do, ex, ratio;
+  for (const auto& r : rs) {
+    const auto& e = r.report;
+    const double ri = e.decode_ideal_speedup > 0 ? e.speedup / e.decode_ideal_speedup : 0;
+    o << "| " << r.seed << " | " << std::setprecision(0) << r.train_seconds << " | " << std::setprecision(3)
+      << r.last.lm_loss << " | " << r.last.gate_mean << " | " << std::setprecision(2) << e.decode_executed_mean << " / "
+      << e.n_layers << " | " << std::setprecision(3) << e.decode_ideal_speedup << "x | " << e.speedup << "x | "
+      << std::setprecision(1) << 100 * ri << "% | " << std::setprecision(3) << e.ppl_base << " | " << e.ppl_open
+      << " | " << e.ppl_gated << " | " << std::showpos << e.ppl_gated - e.ppl_base << " | "
+      << e.ppl_gated - e.ppl_open << std::noshowpos << " |\n";
+    sp.push_back(e.speedup);
+    ppl_db.push_back(e.ppl_gated - e.ppl_base);
+    ppl_do.push_back(e.ppl_gated - e.ppl_open);
+    ex.push_back(e.decode_executed_mean);
+    ratio.push_back(ri);
+  }
+  double m, s;
+  o << "\nOver " << rs.size() << " seeds (mean +- std):";
+  mean_std(sp, m, s);
+  o << std::setprecision(3) << " speedup " << m << " +- " << s << " (min " << *std::min_element(sp.begin(), sp.end())
+    << ", max " << *std::max_element(sp.begin(), sp.end()) << ");";
+  mean_std(ratio, m, s);
+  o << std::setprecision(1) << " realized/ideal " << 100 * m << "% +- " << 100 * s << ";";
+  mean_std(ex, m, s);
+  o << std::setprecision(2) << " executed layers " << m << " +- " << s << ";";
+  mean_std(ppl_db, m, s);
+  o << std::setprecision(3) << " ppl delta vs backbone " << std::showpos << m << std::noshowpos << " +- " << s << ";";
+  mean_std(ppl_do, m, s);
+  o << " ppl delta vs open " << std::showpos << m << std::noshowpos << " +- " << s << ".\n\n";
+
+  const int64_t L = rs[0].report.n_layers;
+  o << "| layer | gate mean (sigma) | std over seeds | open share | non-trivial share |\n|---|---|---|---|---|\n";
+  for (int64_t i = 0; i < L; ++i) {
+    std::vector<double> sg, op, nt;
+    for (const auto& r : rs) {
+      sg.push_back(r.report.layer_sigma[size_t(i)]);
+      op.push_back(r.report.layer_open[size_t(i)]);
+      nt.push_back(r.report.nontrivial[size_t(i)]);
+    }
+    double ms, ss, mo, so, mn, sn;
+    mean_std(sg, ms, ss);
+    mean_std(op, mo, so);
+    mean_std(nt, mn, sn);
+    o << "| " << i << " | " << std::setprecision(3) << ms << " | " << std::setprecision(4) << ss << " | "
+      << std::setprecision(2) << mo << " | " << mn << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace lol::layerroute

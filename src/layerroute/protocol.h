@@ -1,0 +1,48 @@
+// The multi-seed reproducibility protocol (paper 4, "Reproducibility protocol", and
+// tables 1, 2, 4): for each seed, fresh gates and adapters initialised from the seed,
+// training with the seed's batch order, evaluation on held-out samples selected by
+// the same seed; then tables over seeds: converged gate mean/std per layer, speedup,
+// perplexity deltas, executed layers and non-triviality.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "layerroute/eval.h"
+#include "layerroute/train.h"
+
+namespace lol::layerroute {
+
+struct ProtocolOptions {
+  std::string base_dir;     ///< base model (HF folder or project dense checkpoint)
+  std::string out_dir;      ///< seed-<s>/ adapter directories + protocol.json
+  int64_t seeds = 3;
+  uint64_t first_seed = 0;  ///< seeds first_seed .. first_seed + seeds - 1
+  int64_t eval_samples = 100;  ///< held-out samples per seed (seeded selection; 0 = all)
+  LoraConfig lora;
+  GateConfig gates;
+  TrainOptions train;
+  EvalOptions eval;
+};
+
+struct SeedResult {
+  uint64_t seed = 0;
+  TrainLog last;        ///< last training step
+  double train_seconds = 0;
+  EvalReport report;
+};
+
+/// Runs the protocol. `on_seed` (optional) is called after each seed. InputError for
+/// empty data or bad options.
+std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vector<Example>& train,
+                                     const std::vector<Example>& heldout,
+                                     const std::function<void(const SeedResult&)>& on_seed = {});
+
+/// Markdown tables: per-seed summary, per-layer gate mean/std over seeds (with the
+/// band and non-triviality), and the means over seeds.
+std::string protocol_tables(const std::vector<SeedResult>& results);
+
+nlohmann::json to_json(const SeedResult& r);
+
+}  // namespace lol::layerroute

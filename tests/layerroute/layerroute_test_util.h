@@ -1,0 +1,78 @@
+// Shared fixtures of the LayerRoute tests: a tiny Qwen2-layout dense model and a
+// temporary directory.
+#pragma once
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "baselines/dense_model.h"
+#include "layerroute/gated_model.h"
+
+namespace lol::layerroute::test {
+
+inline baselines::DenseConfig tiny_config(int64_t layers = 6) {
+  baselines::DenseConfig c;
+  c.vocab_size = 61;
+  c.d_model = 32;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 48;
+  c.n_layers = layers;
+  c.max_seq_len = 128;
+  c.qkv_bias = true;
+  c.rope_theta = 10000;
+  return c;
+}
+
+inline baselines::DenseModel tiny_base(uint64_t seed = 3, int64_t layers = 6) {
+  baselines::DenseModel m(tiny_config(layers));
+  m->reset_parameters(seed);
+  m->eval();
+  return m;
+}
+
+/// Random tokens [B, T] and doc ids with row r holding lengths[r] tokens (rest padding).
+inline void random_batch(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed, torch::Tensor& tokens,
+                         torch::Tensor& docs) {
+  int64_t T = 0;
+  for (auto l : lengths) T = std::max(T, l);
+  const int64_t B = int64_t(lengths.size());
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  tokens = torch::randint(vocab, {B, T}, gen, torch::kInt64);
+  docs = torch::zeros({B, T}, torch::kInt64);
+  for (int64_t r = 0; r < B; ++r)
+    if (lengths[r] < T) {
+      docs[r].slice(0, lengths[r]).fill_(-1);
+      tokens[r].slice(0, lengths[r]).fill_(0);
+    }
+}
+
+/// Fills every LoRA B (and A) and the gate weights with seeded random values.
+inline void randomize_adapters(GatedModelImpl& m, uint64_t seed, double gate_scale = 1.0) {
+  torch::NoGradGuard ng;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& [name, t] : m.lora->peft_tensors()) t.copy_(torch::randn(t.sizes(), gen) * 0.05);
+  m.gates->weight.copy_(torch::randn(m.gates->weight.sizes(), gen) * gate_scale);
+}
+
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    std::random_device rd;
+    path_ = (std::filesystem::temp_directory_path() / ("lol_lr_" + tag + "_" + std::to_string(rd()))).string();
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace lol::layerroute::test

@@ -1,0 +1,112 @@
+// LoRA adapters (paper 3.1) and adapter files: B = 0 is the base model, merged ==
+// unmerged, PEFT names, bit-exact reload, strict loading.
+#include <filesystem>
+
+#include "core/module_io.h"
+#include "io/json_file.h"
+#include "layerroute/adapter_io.h"
+#include "layerroute_test_util.h"
+
+namespace lol::layerroute::test {
+namespace {
+
+GatedOptions open_gates(bool lora = true) {
+  GatedOptions o;
+  o.mode = GateMode::Open;
+  o.use_lora = lora;
+  return o;
+}
+
+TEST(LayerRouteLora, ZeroBLeavesLogitsUnchanged) {
+  auto base = tiny_base();
+  torch::Tensor tok, docs;
+  random_batch({10, 10}, 61, 3, tok, docs);
+  torch::NoGradGuard ng;
+  auto ref = base->forward(tok);
+  LoraConfig lc;
+  lc.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  GatedModel m(base, lc, GateConfig{}, 7);
+  for (auto& [n, t] : m->lora->peft_tensors())
+    if (n.find("lora_A") != std::string::npos) EXPECT_GT(t.abs().max().item<float>(), 0.0f) << n;
+  auto out = m->forward(tok, docs, open_gates());
+  EXPECT_TRUE(torch::allclose(out.logits, ref, 1e-5, 1e-5));
+  EXPECT_EQ(out.executed_blocks, 2 * 6);
+}
+
+TEST(LayerRouteLora, MergedEqualsUnmerged) {
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 8);
+  randomize_adapters(*m, 23);
+  torch::NoGradGuard ng;
+  torch::Tensor tok, docs;
+  random_batch({9, 12}, 61, 29, tok, docs);
+  auto unmerged = m->forward(tok, docs, open_gates(true));
+  auto plain = m->forward(tok, docs, open_gates(false));
+  EXPECT_GT((unmerged.logits - plain.logits).abs().max().item<float>(), 1e-3) << "adapters must matter";
+  baselines::DenseModel copy(m->base->config());
+  load_module(*copy, module_state(*m->base), "copy");
+  m->lora->merge_into(*copy);
+  auto valid = (docs >= 0).unsqueeze(-1).to(torch::kFloat32);
+  auto merged = copy->forward(tok, docs);
+  EXPECT_TRUE(torch::allclose(merged * valid, unmerged.logits * valid, 1e-4, 1e-4));
+  // Gated + merged weights without LoRA == gated + LoRA (learned gates too).
+  GatedModel mg(copy, LoraConfig{}, GateConfig{}, 0);
+  mg->gates->weight.copy_(m->gates->weight);
+  mg->gates->bias.copy_(m->gates->bias);
+  GatedOptions nolora;
+  nolora.use_lora = false;
+  auto a = m->forward(tok, docs, GatedOptions{});
+  auto b = mg->forward(tok, docs, nolora);
+  EXPECT_TRUE(torch::equal(a.open, b.open));
+  EXPECT_TRUE(torch::allclose(a.logits * valid, b.logits * valid, 1e-4, 1e-4));
+}
+
+TEST(LayerRouteLora, AdaptersReloadBitExactly) {
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 9);
+  randomize_adapters(*m, 31);
+  TempDir d("adapter");
+  save_adapter(*m, d.path(), "/some/base");
+  auto tensors = load_tensors(d.path() + "/adapter_model.safetensors");
+  ASSERT_EQ(tensors.size(), size_t(6 * 4 * 2));
+  EXPECT_EQ(tensors[0].first, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
+  EXPECT_EQ(tensors[1].first, "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight");
+  EXPECT_EQ(tensors[0].second.sizes(), torch::IntArrayRef({8, 32}));
+  auto cfg = io::read_json_file(d.path() + "/adapter_config.json");
+  EXPECT_EQ(cfg["peft_type"], "LORA");
+  EXPECT_EQ(cfg["r"], 8);
+  EXPECT_EQ(cfg["lora_alpha"], 16.0);
+  GatedModel r(tiny_base(), LoraConfig{}, GateConfig{}, 99);
+  load_adapter_weights(*r, d.path());
+  auto pa = m->lora->peft_tensors(), pb = r->lora->peft_tensors();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].second, pb[i].second)) << pa[i].first;
+  EXPECT_TRUE(torch::equal(m->gates->weight, r->gates->weight));
+  EXPECT_TRUE(torch::equal(m->gates->bias, r->gates->bias));
+  torch::NoGradGuard ng;
+  torch::Tensor tok, docs;
+  random_batch({7, 12}, 61, 37, tok, docs);
+  EXPECT_TRUE(torch::equal(m->forward(tok, docs, {}).logits, r->forward(tok, docs, {}).logits));
+  auto info = read_adapter_info(d.path());
+  EXPECT_EQ(info.base_dir, "/some/base");
+  EXPECT_EQ(info.lora.rank, 8);
+}
+
+TEST(LayerRouteLora, StrictLoadingNamesTheTensor) {
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 9);
+  TempDir d("strict");
+  save_adapter(*m, d.path(), "");
+  LoraConfig r4;
+  r4.rank = 4;
+  GatedModel other(tiny_base(), r4, GateConfig{}, 1);
+  try {
+    load_adapter_weights(*other, d.path());
+    FAIL() << "rank mismatch accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("lora_A.weight"), std::string::npos) << e.what();
+  }
+  LoraConfig bad;
+  bad.targets = {"q_proj", "qq_proj"};
+  EXPECT_THROW(bad.validate("x"), InputError);
+  EXPECT_THROW(parse_gate_mode("half"), InputError);
+}
+
+}  // namespace
+}  // namespace lol::layerroute::test
