@@ -34,7 +34,7 @@ TEST(LayerRouteData, AssistantOnlyLossMaskAndToolCalls) {
   for (size_t i = 0; i < e.tokens.size(); ++i)
     if (e.loss_mask[i]) m.push_back(e.tokens[i]);
   masked = tok.decode(m);
-  EXPECT_EQ(all.substr(0, 30), "<|im_start|>system\nSYS<|im_end|>");
+  EXPECT_EQ(all.rfind("<|im_start|>system\nSYS<|im_end|>", 0), 0u);
   EXPECT_EQ(masked, s.turns[1].content + "<|im_end|>" + "ok<|im_end|>");
   EXPECT_EQ(tok.decode(std::vector<int32_t>(e.tokens.begin(), e.tokens.begin() + e.prompt_len)).substr(all.size() > 0 ? 0 : 0),
             all.substr(0, all.rfind("ok<|im_end|>")));

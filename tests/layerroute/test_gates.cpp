@@ -97,7 +97,7 @@ TEST(LayerRouteGatedModel, ClosedGateRunsNoComputation) {
 
 TEST(LayerRouteGatedModel, PerSampleSkippingMatchesMaskedComputation) {
   GatedModel m(tiny_base(4), LoraConfig{}, GateConfig{}, 3);
-  randomize_adapters(*m, 11, 4.0);  // large w: decisions differ between samples
+  randomize_adapters(*m, 11, 400.0);  // large w: decisions differ between samples
   torch::NoGradGuard ng;
   torch::Tensor tok, docs;
   random_batch({12, 5, 9, 12, 3}, 61, 13, tok, docs);
@@ -125,7 +125,7 @@ TEST(LayerRouteGatedModel, PerSampleSkippingMatchesMaskedComputation) {
 
 TEST(LayerRouteGatedModel, BiasOnlyAblationDropsTheInputTerm) {
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 4);
-  randomize_adapters(*m, 17, 4.0);
+  randomize_adapters(*m, 17, 400.0);
   torch::NoGradGuard ng;
   torch::Tensor tok, docs;
   random_batch({8, 11, 6}, 61, 19, tok, docs);
