@@ -119,7 +119,7 @@ TEST(Checkpoint, DamagedSafetensorsFailWithClearErrors) {
   const std::string w = "model.embed_tokens.weight";
   std::vector<Damage> damages = {
       {"truncated data", [&] { write_bytes(st, std::vector<uint8_t>(good.begin(), good.end() - 10)); }, {st, "truncated"}},
-      {"shorter than 8 bytes", [&] { write_bytes(st, std::vector<uint8_t>(good.begin(), good.begin() + 5)); }, {st, "truncated"}},
+      {"shorter than 8 bytes", [&] { write_bytes(st, std::vector<uint8_t>(good.begin(), good.begin() + 5)); }, {st, "has only 5 bytes"}},
       {"header length past EOF",
        [&] {
          auto b = good;
