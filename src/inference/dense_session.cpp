@@ -16,20 +16,6 @@ torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
   return dev.is_cpu() ? t : t.to(dev);
 }
 
-PackedBlock pack_layer(nn::BlockImpl& b) {
-  PackedBlock p;
-  auto& at = *b.self_attn;
-  p.ln1 = b.input_layernorm->weight.detach().clone();
-  p.ln2 = b.post_attention_layernorm->weight.detach().clone();
-  p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
-  if (at.q_proj->bias.defined())
-    p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();
-  p.w_o = at.o_proj->weight.detach().clone();
-  p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
-  p.w_down = b.mlp->down_proj->weight.detach().clone();
-  return p;
-}
-
 }  // namespace
 
 PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
@@ -59,7 +45,7 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   p.embed = m.embed_tokens->weight.detach().clone();
   p.head = m.lm_head ? m.lm_head->weight.detach().clone() : p.embed;
   p.norm = m.norm->weight.detach().clone();
-  for (auto& layer : *m.layers) p.prelude.push_back(pack_layer(*layer->as<nn::Block>()));
+  for (auto& layer : *m.layers) p.prelude.push_back(pack_block(*layer->as<nn::Block>()));
   p.ensure_rope(positions);
   return p;
 }

@@ -7,6 +7,14 @@ namespace lol::inference {
 
 namespace {
 
+std::vector<PackedBlock> pack_list(torch::nn::ModuleList& list) {
+  std::vector<PackedBlock> out;
+  for (auto& m : *list) out.push_back(pack_block(*m->as<nn::Block>()));
+  return out;
+}
+
+}  // namespace
+
 PackedBlock pack_block(nn::BlockImpl& b) {
   PackedBlock p;
   auto& at = *b.self_attn;
@@ -21,13 +29,6 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   return p;
 }
 
-std::vector<PackedBlock> pack_list(torch::nn::ModuleList& list) {
-  std::vector<PackedBlock> out;
-  for (auto& m : *list) out.push_back(pack_block(*m->as<nn::Block>()));
-  return out;
-}
-
-}  // namespace
 
 PackedModel PackedModel::from(LoLModelImpl& m, int64_t positions) {
   PackedModel p;

@@ -18,6 +18,10 @@ namespace lol {
 class LoLModelImpl;
 }
 
+namespace lol::nn {
+class BlockImpl;
+}
+
 namespace lol::inference {
 
 /// One decoder block (nn::Block) with fused projections.
@@ -29,6 +33,9 @@ struct PackedBlock {
   torch::Tensor w_gate_up;   ///< [2 F, d]: rows gate | up
   torch::Tensor w_down;      ///< [d, F]
 };
+
+/// Packs one pre-norm block's weights (detached copies; q|k|v and gate|up fused).
+PackedBlock pack_block(nn::BlockImpl& b);
 
 /// FiLM parameters of one trained routed depth (paper Appendix A), each [d].
 struct PackedFiLM {
