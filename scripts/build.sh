@@ -4,5 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# Ninja for new build directories: with the Makefile generator, the precompiled header's
+# per-source flags live in one flags.make per target, so adding any .cpp to lol_torch
+# rewrites it and recompiles the whole library (~25 min on 2 cores); Ninja only rebuilds
+# commands that changed. An existing directory keeps the generator it was made with.
+GEN=()
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then GEN=(-G Ninja); fi
+cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"

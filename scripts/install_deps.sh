@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lol needs (only those missing). Uses sudo when not root.
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libtorch-dev libopenblas0-pthread libcli11-dev nlohmann-json3-dev
+PKGS=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread libcli11-dev nlohmann-json3-dev
       libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox libgloo-dev)
 missing=()
 for p in "${PKGS[@]}"; do
