@@ -195,6 +195,12 @@ nlohmann::json RunConfig::to_json() const {
 }
 
 void apply_override(nlohmann::json& j, const std::string& a) {
+  // Command-line bytes that are not UTF-8 cannot live in JSON (run.json, messages):
+  // nlohmann::json would throw type_error 316 when writing them (found by fuzz_configs).
+  const nlohmann::json as_json = a;
+  const std::string shown = as_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (shown != as_json.dump(-1, ' ', false, nlohmann::json::error_handler_t::ignore))
+    throw InputError("--set " + shown + ": not valid UTF-8 (expected KEY=VALUE in UTF-8)");
   const auto eq = a.find('=');
   if (eq == std::string::npos || eq == 0)
     throw InputError("--set " + a + ": expected KEY=VALUE with a dotted key, e.g. train.steps=100");
