@@ -13,7 +13,6 @@
 
 #include "cli/commands.h"
 #include "core/runtime.h"
-#include "core/tensor_io.h"
 #include "hf/hf_chat.h"
 #include "hf/hf_export.h"
 #include "hf/hf_model.h"
@@ -136,11 +135,13 @@ void print_report(const layerroute::EvalReport& r) {
             << r.ppl_gated - r.ppl_open << std::noshowpos << ")\n"
             << "executed layers per sample " << r.executed_mean << " -> ideal speedup " << r.ideal_speedup << "x\n";
   if (r.timing_pairs > 0)
-    std::cout << "generation: " << r.timing_pairs << " pairs, executed " << r.decode_executed_mean << " layers, ideal "
-              << r.decode_ideal_speedup << "x (with fixed cost " << r.ideal_speedup_fixed << "x); median t_open "
-              << r.t_open_ms << " ms, t_gated " << r.t_gated_ms << " ms, t_closed " << r.t_closed_ms
-              << " ms; wall-clock speedup " << r.speedup << "x = " << 100 * r.speedup / r.decode_ideal_speedup
-              << "% of ideal\n";
+    std::cout << "generation: " << r.timing_pairs << " pairs, executed " << r.decode_executed_mean
+              << " layers; ideal speedup " << r.decode_ideal_speedup << "x (layer ratio), " << r.flops_ideal_speedup
+              << "x (FLOPs, LM head " << 100 * r.flops_fixed_share << "% of the open run), " << r.ideal_speedup_fixed
+              << "x (measured fixed time)\n"
+              << "median t_open " << r.t_open_ms << " ms, t_gated " << r.t_gated_ms << " ms, t_closed " << r.t_closed_ms
+              << " ms; wall-clock speedup " << r.speedup << "x; realized / ideal " << 100 * r.realized_over_ideal
+              << "% (layer ratio), " << 100 * r.realized_over_ideal_flops << "% (FLOPs)\n";
   std::cout << "layer  sigma  open  non-trivial\n";
   for (int64_t i = 0; i < r.n_layers; ++i)
     std::cout << std::setw(5) << i << "  " << std::setprecision(3) << r.layer_sigma[size_t(i)] << "  "
@@ -194,6 +195,7 @@ void register_eval_cmd(CLI::App* lr) {
   struct A {
     std::string adapter, base, data, train_data, out, json, gates = "learned";
     int64_t samples = 100, seeds = 0;
+    bool reuse = false;
     uint64_t first_seed = 0;
     int threads = 0;
     DataArgs d;
@@ -211,6 +213,7 @@ void register_eval_cmd(CLI::App* lr) {
   c->add_option("--first-seed", a->first_seed, "first protocol seed");
   c->add_option("--train-data", a->train_data, "training JSONL for --seeds");
   c->add_option("--out", a->out, "protocol output directory (seed-S adapters, protocol.json, tables.md)");
+  c->add_flag("--reuse", a->reuse, "--seeds: evaluate again the seeds already trained in --out (same options)");
   c->add_option("--json", a->json, "write the single-evaluation report here");
   c->add_option("--threads", a->threads, "CPU threads (0 = default)");
   add_data_flags(c, a->d);
@@ -235,6 +238,7 @@ void register_eval_cmd(CLI::App* lr) {
       p.train = a->t;
       p.train.progress = false;
       p.eval = a->e;
+      p.reuse_trained = a->reuse;
       auto train = load_examples(a->train_data, *tok, a->d);
       auto held = load_examples(a->data, *tok, a->d);
       fs::create_directories(a->out);
@@ -279,22 +283,14 @@ void register_merge_cmd(CLI::App* lr) {
     init_runtime(0);
     auto m = layerroute::load_gated_model(a->adapter, a->base);
     const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
-    m->lora->merge_into(*m->base);
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
+    if (a->arch != "llama" && a->arch != "qwen2") throw InputError("--arch '" + a->arch + "': expected qwen2 or llama");
     hf::ExportOptions eo;
     eo.architecture = a->arch == "llama" ? hf::kLlamaArch : hf::kQwen2Arch;
-    if (a->arch != "llama" && a->arch != "qwen2") throw InputError("--arch '" + a->arch + "': expected qwen2 or llama");
     eo.dtype = hf::parse_dtype_name(a->dtype);
     eo.overwrite = a->overwrite;
-    hf::export_hf(*m->base, tok.get(), a->out, eo);
-    save_tensors((fs::path(a->out) / "gates.safetensors").string(),
-                 {{"gates.weight", m->gates->weight}, {"gates.bias", m->gates->bias}}, {{"format", "pt"}});
-    write_text((fs::path(a->out) / "layerroute_gates.json").string(),
-               nlohmann::json{{"gates", layerroute::to_json(m->gates->config())},
-                              {"merged_from", a->adapter}}
-                       .dump(2) +
-                   "\n");
+    layerroute::save_merged(*m, tok.get(), a->out, eo, a->adapter);
     std::cout << "merged " << a->adapter << " into " << a->out << " (" << a->dtype << ") + gates.safetensors\n";
   });
 }

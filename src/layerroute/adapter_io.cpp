@@ -62,6 +62,10 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
 void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {
   const auto ap = (fs::path(dir) / "adapter_model.safetensors").string();
   m.lora->load_peft_tensors(load_tensors(ap), ap);
+  load_gate_weights(m, dir);
+}
+
+void load_gate_weights(GatedModelImpl& m, const std::string& dir) {
   const auto gp = (fs::path(dir) / "gates.safetensors").string();
   auto g = load_tensors(gp);
   require(g.size() == 2, gp, "expected exactly the tensors gates.weight and gates.bias");
@@ -78,7 +82,33 @@ void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {
   }
 }
 
+void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
+                 const hf::ExportOptions& eo, const std::string& merged_from) {
+  m.lora->merge_into(*m.base);
+  hf::export_hf(*m.base, tok, out_dir, eo);
+  save_tensors((fs::path(out_dir) / "gates.safetensors").string(),
+               {{"gates.weight", m.gates->weight}, {"gates.bias", m.gates->bias}}, {{"format", "pt"}});
+  write_json((fs::path(out_dir) / "layerroute_gates.json").string(),
+             {{"gates", to_json(m.gates->config())}, {"merged_from", merged_from}});
+}
+
 AdapterInfo read_adapter_info(const std::string& dir) {
+  const auto mp = (fs::path(dir) / "layerroute_gates.json").string();
+  if (!fs::exists(fs::path(dir) / "layerroute.json") && fs::exists(mp)) {
+    auto j = io::read_json_file(mp);
+    util::JsonFields f(j, mp);
+    AdapterInfo a;
+    a.merged = true;
+    a.base_dir = dir;
+    const auto* g = f.raw("gates");
+    require(g != nullptr, mp, "field 'gates' is required");
+    a.gates = gate_config_from_json(*g, mp + ": gates");
+    std::string from;
+    f.get("merged_from", from);
+    a.extra = {{"merged_from", from}};
+    f.reject_unknown();
+    return a;
+  }
   const auto p = (fs::path(dir) / "layerroute.json").string();
   auto j = io::read_json_file(p);
   util::JsonFields f(j, p);
@@ -96,6 +126,15 @@ AdapterInfo read_adapter_info(const std::string& dir) {
 
 GatedModel load_gated_model(const std::string& dir, const std::string& base_dir) {
   auto info = read_adapter_info(dir);
+  if (info.merged) {
+    if (!base_dir.empty() && fs::weakly_canonical(base_dir) != fs::weakly_canonical(dir))
+      throw InputError(dir + " is a merged LayerRoute folder (adapters folded in): it is its own base; got --base " +
+                       base_dir + " (the adapters would be applied twice)");
+    GatedModel m(load_base_model(dir), LoraConfig{}, info.gates, 0);  // fresh adapters: B = 0 adds exactly 0
+    load_gate_weights(*m, dir);
+    m->eval();
+    return m;
+  }
   const std::string b = base_dir.empty() ? info.base_dir : base_dir;
   require(!b.empty(), dir + "/layerroute.json", "no base model recorded; pass the base directory");
   GatedModel m(load_base_model(b), info.lora, info.gates, 0);

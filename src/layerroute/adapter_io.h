@@ -6,13 +6,22 @@
 //   layerroute.json            {"base": base model dir, "lora": {...}, "gates": {...}, "extra": {...}}
 // A base model directory is either a Hugging Face Qwen2/Llama folder (hf/hf_model.h)
 // or a project dense checkpoint (config.json with "architecture": "dense").
+//
+// A merged folder (`lol layerroute merge`, save_merged) is a Hugging Face folder whose
+// weights have the adapters folded in, plus
+//   gates.safetensors          as above
+//   layerroute_gates.json      {"gates": {...}, "merged_from": adapter dir}
+// It loads as a gated model on its own (load_gated_model(dir)): base = the folder,
+// fresh adapters with B = 0 (they add exactly zero), the stored gates.
 #pragma once
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "baselines/dense_model.h"
+#include "hf/hf_export.h"
 #include "layerroute/gated_model.h"
+#include "tokenizers/tokenizer.h"
 
 namespace lol::layerroute {
 
@@ -29,16 +38,30 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
 /// bit-exact). InputError naming the file and tensor on any mismatch.
 void load_adapter_weights(GatedModelImpl& m, const std::string& dir);
 
+/// Reads gates.safetensors of `dir` into `m` (strict, bit-exact). InputError naming the
+/// file and tensor on a missing / extra tensor, a shape mismatch or non-finite values.
+void load_gate_weights(GatedModelImpl& m, const std::string& dir);
+
+/// Folds `m`'s adapters into its base weights (m.base is modified) and writes the merged
+/// folder `out_dir`: hf::export_hf(m.base, tok, out_dir, eo) + gates.safetensors +
+/// layerroute_gates.json recording `merged_from`. Throws what export_hf throws.
+void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
+                 const hf::ExportOptions& eo, const std::string& merged_from);
+
 struct AdapterInfo {
-  std::string base_dir;  ///< as recorded in layerroute.json
+  std::string base_dir;  ///< as recorded in layerroute.json; a merged folder: the folder itself
   LoraConfig lora;
   GateConfig gates;
   nlohmann::json extra;
+  bool merged = false;   ///< `dir` is a merged folder (no adapter files, adapters folded in)
 };
-/// Parses dir/layerroute.json (strict).
+/// Parses dir/layerroute.json (strict), or dir/layerroute_gates.json of a merged
+/// folder. InputError when neither exists or the file is malformed.
 AdapterInfo read_adapter_info(const std::string& dir);
 
 /// Base model (base_dir, or the recorded one when base_dir is empty) + adapter `dir`.
+/// For a merged folder the base is the folder itself; InputError if base_dir names
+/// another one (the adapters would be applied twice).
 GatedModel load_gated_model(const std::string& dir, const std::string& base_dir = "");
 
 }  // namespace lol::layerroute

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/module_io.h"
+#include "layerroute/cost.h"
 #include "layerroute/decode.h"
 #include "training/batcher.h"
 #include "training/loss.h"
@@ -33,15 +35,19 @@ nlohmann::json EvalReport::to_json() const {
           {"ideal_speedup", ideal_speedup},
           {"decode_executed_mean", decode_executed_mean},
           {"decode_ideal_speedup", decode_ideal_speedup},
+          {"flops_ideal_speedup", flops_ideal_speedup},
+          {"flops_fixed_share", flops_fixed_share},
           {"ideal_speedup_fixed", ideal_speedup_fixed},
           {"speedup", speedup},
-          {"speedup_over_ideal", decode_ideal_speedup > 0 ? speedup / decode_ideal_speedup : 0.0},
+          {"speedup_over_ideal", realized_over_ideal},
+          {"speedup_over_ideal_flops", realized_over_ideal_flops},
           {"speedup_over_ideal_fixed", ideal_speedup_fixed > 0 ? speedup / ideal_speedup_fixed : 0.0},
           {"t_open_ms", t_open_ms},
           {"t_gated_ms", t_gated_ms},
           {"t_closed_ms", t_closed_ms},
           {"timing_pairs", timing_pairs},
-          {"pair_ratios", pair_ratios}};
+          {"pair_ratios", pair_ratios},
+          {"pair_executed", pair_executed}};
 }
 
 EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& samples, const EvalOptions& opt) {
@@ -105,10 +111,12 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
     tm->gates->weight.copy_(m.gates->weight);
     tm->gates->bias.copy_(m.gates->bias);
   }
-  std::vector<double> t_open, t_gated, t_closed, ratios;
+  std::vector<double> t_open, t_gated, t_closed, ratios, ideal_plain, ideal_flops, over_plain, over_flops, fixed_share;
   double dec_exec = 0;
+  const auto& cfg = m.base->config();
+  const bool gates_evaluated = opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly;
   const int64_t nts = std::min<int64_t>(opt.timing_samples, r.samples);
-  const int64_t max_prompt = std::min(opt.max_prompt, m.base->config().max_seq_len - opt.new_tokens);
+  const int64_t max_prompt = std::min(opt.max_prompt, cfg.max_seq_len - opt.new_tokens);
   require(max_prompt >= 1, "layerroute eval", "new_tokens leaves no room for a prompt within max_seq_len");
   // Warm-up (allocator, thread pool).
   {
@@ -116,11 +124,14 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
     std::vector<int64_t> p(e.tokens.begin(), e.tokens.begin() + std::max<int64_t>(1, std::min(e.prompt_len, max_prompt)));
     generate_gated(*tm, p, opt.new_tokens, GateMode::Open, false);
   }
+  const std::vector<uint8_t> all_open(size_t(L), 1);
   for (int64_t s = 0; s < nts; ++s) {
     const auto& e = samples[size_t(s)];
     int64_t plen = std::max<int64_t>(1, e.prompt_len > 0 ? e.prompt_len : int64_t(e.tokens.size()));
     const int64_t start = std::max<int64_t>(0, plen - max_prompt);
     std::vector<int64_t> prompt(e.tokens.begin() + start, e.tokens.begin() + plen);
+    const auto open_cost = generation_cost(cfg, int64_t(prompt.size()), opt.new_tokens, all_open, false);
+    fixed_share.push_back(open_cost.fixed_flops / open_cost.total());
     for (int64_t k = 0; k < opt.repeats; ++k) {
       Generation go, gg;
       if (k % 2 == 0) {
@@ -131,9 +142,19 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
         go = generate_gated(*tm, prompt, opt.new_tokens, GateMode::Open, false);
       }
       require(go.executed_layers == L, "layerroute eval", "forced-open run did not execute every layer");
+      const double ratio = go.seconds / gg.seconds;
+      const double plain = gg.executed_layers > 0 ? double(L) / double(gg.executed_layers)
+                                                  : std::numeric_limits<double>::infinity();
+      const double fl = open_cost.total() /
+                        generation_cost(cfg, int64_t(prompt.size()), opt.new_tokens, gg.open, gates_evaluated).total();
       t_open.push_back(go.seconds);
       t_gated.push_back(gg.seconds);
-      ratios.push_back(go.seconds / gg.seconds);
+      ratios.push_back(ratio);
+      ideal_plain.push_back(plain);
+      ideal_flops.push_back(fl);
+      over_plain.push_back(ratio / plain);
+      over_flops.push_back(ratio / fl);
+      r.pair_executed.push_back(gg.executed_layers);
       dec_exec += double(gg.executed_layers);
     }
     t_closed.push_back(generate_gated(*tm, prompt, opt.new_tokens, GateMode::Closed, false).seconds);
@@ -145,7 +166,11 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   r.t_gated_ms = 1e3 * median(t_gated);
   r.t_closed_ms = 1e3 * median(t_closed);
   r.decode_executed_mean = dec_exec / double(ratios.size());
-  r.decode_ideal_speedup = r.decode_executed_mean > 0 ? double(L) / r.decode_executed_mean : 0;
+  r.decode_ideal_speedup = median(ideal_plain);
+  r.flops_ideal_speedup = median(ideal_flops);
+  r.realized_over_ideal = median(over_plain);
+  r.realized_over_ideal_flops = median(over_flops);
+  r.flops_fixed_share = median(fixed_share);
   const double t_layer = (r.t_open_ms - r.t_closed_ms) / double(L);
   r.ideal_speedup_fixed = t_layer > 0 ? r.t_open_ms / (r.t_closed_ms + r.decode_executed_mean * t_layer) : 0;
   return r;

@@ -5,13 +5,18 @@
 //  - gate statistics of the gated forward: per layer mean sigma ("converged gate
 //    value"), share of samples open, and non-triviality: the share of samples whose
 //    decision changes when the input term w_i . h is zeroed (paper 5.4);
-//  - executed layers per sample and the ideal speedup L / executed they imply;
+//  - executed layers per sample and the ideal speedups they imply: the plain layer
+//    ratio L / executed, and the shape-counted one (cost.h: open-arm FLOPs over
+//    gated-arm FLOPs, the LM head and gate scores included as work skipping cannot
+//    remove);
 //  - wall-clock speedup of greedy generation (decode.h, gates decided at prefill)
 //    against every gate forced open, measured in the same process: for each timing
 //    sample and repeat, one open and one gated run back to back (order alternating),
-//    ratio t_open / t_gated per pair, median over all pairs. A run with every gate
-//    closed measures the fixed cost (embedding, final norm, LM head, sampling) and
-//    gives the ideal speedup that accounts for it.
+//    ratio t_open / t_gated per pair, median over all pairs. Realized / ideal is taken
+//    pair by pair (each pair's ratio over the ideal of that sample's executed layers)
+//    and its median reported, for both ideals. A run with every gate closed measures
+//    the fixed time (embedding, final norm, LM head, sampling) and gives a third,
+//    measured ideal that accounts for it.
 // Generation timing runs on a copy of the backbone with the adapters merged, so
 // adapted and forced-open runs use identical kernels.
 #pragma once
@@ -43,11 +48,16 @@ struct EvalReport {
   double executed_mean = 0;          ///< executed layers per sample (perplexity forward)
   double ideal_speedup = 0;          ///< n_layers / executed_mean
   double decode_executed_mean = 0;   ///< executed layers per timed generation (prefill decisions)
-  double decode_ideal_speedup = 0;   ///< n_layers / decode_executed_mean
-  double ideal_speedup_fixed = 0;    ///< (t_closed + L t_layer) / (t_closed + E t_layer) from the measured times
+  double decode_ideal_speedup = 0;   ///< median over pairs of n_layers / executed (plain layer ratio)
+  double flops_ideal_speedup = 0;    ///< median over pairs of open FLOPs / gated FLOPs (cost.h)
+  double ideal_speedup_fixed = 0;    ///< (t_closed + L t_layer) / (t_closed + E t_layer) from the measured medians
   double speedup = 0;                ///< median over pairs of t_open / t_gated
+  double realized_over_ideal = 0;    ///< median over pairs of (t_open / t_gated) / (n_layers / executed)
+  double realized_over_ideal_flops = 0;  ///< median over pairs of (t_open / t_gated) / (FLOPs ratio)
+  double flops_fixed_share = 0;      ///< share of the forced-open run's FLOPs outside the layers (LM head)
   double t_open_ms = 0, t_gated_ms = 0, t_closed_ms = 0;  ///< medians per run
-  std::vector<double> pair_ratios;
+  std::vector<double> pair_ratios;      ///< t_open / t_gated per pair
+  std::vector<int64_t> pair_executed;   ///< executed layers of the gated run of each pair
   nlohmann::json to_json() const;
 };
 

@@ -1,5 +1,6 @@
 #include "layerroute/protocol.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -15,9 +16,41 @@ namespace fs = std::filesystem;
 namespace lol::layerroute {
 
 nlohmann::json to_json(const SeedResult& r) {
-  return {{"seed", r.seed}, {"train_seconds", r.train_seconds}, {"last_step", to_json(r.last)},
+  return {{"seed", r.seed},
+          {"train_seconds", r.train_seconds},
+          {"last_step", to_json(r.last)},
           {"eval", r.report.to_json()}};
 }
+
+namespace {
+// Loads out_dir/seed-<s>/ of an earlier run into `m` and `r` (seed, training time, last
+// step); false when the directory holds no adapter.
+bool load_trained_seed(const ProtocolOptions& opt, const std::string& dir, GatedModelImpl& m, SeedResult& r) {
+  if (!fs::exists(fs::path(dir) / "layerroute.json")) return false;
+  const auto where = dir + "/layerroute.json";
+  const auto info = read_adapter_info(dir);
+  require(to_json(info.lora) == to_json(opt.lora) && to_json(info.gates) == to_json(opt.gates), where,
+          "LoRA / gate config differs from this run's; remove the directory or drop --reuse");
+  try {
+    const auto& e = info.extra;
+    require(e.at("seed").get<uint64_t>() == r.seed, where, "seed differs from the directory's");
+    const auto& l = e.at("last_step");
+    require(l.at("step").get<int64_t>() == opt.train.steps, where,
+            "trained for " + l.at("step").dump() + " steps, this run asks for " + std::to_string(opt.train.steps));
+    r.train_seconds = e.at("train_seconds").get<double>();
+    r.last.step = l.at("step").get<int64_t>();
+    r.last.lm_loss = l.at("lm_loss").get<double>();
+    r.last.gate_mean = l.at("gate_mean").get<double>();
+    r.last.lr = l.at("lr").get<double>();
+    r.last.grad_norm = l.at("grad_norm").get<double>();
+    r.last.layer_sigma = l.at("layer_sigma").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& ex) {
+    throw InputError(where + ": 'extra' is not a protocol seed record (" + ex.what() + ")");
+  }
+  load_adapter_weights(m, dir);
+  return true;
+}
+}  // namespace
 
 std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vector<Example>& train,
                                      const std::vector<Example>& heldout,
@@ -29,22 +62,25 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
     SeedResult r;
     r.seed = opt.first_seed + uint64_t(k);
     GatedModel m(load_base_model(opt.base_dir), opt.lora, opt.gates, r.seed);
-    LayerRouteTrainable tr(m, opt.base_dir);
-    TrainOptions to = opt.train;
-    to.seed = r.seed;
-    const auto t0 = std::chrono::steady_clock::now();
-    r.last = train_layerroute(tr, train, to);
-    r.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto seed_dir = (fs::path(opt.out_dir) / ("seed-" + std::to_string(r.seed))).string();
+    if (!(opt.reuse_trained && !opt.out_dir.empty() && load_trained_seed(opt, seed_dir, *m, r))) {
+      LayerRouteTrainable tr(m, opt.base_dir);
+      TrainOptions to = opt.train;
+      to.seed = r.seed;
+      const auto t0 = std::chrono::steady_clock::now();
+      r.last = train_layerroute(tr, train, to);
+      r.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    m->eval();
     // Held-out selection seeded by the run's seed.
     auto perm = training::epoch_permutation(int64_t(heldout.size()), r.seed, 0);
-    const int64_t n = opt.eval_samples > 0 ? std::min<int64_t>(opt.eval_samples, int64_t(heldout.size()))
-                                           : int64_t(heldout.size());
+    const int64_t n =
+        opt.eval_samples > 0 ? std::min<int64_t>(opt.eval_samples, int64_t(heldout.size())) : int64_t(heldout.size());
     std::vector<Example> ev;
     for (int64_t i = 0; i < n; ++i) ev.push_back(heldout[size_t(perm[size_t(i)])]);
     r.report = evaluate_layerroute(*m, ev, opt.eval);
     if (!opt.out_dir.empty())
-      save_adapter(*m, (fs::path(opt.out_dir) / ("seed-" + std::to_string(r.seed))).string(), opt.base_dir,
-                   to_json(r));
+      save_adapter(*m, (fs::path(opt.out_dir) / ("seed-" + std::to_string(r.seed))).string(), opt.base_dir, to_json(r));
     if (on_seed) on_seed(r);
     out.push_back(std::move(r));
   }
@@ -66,24 +102,26 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
   require(!rs.empty(), "protocol tables", "no results");
   std::ostringstream o;
   o << std::fixed;
-  o << "| seed | train s | final LM loss | gate mean | executed layers | ideal speedup | wall-clock speedup | "
-       "realized / ideal | ppl backbone | ppl open | ppl gated | delta vs backbone | delta vs open |\n"
-    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  std::vector<double> sp, ppl_db, ppl_do, ex, ratio;
+  o << "| seed | train s | final LM loss | gate mean | executed layers | ideal (layers) | ideal (FLOPs) | "
+       "wall-clock speedup | realized / ideal (layers) | realized / ideal (FLOPs) | ppl backbone | ppl open | "
+       "ppl gated | delta vs backbone | delta vs open |\n"
+    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<double> sp, ppl_db, ppl_do, ex, ratio, ratio_f;
   for (const auto& r : rs) {
     const auto& e = r.report;
-    const double ri = e.decode_ideal_speedup > 0 ? e.speedup / e.decode_ideal_speedup : 0;
+    const double ri = e.realized_over_ideal, rf = e.realized_over_ideal_flops;
     o << "| " << r.seed << " | " << std::setprecision(0) << r.train_seconds << " | " << std::setprecision(3)
       << r.last.lm_loss << " | " << r.last.gate_mean << " | " << std::setprecision(2) << e.decode_executed_mean << " / "
-      << e.n_layers << " | " << std::setprecision(3) << e.decode_ideal_speedup << "x | " << e.speedup << "x | "
-      << std::setprecision(1) << 100 * ri << "% | " << std::setprecision(3) << e.ppl_base << " | " << e.ppl_open
-      << " | " << e.ppl_gated << " | " << std::showpos << e.ppl_gated - e.ppl_base << " | "
-      << e.ppl_gated - e.ppl_open << std::noshowpos << " |\n";
+      << e.n_layers << " | " << std::setprecision(3) << e.decode_ideal_speedup << "x | " << e.flops_ideal_speedup
+      << "x | " << e.speedup << "x | " << std::setprecision(1) << 100 * ri << "% | " << 100 * rf << "% | "
+      << std::setprecision(3) << e.ppl_base << " | " << e.ppl_open << " | " << e.ppl_gated << " | " << std::showpos
+      << e.ppl_gated - e.ppl_base << " | " << e.ppl_gated - e.ppl_open << std::noshowpos << " |\n";
     sp.push_back(e.speedup);
     ppl_db.push_back(e.ppl_gated - e.ppl_base);
     ppl_do.push_back(e.ppl_gated - e.ppl_open);
     ex.push_back(e.decode_executed_mean);
     ratio.push_back(ri);
+    ratio_f.push_back(rf);
   }
   double m, s;
   o << "\nOver " << rs.size() << " seeds (mean +- std):";
@@ -91,7 +129,9 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
   o << std::setprecision(3) << " speedup " << m << " +- " << s << " (min " << *std::min_element(sp.begin(), sp.end())
     << ", max " << *std::max_element(sp.begin(), sp.end()) << ");";
   mean_std(ratio, m, s);
-  o << std::setprecision(1) << " realized/ideal " << 100 * m << "% +- " << 100 * s << ";";
+  o << std::setprecision(1) << " realized/ideal (layers) " << 100 * m << "% +- " << 100 * s << ";";
+  mean_std(ratio_f, m, s);
+  o << " realized/ideal (FLOPs) " << 100 * m << "% +- " << 100 * s << ";";
   mean_std(ex, m, s);
   o << std::setprecision(2) << " executed layers " << m << " +- " << s << ";";
   mean_std(ppl_db, m, s);

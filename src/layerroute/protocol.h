@@ -24,6 +24,11 @@ struct ProtocolOptions {
   GateConfig gates;
   TrainOptions train;
   EvalOptions eval;
+  /// Seeds whose out_dir/seed-<s>/ already holds an adapter of an earlier protocol run
+  /// with the same seed, step count, LoRA and gate configs are loaded and only
+  /// evaluated again (their recorded training time and last step are kept); InputError
+  /// when the recorded run does not match. For re-measuring without retraining.
+  bool reuse_trained = false;
 };
 
 struct SeedResult {

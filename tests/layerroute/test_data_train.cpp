@@ -163,6 +163,20 @@ TEST(LayerRouteEval, ReportIsConsistent) {
     // A flip is a sample whose decision differs from the bias-only one.
     EXPECT_NEAR(r.nontrivial[size_t(i)], bias_open ? 1.0 - r.layer_open[size_t(i)] : r.layer_open[size_t(i)], 1e-9);
   }
+  // Realized / ideal is taken pair by pair against that pair's executed layers.
+  ASSERT_EQ(r.pair_executed.size(), 4u);
+  std::vector<double> plain, over;
+  for (size_t k = 0; k < 4; ++k) {
+    plain.push_back(6.0 / double(r.pair_executed[k]));
+    over.push_back(r.pair_ratios[k] * double(r.pair_executed[k]) / 6.0);
+  }
+  EXPECT_NEAR(r.decode_ideal_speedup, median(plain), 1e-12);
+  EXPECT_NEAR(r.realized_over_ideal, median(over), 1e-12);
+  // The FLOP-based ideal counts the LM head and gate scores, which skipping keeps.
+  EXPECT_LT(r.flops_ideal_speedup, r.decode_ideal_speedup);
+  EXPECT_GT(r.flops_ideal_speedup, 1.0);
+  EXPECT_GT(r.flops_fixed_share, 0.0);
+  EXPECT_LT(r.flops_fixed_share, 1.0);
   EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
   EXPECT_EQ(median({4.0, 1.0, 2.0, 3.0}), 2.5);
 }

@@ -1,0 +1,80 @@
+// The N-seed protocol (protocol.h): per-seed adapters on disk, tables, and re-evaluation
+// of already trained seeds (--reuse).
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "hf/hf_export.h"
+#include "layerroute/adapter_io.h"
+#include "layerroute/protocol.h"
+#include "layerroute_test_util.h"
+#include "util/error.h"
+
+namespace lol::layerroute {
+namespace {
+
+std::vector<Example> copy_task(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Example> out;
+  for (int64_t i = 0; i < n; ++i) {
+    Example e;
+    const int64_t len = 5 + int64_t(rng() % 5);
+    for (int64_t t = 0; t < len; ++t) e.tokens.push_back(int32_t(1 + rng() % 50));
+    e.prompt_len = len;
+    for (int64_t t = 0; t < 3; ++t) e.tokens.push_back(e.tokens[0]);
+    e.loss_mask.assign(e.tokens.size(), 0);
+    for (size_t t = size_t(len); t < e.tokens.size(); ++t) e.loss_mask[t] = 1;
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
+  test::TempDir d("protocol");
+  const auto base_dir = d.path() + "/base";
+  auto base = test::tiny_base(7, 6);
+  hf::export_hf(*base, nullptr, base_dir);
+  ProtocolOptions p;
+  p.base_dir = base_dir;
+  p.out_dir = d.path() + "/run";
+  p.seeds = 2;
+  p.first_seed = 4;
+  p.eval_samples = 6;
+  p.train.steps = 2;
+  p.train.batch_size = 2;
+  p.train.grad_accum = 1;
+  p.train.progress = false;
+  p.eval.timing_samples = 1;
+  p.eval.repeats = 1;
+  p.eval.new_tokens = 2;
+  const auto train = copy_task(8, 1), held = copy_task(10, 2);
+  int calls = 0;
+  const auto first = run_protocol(p, train, held, [&](const SeedResult&) { ++calls; });
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(first[1].seed, 5u);
+  for (uint64_t s : {4, 5})
+    EXPECT_TRUE(std::filesystem::exists(p.out_dir + "/seed-" + std::to_string(s) + "/adapter_model.safetensors"));
+  const auto tables = protocol_tables(first);
+  EXPECT_NE(tables.find("| 4 | "), std::string::npos);
+  EXPECT_NE(tables.find("| 5 | "), std::string::npos);
+  EXPECT_NE(tables.find("| 5 | 0."), std::string::npos) << "per-layer row of layer 5";
+  EXPECT_NE(tables.find("realized/ideal (FLOPs)"), std::string::npos);
+
+  // Reuse: the trained seeds are loaded, not retrained, and evaluate to the same values.
+  p.reuse_trained = true;
+  p.train.lr = 123.0;  // would wreck the adapters if training ran again
+  const auto again = run_protocol(p, train, held);
+  ASSERT_EQ(again.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(again[k].train_seconds, first[k].train_seconds);
+    EXPECT_EQ(again[k].last.lm_loss, first[k].last.lm_loss);
+    EXPECT_DOUBLE_EQ(again[k].report.ppl_gated, first[k].report.ppl_gated);
+    EXPECT_EQ(again[k].report.layer_open, first[k].report.layer_open);
+  }
+  p.train.steps = 3;
+  EXPECT_THROW(run_protocol(p, train, held), InputError) << "a different step count is refused";
+}
+
+}  // namespace
+}  // namespace lol::layerroute
