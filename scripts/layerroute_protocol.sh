@@ -8,7 +8,7 @@
 #  4. one seed's adapters merged into a Hugging Face folder, reloaded by `lol hf ppl` and
 #     `lol hf generate`, compared with the unmerged adapter.
 # Results: docs/results.md, section LayerRoute.
-#   STEPS=50 SEEDS=3 scripts/layerroute_protocol.sh     (~30 min on 2 shared cores)
+#   STEPS=200 SEEDS=3 scripts/layerroute_protocol.sh     (~40 min on 2 shared cores)
 # The recorded run (docs/results.md) used a base stopped at step 100 of a 300-step
 # schedule (CPU contention); BASE_STEPS=300 is the planned one.
 set -euo pipefail
@@ -18,7 +18,7 @@ OUT=${OUT:-runs/layerroute}
 CORPORA=${CORPORA:-../shared/data/corpora}
 KJV=${KJV:-runs/hf_kjv/data}          # lol corpus output with tokenizer.json (docs/hf.md)
 BASE_STEPS=${BASE_STEPS:-300}
-STEPS=${STEPS:-50}
+STEPS=${STEPS:-200}
 SEEDS=${SEEDS:-3}
 THREADS=${THREADS:-2}
 [ -x "$LOL" ] || { echo "no $LOL: build first (scripts/build.sh)" >&2; exit 2; }
