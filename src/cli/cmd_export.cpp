@@ -64,13 +64,23 @@ std::unique_ptr<tokenizers::Tokenizer> checkpoint_tokenizer(const std::string& d
 
 /// Reloads `out` through the Hugging Face loader and compares its logits with the
 /// source model's (weights rounded to the stored dtype) on the first max_seq_len
-/// tokens of `text_file`. Prints the largest difference; std::runtime_error (exit 1) when they differ.
+/// tokens of `text_file`; first checks that the folder's tokenizer.json encodes the whole
+/// file to the same ids. Prints the largest difference; std::runtime_error (exit 1) when
+/// the ids or any logit differ.
 void verify_export(baselines::DenseModel& model, const std::string& out, const std::string& text_file,
                    const tokenizers::Tokenizer* tok, c10::ScalarType stored) {
   if (!tok) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
   auto ids = tok->encode(io::read_file(text_file));
   const int64_t n = std::min<int64_t>(int64_t(ids.size()), model->config().max_seq_len);
   if (n < 1) throw InputError("--verify " + text_file + ": no tokens");
+  // The exported tokenizer.json, read back the way `lol hf` reads a folder, must give the same ids.
+  const auto back_ids = tokenizers::load_tokenizer(out)->encode(io::read_file(text_file));
+  if (back_ids != ids)
+    throw std::runtime_error("--verify: " + out + "/tokenizer.json encodes " + text_file +
+                             " differently from the checkpoint's tokenizer (" + std::to_string(back_ids.size()) +
+                             " vs " + std::to_string(ids.size()) + " tokens)");
+  std::cout << "verify: " << out << "/tokenizer.json encodes " << text_file << " to the same " << ids.size()
+            << " ids\n";
   auto tokens = torch::from_blob(ids.data(), {1, n}, torch::kInt32).to(torch::kInt64);
   auto back = hf::load_hf_model(out, torch::kFloat32);
   c10::InferenceMode guard;
