@@ -13,27 +13,11 @@
 #include "dataset/shards.h"
 #include "lol/config.h"
 #include "lol/model.h"
+#include "../common/test_files.h"
 
 namespace atest {
 
-/// A fresh temporary directory, removed on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("lol_analysis_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::lol_test::TempDir;
 
 /// V=19, d=16, 1 prelude + 1 coda, L=3 experts, D=3 routed depths, W=4, S=2.
 inline lol::LoLConfig tiny_config() {

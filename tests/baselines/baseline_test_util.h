@@ -10,8 +10,11 @@
 #include <torch/torch.h>
 
 #include "baselines/dense_config.h"
+#include "../common/test_files.h"
 
 namespace btest {
+
+using ::lol_test::TempDir;
 
 /// V=29, d=16, 4 heads over 2 kv heads (GQA), F=24, 3 layers.
 inline lol::baselines::DenseConfig tiny_dense(const std::string& attention = "full") {
@@ -41,22 +44,5 @@ inline void perturb(torch::nn::Module& m, uint64_t seed, double s = 0.05) {
   auto gen = at::detail::createCPUGenerator(seed);
   for (auto& p : m.parameters()) p.add_(at::normal(0.0, s, p.sizes(), gen).to(p.dtype()));
 }
-
-/// A fresh empty directory removed by the destructor.
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("lol-baselines-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-               .string();
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 }  // namespace btest

@@ -57,9 +57,9 @@ std::string run_cmd(const std::string& cmd, int* rc) {
 
 TEST(Compare, PlannedFlopsEqualTrainerFlops) {
   btest::TempDir dir("plan");
-  tt::write_reverse_dataset(dir.path + "/data", 60, 10);
+  tt::write_reverse_dataset(dir.path() + "/data", 60, 10);
   for (const auto& model : {nlohmann::json(), dense_model_json(), moe_model_json()}) {
-    auto j = tt::tiny_run_json(dir.path + "/data", dir.path + "/run-" + std::to_string(std::rand()));
+    auto j = tt::tiny_run_json(dir.path() + "/data", dir.path() + "/run-" + std::to_string(std::rand()));
     if (!model.is_null()) {
       j["model"] = model;
       j.erase("grow");
@@ -81,18 +81,18 @@ TEST(Compare, PlannedFlopsEqualTrainerFlops) {
 
 TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
   btest::TempDir dir("compare");
-  tt::write_reverse_dataset(dir.path + "/data", 60, 10);
+  tt::write_reverse_dataset(dir.path() + "/data", 60, 10);
   auto lol_json = tt::tiny_run_json("unused", "unused");
   lol_json["train"]["eval_every"] = 0;
   auto dense_json = lol_json;
   dense_json["model"] = dense_model_json();
   dense_json.erase("grow");
-  write_json(dir.path + "/lol.json", lol_json);
-  write_json(dir.path + "/dense.json", dense_json);
+  write_json(dir.path() + "/lol.json", lol_json);
+  write_json(dir.path() + "/dense.json", dense_json);
   CompareOptions o;
-  o.configs = {dir.path + "/lol.json", dir.path + "/dense.json"};
-  o.data_dir = dir.path + "/data";
-  o.out_dir = dir.path + "/out";
+  o.configs = {dir.path() + "/lol.json", dir.path() + "/dense.json"};
+  o.data_dir = dir.path() + "/data";
+  o.out_dir = dir.path() + "/out";
   o.progress = false;
   {
     auto cfg = lol::training::RunConfig::from_json(dense_json, "t");
@@ -119,8 +119,8 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
   // Reusing the output directory, or configs with different data, are refused.
   EXPECT_THROW(run_compare(o), lol::InputError);
   dense_json["data"]["batch_size"] = 4;
-  write_json(dir.path + "/dense.json", dense_json);
-  o.out_dir = dir.path + "/out2";
+  write_json(dir.path() + "/dense.json", dense_json);
+  o.out_dir = dir.path() + "/out2";
   try {
     run_compare(o);
     ADD_FAILURE() << "different data sections accepted";
@@ -136,7 +136,7 @@ TEST(Compare, InfoReportsEveryArchitecture) {
   lc.recurrence = 2;
   int rc = 0;
   for (const auto& cfg : {btest::tiny_dense("strided").to_json(), lc.to_json()}) {
-    const std::string d = dir.path + "/" + cfg["architecture"].get<std::string>();
+    const std::string d = dir.path() + "/" + cfg["architecture"].get<std::string>();
     auto m = lol::training::make_model(cfg, "t", 29, 16, 0);
     m->save(d, nullptr);
     auto out = run_cmd(std::string(LOL_BINARY) + " info " + d + " --json --context 16", &rc);
@@ -149,7 +149,7 @@ TEST(Compare, InfoReportsEveryArchitecture) {
   }
   // Looped: each extra iteration adds the same FLOPs.
   auto f = [&](int R) {
-    auto out = run_cmd(std::string(LOL_BINARY) + " info " + dir.path + "/looped --json --recurrence " +
+    auto out = run_cmd(std::string(LOL_BINARY) + " info " + dir.path() + "/looped --json --recurrence " +
                            std::to_string(R),
                        &rc);
     EXPECT_EQ(rc, 0) << out;
@@ -157,6 +157,6 @@ TEST(Compare, InfoReportsEveryArchitecture) {
   };
   EXPECT_NEAR(f(3) - f(2), f(5) - f(4), 1e-6 * f(5));
   EXPECT_GT(f(3), f(2));
-  run_cmd(std::string(LOL_BINARY) + " info " + dir.path + "/dense --recurrence 2", &rc);
+  run_cmd(std::string(LOL_BINARY) + " info " + dir.path() + "/dense --recurrence 2", &rc);
   EXPECT_EQ(rc, 2);
 }

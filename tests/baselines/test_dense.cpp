@@ -155,8 +155,8 @@ TEST(DenseTrainable, SaveLoadRoundTripThroughFactory) {
   auto model = lol::training::make_model(section, "test", c.vocab_size, 32, 11);
   ASSERT_EQ(model->architecture(), "dense");
   btest::perturb(model->module(), 12);
-  model->save(dir.path, {{"note", "x"}});
-  auto loaded = lol::training::load_model(dir.path);
+  model->save(dir.path(), {{"note", "x"}});
+  auto loaded = lol::training::load_model(dir.path());
   ASSERT_EQ(loaded->architecture(), "dense");
   EXPECT_EQ(loaded->config_json(), model->config_json());
   auto tok = btest::random_tokens(2, 9, c.vocab_size, 13);

@@ -132,8 +132,8 @@ TEST(LoopedTrainable, SaveLoadRoundTripThroughFactory) {
   auto model = lol::training::make_model(c.to_json(), "test", c.vocab_size, 16, 5);
   ASSERT_EQ(model->architecture(), "looped");
   btest::perturb(model->module(), 6);
-  model->save(dir.path, nullptr);
-  auto loaded = lol::training::load_model(dir.path);
+  model->save(dir.path(), nullptr);
+  auto loaded = lol::training::load_model(dir.path());
   ASSERT_EQ(loaded->architecture(), "looped");
   EXPECT_EQ(loaded->config_json(), model->config_json());
   model->module().eval();

@@ -146,8 +146,8 @@ TEST(MoETrainable, SaveLoadAndBalancingThroughTrainer) {
   int64_t total = 0;
   for (auto v : metrics["expert_load"][0]) total += v.get<int64_t>();
   EXPECT_EQ(total, 2 * 6 * c.top_k);  // padding is not routed
-  model->save(dir.path, nullptr);
-  auto loaded = lol::training::load_model(dir.path);
+  model->save(dir.path(), nullptr);
+  auto loaded = lol::training::load_model(dir.path());
   EXPECT_EQ(loaded->config_json(), model->config_json());
   model->module().eval();
   loaded->module().eval();

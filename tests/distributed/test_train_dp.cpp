@@ -79,18 +79,18 @@ pid_t spawn_rank(const std::vector<std::string>& args, int rank, int port, const
 
 TEST(DataParallelTrain, TwoRanksOfBatchBMatchOneProcessOfBatch2BAlsoAfterResume) {
   test::TempDir dir("dp");
-  const std::string data = dir.path + "/data";
+  const std::string data = dir.path() + "/data";
   // 32 sequences, 8 per global batch: the 6 steps cross an epoch boundary.
   test::write_reverse_dataset(data, 32, 8);
-  const std::string cfg = write_config(dir.path, data), lol = LOL_BINARY;
+  const std::string cfg = write_config(dir.path(), data), lol = LOL_BINARY;
   const std::string base = lol + " train --config " + cfg + " --no-progress";
   std::string err;
-  ASSERT_EQ(run(base + " --set data.batch_size=8 --set train.out=" + dir.path + "/one", &err, dir.path), 0) << err;
+  ASSERT_EQ(run(base + " --set data.batch_size=8 --set train.out=" + dir.path() + "/one", &err, dir.path()), 0) << err;
   ASSERT_EQ(run(lol + " launch --nproc 2 --threads 1 --timeout 60 -- " + base +
-                    " --set data.batch_size=4 --set train.out=" + dir.path + "/two",
-                &err, dir.path), 0) << err;
-  const auto one = weights(dir.path + "/one/checkpoints/step-000006");
-  const auto two = weights(dir.path + "/two/checkpoints/step-000006");
+                    " --set data.batch_size=4 --set train.out=" + dir.path() + "/two",
+                &err, dir.path()), 0) << err;
+  const auto one = weights(dir.path() + "/one/checkpoints/step-000006");
+  const auto two = weights(dir.path() + "/two/checkpoints/step-000006");
   ASSERT_EQ(one.size(), two.size());
   for (const auto& [name, w] : one) {
     ASSERT_TRUE(two.count(name)) << name;
@@ -104,8 +104,8 @@ TEST(DataParallelTrain, TwoRanksOfBatchBMatchOneProcessOfBatch2BAlsoAfterResume)
 
   // Metrics: global loss and load per step agree; the last step's replica check
   // compared every parameter and buffer (the bias included) on both ranks.
-  const auto m1 = read_metrics(dir.path + "/one/metrics.jsonl");
-  const auto m2 = read_metrics(dir.path + "/two/metrics.jsonl");
+  const auto m1 = read_metrics(dir.path() + "/one/metrics.jsonl");
+  const auto m2 = read_metrics(dir.path() + "/two/metrics.jsonl");
   ASSERT_EQ(m1.size(), m2.size());
   for (size_t i = 0; i < m1.size(); ++i) {
     if (!m1[i].contains("loss")) continue;
@@ -123,36 +123,36 @@ TEST(DataParallelTrain, TwoRanksOfBatchBMatchOneProcessOfBatch2BAlsoAfterResume)
   // Resume: 3 steps (a run of its own, so its schedule ends at 3) then --resume to 6,
   // in one process (batch 8) and as 2 ranks (batch 4) continuing from rank 0's
   // checkpoint with each rank's own data position: the results agree again.
-  std::string one_r = base + " --set data.batch_size=8 --set train.out=" + dir.path + "/one_r";
-  std::string two_r = base + " --set data.batch_size=4 --set train.out=" + dir.path + "/two_r";
-  ASSERT_EQ(run(one_r + " --set train.steps=3", &err, dir.path), 0) << err;
-  ASSERT_EQ(run(lol + " train --no-progress --resume " + dir.path + "/one_r --set train.steps=6", &err, dir.path), 0) << err;
-  ASSERT_EQ(run(lol + " launch --nproc 2 --threads 1 -- " + two_r + " --set train.steps=3", &err, dir.path), 0) << err;
-  ASSERT_EQ(run(lol + " launch --nproc 2 --threads 1 -- " + lol + " train --no-progress --resume " + dir.path +
-                    "/two_r --set train.steps=6", &err, dir.path), 0) << err;
-  const auto one_resumed = weights(dir.path + "/one_r/checkpoints/step-000006");
-  const auto two_resumed = weights(dir.path + "/two_r/checkpoints/step-000006");
+  std::string one_r = base + " --set data.batch_size=8 --set train.out=" + dir.path() + "/one_r";
+  std::string two_r = base + " --set data.batch_size=4 --set train.out=" + dir.path() + "/two_r";
+  ASSERT_EQ(run(one_r + " --set train.steps=3", &err, dir.path()), 0) << err;
+  ASSERT_EQ(run(lol + " train --no-progress --resume " + dir.path() + "/one_r --set train.steps=6", &err, dir.path()), 0) << err;
+  ASSERT_EQ(run(lol + " launch --nproc 2 --threads 1 -- " + two_r + " --set train.steps=3", &err, dir.path()), 0) << err;
+  ASSERT_EQ(run(lol + " launch --nproc 2 --threads 1 -- " + lol + " train --no-progress --resume " + dir.path() +
+                    "/two_r --set train.steps=6", &err, dir.path()), 0) << err;
+  const auto one_resumed = weights(dir.path() + "/one_r/checkpoints/step-000006");
+  const auto two_resumed = weights(dir.path() + "/two_r/checkpoints/step-000006");
   for (const auto& [name, w] : one_resumed)
     EXPECT_TRUE(torch::allclose(w, two_resumed.at(name), 1e-4, 1e-5)) << name;
   EXPECT_TRUE(torch::equal(one_resumed.at("model.balance_bias"), two_resumed.at("model.balance_bias")));
   // A 2-rank checkpoint is refused by a single process (data shards would not line up).
-  EXPECT_EQ(run(lol + " train --resume " + dir.path + "/two_r --set train.steps=8", &err, dir.path), 2);
+  EXPECT_EQ(run(lol + " train --resume " + dir.path() + "/two_r --set train.steps=8", &err, dir.path()), 2);
   EXPECT_NE(err.find("resume it with the same number"), std::string::npos) << err;
 }
 
 TEST(DataParallelTrain, DeadOrStalledRankEndsTheOtherWithinTheTimeout) {
   test::TempDir dir("dpfail");
-  const std::string data = dir.path + "/data";
+  const std::string data = dir.path() + "/data";
   test::write_reverse_dataset(data, 32, 8);
-  const std::string cfg = write_config(dir.path, data), lol = LOL_BINARY;
+  const std::string cfg = write_config(dir.path(), data), lol = LOL_BINARY;
   for (int sig : {SIGKILL, SIGSTOP}) {
-    const std::string out = dir.path + "/run" + std::to_string(sig);
+    const std::string out = dir.path() + "/run" + std::to_string(sig);
     const std::vector<std::string> cmd = {lol, "train", "--config", cfg, "--no-progress", "--set",
                                           "train.steps=100000", "--set", "train.threads=1", "--set",
                                           "data.batch_size=4", "--set", "train.out=" + out};
     const int port = lol::dist::free_tcp_port();
-    const pid_t r0 = spawn_rank(cmd, 0, port, dir.path + "/err0.txt");
-    const pid_t r1 = spawn_rank(cmd, 1, port, dir.path + "/err1.txt");
+    const pid_t r0 = spawn_rank(cmd, 0, port, dir.path() + "/err0.txt");
+    const pid_t r1 = spawn_rank(cmd, 1, port, dir.path() + "/err1.txt");
     // Wait until the job trains (rank 0 logged a step), then take rank 1 away.
     const auto start = Clock::now();
     while (!fs::exists(out + "/metrics.jsonl") || fs::file_size(out + "/metrics.jsonl") == 0) {
@@ -169,7 +169,7 @@ TEST(DataParallelTrain, DeadOrStalledRankEndsTheOtherWithinTheTimeout) {
     if (got == 0) ::kill(r0, SIGKILL), ::waitpid(r0, &st, 0);
     ::kill(r1, SIGKILL);
     ::waitpid(r1, nullptr, 0);
-    const std::string err0 = lol::io::read_file(dir.path + "/err0.txt");
+    const std::string err0 = lol::io::read_file(dir.path() + "/err0.txt");
     ASSERT_NE(got, 0) << "rank 0 still running " << waited << " s after rank 1 got signal " << sig << "\n" << err0;
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4) << "status " << st << "\n" << err0;
     EXPECT_NE(err0.find("error: rank 0/2:"), std::string::npos) << err0;

@@ -18,47 +18,14 @@
 
 #include "core/tensor_io.h"
 #include "util/error.h"
+#include "../common/test_files.h"
 
 namespace lol::hf::test {
 
-/// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("lol_hf_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-inline void write_text(const std::string& path, const std::string& s) {
-  std::ofstream out(path, std::ios::trunc | std::ios::binary);
-  out << s;
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-/// Asserts that f() throws lol::InputError whose message contains every needle.
-inline void expect_input_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected lol::InputError containing '" << needles.at(0) << "'";
-  } catch (const InputError& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using ::lol_test::TempDir;
+using ::lol_test::read_text;
+using ::lol_test::write_text;
+using ::lol_test::expect_input_error;
 
 /// Shape of a tiny test checkpoint.
 struct TinyShape {

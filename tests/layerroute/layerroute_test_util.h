@@ -10,8 +10,11 @@
 
 #include "baselines/dense_model.h"
 #include "layerroute/gated_model.h"
+#include "../common/test_files.h"
 
 namespace lol::layerroute::test {
+
+using ::lol_test::TempDir;
 
 inline baselines::DenseConfig tiny_config(int64_t layers = 6) {
   baselines::DenseConfig c;
@@ -57,22 +60,5 @@ inline void randomize_adapters(GatedModelImpl& m, uint64_t seed, double gate_sca
   for (auto& [name, t] : m.lora->peft_tensors()) t.copy_(torch::randn(t.sizes(), gen) * 0.05);
   m.gates->weight.copy_(torch::randn(m.gates->weight.sizes(), gen) * gate_scale);
 }
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    std::random_device rd;
-    path_ = (std::filesystem::temp_directory_path() / ("lol_lr_" + tag + "_" + std::to_string(rd()))).string();
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace lol::layerroute::test

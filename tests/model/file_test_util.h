@@ -16,49 +16,15 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include "../common/test_files.h"
 
 namespace reftest {
 
-/// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("lol_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-inline std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-inline void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void write_text(const std::string& path, const std::string& s) {
-  std::ofstream out(path, std::ios::trunc);
-  out << s;
-}
+using ::lol_test::TempDir;
+using ::lol_test::read_text;
+using ::lol_test::write_text;
+using ::lol_test::read_bytes;
+using ::lol_test::write_bytes;
 
 /// Header length field of a safetensors image.
 inline uint64_t header_len(const std::vector<uint8_t>& b) {

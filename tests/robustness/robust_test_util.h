@@ -14,25 +14,12 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include "../common/test_files.h"
 
 namespace lol::robust_test {
 
-/// A fresh empty directory under the system temp dir, removed by the destructor.
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("lol-robust-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-               .string();
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using ::lol_test::TempDir;
+using ::lol_test::read_text;
 
 /// Starts LOL_BINARY with `args`; stdout and stderr go to `log`. Returns the child's pid.
 inline pid_t spawn_lol(const std::vector<std::string>& args, const std::string& log) {
@@ -59,13 +46,6 @@ struct RunResult {
   int status = -1;  ///< exit status, or 128 + signal
   std::string output;
 };
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// Runs LOL_BINARY with `args` to completion; output = stdout + stderr.
 inline RunResult run_lol(const std::vector<std::string>& args, const std::string& log) {

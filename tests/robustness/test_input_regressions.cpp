@@ -93,15 +93,15 @@ TEST(InputRegressions, CheckpointConfigFarLargerThanItsWeightsIsRefusedBeforeAll
   c.stride = 4;
   c.max_seq_len = 64;
   lol::LoLModel m(c);
-  lol::save_lol(m, t.path);
-  EXPECT_NO_THROW(lol::load_lol(t.path));
+  lol::save_lol(m, t.path());
+  EXPECT_NO_THROW(lol::load_lol(t.path()));
   for (auto patch : {nlohmann::json{{"d_model", 1048576}, {"n_heads", 1024}, {"n_kv_heads", 1024}},
                      nlohmann::json{{"vocab_size", int64_t(1) << 31}}}) {
     auto j = c.to_json();
     j.update(patch);
-    std::ofstream(t.path + "/config.json") << j.dump();
-    expect_input_error([&] { lol::load_lol(t.path); },
-                       {t.path + "/config.json: declares a model of at least", t.path + "/model.safetensors has only",
+    std::ofstream(t.path() + "/config.json") << j.dump();
+    expect_input_error([&] { lol::load_lol(t.path()); },
+                       {t.path() + "/config.json: declares a model of at least", t.path() + "/model.safetensors has only",
                         "does not match the weights"});
   }
 }

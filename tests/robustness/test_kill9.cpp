@@ -46,12 +46,12 @@ int64_t load_latest(const std::string& run) {
 
 TEST(CrashSafety, Kill9AtRandomMomentsAlwaysLeavesALoadableLatestCheckpoint) {
   TempDir t("kill9");
-  ASSERT_EQ(make_maze_data(t.path + "/data"), 0);
-  const std::string run = t.path + "/run";
-  auto cfg = tiny_run_config(t.path + "/data", run, 100000);
+  ASSERT_EQ(make_maze_data(t.path() + "/data"), 0);
+  const std::string run = t.path() + "/run";
+  auto cfg = tiny_run_config(t.path() + "/data", run, 100000);
   cfg["train"]["save_every"] = 1;  // a checkpoint every step: many kills land inside a save
   cfg["train"]["keep_last"] = 2;
-  std::ofstream(t.path + "/run.json") << cfg.dump(2);
+  std::ofstream(t.path() + "/run.json") << cfg.dump(2);
 
   const uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   std::mt19937_64 rng(seed);
@@ -62,9 +62,9 @@ TEST(CrashSafety, Kill9AtRandomMomentsAlwaysLeavesALoadableLatestCheckpoint) {
   while (trials < 60 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(45)) {
     const bool resume = fs::exists(run + "/latest");
     std::vector<std::string> args = resume ? std::vector<std::string>{"train", "--resume", run, "--no-progress"}
-                                           : std::vector<std::string>{"train", "--config", t.path + "/run.json"};
+                                           : std::vector<std::string>{"train", "--config", t.path() + "/run.json"};
     const auto spawned = fs::file_time_type::clock::now();
-    const pid_t pid = spawn_lol(args, t.path + "/child.log");
+    const pid_t pid = spawn_lol(args, t.path() + "/child.log");
     // LibTorch start-up takes seconds on a loaded machine: wait until the child has
     // (re)written metrics.jsonl, i.e. is about to train, then kill at a random moment.
     const auto wait_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -81,7 +81,7 @@ TEST(CrashSafety, Kill9AtRandomMomentsAlwaysLeavesALoadableLatestCheckpoint) {
     if (!(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL)) {
       ++exited_early;
       ADD_FAILURE() << "trial " << trials << ": child ended on its own before the kill:\n"
-                    << read_text(t.path + "/child.log");
+                    << read_text(t.path() + "/child.log");
       continue;
     }
     if (mid_save) ++during_save;
@@ -108,7 +108,7 @@ TEST(CrashSafety, Kill9AtRandomMomentsAlwaysLeavesALoadableLatestCheckpoint) {
 
   // The run resumes from where it was killed and finishes.
   auto r = run_lol({"train", "--resume", run, "--no-progress", "--set", "train.steps=" + std::to_string(last_step + 2)},
-                   t.path + "/final.log");
+                   t.path() + "/final.log");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(load_latest(run), last_step + 2);
   // No leftovers of killed saves once a save completed.
@@ -120,17 +120,17 @@ TEST(CrashSafety, Kill9AtRandomMomentsAlwaysLeavesALoadableLatestCheckpoint) {
 // re-saved step replaces the old directory in place.
 TEST(CrashSafety, ResavingExistingStepsKeepsLatestValid) {
   TempDir t("resave");
-  ASSERT_EQ(make_maze_data(t.path + "/data"), 0);
-  const std::string run = t.path + "/run";
-  auto cfg = tiny_run_config(t.path + "/data", run, 4);
+  ASSERT_EQ(make_maze_data(t.path() + "/data"), 0);
+  const std::string run = t.path() + "/run";
+  auto cfg = tiny_run_config(t.path() + "/data", run, 4);
   cfg["train"]["save_every"] = 1;
   cfg["train"]["keep_last"] = 10;
-  std::ofstream(t.path + "/run.json") << cfg.dump(2);
-  ASSERT_EQ(run_lol({"train", "--config", t.path + "/run.json"}, t.path + "/a.log").status, 0);
+  std::ofstream(t.path() + "/run.json") << cfg.dump(2);
+  ASSERT_EQ(run_lol({"train", "--config", t.path() + "/run.json"}, t.path() + "/a.log").status, 0);
   ASSERT_TRUE(fs::exists(run + "/checkpoints/step-000002"));
   auto r = run_lol({"train", "--resume", run + "/checkpoints/step-000002", "--no-progress", "--set", "train.steps=3",
                     "--set", "train.keep_last=1"},
-                   t.path + "/b.log");
+                   t.path() + "/b.log");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(lol::training::resolve_checkpoint(run), (fs::path(run) / "checkpoints" / "step-000003").string());
   EXPECT_EQ(load_latest(run), 3);

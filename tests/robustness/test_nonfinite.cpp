@@ -33,13 +33,13 @@ void poison(const std::string& ck, const std::string& tensor, float value) {
 
 struct TinyRun {
   TempDir t{"nonfinite"};
-  std::string run = t.path + "/run";
+  std::string run = t.path() + "/run";
   TinyRun() {
-    EXPECT_EQ(make_maze_data(t.path + "/data"), 0);
-    auto cfg = tiny_run_config(t.path + "/data", run, 2);
+    EXPECT_EQ(make_maze_data(t.path() + "/data"), 0);
+    auto cfg = tiny_run_config(t.path() + "/data", run, 2);
     cfg["train"]["save_every"] = 1;
-    std::ofstream(t.path + "/run.json") << cfg.dump(2);
-    EXPECT_EQ(run_lol({"train", "--config", t.path + "/run.json"}, t.path + "/a.log").status, 0);
+    std::ofstream(t.path() + "/run.json") << cfg.dump(2);
+    EXPECT_EQ(run_lol({"train", "--config", t.path() + "/run.json"}, t.path() + "/a.log").status, 0);
   }
   std::string latest() const { return lol::training::resolve_checkpoint(run); }
 };
@@ -51,7 +51,7 @@ TEST(NonFinite, OverflowingWeightsStopTrainingWithExit3AndTheLastGoodCheckpoint)
   const std::string ck = r.latest();
   // Finite but huge: the forward pass overflows to Inf/NaN (loads fine, fails in training).
   poison(ck, "model.embed_tokens.weight", 3e38f);
-  auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=5"}, r.t.path + "/b.log");
+  auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=5"}, r.t.path() + "/b.log");
   EXPECT_EQ(res.status, 3) << res.output;
   EXPECT_NE(res.output.find("training stopped: loss is"), std::string::npos) << res.output;
   EXPECT_NE(res.output.find("at step 3"), std::string::npos) << res.output;
@@ -64,7 +64,7 @@ TEST(NonFinite, OverflowingWeightsStopTrainingWithExit3AndTheLastGoodCheckpoint)
   // "skip": every step is bad, so the run stops after 10 consecutive skipped steps.
   res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=20", "--set",
                  "train.on_nonfinite=skip"},
-                r.t.path + "/c.log");
+                r.t.path() + "/c.log");
   EXPECT_EQ(res.status, 3) << res.output;
   EXPECT_NE(res.output.find("10 consecutive non-finite steps"), std::string::npos) << res.output;
   EXPECT_NE(res.output.find("step skipped"), std::string::npos) << res.output;
@@ -75,12 +75,12 @@ TEST(NonFinite, NaNOrInfWeightsInACheckpointAreRefusedByName) {
   const std::string ck = r.latest();
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
     poison(ck, "model.norm.weight", bad);
-    auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=4"}, r.t.path + "/b.log");
+    auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=4"}, r.t.path() + "/b.log");
     EXPECT_EQ(res.status, 2) << res.output;
     EXPECT_NE(res.output.find("error: " + ck + "/model.safetensors: tensor 'model.norm.weight' contains NaN or Inf"),
               std::string::npos)
         << res.output;
-    res = run_lol({"info", ck}, r.t.path + "/c.log");
+    res = run_lol({"info", ck}, r.t.path() + "/c.log");
     EXPECT_EQ(res.status, 2) << res.output;
     EXPECT_NE(res.output.find("'model.norm.weight' contains NaN or Inf"), std::string::npos) << res.output;
   }

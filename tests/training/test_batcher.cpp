@@ -52,8 +52,8 @@ TEST(AssembleBatch, TargetsAreNextTokensInsideTheDocumentAndMasked) {
 
 TEST(Batcher, PadModeCoversEveryExampleOncePerEpochAndResumes) {
   TempDir dir("batch");
-  test::write_reverse_dataset(dir.path, 20, 4);
-  auto ds = lol::data::Dataset::open(dir.path);
+  test::write_reverse_dataset(dir.path(), 20, 4);
+  auto ds = lol::data::Dataset::open(dir.path());
   auto split = ds.load("train");
   BatchLayout lay{4, 0, false};
   Batcher b(split, lay, 11, true, true, "train");
@@ -89,8 +89,8 @@ TEST(Batcher, PadModeCoversEveryExampleOncePerEpochAndResumes) {
 
 TEST(Batcher, PackModeFillsRowsAndKeepsDocumentsApart) {
   TempDir dir("pack");
-  test::write_reverse_dataset(dir.path, 30, 4);
-  auto split = lol::data::Dataset::open(dir.path).load("train");
+  test::write_reverse_dataset(dir.path(), 30, 4);
+  auto split = lol::data::Dataset::open(dir.path()).load("train");
   BatchLayout lay{3, 16, true};
   Batcher b(split, lay, 1, false, true, "train");
 
@@ -131,8 +131,8 @@ TEST(Batcher, PackModeFillsRowsAndKeepsDocumentsApart) {
 
 TEST(Batcher, TooLongSequenceNamesTheSetting) {
   TempDir dir("long");
-  test::write_reverse_dataset(dir.path, 5, 1);
-  auto split = lol::data::Dataset::open(dir.path).load("train");
+  test::write_reverse_dataset(dir.path(), 5, 1);
+  auto split = lol::data::Dataset::open(dir.path()).load("train");
   try {
     Batcher b(split, BatchLayout{2, 5, false}, 0, true, true, "data");
     FAIL() << "expected InputError";

@@ -28,30 +28,30 @@ int run(const std::string& cmd, std::string* err = nullptr, const std::string& t
 
 TEST(CliTrain, TrainsResumesAndRejectsBadKeys) {
   test::TempDir dir("cli");
-  const std::string data = dir.path + "/data", out = dir.path + "/run", cfg = dir.path + "/run.json";
+  const std::string data = dir.path() + "/data", out = dir.path() + "/run", cfg = dir.path() + "/run.json";
   test::write_reverse_dataset(data, 32, 8);
   std::ofstream(cfg) << test::tiny_run_json(data, out).dump(2);
   const std::string lol = LOL_BINARY;
   std::string err;
-  EXPECT_EQ(run(lol + " train --config " + cfg + " --set train.steps=4 --set train.save_every=2", &err, dir.path), 0) << err;
+  EXPECT_EQ(run(lol + " train --config " + cfg + " --set train.steps=4 --set train.save_every=2", &err, dir.path()), 0) << err;
   EXPECT_TRUE(fs::exists(out + "/checkpoints/step-000004/model.safetensors"));
   EXPECT_TRUE(fs::exists(out + "/run.json"));
   // Resume to 6 steps from the run directory with the saved run.json.
-  EXPECT_EQ(run(lol + " train --resume " + out + " --set train.steps=6", &err, dir.path), 0) << err;
+  EXPECT_EQ(run(lol + " train --resume " + out + " --set train.steps=6", &err, dir.path()), 0) << err;
   EXPECT_TRUE(fs::exists(out + "/checkpoints/step-000006"));
   // Unknown key / bad value: exit 2 and the key is named.
-  EXPECT_EQ(run(lol + " train --config " + cfg + " --set train.stepz=3", &err, dir.path), 2);
+  EXPECT_EQ(run(lol + " train --config " + cfg + " --set train.stepz=3", &err, dir.path()), 2);
   EXPECT_NE(err.find("train.stepz"), std::string::npos) << err;
-  EXPECT_EQ(run(lol + " train --config " + cfg + " --set optim.lr=-1 --set train.out=" + dir.path + "/r2", &err, dir.path), 2);
+  EXPECT_EQ(run(lol + " train --config " + cfg + " --set optim.lr=-1 --set train.out=" + dir.path() + "/r2", &err, dir.path()), 2);
   EXPECT_NE(err.find("'lr'"), std::string::npos) << err;
   // Starting over an existing run is refused.
-  EXPECT_EQ(run(lol + " train --config " + cfg, &err, dir.path), 2);
+  EXPECT_EQ(run(lol + " train --config " + cfg, &err, dir.path()), 2);
   EXPECT_NE(err.find("--resume"), std::string::npos) << err;
 
   // lol plot renders the metrics.
-  EXPECT_EQ(run(lol + " plot " + out + "/metrics.jsonl --out " + dir.path + "/loss.png", &err, dir.path), 0) << err;
-  ASSERT_TRUE(fs::exists(dir.path + "/loss.png"));
-  std::ifstream png(dir.path + "/loss.png", std::ios::binary);
+  EXPECT_EQ(run(lol + " plot " + out + "/metrics.jsonl --out " + dir.path() + "/loss.png", &err, dir.path()), 0) << err;
+  ASSERT_TRUE(fs::exists(dir.path() + "/loss.png"));
+  std::ifstream png(dir.path() + "/loss.png", std::ios::binary);
   char magic[4] = {};
   png.read(magic, 4);
   EXPECT_EQ(std::string(magic + 1, 3), "PNG");
@@ -59,9 +59,9 @@ TEST(CliTrain, TrainsResumesAndRejectsBadKeys) {
 
 TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   test::TempDir dir("plot");
-  const std::string m1 = dir.path + "/a/metrics.jsonl", m2 = dir.path + "/b/metrics.jsonl";
-  fs::create_directories(dir.path + "/a");
-  fs::create_directories(dir.path + "/b");
+  const std::string m1 = dir.path() + "/a/metrics.jsonl", m2 = dir.path() + "/b/metrics.jsonl";
+  fs::create_directories(dir.path() + "/a");
+  fs::create_directories(dir.path() + "/b");
   std::ofstream(m1) << R"({"step":1,"loss":3.0,"tokens":10}
 {"step":2,"loss":2.5,"tokens":20}
 {"step":2,"valid_loss":2.7,"valid_acc":0.1,"tokens":20}
@@ -70,18 +70,18 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
 )";
   PlotOptions o;
   o.inputs = {m1, m2};
-  o.out = dir.path + "/x.svg";
+  o.out = dir.path() + "/x.svg";
   o.x = "tokens";
-  auto s = gnuplot_script(o, dir.path);
+  auto s = gnuplot_script(o, dir.path());
   EXPECT_NE(s.find("set terminal svg"), std::string::npos);
   EXPECT_NE(s.find("a train"), std::string::npos);
   EXPECT_NE(s.find("a valid"), std::string::npos);
   EXPECT_NE(s.find("b train"), std::string::npos);
   EXPECT_EQ(s.find("b valid"), std::string::npos);  // no evaluation records in b
-  EXPECT_EQ(lol::io::read_file(dir.path + "/train-0.dat"), "10 3.0\n20 2.5\n");
-  EXPECT_EQ(lol::io::read_file(dir.path + "/valid-0.dat"), "20 2.7\n");
+  EXPECT_EQ(lol::io::read_file(dir.path() + "/train-0.dat"), "10 3.0\n20 2.5\n");
+  EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "20 2.7\n");
   o.x = "bogus";
-  EXPECT_THROW(gnuplot_script(o, dir.path), lol::InputError);
+  EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
   o.x = "flops";  // no record has flops
-  EXPECT_THROW(gnuplot_script(o, dir.path), lol::InputError);
+  EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
 }

@@ -87,7 +87,7 @@ TEST(RunConfig, OutOfRangeValuesNameTheKey) {
 
 TEST(RunConfig, SetOverridesAreTypedAndChecked) {
   test::TempDir dir("cfg");
-  const std::string path = dir.path + "/run.json";
+  const std::string path = dir.path() + "/run.json";
   std::ofstream(path) << base().dump();
   auto c = RunConfig::load(path, {"train.steps=7", "optim.type=adamw", "optim.betas=[0.8,0.9]",
                                   "model.d_model=64", "train.out=elsewhere"});

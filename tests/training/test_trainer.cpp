@@ -25,10 +25,10 @@ namespace {
 
 struct Fixture {
   TempDir dir{"trainer"};
-  std::string data = dir.path + "/data";
+  std::string data = dir.path() + "/data";
   Fixture() { test::write_reverse_dataset(data, 64, 16); }
   RunConfig run(const std::string& name, int64_t steps) {
-    auto c = test::tiny_run(data, dir.path + "/" + name);
+    auto c = test::tiny_run(data, dir.path() + "/" + name);
     c.train.steps = steps;
     return c;
   }

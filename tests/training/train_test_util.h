@@ -12,25 +12,11 @@
 
 #include "dataset/shards.h"
 #include "training/run_config.h"
+#include "../common/test_files.h"
 
 namespace lol::training::test {
 
-/// A fresh empty directory under the system temp dir, removed by the destructor.
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("lol-train-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-               .string();
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using ::lol_test::TempDir;
 
 /// Reversal task: "BOS a1..an SEP an..a1 EOS" with digits a_i in [4, 4 + n_sym),
 /// loss on the answer (after SEP) only; prompt_len = n + 2 (the question). Tokens:
