@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
 #include "core/runtime.h"
@@ -69,33 +70,11 @@ class TextCodec {
   std::unique_ptr<tasks::Vocab> vocab_;
 };
 
-std::vector<int64_t> parse_ids(const std::string& s, const std::string& flag) {
-  std::vector<int64_t> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, ',')) {
-    std::istringstream words(cur);
-    std::string w;
-    while (words >> w) {
-      size_t used = 0;
-      int64_t v = 0;
-      try {
-        v = std::stoll(w, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != w.size() || v < 0) throw InputError(flag + ": '" + w + "' is not a token id (expected integers >= 0)");
-      out.push_back(v);
-    }
-  }
-  return out;
-}
-
 struct GenerateArgs {
   std::string model, prompt, tokens, force_path, tokenizer, device = "cpu", depth_rule = "stretch", trace_file;
   std::vector<std::string> stop;
-  int64_t depth = -1, max_new = 64, prompt_len = 0, router_only_last = 0, top_k = 0;
-  double temperature = 0, top_p = 1;
+  int64_t depth = -1, max_new = 64, prompt_len = 0, router_only_last = 0;
+  inference::SamplingOptions sampling;
   uint64_t seed = 0;
   int threads = 0;
   bool prompt_window = false, ids_out = false;
@@ -143,9 +122,7 @@ void run_generate(const GenerateArgs& a) {
   }
   inference::GenerateOptions o;
   o.max_new_tokens = a.max_new;
-  o.sampling.temperature = a.temperature;
-  o.sampling.top_k = a.top_k;
-  o.sampling.top_p = a.top_p;
+  o.sampling = a.sampling;
   o.seed = a.seed;
   o.depth = a.depth;
   o.depth_rule = inference::parse_depth_rule(a.depth_rule);
@@ -256,10 +233,7 @@ void register_generate(CLI::App& app) {
   g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md");
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
   g->add_option("--max-new", ga->max_new, "Maximum new tokens")->capture_default_str();
-  g->add_option("--temperature", ga->temperature, "0 = greedy")->capture_default_str();
-  g->add_option("--top-k", ga->top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  g->add_option("--top-p", ga->top_p, "Nucleus mass (1 = all)")->capture_default_str();
-  g->add_option("--seed", ga->seed, "Sampling seed")->capture_default_str();
+  add_sampling_options(g, ga->sampling, ga->seed);
   g->add_option("--stop", ga->stop, "Stop token(s): token text or id");
   g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")->capture_default_str();
   g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)");

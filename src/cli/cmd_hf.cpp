@@ -14,6 +14,7 @@
 
 #include "analysis/lm_eval.h"
 #include "baselines/dense_trainable.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
@@ -99,8 +100,8 @@ void run_info(const std::string& dir, bool check) {
 // ---------------------------------------------------------------- generate
 struct GenArgs {
   std::string dir, prompt, tokens, system, dtype = "float32";
-  int64_t max_new = 128, top_k = 0;
-  double temperature = 0, top_p = 1;
+  int64_t max_new = 128;
+  inference::SamplingOptions sampling;
   uint64_t seed = 0;
   int threads = 0;
   bool chat = false, ids = false, no_stop = false;
@@ -125,24 +126,12 @@ void run_generate(const GenArgs& a) {
     for (int32_t id : tok->encode(text)) prompt.push_back(id);
   } else {
     if (a.chat) throw InputError("--chat needs --prompt TEXT");
-    std::istringstream in(a.tokens);
-    std::string w;
-    while (std::getline(in, w, ',')) {
-      try {
-        size_t used = 0;
-        prompt.push_back(std::stoll(w, &used));
-        if (used != w.size()) throw std::invalid_argument(w);
-      } catch (const std::exception&) {
-        throw InputError("--tokens: '" + w + "' is not a token id (expected comma-separated integers)");
-      }
-    }
+    prompt = parse_ids(a.tokens, "--tokens");
   }
   if (prompt.empty()) throw InputError("the prompt has no tokens");
   inference::GenerateOptions o;
   o.max_new_tokens = a.max_new;
-  o.sampling.temperature = a.temperature;
-  o.sampling.top_k = a.top_k;
-  o.sampling.top_p = a.top_p;
+  o.sampling = a.sampling;
   o.seed = a.seed;
   o.batch_size = 1;
   if (!a.no_stop) o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
@@ -326,15 +315,12 @@ void register_hf(CLI::App& app) {
   auto* gen = hf->add_subcommand("generate", "Generate text (KV-cached; streams to stdout, speed to stderr)");
   gen->add_option("dir", g->dir, "Model folder")->required();
   auto* pr = gen->add_option("--prompt", g->prompt, "Prompt text");
-  auto* tk = gen->add_option("--tokens", g->tokens, "Prompt token ids, comma separated");
+  auto* tk = gen->add_option("--tokens", g->tokens, "Prompt token ids, comma or space separated");
   pr->excludes(tk);
   gen->add_flag("--chat", g->chat, "Format the prompt as a user turn with the folder's ChatML chat template");
   gen->add_option("--system", g->system, "System message for --chat (default: the template's)");
   gen->add_option("--max-new", g->max_new, "Maximum new tokens")->capture_default_str();
-  gen->add_option("--temperature", g->temperature, "0 = greedy")->capture_default_str();
-  gen->add_option("--top-k", g->top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  gen->add_option("--top-p", g->top_p, "Nucleus mass (1 = all)")->capture_default_str();
-  gen->add_option("--seed", g->seed, "Sampling seed")->capture_default_str();
+  add_sampling_options(gen, g->sampling, g->seed);
   gen->add_option("--dtype", g->dtype, "Compute dtype: float32 | bfloat16 | float16 | float64")->capture_default_str();
   gen->add_flag("--ids", g->ids, "Print token ids instead of text");
   gen->add_flag("--no-stop", g->no_stop, "Ignore EOS tokens (always generate --max-new tokens)");
