@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -95,6 +96,52 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
       EXPECT_TRUE(tr.forced[int64_t(w)].item<bool>());
     }
   }
+  fs::remove_all(dir);
+}
+
+// The same pipeline on sudoku (paper 4.1.3): 9x9 grids, sequences of ~400-800 tokens,
+// strategy labels S1..S5; checks the path files' shape and the tables' counts.
+TEST(MainJobPipeline, TinySudokuRunProducesConsistentFiles) {
+  const std::string lol = LOL_BINARY;
+  const std::string dir = (fs::temp_directory_path() / ("lol_pipeline_sudoku_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(run(lol + " data sudoku --n 12 --seed 5 --valid-fraction 0.25 --max-tokens 800 --out " + dir + "/data"), 0);
+  auto ds = lol::data::Dataset::open(dir + "/data");
+  const auto valid = ds.load("valid");
+  ASSERT_GT(valid.size(), 0);
+  nlohmann::json cfg = {
+      {"model",
+       {{"architecture", "lol"}, {"d_model", 32}, {"n_heads", 2}, {"n_kv_heads", 2}, {"ffn_hidden", 64},
+        {"n_prelude", 1}, {"n_coda", 1}, {"library_size", 3}, {"core_depth", 2}, {"window", 64}, {"stride", 32},
+        {"max_seq_len", 1024}}},
+      {"data", {{"dir", dir + "/data"}, {"batch_size", 4}, {"packing", "pad"}}},
+      {"train", {{"steps", 2}, {"out", dir + "/run"}, {"progress", false}, {"seed", 1}}}};
+  std::ofstream(dir + "/run.json") << cfg.dump(2);
+  ASSERT_EQ(run(lol + " train --config " + dir + "/run.json"), 0);
+  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths"), 0);
+  for (int s = 1; s <= 5; ++s) {
+    auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
+    EXPECT_EQ(p.library_size, 3);
+    ASSERT_EQ(p.depth(), 2);
+    // A sudoku question alone is ~90 tokens: the prompt window plus several trace windows.
+    for (int64_t d = 0; d < p.depth(); ++d) EXPECT_GE(p.expert[d].size(), 5u) << "S" << s;
+  }
+  ASSERT_EQ(run(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                "/data --n 2 --max-new 24 --out " + dir + "/eval"),
+            0);
+  auto res = read_json(dir + "/eval/results.json");
+  ASSERT_EQ(res["confusion"].size(), 6u);
+  for (int s = 1; s <= 5; ++s) {
+    int64_t row = 0;
+    for (const auto& x : res["confusion"][s]) row += x.get<int64_t>();
+    EXPECT_EQ(row, 2) << "every forced strategy row counts every puzzle";
+    // 24 new tokens cannot finish a sudoku trace: nothing may be scored correct.
+    const auto& m = res["forced"]["S" + std::to_string(s)];
+    EXPECT_EQ(m["n"].get<int64_t>(), 2);
+    EXPECT_EQ(m["answer_correct"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(res["task"], "sudoku");
   fs::remove_all(dir);
 }
 
