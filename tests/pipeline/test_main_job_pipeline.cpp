@@ -29,6 +29,38 @@ nlohmann::json read_json(const std::string& p) {
   return nlohmann::json::parse(in);
 }
 
+/// Writes `dir`/run.json for a tiny LoL (d 32, L 3, D 2) with the given window/stride
+/// and trains it for `steps` steps on `dir`/data into `dir`/run. Returns the exit status.
+int train_tiny(const std::string& lol, const std::string& dir, int window, int stride, int max_seq_len, int batch,
+               int steps) {
+  nlohmann::json cfg = {
+      {"model",
+       {{"architecture", "lol"}, {"d_model", 32}, {"n_heads", 2}, {"n_kv_heads", 2}, {"ffn_hidden", 64},
+        {"n_prelude", 1}, {"n_coda", 1}, {"library_size", 3}, {"core_depth", 2}, {"window", window},
+        {"stride", stride}, {"max_seq_len", max_seq_len}}},
+      {"data", {{"dir", dir + "/data"}, {"batch_size", batch}, {"packing", "pad"}}},
+      {"train", {{"steps", steps}, {"out", dir + "/run"}, {"progress", false}, {"seed", 1}}}};
+  std::ofstream(dir + "/run.json") << cfg.dump(2);
+  return run(lol + " train --config " + dir + "/run.json");
+}
+
+/// `lol eval-strategies` on `dir`/run with `dir`/paths, n puzzles per strategy; checks that
+/// every forced row of the confusion matrix counts every puzzle. Returns results.json.
+nlohmann::json eval_and_check_counts(const std::string& lol, const std::string& dir, int n, int max_new) {
+  EXPECT_EQ(run(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir + "/data --n " +
+                std::to_string(n) + " --max-new " + std::to_string(max_new) + " --out " + dir + "/eval"),
+            0);
+  auto res = read_json(dir + "/eval/results.json");
+  EXPECT_EQ(res["confusion"].size(), 6u);
+  for (int s = 1; s <= 5; ++s) {
+    int64_t row = 0;
+    for (const auto& x : res["confusion"][s]) row += x.get<int64_t>();
+    EXPECT_EQ(row, n) << "every forced strategy row counts every puzzle";
+    EXPECT_EQ(res["forced"]["S" + std::to_string(s)]["n"].get<int64_t>(), n);
+  }
+  return res;
+}
+
 }  // namespace
 
 TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
@@ -40,15 +72,7 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   auto ds = lol::data::Dataset::open(dir + "/data");
   ASSERT_GT(ds.load("valid").size(), 0);
 
-  nlohmann::json cfg = {
-      {"model",
-       {{"architecture", "lol"}, {"d_model", 32}, {"n_heads", 2}, {"n_kv_heads", 2}, {"ffn_hidden", 64},
-        {"n_prelude", 1}, {"n_coda", 1}, {"library_size", 3}, {"core_depth", 2}, {"window", 8}, {"stride", 4},
-        {"max_seq_len", 256}}},
-      {"data", {{"dir", dir + "/data"}, {"batch_size", 8}, {"packing", "pad"}}},
-      {"train", {{"steps", 3}, {"out", dir + "/run"}, {"progress", false}, {"seed", 1}}}};
-  std::ofstream(dir + "/run.json") << cfg.dump(2);
-  ASSERT_EQ(run(lol + " train --config " + dir + "/run.json"), 0);
+  ASSERT_EQ(train_tiny(lol, dir, 8, 4, 256, 8, 3), 0);
   ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths"), 0);
   for (int s = 1; s <= 5; ++s) {
     auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
@@ -60,17 +84,7 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
     }
   }
   ASSERT_TRUE(fs::exists(dir + "/paths/agreement.json"));
-  ASSERT_EQ(run(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
-                "/data --n 3 --max-new 40 --out " + dir + "/eval"),
-            0);
-  auto res = read_json(dir + "/eval/results.json");
-  ASSERT_EQ(res["confusion"].size(), 6u);
-  for (int s = 1; s <= 5; ++s) {
-    int64_t row = 0;
-    for (const auto& x : res["confusion"][s]) row += x.get<int64_t>();
-    EXPECT_EQ(row, 3) << "every forced strategy row counts every puzzle";
-    EXPECT_EQ(res["forced"]["S" + std::to_string(s)]["n"].get<int64_t>(), 3);
-  }
+  eval_and_check_counts(lol, dir, 3, 40);
 
   // Forcing a path reproduces it in the routing trace.
   std::string latest;
@@ -110,15 +124,7 @@ TEST(MainJobPipeline, TinySudokuRunProducesConsistentFiles) {
   auto ds = lol::data::Dataset::open(dir + "/data");
   const auto valid = ds.load("valid");
   ASSERT_GT(valid.size(), 0);
-  nlohmann::json cfg = {
-      {"model",
-       {{"architecture", "lol"}, {"d_model", 32}, {"n_heads", 2}, {"n_kv_heads", 2}, {"ffn_hidden", 64},
-        {"n_prelude", 1}, {"n_coda", 1}, {"library_size", 3}, {"core_depth", 2}, {"window", 64}, {"stride", 32},
-        {"max_seq_len", 1024}}},
-      {"data", {{"dir", dir + "/data"}, {"batch_size", 4}, {"packing", "pad"}}},
-      {"train", {{"steps", 2}, {"out", dir + "/run"}, {"progress", false}, {"seed", 1}}}};
-  std::ofstream(dir + "/run.json") << cfg.dump(2);
-  ASSERT_EQ(run(lol + " train --config " + dir + "/run.json"), 0);
+  ASSERT_EQ(train_tiny(lol, dir, 64, 32, 1024, 4, 2), 0);
   ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths"), 0);
   for (int s = 1; s <= 5; ++s) {
     auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
@@ -127,20 +133,9 @@ TEST(MainJobPipeline, TinySudokuRunProducesConsistentFiles) {
     // A sudoku question alone is ~90 tokens: the prompt window plus several trace windows.
     for (int64_t d = 0; d < p.depth(); ++d) EXPECT_GE(p.expert[d].size(), 5u) << "S" << s;
   }
-  ASSERT_EQ(run(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
-                "/data --n 2 --max-new 24 --out " + dir + "/eval"),
-            0);
-  auto res = read_json(dir + "/eval/results.json");
-  ASSERT_EQ(res["confusion"].size(), 6u);
-  for (int s = 1; s <= 5; ++s) {
-    int64_t row = 0;
-    for (const auto& x : res["confusion"][s]) row += x.get<int64_t>();
-    EXPECT_EQ(row, 2) << "every forced strategy row counts every puzzle";
-    // 24 new tokens cannot finish a sudoku trace: nothing may be scored correct.
-    const auto& m = res["forced"]["S" + std::to_string(s)];
-    EXPECT_EQ(m["n"].get<int64_t>(), 2);
-    EXPECT_EQ(m["answer_correct"].get<double>(), 0.0);
-  }
+  auto res = eval_and_check_counts(lol, dir, 2, 24);
+  // 24 new tokens cannot finish a sudoku trace: nothing may be scored correct.
+  for (int s = 1; s <= 5; ++s) EXPECT_EQ(res["forced"]["S" + std::to_string(s)]["answer_correct"].get<double>(), 0.0);
   EXPECT_EQ(res["task"], "sudoku");
   fs::remove_all(dir);
 }
