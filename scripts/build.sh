@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds lol in Release into ./build (override with BUILD_DIR).
+# Configures and builds lol in Release into ./build (override with BUILD_DIR); everything
+# (CLI, tests, benchmarks) unless BUILD_TARGETS names targets (e.g. BUILD_TARGETS=lol).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -11,4 +12,6 @@ JOBS=${JOBS:-$(nproc)}
 GEN=()
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then GEN=(-G Ninja); fi
 cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS"
+targets=()
+for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
