@@ -64,6 +64,12 @@ class TextCodec {
     return std::nullopt;
   }
   bool words() const { return vocab_ != nullptr; }
+  /// The end-of-sequence token: "<eos>" of a task vocabulary, the tokenizer's EOS otherwise.
+  std::optional<int64_t> eos() const {
+    if (vocab_) return token_id("<eos>");
+    if (auto e = tok_->eos_id()) return int64_t(*e);
+    return std::nullopt;
+  }
 
  private:
   std::unique_ptr<tokenizers::Tokenizer> tok_;
@@ -73,6 +79,7 @@ class TextCodec {
 struct GenerateArgs {
   std::string model, prompt, tokens, force_path, tokenizer, device = "cpu", depth_rule = "stretch", trace_file;
   std::vector<std::string> stop;
+  bool no_stop = false;
   int64_t depth = -1, max_new = 64, prompt_len = 0, router_only_last = 0;
   inference::SamplingOptions sampling;
   uint64_t seed = 0;
@@ -137,6 +144,9 @@ void run_generate(const GenerateArgs& a) {
     }
     o.stop_tokens.push_back(*id);
   }
+  // Without --stop, generation ends at the model's end-of-sequence token (--no-stop: never).
+  if (a.stop.empty() && !a.no_stop && codec)
+    if (auto e = codec->eos()) o.stop_tokens.push_back(*e);
   // Stream: print the text of the tokens so far past what was already printed.
   std::vector<int64_t> generated;
   std::string printed;
@@ -234,7 +244,8 @@ void register_generate(CLI::App& app) {
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
   g->add_option("--max-new", ga->max_new, "Maximum new tokens")->capture_default_str();
   add_sampling_options(g, ga->sampling, ga->seed);
-  g->add_option("--stop", ga->stop, "Stop token(s): token text or id");
+  g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
+  g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)");
   g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")->capture_default_str();
   g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)");
   g->add_option("--router-only-last", ga->router_only_last,

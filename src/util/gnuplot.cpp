@@ -1,5 +1,6 @@
 #include "util/gnuplot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -57,7 +58,9 @@ void plot_heatmap(const std::string& png, const std::string& title, const std::v
   for (size_t c = 0; c < C; ++c) s << (c ? ", " : "") << quote(c < col_names.size() ? col_names[c] : std::to_string(c)) << " " << c;
   s << ")\nset ytics (";
   for (size_t r = 0; r < R; ++r) s << (r ? ", " : "") << quote(r < row_names.size() ? row_names[r] : std::to_string(r)) << " " << r;
-  s << ")\nset datafile missing 'NaN'\n";
+  // No `set datafile missing 'NaN'`: it drops the NaN cells from the image grid, and
+  // gnuplot then lays out ragged rows shifted by half a cell; NaN cells stay undrawn anyway.
+  s << ")\n";
   s << "plot " << quote(dat) << " using 1:2:3 with image notitle, " << quote(dat)
     << " using 1:2:4 with labels font 'sans,9' notitle\n";
   s.close();
@@ -77,9 +80,16 @@ void plot_scatter(const std::string& png, const std::string& title, const std::v
 void plot_series(const std::string& png, const std::string& title, const std::vector<Series>& series,
                  const std::string& xlabel, const std::string& ylabel, bool logx, bool logy, bool points) {
   const std::string dat = png + ".dat", gp = png + ".gp";
+  // gnuplot's `index i` does not count empty data blocks, so a series without points
+  // would shift every later series onto the previous one's title: leave them out.
+  std::vector<const Series*> drawn;
+  for (const auto& se : series)
+    if (std::min(se.x.size(), se.y.size()) > 0) drawn.push_back(&se);
+  if (drawn.empty()) return;
   {
     std::ofstream d(dat);
-    for (const auto& se : series) {
+    for (const Series* p : drawn) {
+      const Series& se = *p;
       d << "# " << se.name << "\n";
       for (size_t i = 0; i < se.x.size() && i < se.y.size(); ++i) d << se.x[i] << " " << se.y[i] << "\n";
       d << "\n\n";
@@ -93,9 +103,9 @@ void plot_series(const std::string& png, const std::string& title, const std::ve
   if (logx) s << "set logscale x\n";
   if (logy) s << "set logscale y\n";
   s << "plot ";
-  for (size_t i = 0; i < series.size(); ++i)
+  for (size_t i = 0; i < drawn.size(); ++i)
     s << (i ? ", " : "") << quote(dat) << " index " << i << " using 1:2 "
-      << (points ? "with points pt 7 ps 0.5" : "with lines lw 2") << " title " << quote(series[i].name);
+      << (points ? "with points pt 7 ps 0.5" : "with lines lw 2") << " title " << quote(drawn[i]->name);
   s << "\n";
   s.close();
   run(gp);

@@ -31,6 +31,8 @@ void plot_scatter(const std::string& png, const std::string& title, const std::v
                   const std::string& xlabel, const std::string& ylabel);
 
 /// Shared implementation of plot_lines (points = false) and plot_scatter (points = true).
+/// Series without points are left out of the plot and its key; nothing is written when
+/// no series has points.
 void plot_series(const std::string& png, const std::string& title, const std::vector<Series>& series,
                  const std::string& xlabel, const std::string& ylabel, bool logx, bool logy, bool points);
 
