@@ -143,32 +143,38 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
     }
   }
   if (plots) {
-    std::vector<std::vector<double>> conf(static_cast<std::size_t>(C), std::vector<double>(static_cast<std::size_t>(C), 0.0));
-    std::vector<std::vector<std::string>> lab(static_cast<std::size_t>(C), std::vector<std::string>(static_cast<std::size_t>(C)));
-    for (int a = 0; a < C; ++a) {
+    // The figures show only the labels that occur (label ids may have gaps, e.g. maze S1..S5).
+    std::vector<int> shown;
+    std::vector<std::string> names;
+    for (int c = 0; c < C; ++c)
+      if (per_label[std::size_t(c)] > 0) {
+        shown.push_back(c);
+        names.push_back(label_names[std::size_t(c)]);
+      }
+    const std::size_t S = shown.size();
+    std::vector<std::vector<double>> conf(S, std::vector<double>(S, 0.0)), dsub(S, std::vector<double>(S, 0.0));
+    std::vector<std::vector<std::string>> lab(S, std::vector<std::string>(S)), dl(S, std::vector<std::string>(S));
+    double vmax = 0;
+    for (std::size_t a = 0; a < S; ++a) {
       int64_t row = 0;
-      for (int b = 0; b < C; ++b) row += cv.confusion[a][b];
-      for (int b = 0; b < C; ++b) {
-        conf[a][b] = row ? double(cv.confusion[a][b]) / double(row) : std::nan("");
+      for (int b = 0; b < C; ++b) row += cv.confusion[shown[a]][b];
+      for (std::size_t b = 0; b < S; ++b) {
+        conf[a][b] = row ? double(cv.confusion[shown[a]][shown[b]]) / double(row) : std::nan("");
         lab[a][b] = row ? std::to_string(int(std::lround(100 * conf[a][b]))) : "";
+        dsub[a][b] = dist[shown[a]][shown[b]];
+        if (std::isfinite(dsub[a][b])) vmax = std::max(vmax, dsub[a][b]);
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%.2f", dsub[a][b]);
+        dl[a][b] = buf;
       }
     }
     char t[160];
-    std::snprintf(t, sizeof t, "Nearest-centroid label from window paths (%% of true label); acc %.3f, shuffled %.3f",
+    std::snprintf(t, sizeof t, "Label from window paths, nearest centroid (%% of true label)\naccuracy %.3f, shuffled %.3f",
                   cv.accuracy, cv.shuffled_mean);
-    util::plot_heatmap(out_dir + "/separation_confusion.png", t, conf, label_names, label_names, lab,
-                       "predicted label", "true label");
-    double vmax = 0;
-    std::vector<std::vector<std::string>> dl(static_cast<std::size_t>(C), std::vector<std::string>(static_cast<std::size_t>(C)));
-    for (int a = 0; a < C; ++a)
-      for (int b = 0; b < C; ++b) {
-        if (std::isfinite(dist[a][b])) vmax = std::max(vmax, dist[a][b]);
-        char buf[16];
-        std::snprintf(buf, sizeof buf, "%.2f", dist[a][b]);
-        dl[a][b] = buf;
-      }
-    util::plot_heatmap(out_dir + "/centroid_distances.png", "Distance between label centroids of window paths", dist,
-                       label_names, label_names, dl, "label", "label", 0.0, vmax > 0 ? vmax : 1.0);
+    util::plot_heatmap(out_dir + "/separation_confusion.png", t, conf, names, names, lab, "predicted label",
+                       "true label");
+    util::plot_heatmap(out_dir + "/centroid_distances.png", "Distance between label centroids\nof window paths", dsub,
+                       names, names, dl, "label", "label", 0.0, vmax > 0 ? vmax : 1.0);
   }
   return j;
 }

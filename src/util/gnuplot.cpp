@@ -13,6 +13,10 @@ bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&
 static std::string quote(const std::string& s) {
   std::string r = "\"";
   for (char c : s) {
+    if (c == '\n') {  // a line break in a title or label: gnuplot's "\n" escape
+      r += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') r += '\\';
     r += c;
   }
@@ -54,6 +58,9 @@ void plot_heatmap(const std::string& png, const std::string& title, const std::v
   s << "set cbrange [" << vmin << ":" << vmax << "]\n";
   s << "set palette defined (0 '#f7fbff', 0.5 '#6baed6', 1 '#08306b')\n";
   s << "set xrange [-0.5:" << (double(C) - 0.5) << "]\nset yrange [" << (double(R) - 0.5) << ":-0.5]\n";
+  size_t longest = 0;
+  for (const auto& n : col_names) longest = std::max(longest, n.size());
+  if (longest > 6) s << "set xtics rotate by 30 right\n";  // long column names would overlap
   s << "set xtics (";
   for (size_t c = 0; c < C; ++c) s << (c ? ", " : "") << quote(c < col_names.size() ? col_names[c] : std::to_string(c)) << " " << c;
   s << ")\nset ytics (";
