@@ -106,6 +106,10 @@ struct InitArgs {
 
 void run_init(const InitArgs& a) {
   nlohmann::json j = io::read_json_file(a.config);
+  if (j.is_object() && j.contains("model") && (j.contains("data") || j.contains("train")))
+    throw InputError(a.config + ": a training run config (sections \"model\", \"data\", \"train\"); lol init takes a "
+                     "model config: the fields of a \"model\" section with vocab_size (docs/checkpoint-format.md). "
+                     "To train from it: lol train --config " + a.config);
   nlohmann::json extra;
   if (j.is_object() && j.contains("extra")) {
     extra = j["extra"];
