@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "baselines/dense_model.h"
+#include "layerroute/data.h"
 #include "layerroute/gated_model.h"
 #include "../common/test_files.h"
 
@@ -59,6 +60,24 @@ inline void randomize_adapters(GatedModelImpl& m, uint64_t seed, double gate_sca
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (auto& [name, t] : m.lora->peft_tensors()) t.copy_(torch::randn(t.sizes(), gen) * 0.05);
   m.gates->weight.copy_(torch::randn(m.gates->weight.sizes(), gen) * gate_scale);
+}
+
+/// Copy task: `n` examples of a random prompt (ids 1..50, min_len + rng % len_range
+/// tokens) followed by `answer_len` copies of its first token; loss on the answer only.
+inline std::vector<Example> copy_task(int64_t n, uint64_t seed, int64_t min_len, int64_t len_range, int64_t answer_len) {
+  std::mt19937_64 rng(seed);
+  std::vector<Example> out;
+  for (int64_t i = 0; i < n; ++i) {
+    Example e;
+    const int64_t len = min_len + int64_t(rng() % uint64_t(len_range));
+    for (int64_t t = 0; t < len; ++t) e.tokens.push_back(int32_t(1 + rng() % 50));
+    e.prompt_len = len;
+    for (int64_t t = 0; t < answer_len; ++t) e.tokens.push_back(e.tokens[0]);
+    e.loss_mask.assign(e.tokens.size(), 0);
+    for (size_t t = size_t(len); t < e.tokens.size(); ++t) e.loss_mask[t] = 1;
+    out.push_back(e);
+  }
+  return out;
 }
 
 }  // namespace lol::layerroute::test

@@ -59,25 +59,8 @@ TEST(LayerRouteData, QuestionAnswerAndErrorsNameTheLine) {
   EXPECT_THROW(parse_sample(nlohmann::json::parse(R"({"text": "x"})"), "f:1"), InputError);
 }
 
-std::vector<Example> toy_examples(int64_t n, uint64_t seed) {
-  // Vocabulary < 61: "prompt" tokens then an answer that repeats the first prompt token.
-  std::mt19937_64 rng(seed);
-  std::vector<Example> out;
-  for (int64_t i = 0; i < n; ++i) {
-    Example e;
-    const int64_t len = 6 + int64_t(rng() % 6);
-    for (int64_t t = 0; t < len; ++t) e.tokens.push_back(int32_t(1 + rng() % 50));
-    e.prompt_len = len;
-    for (int64_t t = 0; t < 4; ++t) e.tokens.push_back(e.tokens[0]);
-    e.loss_mask.assign(e.tokens.size(), 0);
-    for (size_t t = size_t(len); t < e.tokens.size(); ++t) e.loss_mask[t] = 1;
-    out.push_back(e);
-  }
-  return out;
-}
-
 TEST(LayerRouteTrain, OnlyGatesAndLoraMoveAndLambdaClosesGates) {
-  auto data = toy_examples(16, 1);
+  auto data = test::copy_task(16, 1, 6, 6, 4);
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 5);
   auto before = module_state(*m->base);
   LayerRouteTrainable tr(m, "");
@@ -142,7 +125,7 @@ TEST(LayerRouteDecode, GenerationMatchesFullForwardAndSkipsCache) {
 }
 
 TEST(LayerRouteEval, ReportIsConsistent) {
-  auto data = toy_examples(6, 3);
+  auto data = test::copy_task(6, 3, 6, 6, 4);
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 7);
   randomize_adapters(*m, 43, 2.0);
   EvalOptions o;

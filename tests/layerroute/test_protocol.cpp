@@ -13,22 +13,6 @@
 namespace lol::layerroute {
 namespace {
 
-std::vector<Example> copy_task(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Example> out;
-  for (int64_t i = 0; i < n; ++i) {
-    Example e;
-    const int64_t len = 5 + int64_t(rng() % 5);
-    for (int64_t t = 0; t < len; ++t) e.tokens.push_back(int32_t(1 + rng() % 50));
-    e.prompt_len = len;
-    for (int64_t t = 0; t < 3; ++t) e.tokens.push_back(e.tokens[0]);
-    e.loss_mask.assign(e.tokens.size(), 0);
-    for (size_t t = size_t(len); t < e.tokens.size(); ++t) e.loss_mask[t] = 1;
-    out.push_back(e);
-  }
-  return out;
-}
-
 TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   test::TempDir d("protocol");
   const auto base_dir = d.path() + "/base";
@@ -47,7 +31,7 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.eval.timing_samples = 1;
   p.eval.repeats = 1;
   p.eval.new_tokens = 2;
-  const auto train = copy_task(8, 1), held = copy_task(10, 2);
+  const auto train = test::copy_task(8, 1, 5, 5, 3), held = test::copy_task(10, 2, 5, 5, 3);
   int calls = 0;
   const auto first = run_protocol(p, train, held, [&](const SeedResult&) { ++calls; });
   ASSERT_EQ(first.size(), 2u);
