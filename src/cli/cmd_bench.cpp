@@ -35,7 +35,7 @@ struct MatmulArgs {
 
 struct TrainArgs {
   std::string preset = "tiny", arch = "lol", device = "cpu";
-  int64_t steps = 10, warmup = 2, peak_n = 1024;
+  int64_t steps = 10, warmup = 2, peak_n = 1024, profile = 0, profile_top = 25;
   uint64_t seed = 0;
   double peak_gflops = 0;
   int threads = 0;
@@ -59,6 +59,27 @@ void run_matmul(const MatmulArgs& a) {
             << r.best_gflops << " best (" << std::setprecision(2) << 1000.0 * r.median_s << " ms each)\n";
 }
 
+/// The operator table of `--profile N`: LibTorch operators by self time per step.
+void print_profile(const training::TrainBenchResult& r, int64_t top) {
+  double self_sum = 0, calls = 0;
+  for (const auto& p : r.profile) {
+    self_sum += p.self_us;
+    calls += p.calls;
+  }
+  std::cout << "\nprofile (LibTorch legacy profiler, per step; the profiled steps took " << std::setprecision(1)
+            << r.profiled_step_us / 1000.0 << " ms each, profiler overhead included; " << std::setprecision(0)
+            << calls << " operator calls per step)\n";
+  std::cout << std::left << std::setw(44) << "operator" << std::right << std::setw(10) << "calls" << std::setw(12)
+            << "self ms" << std::setw(9) << "self %" << std::setw(12) << "total ms" << "\n";
+  for (int64_t i = 0; i < int64_t(r.profile.size()) && i < top; ++i) {
+    const auto& p = r.profile[size_t(i)];
+    std::cout << std::left << std::setw(44) << p.name.substr(0, 43) << std::right << std::setprecision(0)
+              << std::setw(10) << p.calls << std::setprecision(2) << std::setw(12) << p.self_us / 1000.0
+              << std::setprecision(1) << std::setw(9) << (self_sum > 0 ? 100.0 * p.self_us / self_sum : 0.0)
+              << std::setprecision(2) << std::setw(12) << p.total_us / 1000.0 << "\n";
+  }
+}
+
 void run_train(const TrainArgs& a) {
   training::set_benchmark_threads(a.threads);
   training::TrainBenchOptions o;
@@ -66,6 +87,7 @@ void run_train(const TrainArgs& a) {
   o.arch = a.arch;
   o.steps = a.steps;
   o.warmup = a.warmup;
+  o.profile_steps = a.profile;
   o.seed = a.seed;
   o.device = parse_device(a.device);
   auto r = training::bench_train(o);
@@ -103,6 +125,12 @@ void run_train(const TrainArgs& a) {
                         {"first_loss", r.first_loss},
                         {"last_loss", r.last_loss},
                         {"peak_rss_mib", double(r.peak_rss_bytes) / (1 << 20)}};
+    if (!r.profile.empty()) {
+      auto& pj = j["profile"] = {{"profiled_step_ms", r.profiled_step_us / 1000.0}, {"operators", nlohmann::json::array()}};
+      for (const auto& p : r.profile)
+        pj["operators"].push_back({{"name", p.name}, {"calls", p.calls}, {"self_ms", p.self_us / 1000.0},
+                                   {"total_ms", p.total_us / 1000.0}});
+    }
     std::cout << j.dump(1) << "\n";
     return;
   }
@@ -123,6 +151,7 @@ void run_train(const TrainArgs& a) {
   if (peak > 0) std::cout << " = " << 100.0 * share << "% of the fp32 matmul peak " << peak << " GFLOP/s";
   std::cout << "\npeak RSS: " << double(r.peak_rss_bytes) / (1 << 20) << " MiB; loss " << std::setprecision(3)
             << r.first_loss << " -> " << r.last_loss << "\n";
+  if (!r.profile.empty()) print_profile(r, a.profile_top);
 }
 
 }  // namespace
@@ -149,6 +178,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   t->add_option("--peak-gflops", ta->peak_gflops, "Use this matmul peak instead of measuring it");
   t->add_option("--threads", ta->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
+  t->add_option("--profile", ta->profile,
+                "Run N more steps under LibTorch's profiler and print the operators by self time")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--profile-top", ta->profile_top, "Rows of the --profile table")->capture_default_str();
   t->add_option("--device", ta->device, "cpu | cuda[:N]")->capture_default_str();
   t->add_flag("--json", ta->json, "Print JSON");
   t->callback([ta] { run_train(*ta); });

@@ -1,7 +1,13 @@
 #include "nn/attention.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace lol::nn {
 
@@ -45,6 +51,252 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return attention_impl(q, k, v, allowed, /*rows_may_be_empty=*/true);
 }
 
+// ---------------------------------------------------------------------------------
+// Direct CPU kernel for attention over segments (float32 / float64), used by
+// AttentionImpl::forward on CPU. It reads q/k/v in their flat [N, heads, hd] layout
+// through each segment's row list (no padded copies, no [S, L, L] mask, no batched
+// matmul whose per-matrix dispatch dominates at window sizes), computes only the
+// causal triangle j <= i of each segment, and keeps the softmax probabilities
+// (packed triangles, half of the padded [S, H, L, L] the composed path keeps) for
+// the backward. Tested equal to masked_attention() on the padded layout
+// (tests/model/test_fused_ops.cpp) and, through the model, to the per-window
+// reference (ReferenceEquivalence).
+namespace {
+
+/// Segment table on the CPU: row lists (the layout's gather), lengths and the offset of
+/// each segment's probability triangles (len (len + 1) / 2 per head).
+struct Segments {
+  torch::Tensor gather;  ///< [n_seg * max_len] int64
+  torch::Tensor len;     ///< [n_seg] int64
+  torch::Tensor tri;     ///< [n_seg] int64
+  int64_t max_len = 0, tri_total = 0;
+  int64_t n_seg() const { return len.size(0); }
+};
+
+Segments read_segments(const SegmentLayout& layout) {
+  Segments g;
+  g.max_len = layout.max_len;
+  g.gather = layout.gather.to(torch::kCPU).contiguous();
+  g.len = torch::empty({layout.n_seg}, torch::kInt64);
+  g.tri = torch::empty({layout.n_seg}, torch::kInt64);
+  const int64_t* gp = g.gather.data_ptr<int64_t>();
+  int64_t* lp = g.len.data_ptr<int64_t>();
+  int64_t* tp = g.tri.data_ptr<int64_t>();
+  for (int64_t s = 0; s < layout.n_seg; ++s) {
+    int64_t n = 0;
+    while (n < g.max_len && gp[s * g.max_len + n] != layout.n_tokens) ++n;
+    lp[s] = n;
+    tp[s] = g.tri_total;
+    g.tri_total += n * (n + 1) / 2;
+  }
+  return g;
+}
+
+template <typename T>
+struct AttnArgs {
+  const T *q, *k, *v;   // [N, H, hd], [N, Hkv, hd], [N, Hkv, hd]
+  const bool* visible;  // [N] or nullptr (all visible)
+  int64_t H, Hkv, hd;
+  T scale;
+};
+
+/// Forward of one (segment, kv head) for its G query heads: for each query i,
+/// p_ij = softmax over visible j <= i of (q_i . k_j) * scale, o_i = sum_j p_ij v_j.
+/// A query with no visible key gets o_i = 0 and p_i. = 0. P: this segment's [H, tri] block.
+template <typename T>
+void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
+  const int64_t hd = a.hd, G = a.H / a.Hkv;
+  std::vector<T> kt(size_t(hd * L)), vv(size_t(L * hd));  // K transposed [hd, L], V [L, hd]
+  for (int64_t j = 0; j < L; ++j) {
+    const T* kr = a.k + (rows[j] * a.Hkv + hk) * hd;
+    const T* vr = a.v + (rows[j] * a.Hkv + hk) * hd;
+    for (int64_t d = 0; d < hd; ++d) kt[size_t(d * L + j)] = kr[d];
+    std::copy(vr, vr + hd, vv.data() + j * hd);
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t h = hk * G + g;
+    T* Ph = P + h * (L * (L + 1) / 2);
+    for (int64_t i = 0; i < L; ++i) {
+      T* p = Ph + i * (i + 1) / 2;  // p[0 .. i]
+      const T* qi = a.q + (rows[i] * a.H + h) * hd;
+      std::fill(p, p + i + 1, T(0));
+      for (int64_t d = 0; d < hd; ++d) {
+        const T qd = qi[d] * a.scale;
+        const T* kd = kt.data() + d * L;
+        for (int64_t j = 0; j <= i; ++j) p[j] += qd * kd[j];
+      }
+      T m = -std::numeric_limits<T>::infinity();
+      bool any = false;
+      for (int64_t j = 0; j <= i; ++j) {
+        if (a.visible && !a.visible[rows[j]]) continue;
+        any = true;
+        m = std::max(m, p[j]);
+      }
+      T* oi = out + (rows[i] * a.H + h) * hd;
+      if (!any) {
+        std::fill(p, p + i + 1, T(0));
+        continue;
+      }
+      T sum = 0;
+      for (int64_t j = 0; j <= i; ++j) {
+        const T e = (a.visible && !a.visible[rows[j]]) ? T(0) : std::exp(p[j] - m);
+        p[j] = e;
+        sum += e;
+      }
+      const T inv = T(1) / sum;
+      for (int64_t j = 0; j <= i; ++j) {
+        const T pj = p[j] * inv;
+        p[j] = pj;
+        const T* vj = vv.data() + j * hd;
+        for (int64_t d = 0; d < hd; ++d) oi[d] += pj * vj[d];
+      }
+    }
+  }
+}
+
+/// Backward of one (segment, kv head) from the saved probabilities:
+/// dp_ij = dO_i . v_j, ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij),
+/// dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij dO_i.
+template <typename T>
+void backward_task(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int64_t L, int64_t hk, const T* P,
+                   T* dq, T* dk, T* dv) {
+  const int64_t hd = a.hd, G = a.H / a.Hkv;
+  std::vector<T> vt(size_t(hd * L)), kk(size_t(L * hd)), dkl(size_t(L * hd), T(0)), dvl(size_t(L * hd), T(0)),
+      dp(size_t(L), T(0));
+  for (int64_t j = 0; j < L; ++j) {
+    const T* kr = a.k + (rows[j] * a.Hkv + hk) * hd;
+    const T* vr = a.v + (rows[j] * a.Hkv + hk) * hd;
+    for (int64_t d = 0; d < hd; ++d) vt[size_t(d * L + j)] = vr[d];
+    std::copy(kr, kr + hd, kk.data() + j * hd);
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t h = hk * G + g;
+    const T* Ph = P + h * (L * (L + 1) / 2);
+    for (int64_t i = 0; i < L; ++i) {
+      const T* p = Ph + i * (i + 1) / 2;
+      const T* doi = dout + (rows[i] * a.H + h) * hd;
+      const T* qi = a.q + (rows[i] * a.H + h) * hd;
+      T* dqi = dq + (rows[i] * a.H + h) * hd;
+      std::fill(dp.begin(), dp.begin() + i + 1, T(0));
+      for (int64_t d = 0; d < hd; ++d) {
+        const T od = doi[d];
+        const T* vd = vt.data() + d * L;
+        for (int64_t j = 0; j <= i; ++j) dp[size_t(j)] += od * vd[j];
+      }
+      T D = 0;
+      for (int64_t j = 0; j <= i; ++j) D += p[j] * dp[size_t(j)];
+      for (int64_t j = 0; j <= i; ++j) {
+        const T pj = p[j];
+        if (pj == T(0)) continue;
+        const T ds = pj * (dp[size_t(j)] - D) * a.scale;
+        const T* kj = kk.data() + j * hd;
+        T* dkj = dkl.data() + j * hd;
+        T* dvj = dvl.data() + j * hd;
+        for (int64_t d = 0; d < hd; ++d) {
+          dqi[d] += ds * kj[d];
+          dkj[d] += ds * qi[d];
+          dvj[d] += pj * doi[d];
+        }
+      }
+    }
+  }
+  for (int64_t j = 0; j < L; ++j) {
+    std::copy(dkl.data() + j * hd, dkl.data() + (j + 1) * hd, dk + (rows[j] * a.Hkv + hk) * hd);
+    std::copy(dvl.data() + j * hd, dvl.data() + (j + 1) * hd, dv + (rows[j] * a.Hkv + hk) * hd);
+  }
+}
+
+template <typename T>
+AttnArgs<T> attn_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                      const torch::Tensor& visible) {
+  return {q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), visible.numel() > 0 ? visible.data_ptr<bool>() : nullptr,
+          q.size(1),       k.size(1),       q.size(2),       T(1.0 / std::sqrt(double(q.size(2))))};
+}
+
+/// Runs fn(segment, kv head) over all pairs in parallel: the pairs write disjoint
+/// rows of every output (segments are disjoint row sets).
+template <typename F>
+void for_each_task(const Segments& g, int64_t Hkv, const F& fn) {
+  at::parallel_for(0, g.n_seg() * Hkv, 4, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(t / Hkv, t % Hkv);
+  });
+}
+
+template <typename T>
+void segment_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& visible, const Segments& g, torch::Tensor& out, torch::Tensor& P) {
+  const auto a = attn_args<T>(q, k, v, visible);
+  const int64_t *gp = g.gather.data_ptr<int64_t>(), *lp = g.len.data_ptr<int64_t>(), *tp = g.tri.data_ptr<int64_t>();
+  T* op = out.data_ptr<T>();
+  T* pp = P.data_ptr<T>();
+  for_each_task(g, a.Hkv, [&](int64_t s, int64_t hk) {
+    forward_task<T>(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
+  });
+}
+
+template <typename T>
+void segment_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                      const torch::Tensor& visible, const Segments& g, const torch::Tensor& P,
+                      const torch::Tensor& dout, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+  const auto a = attn_args<T>(q, k, v, visible);
+  const int64_t *gp = g.gather.data_ptr<int64_t>(), *lp = g.len.data_ptr<int64_t>(), *tp = g.tri.data_ptr<int64_t>();
+  const T* pp = P.data_ptr<T>();
+  const T* dop = dout.data_ptr<T>();
+  T *dqp = dq.data_ptr<T>(), *dkp = dk.data_ptr<T>(), *dvp = dv.data_ptr<T>();
+  for_each_task(g, a.Hkv, [&](int64_t s, int64_t hk) {
+    backward_task<T>(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
+  });
+}
+
+/// Autograd node of the direct kernel. q [N, H, hd], k/v [N, Hkv, hd] contiguous,
+/// visible [N] bool (empty = all visible). Rows in no segment get 0.
+struct SegmentAttentionFunction : public torch::autograd::Function<SegmentAttentionFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& visible, const Segments& g) {
+    // Named for profilers and FLOP counters: the last input is the number of causal
+    // (query, key) pairs per head, so executed FLOPs = 4 H hd pairs.
+    RECORD_FUNCTION("lol::segment_attention", std::vector<c10::IValue>({q, k, v, c10::IValue(g.tri_total)}));
+    auto out = torch::zeros_like(q);
+    auto P = torch::empty({q.size(1) * g.tri_total}, q.options());
+    if (q.scalar_type() == torch::kFloat32)
+      segment_forward<float>(q, k, v, visible, g, out, P);
+    else
+      segment_forward<double>(q, k, v, visible, g, out, P);
+    ctx->save_for_backward({q, k, v, P});
+    ctx->saved_data["visible"] = visible;
+    ctx->saved_data["gather"] = g.gather;
+    ctx->saved_data["len"] = g.len;
+    ctx->saved_data["tri"] = g.tri;
+    ctx->saved_data["max_len"] = g.max_len;
+    return out;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    RECORD_FUNCTION("lol::segment_attention_backward", std::vector<c10::IValue>());
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2];
+    Segments g;
+    g.gather = ctx->saved_data["gather"].toTensor();
+    g.len = ctx->saved_data["len"].toTensor();
+    g.tri = ctx->saved_data["tri"].toTensor();
+    g.max_len = ctx->saved_data["max_len"].toInt();
+    auto visible = ctx->saved_data["visible"].toTensor();
+    auto dout = grads[0].contiguous();
+    auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+    if (q.scalar_type() == torch::kFloat32)
+      segment_backward<float>(q, k, v, visible, g, saved[3], dout, dq, dk, dv);
+    else
+      segment_backward<double>(q, k, v, visible, g, saved[3], dout, dq, dk, dv);
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool direct_kernel_applies(const torch::Tensor& q) {
+  return q.device().is_cpu() && (q.scalar_type() == torch::kFloat32 || q.scalar_type() == torch::kFloat64);
+}
+
+}  // namespace
+
 AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
   using torch::nn::LinearOptions;
   q_proj = register_module("q_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_heads * s.head_dim).bias(s.qkv_bias)));
@@ -66,6 +318,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   const int64_t N = x.size(0);
   torch::Tensor q, k, v;
   project(x, pos, rope, q, k, v);
+  if (direct_kernel_applies(q)) {
+    auto vis = key_visible.defined() ? key_visible.to(torch::kCPU, torch::kBool).contiguous()
+                                     : torch::empty({0}, torch::kBool);
+    auto o = SegmentAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), vis,
+                                             read_segments(layout));
+    return o_proj(o.view({N, shape.n_heads * shape.head_dim}));
+  }
   // [N, h, hd] -> [S, L, h, hd] -> [S, h, L, hd]
   auto qp = layout.to_padded(q).permute({0, 2, 1, 3});
   auto kp = layout.to_padded(k).permute({0, 2, 1, 3});

@@ -5,10 +5,12 @@
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <random>
 
 #include "core/runtime.h"
@@ -38,6 +40,44 @@ void sync(const c10::Device& dev) {
   if (dev.is_cuda()) torch::cuda::synchronize(dev.index() < 0 ? -1 : dev.index());
 }
 
+/// Aggregates LibTorch's legacy profiler events by operator name: push/pop ranges are
+/// paired per thread with a stack, self time = own time minus the nested ranges'.
+std::vector<OpProfile> aggregate_profile(const torch::autograd::profiler::thread_event_lists& lists,
+                                         int64_t steps) {
+  using torch::autograd::profiler::EventKind;
+  using torch::autograd::profiler::LegacyEvent;
+  struct Acc {
+    double calls = 0, self = 0, total = 0;
+  };
+  std::map<std::string, Acc> by_name;
+  for (const auto& events : lists) {
+    struct Open {
+      const LegacyEvent* ev;
+      double children = 0;
+    };
+    std::vector<Open> stack;
+    for (const auto& e : events) {
+      if (e.kind() == EventKind::PushRange) {
+        stack.push_back({&e, 0.0});
+      } else if (e.kind() == EventKind::PopRange && !stack.empty()) {
+        Open o = stack.back();
+        stack.pop_back();
+        const double us = o.ev->cpuElapsedUs(e);
+        auto& a = by_name[o.ev->name()];
+        a.calls += 1;
+        a.total += us;
+        a.self += us - o.children;
+        if (!stack.empty()) stack.back().children += us;
+      }
+    }
+  }
+  std::vector<OpProfile> out;
+  const double n = double(std::max<int64_t>(steps, 1));
+  for (const auto& [name, a] : by_name) out.push_back({name, a.calls / n, a.self / n, a.total / n});
+  std::sort(out.begin(), out.end(), [](const OpProfile& x, const OpProfile& y) { return x.self_us > y.self_us; });
+  return out;
+}
+
 /// Forward FLOPs of one block over `rows` tokens, linear layers only.
 double block_linear_flops(const LoLConfig& c, double rows) {
   const double d = double(c.d_model), hd = double(c.head_dim());
@@ -45,9 +85,11 @@ double block_linear_flops(const LoLConfig& c, double rows) {
   return 2.0 * rows * (qkvo + 3.0 * d * double(c.ffn_hidden));
 }
 
-/// Forward FLOPs of attention over one segment of n tokens (QK^T and PV, n x n).
+/// Forward FLOPs of attention over one segment of n tokens: QK^T and PV over the
+/// causal triangle of n (n + 1) / 2 (query, key) pairs, what the CPU kernel computes
+/// (nn/attention.cpp).
 double segment_attention_flops(const LoLConfig& c, double n) {
-  return 4.0 * double(c.n_heads) * double(c.head_dim()) * n * n;
+  return 4.0 * double(c.n_heads) * double(c.head_dim()) * n * (n + 1.0) / 2.0;
 }
 
 /// A synthetic batch: uniform random tokens, one document per row, all next-token targets.
@@ -164,6 +206,7 @@ MatmulBenchResult bench_matmul(int64_t n, double min_seconds, const c10::Device&
 TrainBenchResult bench_train(const TrainBenchOptions& o) {
   if (o.steps < 1) throw InputError("--steps: " + std::to_string(o.steps) + ": expected >= 1");
   if (o.warmup < 0) throw InputError("--warmup: " + std::to_string(o.warmup) + ": expected >= 0");
+  if (o.profile_steps < 0) throw InputError("--profile: " + std::to_string(o.profile_steps) + ": expected >= 0");
   if (o.arch != "lol" && o.arch != "dense")
     throw InputError("--arch: unknown architecture '" + o.arch + "' (expected lol or dense)");
   TrainBenchResult r;
@@ -196,19 +239,26 @@ TrainBenchResult bench_train(const TrainBenchOptions& o) {
   r.tokens_per_step = B * T;
   r.flops = count_model_flops(cfg, B, T, model->active_depth(), o.arch == "dense");
   std::vector<double> step_t, fb_t, opt_t;
-  for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+  // One full training step: forward + loss + backward, then clipping, optimizer and
+  // balancing update; returns the loss and the two times in seconds.
+  auto run_step = [&](const TrainBatch& batch, double& fb, double& os, bool count_optimizer_flops) {
     const auto t0 = Clock::now();
-    const StepTotals tot = forward_backward(*model, {batches[i]}, o.device);
+    const StepTotals tot = forward_backward(*model, {batch}, o.device);
     sync(o.device);
-    const double fb = seconds_since(t0);
-    if (i == o.warmup) r.flops.optimizer = count_muon_flops(params, oc.ns_steps);
+    fb = seconds_since(t0);
+    if (count_optimizer_flops) r.flops.optimizer = count_muon_flops(params, oc.ns_steps);  // needs the gradients
     const auto t1 = Clock::now();
     clip_gradients(params, clip);
     opt.step(1.0);
     opt.zero_grad();
     model->after_optimizer_step();
     sync(o.device);
-    const double os = seconds_since(t1);
+    os = seconds_since(t1);
+    return tot;
+  };
+  for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+    double fb = 0, os = 0;
+    const StepTotals tot = run_step(batches[i], fb, os, i == o.warmup);
     if (i == 0) r.first_loss = tot.loss();
     r.last_loss = tot.loss();
     if (i >= o.warmup) {
@@ -224,6 +274,17 @@ TrainBenchResult bench_train(const TrainBenchOptions& o) {
   r.fwd_bwd_tokens_per_s = double(r.tokens_per_step) / r.fwd_bwd_s;
   r.gflops_per_s = r.flops.total() / r.step_s / 1e9;
   r.peak_rss_bytes = peak_rss_bytes();
+  if (o.profile_steps > 0) {
+    namespace prof = torch::autograd::profiler;
+    prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < o.profile_steps; ++i) {
+      double fb = 0, os = 0;
+      run_step(batches[size_t(o.warmup + i % o.steps)], fb, os, false);
+    }
+    r.profiled_step_us = 1e6 * seconds_since(t0) / double(o.profile_steps);
+    r.profile = aggregate_profile(prof::disableProfilerLegacy(), o.profile_steps);
+  }
   return r;
 }
 

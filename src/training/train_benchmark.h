@@ -40,8 +40,8 @@ TrainBenchPreset train_bench_preset(const std::string& name);
 /// shapes run (a multiply-add = 2 FLOPs); backward counts twice the forward.
 struct StepFlops {
   double linear = 0;     ///< projections, MLPs, router(s), tied LM head: 3 * 2 * rows * in * out
-  double attention = 0;  ///< 3 * 4 * heads * head_dim * n^2 per attention segment of n tokens
-                         ///< (QK^T and PV over the full n x n square that is computed; padding excluded)
+  double attention = 0;  ///< 3 * 4 * heads * head_dim * n (n + 1) / 2 per attention segment of n tokens
+                         ///< (QK^T and PV over the causal triangle the CPU kernel computes; padding excluded)
   double optimizer = 0;  ///< Muon Newton-Schulz: steps * (4 m^2 n + 2 m^3) per updated [m, n] matrix (m <= n)
   double total() const { return linear + attention + optimizer; }
 };
@@ -80,6 +80,16 @@ struct TrainBenchOptions {
   int64_t warmup = 2;           ///< untimed steps before them (allocator, caches)
   uint64_t seed = 0;            ///< weights and token streams
   c10::Device device = c10::Device(c10::kCPU);
+  int64_t profile_steps = 0;    ///< extra steps run under LibTorch's profiler after the timed ones (0 = none)
+};
+
+/// One LibTorch operator's share of the profiled steps (LibTorch's legacy CPU profiler,
+/// aggregated by operator name; times in microseconds per profiled step).
+struct OpProfile {
+  std::string name;
+  double calls = 0;    ///< calls per step
+  double self_us = 0;  ///< time inside the operator minus its profiled children
+  double total_us = 0; ///< time inside the operator, children included
 };
 
 struct TrainBenchResult {
@@ -98,6 +108,8 @@ struct TrainBenchResult {
   double gflops_per_s = 0;           ///< flops.total() / step_s / 1e9
   double first_loss = 0, last_loss = 0;  ///< loss of the first warm-up and the last timed step
   int64_t peak_rss_bytes = 0;        ///< process peak resident memory (getrusage) after the run
+  std::vector<OpProfile> profile;    ///< by self time, descending (empty unless profile_steps > 0)
+  double profiled_step_us = 0;       ///< wall time per profiled step (profiler overhead included)
 };
 
 /// Builds the preset's model (LoL via make_model, or DenseWindowTrainable), an

@@ -27,8 +27,9 @@ double numel_prod(const c10::IValue& v, std::initializer_list<int> dims) {
   return p;
 }
 
-/// Counts 2 x multiply-adds of matrix products: mm/addmm (linear layers, LM head) and
-/// bmm (attention scores and values).
+/// Counts 2 x multiply-adds of matrix products: mm/addmm (linear layers, LM head), bmm
+/// (attention scores and values on padded segments) and the CPU attention kernel
+/// (lol::segment_attention: 4 H hd per causal (query, key) pair, its last input).
 std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
   const std::string name = fn.name();
   const auto in = fn.inputs();
@@ -38,6 +39,8 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     g_linear += 2 * numel_prod(in[1], {0, 1}) * double(in[2].toTensor().size(1));
   } else if (name == "aten::bmm") {
     g_attention += 2 * numel_prod(in[0], {0, 1, 2}) * double(in[1].toTensor().size(2));
+  } else if (name == "lol::segment_attention") {
+    g_attention += 4 * numel_prod(in[0], {1, 2}) * double(in[3].toInt());
   }
   return nullptr;
 }
@@ -51,14 +54,18 @@ struct Counter {
   ~Counter() { at::removeCallback(handle); }
 };
 
-/// Padded attention actually computed for one document of n tokens: 4 (H hd) per slot
-/// pair of each segment's max_len x max_len square (nn::masked_attention).
+/// Attention actually computed for one document of n tokens on the CPU: full and
+/// strided layers run the segment kernel, 4 (H hd) per causal (query, key) pair of each
+/// segment; sliding layers run masked_attention on the padded n x n square.
 double executed_attention(int64_t n, const LayerAttention& a, int64_t width) {
-  if (a.kind != AttentionKind::Strided) return 4.0 * double(width) * double(n) * double(n);
-  const auto w = lol::window_ranges(n, a.depth, a.window, a.stride);
-  int64_t L = 0;
-  for (const auto& r : w) L = std::max(L, r.second - r.first);
-  return 4.0 * double(width) * double(w.size()) * double(L) * double(L);
+  if (a.kind == AttentionKind::Sliding) return 4.0 * double(width) * double(n) * double(n);
+  if (a.kind == AttentionKind::Full) return 4.0 * double(width) * double(n) * double(n + 1) / 2.0;
+  double pairs = 0;
+  for (const auto& r : lol::window_ranges(n, a.depth, a.window, a.stride)) {
+    const double L = double(r.second - r.first);
+    pairs += L * (L + 1) / 2;
+  }
+  return 4.0 * double(width) * pairs;
 }
 
 int64_t count_params(torch::nn::Module& m) {
@@ -108,7 +115,7 @@ TEST(Flops, CountedMatmulsEqualFormulaLoopedAndMoE) {
     Counter count;
     lm->forward(tok);
     EXPECT_DOUBLE_EQ(g_linear, r.linear_flops * B * T) << R;
-    EXPECT_DOUBLE_EQ(g_attention, B * (lc.n_prelude + R * lc.n_recur + lc.n_coda) * 4.0 * 16 * T * T) << R;
+    EXPECT_DOUBLE_EQ(g_attention, B * (lc.n_prelude + R * lc.n_recur + lc.n_coda) * 4.0 * 16 * T * (T + 1) / 2) << R;
   }
   EXPECT_EQ(cost_model(lc, 3).parameters, count_params(*lm));
 

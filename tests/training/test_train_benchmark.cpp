@@ -39,9 +39,10 @@ TEST(TrainBenchmark, CountsFlopsFromWindowShapes) {
   c.core_depth = 1;
   c.window = 4;
   c.stride = 2;
-  // B = 1, T = 6: prelude segment of 6; depth 1 (shift 0) windows [0,4) and [4,6).
+  // B = 1, T = 6: prelude segment of 6; depth 1 (shift 0) windows [0,4) and [4,6);
+  // causal (query, key) pairs: 21 + 10 + 3.
   auto f = count_model_flops(c, 1, 6, 1, /*dense_core=*/false);
-  EXPECT_DOUBLE_EQ(f.attention, 3.0 * 4 * 2 * 4 * (36 + 16 + 4));
+  EXPECT_DOUBLE_EQ(f.attention, 3.0 * 4 * 2 * 4 * (21 + 10 + 3));
   const double block = 2.0 * 6 * (8 * 4 * 8 + 3 * 8 * 16);
   const double head = 2.0 * 6 * 8 * 10, router = 2.0 * 2 * 8 * 2;
   EXPECT_DOUBLE_EQ(f.linear, 3.0 * (2 * block + head + router));
@@ -50,7 +51,7 @@ TEST(TrainBenchmark, CountsFlopsFromWindowShapes) {
   EXPECT_DOUBLE_EQ(f.linear - dense.linear, 3.0 * router);
   // Depth 0: no core at all.
   auto none = count_model_flops(c, 1, 6, 0, false);
-  EXPECT_DOUBLE_EQ(none.attention, 3.0 * 4 * 2 * 4 * 36);
+  EXPECT_DOUBLE_EQ(none.attention, 3.0 * 4 * 2 * 4 * 21);
   // Batch scales everything linearly.
   auto f3 = count_model_flops(c, 3, 6, 1, false);
   EXPECT_DOUBLE_EQ(f3.total(), 3 * f.total());

@@ -1,0 +1,158 @@
+// The CPU kernels behind nn::Attention (segment attention), nn::RMSNorm, nn::RoPE and
+// nn::MLP (SwiGLU) against the composed LibTorch formulas they replace: outputs and
+// gradients (inputs and parameters) in float64 and float32, on segment layouts with
+// uneven lengths, rows in no segment, grouped kv heads and hidden keys (including a
+// query with no visible key).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/mlp.h"
+#include "nn/rmsnorm.h"
+#include "nn/rope.h"
+#include "nn/segments.h"
+
+namespace {
+
+using lol::nn::SegmentLayout;
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+double tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 2e-5; }
+
+/// Segments over 23 rows: lengths 5, 1, 7 and 6 in scrambled row order; rows 3, 11, 20
+/// and 22 are in no segment.
+SegmentLayout test_layout() {
+  std::vector<std::vector<int64_t>> segs{{0, 1, 2, 4, 5}, {6}, {7, 8, 9, 10, 12, 13, 14}, {21, 19, 18, 17, 16, 15}};
+  return SegmentLayout::build(segs, 23, torch::kCPU);
+}
+
+/// Attention with the composed path: projections, padded segments, masked_attention.
+torch::Tensor composed_attention(lol::nn::AttentionImpl& a, const torch::Tensor& x, const torch::Tensor& pos,
+                                 const SegmentLayout& L, const torch::Tensor& visible, lol::nn::RoPE& rope) {
+  torch::Tensor q, k, v;
+  a.project(x, pos, rope, q, k, v);
+  auto qp = L.to_padded(q).permute({0, 2, 1, 3}).contiguous();
+  auto kp = L.to_padded(k).permute({0, 2, 1, 3}).contiguous();
+  auto vp = L.to_padded(v).permute({0, 2, 1, 3}).contiguous();
+  torch::Tensor vis;
+  if (visible.defined()) vis = L.to_padded(visible.to(torch::kUInt8)).to(torch::kBool);
+  auto o = lol::nn::masked_attention(qp, kp, vp, lol::nn::segment_causal_mask(L.slot_valid, vis));
+  auto flat = L.from_padded(o.permute({0, 2, 1, 3}).contiguous());
+  return a.o_proj(flat.view({x.size(0), -1}));
+}
+
+/// Output and gradients of x and every parameter after backward of sum(out * w).
+std::vector<torch::Tensor> out_and_grads(torch::nn::Module& m, const torch::Tensor& x, const torch::Tensor& out,
+                                         const torch::Tensor& w) {
+  for (auto& p : m.parameters()) p.mutable_grad() = torch::Tensor();
+  (out * w).sum().backward();
+  std::vector<torch::Tensor> r{out.detach().clone(), x.grad().clone()};
+  for (auto& p : m.parameters()) r.push_back(p.grad().clone());
+  x.mutable_grad() = torch::Tensor();
+  return r;
+}
+
+void expect_all_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double tol,
+                      const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), tol) << what << ": tensor " << i;
+}
+
+class FusedOps : public ::testing::TestWithParam<torch::ScalarType> {};
+
+TEST_P(FusedOps, SegmentAttentionEqualsPaddedMaskedAttention) {
+  const auto dt = GetParam();
+  torch::manual_seed(3);
+  for (int64_t kv_heads : {4, 2, 1}) {
+    for (bool hide : {false, true}) {
+      lol::nn::AttentionShape s{16, 4, kv_heads, 8, /*qkv_bias=*/kv_heads == 2};
+      lol::nn::Attention attn(s);
+      attn->to(dt);
+      lol::nn::RoPE rope(8, 10000.0);
+      const auto L = test_layout();
+      auto x = torch::randn({23, 16}, torch::TensorOptions(dt)).requires_grad_(true);
+      auto pos = torch::randint(0, 40, {23}, torch::kInt64);
+      torch::Tensor visible;
+      if (hide) {
+        visible = torch::ones({23}, torch::kBool);
+        // Row 0 opens segment 0 and is hidden: its query sees no key (output 0).
+        for (int64_t r : {0, 5, 9, 10, 21, 16}) visible[r] = false;
+      }
+      auto w = torch::randn({23, 16}, torch::TensorOptions(dt));
+      auto direct = out_and_grads(*attn, x, attn->forward(x, pos, L, visible, rope), w);
+      auto composed = out_and_grads(*attn, x, composed_attention(*attn, x, pos, L, visible, rope), w);
+      expect_all_close(direct, composed, tolerance(dt),
+                       "kv heads " + std::to_string(kv_heads) + (hide ? ", hidden keys" : ""));
+      if (hide) {  // the query without a visible key gives exactly o_proj(0)
+        auto zero_row = attn->o_proj(torch::zeros({1, 32}, torch::TensorOptions(dt)));
+        EXPECT_EQ(max_abs_diff(direct[0][0], zero_row[0]), 0.0);
+      }
+    }
+  }
+}
+
+TEST_P(FusedOps, RMSNormEqualsFormula) {
+  const auto dt = GetParam();
+  torch::manual_seed(4);
+  lol::nn::RMSNorm norm(24, 1e-6);
+  norm->to(dt);
+  {
+    torch::NoGradGuard ng;
+    norm->weight.copy_(torch::randn({24}, torch::TensorOptions(dt)));
+  }
+  auto x = torch::randn({3, 5, 24}, torch::TensorOptions(dt)).requires_grad_(true);
+  auto w = torch::randn({3, 5, 24}, torch::TensorOptions(dt));
+  auto fused = out_and_grads(*norm, x, norm->forward(x), w);
+  auto formula = norm->weight * (x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6));
+  auto ref = out_and_grads(*norm, x, formula, w);
+  expect_all_close(fused, ref, tolerance(dt), "rmsnorm");
+}
+
+TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
+  const auto dt = GetParam();
+  torch::manual_seed(5);
+  const int64_t hd = 12;
+  lol::nn::RoPE rope(hd, 500.0);
+  auto x = torch::randn({9, 3, hd}, torch::TensorOptions(dt)).requires_grad_(true);
+  auto pos = torch::tensor({0, 1, 2, 7, 300, 5, 5, 1000, 3}, torch::kInt64);
+  auto w = torch::randn({9, 3, hd}, torch::TensorOptions(dt));
+  auto out = rope.apply(x, pos);
+  (out * w).sum().backward();
+  auto g = x.grad().clone();
+  x.mutable_grad() = torch::Tensor();
+  // HF: inv_freq_j = theta^(-2j/hd) and the angles in float32.
+  auto inv = 1.0 / torch::pow(torch::tensor(500.0f), torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd));
+  auto ang = torch::outer(pos.to(torch::kFloat32), inv);
+  auto c = torch::cat({ang.cos(), ang.cos()}, -1).to(dt).unsqueeze(1);
+  auto s = torch::cat({ang.sin(), ang.sin()}, -1).to(dt).unsqueeze(1);
+  auto halves = x.chunk(2, -1);
+  auto rot = torch::cat({-halves[1], halves[0]}, -1);
+  auto ref = x * c + rot * s;
+  (ref * w).sum().backward();
+  EXPECT_LT(max_abs_diff(out, ref), tolerance(dt));
+  EXPECT_LT(max_abs_diff(g, x.grad()), tolerance(dt));
+}
+
+TEST_P(FusedOps, SwiGLUEqualsFormula) {
+  const auto dt = GetParam();
+  torch::manual_seed(6);
+  lol::nn::MLP mlp(10, 14);
+  mlp->to(dt);
+  auto x = torch::randn({2, 7, 10}, torch::TensorOptions(dt)).requires_grad_(true);
+  auto w = torch::randn({2, 7, 10}, torch::TensorOptions(dt));
+  auto fused = out_and_grads(*mlp, x, mlp->forward(x), w);
+  auto formula = mlp->down_proj(torch::silu(mlp->gate_proj(x)) * mlp->up_proj(x));
+  auto ref = out_and_grads(*mlp, x, formula, w);
+  expect_all_close(fused, ref, tolerance(dt), "swiglu");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FusedOps, ::testing::Values(torch::kFloat64, torch::kFloat32),
+                         [](const auto& info) { return info.param == torch::kFloat64 ? "f64" : "f32"; });
+
+}  // namespace
