@@ -1,6 +1,7 @@
 // Micro-benchmarks of LoL's hot pieces at the shapes of the `lol bench train`
 // presets (issue 12): window gather/scatter (nn::SegmentLayout), causal window mask
-// construction, masked attention over windows (forward, and forward + backward),
+// construction, masked attention over windows (forward, and forward + backward), one
+// attention layer with the CPU segment kernel against the composed path it replaced,
 // the router (window means, prefix means, linear, softmax, biased top-1) and whole
 // LoL forward / forward+backward passes. Arg 0 = tiny preset shapes, 1 = small.
 //
@@ -122,6 +123,39 @@ void attention_bench(benchmark::State& st, bool backward) {
 void LoL_WindowAttention(benchmark::State& st) { attention_bench(st, false); }
 void LoL_WindowAttentionBackward(benchmark::State& st) { attention_bench(st, true); }
 
+/// One attention layer (projections, RoPE, attention over the windows of routed depth 2,
+/// o_proj), forward + backward. range(1) = 0: nn::Attention's forward (the CPU segment
+/// kernel over the flat rows); 1: the composed path it replaced (padded segments,
+/// causal mask, masked_attention, scatter back). The difference is the attention itself.
+void LoL_AttentionLayer(benchmark::State& st) {
+  const Shape s = shape(st.range(0));
+  const auto& c = s.cfg;
+  auto L = window_layout(s, 2);
+  lol::nn::Attention attn(lol::nn::AttentionShape{c.d_model, c.n_heads, c.n_kv_heads, c.head_dim(), false});
+  lol::nn::RoPE rope(c.head_dim(), c.rope_theta);
+  const int64_t N = s.B * s.T;
+  auto x = torch::randn({N, c.d_model}).requires_grad_(true);
+  auto pos = torch::arange(N, torch::kInt64) % s.T;
+  for (auto _ : st) {
+    torch::Tensor o;
+    if (st.range(1) == 0) {
+      o = attn->forward(x, pos, L, torch::Tensor(), rope);
+    } else {
+      torch::Tensor q, k, v;
+      attn->project(x, pos, rope, q, k, v);
+      auto qp = L.to_padded(q).permute({0, 2, 1, 3}).contiguous();
+      auto kp = L.to_padded(k).permute({0, 2, 1, 3}).contiguous();
+      auto vp = L.to_padded(v).permute({0, 2, 1, 3}).contiguous();
+      auto a = lol::nn::masked_attention(qp, kp, vp, lol::nn::segment_causal_mask(L.slot_valid, torch::Tensor()));
+      o = attn->o_proj(L.from_padded(a.permute({0, 2, 1, 3}).contiguous()).view({N, -1}));
+    }
+    o.sum().backward();
+    benchmark::DoNotOptimize(o);
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()) * N);
+  st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") + (st.range(1) == 0 ? " kernel" : " composed"));
+}
+
 /// Router of one routed depth as in LoLModelImpl::forward: window means (index_add),
 /// float64 prefix means of earlier windows, linear, softmax, biased argmax.
 void LoL_Router(benchmark::State& st) {
@@ -182,6 +216,7 @@ BENCHMARK(LoL_WindowScatter)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowMask)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowAttention)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowAttentionBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(LoL_AttentionLayer)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_Router)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_ModelForward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(LoL_ModelForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

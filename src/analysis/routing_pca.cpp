@@ -159,8 +159,8 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
       int64_t row = 0;
       for (int b = 0; b < C; ++b) row += cv.confusion[shown[a]][b];
       for (std::size_t b = 0; b < S; ++b) {
-        conf[a][b] = row ? double(cv.confusion[shown[a]][shown[b]]) / double(row) : std::nan("");
-        lab[a][b] = row ? std::to_string(int(std::lround(100 * conf[a][b]))) : "";
+        conf[a][b] = row ? 100.0 * double(cv.confusion[shown[a]][shown[b]]) / double(row) : std::nan("");
+        lab[a][b] = row ? std::to_string(int(std::lround(conf[a][b]))) : "";
         dsub[a][b] = dist[shown[a]][shown[b]];
         if (std::isfinite(dsub[a][b])) vmax = std::max(vmax, dsub[a][b]);
         char buf[16];
@@ -172,7 +172,7 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
     std::snprintf(t, sizeof t, "Label from window paths, nearest centroid (%% of true label)\naccuracy %.3f, shuffled %.3f",
                   cv.accuracy, cv.shuffled_mean);
     util::plot_heatmap(out_dir + "/separation_confusion.png", t, conf, names, names, lab, "predicted label",
-                       "true label");
+                       "true label", 0.0, 100.0);
     util::plot_heatmap(out_dir + "/centroid_distances.png", "Distance between label centroids\nof window paths", dsub,
                        names, names, dl, "label", "label", 0.0, vmax > 0 ? vmax : 1.0);
   }

@@ -134,17 +134,17 @@ std::string StrategyEvalResult::format(const data::TaskSpec& spec) const {
         << std::right << m.n << std::fixed << std::setprecision(1) << std::setw(11)
         << j["strategy_as_requested"].get<double>() << std::setw(9) << j["trace_legal"].get<double>() << std::setw(10)
         << j["trace_rule_faithful"].get<double>() << std::setw(9) << j["answer_correct"].get<double>()
-        << std::setprecision(3) << std::setw(9) << j["padding"].get<double>() << "\n";
+        << std::setw(9) << 100.0 * j["padding"].get<double>() << "\n";  // a fraction in the JSON
       sums[0] += j["strategy_as_requested"].get<double>();
       sums[1] += j["trace_legal"].get<double>();
       sums[2] += j["trace_rule_faithful"].get<double>();
       sums[3] += j["answer_correct"].get<double>();
-      sums[4] += j["padding"].get<double>();
+      sums[4] += 100.0 * j["padding"].get<double>();
     }
     double k = ms.empty() ? 1.0 : double(ms.size());
     o << std::setw(24) << std::left << "mean" << std::setw(10) << " " << std::fixed << std::setprecision(1)
       << std::setw(11) << std::right << sums[0] / k << std::setw(9) << sums[1] / k << std::setw(10) << sums[2] / k
-      << std::setw(9) << sums[3] / k << std::setprecision(3) << std::setw(9) << sums[4] / k << "\n";
+      << std::setw(9) << sums[3] / k << std::setw(9) << sums[4] / k << "\n";
   };
   table(forced, "Forced mode path, label replaced by \"[ ... ]\" (%)");
   if (!unforced.empty()) table(unforced, "Unforced, true label in context (%)");

@@ -118,7 +118,8 @@ void plot_utilization(const std::string& png, const std::string& title, const an
   for (int64_t d = 0; d < u.depth; ++d) {
     rows.push_back(std::to_string(d + 1));
     for (int64_t m = 0; m < u.library_size; ++m) {
-      lab[d][m] = std::to_string(int(std::lround(100 * share[d][m])));
+      share[d][m] *= 100.0;  // colour scale in % like the cell labels
+      lab[d][m] = std::to_string(int(std::lround(share[d][m])));
       vmax = std::max(vmax, share[d][m]);
     }
   }
@@ -133,11 +134,14 @@ void plot_profile(const std::string& png, const analysis::Utilization& u) {
   std::vector<std::string> rows, cols;
   for (int64_t m = 0; m < u.library_size; ++m) {
     rows.push_back("E" + std::to_string(m));
-    for (int64_t d = 0; d < u.depth; ++d) lab[m][d] = std::to_string(int(std::lround(100 * prof[m][d])));
+    for (int64_t d = 0; d < u.depth; ++d) {
+      prof[m][d] *= 100.0;  // colour scale in % like the cell labels
+      lab[m][d] = std::to_string(int(std::lround(prof[m][d])));
+    }
   }
   for (int64_t d = 0; d < u.depth; ++d) cols.push_back(std::to_string(d + 1));
   util::plot_heatmap(png, "Depth profile of each expert (% of its windows)", prof, rows, cols,
-                     u.depth <= 32 ? lab : decltype(lab){}, "routed depth", "expert");
+                     u.depth <= 32 ? lab : decltype(lab){}, "routed depth", "expert", 0.0, 100.0);
 }
 
 void plot_rocs(const std::string& out, const analysis::ProbeReport& rep, const std::string& label_desc) {

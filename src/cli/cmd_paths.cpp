@@ -51,7 +51,7 @@ void plot_path_grids(const std::string& out, const std::map<int, RoutingPath>& p
           lab[k][d] = "E" + std::to_string(fc->expert);
         }
         if (size_t(d) < agreement.size() && k < agreement[d].size() && agreement[d][k] >= 0)
-          agr[k][d] = agreement[d][k];
+          agr[k][d] = 100.0 * agreement[d][k];  // colour scale in % like the cell labels
       }
     std::vector<std::string> rows, cols;
     for (size_t k = 0; k < K; ++k) rows.push_back("W" + std::to_string(k));
@@ -59,12 +59,12 @@ void plot_path_grids(const std::string& out, const std::map<int, RoutingPath>& p
     std::vector<std::vector<std::string>> alab(K, std::vector<std::string>(p.depth()));
     for (size_t k = 0; k < K; ++k)
       for (int64_t d = 0; d < p.depth(); ++d)
-        if (!std::isnan(agr[k][d])) alab[k][d] = std::to_string(int(std::round(100 * agr[k][d])));
+        if (!std::isnan(agr[k][d])) alab[k][d] = std::to_string(int(std::round(agr[k][d])));
     const std::string name = "S" + std::to_string(s) + " " + spec.strategy_name(s);
     util::plot_heatmap(out + "/mode_path_S" + std::to_string(s) + ".png", "Mode path: " + name, val, rows, cols, lab,
                        "routed depth", "window");
     util::plot_heatmap(out + "/agreement_S" + std::to_string(s) + ".png", "Agreement with mode path (%): " + name, agr,
-                       rows, cols, alab, "routed depth", "window");
+                       rows, cols, alab, "routed depth", "window", 0.0, 100.0);
   }
 }
 
@@ -185,8 +185,8 @@ void register_paths(CLI::App& app) {
         int64_t n = 0;
         for (auto x : res.confusion[s]) n += x;
         for (int f = 0; f <= 5; ++f) {
-          m[s - 1][f] = n ? double(res.confusion[s][f]) / double(n) : 0.0;
-          lab[s - 1][f] = std::to_string(int(std::round(100 * m[s - 1][f])));
+          m[s - 1][f] = n ? 100.0 * double(res.confusion[s][f]) / double(n) : 0.0;
+          lab[s - 1][f] = std::to_string(int(std::round(m[s - 1][f])));
         }
       }
       std::vector<std::string> rows, cols{"none"};
@@ -195,7 +195,7 @@ void register_paths(CLI::App& app) {
         cols.push_back("S" + std::to_string(s));
       }
       util::plot_heatmap(out + "/confusion.png", "Forced mode path vs strategy followed (%), " + spec.name, m, rows, cols,
-                         lab, "strategy the trace follows", "forced path");
+                         lab, "strategy the trace follows", "forced path", 0.0, 100.0);
     }
   });
 }

@@ -1,5 +1,6 @@
 #include "core/runtime.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
@@ -45,6 +46,12 @@ void init_runtime(int threads) {
   }
   if (n <= 0) n = available_cores();
   at::set_num_threads(n);
+  // at::set_num_threads does not bound OpenBLAS's own thread pool: without this, a run
+  // with LOL_NUM_THREADS=1 still multiplies on two threads that spin against whatever
+  // else shares the cores. Looked up at run time: the BLAS behind LibTorch may not be
+  // OpenBLAS.
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
 }
 
 c10::Device parse_device(const std::string& name, const std::string& flag) {

@@ -1,6 +1,5 @@
 #include "training/train_benchmark.h"
 
-#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <ATen/Parallel.h>
@@ -288,12 +287,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& o) {
   return r;
 }
 
-void set_benchmark_threads(int n) {
-  if (n <= 0) n = available_cores();
-  init_runtime(n);
-  using SetThreads = void (*)(int);
-  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
-}
+void set_benchmark_threads(int n) { init_runtime(n <= 0 ? available_cores() : n); }
 
 int64_t peak_rss_bytes() {
   struct rusage ru {};

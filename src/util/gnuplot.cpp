@@ -68,8 +68,10 @@ void plot_heatmap(const std::string& png, const std::string& title, const std::v
   // No `set datafile missing 'NaN'`: it drops the NaN cells from the image grid, and
   // gnuplot then lays out ragged rows shifted by half a cell; NaN cells stay undrawn anyway.
   s << ")\n";
-  s << "plot " << quote(dat) << " using 1:2:3 with image notitle, " << quote(dat)
-    << " using 1:2:4 with labels font 'sans,9' notitle\n";
+  // Cell labels in white on the dark upper part of the palette, black elsewhere.
+  const double dark = vmin + 0.6 * (vmax - vmin);
+  s << "plot " << quote(dat) << " using 1:2:3 with image notitle, " << quote(dat) << " using 1:2:4:($3 > " << dark
+    << " ? 0xffffff : 0x000000) with labels textcolor rgb variable font 'sans,9' notitle\n";
   s.close();
   run(gp);
 }
