@@ -3,17 +3,17 @@
 # LoL, extract each strategy's mode routing path, force it on held-out mazes with the
 # label replaced by "[ ... ]", and print the confusion table and metrics.
 # Knobs (environment): DEMO_DIR (runs/demo), MAZES, MAZE_SIZE, STEPS, EVAL_N, SEED (data), TRAIN_SEED.
-# Results of this pipeline at STEPS=1500 and why these sizes: docs/results.md section 1.
+# Results of this pipeline (these defaults) and why these sizes: docs/results.md section 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
 BUILD_TARGETS=lol ./scripts/build.sh   # the CLI only (the tests are README command 2)
 LOL=./build/lol
 DIR=${DEMO_DIR:-runs/demo}
-MAZES=${MAZES:-4000}
-MAZE_SIZE=${MAZE_SIZE:-5}
-STEPS=${STEPS:-1000}
-EVAL_N=${EVAL_N:-30}
+MAZES=${MAZES:-20000}
+MAZE_SIZE=${MAZE_SIZE:-4}
+STEPS=${STEPS:-2000}
+EVAL_N=${EVAL_N:-50}
 SEED=${SEED:-1}
 TRAIN_SEED=${TRAIN_SEED:-0}
 mkdir -p "$DIR"

@@ -11,7 +11,8 @@ namespace lol {
 ///   (mallopt M_MMAP_MAX=0, M_TRIM_THRESHOLD=1 GiB). Measured on the project's VMs:
 ///   without it attention-sized temporaries are page-faulted back every step (10-20x slower).
 /// - threads: at::set_num_threads(n) with n = `threads` if > 0, else $LOL_NUM_THREADS,
-///   else the number of CPUs available to this process (sched_getaffinity).
+///   else the number of CPUs available to this process (sched_getaffinity); OpenBLAS's
+///   own pool gets the same n (openblas_set_num_threads, when the BLAS is OpenBLAS).
 /// Idempotent.
 void init_runtime(int threads = 0);
 
