@@ -49,7 +49,7 @@ CXX=$CXX cmake -S fuzz -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOL_FUZ
 cmake --build "$SAN_DIR" -j "$JOBS"
 t_build=$((SECONDS - t0))
 
-echo "== sanitized LibTorch-free tests"
+echo "== sanitized tests (LibTorch-free code, src/nn kernels)"
 (cd "$SAN_DIR" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 t_test=$((SECONDS - t0 - t_build))
 
