@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace lol::nn {
@@ -63,6 +64,18 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // reference (ReferenceEquivalence).
 namespace {
 
+// The float32 tasks are compiled three times (x86-64-v4 = AVX-512, v3 = AVX2 + FMA,
+// baseline SSE2) and the loader picks the widest the CPU has (GCC function
+// multi-versioning); the templates are inlined into each clone so that their loops are
+// vectorised for its ISA. Other compilers and architectures build the baseline only.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define LOL_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define LOL_KERNEL_INLINE __attribute__((always_inline)) inline
+#else
+#define LOL_KERNEL_CLONES
+#define LOL_KERNEL_INLINE inline
+#endif
+
 /// Segment table on the CPU: row lists (the layout's gather), lengths and the offset of
 /// each segment's probability triangles (len (len + 1) / 2 per head).
 struct Segments {
@@ -104,7 +117,7 @@ struct AttnArgs {
 /// p_ij = softmax over visible j <= i of (q_i . k_j) * scale, o_i = sum_j p_ij v_j.
 /// A query with no visible key gets o_i = 0 and p_i. = 0. P: this segment's [H, tri] block.
 template <typename T>
-void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
+LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
   const int64_t hd = a.hd, G = a.H / a.Hkv;
   std::vector<T> kt(size_t(hd * L)), vv(size_t(L * hd));  // K transposed [hd, L], V [L, hd]
   for (int64_t j = 0; j < L; ++j) {
@@ -158,7 +171,8 @@ void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t 
 /// dp_ij = dO_i . v_j, ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij),
 /// dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij dO_i.
 template <typename T>
-void backward_task(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int64_t L, int64_t hk, const T* P,
+LOL_KERNEL_INLINE void backward_task(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int64_t L, int64_t hk,
+                                     const T* P,
                    T* dq, T* dk, T* dv) {
   const int64_t hd = a.hd, G = a.H / a.Hkv;
   std::vector<T> vt(size_t(hd * L)), kk(size_t(L * hd)), dkl(size_t(L * hd), T(0)), dvl(size_t(L * hd), T(0)),
@@ -206,6 +220,16 @@ void backward_task(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int
   }
 }
 
+LOL_KERNEL_CLONES void forward_task_f32(const AttnArgs<float>& a, const int64_t* rows, int64_t L, int64_t hk,
+                                         float* out, float* P) {
+  forward_task<float>(a, rows, L, hk, out, P);
+}
+
+LOL_KERNEL_CLONES void backward_task_f32(const AttnArgs<float>& a, const float* dout, const int64_t* rows, int64_t L,
+                                          int64_t hk, const float* P, float* dq, float* dk, float* dv) {
+  backward_task<float>(a, dout, rows, L, hk, P, dq, dk, dv);
+}
+
 template <typename T>
 AttnArgs<T> attn_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                       const torch::Tensor& visible) {
@@ -230,7 +254,10 @@ void segment_forward(const torch::Tensor& q, const torch::Tensor& k, const torch
   T* op = out.data_ptr<T>();
   T* pp = P.data_ptr<T>();
   for_each_task(g, a.Hkv, [&](int64_t s, int64_t hk) {
-    forward_task<T>(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
+    if constexpr (std::is_same_v<T, float>)
+      forward_task_f32(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
+    else
+      forward_task<T>(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
   });
 }
 
@@ -244,7 +271,10 @@ void segment_backward(const torch::Tensor& q, const torch::Tensor& k, const torc
   const T* dop = dout.data_ptr<T>();
   T *dqp = dq.data_ptr<T>(), *dkp = dk.data_ptr<T>(), *dvp = dv.data_ptr<T>();
   for_each_task(g, a.Hkv, [&](int64_t s, int64_t hk) {
-    backward_task<T>(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
+    if constexpr (std::is_same_v<T, float>)
+      backward_task_f32(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
+    else
+      backward_task<T>(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
   });
 }
 
