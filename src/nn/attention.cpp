@@ -113,6 +113,21 @@ struct AttnArgs {
   T scale;
 };
 
+/// Copies kv head `hk` of the segment's L rows of src [N, Hkv, hd] into a local buffer:
+/// [L, hd] row-major, or [hd, L] when `transpose` (so that loops over keys run contiguously).
+template <typename T>
+LOL_KERNEL_INLINE void load_segment_head(const T* src, const AttnArgs<T>& a, const int64_t* rows, int64_t L,
+                                         int64_t hk, T* dst, bool transpose) {
+  const int64_t hd = a.hd;
+  for (int64_t j = 0; j < L; ++j) {
+    const T* r = src + (rows[j] * a.Hkv + hk) * hd;
+    if (transpose)
+      for (int64_t d = 0; d < hd; ++d) dst[d * L + j] = r[d];
+    else
+      std::copy(r, r + hd, dst + j * hd);
+  }
+}
+
 /// Forward of one (segment, kv head) for its G query heads: for each query i,
 /// p_ij = softmax over visible j <= i of (q_i . k_j) * scale, o_i = sum_j p_ij v_j.
 /// A query with no visible key gets o_i = 0 and p_i. = 0. P: this segment's [H, tri] block.
@@ -120,12 +135,8 @@ template <typename T>
 LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
   const int64_t hd = a.hd, G = a.H / a.Hkv;
   std::vector<T> kt(size_t(hd * L)), vv(size_t(L * hd));  // K transposed [hd, L], V [L, hd]
-  for (int64_t j = 0; j < L; ++j) {
-    const T* kr = a.k + (rows[j] * a.Hkv + hk) * hd;
-    const T* vr = a.v + (rows[j] * a.Hkv + hk) * hd;
-    for (int64_t d = 0; d < hd; ++d) kt[size_t(d * L + j)] = kr[d];
-    std::copy(vr, vr + hd, vv.data() + j * hd);
-  }
+  load_segment_head(a.k, a, rows, L, hk, kt.data(), /*transpose=*/true);
+  load_segment_head(a.v, a, rows, L, hk, vv.data(), /*transpose=*/false);
   for (int64_t g = 0; g < G; ++g) {
     const int64_t h = hk * G + g;
     T* Ph = P + h * (L * (L + 1) / 2);
@@ -172,17 +183,12 @@ LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, i
 /// dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij dO_i.
 template <typename T>
 LOL_KERNEL_INLINE void backward_task(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int64_t L, int64_t hk,
-                                     const T* P,
-                   T* dq, T* dk, T* dv) {
+                                     const T* P, T* dq, T* dk, T* dv) {
   const int64_t hd = a.hd, G = a.H / a.Hkv;
   std::vector<T> vt(size_t(hd * L)), kk(size_t(L * hd)), dkl(size_t(L * hd), T(0)), dvl(size_t(L * hd), T(0)),
       dp(size_t(L), T(0));
-  for (int64_t j = 0; j < L; ++j) {
-    const T* kr = a.k + (rows[j] * a.Hkv + hk) * hd;
-    const T* vr = a.v + (rows[j] * a.Hkv + hk) * hd;
-    for (int64_t d = 0; d < hd; ++d) vt[size_t(d * L + j)] = vr[d];
-    std::copy(kr, kr + hd, kk.data() + j * hd);
-  }
+  load_segment_head(a.v, a, rows, L, hk, vt.data(), /*transpose=*/true);   // V transposed [hd, L]
+  load_segment_head(a.k, a, rows, L, hk, kk.data(), /*transpose=*/false);  // K [L, hd]
   for (int64_t g = 0; g < G; ++g) {
     const int64_t h = hk * G + g;
     const T* Ph = P + h * (L * (L + 1) / 2);
