@@ -76,6 +76,7 @@ nlohmann::json StrategyMetrics::to_json() const {
 nlohmann::json StrategyEvalResult::to_json(const data::TaskSpec& spec) const {
   nlohmann::json j;
   j["task"] = spec.name;
+  j["filler"] = filler;
   j["confusion"] = confusion;
   j["confusion_columns"] = {"none", "S1", "S2", "S3", "S4", "S5"};
   nlohmann::json f = nlohmann::json::object(), u = nlohmann::json::object();
@@ -146,9 +147,21 @@ std::string StrategyEvalResult::format(const data::TaskSpec& spec) const {
       << std::setw(11) << std::right << sums[0] / k << std::setw(9) << sums[1] / k << std::setw(10) << sums[2] / k
       << std::setw(9) << sums[3] / k << std::setw(9) << sums[4] / k << "\n";
   };
-  table(forced, "Forced mode path, label replaced by \"[ ... ]\" (%)");
+  table(forced, "Forced mode path, label replaced by the neutral filler (" + filler + ") (%)");
   if (!unforced.empty()) table(unforced, "Unforced, true label in context (%)");
   return o.str();
+}
+
+std::string neutral_label(const data::TaskSpec& spec, int strategy) {
+  const auto label = tasks::split_tokens(spec.label(strategy));
+  const auto filler = tasks::split_tokens(spec.filler_label);
+  if (label.size() < 2 || label.front() != "[" || label.back() != "]")
+    throw InputError(spec.name + ": strategy label '" + spec.label(strategy) + "' is not bracketed by '[' and ']'");
+  if (filler.size() != 3 || filler.front() != "[" || filler.back() != "]")
+    throw InputError(spec.name + ": filler label '" + spec.filler_label + "' must be '[ token ]'");
+  std::string out = "[";
+  for (size_t i = 1; i + 1 < label.size(); ++i) out += " " + filler[1];
+  return out + " ]";
 }
 
 namespace {
@@ -219,8 +232,10 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     for (int s = 1; s <= 5; ++s)
       for (size_t p = 0; p < puzzles.size(); ++p) jobs.push_back({p, s, false});
 
+  res.filler = opt.filler.empty() ? "length-matched " + spec.filler_label : opt.filler;
   auto prompt_for = [&](const Job& j) {
-    const std::string label = j.forced ? spec.filler_label : spec.label(j.strategy);
+    const std::string label =
+        !j.forced ? spec.label(j.strategy) : (opt.filler.empty() ? neutral_label(spec, j.strategy) : opt.filler);
     tasks::Example e;
     e.question = puzzles[j.puzzle].question;
     e.label = label;

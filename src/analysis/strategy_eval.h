@@ -1,6 +1,7 @@
 // Strategy control under forced routing (paper 4.1.3-4.1.4, Figures 3, 14, 18):
 // for each test puzzle and each strategy s, replace the label with the neutral
-// filler "[ ... ]", force s's mode path, generate greedily, and verify the trace;
+// filler ("[ ... ]", one "..." per label token so that no position moves, see
+// neutral_label), force s's mode path, generate greedily, and verify the trace;
 // also generate unforced with the true label. Reports the confusion matrix
 // (forced strategy x strategy the trace follows) and the paper's metrics.
 #pragma once
@@ -45,6 +46,7 @@ struct StrategyEvalResult {
   std::vector<std::vector<int64_t>> confusion;
   std::map<int, StrategyMetrics> forced, unforced;  ///< by strategy
   std::vector<nlohmann::json> samples;              ///< a few generated examples
+  std::string filler;                               ///< filler rule used (option or "length-matched")
   double seconds = 0;
   int64_t generated_tokens = 0;
   nlohmann::json to_json(const data::TaskSpec& spec) const;
@@ -58,7 +60,19 @@ struct StrategyEvalOptions {
   int64_t max_new_tokens = 0;  ///< 0: longest reference continuation in the data + 25%
   bool unforced = true;
   bool progress = true;
+  /// Neutral label under forcing, used verbatim; empty: neutral_label() (length-matched).
+  std::string filler;
 };
+
+/// The neutral filler that replaces strategy s's label under forcing (paper 4.1.3):
+/// "[", then the task's filler token ("...") once per token inside the true label,
+/// then "]" — "[ ... ]" for sudoku's "[ S1 ]", eight tokens for a maze's
+/// "[ r1c1 ... r3c1 ]". Label tokens are router-only but still take positions, so a
+/// filler of another length would move every trace token's position relative to the
+/// question (measured: on the 4x4 maze model of docs/results.md 1c, the 3-token filler
+/// gives 43% strategy-as-requested, the length-matched one 90%).
+/// Throws InputError when the task's label is not bracketed.
+std::string neutral_label(const data::TaskSpec& spec, int strategy);
 
 /// Evaluates on the puzzles of a JSONL file (records of `lol data`): the first
 /// n_puzzles distinct puzzles; paths[s] is strategy s's mode path (1..5).

@@ -136,7 +136,7 @@ void register_paths(CLI::App& app) {
   });
 
   struct EvalArgs {
-    std::string model, paths, data, out, device = "cpu", split = "valid";
+    std::string model, paths, data, out, device = "cpu", split = "valid", filler;
     int64_t n = 200, batch = 32, max_new = 0;
     bool no_unforced = false, full_recompute = false;
   };
@@ -151,6 +151,9 @@ void register_paths(CLI::App& app) {
   ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32);
   ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")->default_val(0);
   ev->add_flag("--no-unforced", e->no_unforced, "Skip unforced generation with the true label");
+  ev->add_option("--filler", e->filler,
+                 "Neutral label that replaces the strategy label under forcing, used verbatim (default: \"[\", "
+                 "one \"...\" per token of the true label, \"]\": no trace position moves; paper 4.1.3)");
   ev->add_flag("--full-recompute", e->full_recompute,
               "Generate by re-running the whole sequence per token instead of the KV-cached decoder "
               "(same tokens, tested equal; slower)");
@@ -169,11 +172,12 @@ void register_paths(CLI::App& app) {
     opt.batch_size = e->batch;
     opt.max_new_tokens = e->max_new;
     opt.unforced = !e->no_unforced;
+    opt.filler = e->filler;
     auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(!e->full_recompute));
     const std::string out = e->out.empty() ? e->paths : e->out;
     fs::create_directories(out);
     auto j = res.to_json(spec);
-    j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"n", e->n}};
+    j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"n", e->n}, {"filler", e->filler}};
     io::write_file_atomic(out + "/results.json", j.dump(1) + "\n");
     std::cout << res.format(spec);
     std::cout << "\n" << res.generated_tokens << " tokens generated in " << res.seconds << " s; wrote " << out
