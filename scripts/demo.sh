@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 1 -- the main job (paper 4.1.4): generate mazes, train a CPU-sized
 # LoL, extract each strategy's mode routing path, force it on held-out mazes with the
-# label replaced by "[ ... ]", and print the confusion table and metrics.
+# label replaced by a neutral filler of its length ("[ ... ... ... ... ... ... ]"), and
+# print the confusion table and metrics.
 # Knobs (environment): DEMO_DIR (runs/demo), MAZES, MAZE_SIZE, STEPS, EVAL_N, SEED (data), TRAIN_SEED.
 # Results of this pipeline (these defaults) and why these sizes: docs/results.md section 1.
 set -euo pipefail
@@ -13,7 +14,7 @@ DIR=${DEMO_DIR:-runs/demo}
 MAZES=${MAZES:-20000}
 MAZE_SIZE=${MAZE_SIZE:-4}
 STEPS=${STEPS:-2000}
-EVAL_N=${EVAL_N:-50}
+EVAL_N=${EVAL_N:-200}
 SEED=${SEED:-1}
 TRAIN_SEED=${TRAIN_SEED:-0}
 mkdir -p "$DIR"

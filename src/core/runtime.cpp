@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 
 #include "util/error.h"
 
@@ -27,8 +28,14 @@ int available_cores() {
 
 void ensure_passive_openmp(int argc, char** argv) {
   (void)argc;
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  bool set = false;
+  for (const auto& [name, value] : {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"},
+                                    std::pair<const char*, const char*>{"OPENBLAS_THREAD_TIMEOUT", "4"}}) {
+    if (std::getenv(name) != nullptr) continue;
+    if (setenv(name, value, 1) != 0) return;
+    set = true;
+  }
+  if (!set) return;
   execv("/proc/self/exe", argv);
   // exec failed (e.g. no /proc): continue with the default policy.
 }

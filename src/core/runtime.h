@@ -19,9 +19,12 @@ void init_runtime(int threads = 0);
 /// OpenMP (libgomp) reads OMP_WAIT_POLICY once, when it is loaded, before main():
 /// with the default policy its idle threads spin, and on the project's 2-core VMs a
 /// training step spent ~70% of its time spinning (measured with perf: 1.0K vs 7.0K
-/// tokens/s for configs/maze_demo.json). If OMP_WAIT_POLICY is unset, this sets it to
-/// PASSIVE and re-executes the program (/proc/self/exe, same argv) so that the policy
-/// takes effect; a user's own OMP_WAIT_POLICY is respected. Returns normally when no
+/// tokens/s for configs/maze_demo.json). OpenBLAS reads OPENBLAS_THREAD_TIMEOUT the same
+/// way: after each product its worker threads call sched_yield() for 2^28 cycles by
+/// default, competing with the OpenMP threads of the src/nn kernels; 4 (2^4 cycles)
+/// makes them sleep at once (small preset fwd+bwd ~10% faster, docs/benchmarks.md).
+/// If either variable is unset, this sets it (PASSIVE, 4) and re-executes the program
+/// (/proc/self/exe, same argv) so that both take effect; a user's own values are respected. Returns normally when no
 /// re-execution is needed or possible (exec failure is ignored: the program just
 /// runs with the default policy). Call first thing in main().
 void ensure_passive_openmp(int argc, char** argv);

@@ -7,10 +7,23 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 namespace lol::nn {
+
+int kernel_threads(int64_t tasks) {
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  at::parallel_for(0, tasks, 1, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  return int(ids.size());
+}
 
 torch::Tensor segment_causal_mask(const torch::Tensor& slot_valid, const torch::Tensor& key_visible) {
   const int64_t L = slot_valid.size(1);
@@ -128,49 +141,86 @@ LOL_KERNEL_INLINE void load_segment_head(const T* src, const AttnArgs<T>& a, con
   }
 }
 
+/// exp(x) for the softmax: float32 through a branch-free Cephes-style polynomial that
+/// the compiler vectorises (std::exp is a libm call per element); double through
+/// std::exp. Float: x is clamped to [-87, 88] (so exp(-inf) is ~1e-38, callers mask it
+/// to 0); the polynomial's relative error is ~1e-7 (a few ulp). The kernel's softmax is
+/// tested equal to the composed one (tests/model/test_fused_ops.cpp).
+template <typename T>
+LOL_KERNEL_INLINE T softmax_exp(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    x = std::min(std::max(x, -87.0f), 88.0f);
+    // x = n ln2 + r with n = round(x / ln2) (adding 1.5 * 2^23 rounds to an integer in
+    // the float's low mantissa bits), |r| <= ln2 / 2; ln2 in two parts (Cephes).
+    const float t = x * 1.44269504088896341f + 12582912.0f;
+    const float n = t - 12582912.0f;
+    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    const int32_t ni = __builtin_bit_cast(int32_t, t) - 0x4B400000;   // n as an integer, -126..127
+    return y * __builtin_bit_cast(float, (ni + 127) << 23);           // * 2^n
+  } else {
+    return std::exp(x);
+  }
+}
+
 /// Forward of one (segment, kv head) for its G query heads: for each query i,
 /// p_ij = softmax over visible j <= i of (q_i . k_j) * scale, o_i = sum_j p_ij v_j.
 /// A query with no visible key gets o_i = 0 and p_i. = 0. P: this segment's [H, tri] block.
+/// The max / exp / sum reductions are `omp simd` loops (built with -fopenmp-simd; no
+/// -ffast-math): vectorised, summed in lanes.
 template <typename T>
 LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
   const int64_t hd = a.hd, G = a.H / a.Hkv;
+  const T inf = std::numeric_limits<T>::infinity();
   std::vector<T> kt(size_t(hd * L)), vv(size_t(L * hd));  // K transposed [hd, L], V [L, hd]
   load_segment_head(a.k, a, rows, L, hk, kt.data(), /*transpose=*/true);
   load_segment_head(a.v, a, rows, L, hk, vv.data(), /*transpose=*/false);
+  // Key visibility of the segment's rows: additive (0 / -inf) for the max, multiplicative
+  // (1 / 0) for the exponentials.
+  std::vector<T> neg_v(size_t(L), T(0)), keep_v(size_t(L), T(1));
+  if (a.visible)
+    for (int64_t j = 0; j < L; ++j)
+      if (!a.visible[rows[j]]) neg_v[size_t(j)] = -inf, keep_v[size_t(j)] = T(0);
+  const T* __restrict neg = neg_v.data();
+  const T* __restrict keep = keep_v.data();
   for (int64_t g = 0; g < G; ++g) {
     const int64_t h = hk * G + g;
     T* Ph = P + h * (L * (L + 1) / 2);
     for (int64_t i = 0; i < L; ++i) {
-      T* p = Ph + i * (i + 1) / 2;  // p[0 .. i]
+      T* __restrict p = Ph + i * (i + 1) / 2;  // p[0 .. i]
+      const int64_t n = i + 1;
       const T* qi = a.q + (rows[i] * a.H + h) * hd;
-      std::fill(p, p + i + 1, T(0));
+      std::fill(p, p + n, T(0));
       for (int64_t d = 0; d < hd; ++d) {
         const T qd = qi[d] * a.scale;
         const T* kd = kt.data() + d * L;
-        for (int64_t j = 0; j <= i; ++j) p[j] += qd * kd[j];
+        for (int64_t j = 0; j < n; ++j) p[j] += qd * kd[j];
       }
-      T m = -std::numeric_limits<T>::infinity();
-      bool any = false;
-      for (int64_t j = 0; j <= i; ++j) {
-        if (a.visible && !a.visible[rows[j]]) continue;
-        any = true;
-        m = std::max(m, p[j]);
-      }
+      T m = -inf;
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] + neg[j]);
       T* oi = out + (rows[i] * a.H + h) * hd;
-      if (!any) {
-        std::fill(p, p + i + 1, T(0));
+      if (m == -inf) {  // no visible key
+        std::fill(p, p + n, T(0));
         continue;
       }
       T sum = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        const T e = (a.visible && !a.visible[rows[j]]) ? T(0) : std::exp(p[j] - m);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) {
+        const T e = keep[j] * softmax_exp<T>(p[j] + neg[j] - m);
         p[j] = e;
         sum += e;
       }
       const T inv = T(1) / sum;
-      for (int64_t j = 0; j <= i; ++j) {
-        const T pj = p[j] * inv;
-        p[j] = pj;
+      for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+      for (int64_t j = 0; j < n; ++j) {
+        const T pj = p[j];
         const T* vj = vv.data() + j * hd;
         for (int64_t d = 0; d < hd; ++d) oi[d] += pj * vj[d];
       }

@@ -26,6 +26,11 @@ struct AttentionShape {
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& allowed);
 
+/// Number of threads at::parallel_for gives the CPU kernels of src/nn (attention,
+/// RMSNorm, RoPE, SwiGLU) for `tasks` work items: min(tasks, at::get_num_threads())
+/// when they are built with OpenMP (CMakeLists.txt, LOL_KERNELS_OPENMP), else 1.
+int kernel_threads(int64_t tasks = 64);
+
 /// Causal mask of a segment batch: allowed[s, i, j] = j <= i && slot_valid[s, j] && key_visible[s, j].
 /// slot_valid / key_visible [S, L] bool (key_visible may be undefined = all visible).
 torch::Tensor segment_causal_mask(const torch::Tensor& slot_valid, const torch::Tensor& key_visible);

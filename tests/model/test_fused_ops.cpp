@@ -156,3 +156,20 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, FusedOps, ::testing::Values(torch::kFloat64, to
                          [](const auto& info) { return info.param == torch::kFloat64 ? "f64" : "f32"; });
 
 }  // namespace
+
+// at::parallel_for's OpenMP region is compiled in the caller: the kernels must be built
+// with OpenMP (CMakeLists.txt) or every one of them runs on the main thread. The
+// sanitizer build (fuzz/CMakeLists.txt, clang) builds them serial on purpose.
+TEST(KernelThreads, KernelsSplitTheirTasksOverTheIntraOpThreads) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  const int got = lol::nn::kernel_threads(64);
+  const int one_task = lol::nn::kernel_threads(1);
+  at::set_num_threads(before);
+#ifdef LOL_KERNELS_OPENMP
+  EXPECT_EQ(got, 2) << "the src/nn kernels were compiled without OpenMP: at::parallel_for runs serially";
+#else
+  EXPECT_EQ(got, 1) << "serial build expected (LOL_KERNELS_OPENMP undefined)";
+#endif
+  EXPECT_EQ(one_task, 1);
+}
