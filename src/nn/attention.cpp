@@ -183,10 +183,18 @@ LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, i
   load_segment_head(a.v, a, rows, L, hk, vv.data(), /*transpose=*/false);
   // Key visibility of the segment's rows: additive (0 / -inf) for the max, multiplicative
   // (1 / 0) for the exponentials.
+  // visible_upto[i]: whether any key j <= i is visible (decided here, not from the max:
+  // an `omp simd` max reduction may start its lanes at the lowest finite value, not -inf).
   std::vector<T> neg_v(size_t(L), T(0)), keep_v(size_t(L), T(1));
-  if (a.visible)
-    for (int64_t j = 0; j < L; ++j)
+  std::vector<uint8_t> visible_upto(size_t(L), 1);
+  if (a.visible) {
+    bool any = false;
+    for (int64_t j = 0; j < L; ++j) {
       if (!a.visible[rows[j]]) neg_v[size_t(j)] = -inf, keep_v[size_t(j)] = T(0);
+      else any = true;
+      visible_upto[size_t(j)] = any;
+    }
+  }
   const T* __restrict neg = neg_v.data();
   const T* __restrict keep = keep_v.data();
   for (int64_t g = 0; g < G; ++g) {
@@ -202,14 +210,14 @@ LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, i
         const T* kd = kt.data() + d * L;
         for (int64_t j = 0; j < n; ++j) p[j] += qd * kd[j];
       }
-      T m = -inf;
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] + neg[j]);
       T* oi = out + (rows[i] * a.H + h) * hd;
-      if (m == -inf) {  // no visible key
+      if (!visible_upto[size_t(i)]) {  // no visible key: o_i = 0, p_i. = 0
         std::fill(p, p + n, T(0));
         continue;
       }
+      T m = -inf;
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] + neg[j]);
       T sum = 0;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < n; ++j) {
