@@ -2,6 +2,7 @@
 // `lol bench train` (training tokens/s, counted GFLOP/s, share of the matmul peak,
 // peak memory; issue 12). `lol bench generate` lives in cmd_generate.cpp; all share
 // the `bench` sub-command created by bench_command().
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -42,9 +43,19 @@ struct TrainArgs {
   bool json = false;
 };
 
+/// The start-up settings a benchmark ran under (core/runtime.h sets them unless the user did).
+nlohmann::json runtime_json() {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* name : {"OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT"}) {
+    const char* v = std::getenv(name);
+    j[name] = v ? nlohmann::json(v) : nlohmann::json(nullptr);
+  }
+  return j;
+}
+
 nlohmann::json matmul_json(const training::MatmulBenchResult& r) {
   return {{"n", r.n},           {"threads", r.threads}, {"repeats", r.repeats},         {"median_s", r.median_s},
-          {"best_s", r.best_s}, {"gflops", r.gflops},   {"best_gflops", r.best_gflops}};
+          {"best_s", r.best_s}, {"gflops", r.gflops},   {"best_gflops", r.best_gflops}, {"runtime", runtime_json()}};
 }
 
 void run_matmul(const MatmulArgs& a) {

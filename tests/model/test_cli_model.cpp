@@ -397,3 +397,24 @@ TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {
   ASSERT_EQ(r3.code, 0) << r3.out;
   EXPECT_NE(read_bytes(ck + "/model.safetensors"), read_bytes(ck2 + "/model.safetensors"));
 }
+
+// Start-up (core/runtime.h): OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 when the
+// user set neither (the program re-executes itself so that both libraries read them);
+// a user's own values are kept.
+TEST(CliRuntime, StartUpSetsPassiveOpenMPAndAShortOpenBLASTimeoutUnlessTheUserDid) {
+  const std::string bench = reftest::quote(LOL_BINARY) + " bench matmul --n 32 --seconds 0.01 --json";
+  auto runtime_of = [](const reftest::RunResult& r) {
+    EXPECT_EQ(r.code, 0) << r.out;
+    const auto brace = r.out.find('{');
+    return brace == std::string::npos ? nlohmann::json() : nlohmann::json::parse(r.out.substr(brace))["runtime"];
+  };
+  auto j = runtime_of(reftest::run_cmd("env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT LOL_NUM_THREADS=1 " + bench));
+  EXPECT_EQ(j["OMP_WAIT_POLICY"], "PASSIVE");
+  EXPECT_EQ(j["OPENBLAS_THREAD_TIMEOUT"], "4");
+  j = runtime_of(reftest::run_cmd("env OMP_WAIT_POLICY=ACTIVE OPENBLAS_THREAD_TIMEOUT=9 LOL_NUM_THREADS=1 " + bench));
+  EXPECT_EQ(j["OMP_WAIT_POLICY"], "ACTIVE");
+  EXPECT_EQ(j["OPENBLAS_THREAD_TIMEOUT"], "9");
+  j = runtime_of(reftest::run_cmd("env -u OPENBLAS_THREAD_TIMEOUT OMP_WAIT_POLICY=ACTIVE LOL_NUM_THREADS=1 " + bench));
+  EXPECT_EQ(j["OMP_WAIT_POLICY"], "ACTIVE");
+  EXPECT_EQ(j["OPENBLAS_THREAD_TIMEOUT"], "4");
+}
