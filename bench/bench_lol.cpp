@@ -41,7 +41,7 @@ const bool kPassiveOpenMP = [] {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  lol::ensure_passive_openmp(int(args.size()), argv.data());
+  lol::ensure_passive_thread_pools(int(args.size()), argv.data());
   lol::init_runtime();
   return true;
 }();

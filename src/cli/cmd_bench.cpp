@@ -46,7 +46,8 @@ struct TrainArgs {
 /// The start-up settings a benchmark ran under (core/runtime.h sets them unless the user did).
 nlohmann::json runtime_json() {
   nlohmann::json j = nlohmann::json::object();
-  for (const char* name : {"OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT"}) {
+  for (const auto& setting : kThreadPoolEnv) {
+    const char* name = setting.first;
     const char* v = std::getenv(name);
     j[name] = v ? nlohmann::json(v) : nlohmann::json(nullptr);
   }

@@ -7,7 +7,7 @@
 #include "util/error.h"
 
 int main(int argc, char** argv) {
-  lol::ensure_passive_openmp(argc, argv);  // may re-execute the program once (core/runtime.h)
+  lol::ensure_passive_thread_pools(argc, argv);  // may re-execute the program once (core/runtime.h)
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lol 0.1.0");

@@ -10,7 +10,6 @@
 
 #include <cstdlib>
 #include <mutex>
-#include <utility>
 
 #include "util/error.h"
 
@@ -26,11 +25,10 @@ int available_cores() {
   return 1;
 }
 
-void ensure_passive_openmp(int argc, char** argv) {
+void ensure_passive_thread_pools(int argc, char** argv) {
   (void)argc;
   bool set = false;
-  for (const auto& [name, value] : {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"},
-                                    std::pair<const char*, const char*>{"OPENBLAS_THREAD_TIMEOUT", "4"}}) {
+  for (const auto& [name, value] : kThreadPoolEnv) {
     if (std::getenv(name) != nullptr) continue;
     if (setenv(name, value, 1) != 0) return;
     set = true;

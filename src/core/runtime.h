@@ -1,6 +1,7 @@
 // Process-wide runtime set-up: allocator behaviour, thread counts, device parsing.
 #pragma once
 #include <string>
+#include <utility>
 
 #include <c10/core/Device.h>
 
@@ -23,11 +24,15 @@ void init_runtime(int threads = 0);
 /// way: after each product its worker threads call sched_yield() for 2^28 cycles by
 /// default, competing with the OpenMP threads of the src/nn kernels; 4 (2^4 cycles)
 /// makes them sleep at once (small preset fwd+bwd ~10% faster, docs/benchmarks.md).
-/// If either variable is unset, this sets it (PASSIVE, 4) and re-executes the program
-/// (/proc/self/exe, same argv) so that both take effect; a user's own values are respected. Returns normally when no
-/// re-execution is needed or possible (exec failure is ignored: the program just
-/// runs with the default policy). Call first thing in main().
-void ensure_passive_openmp(int argc, char** argv);
+/// If a variable of kThreadPoolEnv is unset, this sets it and re-executes the program
+/// (/proc/self/exe, same argv) so that both libraries read it; a user's own values are
+/// respected. Returns normally when no re-execution is needed or possible (exec failure
+/// is ignored: the program just runs with the libraries' defaults). Call first thing in main().
+void ensure_passive_thread_pools(int argc, char** argv);
+
+/// The start-up settings of ensure_passive_thread_pools: {variable, value set when unset}.
+inline constexpr std::pair<const char*, const char*> kThreadPoolEnv[] = {{"OMP_WAIT_POLICY", "PASSIVE"},
+                                                                         {"OPENBLAS_THREAD_TIMEOUT", "4"}};
 
 /// Number of CPUs this process may run on.
 int available_cores();

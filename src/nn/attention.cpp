@@ -172,8 +172,8 @@ LOL_KERNEL_INLINE T softmax_exp(T x) {
 /// Forward of one (segment, kv head) for its G query heads: for each query i,
 /// p_ij = softmax over visible j <= i of (q_i . k_j) * scale, o_i = sum_j p_ij v_j.
 /// A query with no visible key gets o_i = 0 and p_i. = 0. P: this segment's [H, tri] block.
-/// The max / exp / sum reductions are `omp simd` loops (built with -fopenmp-simd; no
-/// -ffast-math): vectorised, summed in lanes.
+/// The max / exp / sum reductions are `omp simd` loops (the file is built with -fopenmp
+/// or -fopenmp-simd, never -ffast-math): vectorised, summed in lanes.
 template <typename T>
 LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
   const int64_t hd = a.hd, G = a.H / a.Hkv;
@@ -182,9 +182,8 @@ LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, i
   load_segment_head(a.k, a, rows, L, hk, kt.data(), /*transpose=*/true);
   load_segment_head(a.v, a, rows, L, hk, vv.data(), /*transpose=*/false);
   // Key visibility of the segment's rows: additive (0 / -inf) for the max, multiplicative
-  // (1 / 0) for the exponentials.
-  // visible_upto[i]: whether any key j <= i is visible (decided here, not from the max:
-  // an `omp simd` max reduction may start its lanes at the lowest finite value, not -inf).
+  // (1 / 0) for the exponentials; visible_upto[i]: whether any key j <= i is visible
+  // (not read from the max: an `omp simd` max reduction may start at the lowest finite value).
   std::vector<T> neg_v(size_t(L), T(0)), keep_v(size_t(L), T(1));
   std::vector<uint8_t> visible_upto(size_t(L), 1);
   if (a.visible) {
