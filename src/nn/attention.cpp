@@ -1,4 +1,5 @@
 #include "nn/attention.h"
+#include "nn/vec_math.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -77,18 +78,6 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // reference (ReferenceEquivalence).
 namespace {
 
-// The float32 tasks are compiled three times (x86-64-v4 = AVX-512, v3 = AVX2 + FMA,
-// baseline SSE2) and the loader picks the widest the CPU has (GCC function
-// multi-versioning); the templates are inlined into each clone so that their loops are
-// vectorised for its ISA. Other compilers and architectures build the baseline only.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define LOL_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define LOL_KERNEL_INLINE __attribute__((always_inline)) inline
-#else
-#define LOL_KERNEL_CLONES
-#define LOL_KERNEL_INLINE inline
-#endif
-
 /// Segment table on the CPU: row lists (the layout's gather), lengths and the offset of
 /// each segment's probability triangles (len (len + 1) / 2 per head).
 struct Segments {
@@ -126,60 +115,218 @@ struct AttnArgs {
   T scale;
 };
 
+/// Register tiling of the kernel: queries are processed kRows at a time (their q, o, dO,
+/// dq rows live in registers), scores kKeyVecs SIMD vectors of keys at a time. Each key
+/// or value row is then loaded once per kRows queries instead of once per query.
+constexpr int64_t kRows = 4;
+constexpr int64_t kKeyVecs = 2;
+
+/// A 64-byte SIMD vector of T (16 floats or 8 doubles; GCC / clang vector extension:
+/// on AVX2 or SSE the compiler splits it into 2 or 4 registers). Accumulators are
+/// arrays of these, which the compiler keeps in registers (plain T arrays it keeps in
+/// memory: one load and store per multiply-add).
+template <typename T>
+struct Simd {
+  typedef T V __attribute__((vector_size(64)));
+  static constexpr int64_t kLanes = int64_t(64 / sizeof(T));
+  // Through references, not by value: the calling convention of a 64-byte vector
+  // differs between the ISA clones (-Wpsabi).
+  static LOL_KERNEL_INLINE void load(V& v, const T* p) { __builtin_memcpy(&v, p, sizeof v); }
+  static LOL_KERNEL_INLINE void store(T* p, const V& v) { __builtin_memcpy(p, &v, sizeof v); }
+};
+
+/// Keys per score tile, and the padded key count (row stride of the score and
+/// transposed-key buffers) of a segment of L rows.
+template <typename T>
+constexpr int64_t key_tile() {
+  return kKeyVecs * Simd<T>::kLanes;
+}
+template <typename T>
+int64_t padded_keys(int64_t L) {
+  return (L + key_tile<T>() - 1) / key_tile<T>() * key_tile<T>();
+}
+
+/// Head dimension: HD when the kernel is instantiated for it (loops of fixed length,
+/// accumulators in registers), otherwise the runtime value.
+template <int HD>
+constexpr int64_t head_dim_or(int64_t runtime) {
+  return HD > 0 ? HD : runtime;
+}
+
+/// Local [kRows, hd] buffer of a task: a fixed-size array when HD is known, else heap.
+template <typename T, int HD>
+struct RowTile {
+  static constexpr int64_t kCols = HD > 0 ? HD : 1;
+  alignas(64) T fixed[kRows * kCols];
+  std::vector<T> heap;
+  T* p;
+  explicit RowTile(int64_t hd) : p(fixed) {
+    if constexpr (HD == 0) {
+      heap.assign(size_t(kRows * hd), T(0));
+      p = heap.data();
+    }
+  }
+};
+
 /// Copies kv head `hk` of the segment's L rows of src [N, Hkv, hd] into a local buffer:
-/// [L, hd] row-major, or [hd, L] when `transpose` (so that loops over keys run contiguously).
+/// [L, hd] row-major, or [hd, ld] when `transpose` (ld >= L; so that loops over keys run
+/// contiguously; columns L..ld-1 are left as they are).
 template <typename T>
 LOL_KERNEL_INLINE void load_segment_head(const T* src, const AttnArgs<T>& a, const int64_t* rows, int64_t L,
-                                         int64_t hk, T* dst, bool transpose) {
+                                         int64_t hk, T* dst, bool transpose, int64_t ld = 0) {
   const int64_t hd = a.hd;
   for (int64_t j = 0; j < L; ++j) {
     const T* r = src + (rows[j] * a.Hkv + hk) * hd;
     if (transpose)
-      for (int64_t d = 0; d < hd; ++d) dst[d * L + j] = r[d];
+      for (int64_t d = 0; d < hd; ++d) dst[d * ld + j] = r[d];
     else
       std::copy(r, r + hd, dst + j * hd);
   }
 }
 
-/// exp(x) for the softmax: float32 through a branch-free Cephes-style polynomial that
-/// the compiler vectorises (std::exp is a libm call per element); double through
-/// std::exp. Float: x is clamped to [-87, 88] (so exp(-inf) is ~1e-38, callers mask it
-/// to 0); the polynomial's relative error is ~1e-7 (a few ulp). The kernel's softmax is
-/// tested equal to the composed one (tests/model/test_fused_ops.cpp).
-template <typename T>
-LOL_KERNEL_INLINE T softmax_exp(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    x = std::min(std::max(x, -87.0f), 88.0f);
-    // x = n ln2 + r with n = round(x / ln2) (adding 1.5 * 2^23 rounds to an integer in
-    // the float's low mantissa bits), |r| <= ln2 / 2; ln2 in two parts (Cephes).
-    const float t = x * 1.44269504088896341f + 12582912.0f;
-    const float n = t - 12582912.0f;
-    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float y = 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * r * r + r + 1.0f;
-    const int32_t ni = __builtin_bit_cast(int32_t, t) - 0x4B400000;   // n as an integer, -126..127
-    return y * __builtin_bit_cast(float, (ni + 127) << 23);           // * 2^n
+/// Copies rows i0 .. i0+nr-1 of head h of src [N, heads, hd] into tile [kRows, hd]
+/// times `mul`; tile rows nr .. kRows-1 become 0.
+template <typename T, int HD>
+LOL_KERNEL_INLINE void load_rows(const T* src, int64_t heads, int64_t h, const int64_t* rows, int64_t i0,
+                                 int64_t nr, int64_t hd_rt, T mul, T* tile) {
+  const int64_t hd = head_dim_or<HD>(hd_rt);
+  for (int64_t r = 0; r < kRows; ++r) {
+    T* t = tile + r * hd;
+    if (r < nr) {
+      const T* s = src + (rows[i0 + r] * heads + h) * hd;
+      for (int64_t d = 0; d < hd; ++d) t[d] = s[d] * mul;
+    } else {
+      for (int64_t d = 0; d < hd; ++d) t[d] = T(0);
+    }
+  }
+}
+
+/// S[r, j] = sum_d A[r, d] Bt[d, j] for the kRows tile rows and keys j < jn (in tiles
+/// of key_tile<T>(); Bt is [hd, ld] with ld = padded_keys). A: [kRows, hd]; S: [kRows, ld].
+template <typename T, int HD>
+LOL_KERNEL_INLINE void score_tiles(const T* __restrict A, const T* __restrict Bt, int64_t ld, int64_t jn,
+                                   int64_t hd_rt, T* __restrict S) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t W = Simd<T>::kLanes;
+  const int64_t hd = head_dim_or<HD>(hd_rt);
+  for (int64_t j0 = 0; j0 < jn; j0 += key_tile<T>()) {
+    V acc[kRows][kKeyVecs] = {};
+    for (int64_t d = 0; d < hd; ++d) {
+      V b[kKeyVecs];
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < kKeyVecs; ++v) Simd<T>::load(b[v], Bt + d * ld + j0 + v * W);
+#pragma GCC unroll 8
+      for (int64_t r = 0; r < kRows; ++r) {
+        const T ar = A[r * hd + d];
+#pragma GCC unroll 4
+        for (int64_t v = 0; v < kKeyVecs; ++v) acc[r][v] += ar * b[v];
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < kKeyVecs; ++v) Simd<T>::store(S + r * ld + j0 + v * W, acc[r][v]);
+  }
+}
+
+/// C[r, :] = sum_{j < jn} S[r, j] B[j, :] for the kRows tile rows. S: [kRows, ld],
+/// B: [jn, hd], C: [kRows, hd] (overwritten).
+template <typename T, int HD>
+LOL_KERNEL_INLINE void weighted_rows(const T* __restrict S, int64_t ld, const T* __restrict B, int64_t jn,
+                                     int64_t hd_rt, T* __restrict C) {
+  if constexpr (HD > 0) {
+    using V = typename Simd<T>::V;
+    constexpr int64_t W = Simd<T>::kLanes, NV = HD / W;
+    static_assert(HD % W == 0, "specialised head dims are whole SIMD vectors");
+    V acc[kRows][NV] = {};
+    for (int64_t j = 0; j < jn; ++j) {
+      V b[NV];
+#pragma GCC unroll 16
+      for (int64_t v = 0; v < NV; ++v) Simd<T>::load(b[v], B + j * HD + v * W);
+#pragma GCC unroll 8
+      for (int64_t r = 0; r < kRows; ++r) {
+        const T s = S[r * ld + j];
+#pragma GCC unroll 16
+        for (int64_t v = 0; v < NV; ++v) acc[r][v] += s * b[v];
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < NV; ++v) Simd<T>::store(C + r * HD + v * W, acc[r][v]);
   } else {
-    return std::exp(x);
+    const int64_t hd = hd_rt;
+    std::fill(C, C + kRows * hd, T(0));
+    for (int64_t j = 0; j < jn; ++j) {
+      const T* b = B + j * hd;
+      for (int64_t r = 0; r < kRows; ++r) {
+        const T s = S[r * ld + j];
+        for (int64_t d = 0; d < hd; ++d) C[r * hd + d] += s * b[d];
+      }
+    }
+  }
+}
+
+/// dK[j, :] += sum_r DS[r, j] Q[r, :] and dV[j, :] += sum_r PR[r, j] dO[r, :] for the
+/// kRows tile rows and keys j < jn (DS, PR: [kRows, ld]; Q, dO: [kRows, hd]; dK, dV:
+/// [L, hd]). Each key row is read and written once; the sum over r runs in registers.
+template <typename T, int HD>
+LOL_KERNEL_INLINE void accumulate_keys(const T* __restrict DS, const T* __restrict PR, int64_t ld, int64_t jn,
+                                       const T* __restrict Q, const T* __restrict dO, int64_t hd_rt,
+                                       T* __restrict dK, T* __restrict dV) {
+  if constexpr (HD > 0) {
+    using V = typename Simd<T>::V;
+    constexpr int64_t W = Simd<T>::kLanes, NV = HD / W;
+    V q[kRows][NV], o[kRows][NV];
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < NV; ++v) {
+        Simd<T>::load(q[r][v], Q + r * HD + v * W);
+        Simd<T>::load(o[r][v], dO + r * HD + v * W);
+      }
+    for (int64_t j = 0; j < jn; ++j) {
+      T s[kRows], p[kRows];
+      for (int64_t r = 0; r < kRows; ++r) s[r] = DS[r * ld + j], p[r] = PR[r * ld + j];
+#pragma GCC unroll 16
+      for (int64_t v = 0; v < NV; ++v) {
+        V ak, av;
+        Simd<T>::load(ak, dK + j * HD + v * W);
+        Simd<T>::load(av, dV + j * HD + v * W);
+#pragma GCC unroll 8
+        for (int64_t r = 0; r < kRows; ++r) {
+          ak += s[r] * q[r][v];
+          av += p[r] * o[r][v];
+        }
+        Simd<T>::store(dK + j * HD + v * W, ak);
+        Simd<T>::store(dV + j * HD + v * W, av);
+      }
+    }
+  } else {
+    const int64_t hd = hd_rt;
+    for (int64_t j = 0; j < jn; ++j) {
+      T* __restrict dk = dK + j * hd;
+      T* __restrict dv = dV + j * hd;
+      for (int64_t r = 0; r < kRows; ++r) {
+        const T s = DS[r * ld + j], p = PR[r * ld + j];
+        for (int64_t d = 0; d < hd; ++d) {
+          dk[d] += s * Q[r * hd + d];
+          dv[d] += p * dO[r * hd + d];
+        }
+      }
+    }
   }
 }
 
 /// Forward of one (segment, kv head) for its G query heads: for each query i,
 /// p_ij = softmax over visible j <= i of (q_i . k_j) * scale, o_i = sum_j p_ij v_j.
 /// A query with no visible key gets o_i = 0 and p_i. = 0. P: this segment's [H, tri] block.
+/// Queries go kRows at a time: scores of the block's causal key range (score_tiles),
+/// softmax per row (entries j > i set to 0), then o = P V (weighted_rows).
 /// The max / exp / sum reductions are `omp simd` loops (the file is built with -fopenmp
 /// or -fopenmp-simd, never -ffast-math): vectorised, summed in lanes.
-template <typename T>
+template <typename T, int HD>
 LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
-  const int64_t hd = a.hd, G = a.H / a.Hkv;
+  const int64_t hd = head_dim_or<HD>(a.hd), G = a.H / a.Hkv;
+  const int64_t ld = padded_keys<T>(L);
   const T inf = std::numeric_limits<T>::infinity();
-  std::vector<T> kt(size_t(hd * L)), vv(size_t(L * hd));  // K transposed [hd, L], V [L, hd]
-  load_segment_head(a.k, a, rows, L, hk, kt.data(), /*transpose=*/true);
+  // K transposed [hd, ld] (padding columns 0), V [L, hd], scores of a query block [kRows, ld].
+  std::vector<T> kt(size_t(hd * ld), T(0)), vv(size_t(L * hd)), S(size_t(kRows * ld));
+  load_segment_head(a.k, a, rows, L, hk, kt.data(), /*transpose=*/true, ld);
   load_segment_head(a.v, a, rows, L, hk, vv.data(), /*transpose=*/false);
   // Key visibility of the segment's rows: additive (0 / -inf) for the max, multiplicative
   // (1 / 0) for the exponentials; visible_upto[i]: whether any key j <= i is visible
@@ -196,41 +343,40 @@ LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, i
   }
   const T* __restrict neg = neg_v.data();
   const T* __restrict keep = keep_v.data();
+  RowTile<T, HD> qs(hd), o(hd);
   for (int64_t g = 0; g < G; ++g) {
     const int64_t h = hk * G + g;
     T* Ph = P + h * (L * (L + 1) / 2);
-    for (int64_t i = 0; i < L; ++i) {
-      T* __restrict p = Ph + i * (i + 1) / 2;  // p[0 .. i]
-      const int64_t n = i + 1;
-      const T* qi = a.q + (rows[i] * a.H + h) * hd;
-      std::fill(p, p + n, T(0));
-      for (int64_t d = 0; d < hd; ++d) {
-        const T qd = qi[d] * a.scale;
-        const T* kd = kt.data() + d * L;
-        for (int64_t j = 0; j < n; ++j) p[j] += qd * kd[j];
-      }
-      T* oi = out + (rows[i] * a.H + h) * hd;
-      if (!visible_upto[size_t(i)]) {  // no visible key: o_i = 0, p_i. = 0
-        std::fill(p, p + n, T(0));
-        continue;
-      }
-      T m = -inf;
+    for (int64_t i0 = 0; i0 < L; i0 += kRows) {
+      const int64_t nr = std::min(kRows, L - i0), jn = i0 + nr;  // keys 0 .. jn-1
+      load_rows<T, HD>(a.q, a.H, h, rows, i0, nr, hd, a.scale, qs.p);
+      score_tiles<T, HD>(qs.p, kt.data(), ld, jn, hd, S.data());
+      for (int64_t r = 0; r < kRows; ++r) {
+        T* __restrict s = S.data() + r * ld;
+        const int64_t i = i0 + r, n = i + 1;
+        if (r >= nr || !visible_upto[size_t(i)]) {  // no visible key: o_i = 0, p_i. = 0
+          std::fill(s, s + jn, T(0));
+          if (r < nr) std::fill(Ph + i * n / 2, Ph + i * n / 2 + n, T(0));
+          continue;
+        }
+        T m = -inf;
 #pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] + neg[j]);
-      T sum = 0;
+        for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j] + neg[j]);
+        T sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < n; ++j) {
-        const T e = keep[j] * softmax_exp<T>(p[j] + neg[j] - m);
-        p[j] = e;
-        sum += e;
+        for (int64_t j = 0; j < n; ++j) {
+          const T e = keep[j] * vec::exp<T>(s[j] + neg[j] - m);
+          s[j] = e;
+          sum += e;
+        }
+        const T inv = T(1) / sum;
+        T* __restrict p = Ph + i * n / 2;  // row i of the triangle: p[0 .. i]
+        for (int64_t j = 0; j < n; ++j) p[j] = s[j] = s[j] * inv;
+        std::fill(s + n, s + jn, T(0));
       }
-      const T inv = T(1) / sum;
-      for (int64_t j = 0; j < n; ++j) p[j] *= inv;
-      for (int64_t j = 0; j < n; ++j) {
-        const T pj = p[j];
-        const T* vj = vv.data() + j * hd;
-        for (int64_t d = 0; d < hd; ++d) oi[d] += pj * vj[d];
-      }
+      weighted_rows<T, HD>(S.data(), ld, vv.data(), jn, hd, o.p);
+      for (int64_t r = 0; r < nr; ++r)
+        std::copy(o.p + r * hd, o.p + (r + 1) * hd, out + (rows[i0 + r] * a.H + h) * hd);
     }
   }
 }
@@ -238,43 +384,46 @@ LOL_KERNEL_INLINE void forward_task(const AttnArgs<T>& a, const int64_t* rows, i
 /// Backward of one (segment, kv head) from the saved probabilities:
 /// dp_ij = dO_i . v_j, ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij),
 /// dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij dO_i.
-template <typename T>
+/// Queries go kRows at a time as in the forward; dk and dv accumulate in local [L, hd]
+/// buffers, each key row once per query block.
+template <typename T, int HD>
 LOL_KERNEL_INLINE void backward_task(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int64_t L, int64_t hk,
                                      const T* P, T* dq, T* dk, T* dv) {
-  const int64_t hd = a.hd, G = a.H / a.Hkv;
-  std::vector<T> vt(size_t(hd * L)), kk(size_t(L * hd)), dkl(size_t(L * hd), T(0)), dvl(size_t(L * hd), T(0)),
-      dp(size_t(L), T(0));
-  load_segment_head(a.v, a, rows, L, hk, vt.data(), /*transpose=*/true);   // V transposed [hd, L]
-  load_segment_head(a.k, a, rows, L, hk, kk.data(), /*transpose=*/false);  // K [L, hd]
+  const int64_t hd = head_dim_or<HD>(a.hd), G = a.H / a.Hkv;
+  const int64_t ld = padded_keys<T>(L);
+  // V transposed [hd, ld], K [L, hd], local dK and dV [L, hd], a query block's
+  // dp -> ds and p rows [kRows, ld].
+  std::vector<T> vt(size_t(hd * ld), T(0)), kk(size_t(L * hd)), dkl(size_t(L * hd), T(0)),
+      dvl(size_t(L * hd), T(0)), DS(size_t(kRows * ld)), PR(size_t(kRows * ld));
+  load_segment_head(a.v, a, rows, L, hk, vt.data(), /*transpose=*/true, ld);
+  load_segment_head(a.k, a, rows, L, hk, kk.data(), /*transpose=*/false);
+  RowTile<T, HD> dos(hd), qr(hd), acc(hd);
   for (int64_t g = 0; g < G; ++g) {
     const int64_t h = hk * G + g;
     const T* Ph = P + h * (L * (L + 1) / 2);
-    for (int64_t i = 0; i < L; ++i) {
-      const T* p = Ph + i * (i + 1) / 2;
-      const T* doi = dout + (rows[i] * a.H + h) * hd;
-      const T* qi = a.q + (rows[i] * a.H + h) * hd;
-      T* dqi = dq + (rows[i] * a.H + h) * hd;
-      std::fill(dp.begin(), dp.begin() + i + 1, T(0));
-      for (int64_t d = 0; d < hd; ++d) {
-        const T od = doi[d];
-        const T* vd = vt.data() + d * L;
-        for (int64_t j = 0; j <= i; ++j) dp[size_t(j)] += od * vd[j];
-      }
-      T D = 0;
-      for (int64_t j = 0; j <= i; ++j) D += p[j] * dp[size_t(j)];
-      for (int64_t j = 0; j <= i; ++j) {
-        const T pj = p[j];
-        if (pj == T(0)) continue;
-        const T ds = pj * (dp[size_t(j)] - D) * a.scale;
-        const T* kj = kk.data() + j * hd;
-        T* dkj = dkl.data() + j * hd;
-        T* dvj = dvl.data() + j * hd;
-        for (int64_t d = 0; d < hd; ++d) {
-          dqi[d] += ds * kj[d];
-          dkj[d] += ds * qi[d];
-          dvj[d] += pj * doi[d];
+    for (int64_t i0 = 0; i0 < L; i0 += kRows) {
+      const int64_t nr = std::min(kRows, L - i0), jn = i0 + nr;
+      load_rows<T, HD>(dout, a.H, h, rows, i0, nr, hd, T(1), dos.p);
+      load_rows<T, HD>(a.q, a.H, h, rows, i0, nr, hd, T(1), qr.p);
+      score_tiles<T, HD>(dos.p, vt.data(), ld, jn, hd, DS.data());  // dp
+      for (int64_t r = 0; r < kRows; ++r) {
+        T* __restrict ds = DS.data() + r * ld;
+        T* __restrict pr = PR.data() + r * ld;
+        const int64_t i = i0 + r, n = r < nr ? i + 1 : 0;
+        const T* __restrict p = Ph + i * (i + 1) / 2;
+        T D = 0;
+        for (int64_t j = 0; j < n; ++j) D += p[j] * ds[j];
+        for (int64_t j = 0; j < n; ++j) {
+          pr[j] = p[j];
+          ds[j] = p[j] * (ds[j] - D) * a.scale;
         }
+        std::fill(ds + n, ds + jn, T(0));
+        std::fill(pr + n, pr + jn, T(0));
       }
+      weighted_rows<T, HD>(DS.data(), ld, kk.data(), jn, hd, acc.p);  // dq
+      for (int64_t r = 0; r < nr; ++r)
+        std::copy(acc.p + r * hd, acc.p + (r + 1) * hd, dq + (rows[i0 + r] * a.H + h) * hd);
+      accumulate_keys<T, HD>(DS.data(), PR.data(), ld, jn, qr.p, dos.p, hd, dkl.data(), dvl.data());
     }
   }
   for (int64_t j = 0; j < L; ++j) {
@@ -283,14 +432,40 @@ LOL_KERNEL_INLINE void backward_task(const AttnArgs<T>& a, const T* dout, const 
   }
 }
 
+/// forward_task / backward_task for the head dimensions the kernel is specialised for
+/// (16, 32, 64, 128), else with HD = 0 (runtime head_dim). A plain switch, no lambda:
+/// everything is inlined into the caller, so into each ISA clone of the f32 entry points.
+template <typename T>
+LOL_KERNEL_INLINE void forward_any(const AttnArgs<T>& a, const int64_t* rows, int64_t L, int64_t hk, T* out, T* P) {
+  switch (a.hd) {
+    case 16: return forward_task<T, 16>(a, rows, L, hk, out, P);
+    case 32: return forward_task<T, 32>(a, rows, L, hk, out, P);
+    case 64: return forward_task<T, 64>(a, rows, L, hk, out, P);
+    case 128: return forward_task<T, 128>(a, rows, L, hk, out, P);
+    default: return forward_task<T, 0>(a, rows, L, hk, out, P);
+  }
+}
+
+template <typename T>
+LOL_KERNEL_INLINE void backward_any(const AttnArgs<T>& a, const T* dout, const int64_t* rows, int64_t L, int64_t hk,
+                                    const T* P, T* dq, T* dk, T* dv) {
+  switch (a.hd) {
+    case 16: return backward_task<T, 16>(a, dout, rows, L, hk, P, dq, dk, dv);
+    case 32: return backward_task<T, 32>(a, dout, rows, L, hk, P, dq, dk, dv);
+    case 64: return backward_task<T, 64>(a, dout, rows, L, hk, P, dq, dk, dv);
+    case 128: return backward_task<T, 128>(a, dout, rows, L, hk, P, dq, dk, dv);
+    default: return backward_task<T, 0>(a, dout, rows, L, hk, P, dq, dk, dv);
+  }
+}
+
 LOL_KERNEL_CLONES void forward_task_f32(const AttnArgs<float>& a, const int64_t* rows, int64_t L, int64_t hk,
                                          float* out, float* P) {
-  forward_task<float>(a, rows, L, hk, out, P);
+  forward_any<float>(a, rows, L, hk, out, P);
 }
 
 LOL_KERNEL_CLONES void backward_task_f32(const AttnArgs<float>& a, const float* dout, const int64_t* rows, int64_t L,
                                           int64_t hk, const float* P, float* dq, float* dk, float* dv) {
-  backward_task<float>(a, dout, rows, L, hk, P, dq, dk, dv);
+  backward_any<float>(a, dout, rows, L, hk, P, dq, dk, dv);
 }
 
 template <typename T>
@@ -320,7 +495,7 @@ void segment_forward(const torch::Tensor& q, const torch::Tensor& k, const torch
     if constexpr (std::is_same_v<T, float>)
       forward_task_f32(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
     else
-      forward_task<T>(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
+      forward_any<T>(a, gp + s * g.max_len, lp[s], hk, op, pp + a.H * tp[s]);
   });
 }
 
@@ -337,7 +512,7 @@ void segment_backward(const torch::Tensor& q, const torch::Tensor& k, const torc
     if constexpr (std::is_same_v<T, float>)
       backward_task_f32(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
     else
-      backward_task<T>(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
+      backward_any<T>(a, dop, gp + s * g.max_len, lp[s], hk, pp + a.H * tp[s], dqp, dkp, dvp);
   });
 }
 

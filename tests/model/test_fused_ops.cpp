@@ -32,6 +32,19 @@ SegmentLayout test_layout() {
   return SegmentLayout::build(segs, 23, torch::kCPU);
 }
 
+/// Segments longer than the kernel's register tiles (4 queries, 16 keys): over 70 rows,
+/// lengths 37 (rows 0..36, every third one moved to the end), 21 (rows 38..58 reversed),
+/// 3 and 1; rows 37, 59, 60, 61, 65 and 69 are in no segment.
+SegmentLayout long_layout() {
+  std::vector<int64_t> a, b;
+  for (int64_t r = 0; r < 37; ++r)
+    if (r % 3 != 0) a.push_back(r);
+  for (int64_t r = 0; r < 37; r += 3) a.push_back(r);
+  for (int64_t r = 58; r >= 38; --r) b.push_back(r);
+  std::vector<std::vector<int64_t>> segs{a, b, {62, 63, 64}, {66}};
+  return SegmentLayout::build(segs, 70, torch::kCPU);
+}
+
 /// Attention with the composed path: projections, padded segments, masked_attention.
 torch::Tensor composed_attention(lol::nn::AttentionImpl& a, const torch::Tensor& x, const torch::Tensor& pos,
                                  const SegmentLayout& L, const torch::Tensor& visible, lol::nn::RoPE& rope) {
@@ -69,29 +82,40 @@ class FusedOps : public ::testing::TestWithParam<torch::ScalarType> {};
 TEST_P(FusedOps, SegmentAttentionEqualsPaddedMaskedAttention) {
   const auto dt = GetParam();
   torch::manual_seed(3);
-  for (int64_t kv_heads : {4, 2, 1}) {
-    for (bool hide : {false, true}) {
-      lol::nn::AttentionShape s{16, 4, kv_heads, 8, /*qkv_bias=*/kv_heads == 2};
-      lol::nn::Attention attn(s);
-      attn->to(dt);
-      lol::nn::RoPE rope(8, 10000.0);
-      const auto L = test_layout();
-      auto x = torch::randn({23, 16}, torch::TensorOptions(dt)).requires_grad_(true);
-      auto pos = torch::randint(0, 40, {23}, torch::kInt64);
-      torch::Tensor visible;
-      if (hide) {
-        visible = torch::ones({23}, torch::kBool);
-        // Row 0 opens segment 0 and is hidden: its query sees no key (output 0).
-        for (int64_t r : {0, 5, 9, 10, 21, 16}) visible[r] = false;
-      }
-      auto w = torch::randn({23, 16}, torch::TensorOptions(dt));
-      auto direct = out_and_grads(*attn, x, attn->forward(x, pos, L, visible, rope), w);
-      auto composed = out_and_grads(*attn, x, composed_attention(*attn, x, pos, L, visible, rope), w);
-      expect_all_close(direct, composed, tolerance(dt),
-                       "kv heads " + std::to_string(kv_heads) + (hide ? ", hidden keys" : ""));
-      if (hide) {  // the query without a visible key gives exactly o_proj(0)
-        auto zero_row = attn->o_proj(torch::zeros({1, 32}, torch::TensorOptions(dt)));
-        EXPECT_EQ(max_abs_diff(direct[0][0], zero_row[0]), 0.0);
+  // Head dims 8 (the kernel's runtime-head_dim loops) and 32 (a specialised one); short
+  // segments and segments longer than the register tiles.
+  for (bool long_segments : {false, true}) {
+    const auto L = long_segments ? long_layout() : test_layout();
+    const int64_t N = L.n_tokens;
+    // Hidden keys; the first row of each list opens a segment: its query sees no key.
+    const std::vector<int64_t> hidden = long_segments ? std::vector<int64_t>{1, 5, 9, 30, 33, 58, 57, 62, 36}
+                                                      : std::vector<int64_t>{0, 5, 9, 10, 21, 16};
+    for (int64_t hd : {8, 32}) {
+      for (int64_t kv_heads : {4, 2, 1}) {
+        for (bool hide : {false, true}) {
+          lol::nn::AttentionShape s{16, 4, kv_heads, hd, /*qkv_bias=*/kv_heads == 2};
+          lol::nn::Attention attn(s);
+          attn->to(dt);
+          lol::nn::RoPE rope(hd, 10000.0);
+          auto x = torch::randn({N, 16}, torch::TensorOptions(dt)).requires_grad_(true);
+          auto pos = torch::randint(0, 40, {N}, torch::kInt64);
+          torch::Tensor visible;
+          if (hide) {
+            visible = torch::ones({N}, torch::kBool);
+            for (int64_t r : hidden) visible[r] = false;
+          }
+          auto w = torch::randn({N, 16}, torch::TensorOptions(dt));
+          auto direct = out_and_grads(*attn, x, attn->forward(x, pos, L, visible, rope), w);
+          auto composed = out_and_grads(*attn, x, composed_attention(*attn, x, pos, L, visible, rope), w);
+          const std::string what = std::string(long_segments ? "long" : "short") + " segments, head_dim " +
+                                   std::to_string(hd) + ", kv heads " + std::to_string(kv_heads) +
+                                   (hide ? ", hidden keys" : "");
+          expect_all_close(direct, composed, tolerance(dt), what);
+          if (hide) {  // the query without a visible key gives exactly o_proj(0)
+            auto zero_row = attn->o_proj(torch::zeros({1, 4 * hd}, torch::TensorOptions(dt)));
+            EXPECT_EQ(max_abs_diff(direct[0][hidden[0]], zero_row[0]), 0.0) << what;
+          }
+        }
       }
     }
   }
