@@ -20,6 +20,7 @@
 #endif
 
 #include "util/error.h"
+#include "util/leak.h"
 
 namespace lol::dist {
 
@@ -68,7 +69,7 @@ void PendingOp::wait() {
   try {
     impl_->work->wait(impl_->comm->timeout());
   } catch (const std::exception& e) {
-    impl_->work.release();  // the backend may still reference it; never destroy a failed op
+    util::leak_on_purpose(impl_->work.release());  // the backend may still reference it; never destroy a failed op
     impl_->comm->fail(impl_->what, e, seconds_since(impl_->start));
   }
   impl_->work.reset();
@@ -148,8 +149,8 @@ Communicator::~Communicator() {
   if (impl_ && impl_->broken) {
     // Tearing down a group whose peer died can block in the backend's destructor; the
     // process is about to exit with an error, so leak it instead.
-    impl_->pg.release();
-    impl_->store.release();
+    util::leak_on_purpose(impl_->pg.release());
+    util::leak_on_purpose(impl_->store.release());
   }
 }
 

@@ -46,8 +46,11 @@ LOL_KERNEL_INLINE T exp(T x) {
     y = y * r + 1.6666665459e-1f;
     y = y * r + 5.0000001201e-1f;
     y = y * r * r + r + 1.0f;
-    const int32_t ni = __builtin_bit_cast(int32_t, t) - 0x4B400000;  // n as an integer, -126..127
-    return y * __builtin_bit_cast(float, (ni + 127) << 23);          // * 2^n
+    // 2^n from the exponent bits. Unsigned: for a NaN x (NaN propagates through y) the
+    // bits are arbitrary, and a left shift of a negative int is undefined behaviour
+    // (found by the sanitized test suite: an overflowing model's NaN scores).
+    const uint32_t ni = __builtin_bit_cast(uint32_t, t) - 0x4B400000u;  // n as an integer, -126..127
+    return y * __builtin_bit_cast(float, (ni + 127u) << 23);            // * 2^n
   } else {
     return std::exp(x);
   }

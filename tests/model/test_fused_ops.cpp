@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "nn/attention.h"
@@ -14,6 +15,7 @@
 #include "nn/rmsnorm.h"
 #include "nn/rope.h"
 #include "nn/segments.h"
+#include "nn/vec_math.h"
 
 namespace {
 
@@ -174,6 +176,29 @@ TEST_P(FusedOps, SwiGLUEqualsFormula) {
   auto formula = mlp->down_proj(torch::silu(mlp->gate_proj(x)) * mlp->up_proj(x));
   auto ref = out_and_grads(*mlp, x, formula, w);
   expect_all_close(fused, ref, tolerance(dt), "swiglu");
+}
+
+// vec::exp, the softmax's and SwiGLU's float exponential: within a few ulp of std::exp
+// on [-87, 88], clamped (finite, non-negative) outside, NaN in -> NaN out (a NaN score
+// must reach the loss: training stops on it, tests/robustness/test_nonfinite.cpp).
+TEST(VecMath, FloatExpMatchesStdExpClampsAndPropagatesNaN) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    const double want = std::exp(double(x));
+    worst = std::max(worst, std::abs(double(lol::nn::vec::exp<float>(x)) - want) / want);
+  }
+  EXPECT_LT(worst, 5e-7);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x : {-inf, -1e30f, -200.0f, -87.5f}) {
+    const float e = lol::nn::vec::exp<float>(x);
+    EXPECT_GE(e, 0.0f) << x;
+    EXPECT_LT(e, 2e-38f) << x;
+  }
+  for (float x : {88.5f, 1e30f, inf}) EXPECT_TRUE(std::isfinite(lol::nn::vec::exp<float>(x))) << x;
+  EXPECT_TRUE(std::isnan(lol::nn::vec::exp<float>(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(lol::nn::vec::sigmoid<float>(std::numeric_limits<float>::quiet_NaN())));
+  for (float x : {-30.0f, -3.0f, 0.0f, 0.5f, 7.0f, 100.0f})
+    EXPECT_NEAR(lol::nn::vec::sigmoid<float>(x), 1.0 / (1.0 + std::exp(-double(x))), 1e-7) << x;
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedOps, ::testing::Values(torch::kFloat64, torch::kFloat32),
