@@ -29,19 +29,10 @@ if ! command -v "$CXX" >/dev/null || ! "$CXX" --version | grep -qi clang; then
 fi
 t0=$SECONDS
 
-# LeakSanitizer needs ptrace-like access that some containers deny; there it aborts
-# every process at exit ("LeakSanitizer has encountered a fatal error"). Probe once with
-# a one-line program and, if so, run without leak checks (ASan and UBSan still apply).
-leaks=ON
-probe_dir=$(mktemp -d)
-echo 'int main() { return 0; }' >"$probe_dir/p.cpp"
-if "$CXX" -fsanitize=address "$probe_dir/p.cpp" -o "$probe_dir/p" 2>/dev/null &&
-   ! "$probe_dir/p" >/dev/null 2>"$probe_dir/err" && grep -q "LeakSanitizer" "$probe_dir/err"; then
-  echo "sanitize.sh: warning: LeakSanitizer cannot run here (ptrace denied?); leak checks are off" >&2
-  leaks=OFF
-  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
-rm -rf "$probe_dir"
+# Leak checks off where LeakSanitizer cannot run (scripts/sanitizer_env.sh).
+. scripts/sanitizer_env.sh
+lsan_probe "$CXX"
+leaks=$LSAN_STATE
 
 echo "== sanitizer build ($SAN_DIR, $CXX, ASan+UBSan, leak checks $leaks, -j$JOBS)"
 CXX=$CXX cmake -S fuzz -B "$SAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOL_FUZZ_TESTS=ON \
