@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lol/windows.h"
+#include "nn/linear.h"
 #include "util/error.h"
 
 namespace lol::baselines {
@@ -96,7 +97,7 @@ torch::Tensor attend(nn::AttentionImpl& attn, const torch::Tensor& h, TokenLayou
       auto vp = seg.to_padded(v).permute({0, 2, 1, 3}).contiguous();
       auto o = nn::masked_attention(qp, kp, vp, L.sliding_mask(a.window));
       auto flat = seg.from_padded(o.permute({0, 2, 1, 3}).contiguous());  // [N, H, hd]
-      return attn.o_proj(flat.view({N, attn.shape.n_heads * attn.shape.head_dim}));
+      return nn::linear(flat.view({N, attn.shape.n_heads * attn.shape.head_dim}), attn.o_proj);
     }
   }
   throw std::logic_error("attend: unknown attention kind");

@@ -10,13 +10,9 @@
 
 namespace lol::baselines {
 
-namespace {
-bool contains(const std::string& s, const std::string& p) { return s.find(p) != std::string::npos; }
-}  // namespace
-
 training::ParamGroup baseline_param_group(const std::string& n, const torch::Tensor& t) {
   using training::ParamGroup;
-  if (t.dim() == 2 && (contains(n, ".self_attn.") || contains(n, ".mlp.")) && !contains(n, ".mlp.gate."))
+  if (training::is_block_projection(n, t) && n.find(".mlp.gate.") == std::string::npos)  // MoE gate: AdamW
     return ParamGroup::Muon;
   if (t.dim() == 2) return ParamGroup::AdamWDecay;  // embeddings, lm_head, routers, adapter
   return ParamGroup::AdamWNoDecay;

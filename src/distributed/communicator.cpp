@@ -19,6 +19,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/leak.h"
 
@@ -27,10 +28,6 @@ namespace lol::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
@@ -70,7 +67,7 @@ void PendingOp::wait() {
     impl_->work->wait(impl_->comm->timeout());
   } catch (const std::exception& e) {
     util::leak_on_purpose(impl_->work.release());  // the backend may still reference it; never destroy a failed op
-    impl_->comm->fail(impl_->what, e, seconds_since(impl_->start));
+    impl_->comm->fail(impl_->what, e, util::seconds_since(impl_->start));
   }
   impl_->work.reset();
 }
@@ -139,7 +136,7 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
     std::string cause = e.what();
     if (auto nl = cause.find("\nException raised from"); nl != std::string::npos) cause.resize(nl);
     c->impl_->broken = true;
-    throw DistributedError(where + " failed after " + std::to_string(seconds_since(t0)) + " s: " + cause +
+    throw DistributedError(where + " failed after " + std::to_string(util::seconds_since(t0)) + " s: " + cause +
                            " (is every rank started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE?)");
   }
   return c;
@@ -163,7 +160,7 @@ void Communicator::all_reduce(at::Tensor& t, ReduceOp op, const std::string& wha
   try {
     impl_->pg->allreduce(v, o)->wait(timeout_);
   } catch (const std::exception& e) {
-    fail("all-reduce (" + what + ")", e, seconds_since(t0));
+    fail("all-reduce (" + what + ")", e, util::seconds_since(t0));
   }
   if (!buf.is_same(t)) t.copy_(buf);
 }
@@ -193,7 +190,7 @@ void Communicator::broadcast(at::Tensor& t, int root, const std::string& what) {
   try {
     impl_->pg->broadcast(v, o)->wait(timeout_);
   } catch (const std::exception& e) {
-    fail("broadcast (" + what + ")", e, seconds_since(t0));
+    fail("broadcast (" + what + ")", e, util::seconds_since(t0));
   }
   if (!buf.is_same(t)) t.copy_(buf);
 }

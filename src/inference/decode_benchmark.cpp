@@ -4,17 +4,10 @@
 #include <random>
 
 #include "inference/decode_session.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace lol::inference {
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 DecodeBenchResult bench_decode(LoLModel model, const DecodeBenchOptions& o) {
   const auto& c = model->config();
@@ -50,11 +43,11 @@ DecodeBenchResult bench_decode(LoLModel model, const DecodeBenchOptions& o) {
   prefill();  // warm-up
   auto t0 = std::chrono::steady_clock::now();
   auto next = prefill();
-  r.prefill_s = seconds_since(t0);
+  r.prefill_s = util::seconds_since(t0);
   next = greedy(sess.step(next));  // warm-up
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.new_tokens; ++i) next = greedy(sess.step(next));
-  r.decode_s = seconds_since(t0);
+  r.decode_s = util::seconds_since(t0);
 
   // Full recompute: the whole sequence through forward() for every new token.
   auto seqs = prompts;
@@ -73,7 +66,7 @@ DecodeBenchResult bench_decode(LoLModel model, const DecodeBenchOptions& o) {
   full_step();  // warm-up
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.full_steps; ++i) full_step();
-  r.full_s = seconds_since(t0);
+  r.full_s = util::seconds_since(t0);
   r.prefill_tok_s = double(o.batch * o.context) / r.prefill_s;
   r.decode_tok_s = double(o.batch * o.new_tokens) / r.decode_s;
   r.full_decode_tok_s = double(o.batch * o.full_steps) / r.full_s;

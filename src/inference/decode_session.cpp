@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/index_tensor.h"
 #include "inference/block_step.h"
 #include "inference/ops.h"
 #include "lol/windows.h"
@@ -10,11 +11,6 @@
 namespace lol::inference {
 
 namespace {
-
-torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
-  auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {int64_t(v.size())}, torch::kInt64).clone();
-  return dev.is_cpu() ? t : t.to(dev);
-}
 
 torch::Tensor column(const std::vector<double>& v, const torch::TensorOptions& opt) {
   auto t = torch::from_blob(const_cast<double*>(v.data()), {int64_t(v.size()), 1}, torch::kFloat64).clone();
@@ -140,7 +136,7 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   for (int64_t a = 0; a < A && st.all_rows; ++a) st.all_rows = st.row[a] == a;
   st.fast = cpu_ && N == A;  // a decoding step: the fused CPU kernels apply
   if (!st.fast) {
-    auto pos_t = i64(st.pos, dev);
+    auto pos_t = index_tensor(st.pos, dev);
     st.cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
     st.sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
   }
@@ -164,7 +160,7 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   }
   for (auto& kv : prelude_cache_) kv.reserve(need);
   for (auto& kv : coda_cache_) kv.reserve(need);
-  torch::Tensor x = w_.embed.index_select(0, i64(tokens, dev));
+  torch::Tensor x = w_.embed.index_select(0, index_tensor(tokens, dev));
   auto full_block = [&](const PackedBlock& blk, KVCache& cache) {
     if (!st.fast) return x + block_delta({{&blk, {}}}, nullptr, x, cache, full_plan, st.cos, st.sin, c);
     auto y = torch::empty_like(x);
@@ -187,7 +183,7 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   if (!all_logits && N != A) {
     std::vector<int64_t> last(A);
     for (int64_t a = 0; a < A; ++a) last[a] = st.offset[a + 1] - 1;
-    h = x.index_select(0, i64(last, dev));
+    h = x.index_select(0, index_tensor(last, dev));
   }
   return dense(rms_norm(h, w_.norm, c.norm_eps), w_.head);
 }
@@ -229,7 +225,7 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
 
   // ---- 2. Window sums of the depth's input states (Algorithm 1 line 7).
   // tot[g]: sum over run g's window so far (the row's carried sum when g continues it).
-  torch::Tensor run_sum = G == N ? x : torch::zeros({G, c.d_model}, opt).index_add_(0, i64(run_of_tok, dev), x);
+  torch::Tensor run_sum = G == N ? x : torch::zeros({G, c.d_model}, opt).index_add_(0, index_tensor(run_of_tok, dev), x);
   std::vector<int64_t> cont_run, cont_row;
   for (int64_t g = 0; g < G; ++g)
     if (!runs[g].fresh) {
@@ -241,7 +237,7 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     if (st.all_rows && int64_t(cont_run.size()) == B)
       tot = run_sum + win_sum;
     else
-      tot = run_sum.index_add(0, i64(cont_run, dev), win_sum.index_select(0, i64(cont_row, dev)));
+      tot = run_sum.index_add(0, index_tensor(cont_run, dev), win_sum.index_select(0, index_tensor(cont_row, dev)));
   }
   // Windows completed by this step, in window order per row: a row's carried window
   // (closed by a fresh first run) and every run but the row's last. Source rows index
@@ -284,7 +280,7 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
   }
   torch::Tensor mu_items;
   if (!item_src.empty())
-    mu_items = torch::cat({win_sum, tot}).index_select(0, i64(item_src, dev)) / column(item_cnt, opt);
+    mu_items = torch::cat({win_sum, tot}).index_select(0, index_tensor(item_src, dev)) / column(item_cnt, opt);
 
   // ---- 3. Router decisions for windows that start now (Algorithm 1 lines 10-15).
   const int64_t F = int64_t(fresh_runs.size());
@@ -295,7 +291,7 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     if (!fresh_k0.empty()) {
       std::vector<int64_t> first_tok;
       for (int64_t f : fresh_k0) first_tok.push_back(runs[fresh_runs[f]].first);
-      r0 = 0.5 * (w_.depth_embed[pd].unsqueeze(0) + x.index_select(0, i64(first_tok, dev)));
+      r0 = 0.5 * (w_.depth_embed[pd].unsqueeze(0) + x.index_select(0, index_tensor(first_tok, dev)));
     }
     if (!fresh_kpos.empty()) {
       std::vector<int64_t> rows_k;
@@ -304,9 +300,9 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
         rows_k.push_back(runs[fresh_runs[f]].row);
         ks.push_back(double(runs[fresh_runs[f]].k));
       }
-      auto num = mu_sum.index_select(0, i64(rows_k, dev));
+      auto num = mu_sum.index_select(0, index_tensor(rows_k, dev));
       if (!pair_target.empty())
-        num.index_add_(0, i64(pair_target, dev), mu_items.index_select(0, i64(pair_item, dev)));
+        num.index_add_(0, index_tensor(pair_target, dev), mu_items.index_select(0, index_tensor(pair_item, dev)));
       r1 = num / column(ks, opt);
     }
     torch::Tensor r;
@@ -316,8 +312,8 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
       r = r1;
     } else {
       r = torch::empty({F, c.d_model}, opt);
-      r.index_copy_(0, i64(fresh_k0, dev), r0);
-      r.index_copy_(0, i64(fresh_kpos, dev), r1);
+      r.index_copy_(0, index_tensor(fresh_k0, dev), r0);
+      r.index_copy_(0, index_tensor(fresh_kpos, dev), r1);
     }
     auto probs = torch::softmax(dense(r, w_.router[pd]), -1);
     auto sel_t = (probs + w_.balance_bias.unsqueeze(0)).argmax(-1).to(torch::kCPU).contiguous();
@@ -364,13 +360,13 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
   }
 
   // ---- 4. Router state: completed windows' means, the open window's sum and count.
-  if (!item_src.empty()) mu_sum.index_add_(0, i64(item_row, dev), mu_items);
+  if (!item_src.empty()) mu_sum.index_add_(0, index_tensor(item_row, dev), mu_items);
   if (st.all_rows) {
     win_sum.copy_(tot);
   } else {
     std::vector<int64_t> rows_a(A);
     for (int64_t a = 0; a < A; ++a) rows_a[a] = st.row[a];
-    win_sum.index_copy_(0, i64(rows_a, dev), tot.index_select(0, i64(last_run, dev)));
+    win_sum.index_copy_(0, index_tensor(rows_a, dev), tot.index_select(0, index_tensor(last_run, dev)));
   }
   std::vector<int64_t> base(G);  // visible keys already cached for each run's window
   for (int64_t g = 0; g < G; ++g) base[g] = runs[g].fresh ? 0 : rows_[runs[g].row].depth[d].wlen;
@@ -417,9 +413,9 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     std::vector<BlockGroup> groups;
     for (int64_t e = 0; e < c.library_size; ++e) {
       if (by_expert[e].empty()) continue;
-      groups.push_back({&w_.library[e], int64_t(by_expert[e].size()) == n ? torch::Tensor() : i64(by_expert[e], dev)});
+      groups.push_back({&w_.library[e], int64_t(by_expert[e].size()) == n ? torch::Tensor() : index_tensor(by_expert[e], dev)});
     }
-    torch::Tensor tok_t = whole ? torch::Tensor() : i64(tok, dev);
+    torch::Tensor tok_t = whole ? torch::Tensor() : index_tensor(tok, dev);
     auto xr = whole ? x : x.index_select(0, tok_t);
     auto cos = whole ? st.cos : st.cos.index_select(0, tok_t);
     auto sin = whole ? st.sin : st.sin.index_select(0, tok_t);
@@ -464,7 +460,7 @@ torch::Tensor DecodeSession::run_core_depth_fast(int64_t d, const torch::Tensor&
       tg.push_back(toks[t]);
       ag.push_back(alpha[t]);
     }
-    auto idx = i64(rows, x.device());
+    auto idx = index_tensor(rows, x.device());
     auto xg = x.index_select(0, idx);
     auto yg = torch::empty_like(xg);
     cpu_->block(w_.library[e], film, xg, yg, tg.data(), ag.data(), core_cache_[d]);

@@ -4,15 +4,12 @@
 #include <random>
 
 #include "inference/dense_session.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace lol::inference {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::vector<int64_t> greedy(const torch::Tensor& logits) {
   auto a = logits.argmax(-1).to(torch::kCPU).contiguous();
@@ -51,11 +48,11 @@ DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBe
   prefill();  // warm-up
   auto t0 = std::chrono::steady_clock::now();
   auto next = prefill();
-  r.prefill_s = seconds_since(t0);
+  r.prefill_s = util::seconds_since(t0);
   next = greedy(sess.step(next));  // warm-up
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.new_tokens; ++i) next = greedy(sess.step(next));
-  r.decode_s = seconds_since(t0);
+  r.decode_s = util::seconds_since(t0);
   r.prefill_tok_s = double(o.batch * o.context) / r.prefill_s;
   r.decode_tok_s = double(o.batch * o.new_tokens) / r.decode_s;
   if (o.full_steps == 0) return r;
@@ -73,7 +70,7 @@ DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBe
   full_step();  // warm-up
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.full_steps; ++i) full_step();
-  r.full_s = seconds_since(t0);
+  r.full_s = util::seconds_since(t0);
   r.full_decode_tok_s = double(o.batch * o.full_steps) / r.full_s;
   return r;
 }

@@ -2,21 +2,13 @@
 
 #include <algorithm>
 
+#include "core/index_tensor.h"
 #include "inference/block_step.h"
 #include "inference/ops.h"
 #include "nn/block.h"
 #include "util/error.h"
 
 namespace lol::inference {
-
-namespace {
-
-torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
-  auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {int64_t(v.size())}, torch::kInt64).clone();
-  return dev.is_cpu() ? t : t.to(dev);
-}
-
-}  // namespace
 
 PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   const auto& c = m.config();
@@ -123,13 +115,13 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   torch::Tensor cos, sin;
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
-    auto pos_t = i64(pos, dev);
+    auto pos_t = index_tensor(pos, dev);
     cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
     sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
   }
   for (auto& kv : cache_) kv.reserve(need);
 
-  torch::Tensor x = w_.embed.index_select(0, i64(tokens, dev));
+  torch::Tensor x = w_.embed.index_select(0, index_tensor(tokens, dev));
   for (int64_t l = 0; l < c.n_prelude; ++l) {
     if (fast) {
       auto y = torch::empty_like(x);
@@ -144,7 +136,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   if (!all_logits && N != A) {
     std::vector<int64_t> last(A);
     for (int64_t a = 0; a < A; ++a) last[a] = offset[a + 1] - 1;
-    h = x.index_select(0, i64(last, dev));
+    h = x.index_select(0, index_tensor(last, dev));
   }
   return dense(rms_norm(h, w_.norm, c.norm_eps), w_.head);
 }

@@ -3,16 +3,9 @@
 #include <cmath>
 #include <limits>
 
+#include "core/index_tensor.h"
+
 namespace lol::inference {
-
-namespace {
-
-torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
-  auto t = torch::from_blob(const_cast<int64_t*>(v.data()), {int64_t(v.size())}, torch::kInt64).clone();
-  return dev.is_cpu() ? t : t.to(dev);
-}
-
-}  // namespace
 
 KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, int64_t capacity, const torch::TensorOptions& opt) {
   k = torch::zeros({batch, kv_heads, capacity, head_dim}, opt);
@@ -70,7 +63,7 @@ AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const 
   else {
     std::vector<int64_t> rows(p.S);
     for (int64_t s = 0; s < p.S; ++s) rows[s] = segs[s].row;
-    p.rows = i64(rows, dev);
+    p.rows = index_tensor(rows, dev);
   }
   p.one_per_segment = (p.Lq == 1 && n == p.S);
   for (int64_t s = 0; s < p.S && p.one_per_segment; ++s) p.one_per_segment = segs[s].first == s;
@@ -78,7 +71,7 @@ AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const 
   if (!p.one_per_segment) {
     for (int64_t s = 0; s < p.S; ++s)
       for (int64_t i = 0; i < segs[s].count; ++i) qs[segs[s].first + i] = s * p.Lq + i;
-    p.q_slot = i64(qs, dev);
+    p.q_slot = index_tensor(qs, dev);
   }
   p.n_write = int64_t(w_tok.size());
   p.write_all = p.n_write == n;
@@ -88,9 +81,9 @@ AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const 
     p.single_row = w_row[0];
     p.single_slot = w_slot[0];
   }
-  if (!p.write_all) p.write_tok = i64(w_tok, dev);
-  p.write_row = i64(w_row, dev);
-  p.write_slot = i64(w_slot, dev);
+  if (!p.write_all) p.write_tok = index_tensor(w_tok, dev);
+  p.write_row = index_tensor(w_row, dev);
+  p.write_slot = index_tensor(w_slot, dev);
   // Masks: a padded query slot, or a key slot >= the query's limit, is blocked.
   bool any_blocked = false, any_empty = false;
   std::vector<uint8_t> blocked(p.S * p.Lq * p.Lk, 1);

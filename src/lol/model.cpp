@@ -3,12 +3,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/index_tensor.h"
 #include "lol/windows.h"
 #include "util/error.h"
 
 namespace lol {
-
-namespace {
 
 nn::BlockShape block_shape(const LoLConfig& c) {
   nn::BlockShape s;
@@ -20,6 +19,8 @@ nn::BlockShape block_shape(const LoLConfig& c) {
   s.norm_eps = c.norm_eps;
   return s;
 }
+
+namespace {
 
 /// A document: a maximal run of equal, non-negative doc ids in one row.
 struct Doc {
@@ -109,9 +110,6 @@ DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLCo
   return w;
 }
 
-torch::Tensor i64(const std::vector<int64_t>& v, const torch::Device& dev) {
-  return torch::from_blob(const_cast<int64_t*>(v.data()), {int64_t(v.size())}, torch::kInt64).clone().to(dev);
-}
 
 }  // namespace
 
@@ -203,7 +201,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
 
   LoLOutput out;
   const bool count_load = is_training();
-  auto valid_rows = i64(L.valid_rows, dev);
+  auto valid_rows = index_tensor(L.valid_rows, dev);
   auto load = torch::zeros({c.library_size}, torch::kInt64);
   for (int64_t d = 0; d < active_depth_; ++d) {
     DepthWindows w = make_depth_windows(L, d + 1, c);
@@ -211,21 +209,24 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     if (G == 0) continue;
     // Router inputs (Algorithm 1 lines 7-14): mean state per window, then the mean of
     // the earlier windows' means; window 0 uses (e^(l) + s_first) / 2.
-    auto win_valid = i64(w.window_of_valid, dev);
-    auto sums = torch::zeros({G, c.d_model}, s.options()).index_add(0, win_valid, s.index_select(0, valid_rows));
-    auto lens = i64(w.len, dev).to(s.scalar_type()).unsqueeze(1);
+    auto win_valid = index_tensor(w.window_of_valid, dev);
+    // valid_rows lists rows in order, so all of them means the identity (no padding).
+    const bool all_valid = int64_t(L.valid_rows.size()) == B * T;
+    auto sums = torch::zeros({G, c.d_model}, s.options())
+                    .index_add(0, win_valid, all_valid ? s : s.index_select(0, valid_rows));
+    auto lens = index_tensor(w.len, dev).to(s.scalar_type()).unsqueeze(1);
     auto mu = sums / lens;
     // The prefix sum runs over every window of the batch: in float64, so that its
     // rounding (relative to the running total) does not leak earlier rows' and
     // documents' states into this document's router inputs.
     auto mu64 = mu.to(torch::kFloat64);
     auto csum = torch::cat({torch::zeros({1, c.d_model}, mu64.options()), mu64.cumsum(0)}, 0);
-    auto kk = i64(w.k, dev);
+    auto kk = index_tensor(w.k, dev);
     auto r_rest = ((csum.index_select(0, torch::arange(G, torch::TensorOptions(torch::kInt64).device(dev))) -
-                    csum.index_select(0, i64(w.doc_first_window, dev))) /
+                    csum.index_select(0, index_tensor(w.doc_first_window, dev))) /
                    kk.clamp_min(1).to(torch::kFloat64).unsqueeze(1))
                       .to(s.scalar_type());
-    auto r_first = 0.5 * (model->depth_embed[d].unsqueeze(0) + s.index_select(0, i64(w.first_token, dev)));
+    auto r_first = 0.5 * (model->depth_embed[d].unsqueeze(0) + s.index_select(0, index_tensor(w.first_token, dev)));
     auto r = torch::where((kk == 0).unsqueeze(1), r_first, r_rest);
     auto logits = router_logits(d, r);
     if (is_training() && c.router_noise_std > 0) logits = logits + torch::randn_like(logits) * c.router_noise_std;
@@ -250,7 +251,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
         }
       }
     }
-    auto sel_dev = i64(sel, dev);
+    auto sel_dev = index_tensor(sel, dev);
     auto alpha = probs.gather(1, sel_dev.unsqueeze(1)).squeeze(1);
     bool any_fixed = false;
     for (auto f : fixed_alpha) any_fixed |= f != 0;
@@ -259,37 +260,50 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
       auto vals = torch::from_blob(alpha_vals.data(), {G}, torch::kFloat64).clone().to(dev, s.scalar_type());
       alpha = torch::where(mask, vals, alpha);
     }
-    // Group windows by (expert, long/short) and run each expert once on all its windows.
-    std::vector<std::vector<int64_t>> groups(2 * c.library_size);
-    for (int64_t g = 0; g < G; ++g) groups[2 * sel[g] + (w.len[g] > c.window ? 1 : 0)].push_back(g);
-    auto upd = torch::zeros_like(s);
-    nn::FiLMImpl* film = model->film[d]->as<nn::FiLM>();
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      const auto& wins = groups[gi];
+    // Order the depth's tokens by expert (an expert's windows contiguous, each window's
+    // tokens contiguous): one gather, one call per used expert on its slice (its windows
+    // are the attention segments), one scatter-add back. Autograd then also sums the
+    // gradient with one cat and one scatter instead of one full-size pass per expert.
+    std::vector<std::vector<int64_t>> by_expert(size_t(c.library_size));
+    for (int64_t g = 0; g < G; ++g) by_expert[size_t(sel[g])].push_back(g);
+    std::vector<int64_t> tok, tok_win, sizes;
+    tok.reserve(L.valid_rows.size());
+    tok_win.reserve(L.valid_rows.size());
+    std::vector<std::vector<int64_t>> seg_offsets;  // per used expert, relative to its slice
+    std::vector<int64_t> used;
+    for (int64_t e = 0; e < c.library_size; ++e) {
+      const auto& wins = by_expert[size_t(e)];
       if (wins.empty()) continue;
-      const int64_t e = int64_t(gi / 2);
-      std::vector<int64_t> tok, tok_win, offsets{0}, local;
+      const int64_t start = int64_t(tok.size());
+      std::vector<int64_t> offsets{0};
       for (int64_t g : wins) {
         for (int64_t t = 0; t < w.len[g]; ++t) {
           tok.push_back(w.row[g] * T + w.begin[g] + t);
           tok_win.push_back(g);
         }
-        offsets.push_back(int64_t(tok.size()));
+        offsets.push_back(int64_t(tok.size()) - start);
       }
-      local.resize(tok.size());
-      for (size_t i = 0; i < local.size(); ++i) local[i] = int64_t(i);
-      auto tok_t = i64(tok, dev);
-      auto layout = nn::SegmentLayout::from_csr(local, offsets, int64_t(tok.size()), dev);
-      auto pos_e = L.pos.index_select(0, tok_t);
-      torch::Tensor kv_e;
-      if (kv.defined()) kv_e = kv.index_select(0, tok_t);
-      nn::BlockContext ctx{&pos_e, &layout, kv_e.defined() ? &kv_e : nullptr, &rope, film};
-      auto xs = s.index_select(0, tok_t);
-      auto delta = model->library[e]->as<nn::Block>()->delta(xs, ctx);
-      auto a_tok = alpha.index_select(0, i64(tok_win, dev)).unsqueeze(1);
-      upd.index_add_(0, tok_t, a_tok * delta);
+      used.push_back(e);
+      sizes.push_back(int64_t(tok.size()) - start);
+      seg_offsets.push_back(std::move(offsets));
     }
-    s = s + upd;  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
+    auto tok_t = index_tensor(tok, dev);
+    auto xs = s.index_select(0, tok_t).split_with_sizes(sizes);
+    auto pos_e = L.pos.index_select(0, tok_t).split_with_sizes(sizes);
+    std::vector<torch::Tensor> kv_e;
+    if (kv.defined()) kv_e = kv.index_select(0, tok_t).split_with_sizes(sizes);
+    nn::FiLMImpl* film = model->film[d]->as<nn::FiLM>();
+    std::vector<torch::Tensor> deltas;
+    deltas.reserve(used.size());
+    for (size_t i = 0; i < used.size(); ++i) {
+      std::vector<int64_t> local(size_t(sizes[i]));
+      for (size_t j = 0; j < local.size(); ++j) local[j] = int64_t(j);
+      auto layout = nn::SegmentLayout::from_csr(local, seg_offsets[i], sizes[i], dev);
+      nn::BlockContext ctx{&pos_e[i], &layout, kv.defined() ? &kv_e[i] : nullptr, &rope, film};
+      deltas.push_back(model->library[used[i]]->as<nn::Block>()->delta(xs[i], ctx));
+    }
+    auto a_tok = alpha.index_select(0, index_tensor(tok_win, dev)).unsqueeze(1);
+    s = s.index_add(0, tok_t, a_tok * torch::cat(deltas));  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
     if (count_load) {
       auto* lp = load.data_ptr<int64_t>();
       for (int64_t g = 0; g < G; ++g)

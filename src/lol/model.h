@@ -25,6 +25,10 @@
 
 namespace lol {
 
+/// Shape of every block (prelude, library experts, coda) of a LoL model with config c;
+/// also the equal-depth dense reference's (training/dense_window_model.h).
+nn::BlockShape block_shape(const LoLConfig& c);
+
 /// A batch of token rows. Optional fields may be left undefined.
 struct LoLBatch {
   torch::Tensor tokens;       ///< [batch, seq] int64

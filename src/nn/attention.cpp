@@ -1,4 +1,5 @@
 #include "nn/attention.h"
+#include "nn/linear.h"
 #include "nn/vec_math.h"
 
 #include <ATen/Parallel.h>
@@ -580,9 +581,9 @@ AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
 void AttentionImpl::project(const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q,
                             torch::Tensor& k, torch::Tensor& v) {
   const int64_t N = x.size(0);
-  q = rope.apply(q_proj(x).view({N, shape.n_heads, shape.head_dim}), pos);
-  k = rope.apply(k_proj(x).view({N, shape.n_kv_heads, shape.head_dim}), pos);
-  v = v_proj(x).view({N, shape.n_kv_heads, shape.head_dim});
+  q = rope.apply(linear(x, q_proj).view({N, shape.n_heads, shape.head_dim}), pos);
+  k = rope.apply(linear(x, k_proj).view({N, shape.n_kv_heads, shape.head_dim}), pos);
+  v = linear(x, v_proj).view({N, shape.n_kv_heads, shape.head_dim});
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
@@ -595,7 +596,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
                                      : torch::empty({0}, torch::kBool);
     auto o = SegmentAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), vis,
                                              read_segments(layout));
-    return o_proj(o.view({N, shape.n_heads * shape.head_dim}));
+    return linear(o.view({N, shape.n_heads * shape.head_dim}), o_proj);
   }
   // [N, h, hd] -> [S, L, h, hd] -> [S, h, L, hd]
   auto qp = layout.to_padded(q).permute({0, 2, 1, 3});
@@ -607,7 +608,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   auto o = attention_impl(qp.contiguous(), kp.contiguous(), vp.contiguous(), allowed,
                           /*rows_may_be_empty=*/kv_vis.defined());  // [S, H, L, hd]
   auto flat = layout.from_padded(o.permute({0, 2, 1, 3}).contiguous());               // [N, H, hd]
-  return o_proj(flat.view({N, shape.n_heads * shape.head_dim}));
+  return linear(flat.view({N, shape.n_heads * shape.head_dim}), o_proj);
 }
 
 }  // namespace lol::nn

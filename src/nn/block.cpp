@@ -17,12 +17,13 @@ BlockImpl::BlockImpl(const BlockShape& s) {
 }
 
 torch::Tensor BlockImpl::delta(const torch::Tensor& x, const BlockContext& ctx) {
-  auto h = input_layernorm(x);
-  if (ctx.film) h = ctx.film->attn_gamma * h + ctx.film->attn_beta;
+  // FiLM (gamma_s * RMSNorm_s(x) + beta_s) runs inside the norms' fused kernel.
+  const FiLMImpl* f = ctx.film;
+  auto h = f ? input_layernorm->modulated(x, f->attn_gamma, f->attn_beta) : input_layernorm(x);
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
   auto a = self_attn(h, *ctx.pos, *ctx.layout, kv, *ctx.rope);
-  auto m_in = post_attention_layernorm(x + a);
-  if (ctx.film) m_in = ctx.film->ffn_gamma * m_in + ctx.film->ffn_beta;
+  auto r = x + a;
+  auto m_in = f ? post_attention_layernorm->modulated(r, f->ffn_gamma, f->ffn_beta) : post_attention_layernorm(r);
   return a + mlp(m_in);
 }
 

@@ -1,4 +1,5 @@
 #include "nn/mlp.h"
+#include "nn/linear.h"
 #include "nn/vec_math.h"
 
 #include <ATen/Parallel.h>
@@ -108,6 +109,8 @@ MLPImpl::MLPImpl(int64_t d, int64_t h) {
   down_proj = register_module("down_proj", torch::nn::Linear(LinearOptions(h, d).bias(false)));
 }
 
-torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return down_proj(swiglu(gate_proj(x), up_proj(x))); }
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  return linear(swiglu(linear(x, gate_proj), linear(x, up_proj)), down_proj);
+}
 
 }  // namespace lol::nn

@@ -20,18 +20,24 @@ torch::Tensor rms_norm_ops(const torch::Tensor& x, const torch::Tensor& w, doubl
   return w * y.to(x.scalar_type());
 }
 
-bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& w) {
-  return x.device().is_cpu() && w.device().is_cpu() && x.dim() >= 1 && x.numel() > 0 &&
-         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) &&
-         w.scalar_type() == x.scalar_type() && w.dim() == 1 && w.size(0) == x.size(-1);
+bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  auto vector_like_w = [&](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == x.scalar_type() && t.dim() == 1 && t.size(0) == x.size(-1);
+  };
+  return x.device().is_cpu() && x.dim() >= 1 && x.numel() > 0 &&
+         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) && vector_like_w(w) &&
+         (!b.defined() || vector_like_w(b));
 }
 
-/// y = w * x * r per row, r = 1 / sqrt(mean(x^2) + eps) (sum in double); x, y [N, d].
+/// y = w * x * r (+ b) per row, r = 1 / sqrt(mean(x^2) + eps) (sum in double); x, y [N, d],
+/// b [d] or undefined.
 template <typename T>
-void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, double eps, torch::Tensor& y, torch::Tensor& r) {
+void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, double eps, torch::Tensor& y,
+                 torch::Tensor& r) {
   const int64_t N = x.size(0), d = x.size(1);
   const T* xp = x.data_ptr<T>();
   const T* wp = w.data_ptr<T>();
+  const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
   T* yp = y.data_ptr<T>();
   T* rp = r.data_ptr<T>();
   at::parallel_for(0, N, kRowGrain, [&](int64_t b, int64_t e) {
@@ -42,18 +48,25 @@ void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, double eps, tor
       const T rn = T(1.0 / std::sqrt(ss / double(d) + eps));
       rp[n] = rn;
       T* yr = yp + n * d;
-      for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn);
+      if (bp)
+        for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn) + bp[i];
+      else
+        for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn);
     }
   });
 }
 
-/// dx = r (g w - xhat mean(g w xhat)), dw = sum_rows g xhat, xhat = x r.
+/// dx = r (g w - xhat mean(g w xhat)), dw = sum_rows g xhat, xhat = x r; db = sum_rows g
+/// when db is defined.
 template <typename T>
 void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& r,
-                  torch::Tensor& dx, torch::Tensor& dw) {
+                  torch::Tensor& dx, torch::Tensor& dw, torch::Tensor& db) {
   const int64_t N = x.size(0), d = x.size(1);
   const int64_t chunks = (N + kRowGrain - 1) / kRowGrain;
-  std::vector<double> partial(size_t(chunks * d), 0.0);
+  const bool shift = db.defined();
+  // Per chunk of rows: d partial sums of g xhat, then (with a shift) d of g.
+  const int64_t stride = shift ? 2 * d : d;
+  std::vector<double> partial(size_t(chunks * stride), 0.0);
   const T* gp = g.data_ptr<T>();
   const T* xp = x.data_ptr<T>();
   const T* wp = w.data_ptr<T>();
@@ -61,7 +74,8 @@ void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::T
   T* dxp = dx.data_ptr<T>();
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      double* pw = partial.data() + c * d;
+      double* pw = partial.data() + c * stride;
+      double* pb = pw + d;
       for (int64_t n = c * kRowGrain; n < std::min(N, (c + 1) * kRowGrain); ++n) {
         const T* gr = gp + n * d;
         const T* xr = xp + n * d;
@@ -72,6 +86,8 @@ void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::T
           dot += double(gr[i] * wp[i]) * double(xh);
           pw[i] += double(gr[i]) * double(xh);
         }
+        if (shift)
+          for (int64_t i = 0; i < d; ++i) pb[i] += double(gr[i]);
         const T m = T(dot / double(d));
         T* dr = dxp + n * d;
         for (int64_t i = 0; i < d; ++i) dr[i] = rn * (gr[i] * wp[i] - xr[i] * rn * m);
@@ -79,27 +95,37 @@ void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::T
     }
   });
   T* dwp = dw.data_ptr<T>();
+  T* dbp = shift ? db.data_ptr<T>() : nullptr;
   for (int64_t i = 0; i < d; ++i) {
-    double s = 0.0;
-    for (int64_t c = 0; c < chunks; ++c) s += partial[size_t(c * d + i)];
-    dwp[i] = T(s);
+    double sw = 0.0, sb = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += partial[size_t(c * stride + i)];
+      if (shift) sb += partial[size_t(c * stride + d + i)];
+    }
+    dwp[i] = T(sw);
+    if (shift) dbp[i] = T(sb);
   }
 }
 
-/// One autograd node per RMSNorm (instead of ~7 for the composed formula).
+/// One autograd node per RMSNorm (instead of ~7 for the composed formula, ~10 with the
+/// FiLM scale and shift); b is the shift [d], or an empty tensor for none (LibTorch 1.13's
+/// Function::apply rejects undefined tensor arguments).
 struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
-                               double eps) {
+                               const torch::Tensor& b, double eps) {
     RECORD_FUNCTION("lol::rms_norm", std::vector<c10::IValue>());
     auto x2 = x.reshape({-1, x.size(-1)}).contiguous();
     auto wc = w.contiguous();
+    const bool shift = b.numel() > 0;
+    auto bc = shift ? b.contiguous() : torch::Tensor();
     auto y = torch::empty_like(x2);
     auto r = torch::empty({x2.size(0)}, x2.options());
     if (x.scalar_type() == torch::kFloat32)
-      forward_cpu<float>(x2, wc, eps, y, r);
+      forward_cpu<float>(x2, wc, bc, eps, y, r);
     else
-      forward_cpu<double>(x2, wc, eps, y, r);
+      forward_cpu<double>(x2, wc, bc, eps, y, r);
     ctx->save_for_backward({x2, wc, r});
+    ctx->saved_data["shift"] = shift;
     return y.view(x.sizes());
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -110,11 +136,13 @@ struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
     auto g = grads[0].reshape(x2.sizes()).contiguous();
     auto dx = torch::empty_like(x2);
     auto dw = torch::empty_like(saved[1]);
+    torch::Tensor db;
+    if (ctx->saved_data["shift"].toBool()) db = torch::empty_like(saved[1]);
     if (x2.scalar_type() == torch::kFloat32)
-      backward_cpu<float>(g, x2, saved[1], saved[2], dx, dw);
+      backward_cpu<float>(g, x2, saved[1], saved[2], dx, dw, db);
     else
-      backward_cpu<double>(g, x2, saved[1], saved[2], dx, dw);
-    return {dx.view(grads[0].sizes()), dw, torch::Tensor()};
+      backward_cpu<double>(g, x2, saved[1], saved[2], dx, dw, db);
+    return {dx.view(grads[0].sizes()), dw, db, torch::Tensor()};
   }
 };
 
@@ -124,9 +152,13 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  if (cpu_kernel_applies(x, weight)) return RMSNormFunction::apply(x, weight, eps);
-  return rms_norm_ops(x, weight, eps);
+torch::Tensor RMSNormImpl::modulated(const torch::Tensor& x, const torch::Tensor& scale, const torch::Tensor& shift) {
+  // FiLM folds into the norm: scale * (weight * xhat) + shift = (scale * weight) * xhat + shift.
+  auto w = scale.defined() ? weight * scale : weight;
+  if (cpu_kernel_applies(x, w, shift))
+    return RMSNormFunction::apply(x, w, shift.defined() ? shift : torch::empty({0}, x.options()), eps);
+  auto y = rms_norm_ops(x, w, eps);
+  return shift.defined() ? y + shift : y;
 }
 
 }  // namespace lol::nn

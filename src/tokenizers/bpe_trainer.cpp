@@ -13,6 +13,7 @@
 #include "tokenizers/added_vocab.h"
 #include "tokenizers/byte_unicode.h"
 #include "tokenizers/utf8.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -20,10 +21,6 @@ namespace lol::tokenizers {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 PreTokenizer make_pre_tokenizer(const std::string& pattern) { return PreTokenizer::from_pattern(pattern); }
 
@@ -232,7 +229,7 @@ std::unique_ptr<BpeTokenizer> learn(std::unordered_map<std::string, int64_t>& co
   }
   bar.finish("merges " + std::to_string(merges.size()));
   st.merges = int32_t(merges.size());
-  st.merge_seconds = seconds_since(t0);
+  st.merge_seconds = util::seconds_since(t0);
 
   // Vocabulary in byte-mapped spelling; specials verbatim.
   std::unordered_map<std::string, int32_t> vocab;
@@ -271,7 +268,7 @@ std::unique_ptr<BpeTokenizer> train_bpe(const std::function<bool(std::string&)>&
   WordCounter counter(options, pre);
   std::string text;
   for (int64_t i = 0; next_text(text); ++i) counter.add(text, "train_bpe: text " + std::to_string(i), 0, st);
-  st.count_seconds = seconds_since(t0);
+  st.count_seconds = util::seconds_since(t0);
   auto tok = learn(counter.counts(), options, std::move(pre), st);
   if (stats) *stats = st;
   return tok;
@@ -323,7 +320,7 @@ std::unique_ptr<BpeTokenizer> train_bpe_files(const std::vector<std::string>& fi
     require(!f.bad(), file, "read error");
     if (!carry.empty()) counter.add(carry, file, offset, st);
   }
-  st.count_seconds = seconds_since(t0);
+  st.count_seconds = util::seconds_since(t0);
   auto tok = learn(counter.counts(), options, std::move(pre), st);
   if (stats) *stats = st;
   return tok;

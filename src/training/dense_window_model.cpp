@@ -3,27 +3,11 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "lol/model.h"
 #include "lol/windows.h"
 #include "util/error.h"
 
 namespace lol::training {
-
-namespace {
-
-nn::BlockShape block_shape(const LoLConfig& c) {
-  nn::BlockShape s;
-  s.attn.d_model = c.d_model;
-  s.attn.n_heads = c.n_heads;
-  s.attn.n_kv_heads = c.n_kv_heads;
-  s.attn.head_dim = c.head_dim();
-  s.ffn_hidden = c.ffn_hidden;
-  s.norm_eps = c.norm_eps;
-  return s;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
 
 DenseWindowModelImpl::DenseWindowModelImpl(const LoLConfig& c, uint64_t seed)
     : rope(c.head_dim(), c.rope_theta), cfg_(c) {
@@ -41,7 +25,7 @@ DenseWindowModelImpl::DenseWindowModelImpl(const LoLConfig& c, uint64_t seed)
   auto gen = at::detail::createCPUGenerator(seed);
   for (auto& p : named_parameters()) {
     auto& t = p.value();
-    if (contains(p.key(), "norm")) {
+    if (p.key().find("norm") != std::string::npos) {
       t.fill_(1.0);
     } else {
       t.copy_(at::normal(0.0, 0.02, t.sizes(), gen));
@@ -93,7 +77,7 @@ std::vector<GroupedParam> DenseWindowTrainable::grouped_parameters() {
   for (auto& p : model_->named_parameters(/*recurse=*/true)) {
     const std::string& n = p.key();
     ParamGroup g = ParamGroup::AdamWNoDecay;
-    if (p.value().dim() == 2 && (contains(n, ".self_attn.") || contains(n, ".mlp."))) {
+    if (is_block_projection(n, p.value())) {
       g = ParamGroup::Muon;
     } else if (n == "embed_tokens.weight") {
       g = ParamGroup::AdamWDecay;

@@ -6,7 +6,6 @@
 namespace lol::training {
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 }  // namespace
 
@@ -24,7 +23,7 @@ std::vector<GroupedParam> LoLTrainable::grouped_parameters() {
   for (auto& p : model_->named_parameters(/*recurse=*/true)) {
     const std::string& n = p.key();
     ParamGroup g = ParamGroup::AdamWNoDecay;
-    if (p.value().dim() == 2 && (contains(n, ".self_attn.") || contains(n, ".mlp."))) {
+    if (is_block_projection(n, p.value())) {
       g = ParamGroup::Muon;
     } else if (n == "model.embed_tokens.weight" || n == "lm_head.weight" || n == "model.router.weight" ||
                starts_with(n, "model.routers.")) {

@@ -18,6 +18,7 @@
 #include "training/dense_window_model.h"
 #include "training/optimizer.h"
 #include "training/train_step.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace lol::training {
@@ -25,8 +26,6 @@ namespace lol::training {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -184,11 +183,11 @@ MatmulBenchResult bench_matmul(int64_t n, double min_seconds, const c10::Device&
   sync(device);
   std::vector<double> times;
   const auto start = Clock::now();
-  while (times.size() < 3 || seconds_since(start) < min_seconds) {
+  while (times.size() < 3 || util::seconds_since(start) < min_seconds) {
     const auto t0 = Clock::now();
     torch::mm_out(c, a, b);
     sync(device);
-    times.push_back(seconds_since(t0));
+    times.push_back(util::seconds_since(t0));
   }
   MatmulBenchResult r;
   r.n = n;
@@ -244,7 +243,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& o) {
     const auto t0 = Clock::now();
     const StepTotals tot = forward_backward(*model, {batch}, o.device);
     sync(o.device);
-    fb = seconds_since(t0);
+    fb = util::seconds_since(t0);
     if (count_optimizer_flops) r.flops.optimizer = count_muon_flops(params, oc.ns_steps);  // needs the gradients
     const auto t1 = Clock::now();
     clip_gradients(params, clip);
@@ -252,7 +251,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& o) {
     opt.zero_grad();
     model->after_optimizer_step();
     sync(o.device);
-    os = seconds_since(t1);
+    os = util::seconds_since(t1);
     return tot;
   };
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
@@ -281,7 +280,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& o) {
       double fb = 0, os = 0;
       run_step(batches[size_t(o.warmup + i % o.steps)], fb, os, false);
     }
-    r.profiled_step_us = 1e6 * seconds_since(t0) / double(o.profile_steps);
+    r.profiled_step_us = 1e6 * util::seconds_since(t0) / double(o.profile_steps);
     r.profile = aggregate_profile(prof::disableProfilerLegacy(), o.profile_steps);
   }
   return r;

@@ -39,6 +39,12 @@ enum class ParamGroup {
 /// "muon", "adamw_decay", "adamw_no_decay".
 const char* group_name(ParamGroup g);
 
+/// True for a 2-D weight inside a block's attention or MLP (Hugging Face names
+/// "*.self_attn.*", "*.mlp.*"): the hidden matrices that Muon trains.
+inline bool is_block_projection(const std::string& name, const torch::Tensor& t) {
+  return t.dim() == 2 && (name.find(".self_attn.") != std::string::npos || name.find(".mlp.") != std::string::npos);
+}
+
 struct GroupedParam {
   std::string name;      ///< checkpoint name (e.g. "model.library.0.mlp.up_proj.weight")
   torch::Tensor tensor;  ///< the parameter itself (requires_grad)

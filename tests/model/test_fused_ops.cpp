@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/attention.h"
+#include "nn/linear.h"
 #include "nn/mlp.h"
 #include "nn/rmsnorm.h"
 #include "nn/rope.h"
@@ -138,6 +139,105 @@ TEST_P(FusedOps, RMSNormEqualsFormula) {
   auto formula = norm->weight * (x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6));
   auto ref = out_and_grads(*norm, x, formula, w);
   expect_all_close(fused, ref, tolerance(dt), "rmsnorm");
+}
+
+// FiLM inside the norm (paper Appendix A): scale * RMSNorm(x) + shift in one node, with
+// gradients for x, the norm weight, the scale and the shift.
+TEST_P(FusedOps, RMSNormWithFiLMEqualsFormula) {
+  const auto dt = GetParam();
+  torch::manual_seed(14);
+  const auto opt = torch::TensorOptions(dt);
+  lol::nn::RMSNorm norm(24, 1e-6);
+  norm->to(dt);
+  {
+    torch::NoGradGuard ng;
+    norm->weight.copy_(torch::randn({24}, opt));
+  }
+  auto gamma = torch::randn({24}, opt).requires_grad_(true);
+  auto beta = torch::randn({24}, opt).requires_grad_(true);
+  auto x = torch::randn({3, 5, 24}, opt).requires_grad_(true);
+  auto w = torch::randn({3, 5, 24}, opt);
+  auto run = [&](const torch::Tensor& out) {
+    for (auto* t : {&x, &gamma, &beta, &norm->weight}) t->mutable_grad() = torch::Tensor();
+    (out * w).sum().backward();
+    auto copy = [](const torch::Tensor& g) { return g.defined() ? g.clone() : g; };
+    return std::vector<torch::Tensor>{out.detach().clone(), x.grad().clone(), norm->weight.grad().clone(),
+                                      copy(gamma.grad()), copy(beta.grad())};
+  };
+  auto fused = run(norm->modulated(x, gamma, beta));
+  auto formula = gamma * (norm->weight * (x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6))) + beta;
+  expect_all_close(fused, run(formula), tolerance(dt), "rmsnorm + FiLM");
+  // Scale only and shift only.
+  auto only_scale = run(norm->modulated(x, gamma, torch::Tensor()));
+  EXPECT_LT(max_abs_diff(only_scale[0], formula - beta), tolerance(dt));
+  EXPECT_FALSE(beta.grad().defined());
+  auto only_shift = run(norm->modulated(x, torch::Tensor(), beta));
+  EXPECT_LT(max_abs_diff(only_shift[0], norm->forward(x) + beta), tolerance(dt));
+  EXPECT_FALSE(gamma.grad().defined());
+}
+
+// nn::linear accumulates the weight gradient of every use into weight.grad itself (one
+// GEMM with beta = 1 per use): the same gradients as autograd's own sum, across uses in
+// one graph, across backward calls, for frozen weights, under autograd::grad (which must
+// not touch .grad) and with create_graph (second-order gradients).
+TEST_P(FusedOps, LinearAccumulatesWeightGradientsOfEveryUse) {
+  const auto dt = GetParam();
+  torch::manual_seed(15);
+  const auto opt = torch::TensorOptions(dt);
+  torch::nn::Linear lin(torch::nn::LinearOptions(6, 6).bias(true));
+  lin->to(dt);
+  auto x1 = torch::randn({4, 3, 6}, opt).requires_grad_(true);
+  auto x2 = torch::randn({5, 6}, opt).requires_grad_(true);
+  auto w1 = torch::randn({4, 3, 6}, opt), w2 = torch::randn({5, 6}, opt);
+  // Three uses of the same weight, one of them on the output of another.
+  auto loss_of = [&](bool fused) {
+    auto f = [&](const torch::Tensor& x) { return fused ? lol::nn::linear(x, lin) : lin->forward(x); };
+    return (f(torch::tanh(f(x1))) * w1).sum() + (f(x2) * w2).sum();
+  };
+  auto grads = [&]() {
+    return std::vector<torch::Tensor>{x1.grad().clone(), x2.grad().clone(), lin->weight.grad().clone(),
+                                      lin->bias.grad().clone()};
+  };
+  auto clear = [&]() {
+    for (auto* t : {&x1, &x2, &lin->weight, &lin->bias}) t->mutable_grad() = torch::Tensor();
+  };
+  clear();
+  auto out_fused = lol::nn::linear(x1, lin);
+  EXPECT_LT(max_abs_diff(out_fused, lin->forward(x1)), tolerance(dt));
+  loss_of(false).backward();
+  auto ref = grads();
+  clear();
+  loss_of(true).backward();
+  expect_all_close(grads(), ref, tolerance(dt), "one backward");
+  // A second backward adds to the existing gradients (gradient accumulation).
+  loss_of(true).backward();
+  std::vector<torch::Tensor> twice;
+  for (const auto& g : ref) twice.push_back(2 * g);
+  expect_all_close(grads(), twice, 2 * tolerance(dt), "two backward calls");
+
+  // autograd::grad returns the input gradient and leaves every .grad alone.
+  clear();
+  auto gx = torch::autograd::grad({loss_of(true)}, {x2})[0];
+  EXPECT_LT(max_abs_diff(gx, ref[1]), tolerance(dt));
+  EXPECT_FALSE(lin->weight.grad().defined());
+  EXPECT_FALSE(lin->bias.grad().defined());
+
+  // create_graph: d/dW of |dL/dx2|^2 through the returned (not accumulated) gradient.
+  auto second = [&](bool fused) {
+    clear();
+    auto g = torch::autograd::grad({loss_of(fused)}, {x2}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    g.pow(2).sum().backward();
+    return lin->weight.grad().clone();
+  };
+  EXPECT_LT(max_abs_diff(second(true), second(false)), tolerance(dt));
+
+  // A frozen weight gets no gradient; the inputs still do.
+  clear();
+  lin->weight.requires_grad_(false);
+  lin->bias.requires_grad_(false);
+  loss_of(true).backward();
+  EXPECT_FALSE(lin->weight.grad().defined());
+  EXPECT_LT(max_abs_diff(x2.grad(), ref[1]), tolerance(dt));
 }
 
 TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {

@@ -1,0 +1,79 @@
+#include "nn/linear.h"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace lol::nn {
+
+namespace {
+
+/// grad <- grad + a (b if given: a^T b computed as one GEMM with beta = 1).
+/// `param` is the leaf whose .grad is updated; its first gradient of a step is the
+/// product itself (no zero fill).
+void accumulate_grad(torch::Tensor param, const torch::Tensor& a_t, const torch::Tensor& b) {
+  auto& acc = param.mutable_grad();
+  if (!acc.defined()) {
+    acc = b.defined() ? at::mm(a_t, b) : a_t.clone();
+  } else if (acc.is_contiguous() && acc.scalar_type() == a_t.scalar_type() && acc.device() == a_t.device()) {
+    if (b.defined())
+      acc.addmm_(a_t, b);
+    else
+      acc.add_(a_t);
+  } else {
+    acc = acc + (b.defined() ? at::mm(a_t, b) : a_t);
+  }
+}
+
+/// b: the bias [out], or an empty tensor for none.
+struct AccumulatingLinearFunction : public torch::autograd::Function<AccumulatingLinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b) {
+    RECORD_FUNCTION("lol::linear", std::vector<c10::IValue>());
+    auto x2 = x.reshape({-1, x.size(-1)});
+    auto y = b.numel() > 0 ? at::addmm(b, x2, w.t()) : at::mm(x2, w.t());
+    ctx->save_for_backward({x2, w, b});
+    ctx->saved_data["x_sizes"] = x.sizes();
+    std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
+    out.back() = w.size(0);
+    return y.view(out);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    RECORD_FUNCTION("lol::linear_backward", std::vector<c10::IValue>());
+    auto saved = ctx->get_saved_variables();
+    const auto &x2 = saved[0], &w = saved[1], &b = saved[2];
+    auto g = grads[0].reshape({-1, w.size(0)});
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) dx = at::mm(g, w).view(ctx->saved_data["x_sizes"].toIntVector());
+    // With create_graph the gradients must be graph outputs: return them to autograd.
+    const bool fuse = !torch::GradMode::is_enabled();
+    if (ctx->needs_input_grad(1)) {
+      if (fuse)
+        accumulate_grad(w, g.t(), x2);
+      else
+        dw = at::mm(g.t(), x2);
+    }
+    if (b.numel() > 0 && ctx->needs_input_grad(2)) {
+      if (fuse)
+        accumulate_grad(b, g.sum(0), torch::Tensor());
+      else
+        db = g.sum(0);
+    }
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  // LibTorch 1.13's Function::apply rejects undefined tensor arguments: no bias is an
+  // empty tensor.
+  return AccumulatingLinearFunction::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()));
+}
+
+torch::Tensor linear(const torch::Tensor& x, const torch::nn::Linear& layer) {
+  return linear(x, layer->weight, layer->bias);
+}
+
+}  // namespace lol::nn
