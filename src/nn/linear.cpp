@@ -24,13 +24,14 @@ void accumulate_grad(torch::Tensor param, const torch::Tensor& a_t, const torch:
   }
 }
 
-/// b: the bias [out], or an empty tensor for none.
+/// bias: [out] or none.
 struct AccumulatingLinearFunction : public torch::autograd::Function<AccumulatingLinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
-                               const torch::Tensor& b) {
+                               const c10::optional<torch::Tensor>& bias) {
     RECORD_FUNCTION("lol::linear", std::vector<c10::IValue>());
     auto x2 = x.reshape({-1, x.size(-1)});
-    auto y = b.numel() > 0 ? at::addmm(b, x2, w.t()) : at::mm(x2, w.t());
+    const torch::Tensor b = bias.value_or(torch::Tensor());
+    auto y = b.defined() ? at::addmm(b, x2, w.t()) : at::mm(x2, w.t());
     ctx->save_for_backward({x2, w, b});
     ctx->saved_data["x_sizes"] = x.sizes();
     std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
@@ -54,7 +55,7 @@ struct AccumulatingLinearFunction : public torch::autograd::Function<Accumulatin
       else
         dw = at::mm(g.t(), x2);
     }
-    if (b.numel() > 0 && ctx->needs_input_grad(2)) {
+    if (b.defined() && ctx->needs_input_grad(2)) {
       if (fuse)
         accumulate_grad(b, g.sum(0), torch::Tensor());
       else
@@ -67,9 +68,9 @@ struct AccumulatingLinearFunction : public torch::autograd::Function<Accumulatin
 }  // namespace
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  // LibTorch 1.13's Function::apply rejects undefined tensor arguments: no bias is an
-  // empty tensor.
-  return AccumulatingLinearFunction::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()));
+  // (LibTorch 1.13's Function::apply takes no undefined tensor arguments: an optional.)
+  const auto b = bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
+  return AccumulatingLinearFunction::apply(x, weight, b);
 }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::nn::Linear& layer) {

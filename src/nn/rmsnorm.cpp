@@ -20,13 +20,15 @@ torch::Tensor rms_norm_ops(const torch::Tensor& x, const torch::Tensor& w, doubl
   return w * y.to(x.scalar_type());
 }
 
-bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  auto vector_like_w = [&](const torch::Tensor& t) {
+/// x on the CPU in float32/64; weight, scale and shift (the last two optional) [d] of x's dtype.
+bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& s,
+                        const torch::Tensor& b) {
+  auto vector_like_x = [&](const torch::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == x.scalar_type() && t.dim() == 1 && t.size(0) == x.size(-1);
   };
   return x.device().is_cpu() && x.dim() >= 1 && x.numel() > 0 &&
-         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) && vector_like_w(w) &&
-         (!b.defined() || vector_like_w(b));
+         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) && vector_like_x(w) &&
+         (!s.defined() || vector_like_x(s)) && (!b.defined() || vector_like_x(b));
 }
 
 /// y = w * x * r (+ b) per row, r = 1 / sqrt(mean(x^2) + eps) (sum in double); x, y [N, d],
@@ -108,41 +110,49 @@ void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::T
 }
 
 /// One autograd node per RMSNorm (instead of ~7 for the composed formula, ~10 with the
-/// FiLM scale and shift); b is the shift [d], or an empty tensor for none (LibTorch 1.13's
-/// Function::apply rejects undefined tensor arguments).
+/// FiLM scale and shift). scale and shift [d] are optional (FiLM, paper Appendix A): the
+/// kernels run with the effective weight w * scale, and the scale's gradient is the
+/// weight gradient's other factor (d(w s) = dw_eff: dw = dw_eff s, ds = dw_eff w).
 struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
-                               const torch::Tensor& b, double eps) {
+                               const c10::optional<torch::Tensor>& scale, const c10::optional<torch::Tensor>& shift,
+                               double eps) {
     RECORD_FUNCTION("lol::rms_norm", std::vector<c10::IValue>());
     auto x2 = x.reshape({-1, x.size(-1)}).contiguous();
-    auto wc = w.contiguous();
-    const bool shift = b.numel() > 0;
-    auto bc = shift ? b.contiguous() : torch::Tensor();
+    const torch::Tensor s = scale.value_or(torch::Tensor());
+    auto w_eff = (s.defined() ? w * s : w).contiguous();
+    auto b = shift.has_value() && shift->defined() ? shift->contiguous() : torch::Tensor();
     auto y = torch::empty_like(x2);
     auto r = torch::empty({x2.size(0)}, x2.options());
     if (x.scalar_type() == torch::kFloat32)
-      forward_cpu<float>(x2, wc, bc, eps, y, r);
+      forward_cpu<float>(x2, w_eff, b, eps, y, r);
     else
-      forward_cpu<double>(x2, wc, bc, eps, y, r);
-    ctx->save_for_backward({x2, wc, r});
-    ctx->saved_data["shift"] = shift;
+      forward_cpu<double>(x2, w_eff, b, eps, y, r);
+    ctx->save_for_backward({x2, w, s, r});
+    ctx->saved_data["shift"] = b.defined();
     return y.view(x.sizes());
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     RECORD_FUNCTION("lol::rms_norm_backward", std::vector<c10::IValue>());
     auto saved = ctx->get_saved_variables();
-    const auto& x2 = saved[0];
+    const auto &x2 = saved[0], &w = saved[1], &s = saved[2], &r = saved[3];
     auto g = grads[0].reshape(x2.sizes()).contiguous();
+    auto w_eff = (s.defined() ? w * s : w).contiguous();
     auto dx = torch::empty_like(x2);
-    auto dw = torch::empty_like(saved[1]);
+    auto dw_eff = torch::empty_like(w_eff);
     torch::Tensor db;
-    if (ctx->saved_data["shift"].toBool()) db = torch::empty_like(saved[1]);
+    if (ctx->saved_data["shift"].toBool()) db = torch::empty_like(w_eff);
     if (x2.scalar_type() == torch::kFloat32)
-      backward_cpu<float>(g, x2, saved[1], saved[2], dx, dw, db);
+      backward_cpu<float>(g, x2, w_eff, r, dx, dw_eff, db);
     else
-      backward_cpu<double>(g, x2, saved[1], saved[2], dx, dw, db);
-    return {dx.view(grads[0].sizes()), dw, db, torch::Tensor()};
+      backward_cpu<double>(g, x2, w_eff, r, dx, dw_eff, db);
+    torch::Tensor dw = dw_eff, ds;
+    if (s.defined()) {
+      dw = dw_eff * s;
+      ds = dw_eff * w;
+    }
+    return {dx.view(grads[0].sizes()), dw, ds, db, torch::Tensor()};
   }
 };
 
@@ -154,10 +164,11 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
 
 torch::Tensor RMSNormImpl::modulated(const torch::Tensor& x, const torch::Tensor& scale, const torch::Tensor& shift) {
   // FiLM folds into the norm: scale * (weight * xhat) + shift = (scale * weight) * xhat + shift.
-  auto w = scale.defined() ? weight * scale : weight;
-  if (cpu_kernel_applies(x, w, shift))
-    return RMSNormFunction::apply(x, w, shift.defined() ? shift : torch::empty({0}, x.options()), eps);
-  auto y = rms_norm_ops(x, w, eps);
+  if (cpu_kernel_applies(x, weight, scale, shift)) {
+    auto opt = [](const torch::Tensor& t) { return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt; };
+    return RMSNormFunction::apply(x, weight, opt(scale), opt(shift), eps);
+  }
+  auto y = rms_norm_ops(x, scale.defined() ? weight * scale : weight, eps);
   return shift.defined() ? y + shift : y;
 }
 
