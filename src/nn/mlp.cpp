@@ -42,7 +42,7 @@ LOL_KERNEL_CLONES void swiglu_backward_f32(const float* g, const float* u, const
 
 template <typename T>
 void swiglu_forward(const T* g, const T* u, T* h, int64_t n) {
-  at::parallel_for(0, n, 1 << 14, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, n, rows_per_task(1), [&](int64_t b, int64_t e) {
     if constexpr (std::is_same_v<T, float>)
       swiglu_forward_f32(g, u, h, b, e);
     else
@@ -52,7 +52,7 @@ void swiglu_forward(const T* g, const T* u, T* h, int64_t n) {
 
 template <typename T>
 void swiglu_backward(const T* g, const T* u, const T* dh, T* dg, T* du, int64_t n) {
-  at::parallel_for(0, n, 1 << 14, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, n, rows_per_task(1), [&](int64_t b, int64_t e) {
     if constexpr (std::is_same_v<T, float>)
       swiglu_backward_f32(g, u, dh, dg, du, b, e);
     else

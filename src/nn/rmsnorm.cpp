@@ -1,4 +1,5 @@
 #include "nn/rmsnorm.h"
+#include "nn/vec_math.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -42,7 +43,7 @@ void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, const torch::Te
   const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
   T* yp = y.data_ptr<T>();
   T* rp = r.data_ptr<T>();
-  at::parallel_for(0, N, kRowGrain, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, N, rows_per_task(d), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
       const T* xr = xp + n * d;
       double ss = 0.0;
@@ -74,7 +75,8 @@ void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::T
   const T* wp = w.data_ptr<T>();
   const T* rp = r.data_ptr<T>();
   T* dxp = dx.data_ptr<T>();
-  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+  // Fixed chunks of kRowGrain rows (the partial sums do not depend on the thread count).
+  at::parallel_for(0, chunks, std::max<int64_t>(1, rows_per_task(d) / kRowGrain), [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       double* pw = partial.data() + c * stride;
       double* pb = pw + d;

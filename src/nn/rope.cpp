@@ -1,4 +1,5 @@
 #include "nn/rope.h"
+#include "nn/vec_math.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -21,7 +22,7 @@ void rotate_cpu(const torch::Tensor& x, const torch::Tensor& pos, const torch::T
   const T* sp = sin_t.data_ptr<T>();
   T* op = out.data_ptr<T>();
   const T sg = T(sign);
-  at::parallel_for(0, N, 64, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, N, rows_per_task(H * hd), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
       const T* c = cp + pp[n] * half;
       const T* s = sp + pp[n] * half;

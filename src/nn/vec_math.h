@@ -22,6 +22,18 @@
 #define LOL_KERNEL_INLINE inline
 #endif
 
+namespace lol::nn {
+
+/// Rows per at::parallel_for task for a kernel doing a few operations per element: at
+/// least 32768 elements (ATen's own GRAIN_SIZE for element-wise ops), so that a call on a
+/// small tensor (a tiny model, an expert's few windows) runs on the calling thread
+/// instead of waking a worker for less work than the wake-up costs.
+inline int64_t rows_per_task(int64_t elements_per_row) {
+  return std::max<int64_t>(1, int64_t(32768) / std::max<int64_t>(1, elements_per_row));
+}
+
+}  // namespace lol::nn
+
 namespace lol::nn::vec {
 
 /// exp(x), elementwise in a vectorisable loop: float32 through a branch-free
