@@ -2,6 +2,8 @@
 // "decode at 512 tokens of context is >= 10x faster than full recompute").
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "lol/model.h"
 
@@ -21,6 +23,23 @@ struct DecodeBenchResult {
   double decode_tok_s = 0;      ///< batch * new_tokens / decode_s (cached)
   double full_decode_tok_s = 0; ///< batch * full_steps / full_s (whole-sequence forward per token)
 };
+
+/// How time_decoding drives one decoder. Each hook returns next-token logits
+/// [batch, vocab] (greedy decoding takes their argmax).
+struct DecodeBenchHooks {
+  /// Resets every row and feeds prompts[b] to row b (cached prefill).
+  std::function<torch::Tensor(const std::vector<std::vector<int64_t>>& prompts)> prefill;
+  /// One cached decode step: token next[b] appended to row b.
+  std::function<torch::Tensor(const std::vector<int64_t>& next)> step;
+  /// Full recompute without a cache: tokens [batch, n] int64 (CPU), logits at position n-1.
+  std::function<torch::Tensor(const torch::Tensor& tokens)> full;
+};
+
+/// The timing protocol shared by the LoL and dense benchmarks (greedy, the caller sets
+/// eval and inference mode): random prompts of `context` tokens in [0, vocab_size)
+/// from `seed`; a timed prefill, `new_tokens` timed cached steps, then (full_steps > 0)
+/// `full_steps` timed full-recompute steps; one untimed warm-up before each phase.
+DecodeBenchResult time_decoding(const DecodeBenchOptions& opt, int64_t vocab_size, const DecodeBenchHooks& hooks);
 
 /// Runs (greedy, eval mode, no gradients): a cached prefill of `context` random
 /// tokens per row, `new_tokens` cached decode steps, then `full_steps` steps that each
