@@ -2,8 +2,10 @@
 // presets (issue 12): window gather/scatter (nn::SegmentLayout), causal window mask
 // construction, masked attention over windows (forward, and forward + backward), one
 // attention layer with the CPU segment kernel against the composed path it replaced,
-// the router (window means, prefix means, linear, softmax, biased top-1) and whole
-// LoL forward / forward+backward passes. Arg 0 = tiny preset shapes, 1 = small.
+// the router (window means, prefix means, linear, softmax, biased top-1), the weight
+// gradient of one expert used at every routed depth (nn::linear's accumulation in the
+// GEMM against autograd's sums) and whole LoL forward / forward+backward passes.
+// Arg 0 = tiny preset shapes, 1 = small.
 //
 //   OMP_WAIT_POLICY=PASSIVE ./build/lol_bench --benchmark_filter=LoL
 //
@@ -22,6 +24,7 @@
 #include "lol/model.h"
 #include "lol/windows.h"
 #include "nn/attention.h"
+#include "nn/linear.h"
 #include "nn/segments.h"
 #include "training/train_benchmark.h"
 
@@ -190,6 +193,36 @@ void LoL_Router(benchmark::State& st) {
   set_label(st, s);
 }
 
+/// One expert's down_proj used at every routed depth, each time on its share of the
+/// tokens (B*T/L rows): forward + backward of the weight gradient only, through
+/// nn::linear (arg 1 = 0: each use's dW added into weight.grad by the GEMM) or
+/// torch::nn::Linear (arg 1 = 1: autograd computes each use's dW and sums them).
+void LoL_ExpertWeightGrad(benchmark::State& st) {
+  const Shape s = shape(st.range(0));
+  const auto& c = s.cfg;
+  torch::nn::Linear lin(torch::nn::LinearOptions(c.ffn_hidden, c.d_model).bias(false));
+  const int64_t rows = s.B * s.T / c.library_size;
+  std::vector<torch::Tensor> xs, gs;
+  for (int64_t d = 0; d < c.core_depth; ++d) {
+    xs.push_back(torch::randn({rows, c.ffn_hidden}));
+    gs.push_back(torch::randn({rows, c.d_model}));
+  }
+  const bool fused = st.range(1) == 0;
+  for (auto _ : st) {
+    lin->weight.mutable_grad() = torch::Tensor();
+    torch::Tensor loss;
+    for (size_t d = 0; d < xs.size(); ++d) {
+      auto y = fused ? lol::nn::linear(xs[d], lin) : lin->forward(xs[d]);
+      auto l = (y * gs[d]).sum();
+      loss = loss.defined() ? loss + l : l;
+    }
+    loss.backward();
+    benchmark::DoNotOptimize(lin->weight.grad());
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()) * rows * c.core_depth);
+  st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") + (fused ? " nn::linear" : " autograd sums"));
+}
+
 void lol_forward(benchmark::State& st, bool backward) {
   const Shape s = shape(st.range(0));
   lol::LoLModel m(s.cfg);
@@ -218,5 +251,6 @@ BENCHMARK(LoL_WindowAttention)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowAttentionBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_AttentionLayer)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_Router)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(LoL_ExpertWeightGrad)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_ModelForward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(LoL_ModelForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

@@ -110,7 +110,6 @@ DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLCo
   return w;
 }
 
-
 }  // namespace
 
 LoLBodyImpl::LoLBodyImpl(const LoLConfig& c) {
