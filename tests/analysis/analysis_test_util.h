@@ -14,28 +14,14 @@
 #include "lol/config.h"
 #include "lol/model.h"
 #include "../common/test_files.h"
+#include "../common/tiny_lol.h"
 
 namespace atest {
 
 using ::lol_test::TempDir;
 
 /// V=19, d=16, 1 prelude + 1 coda, L=3 experts, D=3 routed depths, W=4, S=2.
-inline lol::LoLConfig tiny_config() {
-  lol::LoLConfig c;
-  c.vocab_size = 19;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.n_kv_heads = 2;
-  c.ffn_hidden = 24;
-  c.n_prelude = 1;
-  c.n_coda = 1;
-  c.library_size = 3;
-  c.core_depth = 3;
-  c.window = 4;
-  c.stride = 2;
-  c.max_seq_len = 64;
-  return c;
-}
+inline lol::LoLConfig tiny_config() { return lol_test::tiny_lol_config(19, 2, 2, 2); }
 
 /// A tiny model whose router weights are large enough that routing varies between windows.
 inline lol::LoLModel tiny_model(uint64_t seed) {

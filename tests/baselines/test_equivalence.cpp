@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../common/tiny_lol.h"
 #include "baseline_test_util.h"
 #include "baselines/dense_model.h"
 #include "lol/model.h"
@@ -14,23 +15,7 @@ using namespace lol::baselines;
 
 namespace {
 
-lol::LoLConfig lol_config() {
-  lol::LoLConfig c;
-  c.vocab_size = 29;
-  c.d_model = 16;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.ffn_hidden = 24;
-  c.n_prelude = 1;
-  c.n_coda = 1;
-  c.library_size = 3;
-  c.core_depth = 3;
-  c.window = 4;
-  c.stride = 3;
-  c.max_seq_len = 64;
-  c.tie_embeddings = true;
-  return c;
-}
+lol::LoLConfig lol_config() { return lol_test::tiny_lol_config(29, 4, 2, 3); }
 
 DenseConfig dense_of(const lol::LoLConfig& l) {
   DenseConfig c;

@@ -13,29 +13,13 @@
 #include "lol/config.h"
 #include "lol/model.h"
 #include "model/ref_lol.h"
+#include "../common/tiny_lol.h"
 
 namespace reftest {
 
 /// A tiny LoL: V=23, d=16, 4 heads over 2 kv heads (GQA), 1 prelude + 1 coda block,
 /// L=3 experts, D=3 routed depths, W=4, S=2.
-inline lol::LoLConfig tiny_config() {
-  lol::LoLConfig c;
-  c.vocab_size = 23;
-  c.d_model = 16;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.ffn_hidden = 24;
-  c.n_prelude = 1;
-  c.n_coda = 1;
-  c.library_size = 3;
-  c.core_depth = 3;
-  c.window = 4;
-  c.stride = 2;
-  c.max_seq_len = 64;
-  c.tie_embeddings = true;
-  c.untied_router = false;
-  return c;
-}
+inline lol::LoLConfig tiny_config() { return lol_test::tiny_lol_config(23, 4, 2, 2); }
 
 /// Moves every parameter away from its initial value so that routing is not uniform
 /// and FiLM, norms, depth vectors and the balancing bias all matter: router weights
