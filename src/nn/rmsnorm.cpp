@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace lol::nn {
 
@@ -32,8 +33,62 @@ bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& w, const to
          (!s.defined() || vector_like_x(s)) && (!b.defined() || vector_like_x(b));
 }
 
-/// y = w * x * r (+ b) per row, r = 1 / sqrt(mean(x^2) + eps) (sum in double); x, y [N, d],
-/// b [d] or undefined.
+/// Rows [b, e) of the forward: y = w * x * r (+ bias) per row, r = 1 / sqrt(mean(x^2) + eps)
+/// (sum of squares in double; `omp simd` reduction, so its order follows the vector width).
+template <typename T>
+LOL_KERNEL_INLINE void forward_rows(const T* __restrict xp, const T* __restrict wp, const T* __restrict bp,
+                                    T* __restrict yp, T* __restrict rp, int64_t d, double eps, int64_t b, int64_t e) {
+  for (int64_t n = b; n < e; ++n) {
+    const T* xr = xp + n * d;
+    double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * double(xr[i]);
+    const T rn = T(1.0 / std::sqrt(ss / double(d) + eps));
+    rp[n] = rn;
+    T* yr = yp + n * d;
+    if (bp)
+      for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn) + bp[i];
+    else
+      for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn);
+  }
+}
+
+/// Rows [b, e) of the backward: dx = r (g w - xhat mean(g w xhat)); pw[i] += g xhat and
+/// (pb non-null) pb[i] += g, the chunk's partial sums of dw and db.
+template <typename T>
+LOL_KERNEL_INLINE void backward_rows(const T* __restrict gp, const T* __restrict xp, const T* __restrict wp,
+                                     const T* __restrict rp, T* __restrict dxp, double* __restrict pw,
+                                     double* __restrict pb, int64_t d, int64_t b, int64_t e) {
+  for (int64_t n = b; n < e; ++n) {
+    const T* gr = gp + n * d;
+    const T* xr = xp + n * d;
+    const T rn = rp[n];
+    double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < d; ++i) {
+      const T xh = xr[i] * rn;
+      dot += double(gr[i] * wp[i]) * double(xh);
+      pw[i] += double(gr[i]) * double(xh);
+    }
+    if (pb)
+      for (int64_t i = 0; i < d; ++i) pb[i] += double(gr[i]);
+    const T m = T(dot / double(d));
+    T* dr = dxp + n * d;
+    for (int64_t i = 0; i < d; ++i) dr[i] = rn * (gr[i] * wp[i] - xr[i] * rn * m);
+  }
+}
+
+LOL_KERNEL_CLONES void forward_rows_f32(const float* xp, const float* wp, const float* bp, float* yp, float* rp,
+                                        int64_t d, double eps, int64_t b, int64_t e) {
+  forward_rows<float>(xp, wp, bp, yp, rp, d, eps, b, e);
+}
+
+LOL_KERNEL_CLONES void backward_rows_f32(const float* gp, const float* xp, const float* wp, const float* rp,
+                                         float* dxp, double* pw, double* pb, int64_t d, int64_t b, int64_t e) {
+  backward_rows<float>(gp, xp, wp, rp, dxp, pw, pb, d, b, e);
+}
+
+/// y = w * x * r (+ b) per row; x, y [N, d], b [d] or undefined; r [N].
 template <typename T>
 void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, double eps, torch::Tensor& y,
                  torch::Tensor& r) {
@@ -43,19 +98,11 @@ void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, const torch::Te
   const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
   T* yp = y.data_ptr<T>();
   T* rp = r.data_ptr<T>();
-  at::parallel_for(0, N, rows_per_task(d), [&](int64_t b, int64_t e) {
-    for (int64_t n = b; n < e; ++n) {
-      const T* xr = xp + n * d;
-      double ss = 0.0;
-      for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * double(xr[i]);
-      const T rn = T(1.0 / std::sqrt(ss / double(d) + eps));
-      rp[n] = rn;
-      T* yr = yp + n * d;
-      if (bp)
-        for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn) + bp[i];
-      else
-        for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * rn);
-    }
+  at::parallel_for(0, N, rows_per_task(d), [&](int64_t rb, int64_t re) {
+    if constexpr (std::is_same_v<T, float>)
+      forward_rows_f32(xp, wp, bp, yp, rp, d, eps, rb, re);
+    else
+      forward_rows<T>(xp, wp, bp, yp, rp, d, eps, rb, re);
   });
 }
 
@@ -79,23 +126,12 @@ void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::T
   at::parallel_for(0, chunks, std::max<int64_t>(1, rows_per_task(d) / kRowGrain), [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       double* pw = partial.data() + c * stride;
-      double* pb = pw + d;
-      for (int64_t n = c * kRowGrain; n < std::min(N, (c + 1) * kRowGrain); ++n) {
-        const T* gr = gp + n * d;
-        const T* xr = xp + n * d;
-        const T rn = rp[n];
-        double dot = 0.0;
-        for (int64_t i = 0; i < d; ++i) {
-          const T xh = xr[i] * rn;
-          dot += double(gr[i] * wp[i]) * double(xh);
-          pw[i] += double(gr[i]) * double(xh);
-        }
-        if (shift)
-          for (int64_t i = 0; i < d; ++i) pb[i] += double(gr[i]);
-        const T m = T(dot / double(d));
-        T* dr = dxp + n * d;
-        for (int64_t i = 0; i < d; ++i) dr[i] = rn * (gr[i] * wp[i] - xr[i] * rn * m);
-      }
+      double* pb = shift ? pw + d : nullptr;
+      const int64_t rb = c * kRowGrain, re = std::min(N, (c + 1) * kRowGrain);
+      if constexpr (std::is_same_v<T, float>)
+        backward_rows_f32(gp, xp, wp, rp, dxp, pw, pb, d, rb, re);
+      else
+        backward_rows<T>(gp, xp, wp, rp, dxp, pw, pb, d, rb, re);
     }
   });
   T* dwp = dw.data_ptr<T>();
