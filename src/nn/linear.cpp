@@ -7,20 +7,20 @@ namespace lol::nn {
 
 namespace {
 
-/// grad <- grad + a (b if given: a^T b computed as one GEMM with beta = 1).
-/// `param` is the leaf whose .grad is updated; its first gradient of a step is the
-/// product itself (no zero fill).
-void accumulate_grad(torch::Tensor param, const torch::Tensor& a_t, const torch::Tensor& b) {
+/// param.grad <- param.grad + a b (one GEMM with beta = 1), or + a when b is undefined
+/// (a is then a fresh tensor that becomes the gradient when there is none yet). The first
+/// gradient of a step is the product itself (no zero fill).
+void accumulate_grad(torch::Tensor param, const torch::Tensor& a, const torch::Tensor& b) {
   auto& acc = param.mutable_grad();
   if (!acc.defined()) {
-    acc = b.defined() ? at::mm(a_t, b) : a_t.clone();
-  } else if (acc.is_contiguous() && acc.scalar_type() == a_t.scalar_type() && acc.device() == a_t.device()) {
+    acc = b.defined() ? at::mm(a, b) : a;
+  } else if (acc.is_contiguous() && acc.scalar_type() == a.scalar_type() && acc.device() == a.device()) {
     if (b.defined())
-      acc.addmm_(a_t, b);
+      acc.addmm_(a, b);
     else
-      acc.add_(a_t);
+      acc.add_(a);
   } else {
-    acc = acc + (b.defined() ? at::mm(a_t, b) : a_t);
+    acc = acc + (b.defined() ? at::mm(a, b) : a);
   }
 }
 

@@ -166,7 +166,7 @@ struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
       forward_cpu<float>(x2, w_eff, b, eps, y, r);
     else
       forward_cpu<double>(x2, w_eff, b, eps, y, r);
-    ctx->save_for_backward({x2, w, s, r});
+    ctx->save_for_backward({x2, w, s, r, w_eff});
     ctx->saved_data["shift"] = b.defined();
     return y.view(x.sizes());
   }
@@ -174,9 +174,8 @@ struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
                                                torch::autograd::tensor_list grads) {
     RECORD_FUNCTION("lol::rms_norm_backward", std::vector<c10::IValue>());
     auto saved = ctx->get_saved_variables();
-    const auto &x2 = saved[0], &w = saved[1], &s = saved[2], &r = saved[3];
+    const auto &x2 = saved[0], &w = saved[1], &s = saved[2], &r = saved[3], &w_eff = saved[4];
     auto g = grads[0].reshape(x2.sizes()).contiguous();
-    auto w_eff = (s.defined() ? w * s : w).contiguous();
     auto dx = torch::empty_like(x2);
     auto dw_eff = torch::empty_like(w_eff);
     torch::Tensor db;
