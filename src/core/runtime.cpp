@@ -53,10 +53,35 @@ void init_runtime(int threads) {
   at::set_num_threads(n);
   // at::set_num_threads does not bound OpenBLAS's own thread pool: without this, a run
   // with LOL_NUM_THREADS=1 still multiplies on two threads that spin against whatever
-  // else shares the cores. Looked up at run time: the BLAS behind LibTorch may not be
-  // OpenBLAS.
-  using SetThreads = void (*)(int);
-  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+  // else shares the cores.
+  set_blas_threads(n);
+}
+
+namespace {
+
+// Looked up at run time: the BLAS behind LibTorch may not be OpenBLAS.
+using SetThreads = void (*)(int);
+using GetThreads = int (*)();
+
+SetThreads openblas_set() {
+  static const auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  return fn;
+}
+
+GetThreads openblas_get() {
+  static const auto fn = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return fn;
+}
+
+}  // namespace
+
+int blas_threads() {
+  auto fn = openblas_get();
+  return fn ? fn() : 0;
+}
+
+void set_blas_threads(int n) {
+  if (auto fn = openblas_set()) fn(n);
 }
 
 c10::Device parse_device(const std::string& name, const std::string& flag) {

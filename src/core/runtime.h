@@ -34,6 +34,14 @@ void ensure_passive_thread_pools(int argc, char** argv);
 inline constexpr std::pair<const char*, const char*> kThreadPoolEnv[] = {{"OMP_WAIT_POLICY", "PASSIVE"},
                                                                          {"OPENBLAS_THREAD_TIMEOUT", "4"}};
 
+/// Threads of OpenBLAS's own pool (openblas_get_num_threads), or 0 when LibTorch's BLAS
+/// is not OpenBLAS (looked up at run time).
+int blas_threads();
+
+/// Sets OpenBLAS's pool size (openblas_set_num_threads); does nothing when the BLAS is not
+/// OpenBLAS. Process-wide: call it from one thread, outside parallel regions.
+void set_blas_threads(int n);
+
 /// Number of CPUs this process may run on.
 int available_cores();
 

@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "core/index_tensor.h"
+#include "lol/dispatch.h"
+#include "lol/router_inputs.h"
 #include "lol/windows.h"
 #include "util/error.h"
 
@@ -39,8 +42,7 @@ struct TokenLayout {
 
 /// Windows of one routed depth.
 struct DepthWindows {
-  std::vector<int64_t> row, k, begin, len, doc_begin, doc_first_window, first_token;
-  std::vector<int64_t> window_of_valid;  // window of each valid row (same order as valid_rows)
+  std::vector<int64_t> row, k, begin, len, doc_begin, doc_first_window;
 };
 
 TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
@@ -87,7 +89,6 @@ TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
 DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLConfig& c) {
   DepthWindows w;
   const int64_t delta = window_shift(depth, c.window, c.stride);
-  w.window_of_valid.reserve(L.valid_rows.size());
   for (const auto& d : L.docs) {
     const int64_t first = int64_t(w.row.size());
     int64_t cur = -1;
@@ -101,10 +102,8 @@ DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLCo
         w.len.push_back(0);
         w.doc_begin.push_back(d.begin);
         w.doc_first_window.push_back(first);
-        w.first_token.push_back(d.row * L.T + d.begin);
       }
       w.len.back()++;
-      w.window_of_valid.push_back(int64_t(w.row.size()) - 1);
     }
   }
   return w;
@@ -200,7 +199,6 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
 
   LoLOutput out;
   const bool count_load = is_training();
-  auto valid_rows = index_tensor(L.valid_rows, dev);
   auto load = torch::zeros({c.library_size}, torch::kInt64);
   for (int64_t d = 0; d < active_depth_; ++d) {
     DepthWindows w = make_depth_windows(L, d + 1, c);
@@ -208,25 +206,13 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     if (G == 0) continue;
     // Router inputs (Algorithm 1 lines 7-14): mean state per window, then the mean of
     // the earlier windows' means; window 0 uses (e^(l) + s_first) / 2.
-    auto win_valid = index_tensor(w.window_of_valid, dev);
-    // valid_rows lists rows in order, so all of them means the identity (no padding).
-    const bool all_valid = int64_t(L.valid_rows.size()) == B * T;
-    auto sums = torch::zeros({G, c.d_model}, s.options())
-                    .index_add(0, win_valid, all_valid ? s : s.index_select(0, valid_rows));
-    auto lens = index_tensor(w.len, dev).to(s.scalar_type()).unsqueeze(1);
-    auto mu = sums / lens;
-    // The prefix sum runs over every window of the batch: in float64, so that its
-    // rounding (relative to the running total) does not leak earlier rows' and
-    // documents' states into this document's router inputs.
-    auto mu64 = mu.to(torch::kFloat64);
-    auto csum = torch::cat({torch::zeros({1, c.d_model}, mu64.options()), mu64.cumsum(0)}, 0);
-    auto kk = index_tensor(w.k, dev);
-    auto r_rest = ((csum.index_select(0, torch::arange(G, torch::TensorOptions(torch::kInt64).device(dev))) -
-                    csum.index_select(0, index_tensor(w.doc_first_window, dev))) /
-                   kk.clamp_min(1).to(torch::kFloat64).unsqueeze(1))
-                      .to(s.scalar_type());
-    auto r_first = 0.5 * (model->depth_embed[d].unsqueeze(0) + s.index_select(0, index_tensor(w.first_token, dev)));
-    auto r = torch::where((kk == 0).unsqueeze(1), r_first, r_rest);
+    RouterWindows rw;
+    rw.start.resize(size_t(G));
+    for (int64_t g = 0; g < G; ++g) rw.start[size_t(g)] = w.row[size_t(g)] * T + w.begin[size_t(g)];
+    rw.len = w.len;
+    rw.k = w.k;
+    rw.doc_first_window = w.doc_first_window;
+    auto r = router_inputs(s, model->depth_embed[d], rw);
     auto logits = router_logits(d, r);
     if (is_training() && c.router_noise_std > 0) logits = logits + torch::randn_like(logits) * c.router_noise_std;
     auto probs = torch::softmax(logits, -1);
@@ -260,49 +246,40 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
       alpha = torch::where(mask, vals, alpha);
     }
     // Order the depth's tokens by expert (an expert's windows contiguous, each window's
-    // tokens contiguous): one gather, one call per used expert on its slice (its windows
-    // are the attention segments), one scatter-add back. Autograd then also sums the
-    // gradient with one cat and one scatter instead of one full-size pass per expert.
+    // tokens contiguous): one gather, one grouped block call for all used experts (each
+    // operator once; the windows are the attention segments), one scatter-add back.
     std::vector<std::vector<int64_t>> by_expert(size_t(c.library_size));
     for (int64_t g = 0; g < G; ++g) by_expert[size_t(sel[g])].push_back(g);
-    std::vector<int64_t> tok, tok_win, sizes;
+    std::vector<int64_t> tok, tok_win, sizes, seg_offsets{0};
     tok.reserve(L.valid_rows.size());
     tok_win.reserve(L.valid_rows.size());
-    std::vector<std::vector<int64_t>> seg_offsets;  // per used expert, relative to its slice
-    std::vector<int64_t> used;
+    std::vector<nn::BlockImpl*> used;
     for (int64_t e = 0; e < c.library_size; ++e) {
       const auto& wins = by_expert[size_t(e)];
       if (wins.empty()) continue;
       const int64_t start = int64_t(tok.size());
-      std::vector<int64_t> offsets{0};
       for (int64_t g : wins) {
         for (int64_t t = 0; t < w.len[g]; ++t) {
           tok.push_back(w.row[g] * T + w.begin[g] + t);
           tok_win.push_back(g);
         }
-        offsets.push_back(int64_t(tok.size()) - start);
+        seg_offsets.push_back(int64_t(tok.size()));
       }
-      used.push_back(e);
+      used.push_back(model->library[e]->as<nn::Block>());
       sizes.push_back(int64_t(tok.size()) - start);
-      seg_offsets.push_back(std::move(offsets));
     }
+    const int64_t n = int64_t(tok.size());
     auto tok_t = index_tensor(tok, dev);
-    auto xs = s.index_select(0, tok_t).split_with_sizes(sizes);
-    auto pos_e = L.pos.index_select(0, tok_t).split_with_sizes(sizes);
-    std::vector<torch::Tensor> kv_e;
-    if (kv.defined()) kv_e = kv.index_select(0, tok_t).split_with_sizes(sizes);
-    nn::FiLMImpl* film = model->film[d]->as<nn::FiLM>();
-    std::vector<torch::Tensor> deltas;
-    deltas.reserve(used.size());
-    for (size_t i = 0; i < used.size(); ++i) {
-      std::vector<int64_t> local(size_t(sizes[i]));
-      for (size_t j = 0; j < local.size(); ++j) local[j] = int64_t(j);
-      auto layout = nn::SegmentLayout::from_csr(local, seg_offsets[i], sizes[i], dev);
-      nn::BlockContext ctx{&pos_e[i], &layout, kv.defined() ? &kv_e[i] : nullptr, &rope, film};
-      deltas.push_back(model->library[used[i]]->as<nn::Block>()->delta(xs[i], ctx));
-    }
-    auto a_tok = alpha.index_select(0, index_tensor(tok_win, dev)).unsqueeze(1);
-    s = s.index_add(0, tok_t, a_tok * torch::cat(deltas));  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
+    auto xs = gather_rows(s, tok);
+    auto pos_e = L.pos.index_select(0, tok_t);
+    torch::Tensor kv_e;
+    if (kv.defined()) kv_e = kv.index_select(0, tok_t);
+    std::vector<int64_t> local(static_cast<size_t>(n));
+    std::iota(local.begin(), local.end(), int64_t(0));
+    auto layout = nn::SegmentLayout::from_csr(local, seg_offsets, n, dev);
+    nn::BlockContext ctx{&pos_e, &layout, kv.defined() ? &kv_e : nullptr, &rope, model->film[d]->as<nn::FiLM>()};
+    auto delta = nn::grouped_block_delta(used, sizes, xs, ctx);
+    s = routed_residual(s, tok, tok_win, alpha, delta);  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
     if (count_load) {
       auto* lp = load.data_ptr<int64_t>();
       for (int64_t g = 0; g < G; ++g)

@@ -578,25 +578,54 @@ AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
   o_proj = register_module("o_proj", torch::nn::Linear(LinearOptions(s.n_heads * s.head_dim, s.d_model).bias(false)));
 }
 
+namespace {
+
+std::vector<const torch::nn::LinearImpl*> layers_of(const std::vector<AttentionImpl*>& experts,
+                                                    torch::nn::Linear AttentionImpl::*member) {
+  std::vector<const torch::nn::LinearImpl*> out;
+  out.reserve(experts.size());
+  for (auto* e : experts) out.push_back((e->*member).get());
+  return out;
+}
+
+}  // namespace
+
+void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
+                     const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
+                     torch::Tensor& v) {
+  const int64_t N = x.size(0);
+  const auto& s = experts.at(0)->shape;
+  q = rope.apply(grouped_linear(x, layers_of(experts, &AttentionImpl::q_proj), sizes).view({N, s.n_heads, s.head_dim}),
+                 pos);
+  k = rope.apply(
+      grouped_linear(x, layers_of(experts, &AttentionImpl::k_proj), sizes).view({N, s.n_kv_heads, s.head_dim}), pos);
+  v = grouped_linear(x, layers_of(experts, &AttentionImpl::v_proj), sizes).view({N, s.n_kv_heads, s.head_dim});
+}
+
 void AttentionImpl::project(const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q,
                             torch::Tensor& k, torch::Tensor& v) {
-  const int64_t N = x.size(0);
-  q = rope.apply(linear(x, q_proj).view({N, shape.n_heads, shape.head_dim}), pos);
-  k = rope.apply(linear(x, k_proj).view({N, shape.n_kv_heads, shape.head_dim}), pos);
-  v = linear(x, v_proj).view({N, shape.n_kv_heads, shape.head_dim});
+  grouped_project({this}, {x.size(0)}, x, pos, rope, q, k, v);
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
                                      const torch::Tensor& key_visible, RoPE& rope) {
+  return grouped_attention({this}, {x.size(0)}, x, pos, layout, key_visible, rope);
+}
+
+torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
+                                const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
+                                const torch::Tensor& key_visible, RoPE& rope) {
   const int64_t N = x.size(0);
+  const auto& shape = experts.at(0)->shape;
   torch::Tensor q, k, v;
-  project(x, pos, rope, q, k, v);
+  grouped_project(experts, sizes, x, pos, rope, q, k, v);
+  const auto o_proj = layers_of(experts, &AttentionImpl::o_proj);
   if (direct_kernel_applies(q)) {
     auto vis = key_visible.defined() ? key_visible.to(torch::kCPU, torch::kBool).contiguous()
                                      : torch::empty({0}, torch::kBool);
     auto o = SegmentAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), vis,
                                              read_segments(layout));
-    return linear(o.view({N, shape.n_heads * shape.head_dim}), o_proj);
+    return grouped_linear(o.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes);
   }
   // [N, h, hd] -> [S, L, h, hd] -> [S, h, L, hd]
   auto qp = layout.to_padded(q).permute({0, 2, 1, 3});
@@ -608,7 +637,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   auto o = attention_impl(qp.contiguous(), kp.contiguous(), vp.contiguous(), allowed,
                           /*rows_may_be_empty=*/kv_vis.defined());  // [S, H, L, hd]
   auto flat = layout.from_padded(o.permute({0, 2, 1, 3}).contiguous());               // [N, H, hd]
-  return linear(flat.view({N, shape.n_heads * shape.head_dim}), o_proj);
+  return grouped_linear(flat.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes);
 }
 
 }  // namespace lol::nn

@@ -5,6 +5,8 @@
 // j <= i of the same segment whose `key_visible` flag is set (router-only tokens
 // are never visible as keys, paper 4.1.3). A query with no visible key outputs 0.
 #pragma once
+#include <vector>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -53,5 +55,21 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 };
 TORCH_MODULE(Attention);
+
+/// Grouped attention for one routed depth's experts: x [N, d_model] is cut into
+/// consecutive row blocks of sizes[g] rows (sum N) and block g is projected (q/k/v and
+/// o) with experts[g]'s weights; RoPE and the attention over `layout` run once for all
+/// rows (attention does not depend on the expert once q/k/v are projected; the layout's
+/// segments may span groups). Equal to AttentionImpl::forward when there is one group;
+/// the experts must share one AttentionShape. Returns [N, d_model]. Throws
+/// lol::InputError when the sizes do not match (nn::grouped_linear).
+torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
+                                const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
+                                const torch::Tensor& key_visible, RoPE& rope);
+
+/// The grouped q/k/v projections with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd].
+void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
+                     const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
+                     torch::Tensor& v);
 
 }  // namespace lol::nn

@@ -17,14 +17,29 @@ BlockImpl::BlockImpl(const BlockShape& s) {
 }
 
 torch::Tensor BlockImpl::delta(const torch::Tensor& x, const BlockContext& ctx) {
+  return grouped_block_delta({this}, {x.size(0)}, x, ctx);
+}
+
+torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
+                                  const torch::Tensor& x, const BlockContext& ctx) {
+  std::vector<torch::Tensor> ln1, ln2;
+  std::vector<AttentionImpl*> attn;
+  std::vector<MLPImpl*> mlp;
+  for (auto* b : blocks) {
+    ln1.push_back(b->input_layernorm->weight);
+    ln2.push_back(b->post_attention_layernorm->weight);
+    attn.push_back(b->self_attn.get());
+    mlp.push_back(b->mlp.get());
+  }
+  const double eps = blocks.at(0)->input_layernorm->eps;
   // FiLM (gamma_s * RMSNorm_s(x) + beta_s) runs inside the norms' fused kernel.
   const FiLMImpl* f = ctx.film;
-  auto h = f ? input_layernorm->modulated(x, f->attn_gamma, f->attn_beta) : input_layernorm(x);
+  auto h = rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(), f ? f->attn_beta : torch::Tensor(), eps);
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
-  auto a = self_attn(h, *ctx.pos, *ctx.layout, kv, *ctx.rope);
+  auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope);
   auto r = x + a;
-  auto m_in = f ? post_attention_layernorm->modulated(r, f->ffn_gamma, f->ffn_beta) : post_attention_layernorm(r);
-  return a + mlp(m_in);
+  auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : torch::Tensor(), f ? f->ffn_beta : torch::Tensor(), eps);
+  return a + grouped_mlp(mlp, sizes, m_in);
 }
 
 }  // namespace lol::nn

@@ -3,6 +3,8 @@
 // Inside LoL's routed core each norm is followed by the routed depth's FiLM
 // (paper Appendix A): gamma_s * RMSNorm_s(x) + beta_s, s in {attn, ffn}.
 #pragma once
+#include <vector>
+
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -48,5 +50,15 @@ class BlockImpl : public torch::nn::Module {
   MLP mlp{nullptr};
 };
 TORCH_MODULE(Block);
+
+/// Residual updates of one routed depth with one call per operator for all its experts:
+/// x [N, d] is cut into consecutive row blocks of sizes[g] rows (sum N) and block g runs
+/// blocks[g] (its norms and projections); attention runs once over ctx.layout, whose
+/// segments (the depth's windows) lie inside the blocks. Equal to blocks[g]->delta on
+/// each block with the layout restricted to it (tests/model/test_fused_ops.cpp). The
+/// blocks must share one BlockShape. Returns [N, d]. Throws lol::InputError on
+/// mismatched sizes. (LoL paper Algorithm 1 line 16: E_{i}(s) for every window at once.)
+torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
+                                  const torch::Tensor& x, const BlockContext& ctx);
 
 }  // namespace lol::nn

@@ -1,7 +1,16 @@
 #include "nn/linear.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "core/runtime.h"
+#include "util/error.h"
 
 namespace lol::nn {
 
@@ -24,53 +33,194 @@ void accumulate_grad(torch::Tensor param, const torch::Tensor& a, const torch::T
   }
 }
 
-/// bias: [out] or none.
-struct AccumulatingLinearFunction : public torch::autograd::Function<AccumulatingLinearFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
-                               const c10::optional<torch::Tensor>& bias) {
+/// Restores OpenBLAS's thread count on scope exit.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : saved_(blas_threads()) {
+    if (saved_ > 1) set_blas_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    if (saved_ > 1) set_blas_threads(saved_);
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int saved_;
+};
+
+/// Calls fn(g, first_row) for every group g with rows. On the CPU with several intra-op
+/// threads (and `concurrent`), groups run concurrently, one thread per group at a time with
+/// the BLAS single-threaded inside: at small widths a GEMM split over threads costs more in
+/// thread wake-ups than it gains (docs/benchmarks.md, session 9). Groups go longest first
+/// to the least loaded thread; each thread runs with the caller's thread-local state (grad
+/// mode, profiler). fn must not write memory another group writes.
+template <typename F>
+void for_each_group(const std::vector<int64_t>& sizes, bool concurrent, const F& fn) {
+  const int64_t G = int64_t(sizes.size());
+  std::vector<int64_t> first(size_t(G), 0), order;
+  for (int64_t g = 0; g < G; ++g) {
+    if (g > 0) first[size_t(g)] = first[size_t(g - 1)] + sizes[size_t(g - 1)];
+    if (sizes[size_t(g)] > 0) order.push_back(g);
+  }
+  const int threads = std::min<int>(at::get_num_threads(), int(order.size()));
+  if (!concurrent || threads <= 1 || at::in_parallel_region()) {
+    for (int64_t g : order) fn(g, first[size_t(g)]);
+    return;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sizes[size_t(a)] > sizes[size_t(b)]; });
+  std::vector<std::vector<int64_t>> plan(static_cast<size_t>(threads));
+  std::vector<int64_t> load(static_cast<size_t>(threads), 0);
+  for (int64_t g : order) {
+    const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    plan[t].push_back(g);
+    load[t] += sizes[size_t(g)];
+  }
+  SingleThreadedBlas single;
+  const at::ThreadLocalState state;
+  at::parallel_for(0, threads, 1, [&](int64_t tb, int64_t te) {
+    at::ThreadLocalStateGuard guard(state);
+    for (int64_t t = tb; t < te; ++t)
+      for (int64_t g : plan[size_t(t)]) fn(g, first[size_t(g)]);
+  });
+}
+
+/// Groups may run concurrently when each writes its own memory: CPU tensors and, for the
+/// weight-gradient accumulation, distinct weights.
+bool groups_concurrent(const torch::Tensor& x, at::TensorList weights) {
+  if (!x.device().is_cpu() || weights.size() < 2) return false;
+  std::vector<const void*> ids;
+  for (const auto& w : weights) ids.push_back(w.unsafeGetTensorImpl());
+  std::sort(ids.begin(), ids.end());
+  return std::adjacent_find(ids.begin(), ids.end()) == ids.end();
+}
+
+/// x [N, in], weights[g] [out, in], biases empty or one [out] per group;
+/// sizes: rows per group. One autograd node for all groups.
+struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, at::TensorList weights,
+                               at::TensorList biases, const std::vector<int64_t>& sizes) {
     RECORD_FUNCTION("lol::linear", std::vector<c10::IValue>());
-    auto x2 = x.reshape({-1, x.size(-1)});
-    const torch::Tensor b = bias.value_or(torch::Tensor());
-    auto y = b.defined() ? at::addmm(b, x2, w.t()) : at::mm(x2, w.t());
-    ctx->save_for_backward({x2, w, b});
-    ctx->saved_data["x_sizes"] = x.sizes();
-    std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
-    out.back() = w.size(0);
-    return y.view(out);
+    const int64_t G = int64_t(weights.size());
+    const bool bias = !biases.empty();
+    torch::Tensor y;
+    if (G == 1) {
+      y = bias ? at::addmm(biases[0], x, weights[0].t()) : at::mm(x, weights[0].t());
+    } else {
+      y = torch::empty({x.size(0), weights[0].size(0)}, x.options());
+      for_each_group(sizes, groups_concurrent(x, weights), [&](int64_t g, int64_t off) {
+        const int64_t n = sizes[size_t(g)];
+        auto yg = y.narrow(0, off, n);
+        auto xg = x.narrow(0, off, n);
+        if (bias)
+          at::addmm_out(yg, biases[size_t(g)], xg, weights[size_t(g)].t());
+        else
+          at::mm_out(yg, xg, weights[size_t(g)].t());
+      });
+    }
+    std::vector<torch::Tensor> save{x};
+    save.insert(save.end(), weights.begin(), weights.end());
+    save.insert(save.end(), biases.begin(), biases.end());
+    ctx->save_for_backward(save);
+    ctx->saved_data["sizes"] = sizes;
+    ctx->saved_data["bias"] = bias;
+    return y;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     RECORD_FUNCTION("lol::linear_backward", std::vector<c10::IValue>());
     auto saved = ctx->get_saved_variables();
-    const auto &x2 = saved[0], &w = saved[1], &b = saved[2];
-    auto g = grads[0].reshape({-1, w.size(0)});
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = at::mm(g, w).view(ctx->saved_data["x_sizes"].toIntVector());
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    const bool bias = ctx->saved_data["bias"].toBool();
+    const size_t G = sizes.size();
+    const auto& x = saved[0];
+    auto g = grads[0].contiguous();
+    // Outputs: dx, one dW per group, one db per group (with biases), nothing for sizes.
+    torch::autograd::tensor_list out(1 + G + (bias ? G : 0) + 1);
+    torch::Tensor dx;
+    if (ctx->needs_input_grad(0)) dx = G == 1 ? torch::Tensor() : torch::empty(x.sizes(), x.options());
     // With create_graph the gradients must be graph outputs: return them to autograd.
     const bool fuse = !torch::GradMode::is_enabled();
-    if (ctx->needs_input_grad(1)) {
-      if (fuse)
-        accumulate_grad(w, g.t(), x2);
-      else
-        dw = at::mm(g.t(), x2);
-    }
-    if (b.defined() && ctx->needs_input_grad(2)) {
-      if (fuse)
-        accumulate_grad(b, g.sum(0), torch::Tensor());
-      else
-        db = g.sum(0);
-    }
-    return {dx, dw, db};
+    std::vector<torch::Tensor> weights(saved.begin() + 1, saved.begin() + 1 + int64_t(G));
+    // Returned (unfused) gradients are written into `out` per group: concurrent only when fused.
+    const bool concurrent = fuse && groups_concurrent(x, weights);
+    for_each_group(sizes, concurrent, [&](int64_t e, int64_t off) {
+      const int64_t n = sizes[size_t(e)];
+      auto ge = g.narrow(0, off, n), xe = x.narrow(0, off, n);
+      const auto& w = weights[size_t(e)];
+      if (dx.defined()) {
+        auto dxe = dx.narrow(0, off, n);
+        at::mm_out(dxe, ge, w);
+      } else if (ctx->needs_input_grad(0)) {
+        out[0] = at::mm(ge, w);
+      }
+      if (ctx->needs_input_grad(size_t(1 + e))) {
+        if (fuse)
+          accumulate_grad(w, ge.t(), xe);
+        else
+          out[size_t(1 + e)] = at::mm(ge.t(), xe);
+      }
+      if (bias && ctx->needs_input_grad(1 + G + size_t(e))) {
+        if (fuse)
+          accumulate_grad(saved[1 + G + size_t(e)], ge.sum(0), torch::Tensor());
+        else
+          out[1 + G + size_t(e)] = ge.sum(0);
+      }
+    });
+    if (dx.defined()) out[0] = dx;
+    else if (ctx->needs_input_grad(0) && !out[0].defined()) out[0] = torch::zeros(x.sizes(), x.options());
+    return out;
   }
 };
 
 }  // namespace
 
+void check_groups(const std::vector<int64_t>& sizes, int64_t rows, size_t groups, const char* what) {
+  if (sizes.size() != groups)
+    throw InputError(std::string(what) + ": " + std::to_string(sizes.size()) + " group sizes for " +
+                     std::to_string(groups) + " groups");
+  int64_t sum = 0;
+  for (auto n : sizes) {
+    if (n < 0) throw InputError(std::string(what) + ": negative group size " + std::to_string(n));
+    sum += n;
+  }
+  if (sum != rows)
+    throw InputError(std::string(what) + ": group sizes sum to " + std::to_string(sum) + ", expected the " +
+                     std::to_string(rows) + " rows of the input");
+}
+
+torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                             const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes) {
+  if (x.dim() != 2) throw InputError("grouped_linear: input must be [rows, in], got " + std::to_string(x.dim()) + " dims");
+  if (weights.empty()) throw InputError("grouped_linear: no weights");
+  check_groups(sizes, x.size(0), weights.size(), "grouped_linear");
+  if (!biases.empty() && biases.size() != weights.size())
+    throw InputError("grouped_linear: " + std::to_string(biases.size()) + " biases for " +
+                     std::to_string(weights.size()) + " weights (expected none or one per weight)");
+  return GroupedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(biases), sizes);
+}
+
+torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<const torch::nn::LinearImpl*>& layers,
+                             const std::vector<int64_t>& sizes) {
+  std::vector<torch::Tensor> w, b;
+  w.reserve(layers.size());
+  for (const auto* l : layers) {
+    w.push_back(l->weight);
+    if (l->bias.defined()) b.push_back(l->bias);
+  }
+  if (!b.empty() && b.size() != w.size()) throw InputError("grouped_linear: some layers have a bias and some not");
+  return grouped_linear(x, w, b, sizes);
+}
+
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  // (LibTorch 1.13's Function::apply takes no undefined tensor arguments: an optional.)
-  const auto b = bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
-  return AccumulatingLinearFunction::apply(x, weight, b);
+  std::vector<torch::Tensor> b;
+  if (bias.defined()) b.push_back(bias);
+  if (x.dim() == 2) return grouped_linear(x, {weight}, b, {x.size(0)});
+  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
+  out.back() = weight.size(0);
+  auto x2 = x.reshape({-1, x.size(-1)});
+  return grouped_linear(x2, {weight}, b, {x2.size(0)}).view(out);
 }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::nn::Linear& layer) {

@@ -113,4 +113,15 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   return linear(swiglu(linear(x, gate_proj), linear(x, up_proj)), down_proj);
 }
 
+torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vector<int64_t>& sizes,
+                          const torch::Tensor& x) {
+  std::vector<const torch::nn::LinearImpl*> gate, up, down;
+  for (auto* e : experts) {
+    gate.push_back(e->gate_proj.get());
+    up.push_back(e->up_proj.get());
+    down.push_back(e->down_proj.get());
+  }
+  return grouped_linear(swiglu(grouped_linear(x, gate, sizes), grouped_linear(x, up, sizes)), down, sizes);
+}
+
 }  // namespace lol::nn

@@ -1,5 +1,7 @@
 // SwiGLU feed-forward (Shazeer 2020), HF naming: down_proj(silu(gate_proj(x)) * up_proj(x)).
 #pragma once
+#include <vector>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -14,5 +16,11 @@ class MLPImpl : public torch::nn::Module {
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(MLP);
+
+/// Grouped SwiGLU for one routed depth's experts: x [N, d_model] cut into consecutive row
+/// blocks of sizes[g] rows, block g through experts[g]; one autograd node per projection
+/// (nn::grouped_linear). Returns [N, d_model]. Throws lol::InputError on mismatched sizes.
+torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vector<int64_t>& sizes,
+                          const torch::Tensor& x);
 
 }  // namespace lol::nn

@@ -1,10 +1,13 @@
 #include "nn/rmsnorm.h"
+#include "nn/linear.h"
 #include "nn/vec_math.h"
+#include "util/error.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -88,108 +91,149 @@ LOL_KERNEL_CLONES void backward_rows_f32(const float* gp, const float* xp, const
   backward_rows<float>(gp, xp, wp, rp, dxp, pw, pb, d, b, e);
 }
 
-/// y = w * x * r (+ b) per row; x, y [N, d], b [d] or undefined; r [N].
+/// Row blocks of a grouped norm: group g covers rows [start[g], start[g + 1]) and uses
+/// row g of the [G, d] weight matrix. start has G + 1 entries, start[G] = N.
+std::vector<int64_t> group_starts(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> start{0};
+  for (auto n : sizes) start.push_back(start.back() + n);
+  return start;
+}
+
+/// y = W[g] * x * r (+ b) per row of group g; x, y [N, d], W [G, d], b [d] or undefined; r [N].
 template <typename T>
-void forward_cpu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, double eps, torch::Tensor& y,
-                 torch::Tensor& r) {
+void forward_cpu(const torch::Tensor& x, const torch::Tensor& W, const std::vector<int64_t>& start,
+                 const torch::Tensor& b, double eps, torch::Tensor& y, torch::Tensor& r) {
   const int64_t N = x.size(0), d = x.size(1);
   const T* xp = x.data_ptr<T>();
-  const T* wp = w.data_ptr<T>();
+  const T* wp = W.data_ptr<T>();
   const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
   T* yp = y.data_ptr<T>();
   T* rp = r.data_ptr<T>();
   at::parallel_for(0, N, rows_per_task(d), [&](int64_t rb, int64_t re) {
-    if constexpr (std::is_same_v<T, float>)
-      forward_rows_f32(xp, wp, bp, yp, rp, d, eps, rb, re);
-    else
-      forward_rows<T>(xp, wp, bp, yp, rp, d, eps, rb, re);
+    // The last group starting at or before rb (empty groups before it are skipped).
+    int64_t g = int64_t(std::upper_bound(start.begin(), start.end(), rb) - start.begin()) - 1;
+    for (int64_t lo = rb; lo < re; ++g) {
+      const int64_t hi = std::min(re, start[size_t(g + 1)]);
+      if (hi <= lo) continue;
+      if constexpr (std::is_same_v<T, float>)
+        forward_rows_f32(xp, wp + g * d, bp, yp, rp, d, eps, lo, hi);
+      else
+        forward_rows<T>(xp, wp + g * d, bp, yp, rp, d, eps, lo, hi);
+      lo = hi;
+    }
   });
 }
 
-/// dx = r (g w - xhat mean(g w xhat)), dw = sum_rows g xhat, xhat = x r; db = sum_rows g
-/// when db is defined.
+/// dx = r (g W[g] - xhat mean(g W[g] xhat)), dW[g] = sum over group g's rows of g xhat,
+/// xhat = x r; db = sum over all rows of g when db is defined.
 template <typename T>
-void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& r,
-                  torch::Tensor& dx, torch::Tensor& dw, torch::Tensor& db) {
-  const int64_t N = x.size(0), d = x.size(1);
-  const int64_t chunks = (N + kRowGrain - 1) / kRowGrain;
+void backward_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& W,
+                  const std::vector<int64_t>& start, const torch::Tensor& r, torch::Tensor& dx, torch::Tensor& dW,
+                  torch::Tensor& db) {
+  const int64_t d = x.size(1), G = W.size(0);
+  // Fixed chunks of kRowGrain rows inside each group (the partial sums do not depend on
+  // the thread count): chunk c covers rows [chunk_begin[c], chunk_begin[c + 1]).
+  std::vector<int64_t> chunk_begin, chunk_group;
+  std::vector<int64_t> first_chunk(size_t(G + 1));
+  for (int64_t e = 0; e < G; ++e) {
+    first_chunk[size_t(e)] = int64_t(chunk_group.size());
+    for (int64_t rb = start[size_t(e)]; rb < start[size_t(e + 1)]; rb += kRowGrain) {
+      chunk_begin.push_back(rb);
+      chunk_group.push_back(e);
+    }
+  }
+  first_chunk[size_t(G)] = int64_t(chunk_group.size());
+  const int64_t chunks = int64_t(chunk_group.size());
   const bool shift = db.defined();
   // Per chunk of rows: d partial sums of g xhat, then (with a shift) d of g.
   const int64_t stride = shift ? 2 * d : d;
   std::vector<double> partial(size_t(chunks * stride), 0.0);
   const T* gp = g.data_ptr<T>();
   const T* xp = x.data_ptr<T>();
-  const T* wp = w.data_ptr<T>();
+  const T* wp = W.data_ptr<T>();
   const T* rp = r.data_ptr<T>();
   T* dxp = dx.data_ptr<T>();
-  // Fixed chunks of kRowGrain rows (the partial sums do not depend on the thread count).
   at::parallel_for(0, chunks, std::max<int64_t>(1, rows_per_task(d) / kRowGrain), [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       double* pw = partial.data() + c * stride;
       double* pb = shift ? pw + d : nullptr;
-      const int64_t rb = c * kRowGrain, re = std::min(N, (c + 1) * kRowGrain);
+      const int64_t e = chunk_group[size_t(c)];
+      const int64_t rb = chunk_begin[size_t(c)], re = std::min(start[size_t(e + 1)], rb + kRowGrain);
       if constexpr (std::is_same_v<T, float>)
-        backward_rows_f32(gp, xp, wp, rp, dxp, pw, pb, d, rb, re);
+        backward_rows_f32(gp, xp, wp + e * d, rp, dxp, pw, pb, d, rb, re);
       else
-        backward_rows<T>(gp, xp, wp, rp, dxp, pw, pb, d, rb, re);
+        backward_rows<T>(gp, xp, wp + e * d, rp, dxp, pw, pb, d, rb, re);
     }
   });
-  T* dwp = dw.data_ptr<T>();
-  T* dbp = shift ? db.data_ptr<T>() : nullptr;
-  for (int64_t i = 0; i < d; ++i) {
-    double sw = 0.0, sb = 0.0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      sw += partial[size_t(c * stride + i)];
-      if (shift) sb += partial[size_t(c * stride + d + i)];
+  T* dwp = dW.data_ptr<T>();
+  for (int64_t e = 0; e < G; ++e)
+    for (int64_t i = 0; i < d; ++i) {
+      double sw = 0.0;
+      for (int64_t c = first_chunk[size_t(e)]; c < first_chunk[size_t(e + 1)]; ++c) sw += partial[size_t(c * stride + i)];
+      dwp[e * d + i] = T(sw);
     }
-    dwp[i] = T(sw);
-    if (shift) dbp[i] = T(sb);
+  if (shift) {
+    T* dbp = db.data_ptr<T>();
+    for (int64_t i = 0; i < d; ++i) {
+      double sb = 0.0;
+      for (int64_t c = 0; c < chunks; ++c) sb += partial[size_t(c * stride + d + i)];
+      dbp[i] = T(sb);
+    }
   }
 }
 
-/// One autograd node per RMSNorm (instead of ~7 for the composed formula, ~10 with the
-/// FiLM scale and shift). scale and shift [d] are optional (FiLM, paper Appendix A): the
-/// kernels run with the effective weight w * scale, and the scale's gradient is the
-/// weight gradient's other factor (d(w s) = dw_eff: dw = dw_eff s, ds = dw_eff w).
+/// One autograd node per norm call (instead of ~7 for the composed formula, ~10 with the
+/// FiLM scale and shift), for all groups of rows at once. scale and shift [d] are optional
+/// (FiLM, paper Appendix A) and shared by the groups: the kernels run with the effective
+/// weights W_g * scale, and the scale's gradient is the weight gradient's other factor
+/// (d(w s) = dw_eff: dw = dw_eff s, ds = sum_g dw_eff_g w_g).
 struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, at::TensorList weights,
                                const c10::optional<torch::Tensor>& scale, const c10::optional<torch::Tensor>& shift,
-                               double eps) {
+                               const std::vector<int64_t>& sizes, double eps) {
     RECORD_FUNCTION("lol::rms_norm", std::vector<c10::IValue>());
     auto x2 = x.reshape({-1, x.size(-1)}).contiguous();
     const torch::Tensor s = scale.value_or(torch::Tensor());
-    auto w_eff = (s.defined() ? w * s : w).contiguous();
+    auto W = weights.size() == 1 ? weights[0].unsqueeze(0) : torch::stack(weights);  // [G, d]
+    auto W_eff = (s.defined() ? W * s : W).contiguous();
     auto b = shift.has_value() && shift->defined() ? shift->contiguous() : torch::Tensor();
     auto y = torch::empty_like(x2);
     auto r = torch::empty({x2.size(0)}, x2.options());
+    const auto start = group_starts(sizes);
     if (x.scalar_type() == torch::kFloat32)
-      forward_cpu<float>(x2, w_eff, b, eps, y, r);
+      forward_cpu<float>(x2, W_eff, start, b, eps, y, r);
     else
-      forward_cpu<double>(x2, w_eff, b, eps, y, r);
-    ctx->save_for_backward({x2, w, s, r, w_eff});
+      forward_cpu<double>(x2, W_eff, start, b, eps, y, r);
+    ctx->save_for_backward({x2, W, s, r, W_eff});
     ctx->saved_data["shift"] = b.defined();
+    ctx->saved_data["sizes"] = sizes;
     return y.view(x.sizes());
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     RECORD_FUNCTION("lol::rms_norm_backward", std::vector<c10::IValue>());
     auto saved = ctx->get_saved_variables();
-    const auto &x2 = saved[0], &w = saved[1], &s = saved[2], &r = saved[3], &w_eff = saved[4];
+    const auto &x2 = saved[0], &W = saved[1], &s = saved[2], &r = saved[3], &W_eff = saved[4];
+    const auto start = group_starts(ctx->saved_data["sizes"].toIntVector());
     auto g = grads[0].reshape(x2.sizes()).contiguous();
     auto dx = torch::empty_like(x2);
-    auto dw_eff = torch::empty_like(w_eff);
+    auto dW_eff = torch::empty_like(W_eff);
     torch::Tensor db;
-    if (ctx->saved_data["shift"].toBool()) db = torch::empty_like(w_eff);
+    if (ctx->saved_data["shift"].toBool()) db = torch::empty({W_eff.size(1)}, W_eff.options());
     if (x2.scalar_type() == torch::kFloat32)
-      backward_cpu<float>(g, x2, w_eff, r, dx, dw_eff, db);
+      backward_cpu<float>(g, x2, W_eff, start, r, dx, dW_eff, db);
     else
-      backward_cpu<double>(g, x2, w_eff, r, dx, dw_eff, db);
-    torch::Tensor dw = dw_eff, ds;
+      backward_cpu<double>(g, x2, W_eff, start, r, dx, dW_eff, db);
+    torch::Tensor dW = dW_eff, ds;
     if (s.defined()) {
-      dw = dw_eff * s;
-      ds = dw_eff * w;
+      dW = dW_eff * s;
+      ds = (dW_eff * W).sum(0);
     }
-    return {dx.view(grads[0].sizes()), dw, ds, db, torch::Tensor()};
+    // dx, one weight gradient per group, scale, shift, nothing for sizes and eps.
+    torch::autograd::tensor_list out{dx.view(grads[0].sizes())};
+    for (int64_t e = 0; e < W.size(0); ++e) out.push_back(dW[e]);
+    out.insert(out.end(), {ds, db, torch::Tensor(), torch::Tensor()});
+    return out;
   }
 };
 
@@ -200,12 +244,30 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
 }
 
 torch::Tensor RMSNormImpl::modulated(const torch::Tensor& x, const torch::Tensor& scale, const torch::Tensor& shift) {
+  return rms_norm(x, {weight}, {x.dim() == 0 ? 0 : x.numel() / std::max<int64_t>(1, x.size(-1))}, scale, shift, eps);
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                       const std::vector<int64_t>& sizes, const torch::Tensor& scale, const torch::Tensor& shift,
+                       double eps) {
+  if (weights.empty()) throw InputError("rms_norm: no weights");
+  if (x.dim() < 1) throw InputError("rms_norm: input must have at least one dimension");
+  const int64_t d = x.size(-1);
+  check_groups(sizes, d == 0 ? 0 : x.numel() / d, weights.size(), "rms_norm");
   // FiLM folds into the norm: scale * (weight * xhat) + shift = (scale * weight) * xhat + shift.
-  if (cpu_kernel_applies(x, weight, scale, shift)) {
+  bool kernel = true;
+  for (const auto& w : weights) kernel = kernel && cpu_kernel_applies(x, w, scale, shift);
+  if (kernel) {
     auto opt = [](const torch::Tensor& t) { return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt; };
-    return RMSNormFunction::apply(x, weight, opt(scale), opt(shift), eps);
+    return RMSNormFunction::apply(x, at::TensorList(weights), opt(scale), opt(shift), sizes, eps);
   }
-  auto y = rms_norm_ops(x, scale.defined() ? weight * scale : weight, eps);
+  // Composed path: one weight row per input row.
+  torch::Tensor w = weights[0];
+  if (weights.size() > 1) {
+    auto rows = torch::tensor(sizes, torch::TensorOptions(torch::kInt64).device(x.device()));
+    w = torch::repeat_interleave(torch::stack(weights), rows, 0).view(x.sizes());
+  }
+  auto y = rms_norm_ops(x, scale.defined() ? w * scale : w, eps);
   return shift.defined() ? y + shift : y;
 }
 

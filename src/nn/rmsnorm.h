@@ -2,6 +2,8 @@
 // y = weight * x / sqrt(mean(x^2, last dim) + eps), computed in float32 (float64
 // inputs in float64).
 #pragma once
+#include <vector>
+
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
@@ -22,5 +24,15 @@ class RMSNormImpl : public torch::nn::Module {
   double eps;
 };
 TORCH_MODULE(RMSNorm);
+
+/// Grouped RMSNorm for one routed depth's experts: x [N, dim] (or [..., dim], N rows in
+/// all) is cut into consecutive row blocks of sizes[g] rows and block g is normalized
+/// with weights[g] [dim]; scale and shift [dim] (FiLM, optional) apply to every row.
+/// One autograd node on CPU (float32/64). Equal to RMSNorm::modulated on each block.
+/// Throws lol::InputError when the sizes do not sum to the rows or their count differs
+/// from the weights'; c10::Error when a weight, scale or shift is not [dim].
+torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                       const std::vector<int64_t>& sizes, const torch::Tensor& scale, const torch::Tensor& shift,
+                       double eps);
 
 }  // namespace lol::nn
