@@ -138,10 +138,12 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     auto g = grads[0].contiguous();
     // Outputs: dx, one dW per group, one db per group (with biases), nothing for sizes.
     torch::autograd::tensor_list out(1 + G + (bias ? G : 0) + 1);
-    torch::Tensor dx;
-    if (ctx->needs_input_grad(0)) dx = G == 1 ? torch::Tensor() : torch::empty(x.sizes(), x.options());
-    // With create_graph the gradients must be graph outputs: return them to autograd.
+    // With create_graph (grad mode on) the gradients must be graph outputs: returned to
+    // autograd, computed with differentiable (not out=) operations.
     const bool fuse = !torch::GradMode::is_enabled();
+    torch::Tensor dx;
+    if (ctx->needs_input_grad(0) && G > 1) dx = fuse ? torch::empty(x.sizes(), x.options()) : torch::Tensor();
+    std::vector<torch::Tensor> dx_parts(fuse ? 0 : G);
     std::vector<torch::Tensor> weights(saved.begin() + 1, saved.begin() + 1 + int64_t(G));
     // Returned (unfused) gradients are written into `out` per group: concurrent only when fused.
     const bool concurrent = fuse && groups_concurrent(x, weights);
@@ -153,7 +155,7 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
         auto dxe = dx.narrow(0, off, n);
         at::mm_out(dxe, ge, w);
       } else if (ctx->needs_input_grad(0)) {
-        out[0] = at::mm(ge, w);
+        (fuse ? out[0] : dx_parts[size_t(e)]) = at::mm(ge, w);
       }
       if (ctx->needs_input_grad(size_t(1 + e))) {
         if (fuse)
@@ -168,8 +170,14 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
           out[1 + G + size_t(e)] = ge.sum(0);
       }
     });
-    if (dx.defined()) out[0] = dx;
-    else if (ctx->needs_input_grad(0) && !out[0].defined()) out[0] = torch::zeros(x.sizes(), x.options());
+    if (dx.defined()) {
+      out[0] = dx;
+    } else if (ctx->needs_input_grad(0) && !fuse) {
+      for (size_t e = 0; e < G; ++e)
+        if (!dx_parts[e].defined()) dx_parts[e] = torch::zeros({sizes[e], x.size(1)}, x.options());
+      out[0] = G == 1 ? dx_parts[0] : torch::cat(dx_parts);
+    }
+    if (ctx->needs_input_grad(0) && !out[0].defined()) out[0] = torch::zeros(x.sizes(), x.options());
     return out;
   }
 };

@@ -1,0 +1,306 @@
+// The grouped operators of one routed depth (all experts in one call per operator) and
+// the token dispatch around them, against the per-expert / composed forms they replace:
+// outputs and gradients of inputs and every parameter, in float64 and float32, with
+// groups of uneven size (one of them empty), on 1 and 2 intra-op threads (the grouped
+// GEMMs run groups concurrently on 2).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <ATen/Parallel.h>
+
+#include <string>
+#include <vector>
+
+#include "lol/dispatch.h"
+#include "lol/router_inputs.h"
+#include "nn/block.h"
+#include "nn/linear.h"
+#include "nn/rmsnorm.h"
+#include "nn/segments.h"
+#include "util/error.h"
+
+namespace {
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+double tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 3e-5; }
+
+torch::Tensor grad_or_zeros(const torch::Tensor& p) {
+  return p.grad().defined() ? p.grad().clone() : torch::zeros_like(p);
+}
+
+void clear_grads(const std::vector<torch::Tensor>& ts) {
+  for (auto t : ts) t.mutable_grad() = torch::Tensor();
+}
+
+/// Output, then the gradient of every tensor of `wrt` after backward of sum(out * w).
+std::vector<torch::Tensor> out_and_grads(const torch::Tensor& out, const torch::Tensor& w,
+                                         const std::vector<torch::Tensor>& wrt) {
+  clear_grads(wrt);
+  (out * w).sum().backward();
+  std::vector<torch::Tensor> r{out.detach().clone()};
+  for (const auto& t : wrt) r.push_back(grad_or_zeros(t));
+  clear_grads(wrt);
+  return r;
+}
+
+void expect_all_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double tol,
+                      const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), tol) << what << ": tensor " << i;
+}
+
+/// Runs f at 1 and at 2 intra-op threads, restoring the count.
+template <typename F>
+void at_one_and_two_threads(const F& f) {
+  const int before = at::get_num_threads();
+  for (int t : {1, 2}) {
+    at::set_num_threads(t);
+    f(t);
+  }
+  at::set_num_threads(before);
+}
+
+class GroupedOps : public ::testing::TestWithParam<torch::ScalarType> {};
+
+TEST_P(GroupedOps, GroupedLinearEqualsOneLinearPerGroup) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(31);
+  const std::vector<int64_t> sizes{5, 0, 9, 3};
+  for (bool bias : {false, true}) {
+    std::vector<torch::nn::Linear> layers;
+    std::vector<torch::Tensor> params;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      layers.emplace_back(torch::nn::LinearOptions(6, 7).bias(bias));
+      layers.back()->to(dt);
+      for (auto& p : layers.back()->parameters()) params.push_back(p);
+    }
+    std::vector<const torch::nn::LinearImpl*> ptrs;
+    for (auto& l : layers) ptrs.push_back(l.get());
+    auto x = torch::randn({17, 6}, opt).requires_grad_(true);
+    auto w = torch::randn({17, 7}, opt);
+    std::vector<torch::Tensor> wrt{x};
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    std::vector<torch::Tensor> parts;
+    int64_t off = 0;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      parts.push_back(layers[g]->forward(x.narrow(0, off, sizes[g])));
+      off += sizes[g];
+    }
+    auto ref = out_and_grads(torch::cat(parts), w, wrt);
+    at_one_and_two_threads([&](int t) {
+      auto got = out_and_grads(lol::nn::grouped_linear(x, ptrs, sizes), w, wrt);
+      expect_all_close(got, ref, tolerance(dt), "bias " + std::to_string(bias) + ", threads " + std::to_string(t));
+    });
+    // The same weight in two groups (the serial path): its gradient sums both.
+    std::vector<torch::Tensor> ws{layers[0]->weight, layers[2]->weight, layers[0]->weight, layers[3]->weight};
+    std::vector<torch::Tensor> bs;
+    if (bias) bs = {layers[0]->bias, layers[2]->bias, layers[0]->bias, layers[3]->bias};
+    std::vector<torch::Tensor> parts2;
+    off = 0;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      parts2.push_back(torch::nn::functional::linear(x.narrow(0, off, sizes[g]), ws[g], bias ? bs[g] : torch::Tensor()));
+      off += sizes[g];
+    }
+    auto ref2 = out_and_grads(torch::cat(parts2), w, wrt);
+    at_one_and_two_threads([&](int) {
+      expect_all_close(out_and_grads(lol::nn::grouped_linear(x, ws, bs, sizes), w, wrt), ref2, tolerance(dt),
+                       "repeated weight");
+    });
+  }
+}
+
+TEST_P(GroupedOps, GroupedLinearSecondOrderGradients) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(32);
+  auto w0 = torch::randn({4, 3}, opt).requires_grad_(true), w1 = torch::randn({4, 3}, opt).requires_grad_(true);
+  auto x = torch::randn({7, 3}, opt).requires_grad_(true);
+  auto second = [&](bool grouped) {
+    clear_grads({w0, w1});
+    auto y = grouped ? lol::nn::grouped_linear(x, {w0, w1}, {}, {3, 4})
+                     : torch::cat({x.narrow(0, 0, 3).matmul(w0.t()), x.narrow(0, 3, 4).matmul(w1.t())});
+    auto g = torch::autograd::grad({torch::tanh(y).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+    g.pow(2).sum().backward();
+    return std::vector<torch::Tensor>{w0.grad().clone(), w1.grad().clone()};
+  };
+  at_one_and_two_threads([&](int) { expect_all_close(second(true), second(false), tolerance(dt), "create_graph"); });
+}
+
+TEST_P(GroupedOps, GroupedRMSNormWithFiLMEqualsOneNormPerGroup) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(33);
+  const std::vector<int64_t> sizes{4, 300, 0, 7};  // 300 rows: several backward chunks
+  const int64_t N = 311, d = 24;
+  std::vector<torch::Tensor> weights;
+  for (size_t g = 0; g < sizes.size(); ++g) weights.push_back(torch::randn({d}, opt).requires_grad_(true));
+  auto gamma = torch::randn({d}, opt).requires_grad_(true), beta = torch::randn({d}, opt).requires_grad_(true);
+  auto x = torch::randn({N, d}, opt).requires_grad_(true);
+  auto w = torch::randn({N, d}, opt);
+  std::vector<torch::Tensor> wrt{x, gamma, beta};
+  wrt.insert(wrt.end(), weights.begin(), weights.end());
+  for (int film = 0; film < 2; ++film) {
+    const auto scale = film ? gamma : torch::Tensor(), shift = film ? beta : torch::Tensor();
+    std::vector<torch::Tensor> parts;
+    int64_t off = 0;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      auto xg = x.narrow(0, off, sizes[g]);
+      auto y = weights[g] * (xg * torch::rsqrt(xg.pow(2).mean(-1, true) + 1e-6));
+      parts.push_back(film ? gamma * y + beta : y);
+      off += sizes[g];
+    }
+    auto ref = out_and_grads(torch::cat(parts), w, wrt);
+    at_one_and_two_threads([&](int t) {
+      auto got = out_and_grads(lol::nn::rms_norm(x, weights, sizes, scale, shift, 1e-6), w, wrt);
+      expect_all_close(got, ref, tolerance(dt), "film " + std::to_string(film) + ", threads " + std::to_string(t));
+    });
+  }
+  EXPECT_THROW(lol::nn::rms_norm(x, weights, {4, 300, 0, 6}, {}, {}, 1e-6), lol::InputError);
+  EXPECT_THROW(lol::nn::rms_norm(x, weights, {311}, {}, {}, 1e-6), lol::InputError);
+}
+
+// One routed depth's experts in one call per operator equal each expert's own block on
+// its rows, with the windows (attention segments) inside each expert's rows.
+TEST_P(GroupedOps, GroupedBlockDeltaEqualsEachExpertsBlock) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(34);
+  lol::nn::BlockShape shape;
+  shape.attn = {16, 4, 2, 4, /*qkv_bias=*/true};
+  shape.ffn_hidden = 20;
+  std::vector<lol::nn::Block> blocks;
+  std::vector<torch::Tensor> params;
+  for (int e = 0; e < 3; ++e) {
+    blocks.emplace_back(shape);
+    blocks.back()->to(dt);
+    torch::NoGradGuard ng;
+    for (auto& p : blocks.back()->parameters()) {
+      if (p.dim() == 1) p.add_(0.3 * torch::randn_like(p));  // norm weights and biases away from 1 / 0
+      params.push_back(p);
+    }
+  }
+  lol::nn::FiLM film(16);
+  film->to(dt);
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : film->parameters()) p.add_(0.2 * torch::randn_like(p));
+  }
+  for (auto& p : film->parameters()) params.push_back(p);
+  // Groups of 9, 0 and 14 rows; windows of 4 + 5 rows and 6 + 3 + 5 rows.
+  const std::vector<int64_t> sizes{9, 0, 14};
+  const std::vector<std::vector<int64_t>> windows{{4, 5}, {}, {6, 3, 5}};
+  const int64_t N = 23;
+  lol::nn::RoPE rope(4, 10000.0);
+  auto pos = torch::randint(0, 30, {N}, torch::kInt64);
+  auto visible = torch::rand({N}) > 0.2;
+  auto x = torch::randn({N, 16}, opt).requires_grad_(true);
+  auto w = torch::randn({N, 16}, opt);
+  std::vector<torch::Tensor> wrt{x};
+  wrt.insert(wrt.end(), params.begin(), params.end());
+  // Reference: each block on its own rows with its own layout.
+  std::vector<torch::Tensor> parts;
+  std::vector<int64_t> all_rows(N), all_offsets{0};
+  for (int64_t i = 0; i < N; ++i) all_rows[size_t(i)] = i;
+  int64_t off = 0;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    if (sizes[g] == 0) continue;
+    std::vector<int64_t> rows(static_cast<size_t>(sizes[g])), offs{0};
+    for (int64_t i = 0; i < sizes[g]; ++i) rows[size_t(i)] = i;
+    for (auto len : windows[g]) {
+      offs.push_back(offs.back() + len);
+      all_offsets.push_back(all_offsets.back() + len);
+    }
+    auto layout = lol::nn::SegmentLayout::from_csr(rows, offs, sizes[g], torch::kCPU);
+    auto pg = pos.narrow(0, off, sizes[g]), vg = visible.narrow(0, off, sizes[g]);
+    lol::nn::BlockContext ctx{&pg, &layout, &vg, &rope, film.get()};
+    parts.push_back(blocks[g]->delta(x.narrow(0, off, sizes[g]), ctx));
+    off += sizes[g];
+  }
+  auto ref = out_and_grads(torch::cat(parts), w, wrt);
+  auto layout = lol::nn::SegmentLayout::from_csr(all_rows, all_offsets, N, torch::kCPU);
+  lol::nn::BlockContext ctx{&pos, &layout, &visible, &rope, film.get()};
+  std::vector<lol::nn::BlockImpl*> ptrs;
+  for (auto& b : blocks) ptrs.push_back(b.get());
+  at_one_and_two_threads([&](int t) {
+    auto got = out_and_grads(lol::nn::grouped_block_delta(ptrs, sizes, x, ctx), w, wrt);
+    expect_all_close(got, ref, 10 * tolerance(dt), "threads " + std::to_string(t));
+  });
+}
+
+/// Windows over 40 rows: a document of 3 windows in rows 0..12, one of 1 window (rows
+/// 20..22), one of 4 windows (rows 25..38); rows 13..19, 23, 24 and 39 are padding.
+lol::RouterWindows test_windows() {
+  lol::RouterWindows w;
+  w.start = {0, 5, 9, 20, 25, 27, 31, 36};
+  w.len = {5, 4, 4, 3, 2, 4, 5, 3};
+  w.k = {0, 1, 2, 0, 0, 1, 2, 3};
+  w.doc_first_window = {0, 0, 0, 3, 4, 4, 4, 4};
+  return w;
+}
+
+TEST_P(GroupedOps, RouterInputsKernelEqualsComposedFormula) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(35);
+  const auto win = test_windows();
+  auto s = torch::randn({40, 12}, opt).requires_grad_(true);
+  auto e = torch::randn({12}, opt).requires_grad_(true);
+  auto w = torch::randn({8, 12}, opt);
+  auto ref = out_and_grads(lol::router_inputs_composed(s, e, win), w, {s, e});
+  at_one_and_two_threads([&](int) {
+    expect_all_close(out_and_grads(lol::router_inputs(s, e, win), w, {s, e}), ref, tolerance(dt), "router inputs");
+  });
+  // The formula itself, for window 2 (k = 2) and window 0 of the last document.
+  auto r = lol::router_inputs(s, e, win).detach();
+  auto mu0 = s.narrow(0, 0, 5).mean(0), mu1 = s.narrow(0, 5, 4).mean(0);
+  EXPECT_LT(max_abs_diff(r[2], (mu0 + mu1) / 2), tolerance(dt));
+  EXPECT_LT(max_abs_diff(r[4], 0.5 * (e + s[25])), tolerance(dt));
+
+  auto bad = win;
+  bad.k[1] = 2;  // the document's windows must be numbered 0, 1, 2, ...
+  EXPECT_THROW(lol::router_inputs(s, e, bad), lol::InputError);
+  bad = win;
+  bad.len[7] = 5;  // past the last row
+  EXPECT_THROW(lol::router_inputs(s, e, bad), lol::InputError);
+}
+
+TEST_P(GroupedOps, DispatchEqualsIndexOperations) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(36);
+  for (bool padded : {false, true}) {
+    const int64_t rows = 12;
+    std::vector<int64_t> idx{7, 2, 3, 11, 0, 5, 6, 1, 4, 8, 9, 10}, win{2, 0, 0, 3, 1, 1, 2, 0, 1, 2, 3, 3};
+    if (padded) {  // rows 8, 9 and 10 are not dispatched
+      idx.resize(9);
+      win.resize(9);
+    }
+    const int64_t n = int64_t(idx.size());
+    auto s = torch::randn({rows, 6}, opt).requires_grad_(true);
+    auto alpha = torch::rand({4}, opt).requires_grad_(true);
+    auto delta = torch::randn({n, 6}, opt).requires_grad_(true);
+    auto w = torch::randn({rows, 6}, opt), wg = torch::randn({n, 6}, opt);
+    auto it = torch::tensor(idx, torch::kInt64), wt = torch::tensor(win, torch::kInt64);
+    auto ref = out_and_grads(s.index_add(0, it, alpha.index_select(0, wt).unsqueeze(1) * delta), w, {s, alpha, delta});
+    auto ref_gather = out_and_grads(s.index_select(0, it), wg, {s});
+    at_one_and_two_threads([&](int) {
+      auto got = out_and_grads(lol::routed_residual(s, idx, win, alpha, delta), w, {s, alpha, delta});
+      expect_all_close(got, ref, tolerance(dt), padded ? "residual, padded" : "residual");
+      expect_all_close(out_and_grads(lol::gather_rows(s, idx), wg, {s}), ref_gather, tolerance(dt),
+                       padded ? "gather, padded" : "gather");
+    });
+  }
+  auto s = torch::randn({4, 3}, opt);
+  EXPECT_THROW(lol::gather_rows(s, {0, 2, 0}), lol::InputError);
+  EXPECT_THROW(lol::gather_rows(s, {4}), lol::InputError);
+  EXPECT_THROW(lol::routed_residual(s, {1}, {2}, torch::ones({2}, opt), torch::ones({1, 3}, opt)), lol::InputError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GroupedOps, ::testing::Values(torch::kFloat64, torch::kFloat32),
+                         [](const auto& info) { return info.param == torch::kFloat64 ? "f64" : "f32"; });
+
+}  // namespace
