@@ -163,6 +163,24 @@ TEST_P(GroupedOps, GroupedRMSNormWithFiLMEqualsOneNormPerGroup) {
   EXPECT_THROW(lol::nn::rms_norm(x, weights, {311}, {}, {}, 1e-6), lol::InputError);
 }
 
+// Other devices and dtypes take the composed formula (one weight row per input row): in
+// bfloat16 on the CPU it matches the float32 kernel to bfloat16 precision.
+TEST(GroupedOpsComposed, GroupedRMSNormComposedPathMatchesKernel) {
+  torch::manual_seed(37);
+  const std::vector<int64_t> sizes{3, 0, 5, 4};
+  std::vector<torch::Tensor> w32, w16;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    w32.push_back(torch::randn({8}));
+    w16.push_back(w32.back().to(torch::kBFloat16));
+  }
+  auto x = torch::randn({12, 8}), gamma = torch::randn({8}), beta = torch::randn({8});
+  auto want = lol::nn::rms_norm(x, w32, sizes, gamma, beta, 1e-6);
+  auto got = lol::nn::rms_norm(x.to(torch::kBFloat16), w16, sizes, gamma.to(torch::kBFloat16),
+                               beta.to(torch::kBFloat16), 1e-6);
+  EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
+  EXPECT_LT(max_abs_diff(got, want), 0.05 * (want.abs().max().item<double>() + 1.0));
+}
+
 // One routed depth's experts in one call per operator equal each expert's own block on
 // its rows, with the windows (attention segments) inside each expert's rows.
 TEST_P(GroupedOps, GroupedBlockDeltaEqualsEachExpertsBlock) {
