@@ -1,15 +1,12 @@
 #include "nn/linear.h"
 
-#include <ATen/Parallel.h>
-#include <ATen/ThreadLocalState.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 
-#include "core/runtime.h"
+#include "core/task_parallel.h"
 #include "util/error.h"
 
 namespace lol::nn {
@@ -33,56 +30,13 @@ void accumulate_grad(torch::Tensor param, const torch::Tensor& a, const torch::T
   }
 }
 
-/// Restores OpenBLAS's thread count on scope exit.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() : saved_(blas_threads()) {
-    if (saved_ > 1) set_blas_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (saved_ > 1) set_blas_threads(saved_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int saved_;
-};
-
-/// Calls fn(g, first_row) for every group g with rows. On the CPU with several intra-op
-/// threads (and `concurrent`), groups run concurrently, one thread per group at a time with
-/// the BLAS single-threaded inside: at small widths a GEMM split over threads costs more in
-/// thread wake-ups than it gains (docs/benchmarks.md, session 9). Groups go longest first
-/// to the least loaded thread; each thread runs with the caller's thread-local state (grad
-/// mode, profiler). fn must not write memory another group writes.
+/// Calls fn(g, first_row) for every group g with rows, concurrently when `concurrent`
+/// (lol::run_tasks: one expert's GEMM per thread at a time, BLAS single-threaded).
 template <typename F>
 void for_each_group(const std::vector<int64_t>& sizes, bool concurrent, const F& fn) {
-  const int64_t G = int64_t(sizes.size());
-  std::vector<int64_t> first(size_t(G), 0), order;
-  for (int64_t g = 0; g < G; ++g) {
-    if (g > 0) first[size_t(g)] = first[size_t(g - 1)] + sizes[size_t(g - 1)];
-    if (sizes[size_t(g)] > 0) order.push_back(g);
-  }
-  const int threads = std::min<int>(at::get_num_threads(), int(order.size()));
-  if (!concurrent || threads <= 1 || at::in_parallel_region()) {
-    for (int64_t g : order) fn(g, first[size_t(g)]);
-    return;
-  }
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sizes[size_t(a)] > sizes[size_t(b)]; });
-  std::vector<std::vector<int64_t>> plan(static_cast<size_t>(threads));
-  std::vector<int64_t> load(static_cast<size_t>(threads), 0);
-  for (int64_t g : order) {
-    const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-    plan[t].push_back(g);
-    load[t] += sizes[size_t(g)];
-  }
-  SingleThreadedBlas single;
-  const at::ThreadLocalState state;
-  at::parallel_for(0, threads, 1, [&](int64_t tb, int64_t te) {
-    at::ThreadLocalStateGuard guard(state);
-    for (int64_t t = tb; t < te; ++t)
-      for (int64_t g : plan[size_t(t)]) fn(g, first[size_t(g)]);
-  });
+  std::vector<int64_t> first(sizes.size(), 0);
+  for (size_t g = 1; g < sizes.size(); ++g) first[g] = first[g - 1] + sizes[g - 1];
+  run_tasks(sizes, concurrent, [&](int64_t g) { fn(g, first[size_t(g)]); });
 }
 
 /// Groups may run concurrently when each writes its own memory: CPU tensors and, for the

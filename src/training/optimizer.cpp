@@ -1,13 +1,21 @@
 #include "training/optimizer.h"
 
+#include <algorithm>
 #include <map>
+
+#include "core/task_parallel.h"
 
 #include "util/error.h"
 
 namespace lol::training {
 
 Optimizer::Optimizer(std::vector<GroupedParam> params, const OptimConfig& cfg) : params_(std::move(params)), cfg_(cfg) {
+  std::map<const void*, std::string> seen;
   for (const auto& p : params_) {
+    auto [it, fresh] = seen.emplace(p.tensor.unsafeGetTensorImpl(), p.name);
+    if (!fresh)
+      throw InputError("optimizer: parameters '" + it->second + "' and '" + p.name +
+                       "' are the same tensor (each parameter must be listed once)");
     Slot s;
     const bool muon = cfg_.type == "muon" && p.group == ParamGroup::Muon;
     if (muon && p.tensor.dim() != 2)
@@ -21,36 +29,53 @@ Optimizer::Optimizer(std::vector<GroupedParam> params, const OptimConfig& cfg) :
 
 void Optimizer::step(double lr_scale) {
   torch::NoGradGuard ng;
+  // Each parameter's update is independent of the others: on the CPU they run side by
+  // side over the intra-op threads (lol::run_tasks), each with a single-threaded BLAS;
+  // the cost estimate (Newton-Schulz FLOPs, or elements for AdamW) balances the threads.
+  std::vector<int64_t> cost(params_.size(), 0);
+  bool cpu = true;
   for (size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor p = params_[i].tensor;
-    const torch::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    Slot& s = slots_[i];
-    if (s.algo == "muon") {
-      if (!s.buf.defined()) s.buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-      MuonHyper h;
-      h.lr = cfg_.effective_muon_lr() * lr_scale;
-      h.momentum = cfg_.momentum;
-      h.nesterov = cfg_.nesterov;
-      h.weight_decay = s.weight_decay;
-      h.ns_steps = cfg_.ns_steps;
-      h.ns_dtype = cfg_.ns_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-      muon_update(p, g, s.buf, h);
-      s.step++;
+    const torch::Tensor& p = params_[i].tensor;
+    if (!p.grad().defined()) continue;
+    cpu = cpu && p.device().is_cpu();
+    if (slots_[i].algo == "muon") {
+      const int64_t m = std::min(p.size(0), p.size(1)), n = std::max(p.size(0), p.size(1));
+      cost[i] = std::max<int64_t>(1, cfg_.ns_steps * (4 * m * m * n + 2 * m * m * m));
     } else {
-      if (!s.exp_avg.defined()) {
-        s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-        s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-      }
-      AdamWHyper h;
-      h.lr = cfg_.lr * lr_scale;
-      h.beta1 = cfg_.beta1;
-      h.beta2 = cfg_.beta2;
-      h.eps = cfg_.eps;
-      h.weight_decay = s.weight_decay;
-      s.step++;
-      adamw_update(p, g, s.exp_avg, s.exp_avg_sq, s.step, h);
+      cost[i] = std::max<int64_t>(1, 10 * p.numel());
     }
+  }
+  run_tasks(cost, cpu, [&](int64_t i) { update(size_t(i), lr_scale); });
+}
+
+void Optimizer::update(size_t i, double lr_scale) {
+  torch::Tensor p = params_[i].tensor;
+  const torch::Tensor& g = p.grad();
+  Slot& s = slots_[i];
+  if (s.algo == "muon") {
+    if (!s.buf.defined()) s.buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+    MuonHyper h;
+    h.lr = cfg_.effective_muon_lr() * lr_scale;
+    h.momentum = cfg_.momentum;
+    h.nesterov = cfg_.nesterov;
+    h.weight_decay = s.weight_decay;
+    h.ns_steps = cfg_.ns_steps;
+    h.ns_dtype = cfg_.ns_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+    muon_update(p, g, s.buf, h);
+    s.step++;
+  } else {
+    if (!s.exp_avg.defined()) {
+      s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+      s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+    }
+    AdamWHyper h;
+    h.lr = cfg_.lr * lr_scale;
+    h.beta1 = cfg_.beta1;
+    h.beta2 = cfg_.beta2;
+    h.eps = cfg_.eps;
+    h.weight_decay = s.weight_decay;
+    s.step++;
+    adamw_update(p, g, s.exp_avg, s.exp_avg_sq, s.step, h);
   }
 }
 

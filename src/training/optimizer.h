@@ -15,12 +15,14 @@ namespace lol::training {
 
 class Optimizer {
  public:
-  /// Throws InputError if a Muon-group parameter is not 2-D.
+  /// Throws InputError if a Muon-group parameter is not 2-D or a tensor is listed twice.
   Optimizer(std::vector<GroupedParam> params, const OptimConfig& cfg);
 
   /// One update of every parameter that has a gradient (parameters without one --
   /// e.g. experts no window chose -- are left untouched, state included, as in
-  /// torch.optim). Learning rates are the configured peaks times `lr_scale`.
+  /// torch.optim). Learning rates are the configured peaks times `lr_scale`. On the CPU
+  /// the parameters' updates run concurrently over the intra-op threads (each is
+  /// independent of the others, so the result does not depend on the thread count).
   void step(double lr_scale);
   /// Drops all gradients (set to undefined).
   void zero_grad();
@@ -45,6 +47,8 @@ class Optimizer {
     torch::Tensor exp_avg, exp_avg_sq;
     int64_t step = 0;
   };
+  /// Updates parameter i (it has a gradient).
+  void update(size_t i, double lr_scale);
   std::vector<GroupedParam> params_;
   std::vector<Slot> slots_;
   OptimConfig cfg_;

@@ -181,3 +181,36 @@ TEST(Optimizer, StateRoundTripsAndNoDecayGroupIsNotDecayed) {
   bad.emplace_back("model.nonexistent.exp_avg", torch::zeros({1}));
   EXPECT_THROW(opt2.load_state(bad, "test"), lol::InputError);
 }
+
+// Optimizer::step runs the parameters' updates concurrently over the intra-op threads:
+// the result must not depend on the thread count (each update is independent), and a
+// tensor listed twice (which concurrent updates would race on) is refused.
+TEST(Optimizer, StepDoesNotDependOnTheThreadCount) {
+  auto c = tiny_cfg();
+  auto run = [&](int threads) {
+    torch::manual_seed(7);
+    LoLTrainable m{lol::LoLModel(c)};
+    Optimizer opt(m.grouped_parameters(), OptimConfig{});
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    for (int step = 0; step < 3; ++step) {
+      torch::manual_seed(100 + step);
+      for (auto& p : m.grouped_parameters()) p.tensor.mutable_grad() = torch::randn_like(p.tensor);
+      opt.step(1.0);
+    }
+    at::set_num_threads(before);
+    std::vector<torch::Tensor> out;
+    for (auto& p : m.grouped_parameters()) out.push_back(p.tensor.detach().clone());
+    return out;
+  };
+  auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_LT((one[i] - two[i]).abs().max().item<double>(), 1e-6) << "parameter " << i;
+
+  LoLTrainable m{lol::LoLModel(c)};
+  auto params = m.grouped_parameters();
+  params.push_back(params.front());
+  params.back().name = "alias";
+  EXPECT_THROW(Optimizer(params, OptimConfig{}), lol::InputError);
+}
