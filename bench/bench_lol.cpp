@@ -2,9 +2,10 @@
 // presets (issue 12): window gather/scatter (nn::SegmentLayout), causal window mask
 // construction, masked attention over windows (forward, and forward + backward), one
 // attention layer with the CPU segment kernel against the composed path it replaced,
-// the router (window means, prefix means, linear, softmax, biased top-1), the weight
-// gradient of one expert used at every routed depth (nn::linear's accumulation in the
-// GEMM against autograd's sums) and whole LoL forward / forward+backward passes.
+// the router (router inputs kernel against the composed formula, linear, softmax, biased
+// top-1), one routed depth's experts as one grouped call against one dense block, the
+// weight gradient of one expert used at every routed depth (nn::linear's accumulation in
+// the GEMM against autograd's sums) and whole LoL forward / forward+backward passes.
 // Arg 0 = tiny preset shapes, 1 = small.
 //
 //   OMP_WAIT_POLICY=PASSIVE ./build/lol_bench --benchmark_filter=LoL
@@ -22,8 +23,10 @@
 
 #include "core/runtime.h"
 #include "lol/model.h"
+#include "lol/router_inputs.h"
 #include "lol/windows.h"
 #include "nn/attention.h"
+#include "nn/block.h"
 #include "nn/linear.h"
 #include "nn/segments.h"
 #include "training/train_benchmark.h"
@@ -159,38 +162,80 @@ void LoL_AttentionLayer(benchmark::State& st) {
   st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") + (st.range(1) == 0 ? " kernel" : " composed"));
 }
 
-/// Router of one routed depth as in LoLModelImpl::forward: window means (index_add),
-/// float64 prefix means of earlier windows, linear, softmax, biased argmax.
+/// Windows of routed depth 2 over B rows of T tokens as lol::RouterWindows.
+lol::RouterWindows router_windows(const Shape& s) {
+  const auto ranges = lol::window_ranges(s.T, 2, s.cfg.window, s.cfg.stride);
+  lol::RouterWindows w;
+  for (int64_t r = 0; r < s.B; ++r) {
+    const int64_t first = int64_t(w.start.size());
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      w.start.push_back(r * s.T + ranges[k].first);
+      w.len.push_back(ranges[k].second - ranges[k].first);
+      w.k.push_back(int64_t(k));
+      w.doc_first_window.push_back(first);
+    }
+  }
+  return w;
+}
+
+/// Router of one routed depth as in LoLModelImpl::forward, forward + backward: router
+/// inputs (window means, running means of the earlier windows), linear, softmax, the
+/// selected window's probability. range(1) = 0: lol::router_inputs (one CPU node);
+/// 1: lol::router_inputs_composed (the LibTorch formula it replaced).
 void LoL_Router(benchmark::State& st) {
   const Shape s = shape(st.range(0));
   const auto& c = s.cfg;
-  const auto ranges = lol::window_ranges(s.T, 2, c.window, c.stride);
-  const int64_t per_row = int64_t(ranges.size()), G = s.B * per_row;
-  std::vector<int64_t> win(s.B * s.T), first(G), kk(G), lens(G);
-  for (int64_t r = 0; r < s.B; ++r)
-    for (int64_t k = 0; k < per_row; ++k) {
-      const int64_t g = r * per_row + k;
-      first[g] = r * per_row;
-      kk[g] = k;
-      lens[g] = ranges[k].second - ranges[k].first;
-      for (int64_t t = ranges[k].first; t < ranges[k].second; ++t) win[r * s.T + t] = g;
-    }
-  auto i64 = [](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kInt64); };
-  auto win_t = i64(win), first_t = i64(first), k_t = i64(kk);
-  auto len_t = i64(lens).to(torch::kFloat32).unsqueeze(1);
-  auto x = torch::randn({s.B * s.T, c.d_model});
-  auto w = torch::randn({c.library_size, c.d_model});
+  const auto win = router_windows(s);
+  auto x = torch::randn({s.B * s.T, c.d_model}).requires_grad_(true);
+  auto e = torch::randn({c.d_model}).requires_grad_(true);
+  auto w = torch::randn({c.library_size, c.d_model}).requires_grad_(true);
   auto bias = torch::zeros({c.library_size});
-  torch::NoGradGuard ng;
+  const bool kernel = st.range(1) == 0;
   for (auto _ : st) {
-    auto mu = torch::zeros({G, c.d_model}).index_add(0, win_t, x) / len_t;
-    auto csum = torch::cat({torch::zeros({1, c.d_model}, torch::kFloat64), mu.to(torch::kFloat64).cumsum(0)}, 0);
-    auto r = ((csum.narrow(0, 0, G) - csum.index_select(0, first_t)) / k_t.clamp_min(1).to(torch::kFloat64).unsqueeze(1))
-                 .to(torch::kFloat32);
+    auto r = kernel ? lol::router_inputs(x, e, win) : lol::router_inputs_composed(x, e, win);
     auto probs = torch::softmax(torch::matmul(r, w.t()), -1);
-    benchmark::DoNotOptimize((probs + bias).argmax(-1));
+    auto sel = (probs.detach() + bias).argmax(-1);
+    probs.gather(1, sel.unsqueeze(1)).sum().backward();
+    benchmark::DoNotOptimize(x.grad());
   }
-  set_label(st, s);
+  st.SetItemsProcessed(int64_t(st.iterations()) * s.B * s.T);
+  st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") + (kernel ? " kernel" : " composed"));
+}
+
+/// The expert computation of one routed depth, forward + backward, on the windows of
+/// depth 2: range(1) = 0: LoL's grouped call, the rows split evenly over the library's L
+/// experts (nn::grouped_block_delta, FiLM on); 1: one block on every row (the dense
+/// strided-window reference's depth). The ratio is the routed core's per-depth overhead
+/// in the experts themselves (router and dispatch excluded).
+void LoL_RoutedDepth(benchmark::State& st) {
+  const Shape s = shape(st.range(0));
+  const auto& c = s.cfg;
+  const int64_t N = s.B * s.T;
+  auto L = window_layout(s, 2);
+  const bool grouped = st.range(1) == 0;
+  const int64_t G = grouped ? c.library_size : 1;
+  std::vector<lol::nn::Block> blocks;
+  std::vector<lol::nn::BlockImpl*> ptrs;
+  for (int64_t e = 0; e < G; ++e) {
+    blocks.emplace_back(lol::block_shape(c));
+    ptrs.push_back(blocks.back().get());
+  }
+  lol::nn::FiLM film(c.d_model);
+  lol::nn::RoPE rope(c.head_dim(), c.rope_theta);
+  // Whole rows per expert, so that every window lies inside one expert's rows.
+  std::vector<int64_t> sizes(size_t(G), (s.B / G) * s.T);
+  sizes.back() += N - (s.B / G) * s.T * G;
+  auto x = torch::randn({N, c.d_model}).requires_grad_(true);
+  auto pos = torch::arange(N, torch::kInt64) % s.T;
+  lol::nn::BlockContext ctx{&pos, &L, nullptr, &rope, grouped ? film.get() : nullptr};
+  for (auto _ : st) {
+    auto d = lol::nn::grouped_block_delta(ptrs, sizes, x, ctx);
+    d.sum().backward();
+    benchmark::DoNotOptimize(x.grad());
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()) * N);
+  st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") +
+              (grouped ? " grouped, " + std::to_string(G) + " experts" : " one block"));
 }
 
 /// One expert's down_proj used at every routed depth, each time on its share of the
@@ -250,7 +295,8 @@ BENCHMARK(LoL_WindowMask)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowAttention)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowAttentionBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_AttentionLayer)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(LoL_Router)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(LoL_Router)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(LoL_RoutedDepth)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_ExpertWeightGrad)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_ModelForward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(LoL_ModelForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
