@@ -6,6 +6,7 @@
 // session 9): running whole tasks side by side, each with a single-threaded BLAS, uses
 // the cores instead.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -27,15 +28,14 @@ class SingleThreadedBlas {
   int saved_;
 };
 
-/// Assignment of tasks to `threads` workers: longest (highest cost) first onto the least
-/// loaded worker; tasks of cost <= 0 are left out. Returns one task list per worker (in
-/// the order each worker runs them).
-std::vector<std::vector<int64_t>> plan_tasks(const std::vector<int64_t>& costs, int threads);
+/// Indices of the tasks with cost > 0, highest cost first (ties in index order).
+std::vector<int64_t> longest_first(const std::vector<int64_t>& costs);
 
 /// Calls fn(i) for every task i with costs[i] > 0. When `concurrent`, the intra-op pool has
 /// more than one thread and this is not already inside a parallel region, the tasks run
-/// concurrently (plan_tasks over at::get_num_threads() workers, OpenBLAS single-threaded
-/// meanwhile, each worker with the caller's thread-local state: grad mode, profiler);
+/// concurrently on at::get_num_threads() workers, each taking the next task in
+/// longest_first order when it is free (OpenBLAS single-threaded meanwhile, each worker
+/// with the caller's thread-local state: grad mode, profiler);
 /// otherwise serially in index order. fn must not write memory that another task reads or
 /// writes. Exceptions from fn propagate (at::parallel_for rethrows the first).
 template <typename F>
@@ -48,13 +48,15 @@ void run_tasks(const std::vector<int64_t>& costs, bool concurrent, const F& fn) 
       if (costs[i] > 0) fn(int64_t(i));
     return;
   }
-  const auto plan = plan_tasks(costs, threads);
+  // Workers take the next task (highest cost first) as they become free: a worker whose
+  // core is busy with something else does not hold up the others.
+  const auto order = longest_first(costs);
+  std::atomic<size_t> next{0};
   SingleThreadedBlas single;
   const at::ThreadLocalState state;
-  at::parallel_for(0, threads, 1, [&](int64_t wb, int64_t we) {
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
     at::ThreadLocalStateGuard guard(state);
-    for (int64_t w = wb; w < we; ++w)
-      for (int64_t i : plan[size_t(w)]) fn(i);
+    for (size_t k = next++; k < order.size(); k = next++) fn(order[k]);
   });
 }
 

@@ -8,9 +8,12 @@
 
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
+#include "core/runtime.h"
+#include "core/task_parallel.h"
 #include "lol/dispatch.h"
 #include "lol/router_inputs.h"
 #include "nn/block.h"
@@ -24,6 +27,8 @@ namespace {
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }
+
+double benchmark_sink_ = 0;  // keeps the tasks' products from being optimised away
 
 double tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 3e-5; }
 
@@ -316,6 +321,34 @@ TEST_P(GroupedOps, DispatchEqualsIndexOperations) {
   EXPECT_THROW(lol::gather_rows(s, {0, 2, 0}), lol::InputError);
   EXPECT_THROW(lol::gather_rows(s, {4}), lol::InputError);
   EXPECT_THROW(lol::routed_residual(s, {1}, {2}, torch::ones({2}, opt), torch::ones({1, 3}, opt)), lol::InputError);
+}
+
+// lol::run_tasks (the grouped GEMMs' and the optimizer's scheduler): every task with a
+// positive cost runs exactly once, on 1 and 2 threads, serially or not; an exception in a
+// task reaches the caller and OpenBLAS's thread count is restored.
+TEST(RunTasks, EveryTaskOnceExceptionsPropagateBlasThreadsRestored) {
+  const std::vector<int64_t> costs{5, 0, 3, 9, 1, 0, 7, 2, 2};
+  EXPECT_EQ(lol::longest_first(costs), (std::vector<int64_t>{3, 6, 0, 2, 7, 8, 4}));
+  const int blas_before = lol::blas_threads();
+  at_one_and_two_threads([&](int t) {
+    for (bool concurrent : {false, true}) {
+      std::vector<std::atomic<int>> runs(costs.size());
+      lol::run_tasks(costs, concurrent, [&](int64_t i) {
+        runs[size_t(i)]++;
+        // GEMMs inside tasks, as the grouped linear runs them.
+        auto a = torch::randn({64, 64});
+        benchmark_sink_ = at::mm(a, a).sum().item<double>();
+      });
+      for (size_t i = 0; i < costs.size(); ++i)
+        EXPECT_EQ(runs[i].load(), costs[i] > 0 ? 1 : 0) << "task " << i << ", threads " << t;
+      EXPECT_THROW(lol::run_tasks(costs, concurrent,
+                                  [&](int64_t i) {
+                                    if (i == 6) throw lol::InputError("task 6");
+                                  }),
+                   std::exception);
+      EXPECT_EQ(lol::blas_threads(), blas_before);
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GroupedOps, ::testing::Values(torch::kFloat64, torch::kFloat32),
