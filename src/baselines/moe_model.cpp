@@ -2,7 +2,9 @@
 
 #include "baselines/dense_model.h"
 #include "baselines/init.h"
+#include "core/index_tensor.h"
 #include "nn/block.h"
+#include "nn/mlp.h"
 #include "util/error.h"
 
 namespace lol::baselines {
@@ -23,18 +25,31 @@ torch::Tensor SparseMoEImpl::forward(const torch::Tensor& x) {
   auto probs = torch::softmax(logits, -1);                                          // [n, E]
   auto sel = std::get<1>((probs.detach() + balance_bias.unsqueeze(0)).topk(top_k_, -1));  // [n, k]
   auto weight = probs.gather(1, sel);                                                // [n, k]
-  auto out = torch::zeros_like(x);
   auto sel_cpu = sel.to(torch::kCPU).contiguous();
   if (is_training()) pending_load_ += torch::bincount(sel_cpu.flatten(), {}, E).to(torch::kInt64);
+  // (token, slot) pairs in expert order, each expert's in token order: one gather, one
+  // grouped call over the used experts (nn::grouped_mlp), one weighted scatter-add.
+  const int64_t n = sel_cpu.size(0), k = sel_cpu.size(1);
+  const int64_t* sp = sel_cpu.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(E));  // flat index t * k + slot
+  for (int64_t i = 0; i < n * k; ++i) pairs[size_t(sp[i])].push_back(i);
+  std::vector<int64_t> flat, tok, sizes;
+  std::vector<nn::MLPImpl*> used;
   for (int64_t e = 0; e < E; ++e) {
-    auto hit = (sel == e).nonzero();  // [m, 2]: token, slot
-    if (hit.size(0) == 0) continue;
-    auto tok = hit.select(1, 0), slot = hit.select(1, 1);
-    auto w = weight.index({tok, slot}).unsqueeze(1);
-    auto y = experts[e]->as<nn::MLP>()->forward(x.index_select(0, tok));
-    out.index_add_(0, tok, w * y);
+    if (pairs[size_t(e)].empty()) continue;
+    for (int64_t i : pairs[size_t(e)]) {
+      flat.push_back(i);
+      tok.push_back(i / k);
+    }
+    sizes.push_back(int64_t(pairs[size_t(e)].size()));
+    used.push_back(experts[e]->as<nn::MLP>());
   }
-  return out;
+  auto out = torch::zeros_like(x);
+  if (used.empty()) return out;
+  auto tok_t = index_tensor(tok, x.device());
+  auto w = weight.reshape({n * k}).index_select(0, index_tensor(flat, x.device())).unsqueeze(1);
+  auto y = nn::grouped_mlp(used, sizes, x.index_select(0, tok_t));
+  return out.index_add_(0, tok_t, w * y);
 }
 
 torch::Tensor SparseMoEImpl::update_balance(double rate) {
