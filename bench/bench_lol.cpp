@@ -3,7 +3,8 @@
 // construction, masked attention over windows (forward, and forward + backward), one
 // attention layer with the CPU segment kernel against the composed path it replaced,
 // the router (router inputs kernel against the composed formula, linear, softmax, biased
-// top-1), one routed depth's experts as one grouped call against one dense block, the
+// top-1), the token dispatch ops against index_select / index_add, one routed depth's
+// experts as one grouped call against one dense block, the
 // weight gradient of one expert used at every routed depth (nn::linear's accumulation in
 // the GEMM against autograd's sums) and whole LoL forward / forward+backward passes.
 // Arg 0 = tiny preset shapes, 1 = small.
@@ -22,6 +23,7 @@
 #include <torch/torch.h>
 
 #include "core/runtime.h"
+#include "lol/dispatch.h"
 #include "lol/model.h"
 #include "lol/router_inputs.h"
 #include "lol/windows.h"
@@ -202,6 +204,33 @@ void LoL_Router(benchmark::State& st) {
   st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") + (kernel ? " kernel" : " composed"));
 }
 
+/// Token dispatch of one routed depth, forward + backward: gather the rows in a
+/// scrambled (expert) order, then s + alpha (E(s) - s) back. range(1) = 0:
+/// lol::gather_rows + lol::routed_residual; 1: index_select + index_add (what they replaced).
+void LoL_Dispatch(benchmark::State& st) {
+  const Shape s = shape(st.range(0));
+  const auto& c = s.cfg;
+  const int64_t N = s.B * s.T, G = N / c.window;
+  std::vector<int64_t> idx(static_cast<size_t>(N)), win(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) idx[size_t(i)] = (i * 7919) % N;  // a permutation (N is a power of 2)
+  for (int64_t i = 0; i < N; ++i) win[size_t(i)] = i / c.window;
+  auto it = torch::tensor(idx, torch::kInt64), wt = torch::tensor(win, torch::kInt64);
+  auto x = torch::randn({N, c.d_model}).requires_grad_(true);
+  auto alpha = torch::rand({G}).requires_grad_(true);
+  auto w = torch::randn({N, c.d_model});
+  const bool fused = st.range(1) == 0;
+  for (auto _ : st) {
+    auto xs = fused ? lol::gather_rows(x, idx) : x.index_select(0, it);
+    auto delta = xs * 0.5;  // stands in for the experts
+    auto out = fused ? lol::routed_residual(x, idx, win, alpha, delta)
+                     : x.index_add(0, it, alpha.index_select(0, wt).unsqueeze(1) * delta);
+    (out * w).sum().backward();
+    benchmark::DoNotOptimize(x.grad());
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()) * N);
+  st.SetLabel(std::string(st.range(0) == 0 ? "tiny" : "small") + (fused ? " dispatch ops" : " index ops"));
+}
+
 /// The expert computation of one routed depth, forward + backward, on the windows of
 /// depth 2: range(1) = 0: LoL's grouped call, the rows split evenly over the library's L
 /// experts (nn::grouped_block_delta, FiLM on); 1: one block on every row (the dense
@@ -296,6 +325,7 @@ BENCHMARK(LoL_WindowAttention)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_WindowAttentionBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_AttentionLayer)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_Router)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(LoL_Dispatch)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_RoutedDepth)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_ExpertWeightGrad)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(LoL_ModelForward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
