@@ -40,9 +40,12 @@ struct TokenLayout {
   nn::SegmentLayout full;           // documents as causal segments
 };
 
-/// Windows of one routed depth.
+/// Windows of one routed depth: where each lies in the batch (row, begin within the row,
+/// its document's begin) and, in `router`, the flat-row form the router inputs and the
+/// dispatch use (start = row * T + begin, len, k, doc_first_window).
 struct DepthWindows {
-  std::vector<int64_t> row, k, begin, len, doc_begin, doc_first_window;
+  std::vector<int64_t> row, begin, doc_begin;
+  RouterWindows router;
 };
 
 TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
@@ -97,13 +100,14 @@ DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLCo
       if (k != cur) {
         cur = k;
         w.row.push_back(d.row);
-        w.k.push_back(k);
         w.begin.push_back(t);
-        w.len.push_back(0);
         w.doc_begin.push_back(d.begin);
-        w.doc_first_window.push_back(first);
+        w.router.start.push_back(d.row * L.T + t);
+        w.router.len.push_back(0);
+        w.router.k.push_back(k);
+        w.router.doc_first_window.push_back(first);
       }
-      w.len.back()++;
+      w.router.len.back()++;
     }
   }
   return w;
@@ -206,12 +210,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     if (G == 0) continue;
     // Router inputs (Algorithm 1 lines 7-14): mean state per window, then the mean of
     // the earlier windows' means; window 0 uses (e^(l) + s_first) / 2.
-    RouterWindows rw;
-    rw.start.resize(size_t(G));
-    for (int64_t g = 0; g < G; ++g) rw.start[size_t(g)] = w.row[size_t(g)] * T + w.begin[size_t(g)];
-    rw.len = w.len;
-    rw.k = w.k;
-    rw.doc_first_window = w.doc_first_window;
+    const RouterWindows& rw = w.router;
     auto r = router_inputs(s, model->depth_embed[d], rw);
     auto logits = router_logits(d, r);
     if (is_training() && c.router_noise_std > 0) logits = logits + torch::randn_like(logits) * c.router_noise_std;
@@ -223,7 +222,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     std::vector<double> alpha_vals(G, 0.0);
     if (opt.force) {
       for (int64_t g = 0; g < G; ++g) {
-        if (auto fc = opt.force->at(d, w.k[g])) {
+        if (auto fc = opt.force->at(d, rw.k[g])) {
           if (fc->expert >= c.library_size)
             throw InputError("routing path: expert " + std::to_string(fc->expert) + " >= library_size " +
                              std::to_string(c.library_size));
@@ -259,8 +258,8 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
       if (wins.empty()) continue;
       const int64_t start = int64_t(tok.size());
       for (int64_t g : wins) {
-        for (int64_t t = 0; t < w.len[g]; ++t) {
-          tok.push_back(w.row[g] * T + w.begin[g] + t);
+        for (int64_t t = 0; t < rw.len[g]; ++t) {
+          tok.push_back(rw.start[g] + t);
           tok_win.push_back(g);
         }
         seg_offsets.push_back(int64_t(tok.size()));
@@ -288,9 +287,9 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     if (opt.trace) {
       DepthTrace tr;
       tr.row = w.row;
-      tr.k = w.k;
+      tr.k = rw.k;
       tr.begin = w.begin;
-      tr.len = w.len;
+      tr.len = rw.len;
       tr.doc_begin = w.doc_begin;
       tr.expert = sel_t.clone();
       std::memcpy(tr.expert.data_ptr<int64_t>(), sel.data(), sizeof(int64_t) * G);

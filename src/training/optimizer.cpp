@@ -4,7 +4,6 @@
 #include <map>
 
 #include "core/task_parallel.h"
-
 #include "util/error.h"
 
 namespace lol::training {
