@@ -67,7 +67,9 @@ torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, cons
                                 const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
                                 const torch::Tensor& key_visible, RoPE& rope);
 
-/// The grouped q/k/v projections with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd].
+/// The grouped q/k/v projections with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd],
+/// rows cut into blocks of sizes[g] as in grouped_attention. Throws lol::InputError when
+/// the sizes do not match the rows (nn::grouped_linear).
 void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                      const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
                      torch::Tensor& v);
