@@ -294,8 +294,8 @@ std::unique_ptr<BpeTokenizer> train_bpe_files(const std::vector<std::string>& fi
         nlohmann::json j;
         try {
           j = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::parse_error& e) {
-          throw InputError(where + ": invalid JSON: " + e.what());
+        } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (number overflow)
+          throw InputError(where + ": not valid JSON: " + e.what());
         }
         require(j.is_object() && j.contains("text") && j["text"].is_string(), where + ": text",
                 "expected an object with a string field \"text\"");

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "io/json_file.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/byte_unicode.h"
 #include "tokenizers/regex_splitter.h"
@@ -13,23 +13,6 @@ namespace lol::tokenizers {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& file) {
-  std::ifstream f(file, std::ios::binary);
-  require(bool(f), file, "cannot open for reading");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-nlohmann::json read_json(const std::string& file) {
-  const std::string text = read_text(file);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(file + ": invalid JSON: " + e.what());
-  }
-}
 
 bool opt_bool(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || j[key].is_null()) return false;
@@ -214,12 +197,12 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
 }
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const std::string& file) {
-  return tokenizer_from_hf_json(read_json(file), file);
+  return tokenizer_from_hf_json(io::read_json_file(file), file);
 }
 
 std::unique_ptr<BpeTokenizer> load_vocab_merges(const std::string& vocab_json, const std::string& merges_txt,
                                                 const std::string& pattern) {
-  const auto vocab = parse_vocab(read_json(vocab_json), vocab_json);
+  const auto vocab = parse_vocab(io::read_json_file(vocab_json), vocab_json);
   std::vector<std::pair<std::string, std::string>> merges;
   {
     std::ifstream f(merges_txt, std::ios::binary);
@@ -261,7 +244,7 @@ std::string role_name(const nlohmann::json& cfg, const char* key, const std::str
 }  // namespace
 
 void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
-  const nlohmann::json cfg = read_json(config_file);
+  const nlohmann::json cfg = io::read_json_file(config_file);
   require(cfg.is_object(), config_file, "expected a JSON object");
   if (cfg.contains("added_tokens_decoder") && !cfg["added_tokens_decoder"].is_null()) {
     const auto& d = cfg["added_tokens_decoder"];

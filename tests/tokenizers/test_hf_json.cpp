@@ -211,7 +211,17 @@ TEST(HfJson, ErrorsNameFileAndField) {
   expect_input_error([&] { load_tokenizer(dir); }, {dir, "tokenizer.json", "merges.txt"});
   expect_input_error([&] { load_tokenizer(dir + "/nope"); }, {"nope", "no such file"});
   write(dir + "/tokenizer.json", "{ not json");
-  expect_input_error([&] { load_tokenizer(dir); }, {dir + "/tokenizer.json", "invalid JSON"});
+  expect_input_error([&] { load_tokenizer(dir); }, {dir + "/tokenizer.json", "not valid JSON"});
+  // A number that overflows a double is an input error too (nlohmann reports it as
+  // out_of_range.406, not parse_error; found by fuzz_vocab_merges).
+  write(dir + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 1e999}}})");
+  expect_input_error([&] { load_tokenizer(dir); }, {dir + "/tokenizer.json", "not valid JSON", "overflow"});
+  write(dir + "/vocab.json", R"({"a": 0, "b": 148888888888888888888888888888888888884e300})");
+  write(dir + "/merges.txt", "a b\n");
+  expect_input_error([&] { load_vocab_merges(dir + "/vocab.json", dir + "/merges.txt"); },
+                     {dir + "/vocab.json", "not valid JSON", "overflow"});
+  fs::remove(dir + "/vocab.json");
+  fs::remove(dir + "/merges.txt");
   write(dir + "/tokenizer.json", good.dump());
   write(dir + "/tokenizer_config.json", R"({"bos_token": "<s>"})");
   expect_input_error([&] { load_tokenizer(dir); }, {"tokenizer_config.json", "bos_token", "<s>"});

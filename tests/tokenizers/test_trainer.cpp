@@ -214,6 +214,14 @@ TEST(Trainer, JsonlFilesAreDocuments) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
   }
+  // A number too large for a double: nlohmann's out_of_range, still a named input error.
+  std::ofstream(dir + "/overflow.jsonl") << "{\"text\": \"ok\"}\n{\"text\": \"x\", \"n\": 1e999}\n";
+  try {
+    train_bpe_files({dir + "/overflow.jsonl"}, o);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("overflow.jsonl:2: not valid JSON"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 
