@@ -2,6 +2,8 @@
 // `lol bench train` (training tokens/s, counted GFLOP/s, share of the matmul peak,
 // peak memory; issue 12). `lol bench generate` lives in cmd_generate.cpp; all share
 // the `bench` sub-command created by bench_command().
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -92,60 +94,43 @@ void print_profile(const training::TrainBenchResult& r, int64_t top) {
   }
 }
 
-void run_train(const TrainArgs& a) {
-  training::set_benchmark_threads(a.threads);
-  training::TrainBenchOptions o;
-  o.preset = a.preset;
-  o.arch = a.arch;
-  o.steps = a.steps;
-  o.warmup = a.warmup;
-  o.profile_steps = a.profile;
-  o.seed = a.seed;
-  o.device = parse_device(a.device);
-  auto r = training::bench_train(o);
-  double peak = a.peak_gflops;
-  nlohmann::json peak_j = nullptr;
-  if (peak <= 0 && a.peak_n > 0) {
-    auto m = training::bench_matmul(a.peak_n, 1.0, o.device);
-    peak = m.gflops;
-    peak_j = matmul_json(m);
+nlohmann::json train_json(const training::TrainBenchResult& r, const TrainArgs& a, double peak,
+                          const nlohmann::json& peak_j) {
+  nlohmann::json j = {{"preset", r.preset.name},
+                      {"arch", r.arch},
+                      {"device", a.device},
+                      {"parameters", r.parameters},
+                      {"threads", r.threads},
+                      {"batch", r.preset.batch},
+                      {"seq_len", r.preset.seq_len},
+                      {"steps", r.steps},
+                      {"step_s", r.step_s},
+                      {"fwd_bwd_s", r.fwd_bwd_s},
+                      {"optimizer_s", r.optimizer_s},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"fwd_bwd_tokens_per_s", r.fwd_bwd_tokens_per_s},
+                      {"gflop_per_step", {{"linear", r.flops.linear / 1e9},
+                                          {"attention", r.flops.attention / 1e9},
+                                          {"optimizer", r.flops.optimizer / 1e9},
+                                          {"total", r.flops.total() / 1e9}}},
+                      {"gflops", r.gflops_per_s},
+                      {"matmul_peak_gflops", peak},
+                      {"matmul_peak", peak_j},
+                      {"peak_share", peak > 0 ? r.gflops_per_s / peak : 0.0},
+                      {"first_loss", r.first_loss},
+                      {"last_loss", r.last_loss},
+                      {"peak_rss_mib", double(r.peak_rss_bytes) / (1 << 20)}};
+  if (!r.profile.empty()) {
+    auto& pj = j["profile"] = {{"profiled_step_ms", r.profiled_step_us / 1000.0}, {"operators", nlohmann::json::array()}};
+    for (const auto& p : r.profile)
+      pj["operators"].push_back({{"name", p.name}, {"calls", p.calls}, {"self_ms", p.self_us / 1000.0},
+                                 {"total_ms", p.total_us / 1000.0}});
   }
-  const double share = peak > 0 ? r.gflops_per_s / peak : 0.0;
+  return j;
+}
+
+void print_train(const training::TrainBenchResult& r, const TrainArgs& a, double peak) {
   const auto& c = r.preset.model;
-  if (a.json) {
-    nlohmann::json j = {{"preset", r.preset.name},
-                        {"arch", r.arch},
-                        {"device", a.device},
-                        {"parameters", r.parameters},
-                        {"threads", r.threads},
-                        {"batch", r.preset.batch},
-                        {"seq_len", r.preset.seq_len},
-                        {"steps", r.steps},
-                        {"step_s", r.step_s},
-                        {"fwd_bwd_s", r.fwd_bwd_s},
-                        {"optimizer_s", r.optimizer_s},
-                        {"tokens_per_s", r.tokens_per_s},
-                        {"fwd_bwd_tokens_per_s", r.fwd_bwd_tokens_per_s},
-                        {"gflop_per_step", {{"linear", r.flops.linear / 1e9},
-                                            {"attention", r.flops.attention / 1e9},
-                                            {"optimizer", r.flops.optimizer / 1e9},
-                                            {"total", r.flops.total() / 1e9}}},
-                        {"gflops", r.gflops_per_s},
-                        {"matmul_peak_gflops", peak},
-                        {"matmul_peak", peak_j},
-                        {"peak_share", share},
-                        {"first_loss", r.first_loss},
-                        {"last_loss", r.last_loss},
-                        {"peak_rss_mib", double(r.peak_rss_bytes) / (1 << 20)}};
-    if (!r.profile.empty()) {
-      auto& pj = j["profile"] = {{"profiled_step_ms", r.profiled_step_us / 1000.0}, {"operators", nlohmann::json::array()}};
-      for (const auto& p : r.profile)
-        pj["operators"].push_back({{"name", p.name}, {"calls", p.calls}, {"self_ms", p.self_us / 1000.0},
-                                   {"total_ms", p.total_us / 1000.0}});
-    }
-    std::cout << j.dump(1) << "\n";
-    return;
-  }
   std::cout << std::fixed << std::setprecision(1);
   std::cout << "preset " << r.preset.name << " (" << r.arch << "): " << r.parameters << " parameters, d_model "
             << c.d_model << ", prelude/core/coda " << c.n_prelude << "/" << c.core_depth << "/" << c.n_coda << ", L "
@@ -160,10 +145,68 @@ void run_train(const TrainArgs& a) {
             << r.flops.optimizer / 1e9 << ")\n"
             << std::setprecision(1);
   std::cout << "GFLOP/s: " << r.gflops_per_s;
-  if (peak > 0) std::cout << " = " << 100.0 * share << "% of the fp32 matmul peak " << peak << " GFLOP/s";
+  if (peak > 0) std::cout << " = " << 100.0 * r.gflops_per_s / peak << "% of the fp32 matmul peak " << peak << " GFLOP/s";
   std::cout << "\npeak RSS: " << double(r.peak_rss_bytes) / (1 << 20) << " MiB; loss " << std::setprecision(3)
             << r.first_loss << " -> " << r.last_loss << "\n";
-  if (!r.profile.empty()) print_profile(r, a.profile_top);
+}
+
+/// Lowest, median and highest of `v` (not empty).
+std::array<double, 3> spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return {v.front(), v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]), v.back()};
+}
+
+void run_train(const TrainArgs& a) {
+  training::set_benchmark_threads(a.threads);
+  training::TrainBenchOptions o;
+  o.preset = a.preset;
+  o.arch = a.arch;
+  o.steps = a.steps;
+  o.warmup = a.warmup;
+  o.profile_steps = a.profile;
+  o.seed = a.seed;
+  o.device = parse_device(a.device);
+  const bool both = a.arch == "both";
+  training::TrainBenchPair pair;
+  training::TrainBenchResult r;
+  if (both)
+    pair = training::bench_train_pair(o);
+  else
+    r = training::bench_train(o);
+  double peak = a.peak_gflops;
+  nlohmann::json peak_j = nullptr;
+  if (peak <= 0 && a.peak_n > 0) {
+    auto m = training::bench_matmul(a.peak_n, 1.0, o.device);
+    peak = m.gflops;
+    peak_j = matmul_json(m);
+  }
+  if (!both) {
+    if (a.json) {
+      std::cout << train_json(r, a, peak, peak_j).dump(1) << "\n";
+      return;
+    }
+    print_train(r, a, peak);
+    if (!r.profile.empty()) print_profile(r, a.profile_top);
+    return;
+  }
+  const auto step = spread(pair.step_ratios), fb = spread(pair.fwd_bwd_ratios);
+  if (a.json) {
+    nlohmann::json j = {{"lol", train_json(pair.lol, a, peak, peak_j)},
+                        {"dense", train_json(pair.dense, a, peak, peak_j)},
+                        {"step_ratio", pair.step_ratio},
+                        {"fwd_bwd_ratio", pair.fwd_bwd_ratio},
+                        {"step_ratios", pair.step_ratios},
+                        {"fwd_bwd_ratios", pair.fwd_bwd_ratios}};
+    std::cout << j.dump(1) << "\n";
+    return;
+  }
+  print_train(pair.lol, a, peak);
+  print_train(pair.dense, a, peak);
+  std::cout << std::setprecision(3) << "LoL / dense, " << pair.step_ratios.size()
+            << " interleaved pairs (peak RSS above is the process's, both models): step median " << step[1] << " (min "
+            << step[0] << ", max " << step[2] << "), fwd+bwd median " << fb[1] << " (min " << fb[0] << ", max "
+            << fb[2] << ")\n";
 }
 
 }  // namespace
@@ -182,7 +225,7 @@ void register_bench(CLI::App& app) {
   auto* t = bench_command(app)->add_subcommand(
       "train", "Training steps on synthetic batches: tokens/s, counted GFLOP/s, share of the matmul peak, memory");
   t->add_option("--preset", ta->preset, "tiny | small (shapes in docs/benchmarks.md)")->capture_default_str();
-  t->add_option("--arch", ta->arch, "lol | dense (equal-depth dense strided-window reference)")->capture_default_str();
+  t->add_option("--arch", ta->arch, "lol | dense (equal-depth dense strided-window reference) | both (the two interleaved step by step: the LoL/dense ratio)")->capture_default_str();
   t->add_option("--steps", ta->steps, "Timed optimizer steps")->capture_default_str();
   t->add_option("--warmup", ta->warmup, "Untimed steps first")->capture_default_str();
   t->add_option("--seed", ta->seed, "Weights and token seed")->capture_default_str();

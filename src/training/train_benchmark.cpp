@@ -201,89 +201,158 @@ MatmulBenchResult bench_matmul(int64_t n, double min_seconds, const c10::Device&
   return r;
 }
 
-TrainBenchResult bench_train(const TrainBenchOptions& o) {
+namespace {
+
+void check_bench_options(const TrainBenchOptions& o) {
   if (o.steps < 1) throw InputError("--steps: " + std::to_string(o.steps) + ": expected >= 1");
   if (o.warmup < 0) throw InputError("--warmup: " + std::to_string(o.warmup) + ": expected >= 0");
   if (o.profile_steps < 0) throw InputError("--profile: " + std::to_string(o.profile_steps) + ": expected >= 0");
-  if (o.arch != "lol" && o.arch != "dense")
-    throw InputError("--arch: unknown architecture '" + o.arch + "' (expected lol or dense)");
-  TrainBenchResult r;
-  r.preset = train_bench_preset(o.preset);
-  r.arch = o.arch;
-  const auto& cfg = r.preset.model;
-  const int64_t B = r.preset.batch, T = r.preset.seq_len;
-  torch::manual_seed(o.seed);
+}
 
-  std::unique_ptr<TrainableModel> model;
-  if (o.arch == "lol") {
-    model = make_model(cfg.to_json(), "preset " + o.preset, cfg.vocab_size, T, o.seed);
-  } else {
-    model = std::make_unique<DenseWindowTrainable>(DenseWindowModel(cfg, o.seed));
+/// One architecture's benchmark: the preset's model, an Optimizer with the default
+/// OptimConfig (Muon + AdamW), warmup + steps synthetic batches (built before timing),
+/// and the times of the timed steps.
+class StepRunner {
+ public:
+  StepRunner(const TrainBenchOptions& o, const std::string& arch) : o_(o) {
+    if (arch != "lol" && arch != "dense")
+      throw InputError("--arch: unknown architecture '" + arch + "' (expected lol, dense or both)");
+    r_.preset = train_bench_preset(o.preset);
+    r_.arch = arch;
+    const auto& cfg = r_.preset.model;
+    const int64_t B = r_.preset.batch, T = r_.preset.seq_len;
+    torch::manual_seed(o.seed);
+    if (arch == "lol")
+      model_ = make_model(cfg.to_json(), "preset " + o.preset, cfg.vocab_size, T, o.seed);
+    else
+      model_ = std::make_unique<DenseWindowTrainable>(DenseWindowModel(cfg, o.seed));
+    model_->module().to(o.device);
+    model_->module().train();
+    params_ = model_->grouped_parameters();
+    opt_ = std::make_unique<Optimizer>(params_, oc_);
+    std::mt19937_64 rng(o.seed + 1);
+    for (int64_t i = 0; i < o.warmup + o.steps; ++i) batches_.push_back(synthetic_batch(B, T, cfg.vocab_size, rng));
+    r_.parameters = model_->num_parameters();
+    r_.threads = at::get_num_threads();
+    r_.steps = o.steps;
+    r_.tokens_per_step = B * T;
+    r_.flops = count_model_flops(cfg, B, T, model_->active_depth(), arch == "dense");
   }
-  model->module().to(o.device);
-  model->module().train();
-  auto params = model->grouped_parameters();
-  OptimConfig oc;  // defaults: Muon + AdamW
-  Optimizer opt(params, oc);
-  const double clip = TrainConfig().clip;
 
-  std::mt19937_64 rng(o.seed + 1);
-  std::vector<TrainBatch> batches;
-  for (int64_t i = 0; i < o.warmup + o.steps; ++i) batches.push_back(synthetic_batch(B, T, cfg.vocab_size, rng));
-
-  r.parameters = model->num_parameters();
-  r.threads = at::get_num_threads();
-  r.steps = o.steps;
-  r.tokens_per_step = B * T;
-  r.flops = count_model_flops(cfg, B, T, model->active_depth(), o.arch == "dense");
-  std::vector<double> step_t, fb_t, opt_t;
-  // One full training step: forward + loss + backward, then clipping, optimizer and
-  // balancing update; returns the loss and the two times in seconds.
-  auto run_step = [&](const TrainBatch& batch, double& fb, double& os, bool count_optimizer_flops) {
-    const auto t0 = Clock::now();
-    const StepTotals tot = forward_backward(*model, {batch}, o.device);
-    sync(o.device);
-    fb = util::seconds_since(t0);
-    if (count_optimizer_flops) r.flops.optimizer = count_muon_flops(params, oc.ns_steps);  // needs the gradients
-    const auto t1 = Clock::now();
-    clip_gradients(params, clip);
-    opt.step(1.0);
-    opt.zero_grad();
-    model->after_optimizer_step();
-    sync(o.device);
-    os = util::seconds_since(t1);
-    return tot;
-  };
-  for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+  /// Runs optimizer step i (0 .. warmup + steps - 1; the first `warmup` are untimed):
+  /// forward + loss + backward, then clipping, optimizer and balancing update. Returns
+  /// the step's seconds.
+  double step(int64_t i) {
+    const bool timed = i >= o_.warmup;
     double fb = 0, os = 0;
-    const StepTotals tot = run_step(batches[i], fb, os, i == o.warmup);
-    if (i == 0) r.first_loss = tot.loss();
-    r.last_loss = tot.loss();
-    if (i >= o.warmup) {
-      fb_t.push_back(fb);
-      opt_t.push_back(os);
-      step_t.push_back(fb + os);
+    const StepTotals tot = run_step(batches_[size_t(i)], fb, os, i == o_.warmup);
+    if (i == 0) r_.first_loss = tot.loss();
+    r_.last_loss = tot.loss();
+    if (timed) {
+      fb_t_.push_back(fb);
+      opt_t_.push_back(os);
+      step_t_.push_back(fb + os);
     }
+    return fb + os;
   }
-  r.step_s = median(step_t);
-  r.fwd_bwd_s = median(fb_t);
-  r.optimizer_s = median(opt_t);
-  r.tokens_per_s = double(r.tokens_per_step) / r.step_s;
-  r.fwd_bwd_tokens_per_s = double(r.tokens_per_step) / r.fwd_bwd_s;
-  r.gflops_per_s = r.flops.total() / r.step_s / 1e9;
-  r.peak_rss_bytes = peak_rss_bytes();
-  if (o.profile_steps > 0) {
+  double last_fwd_bwd() const { return fb_t_.back(); }
+
+  /// Runs `steps` more steps under LibTorch's legacy profiler (not timed).
+  void profile(int64_t steps) {
     namespace prof = torch::autograd::profiler;
     prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
     const auto t0 = Clock::now();
-    for (int64_t i = 0; i < o.profile_steps; ++i) {
+    for (int64_t i = 0; i < steps; ++i) {
       double fb = 0, os = 0;
-      run_step(batches[size_t(o.warmup + i % o.steps)], fb, os, false);
+      run_step(batches_[size_t(o_.warmup + i % o_.steps)], fb, os, false);
     }
-    r.profiled_step_us = 1e6 * util::seconds_since(t0) / double(o.profile_steps);
-    r.profile = aggregate_profile(prof::disableProfilerLegacy(), o.profile_steps);
+    r_.profiled_step_us = 1e6 * util::seconds_since(t0) / double(steps);
+    r_.profile = aggregate_profile(prof::disableProfilerLegacy(), steps);
+  }
+
+  /// The medians of the timed steps so far and what follows from them.
+  TrainBenchResult result() {
+    r_.step_s = median(step_t_);
+    r_.fwd_bwd_s = median(fb_t_);
+    r_.optimizer_s = median(opt_t_);
+    r_.tokens_per_s = double(r_.tokens_per_step) / r_.step_s;
+    r_.fwd_bwd_tokens_per_s = double(r_.tokens_per_step) / r_.fwd_bwd_s;
+    r_.gflops_per_s = r_.flops.total() / r_.step_s / 1e9;
+    r_.peak_rss_bytes = peak_rss_bytes();
+    return r_;
+  }
+
+ private:
+  StepTotals run_step(const TrainBatch& batch, double& fb, double& os, bool count_optimizer_flops) {
+    const auto t0 = Clock::now();
+    const StepTotals tot = forward_backward(*model_, {batch}, o_.device);
+    sync(o_.device);
+    fb = util::seconds_since(t0);
+    if (count_optimizer_flops) r_.flops.optimizer = count_muon_flops(params_, oc_.ns_steps);  // needs the gradients
+    const auto t1 = Clock::now();
+    clip_gradients(params_, clip_);
+    opt_->step(1.0);
+    opt_->zero_grad();
+    model_->after_optimizer_step();
+    sync(o_.device);
+    os = util::seconds_since(t1);
+    return tot;
+  }
+
+  TrainBenchOptions o_;
+  TrainBenchResult r_;
+  std::unique_ptr<TrainableModel> model_;
+  std::vector<GroupedParam> params_;
+  OptimConfig oc_;  // defaults: Muon + AdamW
+  std::unique_ptr<Optimizer> opt_;
+  const double clip_ = TrainConfig().clip;
+  std::vector<TrainBatch> batches_;
+  std::vector<double> step_t_, fb_t_, opt_t_;
+};
+
+}  // namespace
+
+TrainBenchResult bench_train(const TrainBenchOptions& o) {
+  check_bench_options(o);
+  StepRunner run(o, o.arch);
+  for (int64_t i = 0; i < o.warmup + o.steps; ++i) run.step(i);
+  auto r = run.result();
+  if (o.profile_steps > 0) {
+    run.profile(o.profile_steps);
+    const auto p = run.result();
+    r.profile = p.profile;
+    r.profiled_step_us = p.profiled_step_us;
   }
   return r;
+}
+
+TrainBenchPair bench_train_pair(const TrainBenchOptions& o) {
+  check_bench_options(o);
+  if (o.profile_steps > 0) throw InputError("--profile: not available with --arch both (profile one architecture)");
+  StepRunner lol(o, "lol"), dense(o, "dense");
+  for (int64_t i = 0; i < o.warmup; ++i) {
+    lol.step(i);
+    dense.step(i);
+  }
+  TrainBenchPair p;
+  for (int64_t k = 0; k < o.steps; ++k) {
+    const int64_t i = o.warmup + k;
+    double tl = 0, td = 0;
+    if (k % 2 == 0) {
+      tl = lol.step(i);
+      td = dense.step(i);
+    } else {
+      td = dense.step(i);
+      tl = lol.step(i);
+    }
+    p.step_ratios.push_back(tl / td);
+    p.fwd_bwd_ratios.push_back(lol.last_fwd_bwd() / dense.last_fwd_bwd());
+  }
+  p.lol = lol.result();
+  p.dense = dense.result();
+  p.step_ratio = median(p.step_ratios);
+  p.fwd_bwd_ratio = median(p.fwd_bwd_ratios);
+  return p;
 }
 
 void set_benchmark_threads(int n) { init_runtime(n <= 0 ? available_cores() : n); }

@@ -118,6 +118,25 @@ struct TrainBenchResult {
 /// InputError for an unknown preset or arch, steps < 1 or warmup < 0.
 TrainBenchResult bench_train(const TrainBenchOptions& opt);
 
+/// LoL and its equal-depth dense strided-window reference measured side by side, for
+/// issue 12's routing-overhead target (LoL step <= 1.15x dense). Both models are built
+/// and warmed up as bench_train builds them (same seed, same synthetic batches), then
+/// their timed steps run interleaved in pairs, the order alternating (LoL first in even
+/// pairs, dense first in odd ones), so that a change in the machine's load (other
+/// processes on shared cores) reaches both alike; separate processes run minutes apart
+/// (docs/benchmarks.md, session 9: the same binary moved 45.9-59.1 ms per step).
+struct TrainBenchPair {
+  TrainBenchResult lol, dense;          ///< medians over each one's timed steps
+  std::vector<double> step_ratios;      ///< per pair: LoL step seconds / dense step seconds
+  std::vector<double> fwd_bwd_ratios;   ///< per pair: the same for forward + backward only
+  double step_ratio = 0;                ///< median of step_ratios
+  double fwd_bwd_ratio = 0;             ///< median of fwd_bwd_ratios
+};
+
+/// Runs the pair (opt.arch is ignored). Throws InputError as bench_train, and when
+/// opt.profile_steps > 0 (profile one architecture at a time).
+TrainBenchPair bench_train_pair(const TrainBenchOptions& opt);
+
 /// Sets the intra-op thread count (init_runtime) and, when the process uses
 /// OpenBLAS, its own thread pool (openblas_set_num_threads), which
 /// at::set_num_threads does not bound. n <= 0: all available cores.

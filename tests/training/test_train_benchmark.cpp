@@ -2,6 +2,7 @@
 // reference model, and short runs of bench_train / bench_matmul.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -113,6 +114,43 @@ TEST(TrainBenchmark, RunsTrainingStepsOfBothArchitectures) {
   bad.arch = "lol";
   bad.steps = 0;
   EXPECT_THROW(bench_train(bad), lol::InputError);
+}
+
+TEST(TrainBenchmark, PairInterleavesLoLAndDense) {
+  TrainBenchOptions o;
+  o.preset = "tiny";
+  o.steps = 3;
+  o.warmup = 1;
+  auto p = bench_train_pair(o);
+  EXPECT_EQ(p.lol.arch, "lol");
+  EXPECT_EQ(p.dense.arch, "dense");
+  ASSERT_EQ(p.step_ratios.size(), 3u);
+  ASSERT_EQ(p.fwd_bwd_ratios.size(), 3u);
+  for (auto x : p.step_ratios) EXPECT_GT(x, 0);
+  // The median of three is one of them, between the other two.
+  auto v = p.step_ratios;
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(p.step_ratio, v[1]);
+  EXPECT_GT(p.lol.step_s, 0);
+  EXPECT_GT(p.dense.step_s, 0);
+  EXPECT_EQ(p.lol.steps, 3);
+  // Both built as bench_train builds them: same parameter counts, a fresh model's loss.
+  TrainBenchOptions one = o;
+  one.arch = "dense";
+  one.steps = 1;
+  one.warmup = 0;
+  EXPECT_EQ(p.dense.parameters, bench_train(one).parameters);
+  EXPECT_NE(p.lol.parameters, p.dense.parameters);
+  EXPECT_NEAR(p.lol.first_loss, std::log(512.0), 0.5);
+  EXPECT_NEAR(p.dense.first_loss, std::log(512.0), 0.5);
+  // The dense model's first step does not depend on LoL running next to it.
+  EXPECT_DOUBLE_EQ(p.dense.first_loss, bench_train(one).first_loss);
+  TrainBenchOptions bad = o;
+  bad.profile_steps = 1;
+  EXPECT_THROW(bench_train_pair(bad), lol::InputError);
+  bad.profile_steps = 0;
+  bad.steps = 0;
+  EXPECT_THROW(bench_train_pair(bad), lol::InputError);
 }
 
 TEST(TrainBenchmark, MatmulPeak) {
