@@ -216,7 +216,8 @@ class StepRunner {
  public:
   StepRunner(const TrainBenchOptions& o, const std::string& arch) : o_(o) {
     if (arch != "lol" && arch != "dense")
-      throw InputError("--arch: unknown architecture '" + arch + "' (expected lol, dense or both)");
+      throw InputError("--arch: unknown architecture '" + arch +
+                       "' (expected lol or dense; --arch both runs the two side by side)");
     r_.preset = train_bench_preset(o.preset);
     r_.arch = arch;
     const auto& cfg = r_.preset.model;
