@@ -26,5 +26,5 @@ echo "device_check: built in $(( $(date +%s) - start )) s"
 for t in test_model test_training test_inference; do
   timeout "$(( $(left) > 60 ? 60 : $(left) ))" "$BUILD/$t" --gtest_brief=1 || { echo "device_check: $t failed" >&2; exit 1; }
 done
-timeout "$(left)" "$BUILD/lol" bench train --preset small --device cuda --steps 20 --warmup 3 --peak-n 4096
+timeout "$(left)" "$BUILD/lol" bench train --preset small --arch both --device cuda --steps 20 --warmup 3 --peak-n 4096
 echo "device_check: done in $(( $(date +%s) - start )) s"
