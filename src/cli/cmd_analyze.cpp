@@ -342,8 +342,10 @@ void register_analyze(CLI::App& app) {
   r->add_option("--max-tokens", a->max_tokens,
                 "Cut longer sequences to their first N tokens (0 = the model's max_seq_len)")
       ->default_val(0);
-  r->add_option("--max", a->max, "Use at most this many sequences (0 = all)")->default_val(0);
-  r->add_option("--batch", a->batch, "Batch size of the forward passes")->default_val(16);
+  r->add_option("--max", a->max, "Use at most this many sequences (0 = all)")
+      ->default_val(0)
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  r->add_option("--batch", a->batch, "Batch size of the forward passes")->default_val(16)->check(CLI::Range(1, 1 << 16));
   r->add_option("--device", a->device, "cpu, cuda or cuda:N")->default_val("cpu");
   r->callback([a] { run_analyze_routing(*a); });
 }

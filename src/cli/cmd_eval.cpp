@@ -160,10 +160,13 @@ void register_eval(CLI::App& app) {
   lm->add_option("--data", la->data, "Dataset directory (lol corpus)")->required();
   lm->add_option("--split", la->split, "Split to evaluate")->capture_default_str();
   lm->add_option("--tokenizer", la->tokenizer, "Tokenizer for byte counts (default: the dataset's tokenizer.json)");
-  lm->add_option("--seq-len", la->seq_len, "Row length (default: the training run's data.seq_len)");
+  lm->add_option("--seq-len", la->seq_len, "Row length, >= 2 (default: the training run's data.seq_len)")
+      ->check(CLI::Range(2, 1 << 20));
   lm->add_option("--packing", la->packing, "pack | pad (default: the training run's)");
-  lm->add_option("--batch-size", la->batch_size, "Rows per forward")->capture_default_str();
-  lm->add_option("--max-batches", la->max_batches, "Evaluate at most this many batches (0 = all)")->capture_default_str();
+  lm->add_option("--batch-size", la->batch_size, "Rows per forward")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  lm->add_option("--max-batches", la->max_batches, "Evaluate at most this many batches (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   lm->add_option("--out", la->out, "Also write the result as JSON to this file");
   lm->add_flag("--json", la->json, "Print JSON");
   lm->add_flag("--no-progress", la->no_progress, "No progress bar");
@@ -178,8 +181,9 @@ void register_eval(CLI::App& app) {
       ->required();
   ch->add_option("--tokenizer", ca->tokenizer, "Tokenizer (default: the model's or its training dataset's)");
   ch->add_option("--delimiter", ca->delimiter, "Put between context and each choice")->capture_default_str();
-  ch->add_option("--max-len", ca->seq_len, "Longest input row, cut from the left (default: max_seq_len)");
-  ch->add_option("--batch-size", ca->batch_size, "Rows per forward")->capture_default_str();
+  ch->add_option("--max-len", ca->seq_len, "Longest input row, cut from the left (default: max_seq_len)")
+      ->check(CLI::Range(2, 1 << 20));
+  ch->add_option("--batch-size", ca->batch_size, "Rows per forward")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   ch->add_option("--out", ca->out, "Write per-example log-likelihoods (JSONL) to this file");
   ch->add_flag("--json", ca->json, "Print JSON");
   ch->add_flag("--no-progress", ca->no_progress, "No progress bar");

@@ -65,7 +65,12 @@ void run_info(const std::string& dir, bool check) {
             << c.rms_norm_eps << "\n"
             << "stored dtype  " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype) << "\n";
   uint64_t bytes = 0;
-  for (const auto& s : files.shards) bytes += fs::file_size(fs::path(dir) / s);
+  for (const auto& s : files.shards) {
+    const fs::path f = fs::path(dir) / s;
+    std::error_code ec;
+    if (!fs::is_regular_file(f, ec)) throw InputError(f.string() + ": expected a safetensors file");
+    bytes += fs::file_size(f, ec);
+  }
   std::cout << "weights       " << (files.sharded() ? std::to_string(files.shards.size()) + " shards" : "model.safetensors")
             << ", " << std::fixed << std::setprecision(1) << double(bytes) / 1048576.0 << " MiB\n";
   auto tok = folder_tokenizer(dir, false);

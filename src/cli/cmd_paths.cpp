@@ -84,11 +84,14 @@ void register_paths(CLI::App& app) {
   ex->add_option("--data", a->data, "Dataset directory written by `lol data`")->required();
   ex->add_option("--out", a->out, "Output directory for S1.json..S5.json, agreement.json, PNGs")->required();
   ex->add_option("--split", a->split, "Split to use")->default_val("valid");
-  ex->add_option("--max", a->max, "Use at most this many sequences (0 = all)")->default_val(0);
-  ex->add_option("--batch", a->batch, "Batch size")->default_val(16);
+  ex->add_option("--max", a->max, "Use at most this many sequences (0 = all)")
+      ->default_val(0)
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  ex->add_option("--batch", a->batch, "Batch size")->default_val(16)->check(CLI::Range(1, 1 << 16));
   ex->add_option("--extend", a->extend,
                  "Fill window indices up to this one with the last observed window's entries (0 = off)")
-      ->default_val(0);
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 16));
   ex->add_option("--rule", a->rule,
                  "Expert of each cell: mean-prob (highest mean router probability, paper 4.1.3) or "
                  "most-selected (the expert the model ran most often, balancing bias included)")
@@ -147,9 +150,11 @@ void register_paths(CLI::App& app) {
   ev->add_option("--paths", e->paths, "Directory with S1.json..S5.json (lol paths extract)")->required();
   ev->add_option("--data", e->data, "Dataset directory (its held-out split's JSONL is used)")->required();
   ev->add_option("--split", e->split, "Split whose puzzles are evaluated")->default_val("valid");
-  ev->add_option("--n", e->n, "Number of test puzzles")->default_val(200);
-  ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32);
-  ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")->default_val(0);
+  ev->add_option("--n", e->n, "Number of test puzzles")->default_val(200)->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32)->check(CLI::Range(1, 1 << 16));
+  ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 20));
   ev->add_flag("--no-unforced", e->no_unforced, "Skip unforced generation with the true label");
   ev->add_option("--filler", e->filler,
                  "Neutral label that replaces the strategy label under forcing, used verbatim (default: \"[\", "

@@ -1,6 +1,7 @@
 // `lol train` and `lol plot` (issue 4; docs/training.md).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -17,6 +18,8 @@ namespace lol::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct TrainArgs {
   std::string config, resume;
   std::vector<std::string> sets;
@@ -31,6 +34,23 @@ void run_train(const TrainArgs& a) {
     config_path = training::resolve_checkpoint(a.resume) + "/run.json";
   }
   auto cfg = training::RunConfig::load(config_path, a.sets);
+  if (!a.resume.empty()) {
+    // A resumed run continues in the run it resumes (the directory given, or the run
+    // directory above a checkpoint directory), not in the train.out its run.json was
+    // written with: resuming a copied or moved run must not write into the original.
+    // `--set train.out=DIR` still chooses another directory.
+    bool out_set = false;
+    for (const auto& kv : a.sets) out_set |= kv.rfind("train.out=", 0) == 0;
+    if (!out_set) {
+      const fs::path given(a.resume);
+      fs::path ck(training::resolve_checkpoint(a.resume));
+      if (ck.filename().empty()) ck = ck.parent_path();  // "…/step-000100/"
+      if (fs::exists(given / "latest"))
+        cfg.train.out = given.string();
+      else if (ck.has_parent_path() && ck.parent_path().filename() == "checkpoints")
+        cfg.train.out = ck.parent_path().parent_path().string();
+    }
+  }
   if (a.no_progress) cfg.train.progress = false;
   try {
     auto r = training::run_training(cfg, a.resume);

@@ -50,6 +50,12 @@ void init_runtime(int threads) {
     if (const char* env = std::getenv("LOL_NUM_THREADS")) n = std::atoi(env);
   }
   if (n <= 0) n = available_cores();
+  // The bound of train.threads (run_config.cpp): thousands of threads only thrash, and
+  // hundreds of thousands abort in the thread pool.
+  constexpr int kMaxThreads = 4096;
+  if (n > kMaxThreads)
+    throw InputError("--threads / LOL_NUM_THREADS: " + std::to_string(n) + " threads: expected at most " +
+                     std::to_string(kMaxThreads));
   at::set_num_threads(n);
   // at::set_num_threads does not bound OpenBLAS's own thread pool: without this, a run
   // with LOL_NUM_THREADS=1 still multiplies on two threads that spin against whatever

@@ -14,6 +14,7 @@ namespace lol {
 /// - threads: at::set_num_threads(n) with n = `threads` if > 0, else $LOL_NUM_THREADS,
 ///   else the number of CPUs available to this process (sched_getaffinity); OpenBLAS's
 ///   own pool gets the same n (openblas_set_num_threads, when the BLAS is OpenBLAS).
+///   Throws lol::InputError when n > 4096.
 /// Idempotent.
 void init_runtime(int threads = 0);
 

@@ -93,7 +93,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (!(c.rms_norm_eps > 0)) throw InputError(where + ": " + field("rms_norm_eps") + ": expected > 0");
   c.rope_theta = 10000.0;  // both architectures' transformers defaults
   f.get("rope_theta", c.rope_theta);
-  if (!(c.rope_theta > 0)) throw InputError(where + ": " + field("rope_theta") + ": expected > 0");
+  if (!(c.rope_theta > 0 && c.rope_theta <= 1e30))
+    throw InputError(where + ": " + field("rope_theta") + ": expected a value in (0, 1e30]");
   c.tie_word_embeddings = false;  // PretrainedConfig default; Qwen2.5-0.5B sets true explicitly
   f.get("tie_word_embeddings", c.tie_word_embeddings);
 

@@ -1,6 +1,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,7 +33,9 @@ void fsync_dir(const std::string& dir) {
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   tmp_ = path + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error(tmp_ + ": cannot create file: " + std::strerror(errno));
+  // The path is the user's (an --out flag, a run directory): a path that cannot be
+  // created is bad input (exit 2), not an internal error.
+  if (fd_ < 0) throw InputError(path + ": cannot write here (" + std::strerror(errno) + ")");
 }
 
 AtomicFile::~AtomicFile() {
@@ -57,8 +60,12 @@ void AtomicFile::commit() {
   if (::fsync(fd_) != 0) throw std::runtime_error(tmp_ + ": fsync failed: " + std::strerror(errno));
   ::close(fd_);
   fd_ = -1;
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-    throw std::runtime_error(path_ + ": rename failed: " + std::strerror(errno));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw InputError(path_ + ": cannot replace it with the new file (" + std::strerror(err) +
+                     (err == EISDIR ? "; expected a file path, got a directory)" : ")"));
+  }
   committed_ = true;
   fsync_dir(parent_dir(path_));
 }
@@ -70,6 +77,9 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 std::string read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw InputError(path + ": is a directory, expected a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open file");
   std::ostringstream ss;

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <algorithm>
 #include <set>
@@ -66,6 +67,9 @@ const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
 }
 
 SafetensorsFile SafetensorsFile::read(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path + ": is a directory, expected a safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw InputError(path + ": cannot open safetensors file");
   std::streamsize size = in.tellg();

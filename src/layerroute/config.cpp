@@ -44,7 +44,8 @@ void GateConfig::validate(const std::string& where) const {
   util::check_range(where, "band_depth", band_depth, int64_t(1), int64_t(100000));
   util::check_range(where, "band_first", band_first, int64_t(0), band_depth - 1);
   util::check_range(where, "band_last", band_last, band_first, band_depth - 1);
-  require(std::isfinite(bias_band) && std::isfinite(bias_outside), where, "gate biases must be finite");
+  require(std::fabs(bias_band) <= 1e4 && std::fabs(bias_outside) <= 1e4, where,
+          "gate biases (bias_band, bias_outside) must be finite numbers in [-1e4, 1e4]");
 }
 
 nlohmann::json to_json(const LoraConfig& c) { return {{"rank", c.rank}, {"alpha", c.alpha}, {"targets", c.targets}}; }

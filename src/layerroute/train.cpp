@@ -19,6 +19,7 @@ void TrainOptions::validate(const std::string& w) const {
   util::check_range(w, "batch_size", batch_size, int64_t(1), int64_t(1) << 20);
   util::check_range(w, "grad_accum", grad_accum, int64_t(1), int64_t(1) << 20);
   util::check_range(w, "lr", lr, 0.0, 10.0);
+  util::check_range(w, "weight_decay", weight_decay, 0.0, 10.0);
   util::check_range(w, "lambda", lambda, 0.0, 1e6);
   util::check_range(w, "clip", clip, 0.0, 1e9);
   util::check_range(w, "min_lr_ratio", min_lr_ratio, 0.0, 1.0);

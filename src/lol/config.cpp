@@ -26,10 +26,13 @@ void LoLConfig::validate(const std::string& w) const {
   check_range(w, "window", window, 1, int64_t(1) << 24);
   check_range(w, "stride", stride, 0, window - 1);
   check_range(w, "max_seq_len", max_seq_len, 1, int64_t(1) << 24);
-  require(rope_theta > 0, w, "field 'rope_theta' must be > 0");
+  // RoPE tables are computed in the model's float type: theta must fit a float.
+  require(rope_theta > 0 && rope_theta <= 1e30, w, "field 'rope_theta' must be in (0, 1e30]");
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' must be in (0, 1)");
-  require(router_noise_std >= 0, w, "field 'router_noise_std' must be >= 0");
-  require(balance_update_rate >= 0, w, "field 'balance_update_rate' must be >= 0");
+  require(router_noise_std >= 0 && router_noise_std <= 100, w, "field 'router_noise_std' must be in [0, 100]");
+  // The loss-free balancing bias moves by this much per step (the paper's u ~ 1e-3); a
+  // rate near float overflow makes the bias infinite after one step.
+  require(balance_update_rate >= 0 && balance_update_rate <= 1, w, "field 'balance_update_rate' must be in [0, 1]");
 }
 
 nlohmann::json LoLConfig::to_json() const {

@@ -144,7 +144,10 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
       out.push_back(text.substr(b, e - b));
       pos = e;
     } else {  // empty match: step over one character
-      if (b >= n) break;
+      if (b >= n) {
+        last_end = e;  // the text before it was emitted just above: not again after the loop
+        break;
+      }
       const int len = utf8_sequence_length(text, b);
       pos = b + std::size_t(len > 0 ? len : 1);
     }

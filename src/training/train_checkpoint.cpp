@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -54,7 +55,17 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   f.get("rng_device", s.rng_device);
   f.get("nonfinite_skipped", s.nonfinite_skipped);
   f.reject_unknown();
-  require(s.step >= 0, where, "field 'step' must be >= 0");
+  // Counters only grow from here: bounded well below int64 / double overflow.
+  constexpr int64_t kMaxCount = int64_t(1) << 60;
+  require(s.step >= 0 && s.step < kMaxCount, where,
+          "field 'step' = " + std::to_string(s.step) + ": expected 0 <= step < 2^60");
+  require(s.tokens >= 0 && s.tokens < kMaxCount, where,
+          "field 'tokens' = " + std::to_string(s.tokens) + ": expected 0 <= tokens < 2^60");
+  require(std::isfinite(s.flops) && s.flops >= 0 && s.flops < 1e300, where, "field 'flops': expected a finite number >= 0");
+  require(std::isfinite(s.elapsed) && s.elapsed >= 0 && s.elapsed < 1e15, where,
+          "field 'elapsed': expected seconds >= 0");
+  require(s.nonfinite_skipped >= 0 && s.nonfinite_skipped < kMaxCount, where,
+          "field 'nonfinite_skipped' = " + std::to_string(s.nonfinite_skipped) + ": expected >= 0");
   return s;
 }
 

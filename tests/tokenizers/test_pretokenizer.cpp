@@ -137,5 +137,25 @@ TEST(PreTokenizer, LiteralSplit) {
   EXPECT_EQ(split(r, "xa.bya+b"), (Pieces{"x", "a.b", "ya+b"}));
 }
 
+// A pattern that can match the empty string (`\b`, `a*`) splits the text without
+// losing or repeating any of it: the pieces concatenate to the input. (Found by hand:
+// an empty match at the end of the text used to emit the last piece twice, so
+// "abc" encoded as "abcc".)
+TEST(RegexSplitter, EmptyMatchesNeitherLoseNorRepeatText) {
+  {
+    RegexSplitter r("a*");
+    EXPECT_EQ(split(r, "abc"), (Pieces{"a", "b", "c"}));
+    EXPECT_EQ(split(r, "banana split"), (Pieces{"b", "a", "n", "a", "n", "a", " ", "s", "p", "l", "i", "t"}));
+  }
+  for (const char* pattern : {"\\b", "a*", "(?=o)", "x?"}) {
+    RegexSplitter r(pattern);
+    for (const std::string text : {"hello world", "abc", "", "o", "ééa"}) {
+      std::string joined;
+      for (const auto& p : split(r, text)) joined += p;
+      EXPECT_EQ(joined, text) << pattern << " on '" << text << "'";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lol::tokenizers::test

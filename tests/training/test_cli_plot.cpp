@@ -39,6 +39,21 @@ TEST(CliTrain, TrainsResumesAndRejectsBadKeys) {
   // Resume to 6 steps from the run directory with the saved run.json.
   EXPECT_EQ(run(lol + " train --resume " + out + " --set train.steps=6", &err, dir.path()), 0) << err;
   EXPECT_TRUE(fs::exists(out + "/checkpoints/step-000006"));
+  // Resuming a copy continues in the copy (its run.json names the original as train.out):
+  // the original is left as it was. From a checkpoint directory: the run above it.
+  const std::string copy = dir.path() + "/copy";
+  fs::copy(out, copy, fs::copy_options::recursive);
+  EXPECT_EQ(run(lol + " train --resume " + copy + " --set train.steps=8 --set train.save_every=2", &err, dir.path()), 0)
+      << err;
+  EXPECT_TRUE(fs::exists(copy + "/checkpoints/step-000008"));
+  EXPECT_FALSE(fs::exists(out + "/checkpoints/step-000008"));
+  EXPECT_NE(lol::io::read_file(out + "/latest").find("step-000006"), std::string::npos);
+  EXPECT_EQ(run(lol + " train --resume " + copy + "/checkpoints/step-000008/ --set train.steps=10 --set train.save_every=2",
+                &err, dir.path()),
+            0)
+      << err;
+  EXPECT_TRUE(fs::exists(copy + "/checkpoints/step-000010"));
+  EXPECT_FALSE(fs::exists(out + "/checkpoints/step-000010"));
   // Unknown key / bad value: exit 2 and the key is named.
   EXPECT_EQ(run(lol + " train --config " + cfg + " --set train.stepz=3", &err, dir.path()), 2);
   EXPECT_NE(err.find("train.stepz"), std::string::npos) << err;
