@@ -212,6 +212,14 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
   // Random-ish model on bytes: somewhere near ln(259) nats, and bits per byte > 1.
   EXPECT_GT(j["loss"].get<double>(), 2.0);
   EXPECT_GT(j["bits_per_byte"].get<double>(), 1.0);
+  // Sizes that cannot evaluate anything are refused, naming the flag (they used to give
+  // "0 targets, perplexity 0" with exit 0, or a division by zero).
+  for (const std::string bad : {"--seq-len 1", "--batch-size 0", "--batch-size -3"}) {
+    auto e = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "ds") +
+                              " --no-progress " + bad);
+    EXPECT_EQ(e.code, 2) << bad << ": " << e.out;
+    EXPECT_NE(e.out.find(bad.substr(0, bad.find(' '))), std::string::npos) << e.out;
+  }
 
   io::write_file_atomic(t / "q.jsonl", "{\"context\": \"Das ist\", \"choices\": [\"gut\", \"schlecht\"], \"gold\": 0}\n"
                                        "{\"context\": \"It is\", \"choices\": [\"fine\", \"bad\", \"odd\"], \"gold\": 2}\n");
