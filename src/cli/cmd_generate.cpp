@@ -124,7 +124,8 @@ void run_generate(const GenerateArgs& a) {
   p.prompt_len = a.prompt_window ? -1 : a.prompt_len;
   std::unique_ptr<RoutingPath> path;
   if (!a.force_path.empty()) {
-    path = std::make_unique<RoutingPath>(RoutingPath::load(a.force_path));
+    path = std::make_unique<RoutingPath>(
+        load_routing_path_for(a.force_path, model->config().library_size, /*active_depth=*/0));
     p.force = path.get();
   }
   inference::GenerateOptions o;

@@ -303,13 +303,7 @@ void run_forward(const ForwardArgs& a) {
   ForwardOptions fo;
   fo.trace = true;
   if (!a.force_path.empty()) {
-    path = RoutingPath::load(a.force_path);
-    if (path.library_size != c.library_size)
-      throw InputError(a.force_path + ": field 'library_size' = " + std::to_string(path.library_size) +
-                       ": the model has library_size = " + std::to_string(c.library_size));
-    if (path.depth() > m->active_depth())
-      throw InputError(a.force_path + ": field 'core_depth' = " + std::to_string(path.depth()) +
-                       ": the model runs " + std::to_string(m->active_depth()) + " routed depths");
+    path = load_routing_path_for(a.force_path, c.library_size, m->active_depth());
     fo.force = &path;
   }
 

@@ -171,7 +171,9 @@ void register_paths(CLI::App& app) {
     auto spec = spec_of_dataset(ds);
     std::string jsonl = e->data + "/" + e->split + ".jsonl";
     std::map<int, RoutingPath> paths;
-    for (int s = 1; s <= 5; ++s) paths[s] = RoutingPath::load(e->paths + "/S" + std::to_string(s) + ".json");
+    for (int s = 1; s <= 5; ++s)
+      paths[s] = load_routing_path_for(e->paths + "/S" + std::to_string(s) + ".json", model->config().library_size,
+                                       /*active_depth=*/0);
     analysis::StrategyEvalOptions opt;
     opt.n_puzzles = e->n;
     opt.batch_size = e->batch;

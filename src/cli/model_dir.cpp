@@ -26,6 +26,17 @@ std::string resolve_model_dir(const std::string& dir) {
   throw InputError(dir + ": not a model directory (no config.json) and not a run directory with a 'latest' checkpoint");
 }
 
+RoutingPath load_routing_path_for(const std::string& file, int64_t library_size, int64_t active_depth) {
+  RoutingPath path = RoutingPath::load(file);
+  if (path.library_size != library_size)
+    throw InputError(file + ": field 'library_size' = " + std::to_string(path.library_size) +
+                     ": the model has library_size = " + std::to_string(library_size) + " (a path of another model?)");
+  if (active_depth > 0 && path.depth() > active_depth)
+    throw InputError(file + ": field 'core_depth' = " + std::to_string(path.depth()) + ": the model runs " +
+                     std::to_string(active_depth) + " routed depths");
+  return path;
+}
+
 /// Greedy cached batched decoding (src/inference) behind the analysis GenerateFn interface.
 static std::vector<std::vector<int64_t>> generate_cached(LoLModel& model, const std::vector<analysis::PromptSpec>& prompts,
                                                          const RoutingPath* force, int64_t max_new, int64_t eos) {

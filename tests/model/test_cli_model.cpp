@@ -307,6 +307,10 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {base + " --tokens '1 2 3' --depth 9", "--depth"},
       {base + " --tokens '1 2 3' --force-path " + quote(tmp / "bad_l.json"), "library_size"},
       {base + " --tokens '1 2 3' --force-path " + quote(tmp / "bad_e.json"), "expert[0][1]"},
+      // generate checks a path against the model the same way, naming the file.
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --force-path " +
+           quote(tmp / "bad_l.json"),
+       "bad_l.json: field 'library_size'"},
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
       {"forward --tokens 1 --out x", "--model"},
