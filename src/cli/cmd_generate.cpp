@@ -111,6 +111,11 @@ void run_generate(const GenerateArgs& a) {
     p.tokens = codec->encode(a.prompt);
   } else {
     p.tokens = parse_ids(a.tokens, "--tokens");
+    const int64_t vocab = model->config().vocab_size;
+    for (size_t i = 0; i < p.tokens.size(); ++i)
+      if (p.tokens[i] >= vocab)
+        throw InputError("--tokens: id " + std::to_string(p.tokens[i]) + " at position " + std::to_string(i) +
+                         ": expected 0 <= id < vocab_size = " + std::to_string(vocab));
   }
   if (p.tokens.empty()) throw InputError("the prompt has no tokens");
   const int64_t n = int64_t(p.tokens.size());

@@ -311,6 +311,7 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --force-path " +
            quote(tmp / "bad_l.json"),
        "bad_l.json: field 'library_size'"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2 23' --ids --max-new 1", "--tokens: id 23"},
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
       {"forward --tokens 1 --out x", "--model"},
