@@ -71,10 +71,12 @@ LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData&
     bar.update(i + 1);
   }
   bar.finish();
-  if (r.targets > 0) {
-    r.loss = r.loss_sum / double(r.targets);
-    r.perplexity = std::exp(r.loss);
-  }
+  // A loss over no tokens is not a number to report (0 would read as a perfect model).
+  if (r.targets == 0)
+    throw InputError("evaluation: the split has no predicted tokens (" + std::to_string(r.rows) +
+                     " rows, every target masked out): expected a split with loss-mask tokens");
+  r.loss = r.loss_sum / double(r.targets);
+  r.perplexity = std::exp(r.loss);
   if (r.bytes > 0) r.bits_per_byte = r.loss_sum / std::log(2.0) / double(r.bytes);
   r.seconds = secs_since(t0);
   return r;

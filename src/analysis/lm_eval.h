@@ -42,7 +42,8 @@ struct LmEvalResult {
 /// `max_batches` micro-batches (0 = all). `token_bytes[id]` is the decoded length of
 /// token id in bytes (dataset/text_tokenizer.h token_byte_lengths; size >= the
 /// model's vocabulary). The model is left in the mode it was in. Throws
-/// lol::InputError when token_bytes is too short for a target id.
+/// lol::InputError when token_bytes is too short for a target id, or when no
+/// target is counted (an empty split, or every loss mask zero).
 LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData& split,
                          const training::BatchLayout& layout, const std::vector<int32_t>& token_bytes,
                          const torch::Device& device, int64_t max_batches = 0, bool progress = false);

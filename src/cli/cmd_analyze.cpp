@@ -252,6 +252,12 @@ void run_analyze_routing(const AnalyzeArgs& a) {
 
   // ---- label separation of window paths (paper 4.1.1, Figure 3)
   if (labels.size() >= 2 && !a.no_separation) {
+    // The separation tables index labels by id ([labels] x [labels] confusion and distances).
+    constexpr int64_t kMaxLabelId = 1023;
+    require(*labels.rbegin() <= kMaxLabelId, a.data,
+            "split '" + a.split + "': label id " + std::to_string(*labels.rbegin()) +
+                ": label separation expects label ids in [0, " + std::to_string(kMaxLabelId) +
+                "] (renumber the labels, or pass --no-separation)");
     std::vector<std::string> label_names;
     for (int64_t l = 0; l <= *labels.rbegin(); ++l) label_names.push_back(display_name(names, l));
     analysis::SeparationOptions so;

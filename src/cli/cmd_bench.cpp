@@ -214,7 +214,8 @@ void run_train(const TrainArgs& a) {
 void register_bench(CLI::App& app) {
   auto ma = std::make_shared<MatmulArgs>();
   auto* m = bench_command(app)->add_subcommand("matmul", "fp32 matrix product GFLOP/s (the practical peak)");
-  m->add_option("--n", ma->n, "Matrix size n (n x n times n x n)")->capture_default_str();
+  // 3 fp32 matrices of n^2: n = 32768 needs 12 GiB.
+  m->add_option("--n", ma->n, "Matrix size n (n x n times n x n)")->capture_default_str()->check(CLI::Range(1, 32768));
   m->add_option("--seconds", ma->seconds, "Minimum timed duration")->capture_default_str();
   m->add_option("--threads", ma->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
   m->add_option("--device", ma->device, "cpu | cuda[:N]")->capture_default_str();
@@ -230,7 +231,8 @@ void register_bench(CLI::App& app) {
   t->add_option("--warmup", ta->warmup, "Untimed steps first")->capture_default_str();
   t->add_option("--seed", ta->seed, "Weights and token seed")->capture_default_str();
   t->add_option("--peak-n", ta->peak_n, "Matrix size of the matmul peak measured afterwards (0 = skip)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 32768));
   t->add_option("--peak-gflops", ta->peak_gflops, "Use this matmul peak instead of measuring it");
   t->add_option("--threads", ta->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
   t->add_option("--profile", ta->profile,

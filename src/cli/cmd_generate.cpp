@@ -119,6 +119,21 @@ void run_generate(const GenerateArgs& a) {
   }
   if (p.tokens.empty()) throw InputError("the prompt has no tokens");
   const int64_t n = int64_t(p.tokens.size());
+  const int64_t max_seq_len = model->config().max_seq_len;
+  const std::string prompt_flag = a.prompt.empty() ? "--tokens" : "--prompt";
+  if (n > max_seq_len)
+    throw InputError(prompt_flag + ": the prompt has " + std::to_string(n) + " tokens: expected at most max_seq_len = " +
+                     std::to_string(max_seq_len) + " (the longest sequence the model was configured for)");
+  if (a.prompt_len > n)
+    throw InputError("--prompt-len " + std::to_string(a.prompt_len) + ": expected 0 <= P <= prompt tokens = " +
+                     std::to_string(n));
+  // The context ends at max_seq_len positions, as in `forward`: generation stops there.
+  int64_t max_new = a.max_new;
+  if (n + max_new > max_seq_len) {
+    max_new = max_seq_len - n;
+    std::cerr << "note: --max-new " << a.max_new << " capped to " << max_new << ": " << n
+              << " prompt tokens + new tokens may not exceed max_seq_len = " << max_seq_len << "\n";
+  }
   if (a.router_only_last > n)
     throw InputError("--router-only-last " + std::to_string(a.router_only_last) + ": the prompt has only " +
                      std::to_string(n) + " tokens");
@@ -134,7 +149,7 @@ void run_generate(const GenerateArgs& a) {
     p.force = path.get();
   }
   inference::GenerateOptions o;
-  o.max_new_tokens = a.max_new;
+  o.max_new_tokens = max_new;
   o.sampling = a.sampling;
   o.seed = a.seed;
   o.depth = a.depth;
@@ -177,7 +192,8 @@ void run_generate(const GenerateArgs& a) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n";
   std::cerr << gens[0].tokens.size() << " tokens in " << std::fixed << std::setprecision(3) << s << " s ("
-            << (gens[0].stopped ? "stop token" : "max new tokens") << ")\n";
+            << (gens[0].stopped ? "stop token" : max_new < a.max_new ? "max_seq_len reached" : "max new tokens")
+            << ")\n";
   if (!a.trace_file.empty()) {
     nlohmann::json j = {{"prompt_tokens", p.tokens}, {"generated", gens[0].tokens}, {"windows", trace_json(gens[0].trace)}};
     io::write_file_atomic(a.trace_file, j.dump(1) + "\n");
@@ -248,7 +264,7 @@ void register_generate(CLI::App& app) {
   g->add_option("--force-path", ga->force_path, "Routing path JSON that replaces the router's decisions");
   g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md");
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
-  g->add_option("--max-new", ga->max_new, "Maximum new tokens")->capture_default_str();
+  g->add_option("--max-new", ga->max_new, "Maximum new tokens (capped so that prompt + new tokens <= max_seq_len)")->capture_default_str();
   add_sampling_options(g, ga->sampling, ga->seed);
   g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
   g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)");

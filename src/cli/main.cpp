@@ -1,6 +1,9 @@
 // lol: command-line entry point. Exit codes: 0 success, 1 internal error,
-// 2 bad input (lol::InputError or a CLI parse error).
+// 2 bad input (lol::InputError or a CLI parse error), 3 non-finite loss (`lol train`),
+// 4 out of memory (host or device allocation failed).
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/runtime.h"
@@ -35,8 +38,19 @@ int main(int argc, char** argv) {
   } catch (const lol::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc& e) {
+    std::cerr << "error: out of memory (" << e.what() << "): reduce the batch size, sequence length or model size\n";
+    return 4;
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
+    // LibTorch reports failed allocations as c10::Error ("DefaultCPUAllocator: can't allocate
+    // memory", "CUDA out of memory"); they are a resource limit, not a bug of ours.
+    const std::string m = e.what();
+    if (m.find("can't allocate memory") != std::string::npos || m.find("out of memory") != std::string::npos) {
+      std::cerr << "error: out of memory: " << m.substr(0, m.find('\n'))
+                << "\nreduce the batch size, sequence length or model size\n";
+      return 4;
+    }
+    std::cerr << "internal error: " << m << "\n";
     return 1;
   }
   return 0;

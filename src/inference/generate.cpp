@@ -20,7 +20,9 @@ void check_prompts(const std::vector<Prompt>& prompts, const GenerateOptions& op
     if (!p.router_only.empty() && p.router_only.size() != p.tokens.size())
       throw InputError(w + ": router_only has " + std::to_string(p.router_only.size()) + " flags for " +
                        std::to_string(p.tokens.size()) + " tokens");
-    if (p.prompt_len < -1) throw InputError(w + ": prompt_len " + std::to_string(p.prompt_len) + ": expected >= -1");
+    if (p.prompt_len < -1 || p.prompt_len > int64_t(p.tokens.size()))
+      throw InputError(w + ": prompt_len " + std::to_string(p.prompt_len) + ": expected -1 <= prompt_len <= " +
+                       std::to_string(p.tokens.size()) + " (the prompt's tokens)");
     if (int64_t(p.tokens.size()) + opt.max_new_tokens > max_len)
       throw InputError(w + ": " + std::to_string(p.tokens.size()) + " tokens + max_new_tokens " +
                        std::to_string(opt.max_new_tokens) + " exceed max_len " + std::to_string(max_len));

@@ -13,7 +13,7 @@ namespace lol::inference {
 struct Prompt {
   std::vector<int64_t> tokens;       ///< non-empty
   std::vector<uint8_t> router_only;  ///< empty, or one flag per token (e.g. a strategy label)
-  int64_t prompt_len = 0;            ///< prompt window (window 0 at every depth); -1 = the whole prompt
+  int64_t prompt_len = 0;            ///< prompt window (window 0 at every depth), <= tokens.size(); -1 = the whole prompt
   const RoutingPath* force = nullptr;///< forced routing path (must outlive the call) or null
 };
 

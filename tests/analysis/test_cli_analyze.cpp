@@ -92,4 +92,29 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   EXPECT_TRUE(j2["probes"].is_null());
   EXPECT_EQ(j2["sequences"], 30);
   EXPECT_EQ(j2["utilization"]["routed_depths"], 1);
+
+  // A label id far beyond the dataset's labels: refused by name before the separation
+  // tables (indexed by label id) are sized by it; --no-separation still analyses.
+  {
+    const auto train = ds.load("train");
+    lol::data::ShardWriter w(tmp / "big", "train", ds.vocab_size());
+    for (int64_t i = 0; i < train.size(); ++i) {
+      const auto v = train.get(i);
+      std::vector<int32_t> toks(v.tokens, v.tokens + v.length);
+      std::vector<uint8_t> loss, ro;  // empty = the default (all 1 / all 0)
+      if (v.loss_mask) loss.assign(v.loss_mask, v.loss_mask + v.length);
+      if (v.router_only) ro.assign(v.router_only, v.router_only + v.length);
+      w.add(toks, loss, ro, v.prompt_len, i == 0 ? int64_t(5000000000) : v.label);
+    }
+    auto info = ds.info();
+    info["splits"] = {{"train", w.finish()}};
+    lol::data::write_dataset_info(tmp / "big", info);
+  }
+  const std::string big = lol + " analyze routing --model " + (tmp / "model") + " --data " + (tmp / "big") +
+                          " --split train --batch 32 --max 30";
+  EXPECT_EQ(run(big + " --out " + (tmp / "big_out"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("label id 5000000000"), std::string::npos) << slurp(log);
+  EXPECT_NE(slurp(log).find("--no-separation"), std::string::npos) << slurp(log);
+  ASSERT_EQ(run(big + " --no-separation --out " + (tmp / "big_out"), log), 0) << slurp(log);
+  EXPECT_TRUE(nlohmann::json::parse(slurp(tmp / "big_out/routing.json"))["separation"].is_null());
 }

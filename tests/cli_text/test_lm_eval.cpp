@@ -9,6 +9,7 @@
 
 #include "analysis/lm_eval.h"
 #include "dataset/corpus.h"
+#include "dataset/shards.h"
 #include "dataset/text_tokenizer.h"
 #include "inference/tiny_models.h"
 #include "io/atomic_file.h"
@@ -101,6 +102,25 @@ TEST(LmEval, LossPerplexityAndBitsPerByteMatchPerDocumentForwards) {
   // A byte table shorter than the vocabulary is an input error, not a crash.
   EXPECT_THROW(analysis::evaluate_lm(model, split, {2, 0, false}, std::vector<int32_t>(100, 1), torch::kCPU),
                InputError);
+  // A split whose loss masks are all zero has no loss to report: an input error, not loss 0.
+  {
+    data::ShardWriter w(t / "masked", "train", 259);
+    w.add({'a', 'b', 'c', 'd'}, {0, 0, 0, 0});
+    w.add({'e', 'f'}, {0, 0});
+    const auto files = w.finish();
+    ASSERT_EQ(files.size(), 1u);
+    data::SplitData masked;
+    masked.append_shard(t / "masked" + "/" + files[0], 259);
+    ASSERT_EQ(masked.size(), 2);
+    for (bool pack : {false, true}) {
+      try {
+        analysis::evaluate_lm(model, masked, {2, pack ? 16 : 0, pack}, token_bytes, torch::kCPU);
+        ADD_FAILURE() << "expected InputError, pack " << pack;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("no predicted tokens"), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 TEST(LmEval, ChoiceScoringPicksTheLargerLogLikelihood) {

@@ -295,6 +295,8 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
   bad_l.save(tmp / "bad_l.json");
   write_text(tmp / "bad_e.json",
              R"({"format": "lol-routing-path", "version": 1, "library_size": 3, "expert": [[0, 3]], "alpha": [[null, null]]})");
+  std::string too_long = "1";  // max_seq_len + 1 token ids
+  for (int64_t i = 0; i < c.max_seq_len; ++i) too_long += " 1";
   struct Bad {
     std::string args, needle;
   };
@@ -312,6 +314,9 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
            quote(tmp / "bad_l.json"),
        "bad_l.json: field 'library_size'"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2 23' --ids --max-new 1", "--tokens: id 23"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2 3' --prompt-len 4 --ids --max-new 1", "--prompt-len 4"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '" + too_long + "' --ids --max-new 1",
+       "--tokens: the prompt has " + std::to_string(c.max_seq_len + 1) + " tokens"},
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
       {"forward --tokens 1 --out x", "--model"},
@@ -324,6 +329,33 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
     EXPECT_EQ(results[i].code, 2) << results[i].out;
     EXPECT_NE(results[i].out.find(bads[i].needle), std::string::npos) << results[i].out;
   }
+}
+
+TEST(CliGenerate, NewTokensStopAtMaxSeqLen) {
+  TempDir tmp("cli_gen_cap");
+  auto c = tiny_config();
+  lol::save_lol(make_model(c, 53, torch::kFloat32), tmp / "ck");
+  // 3 prompt tokens + 1000 new ones do not fit max_seq_len: generation ends when the context is full.
+  auto r = run_lol("generate --model " + quote(tmp / "ck") + " --tokens '1 2 3' --ids --no-stop --max-new 1000");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string cap = "capped to " + std::to_string(c.max_seq_len - 3);
+  EXPECT_NE(r.out.find(cap), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(c.max_seq_len - 3) + " tokens in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_seq_len reached"), std::string::npos) << r.out;
+}
+
+// A failed allocation is reported as out of memory (exit 4), not as an internal error.
+TEST(CliErrors, OutOfMemoryExitsWith4AndSaysSo) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: ulimit -v cannot apply";
+#else
+  // 2.5 GB of address space; the first 32768^2 fp32 matrix alone needs 4 GiB.
+  auto r = run_cmd("ulimit -v 2500000; LOL_NUM_THREADS=1 " + quote(LOL_BINARY) +
+                   " bench matmul --n 32768 --seconds 0.01");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("error: out of memory"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+#endif
 }
 
 TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {

@@ -169,5 +169,13 @@ TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
   EXPECT_NE(all.find("bad.jsonl:3:"), std::string::npos) << all;
   EXPECT_NE(all.find("bad.jsonl:4:"), std::string::npos) << all;
   EXPECT_NE(all.find("1 verified"), std::string::npos) << all;
+  // A file without records verifies nothing: an input error (exit 2), not a failed record (exit 1).
+  std::ofstream(dir + "/empty.jsonl") << "\n  \n";
+  rc = std::system((lol + " data verify " + dir + "/empty.jsonl > " + log + " 2>&1").c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  std::ifstream in2(log);
+  all.assign((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("empty.jsonl: no records"), std::string::npos) << all;
   fs::remove_all(dir);
 }
