@@ -9,6 +9,24 @@
 #include "core/runtime.h"
 #include "util/error.h"
 
+namespace {
+
+/// CLI11 parses "-1" into an unsigned option by wrapping it to 2^64 - 1; every unsigned
+/// option (type UINT: seeds, counts) refuses a negative value instead.
+void refuse_negative_unsigned(CLI::App& app) {
+  const CLI::Validator non_negative(
+      [](std::string& v) {
+        const auto b = v.find_first_not_of(" \t");
+        return b != std::string::npos && v[b] == '-' ? "Value " + v + ": expected an integer >= 0" : std::string();
+      },
+      "", "NON_NEGATIVE");
+  for (CLI::Option* o : app.get_options())
+    if (o->get_type_name().rfind("UINT", 0) == 0) o->check(non_negative);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   lol::ensure_passive_thread_pools(argc, argv);  // may re-execute the program once (core/runtime.h)
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
@@ -30,6 +48,7 @@ int main(int argc, char** argv) {
   lol::cli::register_hf(app);
   lol::cli::register_export(app);
   lol::cli::register_layerroute(app);
+  refuse_negative_unsigned(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
