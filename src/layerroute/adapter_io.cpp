@@ -1,5 +1,6 @@
 #include "layerroute/adapter_io.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "baselines/dense_trainable.h"
@@ -92,6 +93,42 @@ void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std:
              {{"gates", to_json(m.gates->config())}, {"merged_from", merged_from}});
 }
 
+/// The PEFT adapter_config.json written next to layerroute.json (for Python users) must
+/// describe the same adapters: an edit to one of the two would otherwise be silently
+/// ignored (layerroute.json is what is loaded). Fields that do not change the loaded
+/// weights' meaning (lora_dropout, inference_mode, ...) are not compared; a missing file
+/// is fine (older adapters).
+static void check_peft_config(const std::string& dir, const LoraConfig& lora) {
+  const auto cp = (fs::path(dir) / "adapter_config.json").string();
+  if (!fs::exists(cp)) return;
+  const auto c = io::read_json_file(cp);
+  require(c.is_object(), cp, "expected a JSON object (PEFT adapter config)");
+  const std::string also = " (layerroute.json: lora has ";
+  if (c.contains("r"))
+    require(c["r"].is_number_integer() && c["r"].get<int64_t>() == lora.rank, cp,
+            "field 'r' = " + c["r"].dump() + also + "rank " + std::to_string(lora.rank) + "; the two must agree)");
+  if (c.contains("lora_alpha"))
+    require(c["lora_alpha"].is_number() && c["lora_alpha"].get<double>() == lora.alpha, cp,
+            "field 'lora_alpha' = " + c["lora_alpha"].dump() + also + "alpha " + nlohmann::json(lora.alpha).dump() +
+                "; the two must agree)");
+  if (c.contains("target_modules")) {
+    std::vector<std::string> want = lora.targets, got;
+    const auto& t = c["target_modules"];
+    require(t.is_array(), cp, "field 'target_modules': expected a list of projection names");
+    for (const auto& x : t) {
+      require(x.is_string(), cp, "field 'target_modules': expected a list of projection names");
+      got.push_back(x.get<std::string>());
+    }
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    require(got == want, cp,
+            "field 'target_modules' = " + t.dump() + also + "targets " + nlohmann::json(lora.targets).dump() +
+                "; the two must agree)");
+  }
+  if (c.contains("bias"))
+    require(c["bias"] == "none", cp, "field 'bias' = " + c["bias"].dump() + ": LayerRoute adapters have no bias (expected \"none\")");
+}
+
 AdapterInfo read_adapter_info(const std::string& dir) {
   const auto mp = (fs::path(dir) / "layerroute_gates.json").string();
   if (!fs::exists(fs::path(dir) / "layerroute.json") && fs::exists(mp)) {
@@ -121,6 +158,7 @@ AdapterInfo read_adapter_info(const std::string& dir) {
   a.gates = gate_config_from_json(*g, p + ": gates");
   if (const auto* e = f.raw("extra")) a.extra = *e;
   f.reject_unknown();
+  check_peft_config(dir, a.lora);
   return a;
 }
 

@@ -48,7 +48,11 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
   if (opt.x != "step" && opt.x != "tokens" && opt.x != "flops" && opt.x != "elapsed")
     throw InputError("--x " + opt.x + ": expected step, tokens, flops or elapsed");
   if (opt.inputs.empty()) throw InputError("lol plot: no metrics files given");
-  const bool svg = opt.out.size() >= 4 && opt.out.compare(opt.out.size() - 4, 4, ".svg") == 0;
+  const auto ends_with = [&](const char* ext) { return opt.out.size() >= 4 && opt.out.compare(opt.out.size() - 4, 4, ext) == 0; };
+  const bool svg = ends_with(".svg");
+  // The format follows the name: a PNG written to "curves" or "curves.pdf" would mislead.
+  if (!svg && !ends_with(".png"))
+    throw InputError("--out " + opt.out + ": expected a file name ending in .png or .svg");
   std::string s;
   s += svg ? "set terminal svg size 1000,600 dynamic enhanced\n" : "set terminal pngcairo size 1000,600 enhanced\n";
   s += "set output " + quote(opt.out) + "\n";

@@ -16,7 +16,8 @@ struct PlotOptions {
 /// The gnuplot script that plot_metrics() runs, with data files written into
 /// `data_dir`. Training loss ("loss") is drawn as lines, validation loss
 /// ("valid_loss") as points, one colour per input. Throws InputError naming the file
-/// when an input is unreadable or has no loss records, or when `x` is unknown.
+/// when an input is unreadable or has no loss records, when `x` is unknown, or when
+/// `out` does not end in .png or .svg.
 std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir);
 
 /// Writes opt.out by running gnuplot. Throws InputError for bad inputs and

@@ -1,8 +1,11 @@
 // LoRA adapters (paper 3.1) and adapter files: B = 0 is the base model, merged ==
 // unmerged, PEFT names, bit-exact reload, strict loading.
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "core/module_io.h"
+#include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "layerroute/adapter_io.h"
 #include "layerroute_test_util.h"
@@ -87,6 +90,28 @@ TEST(LayerRouteLora, AdaptersReloadBitExactly) {
   auto info = read_adapter_info(d.path());
   EXPECT_EQ(info.base_dir, "/some/base");
   EXPECT_EQ(info.lora.rank, 8);
+  // adapter_config.json (PEFT) and layerroute.json must describe the same adapters: an
+  // edit to the PEFT file alone is refused naming it, not silently ignored.
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"r", 4}, {"lora_alpha", 32.0}, {"target_modules", {"q_proj", "v_proj"}}, {"bias", "all"}}) {
+    auto edited = cfg;
+    edited[field] = value;
+    io::write_file_atomic(d.path() + "/adapter_config.json", edited.dump());
+    try {
+      read_adapter_info(d.path());
+      ADD_FAILURE() << "accepted adapter_config.json with " << field << " = " << value.dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("adapter_config.json: field '" + field + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  // Fields that do not change the weights' meaning may differ; the target order may too.
+  auto same = cfg;
+  same["lora_dropout"] = 0.05;
+  same["inference_mode"] = false;
+  same["target_modules"] = {"o_proj", "v_proj", "k_proj", "q_proj"};
+  io::write_file_atomic(d.path() + "/adapter_config.json", same.dump());
+  EXPECT_EQ(read_adapter_info(d.path()).lora.rank, 8);
 }
 
 TEST(LayerRouteLora, StrictLoadingNamesTheTensor) {

@@ -99,4 +99,17 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
   o.x = "flops";  // no record has flops
   EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
+  // The image format follows the output name: other names are refused, naming --out.
+  o.x = "tokens";
+  for (const std::string bad : {"/x", "/x.pdf", "/png"}) {
+    o.out = dir.path() + bad;
+    try {
+      gnuplot_script(o, dir.path());
+      ADD_FAILURE() << "accepted " << o.out;
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--out"), std::string::npos) << e.what();
+    }
+  }
+  o.out = dir.path() + "/x.png";
+  EXPECT_NE(gnuplot_script(o, dir.path()).find("set terminal pngcairo"), std::string::npos);
 }
