@@ -110,6 +110,10 @@ std::vector<ChoiceExample> read_choice_file(const std::string& path) {
     if (!ch || !ch->is_array() || ch->size() < 2) throw InputError(where + ": field 'choices' must be a list of >= 2 strings");
     for (const auto& s : *ch) {
       if (!s.is_string()) throw InputError(where + ": field 'choices' must hold strings");
+      // An empty choice has no tokens of its own to score (only the delimiter would be).
+      if (s.get<std::string>().empty())
+        throw InputError(where + ": field 'choices': entry " + std::to_string(ex.choices.size()) +
+                         " is empty (expected a non-empty continuation)");
       ex.choices.push_back(s.get<std::string>());
     }
     const auto* g = field("gold", "label");

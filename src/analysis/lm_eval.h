@@ -58,8 +58,8 @@ struct ChoiceExample {
 
 /// Reads a JSONL file of {"context": str, "choices": [str, ...], "gold": int}
 /// (aliases: "query" for context, "label" for gold). Throws lol::InputError naming
-/// file:line and the field for a missing or mistyped field, fewer than 2 choices,
-/// or gold outside [0, choices).
+/// file:line and the field for a missing or mistyped field, fewer than 2 choices, an
+/// empty choice, or gold outside [0, choices).
 std::vector<ChoiceExample> read_choice_file(const std::string& path);
 
 /// Context and continuation token ids of a request, the lm-evaluation-harness way:

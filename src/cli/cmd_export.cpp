@@ -90,8 +90,16 @@ void verify_export(baselines::DenseModel& model, const std::string& out, const s
   src->eval();
   const auto a = src->forward(tokens), b = back->forward(tokens);
   const double diff = (a - b).abs().max().item<double>();
+  const bool rounded = stored != torch::kFloat32;
   std::cout << "verify: " << n << " tokens of " << text_file << ", logits [1, " << n << ", " << a.size(2)
-            << "]: max |exported - source| = " << diff << (torch::equal(a, b) ? " (identical)" : "") << "\n";
+            << "]: max |exported - source" << (rounded ? " rounded to " + std::string(c10::toString(stored)) : "")
+            << "| = " << diff << (torch::equal(a, b) ? " (identical)" : "") << "\n";
+  if (rounded) {
+    // What the rounding itself costs: the exported folder against the float32 checkpoint.
+    const double loss = (model->forward(tokens).to(torch::kFloat32) - b).abs().max().item<double>();
+    std::cout << "verify: max |exported - float32 source| = " << loss << " (the rounding to "
+              << c10::toString(stored) << ")\n";
+  }
   if (diff != 0) throw std::runtime_error("--verify: the reloaded folder's logits differ from the checkpoint's");
 }
 

@@ -34,6 +34,22 @@ namespace lol::cli {
 
 namespace {
 
+/// --dtype of the CPU commands: a dtype the LibTorch build can multiply matrices in on
+/// CPU (LibTorch 1.13 has no float16 addmm on CPU), checked with a 2 x 2 product so that
+/// the answer follows the library, not a list of ours.
+c10::ScalarType cpu_compute_dtype(const std::string& name) {
+  const auto t = hf::parse_dtype_name(name);
+  try {
+    auto x = torch::ones({2, 2}, torch::TensorOptions().dtype(t));
+    (void)torch::addmm(x, x, x);
+  } catch (const c10::Error& e) {
+    const std::string m = e.what_without_backtrace();
+    throw InputError("--dtype " + name + ": this LibTorch build cannot compute in " + name + " on CPU (" +
+                     m.substr(0, m.find('\n')) + "); use float32 or bfloat16");
+  }
+  return t;
+}
+
 int64_t parameter_count(const hf::HfConfig& c) {
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t attn = d * H * hd + 2 * d * Hkv * hd + H * hd * d + (c.qkv_bias ? (H + 2 * Hkv) * hd : 0);
@@ -116,7 +132,7 @@ void run_generate(const GenArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   hf::HfConfig cfg;
   auto t_load = std::chrono::steady_clock::now();
-  auto model = hf::load_hf_model(a.dir, hf::parse_dtype_name(a.dtype), c10::Device(c10::kCPU), &cfg);
+  auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   auto tok = folder_tokenizer(a.dir, !a.prompt.empty());
   std::vector<int64_t> prompt;
@@ -208,7 +224,7 @@ void run_ppl(const PplArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   if (a.context < 2) throw InputError("--context " + std::to_string(a.context) + ": expected >= 2");
   hf::HfConfig cfg;
-  auto model = hf::load_hf_model(a.dir, hf::parse_dtype_name(a.dtype), c10::Device(c10::kCPU), &cfg);
+  auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   if (a.context > cfg.max_position_embeddings)
     throw InputError("--context " + std::to_string(a.context) + ": expected <= max_position_embeddings " +
                      std::to_string(cfg.max_position_embeddings));
@@ -265,7 +281,7 @@ struct BenchArgs {
 
 void run_bench(const BenchArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
-  const auto dtype = hf::parse_dtype_name(a.dtype);
+  const auto dtype = cpu_compute_dtype(a.dtype);
   hf::HfConfig cfg;
   baselines::DenseModel model{nullptr};
   const bool random = !fs::is_directory(a.model);

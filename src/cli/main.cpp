@@ -12,7 +12,7 @@
 namespace {
 
 /// CLI11 parses "-1" into an unsigned option by wrapping it to 2^64 - 1; every unsigned
-/// option (type UINT: seeds, counts) refuses a negative value instead.
+/// option (type UINT: seeds, counts) and every --threads refuses a negative value instead.
 void refuse_negative_unsigned(CLI::App& app) {
   const CLI::Validator non_negative(
       [](std::string& v) {
@@ -20,8 +20,9 @@ void refuse_negative_unsigned(CLI::App& app) {
         return b != std::string::npos && v[b] == '-' ? "Value " + v + ": expected an integer >= 0" : std::string();
       },
       "", "NON_NEGATIVE");
+  // --threads: 0 means "all available"; a negative count is a typo, not a request.
   for (CLI::Option* o : app.get_options())
-    if (o->get_type_name().rfind("UINT", 0) == 0) o->check(non_negative);
+    if (o->get_type_name().rfind("UINT", 0) == 0 || o->check_lname("threads")) o->check(non_negative);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
 }
 

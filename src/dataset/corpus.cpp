@@ -7,6 +7,7 @@
 
 #include "dataset/shards.h"
 #include "dataset/text_tokenizer.h"
+#include "io/atomic_file.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -58,7 +59,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
     vo.max_bytes_per_label = 0;
     held_out = std::make_unique<DocumentReader>(o.valid_files, vo);
   }
-  fs::create_directories(out_dir);
+  io::create_dirs(out_dir);
   tok->save(out_dir);
   const int64_t vocab = tok->vocab_size();
 

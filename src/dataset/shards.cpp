@@ -142,7 +142,7 @@ SplitData Dataset::load(const std::string& split) const {
 
 ShardWriter::ShardWriter(std::string dir, std::string split, int64_t vocab_size, int64_t shard_tokens)
     : dir_(std::move(dir)), split_(std::move(split)), vocab_size_(vocab_size), shard_tokens_(shard_tokens) {
-  fs::create_directories(dir_);
+  io::create_dirs(dir_);
 }
 
 void ShardWriter::add(const std::vector<int32_t>& tokens, const std::vector<uint8_t>& loss_mask,
@@ -219,7 +219,7 @@ std::vector<std::string> ShardWriter::finish() {
 }
 
 void write_dataset_info(const std::string& dir, const nlohmann::json& info) {
-  fs::create_directories(dir);
+  io::create_dirs(dir);
   io::write_file_atomic(dir + "/dataset.json", info.dump(2) + "\n");
 }
 

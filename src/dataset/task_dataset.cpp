@@ -104,7 +104,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   TaskSpec spec = task_spec(opt.task, opt.size);
   require(opt.n_puzzles >= 1, "--n", "expected at least 1 puzzle");
   require(opt.valid_fraction >= 0 && opt.valid_fraction < 1, "--valid-fraction", "expected 0 <= fraction < 1");
-  fs::create_directories(out);
+  io::create_dirs(out);
   ProgressBar bar("generate " + opt.task, 0, opt.progress);
   std::vector<tasks::Example> examples;
   nlohmann::json gen_stats = nlohmann::json::object();

@@ -32,6 +32,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 /// fsync a directory (so a rename inside it is durable). Ignores errors.
 void fsync_dir(const std::string& dir);
 
+/// Creates `dir` and its parents (nothing when it exists). Throws InputError naming the
+/// path when that fails (a file in the way, no permission).
+void create_dirs(const std::string& dir);
+
 /// Whole file as a string; throws InputError naming the path when unreadable.
 std::string read_file(const std::string& path);
 

@@ -196,6 +196,15 @@ TEST(LmEval, ChoiceFileErrorsNameTheLine) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("a.jsonl:2: field 'gold' = 2"), std::string::npos) << e.what();
   }
+  // An empty choice would score the delimiter alone: refused, naming the entry.
+  io::write_file_atomic(t / "e.jsonl", "{\"context\": \"x\", \"choices\": [\"a\", \"\"], \"gold\": 0}\n");
+  try {
+    analysis::read_choice_file(t / "e.jsonl");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("e.jsonl:1: field 'choices': entry 1 is empty"), std::string::npos)
+        << e.what();
+  }
   EXPECT_NEAR(analysis::mean_stderr({1, 1, 0, 0}), std::sqrt(1.0 / 3.0) / 2.0, 1e-12);
 }
 
@@ -213,6 +222,11 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
                             reftest::quote(t / "ds"));
   ASSERT_EQ(c.code, 0) << c.out;
   EXPECT_NE(c.out.find("labels"), std::string::npos) << c.out;
+  // An --out that cannot be a directory (a file is in the way): exit 2 naming it.
+  auto blocked = reftest::run_lol("corpus --in " + reftest::quote(t / "ml.jsonl") +
+                                  " --tokenizer byte --no-progress --out " + reftest::quote(t / "ml.jsonl/ds"));
+  EXPECT_EQ(blocked.code, 2) << blocked.out;
+  EXPECT_NE(blocked.out.find("ml.jsonl/ds: cannot create directory"), std::string::npos) << blocked.out;
   const std::string cfg = std::string(LOL_SOURCE_DIR) + "/configs/text_kjv_cpu.json";
   auto tr = reftest::run_lol(
       "train --config " + reftest::quote(cfg) + " --set data.dir=" + reftest::quote(t / "ds") +

@@ -51,7 +51,12 @@ TEST(CliHf, InfoGeneratePpl) {
                         "hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") + " --context 16 --out " +
                             quote(d / "ppl.json"),
                         "hf info " + quote(d / "absent"),
-                        "hf generate " + quote(d.path()) + " --prompt hi --dtype int4"});
+                        "hf generate " + quote(d.path()) + " --prompt hi --dtype int4",
+                        // bfloat16 compute on CPU (the mask fill must fit bfloat16), and float16,
+                        // which this LibTorch cannot multiply on CPU: exit 2 naming --dtype, or it runs.
+                        "hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") +
+                            " --context 16 --dtype bfloat16 --out " + quote(d / "ppl_bf16.json"),
+                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 2 --ids --dtype float16"});
   EXPECT_EQ(r[0].code, 0) << r[0].out;
   for (const char* needle : {"Qwen2ForCausalLM", "2 shards", "bfloat16", "ChatML", "You are a helpful assistant.", "check"})
     EXPECT_NE(r[0].out.find(needle), std::string::npos) << needle << "\n" << r[0].out;
@@ -70,6 +75,16 @@ TEST(CliHf, InfoGeneratePpl) {
   EXPECT_EQ(r[4].code, 2) << r[4].out;
   EXPECT_NE(r[4].out.find("absent/config.json"), std::string::npos) << r[4].out;
   EXPECT_EQ(r[5].code, 2) << r[5].out;
+  ASSERT_EQ(r[6].code, 0) << r[6].out;
+  const auto ppl_bf16 = nlohmann::json::parse(read_text(d / "ppl_bf16.json"));
+  EXPECT_EQ(ppl_bf16["targets"], ppl["targets"]);
+  EXPECT_NEAR(ppl_bf16["loss"].get<double>(), ppl["loss"].get<double>(), 0.05);  // bf16 rounding of a float32 run
+  if (r[7].code != 0) {
+    EXPECT_EQ(r[7].code, 2) << r[7].out;
+    EXPECT_NE(r[7].out.find("--dtype float16: this LibTorch build cannot compute in float16 on CPU"),
+              std::string::npos)
+        << r[7].out;
+  }
 }
 
 TEST(CliHf, ExportTrainedDenseCheckpoint) {
@@ -99,7 +114,11 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
   ASSERT_EQ(r[0].code, 0) << r[0].out;
   EXPECT_NE(r[0].out.find("Qwen2ForCausalLM"), std::string::npos) << r[0].out;
   EXPECT_NE(r[0].out.find("verify: 40 tokens"), std::string::npos) << r[0].out;
-  EXPECT_NE(r[0].out.find("(identical)"), std::string::npos) << r[0].out;
+  EXPECT_NE(r[0].out.find("max |exported - source rounded to BFloat16| = 0 (identical)"), std::string::npos)
+      << r[0].out;
+  // ... and what the rounding to bfloat16 costs against the float32 checkpoint (not 0).
+  EXPECT_NE(r[0].out.find("verify: max |exported - float32 source| = "), std::string::npos) << r[0].out;
+  EXPECT_EQ(r[0].out.find("float32 source| = 0 "), std::string::npos) << r[0].out;
   EXPECT_TRUE(std::filesystem::exists(d / "hf/model.safetensors.index.json"));
   EXPECT_TRUE(std::filesystem::exists(d / "hf/tokenizer.json"));
   auto back = load_hf_model(d / "hf");

@@ -317,6 +317,7 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2 3' --prompt-len 4 --ids --max-new 1", "--prompt-len 4"},
       // Unsigned options (seeds) refuse negative values instead of wrapping them to 2^64 - 1.
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --seed -1", "--seed: Value -1"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --threads -2", "--threads: Value -2"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '" + too_long + "' --ids --max-new 1",
        "--tokens: the prompt has " + std::to_string(c.max_seq_len + 1) + " tokens"},
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},

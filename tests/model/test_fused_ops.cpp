@@ -322,3 +322,20 @@ TEST(KernelThreads, KernelsSplitTheirTasksOverTheIntraOpThreads) {
 #endif
   EXPECT_EQ(one_task, 1);
 }
+
+// bfloat16 (and float16) compute: the mask fill must be finite in the tensor's own dtype
+// (float's lowest() overflows bfloat16, "value cannot be converted to type at::BFloat16
+// without overflow"); the result follows the float32 attention within bfloat16 rounding.
+TEST(MaskedAttention, BFloat16MatchesFloat32WithinRounding) {
+  torch::manual_seed(3);
+  const int64_t S = 2, H = 4, Hkv = 2, L = 6, hd = 8;
+  auto q = torch::randn({S, H, L, hd}), k = torch::randn({S, Hkv, L, hd}), v = torch::randn({S, Hkv, L, hd});
+  auto allowed = torch::ones({L, L}, torch::kBool).tril().expand({S, L, L}).clone();
+  allowed[1][5].fill_(false);  // the last query row of segment 1 sees nothing: exactly 0
+  auto ref = lol::nn::masked_attention(q, k, v, allowed);
+  auto bf = lol::nn::masked_attention(q.to(torch::kBFloat16), k.to(torch::kBFloat16), v.to(torch::kBFloat16), allowed);
+  ASSERT_EQ(bf.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::isfinite(bf).all().item<bool>());
+  EXPECT_LT((bf.to(torch::kFloat32) - ref).abs().max().item<double>(), 0.05);
+  EXPECT_EQ(bf[1].select(1, 5).abs().max().item<double>(), 0.0);
+}
