@@ -182,9 +182,10 @@ void run_generate(const GenArgs& a) {
   std::cout << "\n";
   const int64_t n = int64_t(gens[0].tokens.size());
   std::cerr << std::fixed << std::setprecision(2) << "load " << load_s << " s; prompt " << prompt.size()
-            << " tokens in " << prefill_s << " s (" << std::setprecision(1) << double(prompt.size()) / prefill_s
-            << " tok/s); " << n << " new tokens";
-  if (n > 1) std::cerr << ", decode " << double(n - 1) / (total_s - prefill_s) << " tok/s";
+            << " tokens in " << prefill_s << " s";
+  if (prefill_s > 0) std::cerr << " (" << std::setprecision(1) << double(prompt.size()) / prefill_s << " tok/s)";
+  std::cerr << "; " << n << " new tokens";
+  if (n > 1 && total_s > prefill_s) std::cerr << ", decode " << double(n - 1) / (total_s - prefill_s) << " tok/s";
   std::cerr << " (" << (gens[0].stopped ? "stop token" : "max new tokens") << ")\n";
 }
 

@@ -208,7 +208,8 @@ void register_eval_cmd(CLI::App* lr) {
   c->add_option("--adapter", a->adapter, "adapter directory (single evaluation)");
   c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
   c->add_option("--data", a->data, "held-out JSONL")->required();
-  c->add_option("--samples", a->samples, "held-out samples (seeded selection in the protocol; 0 = all)");
+  c->add_option("--samples", a->samples, "held-out samples (seeded selection in the protocol; 0 = all)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   c->add_option("--seeds", a->seeds, "run the whole protocol (train + eval) over N seeds");
   c->add_option("--first-seed", a->first_seed, "first protocol seed");
   c->add_option("--train-data", a->train_data, "training JSONL for --seeds");

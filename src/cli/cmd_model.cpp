@@ -158,7 +158,7 @@ void run_info_baseline(const InfoArgs& a, const std::string& dir, nlohmann::json
   auto model = training::load_model(dir);  // validates config and weights
   const int64_t max_len = cfg.value("max_seq_len", int64_t(2048));
   if (a.context < 0 || a.context > max_len)
-    throw InputError("--context " + std::to_string(a.context) + ": expected 1 <= context <= max_seq_len = " +
+    throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= max_seq_len) or 1 <= context <= max_seq_len = " +
                      std::to_string(max_len));
   const int64_t n = a.context > 0 ? a.context : max_len;
   baselines::CostModel cm;
@@ -207,7 +207,7 @@ void run_info(const InfoArgs& a) {
   LoLModel m = load_lol(dir, torch::kCPU, &extra);
   const auto& c = m->config();
   if (a.context < 0 || a.context > c.max_seq_len)
-    throw InputError("--context " + std::to_string(a.context) + ": expected 1 <= context <= max_seq_len = " +
+    throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= max_seq_len) or 1 <= context <= max_seq_len = " +
                      std::to_string(c.max_seq_len));
   const int64_t n = a.context > 0 ? a.context : c.max_seq_len;
   const auto f = count_flops(c, c.core_depth, n);

@@ -318,6 +318,8 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       // Unsigned options (seeds) refuse negative values instead of wrapping them to 2^64 - 1.
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --seed -1", "--seed: Value -1"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --threads -2", "--threads: Value -2"},
+      {"layerroute eval --data " + quote(tmp / "none.jsonl") + " --samples -1", "--samples: Value -1"},
+      {"info " + quote(tmp / "ck") + " --context -5", "--context -5: expected 0 (= max_seq_len) or 1 <= context"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '" + too_long + "' --ids --max-new 1",
        "--tokens: the prompt has " + std::to_string(c.max_seq_len + 1) + " tokens"},
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
