@@ -13,7 +13,7 @@ namespace {
 
 /// CLI11 parses "-1" into an unsigned option by wrapping it to 2^64 - 1; every unsigned
 /// option (type UINT: seeds, counts) and every --threads refuses a negative value instead.
-void refuse_negative_unsigned(CLI::App& app) {
+void refuse_negative_counts(CLI::App& app) {
   const CLI::Validator non_negative(
       [](std::string& v) {
         const auto b = v.find_first_not_of(" \t");
@@ -23,7 +23,7 @@ void refuse_negative_unsigned(CLI::App& app) {
   // --threads: 0 means "all available"; a negative count is a typo, not a request.
   for (CLI::Option* o : app.get_options())
     if (o->get_type_name().rfind("UINT", 0) == 0 || o->check_lname("threads")) o->check(non_negative);
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_counts(*sub);
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   lol::cli::register_hf(app);
   lol::cli::register_export(app);
   lol::cli::register_layerroute(app);
-  refuse_negative_unsigned(app);
+  refuse_negative_counts(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/index_tensor.h"
+#include "nn/mask_fill.h"
 
 namespace lol::inference {
 
@@ -140,7 +141,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   const double scale = 1.0 / std::sqrt(double(hd));
   auto scores = torch::matmul(Q, K.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G Lq, Lk]
   if (p.blocked.defined()) {
-    scores = scores.view({p.S, Hkv, G, p.Lq, p.Lk}).masked_fill_(p.blocked, std::numeric_limits<float>::lowest());
+    scores = scores.view({p.S, Hkv, G, p.Lq, p.Lk}).masked_fill_(p.blocked, nn::lowest_finite(scores.scalar_type()));
     scores = scores.view({p.S, Hkv, G * p.Lq, p.Lk});
   }
   auto probs = torch::softmax(scores, -1);

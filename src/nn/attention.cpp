@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 #include "nn/linear.h"
+#include "nn/mask_fill.h"
 #include "nn/vec_math.h"
 
 #include <ATen/Parallel.h>
@@ -42,17 +43,6 @@ namespace {
 /// by the mask is skipped: softmax already gives exactly 0 to blocked keys, so the
 /// result and its gradients are unchanged, and one [S, H, Lq, Lk] temporary less is
 /// kept for backward.
-/// The most negative finite value of dtype `t`: the mask fill. float's lowest() is outside
-/// the range of bfloat16 and float16, where filling it throws.
-double lowest_finite(c10::ScalarType t) {
-  switch (t) {
-    case c10::kDouble: return std::numeric_limits<double>::lowest();
-    case c10::kBFloat16: return double(std::numeric_limits<c10::BFloat16>::lowest());
-    case c10::kHalf: return double(std::numeric_limits<c10::Half>::lowest());
-    default: return std::numeric_limits<float>::lowest();
-  }
-}
-
 torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& allowed, bool rows_may_be_empty) {
   const int64_t S = q.size(0), H = q.size(1), Lq = q.size(2), hd = q.size(3);

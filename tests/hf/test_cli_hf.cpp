@@ -56,7 +56,9 @@ TEST(CliHf, InfoGeneratePpl) {
                         // which this LibTorch cannot multiply on CPU: exit 2 naming --dtype, or it runs.
                         "hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") +
                             " --context 16 --dtype bfloat16 --out " + quote(d / "ppl_bf16.json"),
-                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 2 --ids --dtype float16"});
+                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 2 --ids --dtype float16",
+                        // bfloat16 cached decoding (the KV-cache attention fills its mask the same way).
+                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 4 --ids --no-stop --dtype bfloat16"});
   EXPECT_EQ(r[0].code, 0) << r[0].out;
   for (const char* needle : {"Qwen2ForCausalLM", "2 shards", "bfloat16", "ChatML", "You are a helpful assistant.", "check"})
     EXPECT_NE(r[0].out.find(needle), std::string::npos) << needle << "\n" << r[0].out;
@@ -79,6 +81,8 @@ TEST(CliHf, InfoGeneratePpl) {
   const auto ppl_bf16 = nlohmann::json::parse(read_text(d / "ppl_bf16.json"));
   EXPECT_EQ(ppl_bf16["targets"], ppl["targets"]);
   EXPECT_NEAR(ppl_bf16["loss"].get<double>(), ppl["loss"].get<double>(), 0.05);  // bf16 rounding of a float32 run
+  ASSERT_EQ(r[8].code, 0) << r[8].out;
+  EXPECT_EQ(parse_ids(r[8].out.substr(0, r[8].out.find('\n'))).size(), 4u) << r[8].out;
   if (r[7].code != 0) {
     EXPECT_EQ(r[7].code, 2) << r[7].out;
     EXPECT_NE(r[7].out.find("--dtype float16: this LibTorch build cannot compute in float16 on CPU"),
