@@ -5,19 +5,39 @@
 #include <exception>
 #include <sstream>
 #include <string>
+#include <climits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "inference/sampling.h"
 #include "util/error.h"
 
 namespace lol::cli {
 
-/// Token ids from "1,2,3" or "1 2 3" (commas and white space both separate).
-/// Throws InputError naming `flag` for anything that is not an integer >= 0.
+/// Token ids from "1,2,3", "1 2 3" (commas and white space both separate) or a JSON
+/// array "[1, 2, 3]" (as `lol tokenizer encode --json` prints). Ids are int32 token ids.
+/// Throws InputError naming `flag` for anything that is not an integer in [0, 2^31 - 1],
+/// and for a bracket outside a complete JSON array (e.g. "[1,2").
 inline std::vector<int64_t> parse_ids(const std::string& s, const std::string& flag) {
   std::vector<int64_t> out;
+  const std::size_t first = s.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && s[first] == '[') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(s);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(flag + ": starts with '[' but is not a JSON array of token ids (" + e.what() + ")");
+    }
+    if (!j.is_array()) throw InputError(flag + ": expected a JSON array of token ids");
+    for (const auto& v : j) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+        throw InputError(flag + ": '" + v.dump() + "' is not a token id (expected integers in [0, 2147483647])");
+      out.push_back(v.get<int64_t>());
+    }
+    return out;
+  }
   std::string cur;
   std::istringstream in(s);
   while (std::getline(in, cur, ',')) {
@@ -31,7 +51,9 @@ inline std::vector<int64_t> parse_ids(const std::string& s, const std::string& f
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != w.size() || v < 0) throw InputError(flag + ": '" + w + "' is not a token id (expected integers >= 0)");
+      if (used != w.size() || v < 0 || v > INT32_MAX)
+        throw InputError(flag + ": '" + w + "' is not a token id (expected integers in [0, 2147483647], separated by " +
+                         "spaces or commas, or a JSON array)");
       out.push_back(v);
     }
   }

@@ -12,6 +12,7 @@
 #include "core/runtime.h"
 #include "dataset/text_tokenizer.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
 
@@ -28,27 +29,6 @@ struct EvalArgs {
   bool json = false, no_progress = false;
 };
 
-nlohmann::json read_json_file(const std::string& path) {
-  try {
-    return nlohmann::json::parse(io::read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON: " + e.what());
-  }
-}
-
-/// The tokenizer of a model: --tokenizer, else <model>/tokenizer.json, else the one
-/// of the dataset it was trained on (config.json extra.dataset_dir + extra.tokenizer).
-std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, const std::string& flag) {
-  if (!flag.empty()) return data::open_text_tokenizer(flag);
-  if (fs::exists(fs::path(dir) / "tokenizer.json")) return tokenizers::load_tokenizer(dir);
-  const auto cfg = read_json_file(dir + "/config.json");
-  if (cfg.contains("extra") && cfg["extra"].contains("tokenizer") && cfg["extra"].contains("dataset_dir")) {
-    const fs::path p = fs::path(cfg["extra"]["dataset_dir"].get<std::string>()) / cfg["extra"]["tokenizer"].get<std::string>();
-    if (fs::exists(p)) return tokenizers::load_tokenizer(p.string());
-  }
-  throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass --tokenizer");
-}
-
 /// Row layout: --seq-len / --packing, else the training run's (checkpoint run.json), else
 /// packed rows of min(1024, max_seq_len).
 training::BatchLayout eval_layout(const EvalArgs& a, const std::string& dir, const training::TrainableModel& model) {
@@ -57,7 +37,7 @@ training::BatchLayout eval_layout(const EvalArgs& a, const std::string& dir, con
   std::string packing = a.packing;
   int64_t seq_len = a.seq_len;
   if (fs::exists(dir + "/run.json")) {
-    const auto run = read_json_file(dir + "/run.json");
+    const auto run = io::read_json_file(dir + "/run.json");
     if (run.contains("data")) {
       if (seq_len == 0 && run["data"].contains("seq_len")) seq_len = run["data"]["seq_len"].get<int64_t>();
       if (packing.empty() && run["data"].contains("packing")) packing = run["data"]["packing"].get<std::string>();
@@ -120,7 +100,8 @@ void run_eval_choice(const EvalArgs& a) {
   const std::string dir = resolve_model_dir(a.model);
   auto model = training::load_model(dir);
   model->module().to(dev);
-  auto tok = model_tokenizer(dir, a.tokenizer);
+  auto tok = model_tokenizer(dir, a.tokenizer, model->config_json().value("vocab_size", int64_t(0)));
+  if (!tok) throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass --tokenizer");
   const auto examples = analysis::read_choice_file(a.data);
   const int64_t max_len =
       a.seq_len > 0 ? a.seq_len : model->config_json().value("max_seq_len", int64_t(1024));

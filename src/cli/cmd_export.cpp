@@ -45,36 +45,17 @@ int64_t parse_size(const std::string& s) {
   return int64_t(v * mult);
 }
 
-/// The checkpoint's tokenizer: --tokenizer, else <ckpt>/tokenizer.json, else the one of
-/// the dataset it was trained on (config.json extra.dataset_dir + extra.tokenizer).
-std::unique_ptr<tokenizers::Tokenizer> checkpoint_tokenizer(const std::string& dir, const std::string& flag) {
-  if (!flag.empty()) return data::open_text_tokenizer(flag);
-  if (fs::exists(fs::path(dir) / "tokenizer.json")) return tokenizers::load_tokenizer(dir);
-  const auto cfg = io::read_json_file(dir + "/config.json");
-  if (cfg.contains("extra") && cfg["extra"].is_object() && cfg["extra"].contains("tokenizer") &&
-      cfg["extra"].contains("dataset_dir") && cfg["extra"]["tokenizer"].is_string() &&
-      cfg["extra"]["dataset_dir"].is_string()) {
-    const fs::path p =
-        fs::path(cfg["extra"]["dataset_dir"].get<std::string>()) / cfg["extra"]["tokenizer"].get<std::string>();
-    if (fs::exists(p)) return tokenizers::load_tokenizer(p.string());
-  }
-  throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass "
-                         "--tokenizer, or --no-tokenizer to export the weights only");
-}
-
 /// Reloads `out` through the Hugging Face loader and compares its logits with the
 /// source model's (weights rounded to the stored dtype) on the first max_seq_len
 /// tokens of `text_file`; first checks that the folder's tokenizer.json encodes the whole
 /// file to the same ids. Prints the largest difference; std::runtime_error (exit 1) when
 /// the ids or any logit differ.
 void verify_export(baselines::DenseModel& model, const std::string& out, const std::string& text_file,
-                   const tokenizers::Tokenizer* tok, c10::ScalarType stored) {
-  if (!tok) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
-  auto ids = tok->encode(io::read_file(text_file));
+                   const std::string& text, const tokenizers::Tokenizer& tok, c10::ScalarType stored) {
+  auto ids = tok.encode(text);
   const int64_t n = std::min<int64_t>(int64_t(ids.size()), model->config().max_seq_len);
-  if (n < 1) throw InputError("--verify " + text_file + ": no tokens");
   // The exported tokenizer.json, read back the way `lol hf` reads a folder, must give the same ids.
-  const auto back_ids = tokenizers::load_tokenizer(out)->encode(io::read_file(text_file));
+  const auto back_ids = tokenizers::load_tokenizer(out)->encode(text);
   if (back_ids != ids)
     throw std::runtime_error("--verify: " + out + "/tokenizer.json encodes " + text_file +
                              " differently from the checkpoint's tokenizer (" + std::to_string(back_ids.size()) +
@@ -115,7 +96,12 @@ void run_export(const ExportArgs& a) {
                      "\": only dense models (architecture \"dense\") have a Hugging Face equivalent");
   auto model = baselines::load_dense(dir);
   std::unique_ptr<tokenizers::Tokenizer> tok;
-  if (!a.no_tokenizer) tok = checkpoint_tokenizer(dir, a.tokenizer);
+  if (!a.no_tokenizer) {
+    tok = model_tokenizer(dir, a.tokenizer, model->config().vocab_size);
+    if (!tok)
+      throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass "
+                             "--tokenizer, or --no-tokenizer to export the weights only");
+  }
   hf::ExportOptions o;
   if (a.arch == "qwen2") o.architecture = hf::kQwen2Arch;
   else if (a.arch == "llama") o.architecture = hf::kLlamaArch;
@@ -123,11 +109,38 @@ void run_export(const ExportArgs& a) {
   o.dtype = hf::parse_dtype_name(a.dtype);
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;
-  const hf::HfConfig h = hf::export_hf(*model, tok.get(), a.out, o);
-  std::cout << "exported " << dir << " -> " << a.out << " (" << h.architecture << ", " << h.num_hidden_layers
-            << " layers, hidden " << h.hidden_size << ", vocab " << h.vocab_size << ", " << h.torch_dtype
-            << (tok ? ", tokenizer" : ", no tokenizer") << ")\n";
-  if (!a.verify.empty()) verify_export(model, a.out, a.verify, tok.get(), o.dtype);
+  // --verify's input is checked before anything is written.
+  std::string verify_text;
+  if (!a.verify.empty()) {
+    if (!tok) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
+    try {
+      verify_text = io::read_file(a.verify);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--verify: ") + e.what());
+    }
+    if (tok->encode(verify_text).empty()) throw InputError("--verify " + a.verify + ": no tokens");
+  }
+  // A failed export or verification removes what it wrote into a new (or empty) --out.
+  std::error_code ec;
+  const bool existed = fs::exists(a.out, ec);
+  const bool was_empty_dir = existed && fs::is_directory(a.out, ec) && fs::is_empty(a.out, ec);
+  try {
+    const hf::HfConfig h = hf::export_hf(*model, tok.get(), a.out, o);
+    std::cout << "exported " << dir << " -> " << a.out << " (" << h.architecture << ", " << h.num_hidden_layers
+              << " layers, hidden " << h.hidden_size << ", vocab " << h.vocab_size << ", " << h.torch_dtype
+              << (tok ? ", tokenizer" : ", no tokenizer") << ")\n";
+    if (!a.verify.empty()) verify_export(model, a.out, a.verify, verify_text, *tok, o.dtype);
+  } catch (...) {
+    if (!existed || was_empty_dir) {
+      if (!existed) fs::remove_all(a.out, ec);
+      else
+        for (const auto& e : fs::directory_iterator(a.out, ec)) fs::remove_all(e.path(), ec);
+      std::cerr << "export: removed what was written into " << a.out << "\n";
+    } else if (a.overwrite) {
+      std::cerr << "export: " << a.out << " (--overwrite) may hold a partial or unverified export\n";
+    }
+    throw;
+  }
 }
 
 }  // namespace
@@ -141,7 +154,7 @@ void register_export(CLI::App& app) {
   e->add_option("--arch", a->arch, "qwen2 (Qwen2ForCausalLM) | llama (LlamaForCausalLM)")->capture_default_str();
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
-  e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include (default: the checkpoint's or its dataset's)");
+  e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");
   e->add_flag("--no-tokenizer", a->no_tokenizer, "Write no tokenizer files");
   e->add_flag("--overwrite", a->overwrite, "Allow a non-empty --out folder (its weight files are replaced)");
   e->add_option("--verify", a->verify,

@@ -16,7 +16,6 @@
 #include "io/atomic_file.h"
 #include "lol/checkpoint.h"
 #include "tasks/vocab.h"
-#include "tokenizers/hf_json.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -25,17 +24,16 @@ namespace lol::cli {
 
 namespace {
 
-/// Text <-> ids for a checkpoint: a tokenizer.json (given, or in the checkpoint
-/// directory), else a word vocabulary stored in config.json "extra.vocab".
+/// Text <-> ids for a checkpoint: its tokenizer (--tokenizer, checked against the
+/// training tokenizer, else the one it was trained with: model_tokenizer), else a word
+/// vocabulary stored in config.json "extra.vocab".
 class TextCodec {
  public:
   static std::unique_ptr<TextCodec> find(const std::string& model_dir, const nlohmann::json& extra,
-                                         const std::string& tokenizer_path) {
+                                         const std::string& tokenizer_flag, int64_t model_vocab) {
     auto c = std::make_unique<TextCodec>();
-    if (!tokenizer_path.empty()) {
-      c->tok_ = tokenizers::load_tokenizer(tokenizer_path);
-    } else if (fs::exists(fs::path(model_dir) / "tokenizer.json")) {
-      c->tok_ = tokenizers::load_tokenizer(model_dir);
+    if (auto tok = model_tokenizer(model_dir, tokenizer_flag, model_vocab)) {
+      c->tok_ = std::move(tok);
     } else if (extra.is_object() && extra.contains("vocab")) {
       c->vocab_ = std::make_unique<tasks::Vocab>(tasks::Vocab::from_json(extra["vocab"], model_dir + "/config.json: extra.vocab"));
     } else {
@@ -102,7 +100,7 @@ void run_generate(const GenerateArgs& a) {
   const std::string dir = resolve_model_dir(a.model);  // a run directory means its latest checkpoint
   LoLModel model = load_lol(dir, dev, &extra);
   model->eval();
-  auto codec = TextCodec::find(dir, extra, a.tokenizer);
+  auto codec = TextCodec::find(dir, extra, a.tokenizer, model->config().vocab_size);
   inference::Prompt p;
   if (!a.prompt.empty()) {
     if (!codec)
@@ -260,7 +258,8 @@ void register_generate(CLI::App& app) {
   auto* pr = g->add_option("--prompt", ga->prompt, "Prompt text (needs a tokenizer)");
   auto* tk = g->add_option("--tokens", ga->tokens, "Prompt token ids, comma or space separated");
   pr->excludes(tk);
-  g->add_option("--tokenizer", ga->tokenizer, "tokenizer.json or directory (default: the checkpoint's)");
+  g->add_option("--tokenizer", ga->tokenizer,
+                "'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");
   g->add_option("--force-path", ga->force_path, "Routing path JSON that replaces the router's decisions");
   g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md");
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();

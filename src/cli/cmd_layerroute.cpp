@@ -32,6 +32,7 @@ namespace {
 struct DataArgs {
   std::string tokenizer, system = "auto";
   int64_t max_len = 512;
+  CLI::Option* max_len_flag = nullptr;  ///< to tell a given --max-len from the default
 };
 
 std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, const DataArgs& d) {
@@ -58,7 +59,9 @@ std::vector<layerroute::Example> load_examples(const std::string& path, const to
 void add_data_flags(CLI::App* c, DataArgs& d) {
   c->add_option("--tokenizer", d.tokenizer, "tokenizer.json or folder (default: the base folder's)");
   c->add_option("--system", d.system, "system prompt for samples without one (auto: the chat template's default)");
-  c->add_option("--max-len", d.max_len, "samples are cut to this many tokens")->check(CLI::Range(8, 1 << 20));
+  d.max_len_flag = c->add_option("--max-len", d.max_len,
+                                 "samples are cut to this many tokens (default 512; eval --adapter: the training's)")
+                       ->check(CLI::Range(8, 1 << 20));
 }
 
 struct ModelArgs {
@@ -185,7 +188,7 @@ void register_train_cmd(CLI::App* lr) {
     });
     layerroute::save_adapter(*m, a->out, a->base,
                              {{"train", layerroute::to_json(t)}, {"last_step", layerroute::to_json(last)},
-                              {"data", a->data}});
+                              {"data", a->data}, {"max_len", a->d.max_len}});
     std::cout << "trained " << last.step << " steps on " << train.size() << " samples: LM loss " << last.lm_loss
               << ", mean gate " << last.gate_mean << "; adapter written to " << a->out << "\n";
   });
@@ -257,9 +260,15 @@ void register_eval_cmd(CLI::App* lr) {
     }
     if (a->adapter.empty()) throw InputError("eval needs --adapter DIR (or --seeds N for the protocol)");
     auto m = layerroute::load_gated_model(a->adapter, a->base);
-    const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
+    const auto info = layerroute::read_adapter_info(a->adapter);
+    const std::string base = a->base.empty() ? info.base_dir : a->base;
     auto tok = open_tokenizer(base, a->d);
-    auto held = load_examples(a->data, *tok, a->d);
+    DataArgs d = a->d;
+    // Samples are cut as in training unless --max-len says otherwise.
+    if (d.max_len_flag->count() == 0 && info.extra.is_object() && info.extra.contains("max_len") &&
+        info.extra["max_len"].is_number_integer())
+      d.max_len = info.extra["max_len"].get<int64_t>();
+    auto held = load_examples(a->data, *tok, d);
     if (a->samples > 0 && int64_t(held.size()) > a->samples) held.resize(size_t(a->samples));
     auto r = layerroute::evaluate_layerroute(*m, held, a->e);
     print_report(r);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "dataset/documents.h"
 #include "dataset/text_tokenizer.h"
@@ -88,31 +89,6 @@ struct CodecArgs {
   bool json = false, stats = false, skip_special = false;
 };
 
-std::vector<int32_t> parse_id_list(const std::string& s) {
-  std::vector<int32_t> out;
-  std::string w;
-  std::istringstream in(s);
-  while (in >> w) {
-    for (char& c : w)
-      if (c == ',' || c == '[' || c == ']') c = ' ';
-    std::istringstream parts(w);
-    std::string p;
-    while (parts >> p) {
-      std::size_t used = 0;
-      long long v = -1;
-      try {
-        v = std::stoll(p, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != p.size() || v < 0 || v > INT32_MAX)
-        throw InputError("--ids: '" + p + "' is not a token id (expected integers >= 0, separated by spaces or commas)");
-      out.push_back(int32_t(v));
-    }
-  }
-  return out;
-}
-
 std::string read_all(std::istream& in) {
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -148,7 +124,8 @@ void run_encode(const CodecArgs& a) {
 
 void run_decode(const CodecArgs& a) {
   auto tok = data::open_text_tokenizer(a.tokenizer);
-  const auto ids = parse_id_list(a.ids.empty() ? read_all(std::cin) : a.ids);
+  const auto ids64 = a.ids.empty() ? parse_ids(read_all(std::cin), "standard input") : parse_ids(a.ids, "--ids");
+  const std::vector<int32_t> ids(ids64.begin(), ids64.end());
   std::cout << tok->decode(ids, a.skip_special);
 }
 
@@ -169,7 +146,9 @@ void register_tokenizer(CLI::App& app) {
   tr->add_option("--eos", ta->eos, "EOS token (one of --special; ignored when not listed)")->capture_default_str();
   tr->add_option("--pad", ta->pad, "PAD token (one of --special)");
   tr->add_option("--pattern", ta->pattern, "Pre-tokenizer regex: gpt2 | qwen2")->capture_default_str();
-  tr->add_option("--regex", ta->regex, "Custom pre-tokenizer regex (PCRE2), instead of --pattern");
+  tr->add_option("--regex", ta->regex, "Custom pre-tokenizer regex (PCRE2), instead of --pattern")
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("expected a non-empty PCRE2 pattern") : std::string(); },
+                             "PATTERN"));
   tr->add_option("--min-frequency", ta->min_frequency, "Pairs seen fewer times are never merged")->capture_default_str();
   tr->add_option("--text-field", ta->text_field, "JSONL field holding the text")->capture_default_str();
   tr->add_option("--label-field", ta->label_field, "JSONL field holding a per-document label (with --max-bytes-per-label)");

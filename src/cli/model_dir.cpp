@@ -1,9 +1,13 @@
 #include "cli/model_dir.h"
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 
+#include "dataset/text_tokenizer.h"
 #include "inference/generate.h"
+#include "io/json_file.h"
+#include "tokenizers/hf_json.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -24,6 +28,58 @@ std::string resolve_model_dir(const std::string& dir) {
       if (!name.empty() && fs::exists(cand + "/config.json")) return cand;
   }
   throw InputError(dir + ": not a model directory (no config.json) and not a run directory with a 'latest' checkpoint");
+}
+
+std::unique_ptr<tokenizers::Tokenizer> training_tokenizer(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / "tokenizer.json")) return tokenizers::load_tokenizer(dir);
+  const auto cfg = io::read_json_file(dir + "/config.json");
+  if (!cfg.is_object() || !cfg.contains("extra") || !cfg["extra"].is_object()) return nullptr;
+  const auto& e = cfg["extra"];
+  if (!e.contains("tokenizer") || !e["tokenizer"].is_string() || !e.contains("dataset_dir") ||
+      !e["dataset_dir"].is_string())
+    return nullptr;
+  const fs::path p = fs::path(e["dataset_dir"].get<std::string>()) / e["tokenizer"].get<std::string>();
+  if (!fs::exists(p)) return nullptr;
+  return tokenizers::load_tokenizer(p.string());
+}
+
+namespace {
+
+/// "" when both tokenizers spell every id alike, else the first difference.
+std::string vocabulary_difference(const tokenizers::Tokenizer& a, const tokenizers::Tokenizer& b) {
+  const int32_t n = std::max(a.vocab_size(), b.vocab_size());
+  for (int32_t id = 0; id < n; ++id) {
+    const auto x = a.id_to_token(id), y = b.id_to_token(id);
+    if (x != y)
+      return "id " + std::to_string(id) + " is " + (x ? "'" + *x + "'" : std::string("unused")) + " in it and " +
+             (y ? "'" + *y + "'" : std::string("unused")) + " in the training tokenizer";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, const std::string& flag,
+                                                       int64_t model_vocab) {
+  auto trained = training_tokenizer(dir);
+  std::unique_ptr<tokenizers::Tokenizer> tok;
+  if (!flag.empty()) {
+    tok = data::open_text_tokenizer(flag);
+    if (trained) {
+      const std::string diff = vocabulary_difference(*tok, *trained);
+      if (!diff.empty())
+        throw InputError("--tokenizer " + flag + ": not the vocabulary " + dir +
+                         " was trained with (" + diff + "); omit --tokenizer to use the checkpoint's own");
+    }
+  } else {
+    tok = std::move(trained);
+  }
+  if (tok && model_vocab > 0 && tok->vocab_size() > model_vocab)
+    throw InputError((flag.empty() ? dir + ": the training tokenizer" : "--tokenizer " + flag) + " has ids up to " +
+                     std::to_string(tok->vocab_size() - 1) + ", beyond the model's vocab_size " +
+                     std::to_string(model_vocab) + " (expected a tokenizer with at most " +
+                     std::to_string(model_vocab) + " ids)");
+  return tok;
 }
 
 RoutingPath load_routing_path_for(const std::string& file, int64_t library_size, int64_t active_depth) {

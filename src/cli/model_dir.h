@@ -1,14 +1,32 @@
 // Helpers shared by CLI commands that take a model.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "analysis/strategy_eval.h"
+#include "tokenizers/tokenizer.h"
 
 namespace lol::cli {
 
 /// A checkpoint directory (has config.json), or a training run directory whose
 /// `latest` file names the newest checkpoint. Throws InputError otherwise.
 std::string resolve_model_dir(const std::string& dir);
+
+/// The tokenizer a checkpoint was trained with: <dir>/tokenizer.json (every checkpoint
+/// of a run on text data carries one), else the tokenizer of the dataset named by
+/// config.json "extra" (dataset_dir + tokenizer; checkpoints written before tokenizers
+/// were saved with them). nullptr when neither exists (task models keep a word
+/// vocabulary in extra.vocab instead). Throws InputError for a file that does not parse.
+std::unique_ptr<tokenizers::Tokenizer> training_tokenizer(const std::string& dir);
+
+/// The tokenizer to use with the model in `dir`: `flag` (--tokenizer: "byte", a
+/// tokenizer.json file or a directory) when given, else training_tokenizer(dir); nullptr
+/// when neither. Throws InputError naming --tokenizer when its vocabulary differs from
+/// the training tokenizer's (the first differing id and both strings: ids would mean
+/// other text), or when any tokenizer's largest id is >= `model_vocab` (the model's
+/// vocab_size; 0 skips the check).
+std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, const std::string& flag,
+                                                       int64_t model_vocab);
 
 /// RoutingPath::load(file), checked against the model it will steer: the same
 /// library_size, and no more routed depths than the model runs (`active_depth`; 0 skips

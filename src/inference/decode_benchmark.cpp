@@ -1,5 +1,6 @@
 #include "inference/decode_benchmark.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -52,13 +53,25 @@ DecodeBenchResult time_decoding(const DecodeBenchOptions& o, int64_t vocab_size,
   return r;
 }
 
+void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len, int64_t min_full_steps) {
+  auto at_least = [](const char* flag, int64_t v, int64_t lo) {
+    if (v < lo) throw InputError(std::string(flag) + " " + std::to_string(v) + ": expected >= " + std::to_string(lo));
+  };
+  at_least("--context", o.context, 1);
+  at_least("--new", o.new_tokens, 1);
+  at_least("--full-steps", o.full_steps, min_full_steps);
+  at_least("--batch", o.batch, 1);
+  const int64_t longest = o.context + std::max(o.new_tokens, o.full_steps) + 1;
+  if (longest > max_seq_len)
+    throw InputError("--context " + std::to_string(o.context) + " with --new " + std::to_string(o.new_tokens) +
+                     " / --full-steps " + std::to_string(o.full_steps) + " needs " + std::to_string(longest) +
+                     " positions: expected --context + max(--new, --full-steps) + 1 <= max_seq_len " +
+                     std::to_string(max_seq_len));
+}
+
 DecodeBenchResult bench_decode(LoLModel model, const DecodeBenchOptions& o) {
   const auto& c = model->config();
-  if (o.context < 1 || o.new_tokens < 1 || o.full_steps < 1 || o.batch < 1)
-    throw InputError("bench generate: context, new tokens, full steps and batch must all be >= 1");
-  if (o.context + o.new_tokens + 1 > c.max_seq_len || o.context + o.full_steps + 1 > c.max_seq_len)
-    throw InputError("bench generate: context " + std::to_string(o.context) + " + new tokens exceeds max_seq_len " +
-                     std::to_string(c.max_seq_len));
+  check_decode_bench_options(o, c.max_seq_len, 1);
   model->eval();
   c10::InferenceMode guard;
   SessionOptions so;

@@ -17,6 +17,12 @@ struct DecodeBenchOptions {
   uint64_t seed = 0;         ///< random prompt tokens
 };
 
+/// Checks `o` against a model of `max_seq_len` positions: context, new_tokens and batch
+/// >= 1, full_steps >= `min_full_steps`, and context + max(new_tokens, full_steps) + 1 <=
+/// max_seq_len. Throws InputError naming the option as the benchmark commands spell it
+/// (--context, --new, --full-steps, --batch) and the expected range.
+void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len, int64_t min_full_steps);
+
 struct DecodeBenchResult {
   double prefill_s = 0, decode_s = 0, full_s = 0;  ///< wall seconds of each phase
   double prefill_tok_s = 0;     ///< batch * context / prefill_s

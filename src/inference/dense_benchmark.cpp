@@ -9,12 +9,7 @@ namespace lol::inference {
 
 DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBenchOptions& o) {
   const auto& c = model->config();
-  if (o.context < 1 || o.new_tokens < 1 || o.full_steps < 0 || o.batch < 1)
-    throw InputError("bench: context, new tokens and batch must be >= 1, full steps >= 0");
-  const int64_t longest = o.context + std::max(o.new_tokens, o.full_steps) + 1;
-  if (longest > c.max_seq_len)
-    throw InputError("bench: context " + std::to_string(o.context) + " + new tokens needs " + std::to_string(longest) +
-                     " positions, more than max_seq_len " + std::to_string(c.max_seq_len));
+  check_decode_bench_options(o, c.max_seq_len, 0);
   model->eval();
   c10::InferenceMode guard;
   DenseSessionOptions so;

@@ -120,6 +120,16 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
   return e;
 }
 
+void require_examples_fit(const std::vector<Example>& examples, int64_t max_positions, const std::string& what) {
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const int64_t n = int64_t(examples[i].tokens.size());
+    require(n <= max_positions, what,
+            "sample " + std::to_string(i) + " has " + std::to_string(n) + " tokens, more than the base model's " +
+                std::to_string(max_positions) + " positions (max_position_embeddings); cut samples with --max-len " +
+                std::to_string(max_positions) + " or less");
+  }
+}
+
 training::TrainBatch make_batch(const std::vector<const Example*>& rows) {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<int64_t>> doc;

@@ -51,6 +51,12 @@ struct Example {
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len,
                         const std::string& default_system);
 
+/// Throws InputError (naming `what`, the first example longer than `max_positions`,
+/// its length and the --max-len that fits) when an example has more tokens than the
+/// base model has positions (max_seq_len / max_position_embeddings); the forward pass
+/// would fail on it.
+void require_examples_fit(const std::vector<Example>& examples, int64_t max_positions, const std::string& what);
+
 /// Batch of examples, one per row, padded (training::assemble_batch: targets count on
 /// loss_mask tokens only).
 training::TrainBatch make_batch(const std::vector<const Example*>& rows);

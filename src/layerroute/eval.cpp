@@ -54,6 +54,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   require(!samples.empty(), "layerroute eval", "no evaluation samples");
   require(opt.batch_size >= 1 && opt.repeats >= 1 && opt.new_tokens >= 1, "layerroute eval",
           "batch_size, repeats and new_tokens must be >= 1");
+  require_examples_fit(samples, m.base->config().max_seq_len, "layerroute eval");
   m.eval();
   const int64_t L = m.n_layers();
   EvalReport r;

@@ -41,6 +41,7 @@ TrainLog train_layerroute(LayerRouteTrainable& model, const std::vector<Example>
                           const std::function<void(const TrainLog&)>& on_log) {
   opt.validate("layerroute train options");
   require(!train.empty(), "layerroute train", "no training samples");
+  require_examples_fit(train, model.model()->base->config().max_seq_len, "layerroute train");
   training::OptimConfig oc;
   oc.type = "adamw";
   oc.lr = opt.lr;

@@ -22,6 +22,9 @@ bool opt_bool(const nlohmann::json& j, const char* key, const std::string& where
 
 std::unordered_map<std::string, int32_t> parse_vocab(const nlohmann::json& v, const std::string& where) {
   require(v.is_object(), where, "expected an object {token: id}");
+  require(!v.empty(), where,
+          "empty: a byte-level BPE vocabulary holds at least its 256 byte symbols (every text would encode to 0 "
+          "tokens)");
   std::unordered_map<std::string, int32_t> vocab;
   vocab.reserve(v.size());
   for (auto it = v.begin(); it != v.end(); ++it) {

@@ -106,9 +106,19 @@ int32_t Tokenizer::add_token(AddedToken token) {
   if (const AddedToken* t = added_.find_content(token.content)) {
     if (token.id < 0 || token.id == t->id) return t->id;
   }
+  const auto model_id = model_token_to_id(token.content);
   if (token.id < 0) {
-    const auto model_id = model_token_to_id(token.content);
     token.id = model_id ? *model_id : vocab_size();
+  } else {
+    // One id, one string (Hugging Face gives an added token the model's id of its content, else a new one).
+    const std::string who = "added token '" + token.content + "'";
+    require(!model_id || *model_id == token.id, who,
+            "id " + std::to_string(token.id) + ": this string is the model vocabulary's id " +
+                std::to_string(*model_id) + "; expected that id");
+    const auto model_token = model_id_to_token(token.id);
+    require(!model_token || *model_token == token.content, who,
+            "id " + std::to_string(token.id) + " is the model vocabulary's '" + model_token.value_or("") +
+                "'; expected an id the model vocabulary does not use, or that string's own id");
   }
   const int64_t id_limit = int64_t(vocab_size()) + kMaxVocabIdGap;
   require(token.id < id_limit, "added token '" + token.content + "'",
@@ -175,13 +185,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
-void Tokenizer::save(const std::string& dir) const {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  require(!ec, dir, "cannot create directory: " + ec.message());
-  write_file(fs::path(dir) / "tokenizer.json", to_hf_json().dump(2) + "\n");
-
+nlohmann::ordered_json Tokenizer::to_hf_config_json() const {
   nlohmann::ordered_json cfg;
   cfg["tokenizer_class"] = "PreTrainedTokenizerFast";
   auto role = [&](const char* key, const std::optional<int32_t>& id) {
@@ -200,7 +204,16 @@ void Tokenizer::save(const std::string& dir) const {
   }
   cfg["added_tokens_decoder"] = std::move(dec);
   if (!chat_template_.empty()) cfg["chat_template"] = chat_template_;
-  write_file(fs::path(dir) / "tokenizer_config.json", cfg.dump(2) + "\n");
+  return cfg;
+}
+
+void Tokenizer::save(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  require(!ec, dir, "cannot create directory: " + ec.message());
+  write_file(fs::path(dir) / "tokenizer.json", to_hf_json().dump(2) + "\n");
+  write_file(fs::path(dir) / "tokenizer_config.json", to_hf_config_json().dump(2) + "\n");
 }
 
 }  // namespace lol::tokenizers

@@ -70,8 +70,11 @@ class Tokenizer {
   const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
   /// Registers an added token. token.id < 0 means: the model's id when the model
   /// already has this token, else vocab_size(). Returns the id. Throws
-  /// lol::InputError when the content or id is taken by another added token, or when
-  /// the id is >= vocab_size() + kMaxVocabIdGap (tokenizers/bpe_model.h).
+  /// lol::InputError when the content or id is taken by another added token, when a
+  /// given id is the model vocabulary's id of another string or the content is the model
+  /// vocabulary's string of another id (one id, one string: Hugging Face tokenizers would
+  /// renumber such a token), or when the id is >= vocab_size() + kMaxVocabIdGap
+  /// (tokenizers/bpe_model.h).
   int32_t add_token(AddedToken token);
 
   std::optional<int32_t> bos_id() const { return bos_; }
@@ -95,6 +98,9 @@ class Tokenizer {
   /// `tokenizers` >= 0.13: version, truncation, padding, added_tokens, normalizer,
   /// pre_tokenizer, post_processor, decoder, model).
   nlohmann::ordered_json to_hf_json() const;
+  /// The tokenizer_config.json document: tokenizer_class, BOS/EOS/PAD names,
+  /// added_tokens_decoder, chat_template (read back by load_tokenizer and transformers).
+  nlohmann::ordered_json to_hf_config_json() const;
   /// Writes dir/tokenizer.json and dir/tokenizer_config.json (BOS/EOS/PAD names,
   /// added_tokens_decoder, chat_template) so that load_tokenizer(dir) and
   /// transformers' AutoTokenizer read it back. Creates dir. Throws lol::InputError

@@ -163,7 +163,7 @@ void install_dir(const fs::path& ckdir, const fs::path& tmp, const fs::path& fin
 
 std::string save_checkpoint(const std::string& run_dir, const TrainableModel& model, const Optimizer& opt,
                             const TrainerState& state, const nlohmann::json& run_config, const nlohmann::json& extra,
-                            int64_t keep_last) {
+                            int64_t keep_last, const std::vector<std::pair<std::string, std::string>>& files) {
   const fs::path ckdir = fs::path(run_dir) / "checkpoints";
   fs::create_directories(ckdir);
   // Leftovers of a process killed while saving or deleting (one writer per run).
@@ -179,6 +179,7 @@ std::string save_checkpoint(const std::string& run_dir, const TrainableModel& mo
   save_tensors((tmp / "optimizer.safetensors").string(), opt.state(), {{"format", "lol-optimizer"}});
   io::write_file_atomic((tmp / "trainer_state.json").string(), state.to_json().dump(2) + "\n");
   io::write_file_atomic((tmp / "run.json").string(), run_config.dump(2) + "\n");
+  for (const auto& [name, bytes] : files) io::write_file_atomic((tmp / name).string(), bytes);
   io::fsync_dir(tmp.string());
   install_dir(ckdir, tmp, final_dir);
   io::fsync_dir(ckdir.string());

@@ -4,12 +4,15 @@
 //   RUN/latest                       "checkpoints/step-000100" (replaced atomically)
 //   RUN/checkpoints/step-000100/     config.json + model.safetensors (a plain model
 //                                    directory: load_lol reads it), optimizer.safetensors,
-//                                    trainer_state.json, run.json
+//                                    trainer_state.json, run.json, and for text data
+//                                    the training tokenizer (tokenizer.json,
+//                                    tokenizer_config.json)
 // A checkpoint is written into "checkpoints/.tmp-step-000100", fsync'ed and renamed,
 // so a crash leaves either no checkpoint or a complete one.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,10 +42,14 @@ std::string checkpoint_name(int64_t step);
 
 /// Writes checkpoint `state.step` into run_dir/checkpoints, points run_dir/latest at
 /// it and deletes the oldest checkpoints beyond `keep_last`. `extra` goes into the
-/// model's config.json ("extra", e.g. the dataset vocabulary). Returns its path.
+/// model's config.json ("extra", e.g. the dataset vocabulary); `files` (name, bytes)
+/// are written into the checkpoint too (the training tokenizer's tokenizer.json and
+/// tokenizer_config.json, so that a checkpoint names the tokenizer it was trained with).
+/// Returns its path.
 std::string save_checkpoint(const std::string& run_dir, const TrainableModel& model, const Optimizer& opt,
                             const TrainerState& state, const nlohmann::json& run_config,
-                            const nlohmann::json& extra, int64_t keep_last);
+                            const nlohmann::json& extra, int64_t keep_last,
+                            const std::vector<std::pair<std::string, std::string>>& files = {});
 
 /// A checkpoint directory from either a checkpoint directory or a run directory
 /// (its `latest`). Throws InputError naming the path when neither.

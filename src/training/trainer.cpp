@@ -13,6 +13,7 @@
 #include "distributed/data_parallel.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
+#include "tokenizers/hf_json.h"
 #include "training/loss.h"
 #include "training/metrics_log.h"
 #include "training/optimizer.h"
@@ -67,6 +68,24 @@ nlohmann::json dataset_extra(const data::Dataset& ds) {
   if (info.contains("vocab")) e["vocab"] = info["vocab"];
   if (info.contains("tokenizer")) e["tokenizer"] = info["tokenizer"];
   return e;
+}
+
+/// The tokenizer files every checkpoint carries (tokenizer.json, tokenizer_config.json):
+/// those of the resumed checkpoint, else of the dataset's tokenizer (dataset.json
+/// "tokenizer"); none for data without a tokenizer (task vocabularies live in extra.vocab).
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const data::Dataset& ds,
+                                                                 const std::string& resumed_checkpoint) {
+  fs::path src;
+  if (!resumed_checkpoint.empty() && fs::exists(fs::path(resumed_checkpoint) / "tokenizer.json")) {
+    src = resumed_checkpoint;
+  } else if (ds.info().contains("tokenizer") && ds.info()["tokenizer"].is_string()) {
+    src = fs::path(ds.dir()) / ds.info()["tokenizer"].get<std::string>();
+  } else {
+    return {};
+  }
+  const auto tok = tokenizers::load_tokenizer(src.string());
+  return {{"tokenizer.json", tok->to_hf_json().dump(2) + "\n"},
+          {"tokenizer_config.json", tok->to_hf_config_json().dump(2) + "\n"}};
 }
 
 }  // namespace
@@ -160,13 +179,14 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   result.steps_done = st.step;
   std::string last_ck = resume.empty() ? "" : resolve_checkpoint(resume);
   result.last_checkpoint = last_ck;
+  const auto tok_files = is_root ? tokenizer_files(ds, last_ck) : std::vector<std::pair<std::string, std::string>>{};
   auto save = [&]() {
     st.data_position = batcher.position();
     st.rng_cpu = rng_state_hex(torch::kCPU);
     st.rng_device = device.is_cuda() ? rng_state_hex(device) : "";
     if (dp) st.data_position = dp->gather_rank_states(st.data_position, st.rng_cpu, st.rng_device);
     st.active_depth = model->active_depth();
-    if (is_root) last_ck = save_checkpoint(run_dir, *model, opt, st, run_json, extra, tc.keep_last);
+    if (is_root) last_ck = save_checkpoint(run_dir, *model, opt, st, run_json, extra, tc.keep_last, tok_files);
     else last_ck = (fs::path(run_dir) / "checkpoints" / checkpoint_name(st.step)).string();
     result.last_checkpoint = last_ck;
   };

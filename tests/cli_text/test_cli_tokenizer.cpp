@@ -157,12 +157,21 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
   const auto r = reftest::run_lol_all(
       {"tokenizer train --in /nonexistent/x.txt --out " + quote(*dir_ / "bad"),
        "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 100 --out " + quote(*dir_ / "bad"),
-       "tokenizer decode --tokenizer byte --ids 1,x", "tokenizer encode --tokenizer /nonexistent/tok --text hi"});
+       "tokenizer decode --tokenizer byte --ids 1,x", "tokenizer encode --tokenizer /nonexistent/tok --text hi",
+       "tokenizer decode --tokenizer byte --ids '[104,105'",
+       "tokenizer train --in " + quote((*train_files_)[1]) + " --regex '' --out " + quote(*dir_ / "bad")});
   for (const auto& x : r) EXPECT_EQ(x.code, 2) << x.out;
   EXPECT_NE(r[0].out.find("/nonexistent/x.txt: no such file"), std::string::npos) << r[0].out;
   EXPECT_NE(r[1].out.find("vocab_size"), std::string::npos) << r[1].out;
   EXPECT_NE(r[2].out.find("'x' is not a token id"), std::string::npos) << r[2].out;
   EXPECT_NE(r[3].out.find("expected 'byte'"), std::string::npos) << r[3].out;
+  EXPECT_NE(r[4].out.find("--ids: starts with '[' but is not a JSON array"), std::string::npos) << r[4].out;
+  EXPECT_NE(r[5].out.find("--regex"), std::string::npos) << r[5].out;
+  EXPECT_NE(r[5].out.find("non-empty PCRE2 pattern"), std::string::npos) << r[5].out;
+  // A JSON array (as `encode --json` prints) decodes like the plain list.
+  const auto ok = run_lol("tokenizer decode --tokenizer byte --ids '[104, 105]'");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(ok.out, "hi");
 }
 
 }  // namespace

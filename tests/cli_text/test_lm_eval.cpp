@@ -265,6 +265,30 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
   const std::string per = reftest::read_text(t / "per.jsonl");
   EXPECT_EQ(std::count(per.begin(), per.end(), '\n'), 2);
   EXPECT_NE(per.find("\"logliks\""), std::string::npos) << per;
+
+  // Every checkpoint carries the tokenizer it was trained with, so generation needs neither
+  // --tokenizer nor the dataset (removed here) ...
+  std::string latest = reftest::read_text(t / "run/latest");
+  latest.erase(latest.find_last_not_of("\n ") + 1);
+  EXPECT_TRUE(fs::exists(fs::path(t / "run") / latest / "tokenizer.json")) << latest;
+  EXPECT_TRUE(fs::exists(fs::path(t / "run") / latest / "tokenizer_config.json")) << latest;
+  fs::remove_all(t / "ds");
+  auto gen = reftest::run_lol("generate --model " + reftest::quote(t / "run") + " --prompt 'Das ist' --max-new 4");
+  EXPECT_EQ(gen.code, 0) << gen.out;
+  // ... a --tokenizer with the same vocabulary is accepted, and one of another vocabulary
+  // (GPT-2's: its ids fit no 260-id model and mean other text) is refused, naming the flag.
+  auto same = reftest::run_lol("generate --model " + reftest::quote(t / "run") +
+                               " --tokenizer byte --prompt 'Das ist' --max-new 4");
+  EXPECT_EQ(same.code, 0) << same.out;
+  const std::string gpt2 = std::string(LOL_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2";
+  auto other = reftest::run_lol_all(
+      {"eval choice --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "q.jsonl") +
+           " --no-progress --tokenizer " + reftest::quote(gpt2),
+       "generate --model " + reftest::quote(t / "run") + " --tokenizer " + reftest::quote(gpt2) + " --prompt hi"});
+  for (const auto& o : other) {
+    EXPECT_EQ(o.code, 2) << o.out;
+    EXPECT_NE(o.out.find("--tokenizer " + gpt2 + ": not the vocabulary"), std::string::npos) << o.out;
+  }
 }
 
 }  // namespace

@@ -136,6 +136,18 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
   EXPECT_EQ(r[1].code, 2) << r[1].out;
   EXPECT_NE(r[1].out.find("--max-shard-size"), std::string::npos) << r[1].out;
   EXPECT_EQ(r[2].code, 2) << r[2].out;
+
+  // --verify's file is checked before anything is written; a tokenizer of another
+  // vocabulary than the checkpoint's (byte ids fit this 260-id model) is refused.
+  auto bad = run_lol_all({"export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --verify " +
+                              quote(d / "missing.txt"),
+                          "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --tokenizer byte"});
+  EXPECT_EQ(bad[0].code, 2) << bad[0].out;
+  EXPECT_NE(bad[0].out.find("--verify: " + (d / "missing.txt") + ": cannot open file"), std::string::npos)
+      << bad[0].out;
+  EXPECT_EQ(bad[1].code, 2) << bad[1].out;
+  EXPECT_NE(bad[1].out.find("--tokenizer byte: not the vocabulary"), std::string::npos) << bad[1].out;
+  EXPECT_FALSE(std::filesystem::exists(d / "bad"));
 }
 
 }  // namespace

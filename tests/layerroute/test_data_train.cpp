@@ -9,6 +9,7 @@
 #include "layerroute/train.h"
 #include "layerroute_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
+#include "util/error.h"
 
 namespace lol::layerroute::test {
 namespace {
@@ -162,6 +163,33 @@ TEST(LayerRouteEval, ReportIsConsistent) {
   EXPECT_LT(r.flops_fixed_share, 1.0);
   EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
   EXPECT_EQ(median({4.0, 1.0, 2.0, 3.0}), 2.5);
+}
+
+TEST(LayerRouteEval, SamplesLongerThanTheBaseAreRefusedNamingMaxLen) {
+  // tiny_base has 128 positions; sample 2 gets 140 tokens.
+  auto data = test::copy_task(4, 5, 6, 6, 4);
+  data[2].tokens.resize(140, 7);
+  data[2].loss_mask.resize(140, 1);
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 7);
+  for (int pass = 0; pass < 2; ++pass) {
+    try {
+      if (pass == 0) {
+        evaluate_layerroute(*m, data, EvalOptions{});
+      } else {
+        LayerRouteTrainable tr(m, "");
+        TrainOptions o;
+        o.steps = 1;
+        o.progress = false;
+        train_layerroute(tr, data, o, nullptr);
+      }
+      ADD_FAILURE() << "pass " << pass << ": expected an InputError";
+    } catch (const InputError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find(pass == 0 ? "layerroute eval" : "layerroute train"), std::string::npos) << w;
+      EXPECT_NE(w.find("sample 2 has 140 tokens, more than the base model's 128 positions"), std::string::npos) << w;
+      EXPECT_NE(w.find("--max-len 128"), std::string::npos) << w;
+    }
+  }
 }
 
 }  // namespace

@@ -322,6 +322,12 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"info " + quote(tmp / "ck") + " --context -5", "--context -5: expected 0 (= max_seq_len) or 1 <= context"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '" + too_long + "' --ids --max-new 1",
        "--tokens: the prompt has " + std::to_string(c.max_seq_len + 1) + " tokens"},
+      // bench generate names the flag that is out of range.
+      {"bench generate --model " + quote(tmp / "ck") + " --context 0", "--context 0: expected >= 1"},
+      {"bench generate --model " + quote(tmp / "ck") + " --context 4 --full-steps 0", "--full-steps 0: expected >= 1"},
+      {"bench generate --model " + quote(tmp / "ck") + " --context 4 --batch 0", "--batch 0: expected >= 1"},
+      {"bench generate --model " + quote(tmp / "ck") + " --context " + std::to_string(c.max_seq_len) + " --new 1",
+       "expected --context + max(--new, --full-steps) + 1 <= max_seq_len"},
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
       {"forward --tokens 1 --out x", "--model"},

@@ -206,6 +206,26 @@ TEST(HfJson, ErrorsNameFileAndField) {
   j = good;
   j["added_tokens"][0]["id"] = -4;
   expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"added_tokens[0]", "id"});
+  // An empty vocabulary would encode every text to no tokens.
+  j = good;
+  j["model"]["vocab"] = nlohmann::json::object();
+  j["model"]["merges"] = nlohmann::json::array();
+  j["added_tokens"] = nlohmann::json::array();
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"a.json: model.vocab", "empty"});
+  // One id, one string: an added token may not take the id of another vocabulary string ...
+  j = good;
+  j["added_tokens"].push_back({{"id", 262}, {"content", "<|im_start|>"}, {"special", true}});  // 262: "Ġthe"
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); },
+                     {"added_tokens[1]", "<|im_start|>", "id 262", "Ġthe"});
+  // ... nor give a vocabulary string a second id.
+  j = good;
+  j["added_tokens"][0]["content"] = "Ġthe";
+  j["added_tokens"][0]["id"] = 50300;
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"added_tokens[0]", "Ġthe", "id 262"});
+  // The same string at its own id (GPT-2's <|endoftext|> = 50256) and a new id stay accepted.
+  j = good;
+  j["added_tokens"].push_back({{"id", 50257}, {"content", "<|im_start|>"}, {"special", true}});
+  EXPECT_EQ(tokenizer_from_hf_json(j, "a.json")->token_to_id("<|im_start|>"), 50257);
 
   const std::string dir = temp_dir("errors");
   expect_input_error([&] { load_tokenizer(dir); }, {dir, "tokenizer.json", "merges.txt"});
