@@ -17,6 +17,8 @@ STEPS=${STEPS:-2000}
 EVAL_N=${EVAL_N:-200}
 SEED=${SEED:-1}
 TRAIN_SEED=${TRAIN_SEED:-0}
+# A rerun replaces the previous results (lol refuses to overwrite a dataset or a run).
+rm -rf "$DIR"
 mkdir -p "$DIR"
 start=$(date +%s)
 echo "== 1/4 generate $MAZES ${MAZE_SIZE}x${MAZE_SIZE} mazes (5 strategies each)"

@@ -18,6 +18,8 @@ BATCH=${BATCH:-16}
 EVAL_N=${EVAL_N:-100}
 SEED=${SEED:-1}
 TRAIN_SEED=${TRAIN_SEED:-0}
+# A rerun replaces the previous results (lol refuses to overwrite a dataset or a run).
+rm -rf "$DIR"
 mkdir -p "$DIR"
 start=$(date +%s)
 echo "== 1/4 generate $PUZZLES sudoku puzzles (5 strategies each, sequences <= $MAX_TOKENS tokens)"

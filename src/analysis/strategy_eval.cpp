@@ -233,6 +233,18 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
       for (size_t p = 0; p < puzzles.size(); ++p) jobs.push_back({p, s, false});
 
   res.filler = opt.filler.empty() ? "length-matched " + spec.filler_label : opt.filler;
+  if (!opt.filler.empty() && !puzzles.empty()) {  // checked before any generation
+    tasks::Example e;
+    e.question = puzzles[0].question;
+    e.label = opt.filler;
+    e.trace = "R :";
+    e.answer = "A : <eos>";
+    try {
+      spec.tokenize(e);
+    } catch (const InputError& err) {
+      throw InputError("filler '" + opt.filler + "' (--filler): " + err.what());
+    }
+  }
   auto prompt_for = [&](const Job& j) {
     const std::string label =
         !j.forced ? spec.label(j.strategy) : (opt.filler.empty() ? neutral_label(spec, j.strategy) : opt.filler);

@@ -16,6 +16,13 @@
 
 namespace lol::cli {
 
+/// CLI11 check that refuses an empty value given explicitly ("expected a non-empty
+/// <what>"), for options whose empty default means "automatic".
+inline CLI::Validator non_empty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& v) { return v.empty() ? "expected a non-empty " + what : std::string(); }, "NONEMPTY");
+}
+
 /// Token ids from "1,2,3", "1 2 3" (commas and white space both separate) or a JSON
 /// array "[1, 2, 3]" (as `lol tokenizer encode --json` prints). Ids are int32 token ids.
 /// Throws InputError naming `flag` for anything that is not an integer in [0, 2^31 - 1],

@@ -182,7 +182,8 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   require(a.batch > 0, "--batch", std::to_string(a.batch) + ": expected > 0");
   auto dev = parse_device(a.device);
   const std::string model_dir = resolve_model_dir(a.model);
-  auto model = load_lol(model_dir, dev);
+  nlohmann::json extra;
+  auto model = load_lol(model_dir, dev, &extra);
   if (a.depth != 0) {
     require(a.depth >= 1 && a.depth <= model->config().core_depth, "--depth",
             std::to_string(a.depth) + ": expected 1 <= depth <= core_depth = " +
@@ -190,17 +191,33 @@ void run_analyze_routing(const AnalyzeArgs& a) {
     model->set_active_depth(a.depth);
   }
   auto ds = data::Dataset::open(a.data);
-  require(model->config().vocab_size >= ds.vocab_size(), a.data,
-          "dataset vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
-              std::to_string(model->config().vocab_size));
+  require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + a.data);
   auto names = label_names(ds);
+  const int64_t positive_given = a.positive.empty() ? -1 : parse_positive(a.positive, names);
   auto split = ds.load(a.split);
+  io::create_dirs(a.out, "--out");
   analysis::CollectOptions co;
   co.batch_size = a.batch;
   co.max_sequences = a.max;
   auto f = analysis::collect_routing_features(model, split, co, a.max_tokens);
   require(f.n_windows() > 0, a.data, "split '" + a.split + "' has no non-empty sequences");
-  fs::create_directories(a.out);
+  std::set<int64_t> labels;
+  int64_t labelled = 0;
+  for (auto l : f.seq_label)
+    if (l >= 0) {
+      labels.insert(l);
+      ++labelled;
+    }
+  // Checks that need the labels, before anything is written.
+  if (labels.size() >= 2)
+    require(labelled >= a.folds, "--folds",
+            std::to_string(a.folds) + ": split '" + a.split + "' has " + std::to_string(labelled) +
+                " labelled sequences; expected at most that many folds");
+  if (positive_given >= 0) {
+    require(labels.count(positive_given) > 0, "--label-positive",
+            "label " + std::to_string(positive_given) + " does not occur in split '" + a.split + "'");
+    require(labels.size() >= 2, a.data, "split '" + a.split + "' has only one label: no negatives for the probes");
+  }
   const bool plots = util::gnuplot_available();
   if (!plots) std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";
 
@@ -216,9 +233,6 @@ void run_analyze_routing(const AnalyzeArgs& a) {
                       {"sequences", f.n_sequences()},
                       {"window_items", f.n_windows()},
                       {"utilization", util_all.to_json()}};
-  std::set<int64_t> labels;
-  for (auto l : f.seq_label)
-    if (l >= 0) labels.insert(l);
   nlohmann::json by_label = nlohmann::json::object();
   for (auto l : labels) {
     auto u = analysis::compute_utilization(f, l);
@@ -283,11 +297,8 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   std::string why_not;
   if (labels.empty()) {
     why_not = "the split has no labels";
-  } else if (!a.positive.empty()) {
-    positive = parse_positive(a.positive, names);
-    require(labels.count(positive) > 0, "--label-positive",
-            "label " + std::to_string(positive) + " does not occur in split '" + a.split + "'");
-    require(labels.size() >= 2, a.data, "split '" + a.split + "' has only one label: no negatives for the probes");
+  } else if (positive_given >= 0) {
+    positive = positive_given;
   } else if (labels.size() == 2) {
     positive = *labels.rbegin();
   } else {

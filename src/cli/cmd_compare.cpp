@@ -51,7 +51,8 @@ void register_compare(CLI::App& app) {
   c->add_option("--set", a->sets, "Override a value of every config, e.g. --set train.threads=2 (repeatable)")
       ->take_all();
   c->add_option("--max-steps", a->max_steps, "Refuse budgets that need more optimizer steps than this")
-      ->default_val(1000000);
+      ->default_val(1000000)
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   c->add_flag("--no-progress", a->no_progress, "No progress bars");
   c->callback([a] { run_compare_cmd(*a); });
 }

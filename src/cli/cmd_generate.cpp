@@ -161,7 +161,16 @@ void run_generate(const GenerateArgs& a) {
       if (ids.size() != 1) throw InputError("--stop: '" + s + "' is neither a token nor a token id");
       id = ids[0];
     }
+    if (*id >= model->config().vocab_size)
+      throw InputError("--stop " + s + ": token id " + std::to_string(*id) + " is not below vocab_size = " +
+                       std::to_string(model->config().vocab_size) + " (it could never be generated)");
     o.stop_tokens.push_back(*id);
+  }
+  // --trace's directory must exist before the generation runs.
+  if (!a.trace_file.empty()) {
+    const fs::path dir = fs::path(a.trace_file).parent_path();
+    if (!dir.empty() && !fs::is_directory(dir))
+      throw InputError("--trace " + a.trace_file + ": directory " + dir.string() + " does not exist");
   }
   // Without --stop, generation ends at the model's end-of-sequence token (--no-stop: never).
   if (a.stop.empty() && !a.no_stop && codec)
@@ -270,7 +279,8 @@ void register_generate(CLI::App& app) {
   g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")->capture_default_str();
   g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)");
   g->add_option("--router-only-last", ga->router_only_last,
-                "The last N prompt tokens are seen only by the router (e.g. a strategy label)");
+                "The last N prompt tokens are seen only by the router (e.g. a strategy label)")
+      ->check(CLI::Range(0, 1 << 20));
   g->add_option("--trace", ga->trace_file, "Write every window's routing decision to this JSON file");
   g->add_flag("--ids", ga->ids_out, "Print token ids instead of text");
   g->add_option("--device", ga->device, "cpu | cuda[:N]")->capture_default_str();

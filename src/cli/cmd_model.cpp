@@ -165,7 +165,9 @@ void run_info_baseline(const InfoArgs& a, const std::string& dir, nlohmann::json
   int64_t R = 0;
   if (arch == "looped") {
     const auto lc = baselines::LoopedConfig::from_json(cfg, where);
-    if (a.recurrence < 0) throw InputError("--recurrence " + std::to_string(a.recurrence) + ": expected >= 1");
+    if (a.recurrence < 0)
+      throw InputError("--recurrence " + std::to_string(a.recurrence) +
+                       ": expected 0 (= the config's recurrence) or >= 1");
     R = a.recurrence > 0 ? a.recurrence : lc.recurrence;
     cm = baselines::cost_model(lc, R);
   } else {
@@ -280,8 +282,8 @@ void run_forward(const ForwardArgs& a) {
   if (a.prompt_len < 0 || a.prompt_len > n)
     throw InputError("--prompt-len " + std::to_string(a.prompt_len) + ": expected 0 <= P <= number of tokens = " +
                      std::to_string(n));
-  if (a.depth >= 0) {
-    if (a.depth > c.core_depth)
+  if (a.depth != -1) {  // -1: the default, core_depth
+    if (a.depth < 0 || a.depth > c.core_depth)
       throw InputError("--depth " + std::to_string(a.depth) + ": expected 0 <= depth <= core_depth = " +
                        std::to_string(c.core_depth));
     m->set_active_depth(a.depth);
@@ -355,7 +357,7 @@ void register_model_commands(CLI::App& app) {
       "info", "Parameters, active parameters, FLOPs per token and FLOPs/parameter of a model (any architecture)");
   info->add_option("dir", na->dir, "Checkpoint or run directory")->required();
   info->add_option("--context", na->context, "Sequence length for the attention FLOPs (default max_seq_len)");
-  info->add_option("--recurrence", na->recurrence, "Looped models: iterations R (default the config's recurrence)");
+  info->add_option("--recurrence", na->recurrence, "Looped models: iterations R (0 = the config's recurrence)");
   info->add_flag("--json", na->json, "Print one JSON object instead of text");
   info->callback([na] { run_info(*na); });
 
@@ -367,7 +369,8 @@ void register_model_commands(CLI::App& app) {
       ->default_val(0);
   fwd->add_option("--router-only", fa->router_only, "Positions of router-only tokens, e.g. 4,9");
   fwd->add_option("--force-path", fa->force_path, "Routing path JSON (docs/routing-paths.md)");
-  fwd->add_option("--depth", fa->depth, "Routed depths to run (default core_depth)");
+  fwd->add_option("--depth", fa->depth, "Routed depths to run, 0..core_depth (default core_depth)")
+      ->check(CLI::Range(0, 4096));
   fwd->add_option("--device", fa->device, "cpu, cuda or cuda:N")->default_val("cpu");
   fwd->add_option("--out", fa->out, "Output .safetensors: logits, routing.expert, routing.alpha, routing.probs")
       ->required();

@@ -7,6 +7,7 @@
 
 #include "analysis/mode_paths.h"
 #include "analysis/strategy_eval.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
 #include "core/runtime.h"
@@ -100,16 +101,19 @@ void register_paths(CLI::App& app) {
   ex->add_option("--device", a->device, "cpu or cuda")->default_val("cpu");
   ex->callback([a] {
     auto dev = parse_device(a->device);
-    auto model = load_lol(resolve_model_dir(a->model), dev);
+    const std::string model_dir = resolve_model_dir(a->model);
+    nlohmann::json extra;
+    auto model = load_lol(model_dir, dev, &extra);
     auto ds = data::Dataset::open(a->data);
+    require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + a->data);
     auto spec = spec_of_dataset(ds);
     auto split = ds.load(a->split);
     require(split.has_labels(), a->data, "split '" + a->split + "' has no strategy labels");
+    io::create_dirs(a->out, "--out");
     analysis::CollectOptions co;
     co.batch_size = a->batch;
     co.max_sequences = a->max;
     auto st = analysis::collect_routing_stats(model, split, co);
-    fs::create_directories(a->out);
     const auto rule = a->rule == "most-selected" ? analysis::RoutingStats::ModeRule::kMostSelected
                                                  : analysis::RoutingStats::ModeRule::kMeanProbability;
     std::map<int, RoutingPath> out_paths;
@@ -158,7 +162,8 @@ void register_paths(CLI::App& app) {
   ev->add_flag("--no-unforced", e->no_unforced, "Skip unforced generation with the true label");
   ev->add_option("--filler", e->filler,
                  "Neutral label that replaces the strategy label under forcing, used verbatim (default: \"[\", "
-                 "one \"...\" per token of the true label, \"]\": no trace position moves; paper 4.1.3)");
+                 "one \"...\" per token of the true label, \"]\": no trace position moves; paper 4.1.3)")
+      ->check(non_empty("label such as \"[ ... ]\""));
   ev->add_flag("--full-recompute", e->full_recompute,
               "Generate by re-running the whole sequence per token instead of the KV-cached decoder "
               "(same tokens, tested equal; slower)");
@@ -166,8 +171,11 @@ void register_paths(CLI::App& app) {
   ev->add_option("--device", e->device, "cpu or cuda")->default_val("cpu");
   ev->callback([e] {
     auto dev = parse_device(e->device);
-    auto model = load_lol(resolve_model_dir(e->model), dev);
+    const std::string model_dir = resolve_model_dir(e->model);
+    nlohmann::json extra;
+    auto model = load_lol(model_dir, dev, &extra);
     auto ds = data::Dataset::open(e->data);
+    require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + e->data);
     auto spec = spec_of_dataset(ds);
     std::string jsonl = e->data + "/" + e->split + ".jsonl";
     std::map<int, RoutingPath> paths;
@@ -180,9 +188,9 @@ void register_paths(CLI::App& app) {
     opt.max_new_tokens = e->max_new;
     opt.unforced = !e->no_unforced;
     opt.filler = e->filler;
-    auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(!e->full_recompute));
     const std::string out = e->out.empty() ? e->paths : e->out;
-    fs::create_directories(out);
+    io::create_dirs(out, "--out");
+    auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(!e->full_recompute));
     auto j = res.to_json(spec);
     j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"n", e->n}, {"filler", e->filler}};
     io::write_file_atomic(out + "/results.json", j.dump(1) + "\n");

@@ -147,8 +147,7 @@ void register_tokenizer(CLI::App& app) {
   tr->add_option("--pad", ta->pad, "PAD token (one of --special)");
   tr->add_option("--pattern", ta->pattern, "Pre-tokenizer regex: gpt2 | qwen2")->capture_default_str();
   tr->add_option("--regex", ta->regex, "Custom pre-tokenizer regex (PCRE2), instead of --pattern")
-      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("expected a non-empty PCRE2 pattern") : std::string(); },
-                             "PATTERN"));
+      ->check(non_empty("PCRE2 pattern"));
   tr->add_option("--min-frequency", ta->min_frequency, "Pairs seen fewer times are never merged")->capture_default_str();
   tr->add_option("--text-field", ta->text_field, "JSONL field holding the text")->capture_default_str();
   tr->add_option("--label-field", ta->label_field, "JSONL field holding a per-document label (with --max-bytes-per-label)");

@@ -55,6 +55,12 @@ void run_train(const TrainArgs& a) {
   try {
     auto r = training::run_training(cfg, a.resume);
     if (r.interrupted || dist::read_dist_env().rank != 0) return;  // rank 0 reports for the job
+    if (r.already_done) {
+      std::fprintf(stderr, "lol train: %s is already at step %lld = train.steps; nothing to do (raise train.steps, "
+                   "e.g. --set train.steps=%lld, to continue)\n", r.last_checkpoint.c_str(), (long long)r.steps_done,
+                   (long long)r.steps_done * 2);
+      return;
+    }
     std::fprintf(stderr, "lol train: done, %lld steps, loss %.4f", (long long)r.steps_done, r.last_loss);
     if (r.valid_loss >= 0) std::fprintf(stderr, ", valid loss %.4f, valid acc %.4f", r.valid_loss, r.valid_acc);
     std::fprintf(stderr, "; checkpoint %s\n", r.last_checkpoint.c_str());

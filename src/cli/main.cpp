@@ -1,6 +1,9 @@
 // lol: command-line entry point. Exit codes: 0 success, 1 internal error,
 // 2 bad input (lol::InputError or a CLI parse error), 3 non-finite loss (`lol train`),
 // 4 out of memory (host or device allocation failed).
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -11,8 +14,9 @@
 
 namespace {
 
-/// CLI11 parses "-1" into an unsigned option by wrapping it to 2^64 - 1; every unsigned
-/// option (type UINT: seeds, counts) and every --threads refuses a negative value instead.
+/// CLI11 parses "-1" into an unsigned option by wrapping it to 2^64 - 1 and saturates
+/// values beyond it; every unsigned option (type UINT: seeds, counts) and every --threads
+/// refuses a negative value, and unsigned options a value above 2^64 - 1, instead.
 void refuse_negative_counts(CLI::App& app) {
   const CLI::Validator non_negative(
       [](std::string& v) {
@@ -20,9 +24,20 @@ void refuse_negative_counts(CLI::App& app) {
         return b != std::string::npos && v[b] == '-' ? "Value " + v + ": expected an integer >= 0" : std::string();
       },
       "", "NON_NEGATIVE");
+  const CLI::Validator fits_uint64(
+      [](std::string& v) {
+        errno = 0;
+        const auto b = v.find_first_not_of(" \t");
+        if (b == std::string::npos || v[b] == '-') return std::string();  // non_negative's case
+        (void)std::strtoull(v.c_str(), nullptr, 0);
+        return errno == ERANGE ? "Value " + v + ": expected an integer in [0, 18446744073709551615]" : std::string();
+      },
+      "", "UINT64");
   // --threads: 0 means "all available"; a negative count is a typo, not a request.
   for (CLI::Option* o : app.get_options())
     if (o->get_type_name().rfind("UINT", 0) == 0 || o->check_lname("threads")) o->check(non_negative);
+  for (CLI::Option* o : app.get_options())
+    if (o->get_type_name().rfind("UINT", 0) == 0) o->check(fits_uint64);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_counts(*sub);
 }
 
@@ -57,6 +72,15 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   } catch (const lol::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user named that cannot be created or read (a file where a directory is
+    // expected, no permission): an input problem, named by its path.
+    std::string what = e.what();
+    const std::string prefix = "filesystem error: ";
+    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+    if (const auto bracket = what.find(" ["); bracket != std::string::npos) what = what.substr(0, bracket);
+    std::cerr << "error: " << e.path1().string() << ": " << what << "\n";
     return 2;
   } catch (const std::bad_alloc& e) {
     std::cerr << "error: out of memory (" << e.what() << "): reduce the batch size, sequence length or model size\n";

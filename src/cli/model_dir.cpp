@@ -82,6 +82,21 @@ std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, c
   return tok;
 }
 
+void require_model_reads_dataset(const std::string& model_dir, const nlohmann::json& model_extra,
+                                 int64_t model_vocab, const data::Dataset& ds, const std::string& data_flag) {
+  if (model_extra.is_object() && model_extra.contains("task") && model_extra["task"].is_string() &&
+      model_extra["task"].get<std::string>() != ds.task())
+    throw InputError(data_flag + ": task '" + ds.task() + "', but " + model_dir + " was trained on '" +
+                     model_extra["task"].get<std::string>() + "' data (config.json extra.task)");
+  if (model_extra.is_object() && model_extra.contains("vocab") && ds.info().contains("vocab") &&
+      model_extra["vocab"] != ds.info()["vocab"])
+    throw InputError(data_flag + ": its task vocabulary (dataset.json vocab) differs from the one " + model_dir +
+                     " was trained with (config.json extra.vocab)");
+  if (ds.vocab_size() > model_vocab)
+    throw InputError(data_flag + ": dataset vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
+                     std::to_string(model_vocab));
+}
+
 RoutingPath load_routing_path_for(const std::string& file, int64_t library_size, int64_t active_depth) {
   RoutingPath path = RoutingPath::load(file);
   if (path.library_size != library_size)

@@ -3,7 +3,10 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/strategy_eval.h"
+#include "dataset/shards.h"
 #include "tokenizers/tokenizer.h"
 
 namespace lol::cli {
@@ -27,6 +30,13 @@ std::unique_ptr<tokenizers::Tokenizer> training_tokenizer(const std::string& dir
 /// vocab_size; 0 skips the check).
 std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, const std::string& flag,
                                                        int64_t model_vocab);
+
+/// Checks that the model in `model_dir` (config.json "extra": the task and vocabulary of
+/// its training data; `vocab_size`) can read `ds`: the same task and task vocabulary when
+/// both are recorded, and no dataset token id beyond the model's vocab_size. Throws
+/// InputError naming `data_flag` (e.g. "--data DIR") and both values otherwise.
+void require_model_reads_dataset(const std::string& model_dir, const nlohmann::json& model_extra,
+                                 int64_t model_vocab, const data::Dataset& ds, const std::string& data_flag);
 
 /// RoutingPath::load(file), checked against the model it will steer: the same
 /// library_size, and no more routed depths than the model runs (`active_depth`; 0 skips

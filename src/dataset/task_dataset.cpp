@@ -1,5 +1,7 @@
 #include "dataset/task_dataset.h"
 
+#include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 
@@ -82,14 +84,20 @@ tasks::Example example_from_json(const nlohmann::json& j, const std::string& whe
   tasks::Example e;
   for (const char* k : {"question", "label", "trace", "answer"})
     require(j.contains(k) && j[k].is_string(), where, std::string("missing string field '") + k + "'");
-  require(j.contains("strategy") && j["strategy"].is_number_integer(), where, "missing integer field 'strategy'");
+  require(j.contains("strategy"), where, "missing integer field 'strategy'");
+  require(j["strategy"].is_number_integer(), where,
+          "field 'strategy' = " + j["strategy"].dump() + ": expected an integer 1..5");
   e.question = j["question"];
   e.label = j["label"];
   e.trace = j["trace"];
   e.answer = j["answer"];
   e.strategy = j["strategy"];
   require(e.strategy >= 1 && e.strategy <= 5, where, "field 'strategy' = " + std::to_string(e.strategy) + ": expected 1..5");
-  if (j.contains("puzzle_id") && j["puzzle_id"].is_number_unsigned()) e.puzzle_id = j["puzzle_id"];
+  if (j.contains("puzzle_id")) {
+    require(j["puzzle_id"].is_number_unsigned(), where,
+            "field 'puzzle_id' = " + j["puzzle_id"].dump() + ": expected an integer >= 0");
+    e.puzzle_id = j["puzzle_id"];
+  }
   return e;
 }
 
@@ -104,7 +112,10 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   TaskSpec spec = task_spec(opt.task, opt.size);
   require(opt.n_puzzles >= 1, "--n", "expected at least 1 puzzle");
   require(opt.valid_fraction >= 0 && opt.valid_fraction < 1, "--valid-fraction", "expected 0 <= fraction < 1");
-  io::create_dirs(out);
+  require(opt.max_tokens >= 0, "--max-tokens",
+          std::to_string(opt.max_tokens) + ": expected 0 (keep all) or a length >= 1");
+  if (std::filesystem::exists(std::filesystem::path(out) / "dataset.json"))
+    throw InputError("--out " + out + ": already holds a dataset (dataset.json); remove it or choose another directory");
   ProgressBar bar("generate " + opt.task, 0, opt.progress);
   std::vector<tasks::Example> examples;
   nlohmann::json gen_stats = nlohmann::json::object();
@@ -116,9 +127,22 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
     tasks::SudokuDatasetOptions so;
     so.max_sequence_tokens = size_t(opt.max_tokens);
     so.threads = std::max(1, opt.threads);
-    examples = tasks::generate_sudoku_dataset(size_t(opt.n_puzzles), opt.seed, so);
+    try {
+      examples = tasks::generate_sudoku_dataset(size_t(opt.n_puzzles), opt.seed, so);
+    } catch (const InputError& e) {
+      if (std::string(e.what()).find("max_sequence_tokens") == std::string::npos) throw;
+      throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": " + e.what());
+    }
   }
   bar.finish(std::to_string(examples.size()) + " sequences");
+  if (opt.max_tokens > 0) {  // nothing written yet: refuse a filter that keeps no sequence
+    int64_t shortest = INT64_MAX;
+    for (const auto& e : examples) shortest = std::min<int64_t>(shortest, int64_t(spec.tokenize(e).ids.size()));
+    if (!examples.empty() && shortest > opt.max_tokens)
+      throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": every sequence is longer (the shortest has " +
+                       std::to_string(shortest) + " tokens); raise it, or pass 0 to keep all");
+  }
+  io::create_dirs(out, "--out");
 
   ShardWriter train(out, "train", spec.vocab.size()), valid(out, "valid", spec.vocab.size());
   io::AtomicFile train_jsonl(out + "/train.jsonl"), valid_jsonl(out + "/valid.jsonl");
@@ -203,13 +227,24 @@ VerifyReport verify_task_file(const std::string& path) {
       TaskSpec spec = task_spec(task, size);
       spec.tokenize(e);  // every token must be in the vocabulary
       auto v = spec.verify(e.question + " " + e.label, e.strategy, e.trace + " " + e.answer);
-      if (v.followed_strategy == e.strategy && v.strategy_as_requested && v.trace_legal && v.rule_faithful &&
-          v.answer_correct) {
+      // The label is the strategy's own (the routing's conditioning signal), and the answer
+      // ends the sequence.
+      const std::string want_label = spec.label(e.strategy);
+      const auto answer_tokens = tasks::split_tokens(e.answer);
+      std::string wrong;
+      if (e.label != want_label)
+        wrong = "label '" + e.label + "' is not strategy S" + std::to_string(e.strategy) + "'s label '" + want_label + "'";
+      else if (answer_tokens.empty() || answer_tokens.back() != "<eos>")
+        wrong = "answer: missing <eos> at the end";
+      if (wrong.empty() && v.followed_strategy == e.strategy && v.strategy_as_requested && v.trace_legal &&
+          v.rule_faithful && v.answer_correct) {
         r.passed++;
       } else {
         r.failed++;
         note(where + ": strategy S" + std::to_string(e.strategy) + " record fails verification: " +
-             (v.error.empty() ? "trace follows strategy " + std::to_string(v.followed_strategy) : v.error));
+             (!wrong.empty() ? wrong
+                             : v.error.empty() ? "trace follows strategy " + std::to_string(v.followed_strategy)
+                                               : v.error));
       }
     } catch (const InputError& ex) {
       r.malformed++;

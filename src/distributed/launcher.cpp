@@ -57,8 +57,14 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank
 }
 
 int launch(const LaunchOptions& o) {
-  require(o.nproc >= 1, "lol launch", "--nproc must be >= 1");
+  require(o.nproc >= 1 && o.nproc <= kMaxLocalProcesses, "lol launch",
+          "--nproc " + std::to_string(o.nproc) + ": expected 1 <= nproc <= " + std::to_string(kMaxLocalProcesses));
   require(o.nnodes >= 1, "lol launch", "--nnodes must be >= 1");
+  require(int64_t(o.nproc) * o.nnodes <= (int64_t(1) << 20), "lol launch",
+          "--nproc x --nnodes: expected a world size <= 1048576 (WORLD_SIZE's bound)");
+  require(o.timeout_s >= 0 && o.timeout_s <= 7 * 24 * 3600, "lol launch",
+          "--timeout " + std::to_string(o.timeout_s) + ": expected 1 <= seconds <= 604800 (LOL_DIST_TIMEOUT's range)");
+  require(o.grace_s >= 0, "lol launch", "--grace " + std::to_string(o.grace_s) + ": expected >= 0 seconds");
   require(o.node_rank >= 0 && o.node_rank < o.nnodes, "lol launch",
           "--node-rank must be in [0, --nnodes - 1] = [0, " + std::to_string(o.nnodes - 1) + "]");
   require(!o.command.empty(), "lol launch", "no command given (e.g. lol launch --nproc 2 -- lol train --config C)");
@@ -86,8 +92,9 @@ int launch(const LaunchOptions& o) {
     const auto env = rank_environment(o, r, port, threads);
     const pid_t pid = ::fork();
     if (pid < 0) {
-      std::fprintf(stderr, "lol launch: fork failed: %s\n", std::strerror(errno));
-      for (int k = 0; k < r; ++k) ::kill(pids[size_t(k)], SIGTERM);
+      std::fprintf(stderr, "lol launch: fork failed: %s (stopping the %d rank(s) started)\n", std::strerror(errno), r);
+      for (int k = 0; k < r; ++k) ::kill(pids[size_t(k)], SIGKILL);
+      for (int k = 0; k < r; ++k) ::waitpid(pids[size_t(k)], nullptr, 0);
       return 1;
     }
     if (pid == 0) {

@@ -8,6 +8,10 @@
 
 namespace lol::dist {
 
+/// Processes one `lol launch` starts at most (one per GPU or CPU share; the bound keeps a
+/// typo from exhausting the process table).
+constexpr int kMaxLocalProcesses = 1024;
+
 struct LaunchOptions {
   int nproc = 1;           ///< processes on this node
   int nnodes = 1;          ///< nodes in the job (each runs its own `lol launch`)

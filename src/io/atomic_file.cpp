@@ -23,10 +23,10 @@ static std::string parent_dir(const std::string& path) {
   return path.substr(0, pos);
 }
 
-void create_dirs(const std::string& dir) {
+void create_dirs(const std::string& dir, const std::string& flag) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError(dir + ": cannot create directory: " + ec.message());
+  if (ec) throw InputError((flag.empty() ? "" : flag + " ") + dir + ": cannot create directory: " + ec.message());
 }
 
 void fsync_dir(const std::string& dir) {

@@ -33,8 +33,9 @@ void write_file_atomic(const std::string& path, const std::string& content);
 void fsync_dir(const std::string& dir);
 
 /// Creates `dir` and its parents (nothing when it exists). Throws InputError naming the
-/// path when that fails (a file in the way, no permission).
-void create_dirs(const std::string& dir);
+/// path (after `flag`, e.g. "--out", when given) when that fails (a file in the way, no
+/// permission).
+void create_dirs(const std::string& dir, const std::string& flag = "");
 
 /// Whole file as a string; throws InputError naming the path when unreadable.
 std::string read_file(const std::string& path);

@@ -60,6 +60,10 @@ nlohmann::json LoLConfig::to_json() const {
 LoLConfig LoLConfig::from_json(const nlohmann::json& j, const std::string& w) {
   util::JsonFields f(j, w);
   LoLConfig c;
+  if (j.is_object() && j.contains("architecture") && j["architecture"].is_string() && j["architecture"] != "lol")
+    throw InputError(w + ": field 'architecture' = " + j["architecture"].dump() +
+                     ": expected \"lol\" (a " + j["architecture"].get<std::string>() +
+                     " model; forward, generate, paths, eval-strategies and analyze routing run LoL models only)");
   f.get("architecture", std::string("lol"), {"lol"});
   f.get("vocab_size", c.vocab_size);
   f.get("d_model", c.d_model);

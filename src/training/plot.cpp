@@ -16,10 +16,13 @@ namespace fs = std::filesystem;
 namespace lol::training {
 
 namespace {
+// A gnuplot single-quoted string. It has no escapes, so a line break would end the
+// command and start another: control characters become spaces.
 std::string quote(const std::string& s) {
   std::string o = "'";
   for (char c : s) {
     if (c == '\'') o += "''";
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
     else o += c;
   }
   return o + "'";
@@ -53,6 +56,12 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
   // The format follows the name: a PNG written to "curves" or "curves.pdf" would mislead.
   if (!svg && !ends_with(".png"))
     throw InputError("--out " + opt.out + ": expected a file name ending in .png or .svg");
+  for (char c : opt.out)
+    if (static_cast<unsigned char>(c) < 0x20)
+      throw InputError("--out: the file name contains a control character (line break, tab, ...)");
+  const fs::path parent = fs::path(opt.out).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    throw InputError("--out " + opt.out + ": directory " + parent.string() + " does not exist");
   std::string s;
   s += svg ? "set terminal svg size 1000,600 dynamic enhanced\n" : "set terminal pngcairo size 1000,600 enhanced\n";
   s += "set output " + quote(opt.out) + "\n";
@@ -76,6 +85,12 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
     }
     if (n_train == 0 && n_valid == 0)
       throw InputError(opt.inputs[i] + ": no records with '" + opt.x + "' and 'loss' or 'valid_loss'");
+    if (opt.log_y)
+      for (const auto& r : records)
+        for (const char* k : {"loss", "valid_loss"})
+          if (r.contains(k) && r[k].is_number() && !(r[k].get<double>() > 0))
+            throw InputError("--log-y: " + opt.inputs[i] + " has " + k + " = " + r[k].dump() +
+                             ", which a logarithmic axis cannot show (expected losses > 0)");
     io::write_file_atomic(train_dat, tr);
     io::write_file_atomic(valid_dat, va);
     const std::string label = label_of(opt.inputs[i]);
@@ -112,6 +127,8 @@ void plot_metrics(const PlotOptions& opt) {
       err = io::read_file(dir + "/err.txt");
     } catch (const std::exception&) {
     }
+    std::error_code ec;
+    fs::remove(opt.out, ec);  // no empty or partial image under the requested name
     throw std::runtime_error("lol plot: gnuplot failed: " + err);
   }
   if (!fs::exists(opt.out)) throw std::runtime_error("lol plot: gnuplot wrote no " + opt.out);

@@ -109,9 +109,14 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   Batcher batcher(train_split, layout, uint64_t(tc.seed), /*shuffle=*/true, /*wrap=*/true,
                   cfg.data.dir + " split '" + cfg.data.train_split + "'", shard);
   layout.seq_len = batcher.max_row_length();  // evaluation rows use the same bound
-  const bool has_valid = ds.has_split(cfg.data.valid_split);
   data::SplitData valid_split;
-  if (has_valid) valid_split = ds.load(cfg.data.valid_split);
+  if (ds.has_split(cfg.data.valid_split)) valid_split = ds.load(cfg.data.valid_split);
+  // An absent or empty validation split skips evaluation (`lol data` writes an empty one
+  // when the held-out share rounds to 0 puzzles).
+  const bool has_valid = valid_split.size() > 0;
+  if (ds.has_split(cfg.data.valid_split) && !has_valid && (!dp || dp->is_root()))
+    std::fprintf(stderr, "note: %s split '%s' has no sequences; evaluation is skipped\n", cfg.data.dir.c_str(),
+                 cfg.data.valid_split.c_str());
   if (has_valid && !layout.pack) {
     int64_t longest = 0;
     for (int64_t i = 0; i < valid_split.size(); ++i) longest = std::max(longest, valid_split.get(i).length);
@@ -177,6 +182,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
 
   TrainResult result;
   result.steps_done = st.step;
+  result.already_done = !resume.empty() && st.step == tc.steps;
   std::string last_ck = resume.empty() ? "" : resolve_checkpoint(resume);
   result.last_checkpoint = last_ck;
   const auto tok_files = is_root ? tokenizer_files(ds, last_ck) : std::vector<std::pair<std::string, std::string>>{};
@@ -207,6 +213,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   };
 
   const int64_t growable = model->growable_depth();
+  if (growable > 0 && cfg.grow.fraction > 0 && cfg.grow.start > growable)
+    throw InputError("grow: field 'start' = " + std::to_string(cfg.grow.start) +
+                     ": expected <= the model's routed depth " + std::to_string(growable));
   StopSignalScope signals;
   ProgressBar bar("train", tc.steps - st.step, show_progress);
   const double elapsed_before = st.elapsed;
@@ -291,8 +300,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
 
     const bool last = st.step == tc.steps;
     const int stop_sig = dp ? dist_stop : stop_requested();
-    if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) run_eval(st.step);
+    // Saved before evaluating: an evaluation that fails loses no training.
     if ((tc.save_every > 0 && st.step % tc.save_every == 0) || last || stop_sig) save();
+    if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) run_eval(st.step);
     if (hooks.after_step) hooks.after_step(st.step, *model);
     if (stop_sig && !last) {
       bar.finish(fields);

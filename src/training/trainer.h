@@ -33,6 +33,7 @@ struct TrainHooks {
 struct TrainResult {
   int64_t steps_done = 0;        ///< optimizer steps completed (all sessions)
   bool interrupted = false;      ///< stopped by SIGINT/SIGTERM (checkpoint written)
+  bool already_done = false;     ///< resumed at step == train.steps: nothing was trained
   std::string last_checkpoint;   ///< "" if none was written
   double last_loss = 0;          ///< training loss of the last step
   double valid_loss = -1, valid_acc = -1;  ///< last evaluation (-1 = none)

@@ -17,6 +17,10 @@ static std::string quote(const std::string& s) {
       r += "\\n";
       continue;
     }
+    if (static_cast<unsigned char>(c) < 0x20) {  // other control characters: a space
+      r += ' ';
+      continue;
+    }
     if (c == '"' || c == '\\') r += '\\';
     r += c;
   }
@@ -26,7 +30,7 @@ static std::string quote(const std::string& s) {
 static void run(const std::string& script_path) {
   std::string cmd = "gnuplot " + quote(script_path) + " 2>" + quote(script_path + ".log");
   if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error("gnuplot failed on " + script_path + " (see " + script_path + ".log; install gnuplot-nox)");
+    throw std::runtime_error("gnuplot failed on " + script_path + " (see " + script_path + ".log)");
 }
 
 void plot_heatmap(const std::string& png, const std::string& title, const std::vector<std::vector<double>>& values,
@@ -50,7 +54,10 @@ void plot_heatmap(const std::string& png, const std::string& title, const std::v
     }
   }
   std::ofstream s(gp);
-  int w = int(std::max<size_t>(480, 60 * C + 200)), h = int(std::max<size_t>(360, 40 * R + 160));
+  // Cells shrink beyond 16384 pixels (cairo refuses images above 32767 pixels a side).
+  constexpr size_t kMaxSide = 16384;
+  int w = int(std::min(kMaxSide, std::max<size_t>(480, 60 * C + 200))),
+      h = int(std::min(kMaxSide, std::max<size_t>(360, 40 * R + 160)));
   s << "set terminal pngcairo size " << w << "," << h << " font 'sans,10'\n";
   s << "set output " << quote(png) << "\n";
   s << "set title " << quote(title) << "\n";

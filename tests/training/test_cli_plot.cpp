@@ -112,4 +112,26 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   }
   o.out = dir.path() + "/x.png";
   EXPECT_NE(gnuplot_script(o, dir.path()).find("set terminal pngcairo"), std::string::npos);
+  // A line break in the title cannot start a gnuplot command of its own.
+  o.title = "x\nsystem(\"touch pwned\")";
+  const std::string injected = gnuplot_script(o, dir.path());
+  EXPECT_NE(injected.find("set title 'x system(\"touch pwned\")'\n"), std::string::npos) << injected;
+  // Problems gnuplot would hit are input errors named before it runs (and no empty image).
+  o.title = "t";
+  auto expect_refused = [&](const std::string& needle) {
+    try {
+      plot_metrics(o);
+      ADD_FAILURE() << "accepted, expected " << needle;
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(o.out)) << o.out;
+  };
+  o.out = dir.path() + "/nodir/x.png";
+  expect_refused("directory " + dir.path() + "/nodir does not exist");
+  o.out = dir.path() + "/neg.png";
+  std::ofstream(dir.path() + "/neg.jsonl") << R"({"step":1,"loss":-1,"tokens":10})" << "\n";
+  o.inputs = {dir.path() + "/neg.jsonl"};
+  o.log_y = true;
+  expect_refused("--log-y: " + dir.path() + "/neg.jsonl has loss = -1");
 }
