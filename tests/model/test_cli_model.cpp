@@ -322,6 +322,18 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"info " + quote(tmp / "ck") + " --context -5", "--context -5: expected 0 (= max_seq_len) or 1 <= context"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '" + too_long + "' --ids --max-new 1",
        "--tokens: the prompt has " + std::to_string(c.max_seq_len + 1) + " tokens"},
+      // Third adversarial pass: values that were ignored, clamped or saturated.
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --stop 999", "--stop 999: token id 999"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --router-only-last -1",
+       "--router-only-last: Value -1"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --trace " + quote(tmp / "no/t.json"),
+       "--trace " + (tmp / "no/t.json") + ": directory"},
+      {base + " --tokens '1 2 3' --depth -5", "--depth: Value -5"},
+      {"data maze --n 1 --size 4 --seed 18446744073709551616 --out " + quote(tmp / "seed"),
+       "--seed: Value 18446744073709551616: expected an integer in [0, 18446744073709551615]"},
+      {"launch --nproc 5000 -- true", "--nproc: Value 5000 not in range 1 to 1024"},
+      {"launch --nproc 1 --timeout 0 -- true", "--timeout: Value 0 not in range 1 to 604800"},
+      {"launch --nproc 1 --grace -1 -- true", "--grace: Value -1"},
       // bench generate names the flag that is out of range.
       {"bench generate --model " + quote(tmp / "ck") + " --context 0", "--context 0: expected >= 1"},
       {"bench generate --model " + quote(tmp / "ck") + " --context 4 --full-steps 0", "--full-steps 0: expected >= 1"},

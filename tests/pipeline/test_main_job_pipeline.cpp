@@ -24,6 +24,16 @@ namespace {
 
 int run(const std::string& cmd) { return std::system((cmd + " > /dev/null 2>&1").c_str()); }
 
+/// Exit status of `cmd` (stdout and stderr into *out).
+int run_capture(const std::string& cmd, std::string* out) {
+  const std::string log = (fs::temp_directory_path() / ("lol_pipeline_log_" + std::to_string(::getpid()))).string();
+  const int rc = std::system((cmd + " > " + log + " 2>&1").c_str());
+  std::ifstream in(log);
+  out->assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove(log);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 nlohmann::json read_json(const std::string& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
@@ -137,6 +147,72 @@ TEST(MainJobPipeline, TinySudokuRunProducesConsistentFiles) {
   // 24 new tokens cannot finish a sudoku trace: nothing may be scored correct.
   for (int s = 1; s <= 5; ++s) EXPECT_EQ(res["forced"]["S" + std::to_string(s)]["answer_correct"].get<double>(), 0.0);
   EXPECT_EQ(res["task"], "sudoku");
+  // The sudoku model on maze puzzles is refused before any generation (it used to print a
+  // confusion table of another task's puzzles, exit 0), and nothing is written.
+  ASSERT_EQ(run(lol + " data maze --n 4 --size 4 --out " + dir + "/maze"), 0);
+  std::string out;
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                            "/maze --n 1 --out " + dir + "/cross",
+                        &out),
+            2);
+  EXPECT_NE(out.find("--data " + dir + "/maze: task 'maze', but "), std::string::npos) << out;
+  EXPECT_NE(out.find("was trained on 'sudoku' data"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/cross"));
+  fs::remove_all(dir);
+}
+
+// Findings of the third adversarial pass (docs/robustness.md): small datasets, finished
+// runs, outputs that cannot be written, records whose label or <eos> is wrong.
+TEST(MainJobPipeline, SmallDataFinishedRunsAndUnwritableOutputs) {
+  const std::string lol = LOL_BINARY;
+  const std::string dir = (fs::temp_directory_path() / ("lol_pipeline_edges_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string out;
+  // No held-out puzzle: training skips evaluation instead of failing after the last step.
+  ASSERT_EQ(run(lol + " data maze --n 6 --size 4 --valid-fraction 0 --out " + dir + "/data"), 0);
+  ASSERT_EQ(train_tiny(lol, dir, 8, 4, 256, 4, 2), 0);
+  EXPECT_TRUE(fs::exists(dir + "/run/checkpoints/step-000002/model.safetensors"));
+  // Resuming the finished run trains nothing and says so (it printed "loss 0.0000").
+  EXPECT_EQ(run_capture(lol + " train --resume " + dir + "/run --no-progress", &out), 0);
+  EXPECT_NE(out.find("is already at step 2 = train.steps; nothing to do"), std::string::npos) << out;
+  // Regenerating over a dataset, or a length filter that keeps nothing, is refused.
+  EXPECT_EQ(run_capture(lol + " data maze --n 6 --size 4 --out " + dir + "/data", &out), 2);
+  EXPECT_NE(out.find("already holds a dataset"), std::string::npos) << out;
+  EXPECT_EQ(run_capture(lol + " data maze --n 6 --size 4 --max-tokens 1 --out " + dir + "/short", &out), 2);
+  EXPECT_NE(out.find("--max-tokens 1: every sequence is longer"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir + "/short"));
+  // An --out that is a file: exit 2 naming it, before the forward passes.
+  std::ofstream(dir + "/afile") << "x";
+  EXPECT_EQ(run_capture(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --split train --out " +
+                            dir + "/afile",
+                        &out),
+            2);
+  EXPECT_NE(out.find("--out " + dir + "/afile: cannot create directory"), std::string::npos) << out;
+  EXPECT_EQ(run_capture(lol + " train --config " + dir + "/run.json --set train.out=" + dir + "/afile/sub", &out), 2);
+  EXPECT_NE(out.find("error: " + dir + "/afile"), std::string::npos) << out;
+  // data verify: a label that is not the record's strategy's, and an answer without <eos>.
+  std::string good;
+  std::getline(std::ifstream(dir + "/data/train.jsonl"), good);
+  auto j = nlohmann::json::parse(good);
+  const int s = j["strategy"].get<int>();
+  {
+    std::ofstream bad(dir + "/bad.jsonl");
+    auto k = j;
+    k["label"] = "[ r1c1 ]";
+    bad << k.dump() << "\n";
+    k = j;
+    std::string a = k["answer"].get<std::string>();
+    k["answer"] = a.substr(0, a.rfind(" <eos>"));
+    bad << k.dump() << "\n";
+  }
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/bad.jsonl", &out), 1);
+  EXPECT_NE(out.find("bad.jsonl:1: strategy S" + std::to_string(s) + " record fails verification: label '[ r1c1 ]' is "
+                     "not strategy S" + std::to_string(s) + "'s label"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("bad.jsonl:2:"), std::string::npos) << out;
+  EXPECT_NE(out.find("missing <eos>"), std::string::npos) << out;
   fs::remove_all(dir);
 }
 
