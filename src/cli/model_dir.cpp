@@ -1,7 +1,7 @@
 #include "cli/model_dir.h"
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "dataset/text_tokenizer.h"
