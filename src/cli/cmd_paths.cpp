@@ -1,6 +1,7 @@
 // `lol paths extract` and `lol eval-strategies`: the main job of the project
 // (paper 4.1.3-4.1.4): mode routing paths per strategy and strategy control under
 // forced routing.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -130,12 +131,16 @@ void register_paths(CLI::App& app) {
     }
     io::write_file_atomic(a->out + "/agreement.json", st.to_json(rule).dump(1) + "\n");
     plot_path_grids(a->out, out_paths, st, spec, rule);
+    // The first windows of each path on the terminal; the files hold them all.
+    constexpr size_t kShownWindows = 64;
     for (const auto& [s, p] : out_paths) {
       std::cout << "S" << s << " (" << spec.strategy_name(s) << ") mode path, window 0..:";
       for (int64_t d = 0; d < p.depth(); ++d) {
         std::cout << "\n  depth " << d + 1 << ":";
-        for (size_t k = 0; k < p.expert[d].size(); ++k)
+        const size_t n = p.expert[d].size();
+        for (size_t k = 0; k < std::min(n, kShownWindows); ++k)
           std::cout << " " << (p.expert[d][k] < 0 ? std::string("-") : "E" + std::to_string(p.expert[d][k]));
+        if (n > kShownWindows) std::cout << " ... (" << n << " windows; S" << s << ".json holds all)";
       }
       std::cout << "\n";
     }
