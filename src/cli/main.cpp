@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     const std::string prefix = "filesystem error: ";
     if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
     if (const auto bracket = what.find(" ["); bracket != std::string::npos) what = what.substr(0, bracket);
-    std::cerr << "error: " << e.path1().string() << ": " << what << "\n";
+    std::cerr << "error: " << (e.path1().empty() ? std::string() : e.path1().string() + ": ") << what << "\n";
     return 2;
   } catch (const std::bad_alloc& e) {
     std::cerr << "error: out of memory (" << e.what() << "): reduce the batch size, sequence length or model size\n";
