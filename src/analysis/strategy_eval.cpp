@@ -233,14 +233,18 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
       for (size_t p = 0; p < puzzles.size(); ++p) jobs.push_back({p, s, false});
 
   res.filler = opt.filler.empty() ? "length-matched " + spec.filler_label : opt.filler;
-  if (!opt.filler.empty() && !puzzles.empty()) {  // checked before any generation
+  // The prompt of a puzzle under a label, tokenized (question, label, "R :").
+  auto tokenize_prompt = [&](const std::string& question, const std::string& label) {
     tasks::Example e;
-    e.question = puzzles[0].question;
-    e.label = opt.filler;
+    e.question = question;
+    e.label = label;
     e.trace = "R :";
     e.answer = "A : <eos>";
+    return spec.tokenize(e);
+  };
+  if (!opt.filler.empty() && !puzzles.empty()) {  // checked before any generation
     try {
-      spec.tokenize(e);
+      tokenize_prompt(puzzles[0].question, opt.filler);
     } catch (const InputError& err) {
       throw InputError("filler '" + opt.filler + "' (--filler): " + err.what());
     }
@@ -248,17 +252,13 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
   auto prompt_for = [&](const Job& j) {
     const std::string label =
         !j.forced ? spec.label(j.strategy) : (opt.filler.empty() ? neutral_label(spec, j.strategy) : opt.filler);
-    tasks::Example e;
-    e.question = puzzles[j.puzzle].question;
-    e.label = label;
-    e.trace = "R :";
-    e.answer = "A : <eos>";
-    auto te = spec.tokenize(e);
+    const std::string& question = puzzles[j.puzzle].question;
+    auto te = tokenize_prompt(question, label);
     PromptSpec p;
     p.tokens.assign(te.ids.begin(), te.ids.begin() + te.prompt_len);
     p.router_only.assign(te.router_only.begin(), te.router_only.begin() + te.prompt_len);
     p.prompt_len = te.prompt_len;
-    return std::make_pair(p, e.question + " " + label);
+    return std::make_pair(p, question + " " + label);
   };
 
   ProgressBar bar("eval strategies", int64_t(jobs.size()), opt.progress);

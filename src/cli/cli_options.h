@@ -1,11 +1,11 @@
 // Option groups and argument parsers shared by several sub-commands (generation
 // options of `lol generate` and `lol hf generate`, token-id lists). Header-only.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <exception>
 #include <sstream>
 #include <string>
-#include <climits>
 #include <vector>
 
 #include <CLI/CLI.hpp>

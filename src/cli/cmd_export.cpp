@@ -2,6 +2,7 @@
 // Face folder (Qwen2 layout by default) that `lol hf` and transformers load (issue 10).
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "baselines/dense_trainable.h"
 #include "cli/commands.h"
@@ -51,8 +52,7 @@ int64_t parse_size(const std::string& s) {
 /// file to the same ids. Prints the largest difference; std::runtime_error (exit 1) when
 /// the ids or any logit differ.
 void verify_export(baselines::DenseModel& model, const std::string& out, const std::string& text_file,
-                   const std::string& text, const tokenizers::Tokenizer& tok, c10::ScalarType stored) {
-  auto ids = tok.encode(text);
+                   const std::string& text, std::vector<int32_t> ids, c10::ScalarType stored) {
   const int64_t n = std::min<int64_t>(int64_t(ids.size()), model->config().max_seq_len);
   // The exported tokenizer.json, read back the way `lol hf` reads a folder, must give the same ids.
   const auto back_ids = tokenizers::load_tokenizer(out)->encode(text);
@@ -111,6 +111,7 @@ void run_export(const ExportArgs& a) {
   o.overwrite = a.overwrite;
   // --verify's input is checked before anything is written.
   std::string verify_text;
+  std::vector<int32_t> verify_ids;
   if (!a.verify.empty()) {
     if (!tok) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
     try {
@@ -118,7 +119,8 @@ void run_export(const ExportArgs& a) {
     } catch (const InputError& e) {
       throw InputError(std::string("--verify: ") + e.what());
     }
-    if (tok->encode(verify_text).empty()) throw InputError("--verify " + a.verify + ": no tokens");
+    verify_ids = tok->encode(verify_text);
+    if (verify_ids.empty()) throw InputError("--verify " + a.verify + ": no tokens");
   }
   // A failed export or verification removes what it wrote into a new (or empty) --out.
   std::error_code ec;
@@ -129,7 +131,7 @@ void run_export(const ExportArgs& a) {
     std::cout << "exported " << dir << " -> " << a.out << " (" << h.architecture << ", " << h.num_hidden_layers
               << " layers, hidden " << h.hidden_size << ", vocab " << h.vocab_size << ", " << h.torch_dtype
               << (tok ? ", tokenizer" : ", no tokenizer") << ")\n";
-    if (!a.verify.empty()) verify_export(model, a.out, a.verify, verify_text, *tok, o.dtype);
+    if (!a.verify.empty()) verify_export(model, a.out, a.verify, verify_text, std::move(verify_ids), o.dtype);
   } catch (...) {
     if (!existed || was_empty_dir) {
       if (!existed) fs::remove_all(a.out, ec);

@@ -282,8 +282,8 @@ void run_forward(const ForwardArgs& a) {
   if (a.prompt_len < 0 || a.prompt_len > n)
     throw InputError("--prompt-len " + std::to_string(a.prompt_len) + ": expected 0 <= P <= number of tokens = " +
                      std::to_string(n));
-  if (a.depth != -1) {  // -1: the default, core_depth
-    if (a.depth < 0 || a.depth > c.core_depth)
+  if (a.depth >= 0) {  // -1 (the default): core_depth
+    if (a.depth > c.core_depth)
       throw InputError("--depth " + std::to_string(a.depth) + ": expected 0 <= depth <= core_depth = " +
                        std::to_string(c.core_depth));
     m->set_active_depth(a.depth);

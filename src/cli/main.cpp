@@ -34,10 +34,11 @@ void refuse_negative_counts(CLI::App& app) {
       },
       "", "UINT64");
   // --threads: 0 means "all available"; a negative count is a typo, not a request.
-  for (CLI::Option* o : app.get_options())
-    if (o->get_type_name().rfind("UINT", 0) == 0 || o->check_lname("threads")) o->check(non_negative);
-  for (CLI::Option* o : app.get_options())
-    if (o->get_type_name().rfind("UINT", 0) == 0) o->check(fits_uint64);
+  for (CLI::Option* o : app.get_options()) {
+    const bool is_unsigned = o->get_type_name().rfind("UINT", 0) == 0;
+    if (is_unsigned || o->check_lname("threads")) o->check(non_negative);
+    if (is_unsigned) o->check(fits_uint64);
+  }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_counts(*sub);
 }
 

@@ -135,11 +135,14 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
     }
   }
   bar.finish(std::to_string(examples.size()) + " sequences");
-  if (opt.max_tokens > 0) {  // nothing written yet: refuse a filter that keeps no sequence
+  // Nothing written yet: refuse a filter that keeps no sequence (the scan stops at the
+  // first sequence that fits, so it costs one tokenization in the usual case).
+  const auto length = [&](const tasks::Example& e) { return int64_t(spec.tokenize(e).ids.size()); };
+  if (opt.max_tokens > 0 && !examples.empty() &&
+      std::none_of(examples.begin(), examples.end(), [&](const auto& e) { return length(e) <= opt.max_tokens; })) {
     int64_t shortest = INT64_MAX;
-    for (const auto& e : examples) shortest = std::min<int64_t>(shortest, int64_t(spec.tokenize(e).ids.size()));
-    if (!examples.empty() && shortest > opt.max_tokens)
-      throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": every sequence is longer (the shortest has " +
+    for (const auto& e : examples) shortest = std::min(shortest, length(e));
+    throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": every sequence is longer (the shortest has " +
                        std::to_string(shortest) + " tokens); raise it, or pass 0 to keep all");
   }
   io::create_dirs(out, "--out");

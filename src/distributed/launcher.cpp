@@ -63,7 +63,7 @@ int launch(const LaunchOptions& o) {
   require(int64_t(o.nproc) * o.nnodes <= (int64_t(1) << 20), "lol launch",
           "--nproc x --nnodes: expected a world size <= 1048576 (WORLD_SIZE's bound)");
   require(o.timeout_s >= 0 && o.timeout_s <= 7 * 24 * 3600, "lol launch",
-          "--timeout " + std::to_string(o.timeout_s) + ": expected 1 <= seconds <= 604800 (LOL_DIST_TIMEOUT's range)");
+          "--timeout " + std::to_string(o.timeout_s) + ": expected 0 (unset: the ranks' default) or 1..604800 seconds (LOL_DIST_TIMEOUT's range)");
   require(o.grace_s >= 0, "lol launch", "--grace " + std::to_string(o.grace_s) + ": expected >= 0 seconds");
   require(o.node_rank >= 0 && o.node_rank < o.nnodes, "lol launch",
           "--node-rank must be in [0, --nnodes - 1] = [0, " + std::to_string(o.nnodes - 1) + "]");

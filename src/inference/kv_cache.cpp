@@ -1,7 +1,6 @@
 #include "inference/kv_cache.h"
 
 #include <cmath>
-#include <limits>
 
 #include "core/index_tensor.h"
 #include "nn/mask_fill.h"

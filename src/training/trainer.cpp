@@ -110,11 +110,12 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
                   cfg.data.dir + " split '" + cfg.data.train_split + "'", shard);
   layout.seq_len = batcher.max_row_length();  // evaluation rows use the same bound
   data::SplitData valid_split;
-  if (ds.has_split(cfg.data.valid_split)) valid_split = ds.load(cfg.data.valid_split);
+  const bool valid_listed = ds.has_split(cfg.data.valid_split);
+  if (valid_listed) valid_split = ds.load(cfg.data.valid_split);
   // An absent or empty validation split skips evaluation (`lol data` writes an empty one
   // when the held-out share rounds to 0 puzzles).
   const bool has_valid = valid_split.size() > 0;
-  if (ds.has_split(cfg.data.valid_split) && !has_valid && (!dp || dp->is_root()))
+  if (valid_listed && !has_valid && is_root)
     std::fprintf(stderr, "note: %s split '%s' has no sequences; evaluation is skipped\n", cfg.data.dir.c_str(),
                  cfg.data.valid_split.c_str());
   if (has_valid && !layout.pack) {
