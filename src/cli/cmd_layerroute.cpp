@@ -46,13 +46,17 @@ std::vector<layerroute::Example> load_examples(const std::string& path, const to
   std::string sys = d.system;
   if (sys == "auto") sys = hf::chatml_default_system(tok.chat_template()).value_or("");
   std::vector<layerroute::Example> out;
-  for (const auto& s : layerroute::read_samples(path)) {
+  const auto samples = layerroute::read_samples(path);
+  for (const auto& s : samples) {
     auto e = layerroute::tokenize_sample(s, tok, d.max_len, sys);
     bool any = false;
     for (auto m : e.loss_mask) any = any || m;
     if (any) out.push_back(std::move(e));
   }
   if (out.empty()) throw InputError(path + ": no sample keeps an assistant token within --max-len");
+  if (out.size() < samples.size())
+    std::cerr << "note: " << path << ": " << samples.size() - out.size() << " of " << samples.size()
+              << " samples keep no assistant token within --max-len " << d.max_len << " and are left out\n";
   return out;
 }
 
@@ -137,6 +141,11 @@ void print_report(const layerroute::EvalReport& r) {
             << "  (gated - backbone " << std::showpos << r.ppl_gated - r.ppl_base << ", gated - open "
             << r.ppl_gated - r.ppl_open << std::noshowpos << ")\n"
             << "executed layers per sample " << r.executed_mean << " -> ideal speedup " << r.ideal_speedup << "x\n";
+  for (const auto& s : r.sources)
+    std::cout << "  source " << (s.source.empty() ? "(none)" : s.source) << ": " << s.samples
+              << " samples, perplexity backbone " << s.ppl_base << "  open " << s.ppl_open << "  gated " << s.ppl_gated
+              << "  (gated - open " << std::showpos << s.ppl_gated - s.ppl_open << std::noshowpos << "), executed "
+              << s.executed_mean << "\n";
   if (r.timing_pairs > 0)
     std::cout << "generation: " << r.timing_pairs << " pairs, executed " << r.decode_executed_mean
               << " layers; ideal speedup " << r.decode_ideal_speedup << "x (layer ratio), " << r.flops_ideal_speedup
@@ -199,7 +208,7 @@ void register_eval_cmd(CLI::App* lr) {
     std::string adapter, base, data, train_data, out, json, gates = "learned";
     int64_t samples = 100, seeds = 0;
     bool reuse = false;
-    uint64_t first_seed = 0;
+    uint64_t first_seed = 0, seed = 0;
     int threads = 0;
     DataArgs d;
     ModelArgs m;
@@ -211,8 +220,11 @@ void register_eval_cmd(CLI::App* lr) {
   c->add_option("--adapter", a->adapter, "adapter directory (single evaluation)");
   c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
   c->add_option("--data", a->data, "held-out JSONL")->required();
-  c->add_option("--samples", a->samples, "held-out samples (seeded selection in the protocol; 0 = all)")
+  c->add_option("--samples", a->samples,
+                "held-out samples: a seeded selection, equal shares per \"source\" label (0 = all)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  auto* seed_flag = c->add_option("--seed", a->seed,
+                                  "--adapter: seed of the held-out selection (default: the adapter's training seed)");
   c->add_option("--seeds", a->seeds, "run the whole protocol (train + eval) over N seeds");
   c->add_option("--first-seed", a->first_seed, "first protocol seed");
   c->add_option("--train-data", a->train_data, "training JSONL for --seeds");
@@ -224,7 +236,7 @@ void register_eval_cmd(CLI::App* lr) {
   add_model_flags(c, a->m);
   add_train_flags(c, a->t);
   add_eval_flags(c, a->e, a->gates);
-  c->callback([a] {
+  c->callback([a, seed_flag] {
     init_runtime(a->threads);
     a->e.mode = layerroute::parse_gate_mode(a->gates);
     if (a->seeds > 0) {
@@ -268,8 +280,16 @@ void register_eval_cmd(CLI::App* lr) {
     if (d.max_len_flag->count() == 0 && info.extra.is_object() && info.extra.contains("max_len") &&
         info.extra["max_len"].is_number_integer())
       d.max_len = info.extra["max_len"].get<int64_t>();
-    auto held = load_examples(a->data, *tok, d);
-    if (a->samples > 0 && int64_t(held.size()) > a->samples) held.resize(size_t(a->samples));
+    // The held-out selection is seeded like the protocol's: by the training seed.
+    uint64_t seed = a->seed;
+    if (seed_flag->count() == 0 && info.extra.is_object()) {
+      const auto& x = info.extra;
+      if (x.contains("seed") && x["seed"].is_number_unsigned()) seed = x["seed"].get<uint64_t>();
+      else if (x.contains("train") && x["train"].is_object() && x["train"].contains("seed") &&
+               x["train"]["seed"].is_number_unsigned())
+        seed = x["train"]["seed"].get<uint64_t>();
+    }
+    auto held = layerroute::select_heldout(load_examples(a->data, *tok, d), a->samples, seed);
     auto r = layerroute::evaluate_layerroute(*m, held, a->e);
     print_report(r);
     if (!a->json.empty()) write_text(a->json, r.to_json().dump(2) + "\n");

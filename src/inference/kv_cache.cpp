@@ -143,7 +143,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
     scores = scores.view({p.S, Hkv, G, p.Lq, p.Lk}).masked_fill_(p.blocked, nn::lowest_finite(scores.scalar_type()));
     scores = scores.view({p.S, Hkv, G * p.Lq, p.Lk});
   }
-  auto probs = torch::softmax(scores, -1);
+  auto probs = nn::score_softmax(scores);
   if (p.keep.defined()) probs = probs.view({p.S, Hkv, G, p.Lq, p.Lk}).mul_(p.keep).view({p.S, Hkv, G * p.Lq, p.Lk});
   auto out = torch::matmul(probs, V);  // [S, Hkv, G Lq, hd]
   if (p.one_per_segment) return out.view({n, H * hd});

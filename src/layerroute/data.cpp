@@ -1,5 +1,7 @@
 #include "layerroute/data.h"
 
+#include <charconv>
+#include <cmath>
 #include <fstream>
 
 #include "training/batcher.h"
@@ -9,60 +11,161 @@ namespace lol::layerroute {
 
 namespace {
 
-std::string str_field(const nlohmann::json& m, const char* key, const std::string& where) {
+std::string str_field(const nlohmann::ordered_json& m, const char* key, const std::string& where) {
   if (!m.contains(key) || m[key].is_null()) return "";
   if (!m[key].is_string()) throw InputError(where + ": field '" + key + "' must be a string");
   return m[key].get<std::string>();
 }
 
-std::string render_tool_calls(const nlohmann::json& calls, const std::string& where) {
-  if (!calls.is_array()) throw InputError(where + ": field 'tool_calls' must be an array");
-  std::string out;
-  for (const auto& c : calls) {
-    const auto& f = c.contains("function") ? c["function"] : c;
-    if (!f.is_object() || !f.contains("name"))
-      throw InputError(where + ": a tool call needs {\"function\": {\"name\", \"arguments\"}}");
-    nlohmann::ordered_json call;  // Qwen2.5's template writes "name" first
-    call["name"] = f["name"];
-    if (f.contains("arguments")) {
-      const auto& a = f["arguments"];
-      auto parsed = a.is_string() ? nlohmann::ordered_json::parse(a.get<std::string>(), nullptr, false)
-                                  : nlohmann::ordered_json::parse(a.dump());
-      call["arguments"] = parsed.is_discarded() ? nlohmann::ordered_json(a.get<std::string>()) : parsed;
+// Python's repr of a finite double: the shortest digits that read back to it (ties to
+// even, as std::to_chars), fixed notation for decimal exponents -4 <= e < 16 (".0" on
+// integers), else "d.ddde+XX" (two exponent digits at least).
+std::string python_float(double x) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  const std::string sci(buf, res.ptr);  // [-]d[.ddd]e(+|-)XX
+  const auto epos = sci.find('e');
+  const int exp = std::stoi(sci.substr(epos + 1));
+  const bool neg = sci[0] == '-';
+  std::string digits;
+  for (size_t i = neg ? 1 : 0; i < epos; ++i)
+    if (sci[i] != '.') digits += sci[i];
+  std::string out = neg ? "-" : "";
+  if (exp < -4 || exp >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const std::string e = std::to_string(std::abs(exp));
+    return out + (exp < 0 ? "e-" : "e+") + (e.size() < 2 ? "0" + e : e);
+  }
+  if (exp < 0) return out + "0." + std::string(size_t(-exp - 1), '0') + digits;
+  const size_t int_digits = size_t(exp) + 1;
+  if (digits.size() <= int_digits) return out + digits + std::string(int_digits - digits.size(), '0') + ".0";
+  return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+}
+
+void dumps(const nlohmann::ordered_json& v, std::string& out) {
+  switch (v.type()) {
+    case nlohmann::ordered_json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (!first) out += ", ";
+        first = false;
+        out += nlohmann::ordered_json(it.key()).dump();
+        out += ": ";
+        dumps(it.value(), out);
+      }
+      out += '}';
+      return;
     }
-    out += "\n<tool_call>\n" + call.dump() + "\n</tool_call>";
+    case nlohmann::ordered_json::value_t::array: {
+      out += '[';
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += ", ";
+        dumps(v[i], out);
+      }
+      out += ']';
+      return;
+    }
+    case nlohmann::ordered_json::value_t::number_float:
+      out += python_float(v.get<double>());
+      return;
+    default:  // strings (same escapes as Python with ensure_ascii=False), integers, booleans, null
+      out += v.dump();
+  }
+}
+
+std::string render_tool_call(const nlohmann::ordered_json& c, const std::string& where) {
+  const auto& f = c.is_object() && c.contains("function") ? c["function"] : c;
+  if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
+    throw InputError(where + ": a tool call needs {\"function\": {\"name\": STRING, \"arguments\": ...}}");
+  // Qwen2.5: '<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments|tojson + '}\n</tool_call>'
+  // (the name is inserted as is; an absent "arguments" is Jinja's undefined, which tojson
+  // refuses: refused here too).
+  if (!f.contains("arguments"))
+    throw InputError(where + ": tool call '" + f["name"].get<std::string>() + "' has no 'arguments'");
+  return "<tool_call>\n{\"name\": \"" + f["name"].get<std::string>() + "\", \"arguments\": " +
+         python_json_dumps(f["arguments"]) + "}\n</tool_call>";
+}
+
+// Assistant content with its tool calls, as the template writes it after the role line.
+std::string assistant_with_calls(const std::string& content, const nlohmann::ordered_json& calls,
+                                 const std::string& where) {
+  if (!calls.is_array()) throw InputError(where + ": field 'tool_calls' must be an array");
+  std::string out = content;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!out.empty()) out += "\n";
+    out += render_tool_call(calls[i], where + ": tool call " + std::to_string(i));
   }
   return out;
 }
 
-Turn map_turn(std::string role, std::string content, const std::string& where) {
-  if (role == "human") role = "user";
-  if (role == "gpt") role = "assistant";
-  if (role == "tool" || role == "function" || role == "ipython")
-    return {"user", "<tool_response>\n" + content + "\n</tool_response>"};
-  if (role != "system" && role != "user" && role != "assistant")
-    throw InputError(where + ": role '" + role + "': expected system, user, assistant or tool");
-  return {role, content};
+bool is_tool_role(const std::string& role) { return role == "tool" || role == "function" || role == "ipython"; }
+
+bool wrapped_in(const std::string& s, const std::string& open, const std::string& close) {
+  const auto b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b != std::string::npos && s.compare(b, open.size(), open) == 0 && e + 1 >= b + open.size() + close.size() &&
+         s.compare(e + 1 - close.size(), close.size(), close) == 0;
+}
+
+std::string tools_block(const nlohmann::ordered_json& tools, const std::string& where) {
+  if (!tools.is_array()) throw InputError(where + ": field 'tools' must be an array");
+  if (tools.empty()) return "";  // the template tests `if tools`: an empty list renders nothing
+  std::string out =
+      "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const auto& t : tools) out += "\n" + python_json_dumps(t);
+  out +=
+      "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+      "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+      "<args-json-object>}\n</tool_call>";
+  return out;
 }
 
 }  // namespace
 
-Sample parse_sample(const nlohmann::json& j, const std::string& where) {
+std::string python_json_dumps(const nlohmann::ordered_json& v) {
+  std::string out;
+  dumps(v, out);
+  return out;
+}
+
+Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
   if (!j.is_object()) throw InputError(where + ": expected a JSON object");
   Sample s;
   s.source = str_field(j, "source", where);
+  if (j.contains("tools") && !j["tools"].is_null()) s.tools = tools_block(j["tools"], where);
   if (j.contains("messages") || j.contains("conversations")) {
     const bool sharegpt = !j.contains("messages");
     const auto& msgs = sharegpt ? j["conversations"] : j["messages"];
-    if (!msgs.is_array()) throw InputError(where + ": 'messages' must be an array");
+    if (!msgs.is_array())
+      throw InputError(where + ": '" + std::string(sharegpt ? "conversations" : "messages") + "' must be an array");
+    bool in_tools = false;  // the previous message was a tool result (its user turn is still open)
     for (size_t i = 0; i < msgs.size(); ++i) {
       const std::string w = where + ": message " + std::to_string(i);
       const auto& m = msgs[i];
       if (!m.is_object()) throw InputError(w + ": expected an object");
       std::string role = str_field(m, sharegpt ? "from" : "role", w);
       std::string content = str_field(m, sharegpt ? "value" : "content", w);
-      if (m.contains("tool_calls") && !m["tool_calls"].is_null()) content += render_tool_calls(m["tool_calls"], w);
-      s.turns.push_back(map_turn(role, content, w));
+      if (role == "human") role = "user";
+      if (role == "gpt") role = "assistant";
+      if (is_tool_role(role)) {
+        if (!(sharegpt && wrapped_in(content, "<tool_response>", "</tool_response>")))
+          content = "<tool_response>\n" + content + "\n</tool_response>";
+        if (in_tools) s.turns.back().content += "\n" + content;
+        else s.turns.push_back({"user", content});
+        in_tools = true;
+        continue;
+      }
+      in_tools = false;
+      if (role != "system" && role != "user" && role != "assistant")
+        throw InputError(w + ": role '" + role + "': expected system, user, assistant or tool");
+      const auto none = nlohmann::ordered_json::array();
+      const auto& tc = m.contains("tool_calls") && !m["tool_calls"].is_null() ? m["tool_calls"] : none;
+      const bool calls = !(tc.is_array() && tc.empty());  // the template tests `message.tool_calls`
+      if (calls && role != "assistant") throw InputError(w + ": only assistant messages carry 'tool_calls'");
+      if (calls) content = assistant_with_calls(content, tc, w);
+      s.turns.push_back({role, content});
     }
   } else if (j.contains("question") && j.contains("answer")) {
     s.turns.push_back({"user", str_field(j, "question", where)});
@@ -86,11 +189,25 @@ std::vector<Sample> read_samples(const std::string& path) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
-    auto j = nlohmann::json::parse(line, nullptr, false);
+    auto j = nlohmann::ordered_json::parse(line, nullptr, false);
     if (j.is_discarded()) throw InputError(where + ": not valid JSON");
     out.push_back(parse_sample(j, where));
   }
   if (out.empty()) throw InputError(path + ": no samples");
+  return out;
+}
+
+std::vector<Turn> chat_turns(const Sample& s, const std::string& default_system) {
+  std::vector<Turn> turns = s.turns;
+  const bool has_system = !turns.empty() && turns.front().role == "system";
+  if (!has_system && (!default_system.empty() || !s.tools.empty())) turns.insert(turns.begin(), {"system", default_system});
+  if (!s.tools.empty()) turns.front().content += s.tools;
+  return turns;
+}
+
+std::string render_chatml(const Sample& s, const std::string& default_system) {
+  std::string out;
+  for (const auto& t : chat_turns(s, default_system)) out += "<|im_start|>" + t.role + "\n" + t.content + "<|im_end|>\n";
   return out;
 }
 
@@ -99,17 +216,29 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
   Example e;
   e.source = s.source;
   auto add = [&](const std::string& text, bool train) {
-    const size_t before = e.tokens.size();
     tok.encode_append(text, e.tokens);
     e.loss_mask.resize(e.tokens.size(), train ? 1 : 0);
-    (void)before;
   };
-  std::vector<Turn> turns = s.turns;
-  if (!default_system.empty() && turns.front().role != "system") turns.insert(turns.begin(), {"system", default_system});
-  for (const auto& t : turns) {
-    add("<|im_start|>" + t.role + "\n", false);
-    if (t.role == "assistant") e.prompt_len = int64_t(e.tokens.size());
-    add(t.content + "<|im_end|>", t.role == "assistant");
+  for (const auto& t : chat_turns(s, default_system)) {
+    const bool assistant = t.role == "assistant";
+    // "<|im_start|>ROLE\nCONTENT" is one piece of text between special tokens: encoded
+    // at once, so that a token merging the role line's "\n" with the content's leading
+    // whitespace comes out as the tokenizer makes it for the whole string.
+    const std::string head = "<|im_start|>" + t.role + "\n";
+    const size_t first = e.tokens.size();
+    add(head + t.content, false);
+    if (assistant) {
+      // Tokens whose bytes reach past the role line are content: walk the decoded byte
+      // lengths (the role line is ASCII, unchanged by normalizers) up to its end.
+      size_t i = first, bytes = 0;
+      for (; i < e.tokens.size() && bytes < head.size(); ++i)
+        bytes += tok.decode(std::vector<int32_t>{e.tokens[i]}).size();
+      // Token i-1 ended at or past the role line's end: when past it, it holds content.
+      if (bytes > head.size()) --i;
+      e.prompt_len = int64_t(i);
+      for (; i < e.tokens.size(); ++i) e.loss_mask[i] = 1;
+    }
+    add("<|im_end|>", assistant);
     add("\n", false);
   }
   if (max_len > 0 && int64_t(e.tokens.size()) > max_len) {

@@ -1,14 +1,26 @@
 // LayerRoute training/evaluation data (issue 11): JSONL files, one sample per line,
-// rendered as ChatML (the Qwen2.5 format, tokenizers/chat_template.h), with the loss
-// on assistant tokens only. Accepted line shapes:
+// rendered as ChatML exactly as Qwen2.5-Instruct's chat template renders it
+// (`tokenizer.apply_chat_template(messages, tools=tools)` in transformers), with the
+// loss on assistant tokens only. Accepted line shapes:
 //   {"messages": [{"role": "system"|"user"|"assistant"|"tool", "content": "...",
-//                  "tool_calls": [{"function": {"name": ..., "arguments": ...}}]?}, ...]}
+//                  "tool_calls": [{"function": {"name": ..., "arguments": ...}}]?}, ...],
+//    "tools": [{...function signature...}, ...]?}
 //   {"conversations": [{"from": "system"|"human"|"gpt"|"tool", "value": "..."}, ...]}  (ShareGPT / Hermes)
 //   {"question": "...", "answer": "..."}                                             (GSM8K style)
-// Optional "source" (string) labels a sample in reports. Tool calls of an assistant
-// message are appended to its content as "<tool_call>\n{json}\n</tool_call>" and tool
-// messages become user turns wrapped in "<tool_response>\n...\n</tool_response>", as
-// Qwen2.5's chat template renders them.
+// Optional "source" (string) labels a sample: held-out selection and reports are per
+// source (eval.h). The template's rules, reproduced here:
+//  - an assistant message with tool calls renders as its content (when non-empty)
+//    followed by "\n<tool_call>\n{\"name\": \"NAME\", \"arguments\": ARGS}\n</tool_call>"
+//    per call, where ARGS is `arguments | tojson` (Python json.dumps, separators ", " and
+//    ": ", non-ASCII kept): an object stays an object, a string is written as a JSON
+//    string, exactly as the template does; the leading "\n" of the first call is dropped
+//    when the content is empty (the role line's own "\n" stands there);
+//  - consecutive "tool" messages form one user turn, each wrapped in
+//    "<tool_response>\n...\n</tool_response>" and joined by "\n";
+//  - "tools" renders the template's "# Tools" block after the system prompt (the
+//    sample's own system message, else the default system prompt).
+// ShareGPT data (Hermes) already carries its tags in the text: a "gpt" value is kept
+// verbatim and a "tool" value already wrapped in <tool_response> tags is not wrapped again.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,20 +33,29 @@
 
 namespace lol::layerroute {
 
+/// One ChatML turn: "<|im_start|>" + role + "\n" + content + "<|im_end|>" + "\n".
 struct Turn {
-  std::string role;  ///< "system", "user" or "assistant" (after mapping)
-  std::string content;
+  std::string role;     ///< "system", "user" or "assistant" (after mapping)
+  std::string content;  ///< the text between the role line and <|im_end|> (tool calls rendered in)
 };
 
 struct Sample {
   std::vector<Turn> turns;
+  std::string tools;   ///< the rendered "# Tools" block appended to the system prompt ("" = no tools)
   std::string source;
 };
 
-/// Parses one JSONL line (see above). `where` = "file:line" for errors: InputError
-/// for an unknown shape or role, a non-string content, or a sample without an
-/// assistant turn.
-Sample parse_sample(const nlohmann::json& j, const std::string& where);
+/// Python's `json.dumps(v, ensure_ascii=False)` (what `tojson` writes in transformers'
+/// chat templates): ", " and ": " separators, keys in their stored order, non-ASCII
+/// characters as UTF-8, control characters escaped. Integers beyond 64 bits (parsed as
+/// floating point by nlohmann-json) are written as floats.
+std::string python_json_dumps(const nlohmann::ordered_json& v);
+
+/// Parses one JSONL line (see above; parse with nlohmann::ordered_json so that object
+/// keys keep their order, as Python's json does). `where` = "file:line" for errors:
+/// InputError for an unknown shape or role, a non-string content, a malformed tool
+/// call or "tools", or a sample without an assistant turn.
+Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where);
 /// Every non-empty line of a JSONL file. InputError naming file:line.
 std::vector<Sample> read_samples(const std::string& path);
 
@@ -42,12 +63,25 @@ std::vector<Sample> read_samples(const std::string& path);
 struct Example {
   std::vector<int32_t> tokens;
   std::vector<uint8_t> loss_mask;  ///< 1 on assistant content tokens and their <|im_end|>
-  int64_t prompt_len = 0;          ///< tokens up to and including the last "<|im_start|>assistant\n"
+  int64_t prompt_len = 0;          ///< tokens before the last assistant turn's content
   std::string source;
 };
 
-/// ChatML rendering (a system turn `default_system` is added when the sample has none
-/// and it is not empty), truncated to max_len tokens (0 = no limit).
+/// The turns as rendered: a system turn `default_system` first when the sample has
+/// none and it is not empty (or the sample has tools), the tools block appended to the
+/// system turn.
+std::vector<Turn> chat_turns(const Sample& s, const std::string& default_system);
+
+/// The whole ChatML text of the sample (chat_turns, no generation prompt): the string
+/// transformers' apply_chat_template returns for the same messages and tools.
+std::string render_chatml(const Sample& s, const std::string& default_system);
+
+/// Tokens of render_chatml(s, default_system), encoded turn by turn at the special
+/// tokens (where Hugging Face tokenizers split the text too, so the ids equal encoding
+/// the whole string at once), truncated to max_len tokens (0 = no limit). The loss mask
+/// covers every token of an assistant turn's content that holds a content byte (a
+/// token the pre-tokenizer merges across the role line's "\n" and the content counts
+/// as content) and its <|im_end|>.
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len,
                         const std::string& default_system);
 

@@ -20,8 +20,73 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+namespace {
+// Sample indices grouped by Example::source, sources in order of first appearance.
+void group_by_source(const std::vector<Example>& samples, std::vector<std::string>& names,
+                     std::vector<std::vector<int64_t>>& groups) {
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto it = std::find(names.begin(), names.end(), samples[i].source);
+    const size_t k = size_t(it - names.begin());
+    if (it == names.end()) {
+      names.push_back(samples[i].source);
+      groups.emplace_back();
+    }
+    groups[k].push_back(int64_t(i));
+  }
+}
+}  // namespace
+
+std::vector<Example> select_heldout(const std::vector<Example>& heldout, int64_t n, uint64_t seed) {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> members;
+  group_by_source(heldout, names, members);
+  const int64_t total = int64_t(heldout.size());
+  if (n <= 0 || n > total) n = total;
+  std::vector<Example> out;
+  if (names.size() < 2) {
+    const auto perm = training::epoch_permutation(total, seed, 0);
+    for (int64_t i = 0; i < n; ++i) out.push_back(heldout[size_t(perm[size_t(i)])]);
+    return out;
+  }
+  // Quotas: n / k each, the remainder to the first sources, then what a short source
+  // cannot fill goes to the others in turn.
+  const size_t k = names.size();
+  std::vector<int64_t> quota(k, 0);
+  for (int64_t left = n; left > 0;) {
+    bool any = false;
+    for (size_t s = 0; s < k && left > 0; ++s)
+      if (quota[s] < int64_t(members[s].size())) {
+        ++quota[s];
+        --left;
+        any = true;
+      }
+    if (!any) break;
+  }
+  std::vector<std::vector<int64_t>> picks(k);
+  for (size_t s = 0; s < k; ++s) {
+    // Each source's own permutation (epoch index = source index: independent draws).
+    const auto perm = training::epoch_permutation(int64_t(members[s].size()), seed, int64_t(s));
+    for (int64_t i = 0; i < quota[s]; ++i) picks[s].push_back(members[s][size_t(perm[size_t(i)])]);
+  }
+  for (int64_t i = 0; int64_t(out.size()) < n; ++i)
+    for (size_t s = 0; s < k; ++s)
+      if (i < int64_t(picks[s].size())) out.push_back(heldout[size_t(picks[s][size_t(i)])]);
+  return out;
+}
+
 nlohmann::json EvalReport::to_json() const {
+  nlohmann::json by_source = nlohmann::json::array();
+  for (const auto& s : sources)
+    by_source.push_back({{"source", s.source},
+                         {"samples", s.samples},
+                         {"ppl_base", s.ppl_base},
+                         {"ppl_open", s.ppl_open},
+                         {"ppl_gated", s.ppl_gated},
+                         {"ppl_delta_vs_base", s.ppl_gated - s.ppl_base},
+                         {"ppl_delta_vs_open", s.ppl_gated - s.ppl_open},
+                         {"executed_mean", s.executed_mean}});
   return {{"n_layers", n_layers},
+          {"sources", by_source},
           {"samples", samples},
           {"ppl_base", ppl_base},
           {"ppl_open", ppl_open},
@@ -61,34 +126,66 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   r.n_layers = L;
   r.samples = int64_t(samples.size());
   const auto dev = m.base->embed_tokens->weight.device();
-  double ce_base = 0, ce_open = 0, ce_gated = 0;
-  int64_t targets = 0, executed = 0;
+  // Cross-entropy sums per source (batches never mix sources), then the totals.
+  struct Sums {
+    double ce_base = 0, ce_open = 0, ce_gated = 0;
+    int64_t samples = 0, targets = 0, executed = 0;
+  };
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> groups;
+  group_by_source(samples, names, groups);
+  std::vector<Sums> by_source(names.size());
   auto sigma_sum = torch::zeros({L}, torch::kFloat64), open_sum = torch::zeros({L}, torch::kFloat64),
        flip_sum = torch::zeros({L}, torch::kFloat64);
   {
     torch::NoGradGuard ng;
-    for (size_t s = 0; s < samples.size(); s += size_t(opt.batch_size)) {
-      std::vector<const Example*> rows;
-      for (size_t k = s; k < std::min(samples.size(), s + size_t(opt.batch_size)); ++k) rows.push_back(&samples[k]);
-      auto b = training::to_device(make_batch(rows), dev);
-      GatedOptions base_o{GateMode::Open, false, false}, open_o{GateMode::Open, false, true}, gated_o{opt.mode, false, true};
-      ce_base += training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, base_o).logits, b.targets, b.target_mask).item<double>();
-      ce_open += training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, open_o).logits, b.targets, b.target_mask).item<double>();
-      auto g = m.forward(b.tokens, b.doc_ids, gated_o);
-      ce_gated += training::masked_ce_sum(g.logits, b.targets, b.target_mask).item<double>();
-      targets += b.n_targets;
-      executed += g.executed_blocks;
-      sigma_sum += g.sigma.sum(0).to(torch::kCPU, torch::kFloat64);
-      open_sum += g.open.sum(0).to(torch::kCPU, torch::kFloat64);
-      // Non-triviality: decision with the input term vs. bias only (same states).
-      auto bias_open = (m.gates->bias > 0).unsqueeze(0).expand_as(g.open);
-      flip_sum += (g.open != bias_open).sum(0).to(torch::kCPU, torch::kFloat64);
+    for (size_t g_i = 0; g_i < groups.size(); ++g_i) {
+      const auto& grp = groups[g_i];
+      auto& acc = by_source[g_i];
+      for (size_t s = 0; s < grp.size(); s += size_t(opt.batch_size)) {
+        std::vector<const Example*> rows;
+        for (size_t k = s; k < std::min(grp.size(), s + size_t(opt.batch_size)); ++k)
+          rows.push_back(&samples[size_t(grp[k])]);
+        auto b = training::to_device(make_batch(rows), dev);
+        GatedOptions base_o{GateMode::Open, false, false}, open_o{GateMode::Open, false, true},
+            gated_o{opt.mode, false, true};
+        acc.ce_base +=
+            training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, base_o).logits, b.targets, b.target_mask).item<double>();
+        acc.ce_open +=
+            training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, open_o).logits, b.targets, b.target_mask).item<double>();
+        auto g = m.forward(b.tokens, b.doc_ids, gated_o);
+        acc.ce_gated += training::masked_ce_sum(g.logits, b.targets, b.target_mask).item<double>();
+        acc.samples += int64_t(rows.size());
+        acc.targets += b.n_targets;
+        acc.executed += g.executed_blocks;
+        sigma_sum += g.sigma.sum(0).to(torch::kCPU, torch::kFloat64);
+        open_sum += g.open.sum(0).to(torch::kCPU, torch::kFloat64);
+        // Non-triviality: decision with the input term vs. bias only (same states).
+        auto bias_open = (m.gates->bias > 0).unsqueeze(0).expand_as(g.open);
+        flip_sum += (g.open != bias_open).sum(0).to(torch::kCPU, torch::kFloat64);
+      }
     }
   }
-  const double n = double(samples.size()), nt = double(std::max<int64_t>(targets, 1));
-  r.ppl_base = std::exp(ce_base / nt);
-  r.ppl_open = std::exp(ce_open / nt);
-  r.ppl_gated = std::exp(ce_gated / nt);
+  Sums all;
+  for (const auto& a : by_source) {
+    all.ce_base += a.ce_base;
+    all.ce_open += a.ce_open;
+    all.ce_gated += a.ce_gated;
+    all.targets += a.targets;
+    all.executed += a.executed;
+  }
+  auto ppl = [](double ce, int64_t targets) { return std::exp(ce / double(std::max<int64_t>(targets, 1))); };
+  if (names.size() >= 2)
+    for (size_t g_i = 0; g_i < names.size(); ++g_i) {
+      const auto& a = by_source[g_i];
+      r.sources.push_back({names[g_i], a.samples, ppl(a.ce_base, a.targets), ppl(a.ce_open, a.targets),
+                           ppl(a.ce_gated, a.targets), double(a.executed) / double(a.samples)});
+    }
+  const double n = double(samples.size());
+  r.ppl_base = ppl(all.ce_base, all.targets);
+  r.ppl_open = ppl(all.ce_open, all.targets);
+  r.ppl_gated = ppl(all.ce_gated, all.targets);
+  const int64_t executed = all.executed;
   auto vec = [&](const torch::Tensor& t) {
     auto c = (t / n).contiguous();
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + L);

@@ -21,6 +21,7 @@
 // adapted and forced-open runs use identical kernels.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,8 +40,18 @@ struct EvalOptions {
   GateMode mode = GateMode::Learned;
 };
 
+/// Perplexities of one evaluation source (the Example::source label; paper Table 3 is
+/// per evaluation split).
+struct SourceReport {
+  std::string source;
+  int64_t samples = 0;
+  double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
+  double executed_mean = 0;  ///< executed layers per sample (perplexity forward)
+};
+
 struct EvalReport {
   int64_t n_layers = 0, samples = 0, timing_pairs = 0;
+  std::vector<SourceReport> sources;  ///< per source, in order of first appearance; empty with fewer than 2 sources
   double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
   std::vector<double> layer_sigma;   ///< [L] mean sigma over samples
   std::vector<double> layer_open;    ///< [L] share of samples whose gate is open
@@ -60,6 +71,16 @@ struct EvalReport {
   std::vector<int64_t> pair_executed;   ///< executed layers of the gated run of each pair
   nlohmann::json to_json() const;
 };
+
+/// The held-out samples to evaluate (paper section 4: "100 held-out samples (50 from
+/// each of two evaluation sources)", selection seeded by the run's seed). With two or
+/// more distinct `source` labels: n / k samples from each of the k sources (the first
+/// n mod k sources, in order of first appearance, one more; a source with fewer takes
+/// all it has), each source's drawn by a seeded permutation of its samples, and the
+/// result interleaved source by source (a0 b0 a1 b1 ...: the first timing samples mix
+/// the sources). Otherwise the first n of a seeded permutation. n <= 0 or n >= size:
+/// every sample, in that order.
+std::vector<Example> select_heldout(const std::vector<Example>& heldout, int64_t n, uint64_t seed);
 
 /// Runs every measurement above on `samples` (examples with a loss mask). InputError
 /// for an empty sample set.

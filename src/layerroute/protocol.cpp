@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "layerroute/adapter_io.h"
-#include "training/batcher.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -72,13 +71,8 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
       r.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     m->eval();
-    // Held-out selection seeded by the run's seed.
-    auto perm = training::epoch_permutation(int64_t(heldout.size()), r.seed, 0);
-    const int64_t n =
-        opt.eval_samples > 0 ? std::min<int64_t>(opt.eval_samples, int64_t(heldout.size())) : int64_t(heldout.size());
-    std::vector<Example> ev;
-    for (int64_t i = 0; i < n; ++i) ev.push_back(heldout[size_t(perm[size_t(i)])]);
-    r.report = evaluate_layerroute(*m, ev, opt.eval);
+    // Held-out selection seeded by the run's seed, equal shares per source.
+    r.report = evaluate_layerroute(*m, select_heldout(heldout, opt.eval_samples, r.seed), opt.eval);
     if (!opt.out_dir.empty())
       save_adapter(*m, (fs::path(opt.out_dir) / ("seed-" + std::to_string(r.seed))).string(), opt.base_dir, to_json(r));
     if (on_seed) on_seed(r);
@@ -138,6 +132,37 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
   o << std::setprecision(3) << " ppl delta vs backbone " << std::showpos << m << std::noshowpos << " +- " << s << ";";
   mean_std(ppl_do, m, s);
   o << " ppl delta vs open " << std::showpos << m << std::noshowpos << " +- " << s << ".\n\n";
+
+  // Paper Table 3: perplexity delta (gated - full, the same LoRA) per evaluation split.
+  const auto& src = rs[0].report.sources;
+  if (!src.empty()) {
+    o << "| source | samples | ppl open | ppl gated | delta vs open (mean +- std) | negative in | delta vs backbone "
+         "(mean +- std) |\n|---|---|---|---|---|---|---|\n";
+    for (size_t k = 0; k < src.size(); ++k) {
+      std::vector<double> po, pg, d_open, d_base;
+      int64_t negative = 0;
+      for (const auto& r : rs) {
+        const auto& e = r.report.sources;
+        require(k < e.size() && e[k].source == src[k].source, "protocol tables",
+                "seeds were evaluated on different sources");
+        po.push_back(e[k].ppl_open);
+        pg.push_back(e[k].ppl_gated);
+        d_open.push_back(e[k].ppl_gated - e[k].ppl_open);
+        d_base.push_back(e[k].ppl_gated - e[k].ppl_base);
+        negative += d_open.back() < 0;
+      }
+      double mo, so, mg, sg, md, sd, mb, sb;
+      mean_std(po, mo, so);
+      mean_std(pg, mg, sg);
+      mean_std(d_open, md, sd);
+      mean_std(d_base, mb, sb);
+      o << "| " << (src[k].source.empty() ? "(none)" : src[k].source) << " | " << src[k].samples << " | "
+        << std::setprecision(3) << mo << " | " << mg << " | " << std::showpos << md << std::noshowpos << " +- " << sd
+        << " | " << negative << " / " << rs.size() << " seeds | " << std::showpos << mb << std::noshowpos << " +- "
+        << sb << " |\n";
+    }
+    o << "\n";
+  }
 
   const int64_t L = rs[0].report.n_layers;
   o << "| layer | gate mean (sigma) | std over seeds | open share | non-trivial share |\n|---|---|---|---|---|\n";

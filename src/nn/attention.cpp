@@ -55,7 +55,7 @@ torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, con
   scores = scores.view({S, Hkv, G, Lq, Lk});
   auto mask = allowed.view({S, 1, 1, Lq, Lk});
   scores.masked_fill_(mask.logical_not(), lowest_finite(scores.scalar_type()));  // in place: no copy
-  auto probs = torch::softmax(scores, -1);
+  auto probs = score_softmax(scores);
   if (rows_may_be_empty) probs = probs * mask.to(scores.scalar_type());
   auto out = torch::matmul(probs.view({S, Hkv, G * Lq, Lk}), v);  // [S, Hkv, G*Lq, hd]
   return out.view({S, H, Lq, hd});

@@ -1,11 +1,12 @@
-// The fill value of masked attention scores, shared by the training attention
-// (nn/attention.cpp) and the cached decoder (inference/kv_cache.cpp).
+// The fill value of masked attention scores and the score softmax, shared by the
+// training attention (nn/attention.cpp) and the cached decoder (inference/kv_cache.cpp).
 #pragma once
 #include <limits>
 
 #include <c10/core/ScalarType.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <ATen/ATen.h>
 
 namespace lol::nn {
 
@@ -19,6 +20,16 @@ inline double lowest_finite(c10::ScalarType t) {
     case c10::kHalf: return double(std::numeric_limits<c10::Half>::lowest());
     default: return std::numeric_limits<float>::lowest();
   }
+}
+
+/// Softmax of attention scores over the last dimension. Reduced-precision scores
+/// (bfloat16, float16) are normalised in float32 and cast back, as Hugging Face's
+/// eager attention does (`softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)`);
+/// float32/float64 scores stay in their dtype.
+inline at::Tensor score_softmax(const at::Tensor& scores) {
+  const auto t = scores.scalar_type();
+  if (t == c10::kBFloat16 || t == c10::kHalf) return at::softmax(scores, -1, c10::kFloat).to(t);
+  return at::softmax(scores, -1);
 }
 
 }  // namespace lol::nn

@@ -1,7 +1,9 @@
 // Data (ChatML rendering, assistant-only loss mask, tool calls, Q/A pairs), the
 // training loop (only gates + LoRA move; lambda drives the gates) and KV-cached gated
 // generation (equal to the full forward; closed layers keep no cache).
+#include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "core/module_io.h"
 #include "layerroute/decode.h"
@@ -9,6 +11,9 @@
 #include "layerroute/train.h"
 #include "layerroute_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
+#include "tokenizers/regex_splitter.h"
+#include "tokenizers/tok_test_util.h"
 #include "util/error.h"
 
 namespace lol::layerroute::test {
@@ -16,48 +21,138 @@ namespace {
 
 tokenizers::ByteTokenizer chat_tokenizer() { return tokenizers::ByteTokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}); }
 
-TEST(LayerRouteData, AssistantOnlyLossMaskAndToolCalls) {
+// The Qwen2.5-Instruct chat template applied by hand to this sample (tools block,
+// tool calls with object and string arguments, consecutive tool results in one user
+// turn): what transformers' apply_chat_template(messages, tools=tools) returns.
+TEST(LayerRouteData, RendersAsTheQwen25ChatTemplate) {
   auto tok = chat_tokenizer();
-  auto j = nlohmann::json::parse(R"({"messages": [
+  auto j = nlohmann::ordered_json::parse(R"({"messages": [
       {"role": "user", "content": "hi"},
-      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1, "a": [true, null, 2.5], "s": "é\n"}}}]},
       {"role": "tool", "content": "42"},
-      {"role": "assistant", "content": "ok"}], "source": "glaive"})");
+      {"role": "tool", "content": "43"},
+      {"role": "assistant", "content": "Let me check.", "tool_calls": [{"type": "function", "function": {"name": "g", "arguments": "{\"y\":2}"}}, {"name": "h", "arguments": {}}]},
+      {"role": "tool", "content": "ok"},
+      {"role": "assistant", "content": "done"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "source": "glaive"})");
   auto s = parse_sample(j, "t:1");
-  ASSERT_EQ(s.turns.size(), 4u);
-  EXPECT_EQ(s.turns[1].content, "\n<tool_call>\n{\"name\":\"f\",\"arguments\":{\"x\":1}}\n</tool_call>");
+  const std::string expected =
+      "<|im_start|>system\nSYS\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}\n</tools>\n\n"
+      "For each function call, return a json object with function name and arguments within <tool_call></tool_call> "
+      "XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\nhi<|im_end|>\n"
+      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1, \"a\": [true, null, 2.5], "
+      "\"s\": \"\xc3\xa9\\n\"}}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\n<tool_response>\n42\n</tool_response>\n<tool_response>\n43\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\nLet me check.\n<tool_call>\n{\"name\": \"g\", \"arguments\": \"{\\\"y\\\":2}\"}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"h\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\ndone<|im_end|>\n";
+  EXPECT_EQ(render_chatml(s, "SYS"), expected);
+  ASSERT_EQ(s.turns.size(), 6u);
   EXPECT_EQ(s.turns[2].role, "user");
-  EXPECT_EQ(s.turns[2].content, "<tool_response>\n42\n</tool_response>");
+
   auto e = tokenize_sample(s, tok, 0, "SYS");
   EXPECT_EQ(e.source, "glaive");
-  std::string all = tok.decode(e.tokens), masked;
+  EXPECT_EQ(tok.decode(e.tokens), expected);
+  EXPECT_EQ(e.tokens, tok.encode(expected));
   std::vector<int32_t> m;
   for (size_t i = 0; i < e.tokens.size(); ++i)
     if (e.loss_mask[i]) m.push_back(e.tokens[i]);
-  masked = tok.decode(m);
-  EXPECT_EQ(all.rfind("<|im_start|>system\nSYS<|im_end|>", 0), 0u);
-  EXPECT_EQ(masked, s.turns[1].content + "<|im_end|>" + "ok<|im_end|>");
-  EXPECT_EQ(tok.decode(std::vector<int32_t>(e.tokens.begin(), e.tokens.begin() + e.prompt_len)).substr(all.size() > 0 ? 0 : 0),
-            all.substr(0, all.rfind("ok<|im_end|>")));
+  EXPECT_EQ(tok.decode(m), s.turns[1].content + "<|im_end|>" + s.turns[3].content + "<|im_end|>" + "done<|im_end|>");
+  EXPECT_EQ(tok.decode(std::vector<int32_t>(e.tokens.begin(), e.tokens.begin() + e.prompt_len)),
+            expected.substr(0, expected.rfind("done<|im_end|>")));
   // Batch: targets count exactly on masked tokens (position t predicts t+1).
   auto b = make_batch({&e});
   EXPECT_EQ(b.n_targets, int64_t(m.size()));
+
+  // Without tools and with no default system prompt: no system turn at all.
+  auto plain = parse_sample(nlohmann::ordered_json::parse(R"({"question": "q", "answer": "a"})"), "t:2");
+  EXPECT_EQ(render_chatml(plain, ""), "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na<|im_end|>\n");
+}
+
+TEST(LayerRouteData, ShareGptToolTurnsKeepTheirTags) {
+  auto s = parse_sample(nlohmann::ordered_json::parse(R"({"conversations": [
+      {"from": "system", "value": "S"}, {"from": "human", "value": "q"},
+      {"from": "gpt", "value": "<tool_call>\n{'arguments': {}, 'name': 'f'}\n</tool_call>"},
+      {"from": "tool", "value": "<tool_response>\n{\"r\": 1}\n</tool_response>"},
+      {"from": "tool", "value": "plain"},
+      {"from": "gpt", "value": "a"}]})"),
+                        "t:3");
+  EXPECT_EQ(render_chatml(s, "unused"),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{'arguments': {}, 'name': 'f'}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\n{\"r\": 1}\n</tool_response>\n<tool_response>\nplain\n"
+            "</tool_response><|im_end|>\n<|im_start|>assistant\na<|im_end|>\n");
+  // An assistant message of the messages format may not leave out "arguments", and only
+  // assistants carry tool calls (an empty list is no tool call, as in the template).
+  EXPECT_THROW(parse_sample(nlohmann::ordered_json::parse(
+                                R"({"messages": [{"role": "assistant", "tool_calls": [{"name": "f"}]}]})"),
+                            "t:4"),
+               InputError);
+  EXPECT_THROW(parse_sample(nlohmann::ordered_json::parse(
+                                R"({"messages": [{"role": "user", "content": "x", "tool_calls": [{"name": "f", "arguments": {}}]},
+                                                 {"role": "assistant", "content": "y"}]})"),
+                            "t:5"),
+               InputError);
+  EXPECT_NO_THROW(parse_sample(nlohmann::ordered_json::parse(
+                                   R"({"messages": [{"role": "user", "content": "x", "tool_calls": []},
+                                                    {"role": "assistant", "content": "y", "tool_calls": []}]})"),
+                               "t:6"));
+}
+
+TEST(LayerRouteData, PythonJsonDumps) {
+  auto j = nlohmann::ordered_json::parse(
+      R"({"z": [1, -2, 2.5, "x\n\"\u00e9\u001f\u007f"], "b": {}, "c": [], "d": null, "e": true,
+          "f": 1e15, "f2": 1000000000000000.2, "g": 1e-05, "h": 1e16, "i": 0.0001, "k": 123456789012345.6, "l": -1.5e15,
+          "m": 0.1, "n": 1.5e-7, "o": -0.0, "p": 1e300, "q": 123.0})");
+  EXPECT_EQ(python_json_dumps(j),
+            "{\"z\": [1, -2, 2.5, \"x\\n\\\"\xc3\xa9\\u001f\x7f\"], \"b\": {}, \"c\": [], \"d\": null, \"e\": true, "
+            "\"f\": 1000000000000000.0, \"f2\": 1000000000000000.2, \"g\": 1e-05, \"h\": 1e+16, \"i\": 0.0001, \"k\": 123456789012345.6, "
+            "\"l\": -1500000000000000.0, \"m\": 0.1, \"n\": 1.5e-07, \"o\": -0.0, \"p\": 1e+300, \"q\": 123.0}");
+}
+
+// With Qwen2's pre-tokenizer "\n\n" is one piece: the role line's "\n" and the
+// content's leading "\n" become one token, as when Hugging Face encodes the whole
+// rendered string; that token is the first content token.
+TEST(LayerRouteData, TokensEqualEncodingTheWholeString) {
+  auto tok = tokenizers::load_vocab_merges(tokenizers::test::gpt2_dir() + "/vocab.json",
+                                           tokenizers::test::gpt2_dir() + "/merges.txt", tokenizers::kQwen2Pattern);
+  for (const char* sp : {"<|im_start|>", "<|im_end|>"}) {
+    tokenizers::AddedToken t;
+    t.content = sp;
+    tok->add_token(t);
+  }
+  auto s = parse_sample(nlohmann::ordered_json::parse(R"({"question": "q", "answer": "\nHi there"})"), "t:1");
+  const auto text = render_chatml(s, "S");
+  auto e = tokenize_sample(s, *tok, 0, "S");
+  EXPECT_EQ(e.tokens, tok->encode(text));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{e.tokens[size_t(e.prompt_len)]}), "\n\n");
+  const auto prompt = tok->decode(std::vector<int32_t>(e.tokens.begin(), e.tokens.begin() + e.prompt_len));
+  EXPECT_EQ(prompt.substr(prompt.size() - 21), "<|im_start|>assistant");
+  std::vector<int32_t> m;
+  for (size_t i = 0; i < e.tokens.size(); ++i)
+    if (e.loss_mask[i]) m.push_back(e.tokens[i]);
+  EXPECT_EQ(tok->decode(m), "\n\nHi there<|im_end|>");
 }
 
 TEST(LayerRouteData, QuestionAnswerAndErrorsNameTheLine) {
-  auto s = parse_sample(nlohmann::json::parse(R"({"question": "1+1?", "answer": "2"})"), "f:3");
+  auto s = parse_sample(nlohmann::ordered_json::parse(R"({"question": "1+1?", "answer": "2"})"), "f:3");
   ASSERT_EQ(s.turns.size(), 2u);
   EXPECT_EQ(s.turns[1].role, "assistant");
-  auto sg = parse_sample(nlohmann::json::parse(R"({"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]})"), "f:4");
+  auto sg = parse_sample(nlohmann::ordered_json::parse(R"({"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]})"), "f:4");
   EXPECT_EQ(sg.turns[0].role, "user");
   try {
-    parse_sample(nlohmann::json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), "f.jsonl:7");
+    parse_sample(nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), "f.jsonl:7");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("f.jsonl:7"), std::string::npos);
   }
-  EXPECT_THROW(parse_sample(nlohmann::json::parse(R"({"messages": [{"role": "robot", "content": "x"}]})"), "f:1"), InputError);
-  EXPECT_THROW(parse_sample(nlohmann::json::parse(R"({"text": "x"})"), "f:1"), InputError);
+  EXPECT_THROW(parse_sample(nlohmann::ordered_json::parse(R"({"messages": [{"role": "robot", "content": "x"}]})"), "f:1"), InputError);
+  EXPECT_THROW(parse_sample(nlohmann::ordered_json::parse(R"({"text": "x"})"), "f:1"), InputError);
 }
 
 TEST(LayerRouteTrain, OnlyGatesAndLoraMoveAndLambdaClosesGates) {
@@ -163,6 +258,72 @@ TEST(LayerRouteEval, ReportIsConsistent) {
   EXPECT_LT(r.flops_fixed_share, 1.0);
   EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
   EXPECT_EQ(median({4.0, 1.0, 2.0, 3.0}), 2.5);
+}
+
+// Paper section 4: "100 held-out samples (50 from each of two evaluation sources)",
+// selected by the run's seed.
+TEST(LayerRouteEval, HeldOutSelectionTakesEqualSharesPerSource) {
+  auto data = test::copy_task(13, 5, 6, 6, 4);
+  for (size_t i = 0; i < data.size(); ++i) data[i].source = i % 4 == 1 ? "b" : "a";  // b: 1, 5, 9 (3); a: 10
+  auto count = [](const std::vector<Example>& v, const std::string& src) {
+    return std::count_if(v.begin(), v.end(), [&](const Example& e) { return e.source == src; });
+  };
+  auto six = select_heldout(data, 6, 11);
+  ASSERT_EQ(six.size(), 6u);
+  EXPECT_EQ(count(six, "a"), 3);
+  EXPECT_EQ(count(six, "b"), 3);
+  for (size_t i = 0; i < six.size(); ++i) EXPECT_EQ(six[i].source, i % 2 ? "b" : "a");  // interleaved
+  // A short source gives what it has; the other fills the rest.
+  auto eight = select_heldout(data, 8, 11);
+  EXPECT_EQ(count(eight, "b"), 3);
+  EXPECT_EQ(count(eight, "a"), 5);
+  // Distinct samples, reproducible from the seed, different for another seed.
+  auto key = [](const std::vector<Example>& v) {
+    std::vector<std::vector<int32_t>> k;
+    for (const auto& e : v) k.push_back(e.tokens);
+    return k;
+  };
+  auto k8 = key(eight);
+  EXPECT_EQ(std::set<std::vector<int32_t>>(k8.begin(), k8.end()).size(), 8u);
+  EXPECT_EQ(key(select_heldout(data, 8, 11)), k8);
+  EXPECT_NE(key(select_heldout(data, 8, 12)), k8);
+  EXPECT_EQ(select_heldout(data, 0, 11).size(), 13u);
+  EXPECT_EQ(select_heldout(data, 100, 11).size(), 13u);
+  // One source: the first n of the seeded permutation.
+  for (auto& e : data) e.source = "";
+  EXPECT_EQ(key(select_heldout(data, 4, 11)).size(), 4u);
+}
+
+// Paper Table 3 is per evaluation split: each source's perplexities equal those of an
+// evaluation of that source's samples alone.
+TEST(LayerRouteEval, PerSourcePerplexities) {
+  auto data = test::copy_task(6, 3, 6, 6, 4);
+  for (size_t i = 0; i < data.size(); ++i) data[i].source = i < 2 ? "tools" : "reasoning";
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 7);
+  randomize_adapters(*m, 43, 2.0);
+  EvalOptions o;
+  o.timing_samples = 0;
+  o.batch_size = 3;
+  auto r = evaluate_layerroute(*m, data, o);
+  ASSERT_EQ(r.sources.size(), 2u);
+  EXPECT_EQ(r.sources[0].source, "tools");
+  EXPECT_EQ(r.sources[0].samples, 2);
+  EXPECT_EQ(r.sources[1].samples, 4);
+  for (size_t k = 0; k < 2; ++k) {
+    std::vector<Example> part;
+    for (const auto& e : data)
+      if (e.source == r.sources[k].source) part.push_back(e);
+    auto alone = evaluate_layerroute(*m, part, o);
+    EXPECT_TRUE(alone.sources.empty());
+    EXPECT_NEAR(r.sources[k].ppl_base, alone.ppl_base, 1e-9 * alone.ppl_base);
+    EXPECT_NEAR(r.sources[k].ppl_open, alone.ppl_open, 1e-9 * alone.ppl_open);
+    EXPECT_NEAR(r.sources[k].ppl_gated, alone.ppl_gated, 1e-9 * alone.ppl_gated);
+    EXPECT_NEAR(r.sources[k].executed_mean, alone.executed_mean, 1e-12);
+  }
+  // The totals lie between the sources'.
+  EXPECT_GE(r.ppl_gated, std::min(r.sources[0].ppl_gated, r.sources[1].ppl_gated) * (1 - 1e-9));
+  EXPECT_LE(r.ppl_gated, std::max(r.sources[0].ppl_gated, r.sources[1].ppl_gated) * (1 + 1e-9));
+  EXPECT_EQ(r.to_json()["sources"].size(), 2u);
 }
 
 TEST(LayerRouteEval, SamplesLongerThanTheBaseAreRefusedNamingMaxLen) {

@@ -31,7 +31,9 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.eval.timing_samples = 1;
   p.eval.repeats = 1;
   p.eval.new_tokens = 2;
-  const auto train = test::copy_task(8, 1, 5, 5, 3), held = test::copy_task(10, 2, 5, 5, 3);
+  const auto train = test::copy_task(8, 1, 5, 5, 3);
+  auto held = test::copy_task(10, 2, 5, 5, 3);
+  for (size_t i = 0; i < held.size(); ++i) held[i].source = i < 4 ? "tools" : "reasoning";
   int calls = 0;
   const auto first = run_protocol(p, train, held, [&](const SeedResult&) { ++calls; });
   ASSERT_EQ(first.size(), 2u);
@@ -44,6 +46,15 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   EXPECT_NE(tables.find("| 5 | "), std::string::npos);
   EXPECT_NE(tables.find("| 5 | 0."), std::string::npos) << "per-layer row of layer 5";
   EXPECT_NE(tables.find("realized/ideal (FLOPs)"), std::string::npos);
+  // Per-source perplexity deltas (paper Table 3), 3 + 3 held-out samples.
+  for (const auto& r : first) {
+    ASSERT_EQ(r.report.sources.size(), 2u);
+    EXPECT_EQ(r.report.sources[0].samples, 3);
+    EXPECT_EQ(r.report.sources[1].samples, 3);
+  }
+  EXPECT_NE(tables.find("| tools | 3 | "), std::string::npos) << tables;
+  EXPECT_NE(tables.find("| reasoning | 3 | "), std::string::npos);
+  EXPECT_NE(tables.find(" / 2 seeds |"), std::string::npos);
 
   // Reuse: the trained seeds are loaded, not retrained, and evaluate to the same values.
   p.reuse_trained = true;
