@@ -70,6 +70,7 @@ nlohmann::json StrategyMetrics::to_json() const {
           {"trace_legal", pct(legal)},
           {"trace_rule_faithful", pct(faithful)},
           {"answer_correct", pct(correct)},
+          {"trajectory_correct", pct(trajectory)},
           {"padding", n ? padding_sum / double(n) : 0.0}};
 }
 
@@ -96,7 +97,8 @@ nlohmann::json StrategyEvalResult::to_json(const data::TaskSpec& spec) const {
     }
     return n ? s / n : 0.0;
   };
-  for (const char* key : {"strategy_as_requested", "trace_legal", "trace_rule_faithful", "answer_correct", "padding"}) {
+  for (const char* key :
+       {"strategy_as_requested", "trace_legal", "trace_rule_faithful", "answer_correct", "trajectory_correct", "padding"}) {
     j["forced_mean"][key] = avg(forced, key);
     if (!unforced.empty()) j["unforced_mean"][key] = avg(unforced, key);
   }
@@ -125,27 +127,30 @@ std::string StrategyEvalResult::format(const data::TaskSpec& spec) const {
   }
   auto table = [&](const std::map<int, StrategyMetrics>& ms, const std::string& title) {
     o << "\n" << title << "\n";
+    // Percentages per strategy; padding is a fraction in the JSON, shown in %.
+    const char* keys[6] = {"strategy_as_requested", "trace_legal", "trace_rule_faithful", "answer_correct",
+                           "trajectory_correct", "padding"};
+    const int widths[6] = {11, 9, 10, 9, 12, 9};
     o << std::setw(24) << std::left << "strategy" << std::setw(10) << std::right << "n" << std::setw(11) << "requested"
-      << std::setw(9) << "legal" << std::setw(10) << "faithful" << std::setw(9) << "correct" << std::setw(9)
-      << "padding\n";
-    double sums[5] = {0, 0, 0, 0, 0};
+      << std::setw(9) << "legal" << std::setw(10) << "faithful" << std::setw(9) << "correct" << std::setw(12)
+      << "trajectory" << std::setw(9) << "padding\n";
+    double sums[6] = {0, 0, 0, 0, 0, 0};
     for (const auto& [s, m] : ms) {
       auto j = m.to_json();
       o << std::setw(24) << std::left << ("S" + std::to_string(s) + " " + spec.strategy_name(s)) << std::setw(10)
-        << std::right << m.n << std::fixed << std::setprecision(1) << std::setw(11)
-        << j["strategy_as_requested"].get<double>() << std::setw(9) << j["trace_legal"].get<double>() << std::setw(10)
-        << j["trace_rule_faithful"].get<double>() << std::setw(9) << j["answer_correct"].get<double>()
-        << std::setw(9) << 100.0 * j["padding"].get<double>() << "\n";  // a fraction in the JSON
-      sums[0] += j["strategy_as_requested"].get<double>();
-      sums[1] += j["trace_legal"].get<double>();
-      sums[2] += j["trace_rule_faithful"].get<double>();
-      sums[3] += j["answer_correct"].get<double>();
-      sums[4] += 100.0 * j["padding"].get<double>();
+        << std::right << m.n << std::fixed << std::setprecision(1);
+      for (int c = 0; c < 6; ++c) {
+        const double v = j[keys[c]].get<double>() * (c == 5 ? 100.0 : 1.0);
+        sums[c] += v;
+        o << std::setw(widths[c]) << v;
+      }
+      o << "\n";
     }
     double k = ms.empty() ? 1.0 : double(ms.size());
     o << std::setw(24) << std::left << "mean" << std::setw(10) << " " << std::fixed << std::setprecision(1)
-      << std::setw(11) << std::right << sums[0] / k << std::setw(9) << sums[1] / k << std::setw(10) << sums[2] / k
-      << std::setw(9) << sums[3] / k << std::setw(9) << sums[4] / k << "\n";
+      << std::right;
+    for (int c = 0; c < 6; ++c) o << std::setw(widths[c]) << sums[c] / k;
+    o << "\n";
   };
   table(forced, "Forced mode path, label replaced by the neutral filler (" + filler + ") (%)");
   if (!unforced.empty()) table(unforced, "Unforced, true label in context (%)");
@@ -299,6 +304,7 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
       m.legal += v.trace_legal;
       m.faithful += v.rule_faithful;
       m.correct += v.answer_correct;
+      m.trajectory += v.strategy_as_requested && v.rule_faithful && v.trace_legal && v.answer_correct;
       m.padding_sum += v.padding;
       if (j.forced) res.confusion[j.strategy][std::clamp(v.followed_strategy, 0, 5)]++;
       if (j.puzzle < 2)

@@ -77,8 +77,8 @@ void register_paths(CLI::App& app) {
   paths->require_subcommand(1);
   struct ExtractArgs {
     std::string model, data, out, split = "valid", device = "cpu";
-    int64_t max = 0, batch = 16, extend = 0;
-    std::string rule = "mean-prob";
+    int64_t max = 0, batch = 16;
+    std::string rule = "mean-prob", extend = "0";
   };
   auto a = std::make_shared<ExtractArgs>();
   auto* ex = paths->add_subcommand("extract", "Mode path of each strategy from teacher-forced validation runs (paper 4.1.3)");
@@ -91,9 +91,21 @@ void register_paths(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   ex->add_option("--batch", a->batch, "Batch size")->default_val(16)->check(CLI::Range(1, 1 << 16));
   ex->add_option("--extend", a->extend,
-                 "Fill window indices up to this one with the last observed window's entries (0 = off)")
-      ->default_val(0)
-      ->check(CLI::Range(0, 1 << 16));
+                 "Fill windows never observed after the last observed one, up to this window count, with the "
+                 "last observed window's experts (the paper's rule for dead-end filling's W3, Fig. 17); "
+                 "auto = every window a sequence of the model's max_seq_len can have; 0 = off (the router "
+                 "decides there)")
+      ->default_val("0")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        try {
+          size_t used = 0;
+          const long long n = std::stoll(v, &used);
+          if (used == v.size() && n >= 0 && n <= (1 << 16)) return "";
+        } catch (const std::exception&) {
+        }
+        return "expected auto or a window count in [0, 65536]";
+      });
   ex->add_option("--rule", a->rule,
                  "Expert of each cell: mean-prob (highest mean router probability, paper 4.1.3) or "
                  "most-selected (the expert the model ran most often, balancing bias included)")
@@ -117,13 +129,17 @@ void register_paths(CLI::App& app) {
     auto st = analysis::collect_routing_stats(model, split, co);
     const auto rule = a->rule == "most-selected" ? analysis::RoutingStats::ModeRule::kMostSelected
                                                  : analysis::RoutingStats::ModeRule::kMeanProbability;
+    // Window indices run up to 1 + floor((n - 2 + W) / W) for n <= max_seq_len (windows.h).
+    const auto& mc = model->config();
+    const int64_t extend_to = a->extend == "auto" ? 2 + (mc.max_seq_len + mc.window - 2) / mc.window
+                                                  : std::stoll(a->extend);
     std::map<int, RoutingPath> out_paths;
     for (int s = 1; s <= 5; ++s) {
       if (!st.cells.count(s)) {
         std::cerr << "warning: no validation sequences for strategy S" << s << "\n";
         continue;
       }
-      auto p = st.mode_path(s, a->extend, rule);
+      auto p = st.mode_path(s, extend_to, rule);
       p.meta = {{"strategy", s}, {"rule", a->rule}, {"strategy_name", spec.strategy_name(s)}, {"task", spec.name},
                 {"model", a->model}, {"data", a->data}, {"split", a->split}};
       p.save(a->out + "/S" + std::to_string(s) + ".json");

@@ -30,8 +30,9 @@ void LoLConfig::validate(const std::string& w) const {
   require(rope_theta > 0 && rope_theta <= 1e30, w, "field 'rope_theta' must be in (0, 1e30]");
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' must be in (0, 1)");
   require(router_noise_std >= 0 && router_noise_std <= 100, w, "field 'router_noise_std' must be in [0, 100]");
-  // The loss-free balancing bias moves by this much per step (the paper's u ~ 1e-3); a
-  // rate near float overflow makes the bias infinite after one step.
+  // The loss-free balancing bias moves by this much per step (u = 1e-3 is Wang et al.'s
+  // value; the LoL paper gives none); a rate near float overflow makes the bias infinite
+  // after one step.
   require(balance_update_rate >= 0 && balance_update_rate <= 1, w, "field 'balance_update_rate' must be in [0, 1]");
 }
 

@@ -94,7 +94,34 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
     }
   }
   ASSERT_TRUE(fs::exists(dir + "/paths/agreement.json"));
-  eval_and_check_counts(lol, dir, 3, 40);
+  // --extend auto (the paper's dead-end filling rule): every window a max_seq_len (256)
+  // sequence can have, W = 8: 2 + (256 + 8 - 2) / 8 = 34 windows; the observed cells are
+  // unchanged, the later ones repeat the last observed window.
+  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir +
+                "/paths_ext --extend auto"),
+            0);
+  for (int s = 1; s <= 5; ++s) {
+    auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
+    auto e = lol::RoutingPath::load(dir + "/paths_ext/S" + std::to_string(s) + ".json");
+    ASSERT_EQ(e.depth(), p.depth());
+    for (int64_t d = 0; d < p.depth(); ++d) {
+      const auto& row = p.expert[size_t(d)];
+      ASSERT_EQ(e.expert[size_t(d)].size(), 34u);
+      for (size_t k = 0; k < e.expert[size_t(d)].size(); ++k)
+        EXPECT_EQ(e.expert[size_t(d)][k], k < row.size() ? row[k] : row.back()) << "S" << s << " depth " << d;
+    }
+  }
+  EXPECT_EQ(WEXITSTATUS(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir +
+                            "/paths_bad --extend some")),
+            2);
+  auto res = eval_and_check_counts(lol, dir, 3, 40);
+  // A correct trajectory (paper 4.1.3) is as requested, rule-faithful and correct.
+  for (int s = 1; s <= 5; ++s) {
+    const auto& m = res["forced"]["S" + std::to_string(s)];
+    for (const char* k : {"strategy_as_requested", "trace_rule_faithful", "answer_correct"})
+      EXPECT_LE(m["trajectory_correct"].get<double>(), m[k].get<double>()) << k;
+  }
+  EXPECT_TRUE(res["forced_mean"].contains("trajectory_correct"));
 
   // Forcing a path reproduces it in the routing trace.
   std::string latest;
