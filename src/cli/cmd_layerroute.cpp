@@ -3,6 +3,7 @@
 //   eval  --adapter DIR --data HELDOUT.jsonl                    perplexity, gates, non-triviality, wall clock
 //   eval  --base DIR --train-data T.jsonl --data H.jsonl --seeds N --out DIR   the N-seed protocol + tables
 //   merge --adapter DIR --out HF_DIR                            LoRA folded into a Hugging Face folder + gates
+//   render --data F.jsonl [--base DIR] [--ids]                  samples as training sees them
 // See docs/layerroute.md.
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "layerroute/eval.h"
 #include "layerroute/protocol.h"
 #include "layerroute/train.h"
+#include "tokenizers/chat_template.h"
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
 
@@ -325,6 +327,56 @@ void register_merge_cmd(CLI::App* lr) {
   });
 }
 
+// `render`: what training sees, sample by sample: the ChatML text (the string
+// apply_chat_template returns) or the token ids with their loss mask.
+void register_render_cmd(CLI::App* lr) {
+  struct A {
+    std::string base, data;
+    int64_t first = 0, count = 1;
+    bool ids = false;
+    DataArgs d;
+  };
+  auto a = std::make_shared<A>();
+  auto* c = lr->add_subcommand("render", "print samples as training sees them: ChatML text, or token ids + loss mask");
+  c->add_option("--data", a->data, "JSONL (messages / conversations / question+answer)")->required();
+  c->add_option("--base", a->base, "model folder whose tokenizer.json to use (or --tokenizer)");
+  c->add_option("--first", a->first, "index of the first sample (0-based line among non-empty lines)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  c->add_option("--count", a->count, "samples to print")->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  c->add_flag("--ids", a->ids,
+              "print one JSON line per sample: {\"tokens\": [...], \"loss_mask\": [...], \"prompt_len\": N} "
+              "(needs a tokenizer; cut at --max-len)");
+  add_data_flags(c, a->d);
+  c->callback([a] {
+    const auto samples = layerroute::read_samples(a->data);
+    std::unique_ptr<tokenizers::Tokenizer> tok;
+    if (!a->d.tokenizer.empty() || !a->base.empty()) tok = open_tokenizer(a->base, a->d);
+    if (a->ids && !tok) throw InputError("render --ids needs --base DIR or --tokenizer T");
+    std::string sys = a->d.system;
+    if (sys == "auto")
+      sys = tok ? hf::chatml_default_system(tok->chat_template()).value_or("") : tokenizers::kQwen25DefaultSystem;
+    require(a->first < int64_t(samples.size()), "--first",
+            std::to_string(a->first) + ": " + a->data + " has " + std::to_string(samples.size()) + " samples");
+    const int64_t end = std::min<int64_t>(int64_t(samples.size()), a->first + a->count);
+    for (int64_t i = a->first; i < end; ++i) {
+      const auto& s = samples[size_t(i)];
+      if (!a->ids) {
+        std::cout << layerroute::render_chatml(s, sys);
+        if (i + 1 < end) std::cout << "\n";
+        continue;
+      }
+      const auto e = layerroute::tokenize_sample(s, *tok, a->d.max_len, sys);
+      std::cout << nlohmann::json{{"sample", i},
+                                  {"source", e.source},
+                                  {"tokens", e.tokens},
+                                  {"loss_mask", e.loss_mask},
+                                  {"prompt_len", e.prompt_len}}
+                       .dump()
+                << "\n";
+    }
+  });
+}
+
 }  // namespace
 
 void register_layerroute(CLI::App& app) {
@@ -333,6 +385,7 @@ void register_layerroute(CLI::App& app) {
   register_train_cmd(lr);
   register_eval_cmd(lr);
   register_merge_cmd(lr);
+  register_render_cmd(lr);
 }
 
 }  // namespace lol::cli

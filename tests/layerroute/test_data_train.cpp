@@ -10,6 +10,7 @@
 #include "layerroute/eval.h"
 #include "layerroute/train.h"
 #include "layerroute_test_util.h"
+#include "model/file_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/hf_json.h"
 #include "tokenizers/regex_splitter.h"
@@ -102,6 +103,41 @@ TEST(LayerRouteData, ShareGptToolTurnsKeepTheirTags) {
                                    R"({"messages": [{"role": "user", "content": "x", "tool_calls": []},
                                                     {"role": "assistant", "content": "y", "tool_calls": []}]})"),
                                "t:6"));
+}
+
+// `lol layerroute render` prints what training sees: the text, or ids + loss mask.
+TEST(LayerRouteData, RenderCommandPrintsTextAndIds) {
+  test::TempDir d("render");
+  const std::string data = d.path() + "/s.jsonl";
+  lol_test::write_text(data,
+                       R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}, {"role": "tool", "content": "2"}, {"role": "assistant", "content": "ok"}]})"
+                       "\n\n"
+                       R"({"question": "q", "answer": "a", "source": "gsm"})"
+                       "\n");
+  const auto samples = read_samples(data);
+  ASSERT_EQ(samples.size(), 2u);
+  const std::string lol = LOL_BINARY;
+  auto r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --system SYS 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, render_chatml(samples[0], "SYS"));
+  auto tok = chat_tokenizer();
+  tok.save(d.path() + "/tok");
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
+                       reftest::quote(d.path() + "/tok") + " --system SYS --ids --first 1 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto e = tokenize_sample(samples[1], tok, 512, "SYS");
+  EXPECT_EQ(j["sample"], 1);
+  EXPECT_EQ(j["source"], "gsm");
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), e.tokens);
+  EXPECT_EQ(j["loss_mask"].get<std::vector<uint8_t>>(), e.loss_mask);
+  EXPECT_EQ(j["prompt_len"].get<int64_t>(), e.prompt_len);
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --ids");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--tokenizer"), std::string::npos) << r.out;
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --first 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("has 2 samples"), std::string::npos) << r.out;
 }
 
 TEST(LayerRouteData, PythonJsonDumps) {
