@@ -55,7 +55,8 @@ std::vector<layerroute::Example> load_examples(const std::string& path, const to
     for (auto m : e.loss_mask) any = any || m;
     if (any) out.push_back(std::move(e));
   }
-  if (out.empty()) throw InputError(path + ": no sample keeps an assistant token within --max-len");
+  if (out.empty())
+    throw InputError(path + ": no sample keeps an assistant token within --max-len " + std::to_string(d.max_len));
   if (out.size() < samples.size())
     std::cerr << "note: " << path << ": " << samples.size() - out.size() << " of " << samples.size()
               << " samples keep no assistant token within --max-len " << d.max_len << " and are left out\n";
@@ -244,6 +245,8 @@ void register_eval_cmd(CLI::App* lr) {
     if (a->seeds > 0) {
       if (a->base.empty() || a->train_data.empty() || a->out.empty())
         throw InputError("eval --seeds needs --base, --train-data and --out");
+      if (seed_flag->count() > 0)
+        throw InputError("--seed: the protocol seeds each run's selection with its own seed (use --first-seed)");
       auto tok = open_tokenizer(a->base, a->d);
       layerroute::ProtocolOptions p;
       p.base_dir = a->base;
@@ -257,6 +260,7 @@ void register_eval_cmd(CLI::App* lr) {
       p.train.progress = false;
       p.eval = a->e;
       p.reuse_trained = a->reuse;
+      p.max_len = a->d.max_len;
       auto train = load_examples(a->train_data, *tok, a->d);
       auto held = load_examples(a->data, *tok, a->d);
       fs::create_directories(a->out);

@@ -11,6 +11,15 @@ namespace lol::layerroute {
 
 namespace {
 
+// A string field that must be present (the chat template concatenates it: a missing or
+// null value is an error in transformers too).
+std::string required_str(const nlohmann::ordered_json& m, const char* key, const std::string& where) {
+  if (!m.contains(key) || m[key].is_null())
+    throw InputError(where + ": field '" + key + "' is missing or null (expected a string)");
+  if (!m[key].is_string()) throw InputError(where + ": field '" + key + "' must be a string");
+  return m[key].get<std::string>();
+}
+
 std::string str_field(const nlohmann::ordered_json& m, const char* key, const std::string& where) {
   if (!m.contains(key) || m[key].is_null()) return "";
   if (!m[key].is_string()) throw InputError(where + ": field '" + key + "' must be a string");
@@ -43,7 +52,12 @@ std::string python_float(double x) {
   return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 
-void dumps(const nlohmann::ordered_json& v, std::string& out) {
+// Python's json.dumps stops with RecursionError near its recursion limit (1000).
+constexpr int kMaxJsonDepth = 1000;
+
+void dumps(const nlohmann::ordered_json& v, std::string& out, int depth) {
+  if (depth > kMaxJsonDepth)
+    throw InputError("JSON value nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   switch (v.type()) {
     case nlohmann::ordered_json::value_t::object: {
       out += '{';
@@ -53,7 +67,7 @@ void dumps(const nlohmann::ordered_json& v, std::string& out) {
         first = false;
         out += nlohmann::ordered_json(it.key()).dump();
         out += ": ";
-        dumps(it.value(), out);
+        dumps(it.value(), out, depth + 1);
       }
       out += '}';
       return;
@@ -62,7 +76,7 @@ void dumps(const nlohmann::ordered_json& v, std::string& out) {
       out += '[';
       for (size_t i = 0; i < v.size(); ++i) {
         if (i) out += ", ";
-        dumps(v[i], out);
+        dumps(v[i], out, depth + 1);
       }
       out += ']';
       return;
@@ -75,6 +89,16 @@ void dumps(const nlohmann::ordered_json& v, std::string& out) {
   }
 }
 
+std::string dumps_at(const nlohmann::ordered_json& v, const std::string& where) {
+  std::string out;
+  try {
+    dumps(v, out, 0);
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
+  }
+  return out;
+}
+
 std::string render_tool_call(const nlohmann::ordered_json& c, const std::string& where) {
   const auto& f = c.is_object() && c.contains("function") ? c["function"] : c;
   if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
@@ -85,7 +109,7 @@ std::string render_tool_call(const nlohmann::ordered_json& c, const std::string&
   if (!f.contains("arguments"))
     throw InputError(where + ": tool call '" + f["name"].get<std::string>() + "' has no 'arguments'");
   return "<tool_call>\n{\"name\": \"" + f["name"].get<std::string>() + "\", \"arguments\": " +
-         python_json_dumps(f["arguments"]) + "}\n</tool_call>";
+         dumps_at(f["arguments"], where + ": 'arguments'") + "}\n</tool_call>";
 }
 
 // Assistant content with its tool calls, as the template writes it after the role line.
@@ -114,7 +138,12 @@ std::string tools_block(const nlohmann::ordered_json& tools, const std::string& 
   std::string out =
       "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-  for (const auto& t : tools) out += "\n" + python_json_dumps(t);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string w = where + ": tools[" + std::to_string(i) + "]";
+    // transformers' apply_chat_template refuses a tool that is not a JSON schema object.
+    if (!tools[i].is_object()) throw InputError(w + ": expected an object (a function signature)");
+    out += "\n" + dumps_at(tools[i], w);
+  }
   out +=
       "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
       "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
@@ -126,7 +155,7 @@ std::string tools_block(const nlohmann::ordered_json& tools, const std::string& 
 
 std::string python_json_dumps(const nlohmann::ordered_json& v) {
   std::string out;
-  dumps(v, out);
+  dumps(v, out, 0);
   return out;
 }
 
@@ -145,10 +174,20 @@ Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
       const std::string w = where + ": message " + std::to_string(i);
       const auto& m = msgs[i];
       if (!m.is_object()) throw InputError(w + ": expected an object");
-      std::string role = str_field(m, sharegpt ? "from" : "role", w);
-      std::string content = str_field(m, sharegpt ? "value" : "content", w);
+      const char* role_key = sharegpt ? "from" : "role";
+      const char* content_key = sharegpt ? "value" : "content";
+      if (!m.contains(role_key))
+        throw InputError(w + ": no '" + role_key + "' field (" +
+                         (sharegpt ? "'conversations' entries are {\"from\", \"value\"}"
+                                   : "'messages' entries are {\"role\", \"content\"}") +
+                         ")");
+      std::string role = required_str(m, role_key, w);
       if (role == "human") role = "user";
       if (role == "gpt") role = "assistant";
+      // Content: a string; only an assistant message with tool calls may leave it out
+      // (OpenAI's "content": null), as the template tests `if message.content` there.
+      const bool may_lack_content = role == "assistant";
+      std::string content = may_lack_content ? str_field(m, content_key, w) : required_str(m, content_key, w);
       if (is_tool_role(role)) {
         if (!(sharegpt && wrapped_in(content, "<tool_response>", "</tool_response>")))
           content = "<tool_response>\n" + content + "\n</tool_response>";
@@ -162,14 +201,16 @@ Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
         throw InputError(w + ": role '" + role + "': expected system, user, assistant or tool");
       const auto none = nlohmann::ordered_json::array();
       const auto& tc = m.contains("tool_calls") && !m["tool_calls"].is_null() ? m["tool_calls"] : none;
-      const bool calls = !(tc.is_array() && tc.empty());  // the template tests `message.tool_calls`
+      // The template tests `message.tool_calls`: an empty list or object is no tool call.
+      const bool calls = !((tc.is_array() || tc.is_object()) && tc.empty());
       if (calls && role != "assistant") throw InputError(w + ": only assistant messages carry 'tool_calls'");
       if (calls) content = assistant_with_calls(content, tc, w);
+      else if (role == "assistant") content = required_str(m, content_key, w);
       s.turns.push_back({role, content});
     }
   } else if (j.contains("question") && j.contains("answer")) {
-    s.turns.push_back({"user", str_field(j, "question", where)});
-    s.turns.push_back({"assistant", str_field(j, "answer", where)});
+    s.turns.push_back({"user", required_str(j, "question", where)});
+    s.turns.push_back({"assistant", required_str(j, "answer", where)});
   } else {
     throw InputError(where + ": expected 'messages', 'conversations' or 'question' + 'answer'");
   }
@@ -189,9 +230,14 @@ std::vector<Sample> read_samples(const std::string& path) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
-    auto j = nlohmann::ordered_json::parse(line, nullptr, false);
-    if (j.is_discarded()) throw InputError(where + ": not valid JSON");
+    nlohmann::ordered_json j;
+    try {
+      j = nlohmann::ordered_json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": not valid JSON (" + e.what() + ")");
+    }
     out.push_back(parse_sample(j, where));
+    out.back().where = where;
   }
   if (out.empty()) throw InputError(path + ": no samples");
   return out;
@@ -215,6 +261,7 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
                         const std::string& default_system) {
   Example e;
   e.source = s.source;
+  e.where = s.where;
   auto add = [&](const std::string& text, bool train) {
     tok.encode_append(text, e.tokens);
     e.loss_mask.resize(e.tokens.size(), train ? 1 : 0);
@@ -253,7 +300,7 @@ void require_examples_fit(const std::vector<Example>& examples, int64_t max_posi
   for (size_t i = 0; i < examples.size(); ++i) {
     const int64_t n = int64_t(examples[i].tokens.size());
     require(n <= max_positions, what,
-            "sample " + std::to_string(i) + " has " + std::to_string(n) + " tokens, more than the base model's " +
+            (examples[i].where.empty() ? "sample " + std::to_string(i) : examples[i].where) + " has " + std::to_string(n) + " tokens, more than the base model's " +
                 std::to_string(max_positions) + " positions (max_position_embeddings); cut samples with --max-len " +
                 std::to_string(max_positions) + " or less");
   }

@@ -21,6 +21,11 @@
 //    sample's own system message, else the default system prompt).
 // ShareGPT data (Hermes) already carries its tags in the text: a "gpt" value is kept
 // verbatim and a "tool" value already wrapped in <tool_response> tags is not wrapped again.
+// Deliberate deviations from the template: roles "function" and "ipython" are taken as
+// "tool" (Qwen2.5's template has no branch for them and drops such messages silently);
+// integers beyond 64 bits are written as floats; NaN / Infinity (not JSON) are refused;
+// "tool_calls" on a non-assistant message and a non-string tool name are refused (the
+// template ignores the former and prints the latter).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -43,18 +48,22 @@ struct Sample {
   std::vector<Turn> turns;
   std::string tools;   ///< the rendered "# Tools" block appended to the system prompt ("" = no tools)
   std::string source;
+  std::string where;   ///< "file:line" (read_samples), for messages
 };
 
 /// Python's `json.dumps(v, ensure_ascii=False)` (what `tojson` writes in transformers'
 /// chat templates): ", " and ": " separators, keys in their stored order, non-ASCII
 /// characters as UTF-8, control characters escaped. Integers beyond 64 bits (parsed as
-/// floating point by nlohmann-json) are written as floats.
+/// floating point by nlohmann-json) are written as floats. Throws InputError for a value
+/// nested deeper than 1000 levels (Python's json.dumps fails there too, RecursionError).
 std::string python_json_dumps(const nlohmann::ordered_json& v);
 
 /// Parses one JSONL line (see above; parse with nlohmann::ordered_json so that object
 /// keys keep their order, as Python's json does). `where` = "file:line" for errors:
-/// InputError for an unknown shape or role, a non-string content, a malformed tool
-/// call or "tools", or a sample without an assistant turn.
+/// InputError for an unknown shape or role, a missing, null or non-string content
+/// (only an assistant message with tool calls may leave it out; the template fails on
+/// the others too), a malformed tool call, a "tools" entry that is not an object, JSON
+/// nested deeper than 1000 levels, or a sample without an assistant turn.
 Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where);
 /// Every non-empty line of a JSONL file. InputError naming file:line.
 std::vector<Sample> read_samples(const std::string& path);
@@ -65,6 +74,7 @@ struct Example {
   std::vector<uint8_t> loss_mask;  ///< 1 on assistant content tokens and their <|im_end|>
   int64_t prompt_len = 0;          ///< tokens before the last assistant turn's content
   std::string source;
+  std::string where;               ///< "file:line" of the sample when read from a file
 };
 
 /// The turns as rendered: a system turn `default_system` first when the sample has
@@ -85,8 +95,8 @@ std::string render_chatml(const Sample& s, const std::string& default_system);
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len,
                         const std::string& default_system);
 
-/// Throws InputError (naming `what`, the first example longer than `max_positions`,
-/// its length and the --max-len that fits) when an example has more tokens than the
+/// Throws InputError (naming `what`, the first example longer than `max_positions` (by
+/// its file:line when known), its length and the --max-len that fits) when an example has more tokens than the
 /// base model has positions (max_seq_len / max_position_embeddings); the forward pass
 /// would fail on it.
 void require_examples_fit(const std::vector<Example>& examples, int64_t max_positions, const std::string& what);

@@ -73,8 +73,11 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
     m->eval();
     // Held-out selection seeded by the run's seed, equal shares per source.
     r.report = evaluate_layerroute(*m, select_heldout(heldout, opt.eval_samples, r.seed), opt.eval);
-    if (!opt.out_dir.empty())
-      save_adapter(*m, (fs::path(opt.out_dir) / ("seed-" + std::to_string(r.seed))).string(), opt.base_dir, to_json(r));
+    if (!opt.out_dir.empty()) {
+      auto extra = to_json(r);
+      if (opt.max_len > 0) extra["max_len"] = opt.max_len;
+      save_adapter(*m, seed_dir, opt.base_dir, extra);
+    }
     if (on_seed) on_seed(r);
     out.push_back(std::move(r));
   }
@@ -100,32 +103,45 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
        "wall-clock speedup | realized / ideal (layers) | realized / ideal (FLOPs) | ppl backbone | ppl open | "
        "ppl gated | delta vs backbone | delta vs open |\n"
     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  // Without timing (--timing-samples 0) the executed layers and the layer-ratio ideal are
+  // the perplexity forward's, and the timing columns are "-".
+  bool timed = true;
+  for (const auto& r : rs) timed = timed && r.report.timing_pairs > 0;
   std::vector<double> sp, ppl_db, ppl_do, ex, ratio, ratio_f;
   for (const auto& r : rs) {
     const auto& e = r.report;
     const double ri = e.realized_over_ideal, rf = e.realized_over_ideal_flops;
+    const double executed = timed ? e.decode_executed_mean : e.executed_mean;
     o << "| " << r.seed << " | " << std::setprecision(0) << r.train_seconds << " | " << std::setprecision(3)
-      << r.last.lm_loss << " | " << r.last.gate_mean << " | " << std::setprecision(2) << e.decode_executed_mean << " / "
-      << e.n_layers << " | " << std::setprecision(3) << e.decode_ideal_speedup << "x | " << e.flops_ideal_speedup
-      << "x | " << e.speedup << "x | " << std::setprecision(1) << 100 * ri << "% | " << 100 * rf << "% | "
-      << std::setprecision(3) << e.ppl_base << " | " << e.ppl_open << " | " << e.ppl_gated << " | " << std::showpos
+      << r.last.lm_loss << " | " << r.last.gate_mean << " | " << std::setprecision(2) << executed << " / "
+      << e.n_layers << " | " << std::setprecision(3) << (timed ? e.decode_ideal_speedup : e.ideal_speedup) << "x | ";
+    if (timed)
+      o << e.flops_ideal_speedup << "x | " << e.speedup << "x | " << std::setprecision(1) << 100 * ri << "% | "
+        << 100 * rf << "% | ";
+    else
+      o << "- | - | - | - | ";
+    o << std::setprecision(3) << e.ppl_base << " | " << e.ppl_open << " | " << e.ppl_gated << " | " << std::showpos
       << e.ppl_gated - e.ppl_base << " | " << e.ppl_gated - e.ppl_open << std::noshowpos << " |\n";
     sp.push_back(e.speedup);
     ppl_db.push_back(e.ppl_gated - e.ppl_base);
     ppl_do.push_back(e.ppl_gated - e.ppl_open);
-    ex.push_back(e.decode_executed_mean);
+    ex.push_back(executed);
     ratio.push_back(ri);
     ratio_f.push_back(rf);
   }
   double m, s;
   o << "\nOver " << rs.size() << " seeds (mean +- std):";
-  mean_std(sp, m, s);
-  o << std::setprecision(3) << " speedup " << m << " +- " << s << " (min " << *std::min_element(sp.begin(), sp.end())
-    << ", max " << *std::max_element(sp.begin(), sp.end()) << ");";
-  mean_std(ratio, m, s);
-  o << std::setprecision(1) << " realized/ideal (layers) " << 100 * m << "% +- " << 100 * s << ";";
-  mean_std(ratio_f, m, s);
-  o << " realized/ideal (FLOPs) " << 100 * m << "% +- " << 100 * s << ";";
+  if (timed) {
+    mean_std(sp, m, s);
+    o << std::setprecision(3) << " speedup " << m << " +- " << s << " (min " << *std::min_element(sp.begin(), sp.end())
+      << ", max " << *std::max_element(sp.begin(), sp.end()) << ");";
+    mean_std(ratio, m, s);
+    o << std::setprecision(1) << " realized/ideal (layers) " << 100 * m << "% +- " << 100 * s << ";";
+    mean_std(ratio_f, m, s);
+    o << " realized/ideal (FLOPs) " << 100 * m << "% +- " << 100 * s << ";";
+  } else {
+    o << " no wall-clock timing (--timing-samples 0);";
+  }
   mean_std(ex, m, s);
   o << std::setprecision(2) << " executed layers " << m << " +- " << s << ";";
   mean_std(ppl_db, m, s);

@@ -29,6 +29,9 @@ struct ProtocolOptions {
   /// evaluated again (their recorded training time and last step are kept); InputError
   /// when the recorded run does not match. For re-measuring without retraining.
   bool reuse_trained = false;
+  /// --max-len the samples were cut to; recorded as `max_len` in each seed's
+  /// layerroute.json `extra`, so that `eval --adapter` cuts alike (0 = not recorded).
+  int64_t max_len = 0;
 };
 
 struct SeedResult {

@@ -140,6 +140,49 @@ TEST(LayerRouteData, RenderCommandPrintsTextAndIds) {
   EXPECT_NE(r.out.find("has 2 samples"), std::string::npos) << r.out;
 }
 
+// Malformed data is refused with the file, line, message and field, never rendered
+// silently (transformers' template fails on these too) and never crashes.
+TEST(LayerRouteData, MalformedSamplesAreRefusedNamingTheField) {
+  auto parse = [](const std::string& line) { return parse_sample(nlohmann::ordered_json::parse(line), "f.jsonl:4"); };
+  lol_test::expect_input_error([&] { parse(R"({"messages": [{"role": "user"}, {"role": "assistant", "content": "a"}]})"); },
+                               {"f.jsonl:4", "message 0", "'content'", "missing or null"});
+  lol_test::expect_input_error(
+      [&] { parse(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": null}]})"); },
+      {"message 1", "'content'"});
+  lol_test::expect_input_error(
+      [&] { parse(R"({"messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": null}, {"role": "assistant", "content": "a"}]})"); },
+      {"message 1", "'content'"});
+  lol_test::expect_input_error([&] { parse(R"({"messages": [{"from": "human", "value": "q"}]})"); },
+                               {"message 0", "no 'role' field", "{\"role\", \"content\"}"});
+  lol_test::expect_input_error([&] { parse(R"({"question": null, "answer": "a"})"); }, {"'question'"});
+  lol_test::expect_input_error(
+      [&] { parse(R"({"tools": ["not a dict"], "question": "q", "answer": "a"})"); }, {"tools[0]", "expected an object"});
+  // An assistant with tool calls may leave its content out; "tool_calls": {} is no call.
+  EXPECT_EQ(render_chatml(parse(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"name": "f", "arguments": {}}]}]})"), ""),
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>\n");
+  EXPECT_EQ(render_chatml(parse(R"({"messages": [{"role": "assistant", "content": "a", "tool_calls": {}}]})"), ""),
+            "<|im_start|>assistant\na<|im_end|>\n");
+  // Nesting beyond Python's recursion limit: an error, not a stack overflow.
+  std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  lol_test::expect_input_error(
+      [&] {
+        parse(R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": )" + deep +
+              "}]}]}");
+      },
+      {"f.jsonl:4", "'arguments'", "nested deeper than 1000"});
+  lol_test::expect_input_error([&] { python_json_dumps(nlohmann::ordered_json::parse(deep)); }, {"nested deeper"});
+  // A line that is not JSON says why; an over-long sample is named by file:line.
+  test::TempDir d("malformed");
+  lol_test::write_text(d.path() + "/bad.jsonl", "{\"question\": \"q\", \"answer\": \"a\"}\n{\"question\": \"q\"\n");
+  lol_test::expect_input_error([&] { read_samples(d.path() + "/bad.jsonl"); }, {"bad.jsonl:2", "not valid JSON", "parse error"});
+  lol_test::write_text(d.path() + "/long.jsonl", "\n{\"question\": \"q\", \"answer\": \"a\"}\n{\"question\": \"" +
+                                                      std::string(300, 'x') + "\", \"answer\": \"a\"}\n");
+  auto tok = chat_tokenizer();
+  std::vector<Example> ex;
+  for (const auto& smp : read_samples(d.path() + "/long.jsonl")) ex.push_back(tokenize_sample(smp, tok, 0, ""));
+  lol_test::expect_input_error([&] { require_examples_fit(ex, 128, "train"); }, {"long.jsonl:3 has", "--max-len"});
+}
+
 TEST(LayerRouteData, PythonJsonDumps) {
   auto j = nlohmann::ordered_json::parse(
       R"({"z": [1, -2, 2.5, "x\n\"\u00e9\u001f\u007f"], "b": {}, "c": [], "d": null, "e": true,

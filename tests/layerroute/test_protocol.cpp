@@ -31,6 +31,7 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.eval.timing_samples = 1;
   p.eval.repeats = 1;
   p.eval.new_tokens = 2;
+  p.max_len = 64;
   const auto train = test::copy_task(8, 1, 5, 5, 3);
   auto held = test::copy_task(10, 2, 5, 5, 3);
   for (size_t i = 0; i < held.size(); ++i) held[i].source = i < 4 ? "tools" : "reasoning";
@@ -55,6 +56,14 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   EXPECT_NE(tables.find("| tools | 3 | "), std::string::npos) << tables;
   EXPECT_NE(tables.find("| reasoning | 3 | "), std::string::npos);
   EXPECT_NE(tables.find(" / 2 seeds |"), std::string::npos);
+  // eval --adapter on a seed directory cuts samples as the protocol did.
+  EXPECT_EQ(read_adapter_info(p.out_dir + "/seed-4").extra.at("max_len").get<int64_t>(), 64);
+  // Without timing the timing columns say so instead of showing zeros.
+  auto untimed = first;
+  for (auto& r : untimed) r.report.timing_pairs = 0;
+  const auto t0 = protocol_tables(untimed);
+  EXPECT_NE(t0.find("no wall-clock timing"), std::string::npos);
+  EXPECT_NE(t0.find("| - | - | - | - |"), std::string::npos);
 
   // Reuse: the trained seeds are loaded, not retrained, and evaluate to the same values.
   p.reuse_trained = true;
