@@ -30,6 +30,8 @@ std::string str_field(const nlohmann::ordered_json& m, const char* key, const st
 // even, as std::to_chars), fixed notation for decimal exponents -4 <= e < 16 (".0" on
 // integers), else "d.ddde+XX" (two exponent digits at least).
 std::string python_float(double x) {
+  if (std::isnan(x)) return "NaN";  // json.dumps(allow_nan=True); not reachable from JSON input
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
   char buf[64];
   const auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
   const std::string sci(buf, res.ptr);  // [-]d[.ddd]e(+|-)XX

@@ -2,6 +2,7 @@
 // training loop (only gates + LoRA move; lambda drives the gates) and KV-cached gated
 // generation (equal to the full forward; closed layers keep no cache).
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -192,6 +193,9 @@ TEST(LayerRouteData, PythonJsonDumps) {
             "{\"z\": [1, -2, 2.5, \"x\\n\\\"\xc3\xa9\\u001f\x7f\"], \"b\": {}, \"c\": [], \"d\": null, \"e\": true, "
             "\"f\": 1000000000000000.0, \"f2\": 1000000000000000.2, \"g\": 1e-05, \"h\": 1e+16, \"i\": 0.0001, \"k\": 123456789012345.6, "
             "\"l\": -1500000000000000.0, \"m\": 0.1, \"n\": 1.5e-07, \"o\": -0.0, \"p\": 1e+300, \"q\": 123.0}");
+  // Values built in code (JSON input has none): Python's allow_nan spellings.
+  EXPECT_EQ(python_json_dumps(nlohmann::ordered_json::array({std::nan(""), HUGE_VAL, -HUGE_VAL})),
+            "[NaN, Infinity, -Infinity]");
 }
 
 // With Qwen2's pre-tokenizer "\n\n" is one piece: the role line's "\n" and the
