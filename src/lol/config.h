@@ -24,7 +24,7 @@ struct LoLConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
   bool untied_router = false;        ///< one router per depth instead of one shared
-  double router_noise_std = 0.0;     ///< Gaussian noise on router logits in training (paper 3.2.2)
+  double router_noise_std = 0.1;     ///< Gaussian noise on router logits in training (paper 3.2.2; the paper gives no std, 0.1 as every preset)
   double balance_update_rate = 1e-3; ///< u in b_m += u * sign(mean_load - load_m)
   int64_t max_seq_len = 1024;
 
