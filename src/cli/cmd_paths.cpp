@@ -16,6 +16,7 @@
 #include "dataset/task_dataset.h"
 #include "io/atomic_file.h"
 #include "lol/checkpoint.h"
+#include "lol/windows.h"
 #include "util/error.h"
 #include "util/gnuplot.h"
 
@@ -129,10 +130,11 @@ void register_paths(CLI::App& app) {
     auto st = analysis::collect_routing_stats(model, split, co);
     const auto rule = a->rule == "most-selected" ? analysis::RoutingStats::ModeRule::kMostSelected
                                                  : analysis::RoutingStats::ModeRule::kMeanProbability;
-    // Window indices run up to 1 + floor((n - 2 + W) / W) for n <= max_seq_len (windows.h).
+    // auto: one past the largest window index a max_seq_len sequence can reach (last
+    // position, largest shift W - 1, a 1-token prompt window).
     const auto& mc = model->config();
-    const int64_t extend_to = a->extend == "auto" ? 2 + (mc.max_seq_len + mc.window - 2) / mc.window
-                                                  : std::stoll(a->extend);
+    const int64_t extend_to =
+        a->extend == "auto" ? window_of(mc.max_seq_len - 1, mc.window - 1, mc.window, 1) + 1 : std::stoll(a->extend);
     std::map<int, RoutingPath> out_paths;
     for (int s = 1; s <= 5; ++s) {
       if (!st.cells.count(s)) {

@@ -22,7 +22,8 @@ inline double lowest_finite(c10::ScalarType t) {
   }
 }
 
-/// Softmax of attention scores over the last dimension. Reduced-precision scores
+/// Softmax of attention scores [..., n_keys] over the last dimension (n_keys), same
+/// shape and dtype out. Reduced-precision scores
 /// (bfloat16, float16) are normalised in float32 and cast back, as Hugging Face's
 /// eager attention does (`softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)`);
 /// float32/float64 scores stay in their dtype.
