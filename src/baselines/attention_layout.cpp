@@ -105,16 +105,18 @@ torch::Tensor attend(nn::AttentionImpl& attn, const torch::Tensor& h, TokenLayou
 
 torch::Tensor block_forward(nn::BlockImpl& b, const torch::Tensor& x, TokenLayout& L, const LayerAttention& a,
                             nn::RoPE& rope) {
+  // An MoE FFN routes only the tokens (padding is neither computed nor counted).
+  const torch::Tensor* ffn_rows = L.n_valid() < x.size(0) ? &L.valid_rows() : nullptr;
   if (a.kind != AttentionKind::Sliding) {  // the block's own forward on the pattern's segments
     const nn::SegmentLayout& seg = a.kind == AttentionKind::Full ? L.document_segments()
                                                                  : L.strided_segments(a.depth, a.window, a.stride);
-    nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr};
+    nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr, ffn_rows};
     return b.forward(x, ctx);
   }
   auto h = b.input_layernorm(x);
   auto att = attend(*b.self_attn, h, L, a, rope);
   auto y = x + att;
-  return y + b.mlp(b.post_attention_layernorm(y));
+  return y + b.ffn(b.post_attention_layernorm(y), ffn_rows);
 }
 
 double allowed_pairs(int64_t n, const LayerAttention& a) {

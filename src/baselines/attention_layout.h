@@ -82,8 +82,8 @@ class TokenLayout {
 torch::Tensor attend(nn::AttentionImpl& attn, const torch::Tensor& h, TokenLayout& layout, const LayerAttention& a,
                      nn::RoPE& rope);
 
-/// One pre-norm block: x [N, d_model] -> x + attn + mlp (nn/block.h) with the layer's
-/// attention pattern (no FiLM).
+/// One pre-norm block: x [N, d_model] -> x + attn + ffn (nn/block.h) with the layer's
+/// attention pattern (no FiLM); an MoE FFN routes the non-padding rows only.
 torch::Tensor block_forward(nn::BlockImpl& block, const torch::Tensor& x, TokenLayout& layout,
                             const LayerAttention& a, nn::RoPE& rope);
 

@@ -113,9 +113,10 @@ CostModel cost_model(const MoEConfig& c) {
   const int64_t attn_blk = block_parameters(c.block_shape(1)) - 3 * c.d_model;  // attention + 2 norms
   const int64_t expert = 3 * c.d_model * c.effective_expert_ffn();
   const int64_t moe_layer = attn_blk + c.n_experts * c.d_model + c.n_experts * expert;
+  const int64_t n_moe = c.n_moe_layers(), n_dense = c.n_layers() - n_moe;
   m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) +
-                 (c.n_prelude + c.n_coda) * block_parameters(c.block_shape()) + c.core_depth * moe_layer + c.d_model;
-  m.active_parameters = m.parameters - c.core_depth * (c.n_experts - c.top_k) * expert;
+                 n_dense * block_parameters(c.block_shape()) + n_moe * moe_layer + c.d_model;
+  m.active_parameters = m.parameters - n_moe * (c.n_experts - c.top_k) * expert;
   m.effective_parameters = m.active_parameters;
   return m;
 }
@@ -134,22 +135,32 @@ CostModel cost_model(const LoLConfig& c, int64_t active_depth) {
   s.norm_eps = c.norm_eps;
   const int64_t width = c.n_heads * c.head_dim();
   const double per_block = block_matmul(s, c.ffn_hidden);
-  for (int64_t i = 0; i < c.n_prelude; ++i) m.layers.push_back(layer("prelude." + std::to_string(i), per_block, {}, width));
+  // Prelude/coda blocks: dense, or attention + an MoE FFN (gate, top-k experts of F_e).
+  const int64_t Fe = c.prelude_coda_expert_ffn > 0 ? c.prelude_coda_expert_ffn : c.ffn_hidden;
+  const int64_t E = c.prelude_coda_experts, k = c.prelude_coda_top_k;
+  const double per_outer = c.moe_prelude_coda()
+                               ? block_matmul(s, 0) + double(c.d_model) * double(E) + double(k) * 3.0 * double(c.d_model) * double(Fe)
+                               : per_block;
+  for (int64_t i = 0; i < c.n_prelude; ++i) m.layers.push_back(layer("prelude." + std::to_string(i), per_outer, {}, width));
   for (int64_t l = 1; l <= active_depth; ++l) {
     LayerAttention a{AttentionKind::Strided, c.window, c.stride, l};
     m.layers.push_back(layer("core." + std::to_string(l - 1), per_block, a, width));
   }
-  for (int64_t i = 0; i < c.n_coda; ++i) m.layers.push_back(layer("coda." + std::to_string(i), per_block, {}, width));
+  for (int64_t i = 0; i < c.n_coda; ++i) m.layers.push_back(layer("coda." + std::to_string(i), per_outer, {}, width));
   const double d = double(c.d_model);
   m.extra_matmul_params = d * double(c.vocab_size) + double(active_depth) * d * double(c.library_size) / double(c.window);
   const int64_t blk = block_parameters(s.block_shape());
+  const int64_t expert = 3 * c.d_model * Fe;
+  const int64_t outer_blk = c.moe_prelude_coda() ? blk - 3 * c.d_model * c.ffn_hidden + E * c.d_model + E * expert : blk;
   const int64_t router = c.untied_router ? c.core_depth * c.d_model * c.library_size : c.d_model * c.library_size;
   const int64_t per_depth = 4 * c.d_model /* FiLM */ + c.d_model /* depth embedding */;
   m.parameters = c.vocab_size * c.d_model * (c.tie_embeddings ? 1 : 2) +
-                 (c.n_prelude + c.n_coda + c.library_size) * blk + router + c.core_depth * per_depth + c.d_model;
+                 (c.n_prelude + c.n_coda) * outer_blk + c.library_size * blk + router + c.core_depth * per_depth +
+                 c.d_model;
   const int64_t used_experts = std::min(c.library_size, active_depth);
-  m.active_parameters = m.parameters - (c.library_size - used_experts) * blk;
-  m.effective_parameters = m.parameters - c.library_size * blk + active_depth * blk;
+  const int64_t unused_ffn = c.moe_prelude_coda() ? (c.n_prelude + c.n_coda) * (E - k) * expert : 0;
+  m.active_parameters = m.parameters - (c.library_size - used_experts) * blk - unused_ffn;
+  m.effective_parameters = m.parameters - c.library_size * blk + active_depth * blk - unused_ffn;
   return m;
 }
 

@@ -7,12 +7,21 @@ namespace lol::baselines {
 
 LayerAttention MoEConfig::layer_attention(int64_t i) const {
   LayerAttention a;
-  if (!is_moe_layer(i)) return a;
+  if (!is_core_layer(i)) return a;
   a.kind = parse_attention_kind(core_attention, "moe config: field 'core_attention'");
   a.window = window;
   a.stride = stride;
   a.depth = i - n_prelude + 1;
   return a;
+}
+
+nn::BlockShape MoEConfig::layer_shape(int64_t i) const {
+  if (!is_moe_layer(i)) return block_shape();
+  nn::BlockShape s = block_shape(effective_expert_ffn());
+  s.moe.n_experts = n_experts;
+  s.moe.top_k = top_k;
+  s.moe.router_noise_std = router_noise_std;
+  return s;
 }
 
 void MoEConfig::validate(const std::string& w) const {
@@ -47,6 +56,7 @@ MoEConfig MoEConfig::from_json(const nlohmann::json& j, const std::string& w) {
   f.get("stride", c.stride);
   f.get("router_noise_std", c.router_noise_std);
   f.get("balance_update_rate", c.balance_update_rate);
+  f.get("moe_prelude_coda", c.moe_prelude_coda);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -66,6 +76,7 @@ nlohmann::json MoEConfig::to_json() const {
   j["stride"] = stride;
   j["router_noise_std"] = router_noise_std;
   j["balance_update_rate"] = balance_update_rate;
+  j["moe_prelude_coda"] = moe_prelude_coda;
   return j;
 }
 

@@ -14,7 +14,10 @@ torch::Tensor MoETrainable::forward(const training::TrainBatch& b) { return mode
 
 std::vector<training::GroupedParam> MoETrainable::grouped_parameters() { return baseline_grouped_parameters(*model_); }
 
-nlohmann::json MoETrainable::after_optimizer_step() { return {{"expert_load", model_->update_balance()}}; }
+nlohmann::json MoETrainable::after_optimizer_step() {
+  if (reducer_) model_->set_pending_load(reducer_(model_->pending_load()));
+  return {{"expert_load", model_->update_balance()}};
+}
 
 double MoETrainable::train_flops_per_token(int64_t seq_len) const {
   return flops_report(cost_model(model_->config()), std::max<int64_t>(1, seq_len)).train_flops;

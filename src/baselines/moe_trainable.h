@@ -15,7 +15,10 @@ class MoETrainable : public training::TrainableModel {
   /// the routers (mlp.gate); AdamW without decay for norms and biases.
   std::vector<training::GroupedParam> grouped_parameters() override;
   /// Loss-free balancing update of every MoE layer; returns {"expert_load": [[E] per layer]}.
+  /// With a statistics reducer (data parallel) the loads are first summed over ranks,
+  /// so that every rank applies the same bias update.
   nlohmann::json after_optimizer_step() override;
+  void set_statistics_reducer(StatisticsReducer reducer) override { reducer_ = std::move(reducer); }
   void discard_step() override { model_->clear_pending_load(); }
   double train_flops_per_token(int64_t seq_len) const override;
   void save(const std::string& dir, const nlohmann::json& extra) const override;
@@ -25,6 +28,7 @@ class MoETrainable : public training::TrainableModel {
 
  private:
   MoEModel model_;
+  StatisticsReducer reducer_;
 };
 
 /// Reads dir/config.json (architecture "moe") and dir/model.safetensors (strict).

@@ -74,6 +74,7 @@ std::string human(double x) {
 /// sequence length assumed for the full-attention prelude/coda. See docs/checkpoint-format.md.
 struct FlopCount {
   double block_linear = 0;   ///< q,k,v,o projections + SwiGLU of one block
+  double outer_linear = 0;   ///< the same for a prelude/coda block (its gate + top-k experts with an MoE FFN)
   double full_attn = 0;      ///< QK^T + AV of one prelude/coda block, average causal context (n+1)/2
   double window_attn = 0;    ///< QK^T + AV of one routed depth, average context (W+1)/2
   double router = 0;         ///< one router matmul per window of W tokens, per token
@@ -85,12 +86,18 @@ FlopCount count_flops(const LoLConfig& c, int64_t depth, int64_t context) {
   FlopCount f;
   const double d = double(c.d_model), hd = double(c.head_dim()), H = double(c.n_heads), Hkv = double(c.n_kv_heads);
   f.block_linear = 2 * d * (H * hd) + 2 * 2 * d * (Hkv * hd) + 2 * (H * hd) * d + 3 * 2 * d * double(c.ffn_hidden);
+  f.outer_linear = f.block_linear;
+  if (c.moe_prelude_coda()) {
+    const double F = double(c.prelude_coda_expert_ffn > 0 ? c.prelude_coda_expert_ffn : c.ffn_hidden);
+    f.outer_linear += -3 * 2 * d * double(c.ffn_hidden) + 2 * d * double(c.prelude_coda_experts) +
+                      double(c.prelude_coda_top_k) * 3 * 2 * d * F;
+  }
   f.full_attn = 2 * 2 * H * hd * (double(context) + 1) / 2;
   const double w = double(std::min<int64_t>(c.window, context));
   f.window_attn = 2 * 2 * H * hd * (w + 1) / 2;
   f.router = 2 * d * double(c.library_size) / w;
   f.head = 2 * d * double(c.vocab_size);
-  f.prelude_coda = double(c.n_prelude + c.n_coda) * (f.block_linear + f.full_attn);
+  f.prelude_coda = double(c.n_prelude + c.n_coda) * (f.outer_linear + f.full_attn);
   f.core = double(depth) * (f.block_linear + f.window_attn + f.router);
   f.forward = f.prelude_coda + f.core + f.head;
   return f;
@@ -228,6 +235,7 @@ void run_info(const InfoArgs& a) {
                         {"training_flops_per_token", 3 * f.forward},
                         {"flops_breakdown",
                          {{"block_linear", f.block_linear},
+                          {"prelude_coda_linear", f.outer_linear},
                           {"full_attention_per_block", f.full_attn},
                           {"window_attention_per_depth", f.window_attn},
                           {"router_per_depth", f.router},
@@ -248,9 +256,14 @@ void run_info(const InfoArgs& a) {
             << "FLOPs/token " << std::setprecision(6) << f.forward << " (" << human(f.forward) << ") forward, "
             << 3 * f.forward << " (" << human(3 * f.forward) << ") training (3 x forward)\n"
             << "  matmul FLOPs = 2 x multiply-adds, context n = " << n << ":\n"
-            << "  (P+C) x [linear + 4 H hd (n+1)/2] + D x [linear + 4 H hd (W+1)/2 + 2 d L / W] + 2 d V\n"
-            << "  linear = 2 d (H hd) + 4 d (Hkv hd) + 2 (H hd) d + 6 d F = " << f.block_linear << "\n"
-            << "  prelude+coda " << f.prelude_coda << ", routed core " << f.core << ", LM head " << f.head << "\n";
+            << "  (P+C) x [linear_pc + 4 H hd (n+1)/2] + D x [linear + 4 H hd (W+1)/2 + 2 d L / W] + 2 d V\n"
+            << "  linear = 2 d (H hd) + 4 d (Hkv hd) + 2 (H hd) d + 6 d F = " << f.block_linear << "\n";
+  if (c.moe_prelude_coda())
+    std::cout << "  linear_pc = linear with the MoE FFN's 2 d E (gate) + k x 6 d F_e (E = " << c.prelude_coda_experts
+              << ", k = " << c.prelude_coda_top_k << ") = " << f.outer_linear << "\n";
+  else
+    std::cout << "  linear_pc = linear (dense prelude/coda)\n";
+  std::cout << "  prelude+coda " << f.prelude_coda << ", routed core " << f.core << ", LM head " << f.head << "\n";
   print_flops_lines(report);
   std::cout << "config      " << c.to_json().dump() << "\n";
   if (!extra.is_null()) std::cout << "extra       " << extra.dump() << "\n";

@@ -1,5 +1,8 @@
 #include "inference/block_step.h"
 
+#include <vector>
+
+#include "core/index_tensor.h"
 #include "inference/ops.h"
 
 namespace lol::inference {
@@ -10,16 +13,46 @@ torch::Tensor attn_norm(const PackedBlock& b, const PackedFiLM* film, const torc
   return film ? rms_norm_film(x, b.ln1, eps, film->attn_gamma, film->attn_beta) : rms_norm(x, b.ln1, eps);
 }
 
-/// attn-output projection and the MLP half of the block: a + mlp(norm(x + a)).
+/// SwiGLU: down(silu(gate(m)) * up(m)) with gate|up fused.
+torch::Tensor swiglu(const torch::Tensor& m, const torch::Tensor& w_gate_up, const torch::Tensor& w_down) {
+  auto gu = dense(m, w_gate_up);
+  const int64_t F = w_down.size(1);
+  auto act = torch::silu(gu.narrow(1, 0, F)) * gu.narrow(1, F, F);
+  return dense(act, w_down);
+}
+
+/// MoE FFN (nn::SparseMoEImpl::forward in eval mode): p = softmax(gate(m)), the top-k
+/// experts of p + b, sum of p_e E_e(m), each expert run once on its rows.
+torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
+  const int64_t n = m.size(0), E = b.moe_gate.size(0), k = b.top_k;
+  auto probs = torch::softmax(dense(m, b.moe_gate), -1);
+  auto sel = std::get<1>((probs + b.moe_bias.unsqueeze(0)).topk(k, -1));
+  auto weight = probs.gather(1, sel);
+  auto sel_cpu = sel.to(torch::kCPU).contiguous();
+  const int64_t* sp = sel_cpu.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(E));  // flat index row * k + slot
+  for (int64_t i = 0; i < n * k; ++i) pairs[size_t(sp[i])].push_back(i);
+  auto out = torch::zeros_like(m);
+  auto wflat = weight.reshape({n * k});
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& pe = pairs[size_t(e)];
+    if (pe.empty()) continue;
+    std::vector<int64_t> rows(pe.size());
+    for (size_t j = 0; j < pe.size(); ++j) rows[j] = pe[j] / k;
+    auto rows_t = index_tensor(rows, m.device());
+    auto w = wflat.index_select(0, index_tensor(pe, m.device())).unsqueeze(1);
+    out.index_add_(0, rows_t, w * swiglu(m.index_select(0, rows_t), b.expert_gate_up[size_t(e)], b.expert_down[size_t(e)]));
+  }
+  return out;
+}
+
+/// attn-output projection and the FFN half of the block: a + ffn(norm(x + a)).
 torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, const torch::Tensor& o,
                      double eps) {
   auto a = dense(o, b.w_o);
   auto h = x + a;
   auto m = film ? rms_norm_film(h, b.ln2, eps, film->ffn_gamma, film->ffn_beta) : rms_norm(h, b.ln2, eps);
-  auto gu = dense(m, b.w_gate_up);
-  const int64_t F = b.w_down.size(1);
-  auto act = torch::silu(gu.narrow(1, 0, F)) * gu.narrow(1, F, F);
-  return a + dense(act, b.w_down);
+  return a + (b.is_moe() ? moe_ffn(b, m) : swiglu(m, b.w_gate_up, b.w_down));
 }
 
 }  // namespace

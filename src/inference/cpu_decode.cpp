@@ -143,6 +143,7 @@ class Kernels final : public CpuDecoder {
 
 std::unique_ptr<CpuDecoder> CpuDecoder::create(const PackedModel& w) {
   if (!w.embed.is_cpu()) return nullptr;
+  if (w.moe_prelude_coda()) return nullptr;  // the fused kernels run dense FFNs: block_step's path decodes MoE blocks
   if (w.embed.scalar_type() == torch::kFloat32) return std::make_unique<Kernels<float>>(w);
   if (w.embed.scalar_type() == torch::kFloat64) return std::make_unique<Kernels<double>>(w);
   return nullptr;

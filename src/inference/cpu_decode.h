@@ -34,7 +34,7 @@ class CpuDecoder {
   virtual void block(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, torch::Tensor& y,
                      const DecodeToken* toks, const double* alpha, KVCache& cache) = 0;
   /// Kernels for `w` (which must outlive them), or null when they do not apply
-  /// (device other than CPU, dtype other than float32/float64).
+  /// (device other than CPU, dtype other than float32/float64, an MoE prelude/coda).
   static std::unique_ptr<CpuDecoder> create(const PackedModel& w);
 };
 

@@ -2,6 +2,7 @@
 
 #include "lol/model.h"
 #include "nn/block.h"
+#include "nn/mlp.h"
 
 namespace lol::inference {
 
@@ -24,8 +25,20 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   if (at.q_proj->bias.defined())
     p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();
   p.w_o = at.o_proj->weight.detach().clone();
-  p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
-  p.w_down = b.mlp->down_proj->weight.detach().clone();
+  if (!b.is_moe()) {
+    p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
+    p.w_down = b.mlp->down_proj->weight.detach().clone();
+    return p;
+  }
+  auto& moe = *b.moe;
+  p.moe_gate = moe.gate->weight.detach().clone();
+  p.moe_bias = moe.balance_bias.detach().to(p.moe_gate.scalar_type()).clone();
+  p.top_k = moe.top_k();
+  for (auto& e : *moe.experts) {
+    auto* mlp = e->as<nn::MLP>();
+    p.expert_gate_up.push_back(torch::cat({mlp->gate_proj->weight, mlp->up_proj->weight}, 0).detach().contiguous());
+    p.expert_down.push_back(mlp->down_proj->weight.detach().clone());
+  }
   return p;
 }
 

@@ -30,11 +30,19 @@ struct PackedBlock {
   torch::Tensor w_qkv;       ///< [(H + 2 Hkv) hd, d]: rows q | k | v
   torch::Tensor b_qkv;       ///< [(H + 2 Hkv) hd] or undefined (bias-free attention)
   torch::Tensor w_o;         ///< [d, H hd]
-  torch::Tensor w_gate_up;   ///< [2 F, d]: rows gate | up
-  torch::Tensor w_down;      ///< [d, F]
+  torch::Tensor w_gate_up;   ///< [2 F, d]: rows gate | up (undefined with an MoE FFN)
+  torch::Tensor w_down;      ///< [d, F] (undefined with an MoE FFN)
+  // MoE FFN (nn/sparse_moe.h; LoL's MoE prelude/coda, paper 4.3.2); moe_gate undefined = dense.
+  torch::Tensor moe_gate;                   ///< [E, d] router
+  torch::Tensor moe_bias;                   ///< [E] balancing bias (selection only)
+  std::vector<torch::Tensor> expert_gate_up;///< E x [2 F_e, d]
+  std::vector<torch::Tensor> expert_down;   ///< E x [d, F_e]
+  int64_t top_k = 0;                        ///< experts per token
+  bool is_moe() const { return moe_gate.defined(); }
 };
 
-/// Packs one pre-norm block's weights (detached copies; q|k|v and gate|up fused).
+/// Packs one pre-norm block's weights (detached copies; q|k|v and gate|up fused, also
+/// per expert of an MoE FFN).
 PackedBlock pack_block(nn::BlockImpl& b);
 
 /// FiLM parameters of one trained routed depth (paper Appendix A), each [d].
@@ -54,6 +62,9 @@ struct PackedModel {
   torch::Tensor depth_embed;         ///< [core_depth, d]: row l-1 is e^(l)
   torch::Tensor balance_bias;        ///< [L]
   torch::Tensor rope_cos, rope_sin;  ///< [positions, hd/2] in the model dtype
+
+  /// True when a prelude or coda block has an MoE FFN.
+  bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }
 
   /// Snapshot of `m` (same device and dtype as its embedding), RoPE tables for
   /// `positions` positions. Call under NoGradGuard or InferenceMode.

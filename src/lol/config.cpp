@@ -34,10 +34,15 @@ void LoLConfig::validate(const std::string& w) const {
   // value; the LoL paper gives none); a rate near float overflow makes the bias infinite
   // after one step.
   require(balance_update_rate >= 0 && balance_update_rate <= 1, w, "field 'balance_update_rate' must be in [0, 1]");
+  check_range(w, "prelude_coda_experts", prelude_coda_experts, 0, 4096);
+  if (moe_prelude_coda()) {
+    check_range(w, "prelude_coda_top_k", prelude_coda_top_k, 1, prelude_coda_experts);
+    check_range(w, "prelude_coda_expert_ffn", prelude_coda_expert_ffn, 0, int64_t(1) << 24);
+  }
 }
 
 nlohmann::json LoLConfig::to_json() const {
-  return {{"architecture", "lol"},
+  nlohmann::json j = {{"architecture", "lol"},
           {"vocab_size", vocab_size},
           {"d_model", d_model},
           {"n_heads", n_heads},
@@ -56,6 +61,12 @@ nlohmann::json LoLConfig::to_json() const {
           {"router_noise_std", router_noise_std},
           {"balance_update_rate", balance_update_rate},
           {"max_seq_len", max_seq_len}};
+  if (moe_prelude_coda()) {
+    j["prelude_coda_experts"] = prelude_coda_experts;
+    j["prelude_coda_top_k"] = prelude_coda_top_k;
+    j["prelude_coda_expert_ffn"] = prelude_coda_expert_ffn;
+  }
+  return j;
 }
 
 LoLConfig LoLConfig::from_json(const nlohmann::json& j, const std::string& w) {
@@ -84,6 +95,9 @@ LoLConfig LoLConfig::from_json(const nlohmann::json& j, const std::string& w) {
   f.get("router_noise_std", c.router_noise_std);
   f.get("balance_update_rate", c.balance_update_rate);
   f.get("max_seq_len", c.max_seq_len);
+  f.get("prelude_coda_experts", c.prelude_coda_experts);
+  f.get("prelude_coda_top_k", c.prelude_coda_top_k);
+  f.get("prelude_coda_expert_ffn", c.prelude_coda_expert_ffn);
   f.reject_unknown();
   c.validate(w);
   return c;

@@ -27,8 +27,17 @@ struct LoLConfig {
   double router_noise_std = 0.1;     ///< Gaussian noise on router logits in training (paper 3.2.2; the paper gives no std, 0.1 as every preset)
   double balance_update_rate = 1e-3; ///< u in b_m += u * sign(mean_load - load_m)
   int64_t max_seq_len = 1024;
+  /// MoE prelude and coda (paper 4.3.2, the 3:2 comparison with a sparse MoE): with
+  /// prelude_coda_experts = E > 0 every prelude and coda block's FFN is E SwiGLU experts
+  /// of prelude_coda_expert_ffn hidden units (0 = ffn_hidden) with top-k token routing and
+  /// loss-free balancing (nn/sparse_moe.h; router_noise_std and balance_update_rate as the
+  /// core's). Written to config.json only when E > 0.
+  int64_t prelude_coda_experts = 0;
+  int64_t prelude_coda_top_k = 2;
+  int64_t prelude_coda_expert_ffn = 0;
 
   int64_t head_dim() const { return d_model / n_heads; }
+  bool moe_prelude_coda() const { return prelude_coda_experts > 0; }
 
   /// Throws InputError("<where>: field '<name>' = <v>: expected ...") on any invalid value.
   void validate(const std::string& where) const;

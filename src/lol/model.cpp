@@ -23,6 +23,16 @@ nn::BlockShape block_shape(const LoLConfig& c) {
   return s;
 }
 
+nn::BlockShape prelude_coda_shape(const LoLConfig& c) {
+  nn::BlockShape s = block_shape(c);
+  if (!c.moe_prelude_coda()) return s;
+  if (c.prelude_coda_expert_ffn > 0) s.ffn_hidden = c.prelude_coda_expert_ffn;
+  s.moe.n_experts = c.prelude_coda_experts;
+  s.moe.top_k = c.prelude_coda_top_k;
+  s.moe.router_noise_std = c.router_noise_std;
+  return s;
+}
+
 namespace {
 
 /// A document: a maximal run of equal, non-negative doc ids in one row.
@@ -35,6 +45,7 @@ struct TokenLayout {
   int64_t B = 0, T = 0;
   std::vector<Doc> docs;
   std::vector<int64_t> valid_rows;  // flat rows that are not padding
+  torch::Tensor valid_rows_t;       // [n_valid] int64 on the device when some rows are padding
   torch::Tensor pos;                // [B*T] int64 position within document
   torch::Tensor key_visible;        // [B*T] bool or undefined
   nn::SegmentLayout full;           // documents as causal segments
@@ -81,6 +92,7 @@ TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
     }
   }
   L.pos = pos.to(dev);
+  if (int64_t(L.valid_rows.size()) < L.B * L.T) L.valid_rows_t = index_tensor(L.valid_rows, dev);
   // Batches without router-only tokens (the trainer always passes the mask) take the
   // attention path without key-visibility masks.
   if (b.router_only.defined() && b.router_only.any().item<bool>())
@@ -117,13 +129,14 @@ DepthWindows make_depth_windows(const TokenLayout& L, int64_t depth, const LoLCo
 
 LoLBodyImpl::LoLBodyImpl(const LoLConfig& c) {
   auto shape = block_shape(c);
+  auto outer = prelude_coda_shape(c);
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
   prelude = register_module("prelude", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.n_prelude; ++i) prelude->push_back(nn::Block(shape));
+  for (int64_t i = 0; i < c.n_prelude; ++i) prelude->push_back(nn::Block(outer));
   library = register_module("library", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.library_size; ++i) library->push_back(nn::Block(shape));
   coda = register_module("coda", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.n_coda; ++i) coda->push_back(nn::Block(shape));
+  for (int64_t i = 0; i < c.n_coda; ++i) coda->push_back(nn::Block(outer));
   film = register_module("film", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.core_depth; ++i) film->push_back(nn::FiLM(c.d_model));
   if (c.untied_router) {
@@ -168,6 +181,10 @@ void LoLModelImpl::reset_parameters(uint64_t seed) {
     }
   }
   model->balance_bias.zero_();
+  for (auto* m : ffn_moes()) {
+    m->balance_bias.zero_();
+    m->clear_pending_load();
+  }
 }
 
 void LoLModelImpl::set_active_depth(int64_t d) {
@@ -196,7 +213,9 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
   const auto dev = model->embed_tokens->weight.device();
   TokenLayout L = make_token_layout(batch, dev);
   torch::Tensor kv = L.key_visible;
-  nn::BlockContext full_ctx{&L.pos, &L.full, kv.defined() ? &kv : nullptr, &rope, nullptr};
+  // An MoE prelude/coda FFN routes only the tokens (padding is neither run nor counted).
+  nn::BlockContext full_ctx{&L.pos, &L.full, kv.defined() ? &kv : nullptr, &rope, nullptr,
+                            L.valid_rows_t.defined() ? &L.valid_rows_t : nullptr};
 
   auto s = model->embed_tokens(batch.tokens.to(dev)).reshape({B * T, c.d_model});
   for (auto& m : *model->prelude) s = m->as<nn::Block>()->forward(s, full_ctx);
@@ -325,6 +344,37 @@ torch::Tensor LoLModelImpl::update_balance() {
   return load;
 }
 
+std::vector<nn::SparseMoEImpl*> LoLModelImpl::ffn_moes() const {
+  std::vector<nn::SparseMoEImpl*> out;
+  if (!cfg_.moe_prelude_coda()) return out;
+  for (const auto* list : {&model->prelude, &model->coda})
+    for (const auto& m : **list) out.push_back(m->as<nn::Block>()->moe.get());
+  return out;
+}
+
+torch::Tensor LoLModelImpl::ffn_pending_load() const {
+  std::vector<torch::Tensor> v;
+  for (auto* m : ffn_moes()) v.push_back(m->pending_load());
+  if (v.empty()) return torch::zeros({0, cfg_.prelude_coda_experts}, torch::kInt64);
+  return torch::stack(v);
+}
+
+void LoLModelImpl::set_ffn_pending_load(const torch::Tensor& load) {
+  const auto moes = ffn_moes();
+  const int64_t n = int64_t(moes.size()), E = cfg_.prelude_coda_experts;
+  if (load.dim() != 2 || load.size(0) != n || load.size(1) != E)
+    throw InputError("LoL model: prelude/coda expert load of " + std::to_string(load.numel()) +
+                     " counts: expected shape [" + std::to_string(n) + ", " + std::to_string(E) + "]");
+  for (int64_t i = 0; i < n; ++i) moes[size_t(i)]->set_pending_load(load[i]);
+}
+
+torch::Tensor LoLModelImpl::update_ffn_balance() {
+  std::vector<torch::Tensor> v;
+  for (auto* m : ffn_moes()) v.push_back(m->update_balance(cfg_.balance_update_rate));
+  if (v.empty()) return torch::zeros({0, cfg_.prelude_coda_experts}, torch::kInt64);
+  return torch::stack(v);
+}
+
 int64_t LoLModelImpl::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();
@@ -337,7 +387,13 @@ int64_t LoLModelImpl::active_parameters_per_token() const {
   int64_t per_block = 0;
   for (const auto& p : const_cast<LoLBodyImpl&>(*model).library[0]->parameters()) per_block += p.numel();
   int64_t active_experts = std::min(cfg_.library_size, cfg_.core_depth);
-  return num_parameters() - (cfg_.library_size - active_experts) * per_block;
+  int64_t inactive_ffn = 0;  // experts of the MoE prelude/coda FFNs a token does not use
+  for (auto* m : ffn_moes()) {
+    int64_t expert = 0;
+    for (const auto& p : m->experts[0]->parameters()) expert += p.numel();
+    inactive_ffn += (m->n_experts() - m->top_k()) * expert;
+  }
+  return num_parameters() - (cfg_.library_size - active_experts) * per_block - inactive_ffn;
 }
 
 }  // namespace lol

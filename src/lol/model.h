@@ -8,7 +8,9 @@
 //   model.coda.{i}.*, model.norm.weight [d], lm_head.weight [V, d] (absent when tied),
 //   model.router.weight [L, d] | model.routers.{l-1}.weight [L, d] (untied_router),
 //   model.depth_embed [D, d] (row l-1 is e^(l)), model.film.{l-1}.{attn,ffn}_{gamma,beta} [d],
-//   model.balance_bias [L] (buffer).
+//   model.balance_bias [L] (buffer). With an MoE prelude/coda (LoLConfig::prelude_coda_experts,
+//   paper 4.3.2) their FFNs are model.{prelude,coda}.{i}.mlp.gate.weight [E, d],
+//   .mlp.experts.{e}.{gate,up,down}_proj.weight and .mlp.balance_bias [E] (buffer).
 #pragma once
 #include <optional>
 #include <vector>
@@ -25,9 +27,12 @@
 
 namespace lol {
 
-/// Shape of every block (prelude, library experts, coda) of a LoL model with config c;
-/// also the equal-depth dense reference's (training/dense_window_model.h).
+/// Shape of the library experts (and of dense prelude/coda blocks) of a LoL model with
+/// config c; also the equal-depth dense reference's (training/dense_window_model.h).
 nn::BlockShape block_shape(const LoLConfig& c);
+/// Shape of the prelude and coda blocks: block_shape(c), with an MoE FFN of
+/// prelude_coda_experts experts when c.moe_prelude_coda() (paper 4.3.2).
+nn::BlockShape prelude_coda_shape(const LoLConfig& c);
 
 /// A batch of token rows. Optional fields may be left undefined.
 struct LoLBatch {
@@ -90,6 +95,16 @@ class LoLModelImpl : public torch::nn::Module {
   /// Adds counts from elsewhere (e.g. other ranks) before update_balance().
   void set_pending_load(const torch::Tensor& load) { pending_load_ = load.to(torch::kCPU, torch::kInt64).clone(); }
 
+  /// MoE prelude/coda (paper 4.3.2): tokens routed to each expert of each MoE FFN (prelude
+  /// blocks, then coda blocks) in training since the last update_ffn_balance(),
+  /// [n_prelude + n_coda, E] int64 on the CPU; [0, 0] without an MoE prelude/coda.
+  torch::Tensor ffn_pending_load() const;
+  /// Replaces those counts (e.g. with their sum over data-parallel ranks); InputError on a wrong shape.
+  void set_ffn_pending_load(const torch::Tensor& load);
+  /// Loss-free balancing update of every MoE prelude/coda FFN with balance_update_rate;
+  /// returns the loads used ([n_prelude + n_coda, E], as ffn_pending_load()).
+  torch::Tensor update_ffn_balance();
+
   /// Routed depths run by forward(): 0..core_depth (growing, paper 3.3). Default core_depth.
   void set_active_depth(int64_t d);
   int64_t active_depth() const { return active_depth_; }
@@ -98,7 +113,8 @@ class LoLModelImpl : public torch::nn::Module {
   /// 1/sqrt(2 * layers)); FiLM gamma = 1, beta = 0; balance bias 0.
   void reset_parameters(uint64_t seed);
 
-  /// Parameter counts: total, and active per token (one expert per routed depth).
+  /// Parameter counts: total, and active per token (one expert per routed depth; top-k
+  /// experts of each MoE prelude/coda FFN).
   int64_t num_parameters() const;
   int64_t active_parameters_per_token() const;
 
@@ -110,6 +126,8 @@ class LoLModelImpl : public torch::nn::Module {
 
  private:
   torch::Tensor router_logits(int64_t depth_index, const torch::Tensor& r);
+  /// The MoE FFNs of the prelude then coda blocks (empty with a dense prelude/coda).
+  std::vector<nn::SparseMoEImpl*> ffn_moes() const;
   LoLConfig cfg_;
   int64_t active_depth_;
   torch::Tensor pending_load_;

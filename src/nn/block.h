@@ -2,6 +2,9 @@
 //   h = x + self_attn(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)).
 // Inside LoL's routed core each norm is followed by the routed depth's FiLM
 // (paper Appendix A): gamma_s * RMSNorm_s(x) + beta_s, s in {attn, ffn}.
+// With BlockShape::moe.n_experts > 0 the FFN is a top-k routed SparseMoE (registered as
+// "mlp": mlp.gate.weight, mlp.experts.{e}.*): the MoE baseline's blocks and LoL's MoE
+// prelude/coda (LoL paper 4.3.2).
 #pragma once
 #include <vector>
 
@@ -11,13 +14,15 @@
 #include "nn/attention.h"
 #include "nn/mlp.h"
 #include "nn/rmsnorm.h"
+#include "nn/sparse_moe.h"
 
 namespace lol::nn {
 
 struct BlockShape {
   AttentionShape attn;
-  int64_t ffn_hidden = 0;
+  int64_t ffn_hidden = 0;  ///< SwiGLU hidden units (of each expert with an MoE FFN)
   double norm_eps = 1e-5;
+  MoEShape moe;            ///< n_experts = 0: dense FFN
 };
 
 /// Depth-dependent FiLM parameters (paper Appendix A), each [d_model].
@@ -35,6 +40,9 @@ struct BlockContext {
   const torch::Tensor* key_visible = nullptr;  ///< [N] bool or nullptr (all visible)
   RoPE* rope = nullptr;
   FiLMImpl* film = nullptr;                    ///< nullptr outside the routed core
+  /// [m] int64 rows that an MoE FFN routes (the others, e.g. padding, get no FFN update
+  /// and are not counted in the expert load); nullptr = every row. Dense FFNs ignore it.
+  const torch::Tensor* ffn_rows = nullptr;
 };
 
 class BlockImpl : public torch::nn::Module {
@@ -44,10 +52,15 @@ class BlockImpl : public torch::nn::Module {
   torch::Tensor delta(const torch::Tensor& x, const BlockContext& ctx);
   /// y = x + delta(x).
   torch::Tensor forward(const torch::Tensor& x, const BlockContext& ctx) { return x + delta(x, ctx); }
+  /// The FFN on normalised states h [N, d] -> [N, d]: mlp(h), or moe over the rows
+  /// `rows` ([m] int64, nullptr = all; the other rows get zeros).
+  torch::Tensor ffn(const torch::Tensor& h, const torch::Tensor* rows = nullptr);
+  bool is_moe() const { return !moe.is_empty(); }
 
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Attention self_attn{nullptr};
-  MLP mlp{nullptr};
+  MLP mlp{nullptr};        ///< dense FFN (null with an MoE FFN)
+  SparseMoE moe{nullptr};  ///< MoE FFN, registered as "mlp" (null with a dense FFN)
 };
 TORCH_MODULE(Block);
 
@@ -57,7 +70,8 @@ TORCH_MODULE(Block);
 /// segments (the depth's windows) lie inside the blocks. Equal to blocks[g]->delta on
 /// each block with the layout restricted to it (tests/model/test_fused_ops.cpp). The
 /// blocks must share one BlockShape. Returns [N, d]. Throws lol::InputError on
-/// mismatched sizes. (LoL paper Algorithm 1 line 16: E_{i}(s) for every window at once.)
+/// mismatched sizes, or for several blocks of which one has an MoE FFN (an MoE block
+/// runs alone: its tokens are routed per token inside it). (LoL paper Algorithm 1 line 16: E_{i}(s) for every window at once.)
 torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
                                   const torch::Tensor& x, const BlockContext& ctx);
 

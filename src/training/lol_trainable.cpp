@@ -23,10 +23,10 @@ std::vector<GroupedParam> LoLTrainable::grouped_parameters() {
   for (auto& p : model_->named_parameters(/*recurse=*/true)) {
     const std::string& n = p.key();
     ParamGroup g = ParamGroup::AdamWNoDecay;
-    if (is_block_projection(n, p.value())) {
+    if (is_block_projection(n, p.value()) && n.find(".mlp.gate.") == std::string::npos) {  // MoE gates: AdamW
       g = ParamGroup::Muon;
     } else if (n == "model.embed_tokens.weight" || n == "lm_head.weight" || n == "model.router.weight" ||
-               starts_with(n, "model.routers.")) {
+               starts_with(n, "model.routers.") || n.find(".mlp.gate.") != std::string::npos) {
       g = ParamGroup::AdamWDecay;
     }
     out.push_back({n, p.value(), g});
@@ -35,14 +35,33 @@ std::vector<GroupedParam> LoLTrainable::grouped_parameters() {
 }
 
 nlohmann::json LoLTrainable::after_optimizer_step() {
-  if (reducer_) model_->set_pending_load(reducer_(model_->pending_load()));
+  const bool moe = model_->config().moe_prelude_coda();
+  if (reducer_) {
+    // One collective per step: the library's window counts, then the MoE prelude/coda loads.
+    const int64_t L = model_->config().library_size;
+    auto ffn = model_->ffn_pending_load();
+    auto sum = reducer_(moe ? torch::cat({model_->pending_load(), ffn.flatten()}) : model_->pending_load());
+    sum = sum.to(torch::kCPU, torch::kInt64);
+    model_->set_pending_load(sum.narrow(0, 0, L));
+    if (moe) model_->set_ffn_pending_load(sum.narrow(0, L, ffn.numel()).reshape(ffn.sizes()));
+  }
   auto load = model_->update_balance();
   std::vector<int64_t> v(load.data_ptr<int64_t>(), load.data_ptr<int64_t>() + load.numel());
-  return {{"expert_load", v}};
+  nlohmann::json out = {{"expert_load", v}};
+  if (moe) {
+    auto f = model_->update_ffn_balance().contiguous();
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t i = 0; i < f.size(0); ++i)
+      rows.emplace_back(f[i].data_ptr<int64_t>(), f[i].data_ptr<int64_t>() + f.size(1));
+    out["prelude_coda_expert_load"] = rows;
+  }
+  return out;
 }
 
 void LoLTrainable::discard_step() {
   model_->set_pending_load(torch::zeros({model_->config().library_size}, torch::kInt64));
+  auto f = model_->ffn_pending_load();
+  model_->set_ffn_pending_load(torch::zeros_like(f));
 }
 
 double LoLTrainable::train_flops_per_token(int64_t seq_len) const {
@@ -54,7 +73,15 @@ double LoLTrainable::train_flops_per_token(int64_t seq_len) const {
   const double a = double(model_->active_depth());
   const double n_full = double(c.n_prelude + c.n_coda);
   const double d = double(c.d_model);
-  const double n_active = (n_full + a) * per_block + a * d * double(c.library_size) + d * double(c.vocab_size);
+  // Weights a token multiplies with in one prelude/coda block: the block's, with an MoE
+  // FFN its gate and top-k experts only.
+  double per_full = per_block;
+  if (c.moe_prelude_coda()) {
+    const double F = double(c.prelude_coda_expert_ffn > 0 ? c.prelude_coda_expert_ffn : c.ffn_hidden);
+    per_full = per_block - 3.0 * d * double(c.ffn_hidden) + d * double(c.prelude_coda_experts) +
+               double(c.prelude_coda_top_k) * 3.0 * d * F;
+  }
+  const double n_active = n_full * per_full + a * per_block + a * d * double(c.library_size) + d * double(c.vocab_size);
   const double ctx_core = double(std::min<int64_t>(c.window, seq_len));
   return 6.0 * n_active + 6.0 * d * (n_full * double(seq_len) + a * ctx_core);
 }

@@ -140,7 +140,7 @@ TEST(Flops, CountedMatmulsEqualFormulaLoopedAndMoE) {
   EXPECT_DOUBLE_EQ(g_attention, attn);
   EXPECT_EQ(cm.parameters, count_params(*mm));
   int64_t expert = 0;
-  for (const auto& p : mm->moe_layer(0).mlp->experts[0]->parameters()) expert += p.numel();
+  for (const auto& p : mm->moe_layer(0).experts[0]->parameters()) expert += p.numel();
   EXPECT_EQ(cm.active_parameters, cm.parameters - mc.core_depth * (mc.n_experts - mc.top_k) * expert);
 }
 

@@ -55,7 +55,7 @@ TEST(MoEModel, ForwardBackwardAndNames) {
   EXPECT_TRUE(params.contains("model.layers.0.mlp.up_proj.weight"));  // dense prelude layer
   EXPECT_TRUE(m->named_buffers().contains("model.layers.1.mlp.balance_bias"));
   // 22 tokens x top-2 per MoE layer were counted.
-  EXPECT_EQ(m->moe_layer(0).mlp->pending_load().sum().item<int64_t>(), 44);
+  EXPECT_EQ(m->moe_layer(0).pending_load().sum().item<int64_t>(), 44);
 }
 
 TEST(MoEModel, OneExpertTopOneEqualsDense) {
@@ -102,7 +102,7 @@ TEST(MoEModel, TopKSelectionWeightsAndBalancing) {
   c.balance_update_rate = 0.01;
   MoEModel m(c);
   m->train();
-  auto& moe = *m->moe_layer(0).mlp;
+  auto& moe = m->moe_layer(0);
   // Force expert 3 to dominate: the bias drives selection away from it after updates.
   {
     torch::NoGradGuard ng;
@@ -142,7 +142,7 @@ TEST(MoEModel, MixedRoutingEqualsPerTokenFormulaWithGradients) {
   MoEModel m(c);
   m->to(torch::kFloat64);
   m->eval();
-  auto& moe = *m->moe_layer(0).mlp;
+  auto& moe = m->moe_layer(0);
   torch::manual_seed(3);
   auto x = torch::randn({9, c.d_model}, torch::kFloat64).requires_grad_(true);
   auto w = torch::randn({9, c.d_model}, torch::kFloat64);

@@ -411,3 +411,43 @@ TEST(DecodeErrors, BadInputsThrow) {
   auto m0 = test::tiny_model(c0, 82);
   EXPECT_THROW({ DecodeSession bad_depth(m0, deep); }, InputError);
 }
+
+// LoL with an MoE prelude/coda (paper 4.3.2): the decoder routes each new token through
+// the top-k experts of every prelude/coda block, as the full forward does; the fused CPU
+// kernels step aside (CpuDecoder::create), single rows and batches agree.
+TEST(DecodeExact, MoEPreludeCodaEqualsFullForward) {
+  auto c = test::tiny_config();
+  c.n_prelude = 2;
+  c.prelude_coda_experts = 4;
+  c.prelude_coda_top_k = 2;
+  c.prelude_coda_expert_ffn = 12;
+  auto m = test::tiny_model(c, 61);
+  {
+    torch::NoGradGuard ng;
+    auto gen = at::detail::createCPUGenerator(62);
+    for (auto& b : m->named_buffers())
+      if (b.key().find("mlp.balance_bias") != std::string::npos)
+        b.value().copy_(0.05 * at::normal(0.0, 1.0, b.value().sizes(), gen));
+  }
+  Seq a = random_seq(45, c.vocab_size, 63), b = random_seq(33, c.vocab_size, 64);
+  a.prompt_len = 10;
+  auto ref_a = full_logits(m, a), ref_b = full_logits(m, b);
+  DecodeSession one(m);
+  EXPECT_LT(max_diff(cached_logits(one, a, 0, 0), ref_a), 1e-5);
+  EXPECT_LT(max_diff(cached_logits(one, a, 10, 4), ref_a), 1e-5);
+  SessionOptions so;
+  so.batch_size = 2;
+  DecodeSession two(m, so);
+  two.reset(0, a.prompt_len, nullptr);
+  two.reset(1, b.prompt_len, nullptr);
+  std::vector<torch::Tensor> ga, gb;
+  for (int64_t t = 0; t < 45; ++t) {
+    std::vector<RowInput> in{slice(a, 0, t, t + 1)};
+    if (t < 33) in.push_back(slice(b, 1, t, t + 1));
+    auto lg = two.feed(in);
+    ga.push_back(lg[0].unsqueeze(0).clone());
+    if (t < 33) gb.push_back(lg[1].unsqueeze(0).clone());
+  }
+  EXPECT_LT(max_diff(torch::cat(ga, 0), ref_a), 1e-5);
+  EXPECT_LT(max_diff(torch::cat(gb, 0), ref_b), 1e-5);
+}

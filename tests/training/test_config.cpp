@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "train_test_util.h"
+#include "baselines/flops.h"
 #include "lol/config.h"
 #include "training/run_config.h"
 #include "util/error.h"
@@ -108,16 +109,18 @@ TEST(RunConfig, SetOverridesAreTypedAndChecked) {
 }
 
 TEST(RunConfig, PresetsParse) {
-  // Every preset shipped in configs/ parses and holds a valid model section.
+  // Every preset shipped in configs/ (and configs/compare/) parses and holds a valid
+  // model section of its architecture.
   std::vector<std::string> presets;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(LOL_SOURCE_DIR) + "/configs"))
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(LOL_SOURCE_DIR) + "/configs"))
     if (e.path().extension() == ".json") presets.push_back(e.path().string());
-  ASSERT_GE(presets.size(), 3u);
+  ASSERT_GE(presets.size(), 10u);
   for (const std::string& path : presets) {
     RunConfig c;
     ASSERT_NO_THROW(c = RunConfig::load(path)) << path;
     auto m = c.model;
     if (!m.contains("vocab_size")) m["vocab_size"] = 64;
-    EXPECT_NO_THROW(lol::LoLConfig::from_json(m, path)) << path;
+    if (m.value("architecture", std::string("lol")) == "lol") EXPECT_NO_THROW(lol::LoLConfig::from_json(m, path)) << path;
+    EXPECT_NO_THROW(lol::baselines::cost_model_from_json(m, path)) << path;
   }
 }

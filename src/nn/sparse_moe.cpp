@@ -1,0 +1,76 @@
+#include "nn/sparse_moe.h"
+
+#include <string>
+#include <vector>
+
+#include "core/index_tensor.h"
+#include "nn/mlp.h"
+#include "util/error.h"
+
+namespace lol::nn {
+
+SparseMoEImpl::SparseMoEImpl(int64_t d, int64_t ffn, int64_t E, int64_t k, double noise)
+    : top_k_(k), noise_std_(noise) {
+  if (E < 1 || k < 1 || k > E)
+    throw InputError("sparse MoE: n_experts = " + std::to_string(E) + ", top_k = " + std::to_string(k) +
+                     ": expected 1 <= top_k <= n_experts");
+  gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(d, E).bias(false)));
+  experts = register_module("experts", torch::nn::ModuleList());
+  for (int64_t e = 0; e < E; ++e) experts->push_back(MLP(d, ffn));
+  balance_bias = register_buffer("balance_bias", torch::zeros({E}));
+  pending_load_ = torch::zeros({E}, torch::kInt64);
+}
+
+torch::Tensor SparseMoEImpl::forward(const torch::Tensor& x) {
+  const int64_t E = n_experts();
+  auto logits = gate(x);
+  if (is_training() && noise_std_ > 0) logits = logits + torch::randn_like(logits) * noise_std_;
+  auto probs = torch::softmax(logits, -1);                                                 // [n, E]
+  auto sel = std::get<1>((probs.detach() + balance_bias.unsqueeze(0)).topk(top_k_, -1));  // [n, k]
+  auto weight = probs.gather(1, sel);                                                       // [n, k]
+  auto sel_cpu = sel.to(torch::kCPU).contiguous();
+  if (is_training()) pending_load_ += torch::bincount(sel_cpu.flatten(), {}, E).to(torch::kInt64);
+  // (token, slot) pairs in expert order, each expert's in token order: one gather, one
+  // grouped call over the used experts (nn::grouped_mlp), one weighted scatter-add.
+  const int64_t n = sel_cpu.size(0), k = sel_cpu.size(1);
+  const int64_t* sp = sel_cpu.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(E));  // flat index t * k + slot
+  for (int64_t i = 0; i < n * k; ++i) pairs[size_t(sp[i])].push_back(i);
+  std::vector<int64_t> flat, tok, sizes;
+  std::vector<MLPImpl*> used;
+  for (int64_t e = 0; e < E; ++e) {
+    if (pairs[size_t(e)].empty()) continue;
+    for (int64_t i : pairs[size_t(e)]) {
+      flat.push_back(i);
+      tok.push_back(i / k);
+    }
+    sizes.push_back(int64_t(pairs[size_t(e)].size()));
+    used.push_back(experts[e]->as<MLP>());
+  }
+  auto out = torch::zeros_like(x);
+  if (used.empty()) return out;
+  auto tok_t = index_tensor(tok, x.device());
+  auto w = weight.reshape({n * k}).index_select(0, index_tensor(flat, x.device())).unsqueeze(1);
+  auto y = grouped_mlp(used, sizes, x.index_select(0, tok_t));
+  return out.index_add_(0, tok_t, w * y);
+}
+
+void SparseMoEImpl::set_pending_load(const torch::Tensor& load) {
+  if (load.numel() != n_experts())
+    throw InputError("sparse MoE: pending load of " + std::to_string(load.numel()) + " counts, expected " +
+                     std::to_string(n_experts()));
+  pending_load_ = load.to(torch::kCPU, torch::kInt64).reshape({n_experts()}).clone();
+}
+
+torch::Tensor SparseMoEImpl::update_balance(double rate) {
+  auto load = pending_load_.clone();
+  pending_load_.zero_();
+  if (load.sum().item<int64_t>() == 0 || rate == 0) return load;
+  torch::NoGradGuard ng;
+  auto lf = load.to(torch::kFloat32);
+  auto step = torch::sign(lf.mean() - lf) * rate;
+  balance_bias.add_(step.to(balance_bias.device(), balance_bias.scalar_type()));
+  return load;
+}
+
+}  // namespace lol::nn
