@@ -41,9 +41,9 @@ void ProgressBar::update(int64_t done, const std::string& fields) {
     last_draw_ = now;
     draw(false);
   } else if (total_ > 0) {
-    // Non-terminal: one line per 10%.
+    // Non-terminal: one line per 10%; the 100% line is finish()'s (or the destructor's).
     int64_t pct = done_ * 10 / total_;
-    if (pct != last_logged_pct_) {
+    if (pct != last_logged_pct_ && done_ < total_) {
       last_logged_pct_ = pct;
       draw(true);
     }

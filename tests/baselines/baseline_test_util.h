@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "baselines/dense_config.h"
+#include "baselines/moe_config.h"
 #include "../common/test_files.h"
 
 namespace btest {
@@ -29,6 +30,22 @@ inline lol::baselines::DenseConfig tiny_dense(const std::string& attention = "fu
   c.attention = attention;
   if (attention != "full") c.window = 4;
   if (attention == "strided") c.stride = 3;
+  return c;
+}
+
+/// tiny_dense's shape as an MoE model: 1 prelude + 2 core MoE blocks (strided, W=4, S=3)
+/// + 1 coda, E experts with k active; with moe_prelude_coda the prelude and coda too.
+inline lol::baselines::MoEConfig tiny_moe(int64_t E = 3, int64_t k = 2, bool moe_prelude_coda = false) {
+  lol::baselines::MoEConfig c;
+  static_cast<lol::baselines::TransformerShape&>(c) = tiny_dense();
+  c.n_prelude = 1;
+  c.core_depth = 2;
+  c.n_coda = 1;
+  c.n_experts = E;
+  c.top_k = k;
+  c.window = 4;
+  c.stride = 3;
+  c.moe_prelude_coda = moe_prelude_coda;
   return c;
 }
 

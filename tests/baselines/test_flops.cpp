@@ -6,6 +6,8 @@
 
 #include <ATen/record_function.h>
 
+#include <filesystem>
+
 #include "baseline_test_util.h"
 #include "baselines/dense_model.h"
 #include "baselines/flops.h"
@@ -13,6 +15,7 @@
 #include "baselines/moe_model.h"
 #include "lol/model.h"
 #include "lol/windows.h"
+#include "training/run_config.h"
 
 using namespace lol::baselines;
 
@@ -173,4 +176,20 @@ TEST(Flops, LoLParametersAndReportArithmetic) {
   // from JSON by architecture
   EXPECT_EQ(cost_model_from_json(c.to_json(), "x").parameters, cost_model(c, c.core_depth).parameters);
   EXPECT_THROW(cost_model_from_json({{"architecture", "rwkv"}}, "x"), lol::InputError);
+}
+
+TEST(BaselinePresets, HaveACostModel) {
+  // Every preset in configs/ (LoL and baselines, configs/compare/ included) has a cost
+  // model: what `lol compare` needs to train it to a FLOPs budget.
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(LOL_SOURCE_DIR) + "/configs")) {
+    if (e.path().extension() != ".json") continue;
+    auto m = lol::training::RunConfig::load(e.path().string()).model;
+    if (!m.contains("vocab_size")) m["vocab_size"] = 64;
+    lol::baselines::CostModel cm;
+    ASSERT_NO_THROW(cm = lol::baselines::cost_model_from_json(m, e.path().string())) << e.path();
+    EXPECT_GT(cm.parameters, 0) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 10);
 }

@@ -15,22 +15,7 @@
 
 using namespace lol::baselines;
 
-namespace {
-
-MoEConfig tiny_moe(int64_t E = 3, int64_t k = 2) {
-  MoEConfig c;
-  static_cast<TransformerShape&>(c) = btest::tiny_dense();
-  c.n_prelude = 1;
-  c.core_depth = 2;
-  c.n_coda = 1;
-  c.n_experts = E;
-  c.top_k = k;
-  c.window = 4;
-  c.stride = 3;
-  return c;
-}
-
-}  // namespace
+using btest::tiny_moe;
 
 TEST(MoEModel, ForwardBackwardAndNames) {
   MoEModel m(tiny_moe());

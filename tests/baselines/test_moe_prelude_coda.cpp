@@ -6,6 +6,10 @@
 // and FLOPs accounting.
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
 #include <torch/torch.h>
 
 #include "baseline_test_util.h"
@@ -42,18 +46,30 @@ lol::LoLConfig tiny_lol(int64_t E, int64_t k) {
   return c;
 }
 
-MoEConfig tiny_moe_all(int64_t E, int64_t k) {
-  MoEConfig c;
-  static_cast<TransformerShape&>(c) = btest::tiny_dense();
-  c.n_prelude = 1;
-  c.core_depth = 2;
-  c.n_coda = 1;
-  c.n_experts = E;
-  c.top_k = k;
-  c.window = 4;
-  c.stride = 3;
-  c.moe_prelude_coda = true;
-  return c;
+MoEConfig tiny_moe_all(int64_t E, int64_t k) { return btest::tiny_moe(E, k, /*moe_prelude_coda=*/true); }
+
+/// Two rows of 8 tokens, the last 2 of each padding.
+lol::training::TrainBatch padded_train_batch(int64_t vocab) {
+  lol::training::TrainBatch b;
+  b.tokens = btest::random_tokens(2, 8, vocab, 7);
+  b.doc_ids = torch::tensor({0, 0, 0, 0, 0, 0, -1, -1}, torch::kInt64).unsqueeze(0).repeat({2, 1});
+  return b;
+}
+
+/// One training step on `b` under a fake two-rank reducer that doubles every count;
+/// returns the step's metrics and sets `calls` to the number of reducer calls. `check`
+/// sees each tensor handed to the reducer.
+nlohmann::json doubled_counts_step(lol::training::TrainableModel& model, const lol::training::TrainBatch& b,
+                                   int& calls, const std::function<void(const torch::Tensor&)>& check = {}) {
+  calls = 0;
+  model.set_statistics_reducer([&calls, check](const torch::Tensor& t) {
+    ++calls;
+    if (check) check(t);
+    return t * 2;
+  });
+  model.module().train();
+  model.forward(b);
+  return model.after_optimizer_step();
 }
 
 /// Copies `src` into `dst`, mapping dst's dense FFN names ".mlp.X" to src's
@@ -148,16 +164,8 @@ TEST(LoLMoEPreludeCoda, TrainableSumsLoadsOverRanksSavesAndLoads) {
   ASSERT_EQ(model->architecture(), "lol");
   // A fake two-rank reducer: every count doubles, through one call per step.
   int calls = 0;
-  model->set_statistics_reducer([&calls](const torch::Tensor& t) {
-    ++calls;
-    return t * 2;
-  });
-  model->module().train();
-  lol::training::TrainBatch b;
-  b.tokens = btest::random_tokens(2, 8, c.vocab_size, 7);
-  b.doc_ids = torch::tensor({0, 0, 0, 0, 0, 0, -1, -1}, torch::kInt64).unsqueeze(0).repeat({2, 1});
-  model->forward(b);
-  auto metrics = model->after_optimizer_step();
+  const auto b = padded_train_batch(c.vocab_size);
+  auto metrics = doubled_counts_step(*model, b, calls);
   EXPECT_EQ(calls, 1);
   ASSERT_EQ(metrics["prelude_coda_expert_load"].size(), 3u);
   for (const auto& row : metrics["prelude_coda_expert_load"]) {
@@ -257,17 +265,9 @@ TEST(MoEPreludeCoda, BaselineTrainableSumsLoadsOverRanks) {
   auto model = lol::training::make_model(c.to_json(), "test", c.vocab_size, 16, 5);
   ASSERT_EQ(model->architecture(), "moe");
   int calls = 0;
-  model->set_statistics_reducer([&calls](const torch::Tensor& t) {
-    ++calls;
+  auto metrics = doubled_counts_step(*model, padded_train_batch(c.vocab_size), calls, [](const torch::Tensor& t) {
     EXPECT_EQ(t.sizes(), (std::vector<int64_t>{4, 3}));
-    return t * 2;
   });
-  model->module().train();
-  lol::training::TrainBatch b;
-  b.tokens = btest::random_tokens(2, 8, c.vocab_size, 7);
-  b.doc_ids = torch::tensor({0, 0, 0, 0, 0, 0, -1, -1}, torch::kInt64).unsqueeze(0).repeat({2, 1});
-  model->forward(b);
-  auto metrics = model->after_optimizer_step();
   EXPECT_EQ(calls, 1);
   ASSERT_EQ(metrics["expert_load"].size(), 4u);
   for (const auto& row : metrics["expert_load"]) {
