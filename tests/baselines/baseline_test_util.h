@@ -49,6 +49,18 @@ inline lol::baselines::MoEConfig tiny_moe(int64_t E = 3, int64_t k = 2, bool moe
   return c;
 }
 
+/// The dense model an MoE model with 1 expert, top-1 equals: the same layers and
+/// attention (strided core, full-attention prelude and coda).
+inline lol::baselines::DenseConfig dense_twin(const lol::baselines::MoEConfig& m) {
+  lol::baselines::DenseConfig dc = tiny_dense("strided");
+  dc.n_layers = m.n_layers();
+  dc.window = m.window;
+  dc.stride = m.stride;
+  dc.n_full_prelude = m.n_prelude;
+  dc.n_full_coda = m.n_coda;
+  return dc;
+}
+
 inline torch::Tensor random_tokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   return at::randint(vocab, {B, T}, gen, torch::TensorOptions(torch::kInt64));

@@ -48,13 +48,7 @@ TEST(MoEModel, OneExpertTopOneEqualsDense) {
   MoEModel moe(c);
   btest::perturb(*moe, 2);
   moe->to(torch::kFloat64);
-  DenseConfig dc = btest::tiny_dense("strided");
-  dc.n_layers = c.n_layers();
-  dc.window = c.window;
-  dc.stride = c.stride;
-  dc.n_full_prelude = c.n_prelude;
-  dc.n_full_coda = c.n_coda;
-  DenseModel dense(dc);
+  DenseModel dense(btest::dense_twin(c));
   dense->to(torch::kFloat64);
   {
     torch::NoGradGuard ng;

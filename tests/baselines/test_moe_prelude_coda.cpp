@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "baseline_test_util.h"
+#include "../common/tiny_lol.h"
 #include "baselines/dense_model.h"
 #include "baselines/flops.h"
 #include "baselines/moe_model.h"
@@ -27,19 +28,9 @@ using namespace lol::baselines;
 namespace {
 
 lol::LoLConfig tiny_lol(int64_t E, int64_t k) {
-  lol::LoLConfig c;
-  c.vocab_size = 29;
-  c.d_model = 16;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.ffn_hidden = 24;
-  c.n_prelude = 1;
+  auto c = lol_test::tiny_lol_config(/*vocab_size=*/29, /*n_heads=*/4, /*n_kv_heads=*/2, /*stride=*/3);
   c.n_coda = 2;
-  c.library_size = 3;
   c.core_depth = 2;
-  c.window = 4;
-  c.stride = 3;
-  c.max_seq_len = 64;
   c.router_noise_std = 0;
   c.prelude_coda_experts = E;
   c.prelude_coda_top_k = k;
@@ -228,13 +219,7 @@ TEST(MoEPreludeCoda, BaselineOneExpertEqualsDenseAndEveryLayerRoutes) {
   auto c = tiny_moe_all(1, 1);
   MoEModel moe(c);
   btest::perturb(*moe, 2);
-  DenseConfig dc = btest::tiny_dense("strided");
-  dc.n_layers = c.n_layers();
-  dc.window = c.window;
-  dc.stride = c.stride;
-  dc.n_full_prelude = c.n_prelude;
-  dc.n_full_coda = c.n_coda;
-  DenseModel dense(dc);
+  DenseModel dense(btest::dense_twin(c));
   copy_one_expert(*dense, *moe);
   moe->to(torch::kFloat64);
   dense->to(torch::kFloat64);
