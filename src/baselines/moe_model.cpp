@@ -4,6 +4,7 @@
 #include "baselines/init.h"
 #include "core/index_tensor.h"
 #include "nn/block.h"
+#include "nn/moe_routing.h"
 #include "util/error.h"
 
 namespace lol::baselines {
@@ -40,18 +41,21 @@ nn::SparseMoEImpl& MoEModelImpl::moe_layer(int64_t l) const {
   return *(*layers)[size_t(moe_index_[size_t(l)])]->as<nn::Block>()->moe;
 }
 
-torch::Tensor MoEModelImpl::pending_load() const {
-  std::vector<torch::Tensor> v;
-  for (int64_t l = 0; l < int64_t(moe_index_.size()); ++l) v.push_back(moe_layer(l).pending_load());
-  return torch::stack(v);
+namespace {
+
+/// The model's MoE FFNs, in layer order.
+std::vector<nn::SparseMoEImpl*> moes_of(const MoEModelImpl& m) {
+  std::vector<nn::SparseMoEImpl*> out;
+  for (int64_t l = 0; l < m.config().n_moe_layers(); ++l) out.push_back(&m.moe_layer(l));
+  return out;
 }
 
+}  // namespace
+
+torch::Tensor MoEModelImpl::pending_load() const { return nn::stack_pending_loads(moes_of(*this), cfg_.n_experts); }
+
 void MoEModelImpl::set_pending_load(const torch::Tensor& load) {
-  const int64_t n = int64_t(moe_index_.size());
-  if (load.dim() != 2 || load.size(0) != n || load.size(1) != cfg_.n_experts)
-    throw InputError("moe model: pending load of " + std::to_string(load.numel()) + " counts: expected shape [" +
-                     std::to_string(n) + ", " + std::to_string(cfg_.n_experts) + "]");
-  for (int64_t l = 0; l < n; ++l) moe_layer(l).set_pending_load(load[l]);
+  nn::set_pending_loads(moes_of(*this), load, cfg_.n_experts, "moe model: pending load");
 }
 
 torch::Tensor MoEModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {

@@ -4,6 +4,7 @@
 
 #include "core/index_tensor.h"
 #include "inference/ops.h"
+#include "nn/moe_routing.h"
 
 namespace lol::inference {
 
@@ -24,26 +25,24 @@ torch::Tensor swiglu(const torch::Tensor& m, const torch::Tensor& w_gate_up, con
 /// MoE FFN (nn::SparseMoEImpl::forward in eval mode): p = softmax(gate(m)), the top-k
 /// experts of p + b, sum of p_e E_e(m), each expert run once on its rows.
 torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
-  const int64_t n = m.size(0), E = b.moe_gate.size(0), k = b.top_k;
+  const int64_t E = b.moe_gate.size(0);
   auto probs = torch::softmax(dense(m, b.moe_gate), -1);
-  auto sel = std::get<1>((probs + b.moe_bias.unsqueeze(0)).topk(k, -1));
+  auto sel = std::get<1>((probs + b.moe_bias.unsqueeze(0)).topk(b.top_k, -1));
   auto weight = probs.gather(1, sel);
-  auto sel_cpu = sel.to(torch::kCPU).contiguous();
-  const int64_t* sp = sel_cpu.data_ptr<int64_t>();
-  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(E));  // flat index row * k + slot
-  for (int64_t i = 0; i < n * k; ++i) pairs[size_t(sp[i])].push_back(i);
+  const auto g = nn::group_by_expert(sel.to(torch::kCPU).contiguous(), E);
   auto out = torch::zeros_like(m);
-  auto wflat = weight.reshape({n * k});
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& pe = pairs[size_t(e)];
-    if (pe.empty()) continue;
-    std::vector<int64_t> rows(pe.size());
-    for (size_t j = 0; j < pe.size(); ++j) rows[j] = pe[j] / k;
-    auto rows_t = index_tensor(rows, m.device());
-    auto w = wflat.index_select(0, index_tensor(pe, m.device())).unsqueeze(1);
-    out.index_add_(0, rows_t, w * swiglu(m.index_select(0, rows_t), b.expert_gate_up[size_t(e)], b.expert_down[size_t(e)]));
+  if (g.expert.empty()) return out;
+  auto tok_t = index_tensor(g.token, m.device());
+  auto w = weight.reshape({-1}).index_select(0, index_tensor(g.slot, m.device())).unsqueeze(1);
+  auto xs = m.index_select(0, tok_t);  // rows in expert order
+  std::vector<torch::Tensor> ys;
+  int64_t off = 0;
+  for (size_t j = 0; j < g.expert.size(); ++j) {
+    const size_t e = size_t(g.expert[j]);
+    ys.push_back(swiglu(xs.narrow(0, off, g.size[j]), b.expert_gate_up[e], b.expert_down[e]));
+    off += g.size[j];
   }
-  return out;
+  return out.index_add_(0, tok_t, w * torch::cat(ys));
 }
 
 /// attn-output projection and the FFN half of the block: a + ffn(norm(x + a)).

@@ -8,6 +8,7 @@
 #include "lol/dispatch.h"
 #include "lol/router_inputs.h"
 #include "lol/windows.h"
+#include "nn/moe_routing.h"
 #include "util/error.h"
 
 namespace lol {
@@ -45,7 +46,7 @@ struct TokenLayout {
   int64_t B = 0, T = 0;
   std::vector<Doc> docs;
   std::vector<int64_t> valid_rows;  // flat rows that are not padding
-  torch::Tensor valid_rows_t;       // [n_valid] int64 on the device when some rows are padding
+  torch::Tensor valid_rows_t;       // [n_valid] int64 on the device, with an MoE prelude/coda and padding
   torch::Tensor pos;                // [B*T] int64 position within document
   torch::Tensor key_visible;        // [B*T] bool or undefined
   nn::SegmentLayout full;           // documents as causal segments
@@ -59,7 +60,8 @@ struct DepthWindows {
   RouterWindows router;
 };
 
-TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
+/// `rows_tensor`: also the non-padding rows as a device tensor (an MoE prelude/coda routes only them).
+TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev, bool rows_tensor) {
   TokenLayout L;
   L.B = b.tokens.size(0);
   L.T = b.tokens.size(1);
@@ -92,7 +94,7 @@ TokenLayout make_token_layout(const LoLBatch& b, const torch::Device& dev) {
     }
   }
   L.pos = pos.to(dev);
-  if (int64_t(L.valid_rows.size()) < L.B * L.T) L.valid_rows_t = index_tensor(L.valid_rows, dev);
+  if (rows_tensor && int64_t(L.valid_rows.size()) < L.B * L.T) L.valid_rows_t = index_tensor(L.valid_rows, dev);
   // Batches without router-only tokens (the trainer always passes the mask) take the
   // attention path without key-visibility masks.
   if (b.router_only.defined() && b.router_only.any().item<bool>())
@@ -211,7 +213,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
                        std::to_string(c.vocab_size) + ")");
   }
   const auto dev = model->embed_tokens->weight.device();
-  TokenLayout L = make_token_layout(batch, dev);
+  TokenLayout L = make_token_layout(batch, dev, c.moe_prelude_coda());
   torch::Tensor kv = L.key_visible;
   // An MoE prelude/coda FFN routes only the tokens (padding is neither run nor counted).
   nn::BlockContext full_ctx{&L.pos, &L.full, kv.defined() ? &kv : nullptr, &rope, nullptr,
@@ -353,19 +355,11 @@ std::vector<nn::SparseMoEImpl*> LoLModelImpl::ffn_moes() const {
 }
 
 torch::Tensor LoLModelImpl::ffn_pending_load() const {
-  std::vector<torch::Tensor> v;
-  for (auto* m : ffn_moes()) v.push_back(m->pending_load());
-  if (v.empty()) return torch::zeros({0, cfg_.prelude_coda_experts}, torch::kInt64);
-  return torch::stack(v);
+  return nn::stack_pending_loads(ffn_moes(), cfg_.prelude_coda_experts);
 }
 
 void LoLModelImpl::set_ffn_pending_load(const torch::Tensor& load) {
-  const auto moes = ffn_moes();
-  const int64_t n = int64_t(moes.size()), E = cfg_.prelude_coda_experts;
-  if (load.dim() != 2 || load.size(0) != n || load.size(1) != E)
-    throw InputError("LoL model: prelude/coda expert load of " + std::to_string(load.numel()) +
-                     " counts: expected shape [" + std::to_string(n) + ", " + std::to_string(E) + "]");
-  for (int64_t i = 0; i < n; ++i) moes[size_t(i)]->set_pending_load(load[i]);
+  nn::set_pending_loads(ffn_moes(), load, cfg_.prelude_coda_experts, "LoL model: prelude/coda expert load");
 }
 
 torch::Tensor LoLModelImpl::update_ffn_balance() {

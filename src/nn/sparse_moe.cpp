@@ -5,6 +5,7 @@
 
 #include "core/index_tensor.h"
 #include "nn/mlp.h"
+#include "nn/moe_routing.h"
 #include "util/error.h"
 
 namespace lol::nn {
@@ -32,26 +33,14 @@ torch::Tensor SparseMoEImpl::forward(const torch::Tensor& x) {
   if (is_training()) pending_load_ += torch::bincount(sel_cpu.flatten(), {}, E).to(torch::kInt64);
   // (token, slot) pairs in expert order, each expert's in token order: one gather, one
   // grouped call over the used experts (nn::grouped_mlp), one weighted scatter-add.
-  const int64_t n = sel_cpu.size(0), k = sel_cpu.size(1);
-  const int64_t* sp = sel_cpu.data_ptr<int64_t>();
-  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(E));  // flat index t * k + slot
-  for (int64_t i = 0; i < n * k; ++i) pairs[size_t(sp[i])].push_back(i);
-  std::vector<int64_t> flat, tok, sizes;
+  const auto g = group_by_expert(sel_cpu, E);
   std::vector<MLPImpl*> used;
-  for (int64_t e = 0; e < E; ++e) {
-    if (pairs[size_t(e)].empty()) continue;
-    for (int64_t i : pairs[size_t(e)]) {
-      flat.push_back(i);
-      tok.push_back(i / k);
-    }
-    sizes.push_back(int64_t(pairs[size_t(e)].size()));
-    used.push_back(experts[e]->as<MLP>());
-  }
+  for (int64_t e : g.expert) used.push_back(experts[e]->as<MLP>());
   auto out = torch::zeros_like(x);
   if (used.empty()) return out;
-  auto tok_t = index_tensor(tok, x.device());
-  auto w = weight.reshape({n * k}).index_select(0, index_tensor(flat, x.device())).unsqueeze(1);
-  auto y = grouped_mlp(used, sizes, x.index_select(0, tok_t));
+  auto tok_t = index_tensor(g.token, x.device());
+  auto w = weight.reshape({-1}).index_select(0, index_tensor(g.slot, x.device())).unsqueeze(1);
+  auto y = grouped_mlp(used, g.size, x.index_select(0, tok_t));
   return out.index_add_(0, tok_t, w * y);
 }
 
@@ -71,6 +60,43 @@ torch::Tensor SparseMoEImpl::update_balance(double rate) {
   auto step = torch::sign(lf.mean() - lf) * rate;
   balance_bias.add_(step.to(balance_bias.device(), balance_bias.scalar_type()));
   return load;
+}
+
+ExpertGroups group_by_expert(const torch::Tensor& sel, int64_t n_experts) {
+  const int64_t n = sel.size(0), k = sel.size(1);
+  const int64_t* sp = sel.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(n_experts));
+  for (int64_t i = 0; i < n * k; ++i) pairs[size_t(sp[i])].push_back(i);
+  ExpertGroups g;
+  g.slot.reserve(size_t(n * k));
+  g.token.reserve(size_t(n * k));
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const auto& pe = pairs[size_t(e)];
+    if (pe.empty()) continue;
+    for (int64_t i : pe) {
+      g.slot.push_back(i);
+      g.token.push_back(i / k);
+    }
+    g.expert.push_back(e);
+    g.size.push_back(int64_t(pe.size()));
+  }
+  return g;
+}
+
+torch::Tensor stack_pending_loads(const std::vector<SparseMoEImpl*>& moes, int64_t n_experts) {
+  if (moes.empty()) return torch::zeros({0, n_experts}, torch::kInt64);
+  std::vector<torch::Tensor> v;
+  for (auto* m : moes) v.push_back(m->pending_load());
+  return torch::stack(v);
+}
+
+void set_pending_loads(const std::vector<SparseMoEImpl*>& moes, const torch::Tensor& load, int64_t n_experts,
+                       const std::string& what) {
+  const int64_t n = int64_t(moes.size());
+  if (load.dim() != 2 || load.size(0) != n || load.size(1) != n_experts)
+    throw InputError(what + " of " + std::to_string(load.numel()) + " counts: expected shape [" + std::to_string(n) +
+                     ", " + std::to_string(n_experts) + "]");
+  for (int64_t i = 0; i < n; ++i) moes[size_t(i)]->set_pending_load(load[i]);
 }
 
 }  // namespace lol::nn
