@@ -5,18 +5,19 @@
 #include "baselines/dense_config.h"
 #include "baselines/looped_config.h"
 #include "baselines/moe_config.h"
+#include "lol/model.h"
+#include "nn/block_cost.h"
 #include "util/error.h"
 
 namespace lol::baselines {
 
 namespace {
 
-/// Matmul weights of one block (q,k,v,o + SwiGLU with `ffn` hidden units; biases and
-/// norms excluded).
-double block_matmul(const TransformerShape& s, int64_t ffn) {
-  const double d = double(s.d_model), hd = double(s.effective_head_dim());
-  return d * hd * double(2 * s.n_heads + 2 * s.n_kv_heads) + 3.0 * d * double(ffn);
-}
+/// Matmul weights one token multiplies with in a block of `s` (biases and norms excluded).
+double block_matmul(const nn::BlockShape& s) { return double(nn::block_active_matmul_weights(s)); }
+
+/// FFN weights of a block of `s` that a token does not use (the E - k idle experts).
+int64_t idle_ffn_weights(const nn::BlockShape& s) { return nn::ffn_weights(s) - nn::ffn_active_weights(s); }
 
 LayerCost layer(const std::string& name, double matmul, const LayerAttention& a, int64_t width, double apps = 1) {
   LayerCost l;
@@ -66,12 +67,12 @@ CostModel cost_model(const DenseConfig& c) {
   CostModel m;
   m.architecture = "dense";
   const int64_t width = c.n_heads * c.effective_head_dim();
-  const double per_block = block_matmul(c, c.ffn_hidden);
+  const double per_block = block_matmul(c.block_shape());
   for (int64_t i = 0; i < c.n_layers; ++i)
     m.layers.push_back(layer("layers." + std::to_string(i), per_block, c.layer_attention(i), width));
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   const int64_t embed = c.vocab_size * c.d_model;
-  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * block_parameters(c.block_shape()) + c.d_model;
+  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.block_shape()) + c.d_model;
   m.active_parameters = m.parameters;
   m.effective_parameters = m.parameters;
   return m;
@@ -82,14 +83,14 @@ CostModel cost_model(const LoopedConfig& c, int64_t R) {
   CostModel m;
   m.architecture = "looped";
   const int64_t width = c.n_heads * c.effective_head_dim();
-  const double per_block = block_matmul(c, c.ffn_hidden);
+  const double per_block = block_matmul(c.block_shape());
   const double d = double(c.d_model);
   for (int64_t i = 0; i < c.n_prelude; ++i) m.layers.push_back(layer("prelude." + std::to_string(i), per_block, {}, width));
   for (int64_t j = 0; j < c.n_recur; ++j)
     m.layers.push_back(layer("core." + std::to_string(j), per_block, {}, width, double(R)));
   for (int64_t i = 0; i < c.n_coda; ++i) m.layers.push_back(layer("coda." + std::to_string(i), per_block, {}, width));
   m.extra_matmul_params = d * double(c.vocab_size) + double(R) * 2.0 * d * d;  // head + adapter per iteration
-  const int64_t blk = block_parameters(c.block_shape());
+  const int64_t blk = nn::block_parameters(c.block_shape());
   const int64_t adapter = 2 * c.d_model * c.d_model;
   m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) + (c.n_prelude + c.n_recur + c.n_coda) * blk +
                  adapter + c.d_model;
@@ -102,21 +103,16 @@ CostModel cost_model(const MoEConfig& c) {
   CostModel m;
   m.architecture = "moe";
   const int64_t width = c.n_heads * c.effective_head_dim();
-  const double dense_block = block_matmul(c, c.ffn_hidden);
-  const double attn_only = block_matmul(c, 0);
-  const double d = double(c.d_model), F = double(c.effective_expert_ffn());
+  int64_t blocks = 0, idle = 0;
   for (int64_t i = 0; i < c.n_layers(); ++i) {
-    const double mm = c.is_moe_layer(i) ? attn_only + d * double(c.n_experts) + double(c.top_k) * 3.0 * d * F : dense_block;
-    m.layers.push_back(layer("layers." + std::to_string(i), mm, c.layer_attention(i), width));
+    const nn::BlockShape s = c.layer_shape(i);
+    m.layers.push_back(layer("layers." + std::to_string(i), block_matmul(s), c.layer_attention(i), width));
+    blocks += nn::block_parameters(s);
+    idle += idle_ffn_weights(s);
   }
-  m.extra_matmul_params = d * double(c.vocab_size);
-  const int64_t attn_blk = block_parameters(c.block_shape(1)) - 3 * c.d_model;  // attention + 2 norms
-  const int64_t expert = 3 * c.d_model * c.effective_expert_ffn();
-  const int64_t moe_layer = attn_blk + c.n_experts * c.d_model + c.n_experts * expert;
-  const int64_t n_moe = c.n_moe_layers(), n_dense = c.n_layers() - n_moe;
-  m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) +
-                 n_dense * block_parameters(c.block_shape()) + n_moe * moe_layer + c.d_model;
-  m.active_parameters = m.parameters - n_moe * (c.n_experts - c.top_k) * expert;
+  m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
+  m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) + blocks + c.d_model;
+  m.active_parameters = m.parameters - idle;
   m.effective_parameters = m.active_parameters;
   return m;
 }
@@ -127,20 +123,10 @@ CostModel cost_model(const LoLConfig& c, int64_t active_depth) {
                      std::to_string(c.core_depth));
   CostModel m;
   m.architecture = "lol";
-  TransformerShape s;
-  s.d_model = c.d_model;
-  s.n_heads = c.n_heads;
-  s.n_kv_heads = c.n_kv_heads;
-  s.ffn_hidden = c.ffn_hidden;
-  s.norm_eps = c.norm_eps;
+  const nn::BlockShape core = block_shape(c), outer = prelude_coda_shape(c);
   const int64_t width = c.n_heads * c.head_dim();
-  const double per_block = block_matmul(s, c.ffn_hidden);
-  // Prelude/coda blocks: dense, or attention + an MoE FFN (gate, top-k experts of F_e).
-  const int64_t Fe = c.prelude_coda_expert_ffn > 0 ? c.prelude_coda_expert_ffn : c.ffn_hidden;
-  const int64_t E = c.prelude_coda_experts, k = c.prelude_coda_top_k;
-  const double per_outer = c.moe_prelude_coda()
-                               ? block_matmul(s, 0) + double(c.d_model) * double(E) + double(k) * 3.0 * double(c.d_model) * double(Fe)
-                               : per_block;
+  const double per_block = block_matmul(core);
+  const double per_outer = block_matmul(outer);  // dense, or attention + gate + top-k experts
   for (int64_t i = 0; i < c.n_prelude; ++i) m.layers.push_back(layer("prelude." + std::to_string(i), per_outer, {}, width));
   for (int64_t l = 1; l <= active_depth; ++l) {
     LayerAttention a{AttentionKind::Strided, c.window, c.stride, l};
@@ -149,16 +135,15 @@ CostModel cost_model(const LoLConfig& c, int64_t active_depth) {
   for (int64_t i = 0; i < c.n_coda; ++i) m.layers.push_back(layer("coda." + std::to_string(i), per_outer, {}, width));
   const double d = double(c.d_model);
   m.extra_matmul_params = d * double(c.vocab_size) + double(active_depth) * d * double(c.library_size) / double(c.window);
-  const int64_t blk = block_parameters(s.block_shape());
-  const int64_t expert = 3 * c.d_model * Fe;
-  const int64_t outer_blk = c.moe_prelude_coda() ? blk - 3 * c.d_model * c.ffn_hidden + E * c.d_model + E * expert : blk;
+  const int64_t blk = nn::block_parameters(core);
+  const int64_t outer_blk = nn::block_parameters(outer);
   const int64_t router = c.untied_router ? c.core_depth * c.d_model * c.library_size : c.d_model * c.library_size;
   const int64_t per_depth = 4 * c.d_model /* FiLM */ + c.d_model /* depth embedding */;
   m.parameters = c.vocab_size * c.d_model * (c.tie_embeddings ? 1 : 2) +
                  (c.n_prelude + c.n_coda) * outer_blk + c.library_size * blk + router + c.core_depth * per_depth +
                  c.d_model;
   const int64_t used_experts = std::min(c.library_size, active_depth);
-  const int64_t unused_ffn = c.moe_prelude_coda() ? (c.n_prelude + c.n_coda) * (E - k) * expert : 0;
+  const int64_t unused_ffn = (c.n_prelude + c.n_coda) * idle_ffn_weights(outer);
   m.active_parameters = m.parameters - (c.library_size - used_experts) * blk - unused_ffn;
   m.effective_parameters = m.parameters - c.library_size * blk + active_depth * blk - unused_ffn;
   return m;

@@ -65,11 +65,4 @@ void TransformerShape::validate(const std::string& w) const {
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' = " + std::to_string(norm_eps) + ": expected 0 < eps < 1");
 }
 
-int64_t block_parameters(const nn::BlockShape& s) {
-  const int64_t d = s.attn.d_model, hd = s.attn.head_dim, H = s.attn.n_heads, Hkv = s.attn.n_kv_heads;
-  int64_t attn = d * H * hd + 2 * d * Hkv * hd + H * hd * d;
-  if (s.attn.qkv_bias) attn += H * hd + 2 * Hkv * hd;
-  return attn + 3 * d * s.ffn_hidden + 2 * d;
-}
-
 }  // namespace lol::baselines

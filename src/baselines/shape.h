@@ -40,7 +40,4 @@ struct TransformerShape {
   void validate(const std::string& where) const;
 };
 
-/// Number of parameters of one nn::Block of `shape` (attention, SwiGLU MLP, two norms).
-int64_t block_parameters(const nn::BlockShape& shape);
-
 }  // namespace lol::baselines

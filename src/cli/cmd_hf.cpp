@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "analysis/lm_eval.h"
+#include "baselines/flops.h"
 #include "baselines/dense_trainable.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -50,12 +51,7 @@ c10::ScalarType cpu_compute_dtype(const std::string& name) {
   return t;
 }
 
-int64_t parameter_count(const hf::HfConfig& c) {
-  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const int64_t attn = d * H * hd + 2 * d * Hkv * hd + H * hd * d + (c.qkv_bias ? (H + 2 * Hkv) * hd : 0);
-  const int64_t layer = attn + 3 * d * c.intermediate_size + 2 * d;
-  return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + c.num_hidden_layers * layer + d;
-}
+int64_t parameter_count(const hf::HfConfig& c) { return baselines::cost_model(hf::to_dense_config(c)).parameters; }
 
 std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, bool required) {
   if (fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "vocab.json"))

@@ -18,6 +18,8 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
+#include "lol/model.h"
+#include "nn/block_cost.h"
 #include "training/trainable.h"
 #include "util/error.h"
 
@@ -84,14 +86,9 @@ struct FlopCount {
 
 FlopCount count_flops(const LoLConfig& c, int64_t depth, int64_t context) {
   FlopCount f;
-  const double d = double(c.d_model), hd = double(c.head_dim()), H = double(c.n_heads), Hkv = double(c.n_kv_heads);
-  f.block_linear = 2 * d * (H * hd) + 2 * 2 * d * (Hkv * hd) + 2 * (H * hd) * d + 3 * 2 * d * double(c.ffn_hidden);
-  f.outer_linear = f.block_linear;
-  if (c.moe_prelude_coda()) {
-    const double F = double(c.prelude_coda_expert_ffn > 0 ? c.prelude_coda_expert_ffn : c.ffn_hidden);
-    f.outer_linear += -3 * 2 * d * double(c.ffn_hidden) + 2 * d * double(c.prelude_coda_experts) +
-                      double(c.prelude_coda_top_k) * 3 * 2 * d * F;
-  }
+  const double d = double(c.d_model), hd = double(c.head_dim()), H = double(c.n_heads);
+  f.block_linear = 2 * double(nn::block_active_matmul_weights(block_shape(c)));
+  f.outer_linear = 2 * double(nn::block_active_matmul_weights(prelude_coda_shape(c)));
   f.full_attn = 2 * 2 * H * hd * (double(context) + 1) / 2;
   const double w = double(std::min<int64_t>(c.window, context));
   f.window_attn = 2 * 2 * H * hd * (w + 1) / 2;

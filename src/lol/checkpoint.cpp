@@ -5,6 +5,7 @@
 #include "core/module_io.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
+#include "nn/block_cost.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -12,14 +13,14 @@ namespace fs = std::filesystem;
 namespace lol {
 
 namespace {
-/// Lower bound on the number of weights a model of this config holds (embedding,
-/// attention and MLP matrices of every prelude, library and coda block; norms, FiLM and
-/// router left out). Used to refuse a config.json that declares a far larger model than
+/// Lower bound on the number of weights a model of this config holds (embedding and the
+/// parameters of every prelude, library and coda block; FiLM, router and final norm left
+/// out). Used to refuse a config.json that declares a far larger model than
 /// model.safetensors can hold, before any weight is allocated.
 double min_weight_count(const LoLConfig& c) {
-  const double d = double(c.d_model), kv = double(c.n_kv_heads) * double(c.head_dim());
-  const double block = 2 * d * d + 2 * d * kv + 3 * d * double(c.ffn_hidden);
-  return double(c.vocab_size) * d + double(c.n_prelude + c.n_coda + c.library_size) * block;
+  return double(c.vocab_size) * double(c.d_model) +
+         double(c.n_prelude + c.n_coda) * double(nn::block_parameters(prelude_coda_shape(c))) +
+         double(c.library_size) * double(nn::block_parameters(block_shape(c)));
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include "lol/model.h"
 #include "lol/windows.h"
+#include "nn/block_cost.h"
 #include "util/error.h"
 
 namespace lol::training {
@@ -89,8 +90,7 @@ std::vector<GroupedParam> DenseWindowTrainable::grouped_parameters() {
 
 double DenseWindowTrainable::train_flops_per_token(int64_t seq_len) const {
   const auto& c = model_->config();
-  const double qkvo = double(c.d_model) * double(c.head_dim()) * double(2 * c.n_heads + 2 * c.n_kv_heads);
-  const double per_block = qkvo + 3.0 * double(c.d_model) * double(c.ffn_hidden) + 2.0 * double(c.d_model);
+  const double per_block = double(nn::block_parameters(block_shape(c)));
   const double n_full = double(c.n_prelude + c.n_coda), D = double(c.core_depth), d = double(c.d_model);
   const double n_active = (n_full + D) * per_block + d * double(c.vocab_size);
   return 6.0 * n_active + 6.0 * d * (n_full * double(seq_len) + D * double(std::min<int64_t>(c.window, seq_len)));

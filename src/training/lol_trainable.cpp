@@ -2,6 +2,7 @@
 
 #include "core/module_io.h"
 #include "lol/checkpoint.h"
+#include "nn/block_cost.h"
 
 namespace lol::training {
 
@@ -66,21 +67,15 @@ void LoLTrainable::discard_step() {
 
 double LoLTrainable::train_flops_per_token(int64_t seq_len) const {
   const auto& c = model_->config();
-  auto& body = const_cast<LoLBodyImpl&>(*model_->model);
-  double per_block = 0;
-  if (c.library_size > 0)
-    for (const auto& p : body.library[0]->parameters()) per_block += double(p.numel());
+  // Parameters of one core block, and those a token uses in one prelude/coda block (with
+  // an MoE FFN: all but the idle experts).
+  const nn::BlockShape core = block_shape(c), outer = prelude_coda_shape(c);
+  const double per_block = double(nn::block_parameters(core));
+  const double per_full =
+      double(nn::block_parameters(outer) - (nn::ffn_weights(outer) - nn::ffn_active_weights(outer)));
   const double a = double(model_->active_depth());
   const double n_full = double(c.n_prelude + c.n_coda);
   const double d = double(c.d_model);
-  // Weights a token multiplies with in one prelude/coda block: the block's, with an MoE
-  // FFN its gate and top-k experts only.
-  double per_full = per_block;
-  if (c.moe_prelude_coda()) {
-    const double F = double(c.prelude_coda_expert_ffn > 0 ? c.prelude_coda_expert_ffn : c.ffn_hidden);
-    per_full = per_block - 3.0 * d * double(c.ffn_hidden) + d * double(c.prelude_coda_experts) +
-               double(c.prelude_coda_top_k) * 3.0 * d * F;
-  }
   const double n_active = n_full * per_full + a * per_block + a * d * double(c.library_size) + d * double(c.vocab_size);
   const double ctx_core = double(std::min<int64_t>(c.window, seq_len));
   return 6.0 * n_active + 6.0 * d * (n_full * double(seq_len) + a * ctx_core);

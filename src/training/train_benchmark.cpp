@@ -13,7 +13,9 @@
 #include <random>
 
 #include "core/runtime.h"
+#include "lol/model.h"
 #include "lol/windows.h"
+#include "nn/block_cost.h"
 #include "training/batcher.h"
 #include "training/dense_window_model.h"
 #include "training/optimizer.h"
@@ -78,9 +80,7 @@ std::vector<OpProfile> aggregate_profile(const torch::autograd::profiler::thread
 
 /// Forward FLOPs of one block over `rows` tokens, linear layers only.
 double block_linear_flops(const LoLConfig& c, double rows) {
-  const double d = double(c.d_model), hd = double(c.head_dim());
-  const double qkvo = d * hd * double(2 * c.n_heads + 2 * c.n_kv_heads);
-  return 2.0 * rows * (qkvo + 3.0 * d * double(c.ffn_hidden));
+  return 2.0 * rows * double(nn::block_active_matmul_weights(block_shape(c)));
 }
 
 /// Forward FLOPs of attention over one segment of n tokens: QK^T and PV over the

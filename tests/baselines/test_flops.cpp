@@ -15,6 +15,7 @@
 #include "baselines/moe_model.h"
 #include "lol/model.h"
 #include "lol/windows.h"
+#include "nn/block_cost.h"
 #include "training/run_config.h"
 
 using namespace lol::baselines;
@@ -78,6 +79,40 @@ int64_t count_params(torch::nn::Module& m) {
 }
 
 }  // namespace
+
+// The shared weight counts (nn/block_cost.h) against the modules nn::Block builds:
+// dense, with Qwen2 q/k/v biases, and MoE FFNs of several E, k and expert widths.
+TEST(Flops, BlockCostEqualsModuleParameters) {
+  struct Case {
+    bool bias;
+    int64_t experts, top_k, ffn;
+  };
+  for (const Case& k : {Case{false, 0, 1, 24}, Case{true, 0, 1, 24}, Case{false, 3, 2, 40}, Case{true, 4, 1, 8},
+                        Case{false, 2, 2, 16}}) {
+    lol::nn::BlockShape s;
+    s.attn.d_model = 16;
+    s.attn.n_heads = 4;
+    s.attn.n_kv_heads = 2;
+    s.attn.head_dim = 6;
+    s.attn.qkv_bias = k.bias;
+    s.ffn_hidden = k.ffn;
+    s.moe.n_experts = k.experts;
+    s.moe.top_k = k.top_k;
+    lol::nn::Block b(s);
+    const std::string what = "bias " + std::to_string(k.bias) + " E " + std::to_string(k.experts);
+    EXPECT_EQ(lol::nn::block_parameters(s), count_params(*b)) << what;
+    EXPECT_EQ(lol::nn::attention_weights(s) + lol::nn::attention_biases(s), count_params(*b->self_attn)) << what;
+    if (k.experts == 0) {
+      EXPECT_EQ(lol::nn::ffn_weights(s), count_params(*b->mlp)) << what;
+      EXPECT_EQ(lol::nn::ffn_active_weights(s), lol::nn::ffn_weights(s)) << what;
+    } else {
+      EXPECT_EQ(lol::nn::ffn_weights(s), count_params(*b->moe)) << what;
+      const int64_t expert = count_params(*b->moe->experts[0]);
+      EXPECT_EQ(lol::nn::swiglu_weights(s), expert) << what;
+      EXPECT_EQ(lol::nn::ffn_active_weights(s), lol::nn::ffn_weights(s) - (k.experts - k.top_k) * expert) << what;
+    }
+  }
+}
 
 TEST(Flops, CountedMatmulsEqualFormulaDense) {
   for (const std::string att : {"full", "sliding", "strided"}) {

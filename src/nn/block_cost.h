@@ -1,0 +1,47 @@
+// Weight counts of one nn::Block from its BlockShape, written once for every cost model
+// (baselines/flops, `lol info` FLOPs, the trainers' FLOPs per token) so that they agree
+// with the modules nn::Block builds from the same shape. A dense FFN is a SwiGLU of F
+// hidden units; an MoE FFN (shape.moe.n_experts = E > 0) is a gate [E, d] and E SwiGLU
+// experts of F hidden units each, of which top_k = k run per token (LoL paper 4.3.2).
+#pragma once
+#include <cstdint>
+
+#include "nn/block.h"
+
+namespace lol::nn {
+
+/// Attention projection weights q, k, v, o of a block (biases excluded): d hd (2 H + 2 H_kv).
+inline int64_t attention_weights(const BlockShape& s) {
+  return s.attn.d_model * s.attn.head_dim * (2 * s.attn.n_heads + 2 * s.attn.n_kv_heads);
+}
+
+/// Attention projection biases (q, k, v with qkv_bias, Qwen2): hd (H + 2 H_kv), else 0.
+inline int64_t attention_biases(const BlockShape& s) {
+  return s.attn.qkv_bias ? s.attn.head_dim * (s.attn.n_heads + 2 * s.attn.n_kv_heads) : 0;
+}
+
+/// Parameters of one SwiGLU expert (or of the dense FFN): gate, up, down = 3 d F.
+inline int64_t swiglu_weights(const BlockShape& s) { return 3 * s.attn.d_model * s.ffn_hidden; }
+
+/// Every FFN weight of a block: 3 d F dense; E d (gate) + E * 3 d F with an MoE FFN.
+inline int64_t ffn_weights(const BlockShape& s) {
+  const int64_t E = s.moe.n_experts;
+  return E > 0 ? E * s.attn.d_model + E * swiglu_weights(s) : swiglu_weights(s);
+}
+
+/// FFN weights one token multiplies with: 3 d F dense; E d (gate) + k * 3 d F with an MoE FFN.
+inline int64_t ffn_active_weights(const BlockShape& s) {
+  const int64_t E = s.moe.n_experts;
+  return E > 0 ? E * s.attn.d_model + s.moe.top_k * swiglu_weights(s) : swiglu_weights(s);
+}
+
+/// Matmul weights one token multiplies with in a block: attention_weights + ffn_active_weights
+/// (forward matmul FLOPs per token = 2 x this, attention scores excluded).
+inline int64_t block_active_matmul_weights(const BlockShape& s) { return attention_weights(s) + ffn_active_weights(s); }
+
+/// Every parameter of one nn::Block: attention (with biases), FFN, and the two RMSNorm gains (2 d).
+inline int64_t block_parameters(const BlockShape& s) {
+  return attention_weights(s) + attention_biases(s) + ffn_weights(s) + 2 * s.attn.d_model;
+}
+
+}  // namespace lol::nn
