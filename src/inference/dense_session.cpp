@@ -4,6 +4,7 @@
 
 #include "core/index_tensor.h"
 #include "inference/block_step.h"
+#include "inference/feed_checks.h"
 #include "inference/ops.h"
 #include "nn/block.h"
 #include "util/error.h"
@@ -63,8 +64,7 @@ void DenseDecodeSession::reset(int64_t row) {
 }
 
 torch::Tensor DenseDecodeSession::step(const std::vector<int64_t>& tokens) {
-  if (int64_t(tokens.size()) != batch_size())
-    throw InputError("step: " + std::to_string(tokens.size()) + " tokens for a batch of " + std::to_string(batch_size()));
+  check_step_tokens(int64_t(tokens.size()), batch_size());
   std::vector<DenseRowInput> in(tokens.size());
   for (size_t r = 0; r < tokens.size(); ++r) in[r] = {int64_t(r), {tokens[r]}};
   return feed(in);
@@ -80,20 +80,11 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   std::vector<uint8_t> seen(batch_size(), 0);
   for (const auto& in : inputs) {
     if (in.tokens.empty()) continue;
-    if (in.row < 0 || in.row >= batch_size())
-      throw InputError("feed: row " + std::to_string(in.row) + ": expected 0 <= row < batch size " +
-                       std::to_string(batch_size()));
-    if (seen[in.row]++) throw InputError("feed: row " + std::to_string(in.row) + " given twice");
+    check_feed_row(in.row, seen);
     const int64_t n = int64_t(in.tokens.size()), have = len_[in.row];
-    if (have + n > max_len_)
-      throw InputError("feed: row " + std::to_string(in.row) + " would reach " + std::to_string(have + n) +
-                       " positions: expected <= max_len " + std::to_string(max_len_));
+    check_feed_tokens(in.row, in.tokens, have, max_len_, c.vocab_size);
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = in.tokens[i];
-      if (t < 0 || t >= c.vocab_size)
-        throw InputError("feed: token id " + std::to_string(t) + " outside [0, vocab_size = " +
-                         std::to_string(c.vocab_size) + ")");
-      tokens.push_back(t);
+      tokens.push_back(in.tokens[i]);
       pos.push_back(have + i);
     }
     rows.push_back(in.row);

@@ -395,6 +395,7 @@ TEST(DecodeErrors, BadInputsThrow) {
   DecodeSession sess(m, o);
   EXPECT_THROW(sess.feed({{0, {int64_t(c.vocab_size)}, {}}}), InputError);
   EXPECT_THROW(sess.feed({{2, {1}, {}}}), InputError);
+  EXPECT_THROW(sess.feed({{-1, {1}, {1}}}), InputError);  // row checked before its router_only or length
   EXPECT_THROW(sess.feed({{0, {1}, {}}, {0, {2}, {}}}), InputError);
   EXPECT_THROW(sess.feed({{0, {1, 2}, {1}}}), InputError);
   EXPECT_THROW(sess.feed({{1, std::vector<int64_t>(11, 1), {}}}), InputError);
