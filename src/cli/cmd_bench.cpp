@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/environment.h"
 #include "core/runtime.h"
 #include "training/train_benchmark.h"
 
@@ -45,32 +46,24 @@ struct TrainArgs {
   bool json = false;
 };
 
-/// The start-up settings a benchmark ran under (core/runtime.h sets them unless the user did).
-nlohmann::json runtime_json() {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& setting : kThreadPoolEnv) {
-    const char* name = setting.first;
-    const char* v = std::getenv(name);
-    j[name] = v ? nlohmann::json(v) : nlohmann::json(nullptr);
-  }
-  return j;
-}
-
-nlohmann::json matmul_json(const training::MatmulBenchResult& r) {
+/// The result and the environment it was measured in (core/environment.h, under "runtime").
+nlohmann::json matmul_json(const training::MatmulBenchResult& r, const c10::Device& device) {
   return {{"n", r.n},           {"threads", r.threads}, {"repeats", r.repeats},         {"median_s", r.median_s},
-          {"best_s", r.best_s}, {"gflops", r.gflops},   {"best_gflops", r.best_gflops}, {"runtime", runtime_json()}};
+          {"best_s", r.best_s}, {"gflops", r.gflops},   {"best_gflops", r.best_gflops}, {"runtime", runtime_environment(device)}};
 }
 
 void run_matmul(const MatmulArgs& a) {
   training::set_benchmark_threads(a.threads);
-  auto r = training::bench_matmul(a.n, a.seconds, parse_device(a.device));
+  const auto device = parse_device(a.device);
+  auto r = training::bench_matmul(a.n, a.seconds, device);
   if (a.json) {
-    std::cout << matmul_json(r).dump(1) << "\n";
+    std::cout << matmul_json(r, device).dump(1) << "\n";
     return;
   }
   std::cout << std::fixed << std::setprecision(1) << "fp32 mm " << r.n << "x" << r.n << "x" << r.n << ", "
             << r.threads << " threads, " << r.repeats << " products: " << r.gflops << " GFLOP/s median, "
-            << r.best_gflops << " best (" << std::setprecision(2) << 1000.0 * r.median_s << " ms each)\n";
+            << r.best_gflops << " best (" << std::setprecision(2) << 1000.0 * r.median_s << " ms each); "
+            << kernels_summary(runtime_environment(device)) << "\n";
 }
 
 /// The operator table of `--profile N`: LibTorch operators by self time per step.
@@ -119,7 +112,8 @@ nlohmann::json train_json(const training::TrainBenchResult& r, const TrainArgs& 
                       {"peak_share", peak > 0 ? r.gflops_per_s / peak : 0.0},
                       {"first_loss", r.first_loss},
                       {"last_loss", r.last_loss},
-                      {"peak_rss_mib", double(r.peak_rss_bytes) / (1 << 20)}};
+                      {"peak_rss_mib", double(r.peak_rss_bytes) / (1 << 20)},
+                      {"runtime", runtime_environment(parse_device(a.device))}};
   if (!r.profile.empty()) {
     auto& pj = j["profile"] = {{"profiled_step_ms", r.profiled_step_us / 1000.0}, {"operators", nlohmann::json::array()}};
     for (const auto& p : r.profile)
@@ -135,7 +129,8 @@ void print_train(const training::TrainBenchResult& r, const TrainArgs& a, double
   std::cout << "preset " << r.preset.name << " (" << r.arch << "): " << r.parameters << " parameters, d_model "
             << c.d_model << ", prelude/core/coda " << c.n_prelude << "/" << c.core_depth << "/" << c.n_coda << ", L "
             << c.library_size << ", W " << c.window << ", S " << c.stride << "; batch " << r.preset.batch << " x seq "
-            << r.preset.seq_len << "; " << r.threads << " threads, " << a.device << "\n";
+            << r.preset.seq_len << "; " << r.threads << " threads, " << a.device << "; "
+            << kernels_summary(runtime_environment()) << "\n";
   std::cout << "step (median of " << r.steps << "): " << std::setprecision(2) << 1000.0 * r.step_s << " ms = fwd+bwd "
             << 1000.0 * r.fwd_bwd_s << " ms + optimizer " << 1000.0 * r.optimizer_s << " ms\n"
             << std::setprecision(1);
@@ -179,7 +174,7 @@ void run_train(const TrainArgs& a) {
   if (peak <= 0 && a.peak_n > 0) {
     auto m = training::bench_matmul(a.peak_n, 1.0, o.device);
     peak = m.gflops;
-    peak_j = matmul_json(m);
+    peak_j = matmul_json(m, o.device);
   }
   if (!both) {
     if (a.json) {

@@ -24,5 +24,6 @@ void register_launch(CLI::App& app);  // launch (cmd_launch.cpp, issue 14)
 void register_hf(CLI::App& app);  // hf info|generate|ppl|bench (cmd_hf.cpp, issue 10)
 void register_export(CLI::App& app);  // export --hf (cmd_export.cpp, issue 10)
 void register_layerroute(CLI::App& app);  // layerroute train|eval|merge (cmd_layerroute.cpp, issue 11)
+void register_env(CLI::App& app);  // env (cmd_env.cpp)
 
 }  // namespace lol::cli

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/environment.h"
 #include "core/runtime.h"
 #include "util/error.h"
 
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   lol::ensure_passive_thread_pools(argc, argv);  // may re-execute the program once (core/runtime.h)
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "lol 0.1.0");
+  app.set_version_flag("--version", std::string("lol ") + lol::kLolVersion);
   lol::init_runtime();
   lol::cli::register_model_commands(app);
   lol::cli::register_data(app);
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   lol::cli::register_hf(app);
   lol::cli::register_export(app);
   lol::cli::register_layerroute(app);
+  lol::cli::register_env(app);
   refuse_negative_counts(app);
   try {
     app.parse(argc, argv);

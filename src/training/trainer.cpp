@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/environment.h"
 #include "core/runtime.h"
 #include "distributed/data_parallel.h"
 #include "io/atomic_file.h"
@@ -175,6 +176,13 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   if (is_root) {
     fs::create_directories(run_dir);
     io::write_file_atomic(run_dir + "/run.json", run_json.dump(2) + "\n");
+    // One line per start (core/environment.h): where a resumed run changed machine,
+    // kernels or threads, its numbers may change there too.
+    nlohmann::json env = runtime_environment(device);
+    env["start_step"] = st.step;
+    env["world_size"] = shard.count;
+    const std::string env_path = run_dir + "/environment.jsonl";
+    io::write_file_atomic(env_path, (fs::exists(env_path) ? io::read_file(env_path) : "") + env.dump() + "\n");
     metrics = std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resume.empty() ? -1 : st.step);
   }
   auto log = [&](const nlohmann::json& r) {

@@ -469,12 +469,52 @@ TEST(CliRuntime, StartUpSetsPassiveOpenMPAndAShortOpenBLASTimeoutUnlessTheUserDi
     return brace == std::string::npos ? nlohmann::json() : nlohmann::json::parse(r.out.substr(brace))["runtime"];
   };
   auto j = runtime_of(reftest::run_cmd("env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT LOL_NUM_THREADS=1 " + bench));
-  EXPECT_EQ(j["OMP_WAIT_POLICY"], "PASSIVE");
-  EXPECT_EQ(j["OPENBLAS_THREAD_TIMEOUT"], "4");
+  EXPECT_EQ(j["env"]["OMP_WAIT_POLICY"], "PASSIVE");
+  EXPECT_EQ(j["env"]["OPENBLAS_THREAD_TIMEOUT"], "4");
   j = runtime_of(reftest::run_cmd("env OMP_WAIT_POLICY=ACTIVE OPENBLAS_THREAD_TIMEOUT=9 LOL_NUM_THREADS=1 " + bench));
-  EXPECT_EQ(j["OMP_WAIT_POLICY"], "ACTIVE");
-  EXPECT_EQ(j["OPENBLAS_THREAD_TIMEOUT"], "9");
+  EXPECT_EQ(j["env"]["OMP_WAIT_POLICY"], "ACTIVE");
+  EXPECT_EQ(j["env"]["OPENBLAS_THREAD_TIMEOUT"], "9");
   j = runtime_of(reftest::run_cmd("env -u OPENBLAS_THREAD_TIMEOUT OMP_WAIT_POLICY=ACTIVE LOL_NUM_THREADS=1 " + bench));
-  EXPECT_EQ(j["OMP_WAIT_POLICY"], "ACTIVE");
-  EXPECT_EQ(j["OPENBLAS_THREAD_TIMEOUT"], "4");
+  EXPECT_EQ(j["env"]["OMP_WAIT_POLICY"], "ACTIVE");
+  EXPECT_EQ(j["env"]["OPENBLAS_THREAD_TIMEOUT"], "4");
+}
+
+// `lol env` (core/environment.h): the record a run's numbers depend on. The kernels it
+// names are the ones in use: OPENBLAS_CORETYPE / ATEN_CPU_CAPABILITY change them, and
+// the record shows it.
+TEST(CliRuntime, EnvReportsVersionsThreadsAndTheKernelsInUse) {
+  auto r = reftest::run_lol("env --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["lol"], "0.1.0");
+  EXPECT_EQ(j["threads"], 1);  // run_lol sets LOL_NUM_THREADS=1
+  EXPECT_EQ(j["env"]["LOL_NUM_THREADS"], "1");
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_TRUE(j["libtorch"].is_string());
+  EXPECT_TRUE(j["cpu"].is_object());
+  ASSERT_TRUE(j["aten_cpu_capability"].is_string()) << j.dump();
+  // ATen honours ATEN_CPU_CAPABILITY=default on every CPU (at::show_config() names it "NO AVX").
+  auto d = reftest::run_cmd("ATEN_CPU_CAPABILITY=default LOL_NUM_THREADS=1 " + reftest::quote(LOL_BINARY) +
+                            " env --json");
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_EQ(nlohmann::json::parse(d.out)["aten_cpu_capability"], "NO AVX");
+  const auto& isa = j["cpu"].value("isa", nlohmann::json::array());
+  const bool avx2 = std::find(isa.begin(), isa.end(), "avx2") != isa.end();
+  if (j["blas"].is_string() && avx2) {  // OpenBLAS (Debian: libopenblas0-pthread) on an x86 CPU with Haswell's ISA
+    EXPECT_EQ(j["blas"].get<std::string>().rfind("OpenBLAS", 0), 0u) << j["blas"];
+    auto h = reftest::run_cmd("OPENBLAS_CORETYPE=Haswell LOL_NUM_THREADS=1 " + reftest::quote(LOL_BINARY) +
+                              " env --json");
+    ASSERT_EQ(h.code, 0) << h.out;
+    EXPECT_EQ(nlohmann::json::parse(h.out)["blas_core"], "Haswell");
+    // Unset, OpenBLAS chooses by the CPU it detects, and lol sets nothing.
+    auto u = reftest::run_cmd("env -u OPENBLAS_CORETYPE LOL_NUM_THREADS=1 " + reftest::quote(LOL_BINARY) + " env --json");
+    ASSERT_EQ(u.code, 0) << u.out;
+    const auto uj = nlohmann::json::parse(u.out);
+    EXPECT_FALSE(uj["env"].contains("OPENBLAS_CORETYPE")) << uj.dump();
+    EXPECT_TRUE(uj["blas_core"].is_string()) << uj.dump();
+  }
+  auto text = reftest::run_lol("env");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("blas_core"), std::string::npos) << text.out;
+  EXPECT_NE(reftest::run_lol("env --device nonsense").code, 0);
 }

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <sstream>
 
 #include <torch/torch.h>
 
@@ -144,6 +145,22 @@ TEST(Trainer, ResumeIsBitExact) {
   for (const auto& m : recs)
     if (m.contains("loss")) steps.push_back(m["step"]);
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  // environment.jsonl: one record per start (core/environment.h), the resume's at step 3.
+  std::vector<nlohmann::json> starts;
+  {
+    std::istringstream lines(lol::io::read_file(part.train.out + "/environment.jsonl"));
+    for (std::string line; std::getline(lines, line);) starts.push_back(nlohmann::json::parse(line));
+  }
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0]["start_step"], 0);
+  EXPECT_EQ(starts[1]["start_step"], 3);
+  for (const auto& e : starts) {
+    EXPECT_EQ(e["world_size"], 1);
+    EXPECT_EQ(e["device"], "cpu");
+    EXPECT_EQ(e["threads"], at::get_num_threads());
+    for (const char* key : {"time", "lol", "libtorch", "aten_cpu_capability", "blas", "blas_core", "cpu", "env"})
+      EXPECT_TRUE(e.contains(key)) << key;
+  }
   // Trainer state has what is needed.
   auto st = nlohmann::json::parse(lol::io::read_file(r_part.last_checkpoint + "/trainer_state.json"));
   EXPECT_EQ(st["step"], 8);
