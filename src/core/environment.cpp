@@ -52,50 +52,43 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-/// The first processor's feature flags in /proc/cpuinfo (x86 "flags", Arm "Features");
-/// empty when the file is missing or unreadable.
-std::vector<std::string> cpu_flags() {
+/// The "key : value" lines of the first processor's block of /proc/cpuinfo (empty when the
+/// file is missing or unreadable).
+std::vector<std::pair<std::string, std::string>> first_processor_fields() {
+  std::vector<std::pair<std::string, std::string>> fields;
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) break;  // the end of the first processor's block
     const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, colon));
-    if (key != "flags" && key != "Features") continue;
-    std::istringstream words(line.substr(colon + 1));
-    return {std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    if (colon != std::string::npos) fields.emplace_back(trim(line.substr(0, colon)), trim(line.substr(colon + 1)));
   }
-  return {};
+  return fields;
 }
 
-/// The first processor's fields of /proc/cpuinfo that identify the CPU and the vector
-/// extensions that kernels dispatch on (x86 "flags", Arm "Features").
+/// The fields of /proc/cpuinfo that identify the CPU, and the vector extensions that
+/// kernels dispatch on among its feature flags (x86 "flags", Arm "Features").
 nlohmann::json cpu_info() {
   static const char* kIsa[] = {"sse4_2",      "avx",         "avx2",        "fma",      "f16c",     "avx512f",
                                "avx512dq",    "avx512bw",    "avx512vl",    "avx512_vnni", "avx512_bf16",
                                "avx512_fp16", "avx_vnni",    "amx_tile",    "amx_bf16", "amx_int8", "asimd",
                                "asimddp",     "sve",         "sve2",        "bf16",     "i8mm"};
   nlohmann::json cpu = nlohmann::json::object();
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) break;  // the end of the first processor's block
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+  for (const auto& [key, value] : first_processor_fields()) {
     if (key == "vendor_id" || key == "CPU implementer") cpu["vendor"] = value;
     else if (key == "cpu family") cpu["family"] = value;
     else if (key == "model" || key == "CPU part") cpu["model"] = value;
     else if (key == "stepping" || key == "CPU revision") cpu["stepping"] = value;
     else if (key == "model name") cpu["name"] = value;
-  }
-  const auto have = cpu_flags();
-  if (!have.empty()) {
-    nlohmann::json isa = nlohmann::json::array();
-    for (const char* f : kIsa)
-      if (std::find(have.begin(), have.end(), f) != have.end()) isa.push_back(f);
-    cpu["isa"] = isa;
+    else if (key == "flags" || key == "Features") {
+      std::istringstream words(value);
+      const std::vector<std::string> have{std::istream_iterator<std::string>(words),
+                                          std::istream_iterator<std::string>()};
+      nlohmann::json isa = nlohmann::json::array();
+      for (const char* f : kIsa)
+        if (std::find(have.begin(), have.end(), f) != have.end()) isa.push_back(f);
+      cpu["isa"] = isa;
+    }
   }
   return cpu;
 }
