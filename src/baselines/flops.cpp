@@ -16,9 +16,6 @@ namespace {
 /// Matmul weights one token multiplies with in a block of `s` (biases and norms excluded).
 double block_matmul(const nn::BlockShape& s) { return double(nn::block_active_matmul_weights(s)); }
 
-/// FFN weights of a block of `s` that a token does not use (the E - k idle experts).
-int64_t idle_ffn_weights(const nn::BlockShape& s) { return nn::ffn_weights(s) - nn::ffn_active_weights(s); }
-
 LayerCost layer(const std::string& name, double matmul, const LayerAttention& a, int64_t width, double apps = 1) {
   LayerCost l;
   l.name = name;
@@ -108,7 +105,7 @@ CostModel cost_model(const MoEConfig& c) {
     const nn::BlockShape s = c.layer_shape(i);
     m.layers.push_back(layer("layers." + std::to_string(i), block_matmul(s), c.layer_attention(i), width));
     blocks += nn::block_parameters(s);
-    idle += idle_ffn_weights(s);
+    idle += nn::ffn_idle_weights(s);
   }
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) + blocks + c.d_model;
@@ -143,7 +140,7 @@ CostModel cost_model(const LoLConfig& c, int64_t active_depth) {
                  (c.n_prelude + c.n_coda) * outer_blk + c.library_size * blk + router + c.core_depth * per_depth +
                  c.d_model;
   const int64_t used_experts = std::min(c.library_size, active_depth);
-  const int64_t unused_ffn = (c.n_prelude + c.n_coda) * idle_ffn_weights(outer);
+  const int64_t unused_ffn = (c.n_prelude + c.n_coda) * nn::ffn_idle_weights(outer);
   m.active_parameters = m.parameters - (c.library_size - used_experts) * blk - unused_ffn;
   m.effective_parameters = m.parameters - c.library_size * blk + active_depth * blk - unused_ffn;
   return m;

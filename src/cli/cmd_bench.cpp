@@ -4,7 +4,6 @@
 // the `bench` sub-command created by bench_command().
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -130,7 +129,7 @@ void print_train(const training::TrainBenchResult& r, const TrainArgs& a, double
             << c.d_model << ", prelude/core/coda " << c.n_prelude << "/" << c.core_depth << "/" << c.n_coda << ", L "
             << c.library_size << ", W " << c.window << ", S " << c.stride << "; batch " << r.preset.batch << " x seq "
             << r.preset.seq_len << "; " << r.threads << " threads, " << a.device << "; "
-            << kernels_summary(runtime_environment()) << "\n";
+            << kernels_summary(runtime_environment(parse_device(a.device))) << "\n";
   std::cout << "step (median of " << r.steps << "): " << std::setprecision(2) << 1000.0 * r.step_s << " ms = fwd+bwd "
             << 1000.0 * r.fwd_bwd_s << " ms + optimizer " << 1000.0 * r.optimizer_s << " ms\n"
             << std::setprecision(1);

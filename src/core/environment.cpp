@@ -95,7 +95,6 @@ nlohmann::json cpu_info() {
 
 }  // namespace
 
-
 nlohmann::json runtime_environment(const c10::Device& device) {
   nlohmann::json j;
   const std::time_t now = std::time(nullptr);

@@ -3,8 +3,8 @@
 // settings read from the environment. OpenBLAS picks its GEMM kernels by the CPU it
 // detects (OPENBLAS_CORETYPE overrides it) and ATen its vectorised kernels by the ISA
 // (ATEN_CPU_CAPABILITY); different kernels round differently, so the same run config
-// trains to different losses on different CPUs while it is bit-identical from run to run
-// on one (docs/results.md, the demo's reruns). `lol train` appends this record to
+// trains to different losses under different kernels while it is bit-identical from run
+// to run under the same ones (docs/results.md, "Explained (session 15)"). `lol train` appends this record to
 // <run>/environment.jsonl at every start; `lol env` prints it.
 #pragma once
 #include <string>
@@ -18,8 +18,9 @@ namespace lol {
 inline constexpr const char* kLolVersion = "0.1.0";
 
 /// The environment record, a JSON object:
-///   time (UTC, "2026-12-02T00:47:00Z"), lol, libtorch (version strings), compiler (this build's), aten_cpu_capability
-///   ("NO AVX" | "AVX2" | "AVX512" on x86, from at::show_config()),
+///   time (UTC, "2026-12-02T00:47:00Z"), lol, libtorch (version strings), compiler (this
+///   build's), aten_cpu_capability ("NO AVX" | "AVX2" | "AVX512" on x86, from
+///   at::show_config()),
 ///   blas ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..." from openblas_get_config(), or null when
 ///   LibTorch's BLAS is not OpenBLAS), blas_core (openblas_get_corename(): the kernels in
 ///   use, e.g. "Haswell"), blas_threads,

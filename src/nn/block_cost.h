@@ -35,6 +35,9 @@ inline int64_t ffn_active_weights(const BlockShape& s) {
   return E > 0 ? E * s.attn.d_model + s.moe.top_k * swiglu_weights(s) : swiglu_weights(s);
 }
 
+/// FFN weights a token does not use: (E - k) * 3 d F with an MoE FFN, 0 dense.
+inline int64_t ffn_idle_weights(const BlockShape& s) { return ffn_weights(s) - ffn_active_weights(s); }
+
 /// Matmul weights one token multiplies with in a block: attention_weights + ffn_active_weights
 /// (forward matmul FLOPs per token = 2 x this, attention scores excluded).
 inline int64_t block_active_matmul_weights(const BlockShape& s) { return attention_weights(s) + ffn_active_weights(s); }

@@ -72,7 +72,7 @@ double LoLTrainable::train_flops_per_token(int64_t seq_len) const {
   const nn::BlockShape core = block_shape(c), outer = prelude_coda_shape(c);
   const double per_block = double(nn::block_parameters(core));
   const double per_full =
-      double(nn::block_parameters(outer) - (nn::ffn_weights(outer) - nn::ffn_active_weights(outer)));
+      double(nn::block_parameters(outer) - nn::ffn_idle_weights(outer));
   const double a = double(model_->active_depth());
   const double n_full = double(c.n_prelude + c.n_coda);
   const double d = double(c.d_model);
