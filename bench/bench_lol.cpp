@@ -15,8 +15,6 @@
 // as the lol CLI does: libgomp's spin-waiting distorts timings on few cores.)
 #include <benchmark/benchmark.h>
 
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -33,23 +31,14 @@
 #include "nn/segments.h"
 #include "training/train_benchmark.h"
 
+// OMP_WAIT_POLICY / OPENBLAS_THREAD_TIMEOUT defaults before libgomp and OpenBLAS
+// initialise (core/runtime.h); the micro-benchmarks' main() is benchmark_main's.
+LOL_THREAD_POOL_DEFAULTS_PREINIT;
+
 namespace {
 
-/// Re-executes with OMP_WAIT_POLICY=PASSIVE (argv read back from /proc/self/cmdline).
-const bool kPassiveOpenMP = [] {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t i = 0; i < all.size();) {
-    size_t j = all.find('\0', i);
-    if (j == std::string::npos) j = all.size();
-    args.push_back(all.substr(i, j - i));
-    i = j + 1;
-  }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  lol::ensure_passive_thread_pools(int(args.size()), argv.data());
+/// Threads and allocator (core/runtime.h), before the first benchmark runs.
+const bool kRuntime = [] {
   lol::init_runtime();
   return true;
 }();

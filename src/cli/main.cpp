@@ -45,8 +45,12 @@ void refuse_negative_counts(CLI::App& app) {
 
 }  // namespace
 
+// OMP_WAIT_POLICY / OPENBLAS_THREAD_TIMEOUT defaults, set before libgomp and OpenBLAS
+// initialise (core/runtime.h).
+LOL_THREAD_POOL_DEFAULTS_PREINIT;
+
 int main(int argc, char** argv) {
-  lol::ensure_passive_thread_pools(argc, argv);  // may re-execute the program once (core/runtime.h)
+  lol::ensure_passive_thread_pools(argc, argv);  // returns at once: the preinit entry above ran
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("lol ") + lol::kLolVersion);

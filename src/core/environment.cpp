@@ -35,6 +35,14 @@ nlohmann::json openblas_string(const char* symbol) {
   return v;
 }
 
+/// An int returned by an OpenBLAS query (looked up at run time), or null JSON.
+nlohmann::json openblas_int(const char* symbol) {
+  using Query = int (*)();
+  const auto fn = reinterpret_cast<Query>(dlsym(RTLD_DEFAULT, symbol));
+  if (!fn) return nullptr;
+  return fn();
+}
+
 /// "CPU capability usage: AVX2" from at::show_config(), or null JSON.
 nlohmann::json aten_cpu_capability() {
   const std::string cfg = at::show_config();
@@ -116,6 +124,7 @@ nlohmann::json runtime_environment(const c10::Device& device) {
   j["blas"] = openblas_string("openblas_get_config");
   j["blas_core"] = openblas_string("openblas_get_corename");
   j["blas_threads"] = blas_threads();
+  j["blas_thread_timeout"] = openblas_int("openblas_thread_timeout");
   j["cpu"] = cpu_info();
   j["cores_available"] = available_cores();
   j["threads"] = at::get_num_threads();

@@ -23,7 +23,9 @@ inline constexpr const char* kLolVersion = "0.1.0";
 ///   at::show_config()),
 ///   blas ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..." from openblas_get_config(), or null when
 ///   LibTorch's BLAS is not OpenBLAS), blas_core (openblas_get_corename(): the kernels in
-///   use, e.g. "Haswell"), blas_threads,
+///   use, e.g. "Haswell"), blas_threads, blas_thread_timeout (openblas_thread_timeout():
+///   the OPENBLAS_THREAD_TIMEOUT OpenBLAS read when it was loaded, 0 when unset there;
+///   null without OpenBLAS),
 ///   cpu {vendor, family, model, stepping, name, isa: [the vector extensions of
 ///   /proc/cpuinfo that kernels dispatch on]} (fields absent where /proc/cpuinfo lacks them),
 ///   cores_available, threads (at::get_num_threads()), device (`device`.str()),

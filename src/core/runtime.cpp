@@ -9,6 +9,8 @@
 #include <torch/cuda.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "util/error.h"
@@ -25,8 +27,53 @@ int available_cores() {
   return 1;
 }
 
+namespace {
+// Written only by set_thread_pool_defaults, before main() and any other thread.
+bool g_preinit_ran = false;
+
+bool has_variable(char** envp, const char* name) {
+  const size_t len = std::strlen(name);
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, name, len) == 0 && (*e)[len] == '=') return true;
+  return false;
+}
+}  // namespace
+
+// Runs before libc and every other shared library are initialised: no allocation, no
+// stdio, no C++ runtime; only string functions on static buffers and execve. (setenv
+// here would not last: libc's initialisation resets `environ` to the original array.)
+void set_thread_pool_defaults(int, char** argv, char** envp) {
+  g_preinit_ran = true;
+  constexpr size_t kMaxVariables = 16384;
+  static char* env[kMaxVariables + std::size(kThreadPoolEnv) + 1];
+  static char text[std::size(kThreadPoolEnv)][64];
+  size_t n = 0;
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    if (n == kMaxVariables) return;  // an environment this large runs with the libraries' defaults
+    env[n++] = *e;
+  }
+  bool added = false;
+  for (size_t i = 0; i < std::size(kThreadPoolEnv); ++i) {
+    const auto& [name, value] = kThreadPoolEnv[i];
+    if (has_variable(envp, name)) continue;
+    if (std::strlen(name) + std::strlen(value) + 2 > sizeof(text[i])) return;
+    std::strcpy(text[i], name);
+    std::strcat(text[i], "=");
+    std::strcat(text[i], value);
+    env[n++] = text[i];
+    added = true;
+  }
+  if (!added || argv == nullptr) return;
+  env[n] = nullptr;
+  execve("/proc/self/exe", argv, env);
+  // exec failed (e.g. no /proc): continue with the libraries' defaults.
+}
+
+bool thread_pool_defaults_preinit_ran() { return g_preinit_ran; }
+
 void ensure_passive_thread_pools(int argc, char** argv) {
   (void)argc;
+  if (g_preinit_ran) return;
   bool set = false;
   for (const auto& [name, value] : kThreadPoolEnv) {
     if (std::getenv(name) != nullptr) continue;
