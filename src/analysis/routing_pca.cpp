@@ -1,4 +1,5 @@
 #include "analysis/routing_pca.h"
+#include "analysis/routing_probes.h"  // to_matrix
 
 #include <algorithm>
 #include <cmath>
@@ -47,13 +48,6 @@ Pca fit_pca(const torch::Tensor& x_in, int64_t k) {
 }
 
 namespace {
-
-stats::Matrix to_matrix(const torch::Tensor& t) {
-  auto c = t.to(torch::kFloat64).contiguous();
-  stats::Matrix m(c.size(0), c.size(1));
-  std::copy(c.data_ptr<double>(), c.data_ptr<double>() + c.numel(), m.data.begin());
-  return m;
-}
 
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 

@@ -36,7 +36,7 @@ struct MatmulArgs {
   bool json = false;
 };
 
-struct TrainArgs {
+struct TrainBenchArgs {
   std::string preset = "tiny", arch = "lol", device = "cpu";
   int64_t steps = 10, warmup = 2, peak_n = 1024, profile = 0, profile_top = 25;
   uint64_t seed = 0;
@@ -86,7 +86,7 @@ void print_profile(const training::TrainBenchResult& r, int64_t top) {
   }
 }
 
-nlohmann::json train_json(const training::TrainBenchResult& r, const TrainArgs& a, double peak,
+nlohmann::json train_json(const training::TrainBenchResult& r, const TrainBenchArgs& a, double peak,
                           const nlohmann::json& peak_j) {
   nlohmann::json j = {{"preset", r.preset.name},
                       {"arch", r.arch},
@@ -122,7 +122,7 @@ nlohmann::json train_json(const training::TrainBenchResult& r, const TrainArgs& 
   return j;
 }
 
-void print_train(const training::TrainBenchResult& r, const TrainArgs& a, double peak) {
+void print_train(const training::TrainBenchResult& r, const TrainBenchArgs& a, double peak) {
   const auto& c = r.preset.model;
   std::cout << std::fixed << std::setprecision(1);
   std::cout << "preset " << r.preset.name << " (" << r.arch << "): " << r.parameters << " parameters, d_model "
@@ -151,7 +151,7 @@ std::array<double, 3> spread(std::vector<double> v) {
   return {v.front(), v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]), v.back()};
 }
 
-void run_train(const TrainArgs& a) {
+void run_train_bench(const TrainBenchArgs& a) {
   training::set_benchmark_threads(a.threads);
   training::TrainBenchOptions o;
   o.preset = a.preset;
@@ -216,7 +216,7 @@ void register_bench(CLI::App& app) {
   m->add_flag("--json", ma->json, "Print JSON");
   m->callback([ma] { run_matmul(*ma); });
 
-  auto ta = std::make_shared<TrainArgs>();
+  auto ta = std::make_shared<TrainBenchArgs>();
   auto* t = bench_command(app)->add_subcommand(
       "train", "Training steps on synthetic batches: tokens/s, counted GFLOP/s, share of the matmul peak, memory");
   t->add_option("--preset", ta->preset, "tiny | small (shapes in docs/benchmarks.md)")->capture_default_str();
@@ -235,7 +235,7 @@ void register_bench(CLI::App& app) {
   t->add_option("--profile-top", ta->profile_top, "Rows of the --profile table")->capture_default_str();
   t->add_option("--device", ta->device, "cpu | cuda[:N]")->capture_default_str();
   t->add_flag("--json", ta->json, "Print JSON");
-  t->callback([ta] { run_train(*ta); });
+  t->callback([ta] { run_train_bench(*ta); });
 }
 
 }  // namespace lol::cli

@@ -269,14 +269,14 @@ void run_ppl(const PplArgs& a) {
 }
 
 // ---------------------------------------------------------------- bench
-struct BenchArgs {
+struct HfBenchArgs {
   std::string model, dtype = "float32";
   int64_t context = 512, new_tokens = 64, full_steps = 0, batch = 1;
   int threads = 0;
   bool json = false;
 };
 
-void run_bench(const BenchArgs& a) {
+void run_hf_bench(const HfBenchArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   const auto dtype = cpu_compute_dtype(a.dtype);
   hf::HfConfig cfg;
@@ -359,7 +359,7 @@ void register_hf(CLI::App& app) {
   ppl->add_option("--threads", p->threads, "CPU threads (default: all available)");
   ppl->callback([p] { run_ppl(*p); });
 
-  auto b = std::make_shared<BenchArgs>();
+  auto b = std::make_shared<HfBenchArgs>();
   auto* bench = hf->add_subcommand("bench", "Prefill and decode tokens/s (a config.json: random weights; a folder: its weights)");
   bench->add_option("model", b->model, "config.json of the shape to time, or a model folder")->required();
   bench->add_option("--context", b->context, "Prompt tokens before decoding")->capture_default_str();
@@ -369,7 +369,7 @@ void register_hf(CLI::App& app) {
   bench->add_option("--dtype", b->dtype, "Compute dtype")->capture_default_str();
   bench->add_option("--threads", b->threads, "CPU threads (default: all available)");
   bench->add_flag("--json", b->json, "Print JSON");
-  bench->callback([b] { run_bench(*b); });
+  bench->callback([b] { run_hf_bench(*b); });
 }
 
 }  // namespace lol::cli

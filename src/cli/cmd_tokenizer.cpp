@@ -21,7 +21,7 @@ namespace lol::cli {
 
 namespace {
 
-struct TrainArgs {
+struct TokenizerTrainArgs {
   std::vector<std::string> in, specials{"<|endoftext|>"};
   std::string out, pattern = "gpt2", regex, bos, eos = "<|endoftext|>", pad, text_field = "text",
                    label_field, doc_split = "file";
@@ -31,7 +31,7 @@ struct TrainArgs {
   bool no_progress = false;
 };
 
-void run_train(const TrainArgs& a) {
+void run_tokenizer_train(const TokenizerTrainArgs& a) {
   tokenizers::TrainBpeOptions o;
   o.vocab_size = a.vocab_size;
   o.special_tokens = a.specials;
@@ -135,7 +135,7 @@ void register_tokenizer(CLI::App& app) {
   auto* t = app.add_subcommand("tokenizer", "Train byte-level BPE tokenizers; encode and decode text");
   t->require_subcommand(1);
 
-  auto ta = std::make_shared<TrainArgs>();
+  auto ta = std::make_shared<TokenizerTrainArgs>();
   auto* tr = t->add_subcommand("train", "Train a byte-level BPE on text files and write a Hugging Face tokenizer.json");
   tr->add_option("--in", ta->in, "Input files: UTF-8 text, or JSON lines (*.jsonl) with a text field")->required();
   tr->add_option("--vocab-size", ta->vocab_size, "Vocabulary size, specials and the 256 bytes included")
@@ -156,7 +156,7 @@ void register_tokenizer(CLI::App& app) {
       ->capture_default_str();
   tr->add_option("--doc-split", ta->doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
   tr->add_flag("--no-progress", ta->no_progress, "No progress bar");
-  tr->callback([ta] { run_train(*ta); });
+  tr->callback([ta] { run_tokenizer_train(*ta); });
 
   auto ea = std::make_shared<CodecArgs>();
   auto* en = t->add_subcommand("encode", "Print the token ids of a text (from --text, --file or stdin)");

@@ -16,28 +16,15 @@
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
+#include "dataset/dataset_test_util.h"
 
 namespace lol::data {
 namespace {
 
+using test::shared;
+using test::TmpDir;
+
 namespace fs = std::filesystem;
-
-std::string shared(const std::string& rel) { return std::string(LOL_SOURCE_DIR) + "/../shared/data/" + rel; }
-
-class TmpDir {
- public:
-  TmpDir() {
-    static int n = 0;
-    path_ = (fs::temp_directory_path() / ("lol_corpus_" + std::to_string(::getpid()) + "_" + std::to_string(n++))).string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TmpDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 struct Doc {
   std::string text, lang;

@@ -12,30 +12,15 @@
 #include "tokenizers/hf_json.h"
 #include "tokenizers/regex_splitter.h"
 #include "util/error.h"
+#include "dataset/dataset_test_util.h"
 
 namespace lol::data {
 namespace {
 
+using test::shared;
+using test::TmpDir;
+
 namespace fs = std::filesystem;
-
-class TmpDir {
- public:
-  TmpDir() {
-    static int n = 0;
-    path_ = (fs::temp_directory_path() / ("lol_docs_" + std::to_string(::getpid()) + "_" + std::to_string(n++))).string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TmpDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name, const std::string& content) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 std::vector<Document> read_all(const std::vector<std::string>& files, DocumentSourceOptions o) {
   DocumentReader r(files, o);
@@ -45,8 +30,6 @@ std::vector<Document> read_all(const std::vector<std::string>& files, DocumentSo
   EXPECT_EQ(r.bytes_read(), r.total_bytes());
   return out;
 }
-
-std::string shared(const std::string& rel) { return std::string(LOL_SOURCE_DIR) + "/../shared/data/" + rel; }
 
 TEST(Documents, BlankLineAndLineSplits) {
   TmpDir t;

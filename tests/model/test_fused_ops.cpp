@@ -17,16 +17,16 @@
 #include "nn/rope.h"
 #include "nn/segments.h"
 #include "nn/vec_math.h"
+#include "model/op_test_util.h"
 
 namespace {
 
+using lol_test::expect_all_close;
+using lol_test::max_abs_diff;
+
 using lol::nn::SegmentLayout;
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
-
-double tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 2e-5; }
+double fused_tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 2e-5; }
 
 /// Segments over 23 rows: lengths 5, 1, 7 and 6 in scrambled row order; rows 3, 11, 20
 /// and 22 are in no segment.
@@ -74,12 +74,6 @@ std::vector<torch::Tensor> out_and_grads(torch::nn::Module& m, const torch::Tens
   return r;
 }
 
-void expect_all_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double tol,
-                      const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), tol) << what << ": tensor " << i;
-}
-
 class FusedOps : public ::testing::TestWithParam<torch::ScalarType> {};
 
 TEST_P(FusedOps, SegmentAttentionEqualsPaddedMaskedAttention) {
@@ -113,7 +107,7 @@ TEST_P(FusedOps, SegmentAttentionEqualsPaddedMaskedAttention) {
           const std::string what = std::string(long_segments ? "long" : "short") + " segments, head_dim " +
                                    std::to_string(hd) + ", kv heads " + std::to_string(kv_heads) +
                                    (hide ? ", hidden keys" : "");
-          expect_all_close(direct, composed, tolerance(dt), what);
+          expect_all_close(direct, composed, fused_tolerance(dt), what);
           if (hide) {  // the query without a visible key gives exactly o_proj(0)
             auto zero_row = attn->o_proj(torch::zeros({1, 4 * hd}, torch::TensorOptions(dt)));
             EXPECT_EQ(max_abs_diff(direct[0][hidden[0]], zero_row[0]), 0.0) << what;
@@ -138,7 +132,7 @@ TEST_P(FusedOps, RMSNormEqualsFormula) {
   auto fused = out_and_grads(*norm, x, norm->forward(x), w);
   auto formula = norm->weight * (x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6));
   auto ref = out_and_grads(*norm, x, formula, w);
-  expect_all_close(fused, ref, tolerance(dt), "rmsnorm");
+  expect_all_close(fused, ref, fused_tolerance(dt), "rmsnorm");
 }
 
 // FiLM inside the norm (paper Appendix A): scale * RMSNorm(x) + shift in one node, with
@@ -166,13 +160,13 @@ TEST_P(FusedOps, RMSNormWithFiLMEqualsFormula) {
   };
   auto fused = run(norm->modulated(x, gamma, beta));
   auto formula = gamma * (norm->weight * (x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6))) + beta;
-  expect_all_close(fused, run(formula), tolerance(dt), "rmsnorm + FiLM");
+  expect_all_close(fused, run(formula), fused_tolerance(dt), "rmsnorm + FiLM");
   // Scale only and shift only.
   auto only_scale = run(norm->modulated(x, gamma, torch::Tensor()));
-  EXPECT_LT(max_abs_diff(only_scale[0], formula - beta), tolerance(dt));
+  EXPECT_LT(max_abs_diff(only_scale[0], formula - beta), fused_tolerance(dt));
   EXPECT_FALSE(beta.grad().defined());
   auto only_shift = run(norm->modulated(x, torch::Tensor(), beta));
-  EXPECT_LT(max_abs_diff(only_shift[0], norm->forward(x) + beta), tolerance(dt));
+  EXPECT_LT(max_abs_diff(only_shift[0], norm->forward(x) + beta), fused_tolerance(dt));
   EXPECT_FALSE(gamma.grad().defined());
 }
 
@@ -203,22 +197,22 @@ TEST_P(FusedOps, LinearAccumulatesWeightGradientsOfEveryUse) {
   };
   clear();
   auto out_fused = lol::nn::linear(x1, lin);
-  EXPECT_LT(max_abs_diff(out_fused, lin->forward(x1)), tolerance(dt));
+  EXPECT_LT(max_abs_diff(out_fused, lin->forward(x1)), fused_tolerance(dt));
   loss_of(false).backward();
   auto ref = grads();
   clear();
   loss_of(true).backward();
-  expect_all_close(grads(), ref, tolerance(dt), "one backward");
+  expect_all_close(grads(), ref, fused_tolerance(dt), "one backward");
   // A second backward adds to the existing gradients (gradient accumulation).
   loss_of(true).backward();
   std::vector<torch::Tensor> twice;
   for (const auto& g : ref) twice.push_back(2 * g);
-  expect_all_close(grads(), twice, 2 * tolerance(dt), "two backward calls");
+  expect_all_close(grads(), twice, 2 * fused_tolerance(dt), "two backward calls");
 
   // autograd::grad returns the input gradient and leaves every .grad alone.
   clear();
   auto gx = torch::autograd::grad({loss_of(true)}, {x2})[0];
-  EXPECT_LT(max_abs_diff(gx, ref[1]), tolerance(dt));
+  EXPECT_LT(max_abs_diff(gx, ref[1]), fused_tolerance(dt));
   EXPECT_FALSE(lin->weight.grad().defined());
   EXPECT_FALSE(lin->bias.grad().defined());
 
@@ -229,7 +223,7 @@ TEST_P(FusedOps, LinearAccumulatesWeightGradientsOfEveryUse) {
     g.pow(2).sum().backward();
     return lin->weight.grad().clone();
   };
-  EXPECT_LT(max_abs_diff(second(true), second(false)), tolerance(dt));
+  EXPECT_LT(max_abs_diff(second(true), second(false)), fused_tolerance(dt));
 
   // A frozen weight gets no gradient; the inputs still do.
   clear();
@@ -237,7 +231,7 @@ TEST_P(FusedOps, LinearAccumulatesWeightGradientsOfEveryUse) {
   lin->bias.requires_grad_(false);
   loss_of(true).backward();
   EXPECT_FALSE(lin->weight.grad().defined());
-  EXPECT_LT(max_abs_diff(x2.grad(), ref[1]), tolerance(dt));
+  EXPECT_LT(max_abs_diff(x2.grad(), ref[1]), fused_tolerance(dt));
 }
 
 TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
@@ -261,8 +255,8 @@ TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
   auto rot = torch::cat({-halves[1], halves[0]}, -1);
   auto ref = x * c + rot * s;
   (ref * w).sum().backward();
-  EXPECT_LT(max_abs_diff(out, ref), tolerance(dt));
-  EXPECT_LT(max_abs_diff(g, x.grad()), tolerance(dt));
+  EXPECT_LT(max_abs_diff(out, ref), fused_tolerance(dt));
+  EXPECT_LT(max_abs_diff(g, x.grad()), fused_tolerance(dt));
 }
 
 TEST_P(FusedOps, SwiGLUEqualsFormula) {
@@ -275,7 +269,7 @@ TEST_P(FusedOps, SwiGLUEqualsFormula) {
   auto fused = out_and_grads(*mlp, x, mlp->forward(x), w);
   auto formula = mlp->down_proj(torch::silu(mlp->gate_proj(x)) * mlp->up_proj(x));
   auto ref = out_and_grads(*mlp, x, formula, w);
-  expect_all_close(fused, ref, tolerance(dt), "swiglu");
+  expect_all_close(fused, ref, fused_tolerance(dt), "swiglu");
 }
 
 // vec::exp, the softmax's and SwiGLU's float exponential: within a few ulp of std::exp

@@ -21,16 +21,16 @@
 #include "nn/rmsnorm.h"
 #include "nn/segments.h"
 #include "util/error.h"
+#include "model/op_test_util.h"
 
 namespace {
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
+using lol_test::expect_all_close;
+using lol_test::max_abs_diff;
 
 double benchmark_sink_ = 0;  // keeps the tasks' products from being optimised away
 
-double tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 3e-5; }
+double grouped_tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 3e-5; }
 
 torch::Tensor grad_or_zeros(const torch::Tensor& p) {
   return p.grad().defined() ? p.grad().clone() : torch::zeros_like(p);
@@ -49,12 +49,6 @@ std::vector<torch::Tensor> out_and_grads(const torch::Tensor& out, const torch::
   for (const auto& t : wrt) r.push_back(grad_or_zeros(t));
   clear_grads(wrt);
   return r;
-}
-
-void expect_all_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double tol,
-                      const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), tol) << what << ": tensor " << i;
 }
 
 /// Runs f at 1 and at 2 intra-op threads, restoring the count.
@@ -98,7 +92,7 @@ TEST_P(GroupedOps, GroupedLinearEqualsOneLinearPerGroup) {
     auto ref = out_and_grads(torch::cat(parts), w, wrt);
     at_one_and_two_threads([&](int t) {
       auto got = out_and_grads(lol::nn::grouped_linear(x, ptrs, sizes), w, wrt);
-      expect_all_close(got, ref, tolerance(dt), "bias " + std::to_string(bias) + ", threads " + std::to_string(t));
+      expect_all_close(got, ref, grouped_tolerance(dt), "bias " + std::to_string(bias) + ", threads " + std::to_string(t));
     });
     // The same weight in two groups (the serial path): its gradient sums both.
     std::vector<torch::Tensor> ws{layers[0]->weight, layers[2]->weight, layers[0]->weight, layers[3]->weight};
@@ -112,7 +106,7 @@ TEST_P(GroupedOps, GroupedLinearEqualsOneLinearPerGroup) {
     }
     auto ref2 = out_and_grads(torch::cat(parts2), w, wrt);
     at_one_and_two_threads([&](int) {
-      expect_all_close(out_and_grads(lol::nn::grouped_linear(x, ws, bs, sizes), w, wrt), ref2, tolerance(dt),
+      expect_all_close(out_and_grads(lol::nn::grouped_linear(x, ws, bs, sizes), w, wrt), ref2, grouped_tolerance(dt),
                        "repeated weight");
     });
   }
@@ -132,7 +126,7 @@ TEST_P(GroupedOps, GroupedLinearSecondOrderGradients) {
     g.pow(2).sum().backward();
     return std::vector<torch::Tensor>{w0.grad().clone(), w1.grad().clone()};
   };
-  at_one_and_two_threads([&](int) { expect_all_close(second(true), second(false), tolerance(dt), "create_graph"); });
+  at_one_and_two_threads([&](int) { expect_all_close(second(true), second(false), grouped_tolerance(dt), "create_graph"); });
 }
 
 TEST_P(GroupedOps, GroupedRMSNormWithFiLMEqualsOneNormPerGroup) {
@@ -161,7 +155,7 @@ TEST_P(GroupedOps, GroupedRMSNormWithFiLMEqualsOneNormPerGroup) {
     auto ref = out_and_grads(torch::cat(parts), w, wrt);
     at_one_and_two_threads([&](int t) {
       auto got = out_and_grads(lol::nn::rms_norm(x, weights, sizes, scale, shift, 1e-6), w, wrt);
-      expect_all_close(got, ref, tolerance(dt), "film " + std::to_string(film) + ", threads " + std::to_string(t));
+      expect_all_close(got, ref, grouped_tolerance(dt), "film " + std::to_string(film) + ", threads " + std::to_string(t));
     });
   }
   EXPECT_THROW(lol::nn::rms_norm(x, weights, {4, 300, 0, 6}, {}, {}, 1e-6), lol::InputError);
@@ -250,7 +244,7 @@ TEST_P(GroupedOps, GroupedBlockDeltaEqualsEachExpertsBlock) {
   for (auto& b : blocks) ptrs.push_back(b.get());
   at_one_and_two_threads([&](int t) {
     auto got = out_and_grads(lol::nn::grouped_block_delta(ptrs, sizes, x, ctx), w, wrt);
-    expect_all_close(got, ref, 10 * tolerance(dt), "threads " + std::to_string(t));
+    expect_all_close(got, ref, 10 * grouped_tolerance(dt), "threads " + std::to_string(t));
   });
 }
 
@@ -275,13 +269,13 @@ TEST_P(GroupedOps, RouterInputsKernelEqualsComposedFormula) {
   auto w = torch::randn({8, 12}, opt);
   auto ref = out_and_grads(lol::router_inputs_composed(s, e, win), w, {s, e});
   at_one_and_two_threads([&](int) {
-    expect_all_close(out_and_grads(lol::router_inputs(s, e, win), w, {s, e}), ref, tolerance(dt), "router inputs");
+    expect_all_close(out_and_grads(lol::router_inputs(s, e, win), w, {s, e}), ref, grouped_tolerance(dt), "router inputs");
   });
   // The formula itself, for window 2 (k = 2) and window 0 of the last document.
   auto r = lol::router_inputs(s, e, win).detach();
   auto mu0 = s.narrow(0, 0, 5).mean(0), mu1 = s.narrow(0, 5, 4).mean(0);
-  EXPECT_LT(max_abs_diff(r[2], (mu0 + mu1) / 2), tolerance(dt));
-  EXPECT_LT(max_abs_diff(r[4], 0.5 * (e + s[25])), tolerance(dt));
+  EXPECT_LT(max_abs_diff(r[2], (mu0 + mu1) / 2), grouped_tolerance(dt));
+  EXPECT_LT(max_abs_diff(r[4], 0.5 * (e + s[25])), grouped_tolerance(dt));
 
   auto bad = win;
   bad.k[1] = 2;  // the document's windows must be numbered 0, 1, 2, ...
@@ -312,8 +306,8 @@ TEST_P(GroupedOps, DispatchEqualsIndexOperations) {
     auto ref_gather = out_and_grads(s.index_select(0, it), wg, {s});
     at_one_and_two_threads([&](int) {
       auto got = out_and_grads(lol::routed_residual(s, idx, win, alpha, delta), w, {s, alpha, delta});
-      expect_all_close(got, ref, tolerance(dt), padded ? "residual, padded" : "residual");
-      expect_all_close(out_and_grads(lol::gather_rows(s, idx), wg, {s}), ref_gather, tolerance(dt),
+      expect_all_close(got, ref, grouped_tolerance(dt), padded ? "residual, padded" : "residual");
+      expect_all_close(out_and_grads(lol::gather_rows(s, idx), wg, {s}), ref_gather, grouped_tolerance(dt),
                        padded ? "gather, padded" : "gather");
     });
   }

@@ -6,9 +6,11 @@
 
 #include "tasks/sudoku_grid.h"
 #include "tasks/sudoku_random.h"
+#include "tasks/sudoku_test_util.h"
 #include "util/error.h"
 
 using namespace lol::tasks;
+using lol_test::from_compact;
 
 namespace {
 // The puzzle of the appendix C.3.1 examples and its solution (from the "A :" grid).
@@ -17,11 +19,6 @@ const char* kAppendixPuzzle =
 const char* kAppendixSolution =
     "827635194619487235345129876452918367978346521163752489236594718784261953591873642";
 
-SudokuGrid from_compact(const std::string& s) {
-  SudokuGrid g{};
-  for (int i = 0; i < 81; ++i) g[i] = s[i] == '.' ? 0 : uint8_t(s[i] - '0');
-  return g;
-}
 }  // namespace
 
 TEST(SudokuGrid, GeometryTables) {

@@ -7,9 +7,11 @@
 #include "tasks/sudoku_generate.h"
 #include "tasks/sudoku_strategies.h"
 #include "tasks/sudoku_verify.h"
+#include "tasks/sudoku_test_util.h"
 #include "util/error.h"
 
 using namespace lol::tasks;
+using lol_test::from_compact;
 
 namespace {
 
@@ -32,11 +34,6 @@ std::string between(const std::string& s, const std::string& from, const std::st
 const std::string kHard = std::string("8........") + "..36....." + ".7..9.2.." + ".5...7..." + "....457.." +
                           "...1...3." + "..1....68" + "..85...1." + ".9....4..";
 
-SudokuGrid from_compact(const std::string& s) {
-  SudokuGrid g{};
-  for (int i = 0; i < 81; ++i) g[i] = s[i] == '.' ? 0 : uint8_t(s[i] - '0');
-  return g;
-}
 
 }  // namespace
 

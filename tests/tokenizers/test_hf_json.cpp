@@ -8,18 +8,12 @@
 #include "tokenizers/hf_json.h"
 #include "tokenizers/normalizer.h"
 #include "util/error.h"
+#include "common/test_files.h"
 
 namespace lol::tokenizers::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("lol_tok_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -48,7 +42,8 @@ void expect_input_error(F&& what, std::vector<std::string> needles) {
 TEST(HfJson, Gpt2SaveLoadIdentical) {
   LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
   auto tok = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
-  const std::string dir = temp_dir("gpt2");
+  const lol_test::TempDir dir_tmp("tok_gpt2");
+  const std::string dir = dir_tmp.path();
   tok->save(dir);
   // Standard layout.
   std::ifstream f(dir + "/tokenizer.json");
@@ -146,7 +141,8 @@ TEST(HfJson, ByteTokenizerSavesAsPlainBpe) {
   ByteTokenizer tok({"<pad>", "<bos>", "<eos>", "<|im_start|>"});
   EXPECT_EQ(tok.vocab_size(), 260);
   EXPECT_EQ(*tok.eos_id(), 258);
-  const std::string dir = temp_dir("bytes");
+  const lol_test::TempDir dir_tmp("tok_bytes");
+  const std::string dir = dir_tmp.path();
   tok.save(dir);
   auto back = load_tokenizer(dir);
   EXPECT_EQ(back->type(), "bytes");
@@ -227,7 +223,8 @@ TEST(HfJson, ErrorsNameFileAndField) {
   j["added_tokens"].push_back({{"id", 50257}, {"content", "<|im_start|>"}, {"special", true}});
   EXPECT_EQ(tokenizer_from_hf_json(j, "a.json")->token_to_id("<|im_start|>"), 50257);
 
-  const std::string dir = temp_dir("errors");
+  const lol_test::TempDir dir_tmp("tok_errors");
+  const std::string dir = dir_tmp.path();
   expect_input_error([&] { load_tokenizer(dir); }, {dir, "tokenizer.json", "merges.txt"});
   expect_input_error([&] { load_tokenizer(dir + "/nope"); }, {"nope", "no such file"});
   write(dir + "/tokenizer.json", "{ not json");
@@ -253,7 +250,8 @@ TEST(HfJson, ErrorsNameFileAndField) {
 TEST(HfJson, TokenizerConfigRolesAndAddedTokens) {
   LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
   auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
-  const std::string dir = temp_dir("config");
+  const lol_test::TempDir dir_tmp("tok_config");
+  const std::string dir = dir_tmp.path();
   write(dir + "/tokenizer.json", ref->to_hf_json().dump());
   write(dir + "/tokenizer_config.json", R"({
     "added_tokens_decoder": {"50257": {"content": "<|im_start|>", "special": true},
@@ -268,7 +266,8 @@ TEST(HfJson, TokenizerConfigRolesAndAddedTokens) {
   EXPECT_EQ(tok->encode("<|im_start|>hi"), (std::vector<int32_t>{50257, 5303}));
   EXPECT_EQ(tok->chat_template(), "{% for m in messages %}...{% endfor %}");
   // The config written by save() restores the same roles.
-  const std::string dir2 = temp_dir("config2");
+  const lol_test::TempDir dir2_tmp("tok_config2");
+  const std::string dir2 = dir2_tmp.path();
   tok->save(dir2);
   auto back = load_tokenizer(dir2);
   EXPECT_EQ(back->eos_id(), tok->eos_id());

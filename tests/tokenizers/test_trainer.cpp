@@ -9,17 +9,12 @@
 #include "tokenizers/byte_unicode.h"
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
+#include "common/test_files.h"
 
 namespace lol::tokenizers::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("lol_tok_train_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
-}
 
 std::function<bool(std::string&)> from_vector(const std::vector<std::string>& texts) {
   auto i = std::make_shared<std::size_t>(0);
@@ -134,7 +129,8 @@ TEST(Trainer, LayoutDeterminismAndReload) {
   EXPECT_EQ(merges_of(*again), merges_of(*tok));
 
   // Save, reload, identical encodings on held-out text (and round trip).
-  const std::string dir = temp_dir("reload");
+  const lol_test::TempDir dir_tmp("tok_reload");
+  const std::string dir = dir_tmp.path();
   tok->save(dir);
   auto back = load_tokenizer(dir);
   ASSERT_EQ(back->type(), "bpe");
@@ -163,7 +159,8 @@ TEST(Trainer, Qwen2PatternReloads) {
   auto tok = train_bpe(from_vector(texts), o);
   const auto j = tok->to_hf_json();
   EXPECT_EQ(j["pre_tokenizer"]["type"], "Sequence");
-  const std::string dir = temp_dir("qwen2");
+  const lol_test::TempDir dir_tmp("tok_qwen2");
+  const std::string dir = dir_tmp.path();
   tok->save(dir);
   auto back = load_tokenizer(dir);
   for (const auto& t : texts) EXPECT_EQ(back->encode("<|im_start|>" + t), tok->encode("<|im_start|>" + t));
@@ -205,7 +202,8 @@ TEST(Trainer, JsonlFilesAreDocuments) {
   auto from_texts = train_bpe(from_vector(texts), o);
   EXPECT_EQ(merges_of(*from_file), merges_of(*from_texts));
 
-  const std::string dir = temp_dir("jsonl");
+  const lol_test::TempDir dir_tmp("tok_jsonl");
+  const std::string dir = dir_tmp.path();
   fs::create_directories(dir);
   std::ofstream(dir + "/bad.jsonl") << "{\"text\": \"ok\"}\n{\"txt\": 1}\n";
   try {
