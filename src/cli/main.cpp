@@ -50,7 +50,6 @@ void refuse_negative_counts(CLI::App& app) {
 LOL_THREAD_POOL_DEFAULTS_PREINIT;
 
 int main(int argc, char** argv) {
-  lol::ensure_passive_thread_pools(argc, argv);  // returns at once: the preinit entry above ran
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("lol ") + lol::kLolVersion);

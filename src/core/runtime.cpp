@@ -28,8 +28,6 @@ int available_cores() {
 }
 
 namespace {
-// Written only by set_thread_pool_defaults, before main() and any other thread.
-bool g_preinit_ran = false;
 
 bool has_variable(char** envp, const char* name) {
   const size_t len = std::strlen(name);
@@ -43,7 +41,6 @@ bool has_variable(char** envp, const char* name) {
 // stdio, no C++ runtime; only string functions on static buffers and execve. (setenv
 // here would not last: libc's initialisation resets `environ` to the original array.)
 void set_thread_pool_defaults(int, char** argv, char** envp) {
-  g_preinit_ran = true;
   constexpr size_t kMaxVariables = 16384;
   static char* env[kMaxVariables + std::size(kThreadPoolEnv) + 1];
   static char text[std::size(kThreadPoolEnv)][64];
@@ -67,22 +64,6 @@ void set_thread_pool_defaults(int, char** argv, char** envp) {
   env[n] = nullptr;
   execve("/proc/self/exe", argv, env);
   // exec failed (e.g. no /proc): continue with the libraries' defaults.
-}
-
-bool thread_pool_defaults_preinit_ran() { return g_preinit_ran; }
-
-void ensure_passive_thread_pools(int argc, char** argv) {
-  (void)argc;
-  if (g_preinit_ran) return;
-  bool set = false;
-  for (const auto& [name, value] : kThreadPoolEnv) {
-    if (std::getenv(name) != nullptr) continue;
-    if (setenv(name, value, 1) != 0) return;
-    set = true;
-  }
-  if (!set) return;
-  execv("/proc/self/exe", argv);
-  // exec failed (e.g. no /proc): continue with the default policy.
 }
 
 void init_runtime(int threads) {

@@ -31,23 +31,15 @@ void init_runtime(int threads = 0);
 /// argv, the environment plus those variables). An executable registers it in its
 /// .preinit_array with LOL_THREAD_POOL_DEFAULTS_PREINIT: glibc's loader runs the
 /// executable's preinit functions before the constructor of any shared library, so the
-/// re-execution happens before LibTorch's static initialisation (~0.75 s here; the
-/// program starts in ~0.8 s instead of ~1.6 s when it re-executed from main()) and the
-/// new process's libgomp and OpenBLAS read the variables. Child processes inherit them.
+/// re-execution happens before LibTorch's static initialisation (`lol --version` with both
+/// variables unset: 1.33 s, against 1.8-2.1 s when it re-executed from main();
+/// docs/benchmarks.md "Start-up") and the new process's libgomp and OpenBLAS read the
+/// variables. Child processes inherit them. Without this entry (or with a loader that
+/// ignores .preinit_array) the program runs with the libraries' defaults. Arguments:
+/// those glibc passes to preinit functions (argc, argv, envp). Never throws.
 void set_thread_pool_defaults(int argc, char** argv, char** envp);
 
-/// Call first thing in main(). When set_thread_pool_defaults ran before the libraries
-/// were initialised, returns at once. Otherwise (an executable without the preinit entry,
-/// or a loader that ignores .preinit_array), if a variable of kThreadPoolEnv is unset,
-/// sets it and re-executes the program (/proc/self/exe, same argv) so that both libraries
-/// read it; returns normally when nothing is unset or exec fails (the program then runs
-/// with the libraries' defaults).
-void ensure_passive_thread_pools(int argc, char** argv);
-
-/// True when set_thread_pool_defaults ran from the preinit array of this process.
-bool thread_pool_defaults_preinit_ran();
-
-/// The start-up settings of ensure_passive_thread_pools: {variable, value set when unset}.
+/// The start-up settings of set_thread_pool_defaults: {variable, value set when unset}.
 inline constexpr std::pair<const char*, const char*> kThreadPoolEnv[] = {{"OMP_WAIT_POLICY", "PASSIVE"},
                                                                          {"OPENBLAS_THREAD_TIMEOUT", "4"}};
 
