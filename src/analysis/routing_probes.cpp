@@ -111,8 +111,16 @@ ProbeReport run_routing_probes(const RoutingFeatures& f, const std::vector<int>&
     add("ridge: top-1 probability per depth", "window", D, r);
   }
   {
+    // Paper Appendix C.2: windows ranked by the negative winning-expert probability
+    // at the depth with the best training-fold AUROC.
+    stats::BestColumnReadout r(to_matrix(f.window_top1), wpart, -1);
+    add("negative winning-expert probability, best depth", "window", 1, r);
+  }
+  {
+    // The same with the sign chosen on the training folds too (a label whose positive
+    // class routes more confidently, e.g. one maze strategy against the others).
     stats::BestColumnReadout r(to_matrix(f.window_top1), wpart);
-    add("winning-expert probability, best depth", "window", 1, r);
+    add("winning-expert probability, best depth and sign", "window", 1, r);
   }
   {
     auto ex = f.window_expert.contiguous();

@@ -46,11 +46,13 @@ struct ProbeReport {
   std::string format_table() const;
 };
 
-/// Runs the five readouts of the paper on `f`:
+/// Runs the readouts of the paper (4.1.2, Appendix C.2 Table 2) on `f`, in this order:
 ///   window level  : ridge on router probabilities [D*L]; ridge on the winning-expert
-///                   probability per depth [D]; the winning-expert probability at the one
-///                   depth (and sign) chosen on the training folds; the expert-frequency
-///                   log-likelihood ratio (naive Bayes over depths, Laplace smoothing);
+///                   probability per depth [D]; the negative winning-expert probability
+///                   at the one depth chosen on the training folds (the paper's readout);
+///                   the same with the sign chosen on the training folds too; the
+///                   expert-frequency log-likelihood ratio (naive Bayes over depths,
+///                   Laplace smoothing);
 ///   sequence level: ridge on router probabilities averaged over windows [D*L].
 /// positive [n_seq]: 1 / 0 per sequence item of `f` (f.seq_index order), -1 = excluded.
 /// Throws lol::InputError when fewer than 2 * folds documents of either class remain or

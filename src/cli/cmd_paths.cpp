@@ -79,7 +79,7 @@ void register_paths(CLI::App& app) {
   struct ExtractArgs {
     std::string model, data, out, split = "valid", device = "cpu";
     int64_t max = 0, batch = 16;
-    std::string rule = "mean-prob", extend = "0";
+    std::string rule = "mean-prob", extend = "auto";
   };
   auto a = std::make_shared<ExtractArgs>();
   auto* ex = paths->add_subcommand("extract", "Mode path of each strategy from teacher-forced validation runs (paper 4.1.3)");
@@ -94,9 +94,9 @@ void register_paths(CLI::App& app) {
   ex->add_option("--extend", a->extend,
                  "Fill windows never observed after the last observed one, up to this window count, with the "
                  "last observed window's experts (the paper's rule for dead-end filling's W3, Fig. 17); "
-                 "auto = every window a sequence of the model's max_seq_len can have; 0 = off (the router "
-                 "decides there)")
-      ->default_val("0")
+                 "auto (default) = every window a sequence of the model's max_seq_len can have; 0 = off "
+                 "(the router decides there)")
+      ->default_val("auto")
       ->check([](const std::string& v) -> std::string {
         if (v == "auto") return "";
         try {

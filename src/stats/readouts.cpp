@@ -134,7 +134,10 @@ std::vector<double> RidgeReadout::fit_score(const std::vector<int>& y, const std
 
 // ------------------------------------------------------------- BestColumnReadout
 
-BestColumnReadout::BestColumnReadout(Matrix x, std::vector<int> part) : x_(std::move(x)), part_(std::move(part)) {
+BestColumnReadout::BestColumnReadout(Matrix x, std::vector<int> part, int sign)
+    : x_(std::move(x)), part_(std::move(part)), sign_(sign) {
+  require(sign >= -1 && sign <= 1, "stats::BestColumnReadout",
+          "sign " + std::to_string(sign) + ": expected -1, 0 (chosen on the training items) or +1");
   require(int64_t(part_.size()) == x_.rows, "stats::BestColumnReadout",
           std::to_string(part_.size()) + " parts for " + std::to_string(x_.rows) + " rows: expected equal");
   require(x_.cols > 0, "stats::BestColumnReadout", "no columns: expected at least one feature");
@@ -158,11 +161,13 @@ std::vector<double> BestColumnReadout::fit_score(const std::vector<int>& y, cons
     for (size_t i = 0; i < rows.size(); ++i) col[i] = x_(rows[i], c);
     const double a = auroc(col, yt);
     per.push_back(a);
-    const double oriented = std::max(a, 1.0 - a);
+    // AUROC(-x) = 1 - AUROC(x) (exact with ties).
+    const double s = sign_ != 0 ? double(sign_) : (a >= 0.5 ? 1.0 : -1.0);
+    const double oriented = s > 0 ? a : 1.0 - a;
     if (oriented > best_auc + 1e-12) {
       best_auc = oriented;
       best = c;
-      best_sign = a >= 0.5 ? 1.0 : -1.0;
+      best_sign = s;
     }
   }
   last_ = {{"column", best}, {"sign", best_sign}, {"train_auroc", best_auc}, {"train_auroc_per_column", per}};

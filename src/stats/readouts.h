@@ -61,11 +61,15 @@ class RidgeReadout : public Readout {
   nlohmann::json last_;
 };
 
-/// Scores items by one column of X [n, p] (times +1 or -1), the column and sign with
-/// the highest AUROC on the training items (ties: lowest column).
+/// Scores items by one column of X [n, p] times a sign: the column (and, with
+/// `sign` 0, the sign) with the highest AUROC on the training items (ties: lowest
+/// column). `sign` -1 fixes the orientation as the paper's "negative winning-expert
+/// probability at a depth selected on the training folds" (Appendix C.2): the column
+/// is then chosen by the AUROC of -x alone. Throws InputError (exit 2) when `part`
+/// and X differ in rows, X has no columns, or `sign` is not -1, 0 or +1.
 class BestColumnReadout : public Readout {
  public:
-  BestColumnReadout(Matrix x, std::vector<int> part);
+  BestColumnReadout(Matrix x, std::vector<int> part, int sign = 0);
   std::vector<double> fit_score(const std::vector<int>& y, const std::vector<int>& train, int eval) override;
   nlohmann::json last_fit() const override { return last_; }
   const std::vector<int>& parts() const override { return part_; }
@@ -73,6 +77,7 @@ class BestColumnReadout : public Readout {
  private:
   Matrix x_;
   std::vector<int> part_;
+  int sign_;
   nlohmann::json last_;
 };
 

@@ -54,7 +54,7 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   EXPECT_EQ(j["utilization"]["share"].size(), 2u);
   EXPECT_EQ(j["utilization_by_label"].size(), 5u) << "strategies 1..5";
   EXPECT_EQ(j["probes"]["positive_label"], 1);
-  ASSERT_EQ(j["probes"]["readouts"].size(), 5u);
+  ASSERT_EQ(j["probes"]["readouts"].size(), 6u);
   for (const auto& r : j["probes"]["readouts"]) {
     EXPECT_TRUE(r["cv_auroc_mean"].is_number()) << r.dump();
     EXPECT_TRUE(r["test_auroc"].is_number()) << r.dump();

@@ -72,26 +72,54 @@ TEST(RoutingProbes, InformativeRoutingGivesHighAurocAndChanceShuffle) {
   std::vector<int> y(f.seq_label.begin(), f.seq_label.end());
   y[7] = -1;  // an unlabelled document is left out
   auto rep = lol::analysis::run_routing_probes(f, y);
-  ASSERT_EQ(rep.rows.size(), 5u);
+  ASSERT_EQ(rep.rows.size(), 6u);
   EXPECT_EQ(rep.docs_dev + rep.docs_test, 199);
   EXPECT_NEAR(double(rep.docs_test) / 199.0, 0.2, 0.05);
   EXPECT_NEAR(double(rep.pos_docs_test) / double(rep.docs_test), 0.5, 0.1) << "test split is stratified";
+  // Positives route more confidently here, so the paper's negative winning-expert
+  // probability (row 3, sign fixed) cannot use the informative depth (it would rank
+  // them low) and stays near chance on a noise depth; every other readout reads them.
+  EXPECT_EQ(rep.rows[3].name, "negative winning-expert probability, best depth");
+  EXPECT_NE(rep.rows[3].result.fits["test"]["column"], 1);
+  EXPECT_NEAR(rep.rows[3].result.cv_mean, 0.5, 0.1);
+  EXPECT_EQ(rep.rows[3].result.fits["test"]["sign"], -1.0);
   for (const auto& r : rep.rows) {
     SCOPED_TRACE(r.name);
+    EXPECT_NEAR(r.result.shuffled_mean, 0.5, 0.12);
+    if (&r == &rep.rows[3]) continue;
     EXPECT_GT(r.result.cv_mean, 0.6);
     EXPECT_GT(r.result.test_auroc, 0.6);
-    EXPECT_NEAR(r.result.shuffled_mean, 0.5, 0.12);
     EXPECT_EQ(r.result.fold_auroc.size(), 5u);
   }
   // The sequence-level ridge averages 2..6 windows: it must beat the window-level one.
   EXPECT_GT(rep.rows[1].result.cv_mean, rep.rows[0].result.cv_mean);
-  EXPECT_EQ(rep.rows[3].result.fits["test"]["column"], 1) << "the informative depth is depth 2";
+  EXPECT_EQ(rep.rows[4].result.fits["test"]["column"], 1) << "the informative depth is depth 2";
+  EXPECT_EQ(rep.rows[4].result.fits["test"]["sign"], 1.0);
   auto j = rep.to_json();
-  EXPECT_EQ(j["readouts"].size(), 5u);
+  EXPECT_EQ(j["readouts"].size(), 6u);
   EXPECT_EQ(j["split"]["documents_test"], rep.docs_test);
   auto table = rep.format_table();
   EXPECT_NE(table.find("expert-frequency LLR"), std::string::npos);
   EXPECT_NE(table.find("shuffled CV"), std::string::npos);
+}
+
+TEST(RoutingProbes, NegativeWinningExpertProbabilityReadsLessConfidentPositives) {
+  // Labels swapped: the positives now route less confidently at depth 2, the case the
+  // paper's readout (Appendix C.2) is oriented for.
+  auto f = synthetic(200, 1);
+  std::vector<int> y;
+  for (auto l : f.seq_label) y.push_back(1 - int(l));
+  auto rep = lol::analysis::run_routing_probes(f, y);
+  ASSERT_EQ(rep.rows.size(), 6u);
+  const auto& r = rep.rows[3].result;
+  EXPECT_GT(r.cv_mean, 0.6);
+  EXPECT_GT(r.test_auroc, 0.6);
+  EXPECT_EQ(r.fits["test"]["column"], 1) << "the informative depth is depth 2";
+  EXPECT_EQ(r.fits["test"]["sign"], -1.0);
+  // The free-sign readout finds the same depth and sign.
+  EXPECT_EQ(rep.rows[4].result.fits["test"]["column"], 1);
+  EXPECT_EQ(rep.rows[4].result.fits["test"]["sign"], -1.0);
+  EXPECT_NEAR(rep.rows[4].result.cv_mean, r.cv_mean, 1e-12);
 }
 
 TEST(RoutingProbes, TooFewDocumentsOrBadOptions) {

@@ -83,7 +83,10 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   ASSERT_GT(ds.load("valid").size(), 0);
 
   ASSERT_EQ(train_tiny(lol, dir, 8, 4, 256, 8, 3), 0);
-  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths"), 0);
+  // --extend 0: the observed windows only.
+  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir +
+                "/paths --extend 0"),
+            0);
   for (int s = 1; s <= 5; ++s) {
     auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
     EXPECT_EQ(p.library_size, 3);
@@ -94,11 +97,10 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
     }
   }
   ASSERT_TRUE(fs::exists(dir + "/paths/agreement.json"));
-  // --extend auto (the paper's dead-end filling rule): every window a max_seq_len (256)
-  // sequence can have, W = 8: 2 + (256 + 8 - 2) / 8 = 34 windows; the observed cells are
-  // unchanged, the later ones repeat the last observed window.
-  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir +
-                "/paths_ext --extend auto"),
+  // The default, --extend auto (the paper's dead-end filling rule): every window a
+  // max_seq_len (256) sequence can have, W = 8: 2 + (256 + 8 - 2) / 8 = 34 windows; the
+  // observed cells are unchanged, the later ones repeat the last observed window.
+  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths_ext"),
             0);
   for (int s = 1; s <= 5; ++s) {
     auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
@@ -162,7 +164,10 @@ TEST(MainJobPipeline, TinySudokuRunProducesConsistentFiles) {
   const auto valid = ds.load("valid");
   ASSERT_GT(valid.size(), 0);
   ASSERT_EQ(train_tiny(lol, dir, 64, 32, 1024, 4, 2), 0);
-  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/paths"), 0);
+  // --extend 0: the observed windows only.
+  ASSERT_EQ(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir +
+                "/paths --extend 0"),
+            0);
   for (int s = 1; s <= 5; ++s) {
     auto p = lol::RoutingPath::load(dir + "/paths/S" + std::to_string(s) + ".json");
     EXPECT_EQ(p.library_size, 3);

@@ -86,6 +86,23 @@ TEST(Readouts, BestColumnChoosesInformativeColumnAndSign) {
   EXPECT_GT(res.test_auroc, 0.85);
 }
 
+TEST(Readouts, BestColumnWithFixedSignKeepsItsOrientation) {
+  auto s = make(150, 2.0, 3);
+  for (int64_t r = 0; r < s.x.rows; ++r) s.x(r, 2) = -s.x(r, 2);  // positives now lower in column 2
+  BestColumnReadout neg(s.x, s.part, -1);
+  auto res = evaluate_readout(neg, s.y, s.groups);
+  EXPECT_EQ(res.fits["test"]["column"], 2);
+  EXPECT_EQ(res.fits["test"]["sign"], -1.0);
+  EXPECT_GT(res.test_auroc, 0.85);
+  // Fixed +1 on the same data: column 2 reads the wrong way, so another column wins and
+  // the sign is not flipped.
+  BestColumnReadout pos(s.x, s.part, +1);
+  auto res_pos = evaluate_readout(pos, s.y, s.groups);
+  EXPECT_NE(res_pos.fits["test"]["column"], 2);
+  EXPECT_EQ(res_pos.fits["test"]["sign"], 1.0);
+  EXPECT_THROW(BestColumnReadout(s.x, s.part, 2), lol::InputError);
+}
+
 TEST(Readouts, CategoricalLLRHandComputed) {
   // One column, values {0, 1}; training (part 0): positives codes {1, 1, 0}, negatives {0, 0}.
   // Laplace smoothing: P(1|pos) = 3/5, P(1|neg) = 1/4, P(0|pos) = 2/5, P(0|neg) = 3/4.
