@@ -93,6 +93,39 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (!(c.rms_norm_eps > 0)) throw InputError(where + ": " + field("rms_norm_eps") + ": expected > 0");
   c.rope_theta = 10000.0;  // both architectures' transformers defaults
   f.get("rope_theta", c.rope_theta);
+  // transformers >= 5 writes RoPE settings as rope_parameters {rope_type, rope_theta, ...}
+  // instead of top-level rope_theta / rope_scaling.
+  if (f.has("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const auto& rp = j["rope_parameters"];
+    if (!rp.is_object())
+      throw InputError(where + ": " + field("rope_parameters") + " = " + rp.dump() +
+                       ": expected an object {\"rope_type\": \"default\", \"rope_theta\": ...}");
+    std::string type = "default";
+    for (const char* k : {"rope_type", "type"})
+      if (rp.contains(k)) {
+        if (!rp[k].is_string())
+          throw InputError(where + ": " + field(std::string("rope_parameters.") + k) + " = " + rp[k].dump() +
+                           ": expected a string");
+        type = rp[k].get<std::string>();
+      }
+    if (type != "default")
+      unsupported(where, "rope_parameters", rp.dump(),
+                  "RoPE scaling type \"" + type + "\" is not implemented; only plain RoPE (rope_type \"default\")");
+    for (const auto& [k, v] : rp.items()) {
+      if (k == "rope_type" || k == "type") continue;
+      if (k != "rope_theta")
+        unsupported(where, "rope_parameters." + k, v.dump(),
+                    "only rope_type \"default\" and rope_theta are implemented");
+      if (!v.is_number())
+        throw InputError(where + ": " + field("rope_parameters.rope_theta") + " = " + v.dump() + ": expected a number");
+      const double theta = v.get<double>();
+      if (f.has("rope_theta") && !j["rope_theta"].is_null() && theta != c.rope_theta)
+        throw InputError(where + ": " + field("rope_parameters.rope_theta") + " = " + v.dump() +
+                         " differs from " + field("rope_theta") + " = " + j["rope_theta"].dump() +
+                         ": expected one RoPE base");
+      c.rope_theta = theta;
+    }
+  }
   if (!(c.rope_theta > 0 && c.rope_theta <= 1e30))
     throw InputError(where + ": " + field("rope_theta") + ": expected a value in (0, 1e30]");
   c.tie_word_embeddings = false;  // PretrainedConfig default; Qwen2.5-0.5B sets true explicitly
@@ -134,15 +167,20 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     c.qkv_bias = true;  // Qwen2Attention: q/k/v always have biases, o_proj none
     bool sliding = false;
     f.get("use_sliding_window", sliding);
-    if (sliding) {
-      int64_t max_window_layers = c.num_hidden_layers;
+    // transformers' Qwen2Config: with use_sliding_window, layers with index >=
+    // max_window_layers (default 28) attend within sliding_window (default 4096; null =
+    // no sliding) tokens. A window of max_position_embeddings or more never binds.
+    if (sliding && !(f.has("sliding_window") && j["sliding_window"].is_null())) {
+      int64_t max_window_layers = 28, window = 4096;
       f.get("max_window_layers", max_window_layers);
-      // transformers: layers with index >= max_window_layers use the sliding window.
-      if (max_window_layers < c.num_hidden_layers)
+      f.get("sliding_window", window);
+      if (max_window_layers < c.num_hidden_layers && window < c.max_position_embeddings)
         unsupported(where, "use_sliding_window", "true",
-                    "layers " + std::to_string(max_window_layers) + ".." + std::to_string(c.num_hidden_layers - 1) +
-                        " would use sliding-window attention (max_window_layers = " +
-                        std::to_string(max_window_layers) + "); only full attention is implemented");
+                    "layers " + std::to_string(std::max<int64_t>(max_window_layers, 0)) + ".." +
+                        std::to_string(c.num_hidden_layers - 1) + " would attend within sliding_window = " +
+                        std::to_string(window) + " tokens (max_window_layers = " + std::to_string(max_window_layers) +
+                        (f.has("max_window_layers") ? "" : ", transformers' default") +
+                        "); only full attention is implemented");
     }
   } else {
     bool attention_bias = false, mlp_bias = false;

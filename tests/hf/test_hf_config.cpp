@@ -74,13 +74,43 @@ TEST(HfConfig, LlamaAndDefaults) {
 TEST(HfConfig, SlidingWindowOnlyWhenNoLayerSlides) {
   auto j = nlohmann::json::parse(kQwen25);
   j["use_sliding_window"] = true;  // max_window_layers = 21 < 24: layers 21..23 slide
-  expect_input_error([&] { parse(j); }, {"dir/config.json", "use_sliding_window", "layers 21..23", "sliding-window"});
+  j["sliding_window"] = 4096;
+  expect_input_error([&] { parse(j); },
+                     {"dir/config.json", "use_sliding_window", "layers 21..23", "sliding_window = 4096"});
   j["max_window_layers"] = 24;  // no layer slides: the same function as full attention
   EXPECT_NO_THROW(parse(j));
+  // transformers' defaults: max_window_layers 28, sliding_window 4096.
+  j.erase("max_window_layers");
+  EXPECT_NO_THROW(parse(j)) << "24 layers < 28: none slides";
+  j["num_hidden_layers"] = 30;
+  expect_input_error([&] { parse(j); }, {"layers 28..29", "transformers' default"});
+  j.erase("sliding_window");
+  expect_input_error([&] { parse(j); }, {"layers 28..29", "sliding_window = 4096"});
+  j["sliding_window"] = nullptr;  // null: no layer slides
+  EXPECT_NO_THROW(parse(j));
+  j["sliding_window"] = 32768;  // a window of max_position_embeddings never binds
+  EXPECT_NO_THROW(parse(j));
+  j["use_sliding_window"] = false;
+  j["sliding_window"] = 8;
+  j["max_window_layers"] = 0;
+  EXPECT_NO_THROW(parse(j)) << "use_sliding_window false: no layer slides";
   j = nlohmann::json::parse(kQwen25);
   j["layer_types"] = std::vector<std::string>(23, "full_attention");
   j["layer_types"].push_back("sliding_attention");
   expect_input_error([&] { parse(j); }, {"layer_types[23]", "sliding_attention", "full-attention"});
+}
+
+TEST(HfConfig, RopeParametersOfTransformers5) {
+  auto j = nlohmann::json::parse(kQwen25);
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  EXPECT_DOUBLE_EQ(parse(j).rope_theta, 1e6);
+  j["rope_theta"] = 1000000.0;  // both, equal
+  EXPECT_DOUBLE_EQ(parse(j).rope_theta, 1e6);
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}};  // no base given: transformers' default
+  EXPECT_DOUBLE_EQ(parse(j).rope_theta, 10000.0);
 }
 
 TEST(HfConfig, UnsupportedFeaturesAreRefused) {
@@ -92,6 +122,14 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
   const std::vector<Case> cases = {
       {kLlama, R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", {"rope_scaling", "llama3", "not supported"}},
       {kQwen25, R"({"rope_scaling": {"type": "yarn", "factor": 4.0}})", {"rope_scaling", "yarn"}},
+      // transformers >= 5: rope_parameters instead of rope_scaling / rope_theta.
+      {kQwen25, R"({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1000000.0}})",
+       {"rope_parameters", "yarn", "not supported"}},
+      {kQwen25, R"({"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.5}})",
+       {"rope_parameters.partial_rotary_factor", "not supported"}},
+      {kQwen25, R"({"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})",
+       {"rope_parameters.rope_theta", "differs", "rope_theta"}},
+      {kQwen25, R"({"rope_parameters": [1]})", {"rope_parameters", "expected an object"}},
       {kLlama, R"({"hidden_act": "gelu"})", {"hidden_act", "gelu", "SiLU"}},
       {kLlama, R"({"attention_bias": true})", {"attention_bias", "o_proj"}},
       {kLlama, R"({"mlp_bias": true})", {"mlp_bias"}},
