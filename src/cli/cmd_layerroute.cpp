@@ -37,10 +37,20 @@ struct DataArgs {
   CLI::Option* max_len_flag = nullptr;  ///< to tell a given --max-len from the default
 };
 
+/// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
+/// as ChatML (paper 5.1), so one without ChatML tokens, or with another chat
+/// template, is refused here (hf::chatml_system_prompt).
 std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, const DataArgs& d) {
-  if (!d.tokenizer.empty()) return tokenizers::load_tokenizer(d.tokenizer);
-  if (fs::exists(fs::path(base) / "tokenizer.json")) return tokenizers::load_tokenizer(base);
-  throw InputError(base + ": no tokenizer.json; pass --tokenizer FILE_OR_DIR");
+  std::unique_ptr<tokenizers::Tokenizer> tok;
+  if (!d.tokenizer.empty()) {
+    tok = tokenizers::load_tokenizer(d.tokenizer);
+  } else if (fs::exists(fs::path(base) / "tokenizer.json")) {
+    tok = tokenizers::load_tokenizer(base);
+  } else {
+    throw InputError(base + ": no tokenizer.json; pass --tokenizer FILE_OR_DIR");
+  }
+  hf::chatml_system_prompt(*tok, d.tokenizer.empty() ? base : d.tokenizer);
+  return tok;
 }
 
 std::vector<layerroute::Example> load_examples(const std::string& path, const tokenizers::Tokenizer& tok,

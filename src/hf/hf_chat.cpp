@@ -9,47 +9,108 @@
 
 namespace lol::hf {
 
+namespace {
+
+/// Undoes the escapes of a Jinja (Python-style) string literal's body.
+std::string jinja_unescape(const std::string& body) {
+  std::string out;
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (body[i] != '\\' || i + 1 == body.size()) {
+      out += body[i];
+      continue;
+    }
+    const char e = body[++i];
+    out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;  // \\ \' \" and others: the character
+  }
+  return out;
+}
+
+/// The pieces of text a Jinja template can emit verbatim: the raw text between tags,
+/// and every string literal inside {{ ... }} / {% ... %} (escapes undone). Comments
+/// {# ... #} are skipped. An unterminated tag or literal ends the scan.
+std::vector<std::string> jinja_text_pieces(const std::string& t) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  const size_t n = t.size();
+  while (i < n) {
+    const size_t tag = std::min({t.find("{{", i), t.find("{%", i), t.find("{#", i)});
+    if (tag > i) out.push_back(t.substr(i, std::min(tag, n) - i));
+    if (tag == std::string::npos) break;
+    const char kind = t[tag + 1];
+    if (kind == '#') {
+      const size_t e = t.find("#}", tag + 2);
+      if (e == std::string::npos) break;
+      i = e + 2;
+      continue;
+    }
+    const std::string close = kind == '{' ? "}}" : "%}";
+    size_t j = tag + 2;
+    bool closed = false;
+    while (j < n) {
+      const char c = t[j];
+      if (c == '\'' || c == '"') {
+        std::string body;
+        size_t k = j + 1;
+        for (; k < n && t[k] != c; ++k) {
+          body += t[k];
+          if (t[k] == '\\' && k + 1 < n) body += t[++k];
+        }
+        if (k >= n) return out;  // unterminated literal
+        out.push_back(jinja_unescape(body));
+        j = k + 1;
+      } else if (t.compare(j, 2, close) == 0) {
+        j += 2;
+        closed = true;
+        break;
+      } else {
+        ++j;
+      }
+    }
+    if (!closed) break;
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<std::string> chatml_default_system(const std::string& jinja) {
   if (jinja.find("<|im_start|>") == std::string::npos || jinja.find("<|im_end|>") == std::string::npos)
     return std::nullopt;
-  // A literal system turn: "<|im_start|>system" + newline (escaped or not) + text
-  // without Jinja syntax or quotes + "<|im_end|>". A turn built from
-  // messages[0]['content'] has a quote right after the newline and is skipped.
-  for (const char* head : {"<|im_start|>system\\n", "<|im_start|>system\n"}) {
-    for (size_t at = jinja.find(head); at != std::string::npos; at = jinja.find(head, at + 1)) {
-      const size_t begin = at + std::strlen(head);
-      const size_t end = jinja.find("<|im_end|>", begin);
-      if (end == std::string::npos) continue;
-      const std::string text = jinja.substr(begin, end - begin);
-      if (text.empty() || text.find_first_of("'\"{}") != std::string::npos) continue;
-      std::string out;  // undo Jinja string escapes
-      for (size_t i = 0; i < text.size(); ++i) {
-        if (text[i] == '\\' && i + 1 < text.size()) {
-          const char e = text[++i];
-          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        } else {
-          out += text[i];
-        }
-      }
-      return out;
-    }
+  // A literal system turn: one piece of emitted text (a string literal or raw text)
+  // holding "<|im_start|>system" + newline + text + "<|im_end|>". A turn built from
+  // messages[0]['content'] spans several pieces and is skipped.
+  const std::string head = "<|im_start|>system\n";
+  for (const auto& piece : jinja_text_pieces(jinja)) {
+    const size_t at = piece.find(head);
+    if (at == std::string::npos) continue;
+    const size_t begin = at + head.size();
+    const size_t end = piece.find("<|im_end|>", begin);
+    if (end == std::string::npos || end == begin) continue;
+    return piece.substr(begin, end - begin);
   }
   return std::string();
 }
 
-std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
-                        bool add_generation_prompt, const std::string& where) {
+std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::string& where) {
+  if (!tok.token_to_id("<|im_start|>") || !tok.token_to_id("<|im_end|>"))
+    throw InputError(where + ": the tokenizer has no <|im_start|>/<|im_end|> tokens: expected a ChatML tokenizer "
+                             "(Qwen2/Qwen2.5); ChatML markers would be encoded as plain text");
   const std::string& t = tok.chat_template();
-  if (t.empty())
-    throw InputError(where + ": no \"chat_template\" (expected the ChatML template of a Qwen2/Qwen2.5 instruct model; "
-                             "without --chat the prompt is used as plain text)");
+  if (t.empty()) return std::string();
   const auto system = chatml_default_system(t);
   if (!system)
     throw InputError(where + ": chat_template is not ChatML (no <|im_start|>/<|im_end|> turns); only ChatML "
                              "templates (Qwen2/Qwen2.5 instruct) are supported");
-  if (!tok.token_to_id("<|im_start|>") || !tok.token_to_id("<|im_end|>"))
-    throw InputError(where + ": chat_template is ChatML but the tokenizer has no <|im_start|>/<|im_end|> tokens");
-  return tokenizers::apply_chatml(messages, add_generation_prompt, *system);
+  return *system;
+}
+
+std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
+                        bool add_generation_prompt, const std::string& where) {
+  if (tok.chat_template().empty())
+    throw InputError(where + ": no \"chat_template\" (expected the ChatML template of a Qwen2/Qwen2.5 instruct model; "
+                             "without --chat the prompt is used as plain text)");
+  return tokenizers::apply_chatml(messages, add_generation_prompt, chatml_system_prompt(tok, where));
 }
 
 std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, const tokenizers::Tokenizer* tok) {

@@ -20,11 +20,18 @@
 namespace lol::hf {
 
 /// The default system prompt of a ChatML chat template: the literal text the
-/// template emits between "<|im_start|>system\n" and "<|im_end|>" (in a Jinja string,
-/// with "\n" escapes), e.g. Qwen2.5's "You are Qwen, created by Alibaba Cloud. You are
+/// template emits between "<|im_start|>system\n" and "<|im_end|>" within one piece of
+/// emitted text (a Jinja string literal, escapes such as \n, \\ and \' undone, or raw
+/// text between tags), e.g. Qwen2.5's "You are Qwen, created by Alibaba Cloud. You are
 /// a helpful assistant."; "" when the template inserts none. nullopt when `jinja` is
 /// not a ChatML template (no "<|im_start|>" and "<|im_end|>").
 std::optional<std::string> chatml_default_system(const std::string& jinja);
+
+/// The system prompt ChatML rendering inserts for a conversation without one, for
+/// `tok`: its chat template's default (chatml_default_system), or "" when it has no
+/// template. Throws InputError naming `where` when the tokenizer lacks the
+/// <|im_start|>/<|im_end|> tokens or its template is not ChatML.
+std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::string& where);
 
 /// The prompt text of `messages` as the tokenizer's chat template formats it, with
 /// the assistant turn opened when add_generation_prompt. Throws InputError when the

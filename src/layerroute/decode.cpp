@@ -33,10 +33,13 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   auto pos = torch::arange(P, iopt);
   std::vector<torch::Tensor> kc(static_cast<size_t>(L)), vc(static_cast<size_t>(L));
   auto causal = torch::ones({1, P, P}, torch::TensorOptions(torch::kBool).device(dev)).tril();
+  // Gate input: the mean over the prompt's tokens, pooled as in the batched forward.
+  const auto valid = torch::ones({1, P}, torch::TensorOptions(torch::kBool).device(dev));
   for (int64_t i = 0; i < L; ++i) {
     bool open = mode == GateMode::Open;
     if (mode == GateMode::Learned || mode == GateMode::BiasOnly)
-      open = m.gates->score(i, h.mean(0, true), mode == GateMode::BiasOnly).item<float>() > 0.0f;
+      open = gate_open(torch::sigmoid(m.gates->score(i, mean_pool(h.unsqueeze(0), valid), mode == GateMode::BiasOnly)))
+                 .item<bool>();
     if (!open) continue;
     g.open[size_t(i)] = 1;
     ++g.executed_layers;

@@ -161,7 +161,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
         sigma_sum += g.sigma.sum(0).to(torch::kCPU, torch::kFloat64);
         open_sum += g.open.sum(0).to(torch::kCPU, torch::kFloat64);
         // Non-triviality: decision with the input term vs. bias only (same states).
-        auto bias_open = (m.gates->bias > 0).unsqueeze(0).expand_as(g.open);
+        auto bias_open = gate_open(torch::sigmoid(m.gates->bias)).unsqueeze(0).expand_as(g.open);
         flip_sum += (g.open != bias_open).sum(0).to(torch::kCPU, torch::kFloat64);
       }
     }

@@ -66,11 +66,11 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
       s = gates->score(i, mean_pool(h, valid), opt.mode == GateMode::BiasOnly);
       sigma = torch::sigmoid(s);
-      open = sigma > 0.5;
+      open = gate_open(sigma);
     } else {
       s = torch::zeros({B}, f32);
       sigma = torch::full({B}, opt.mode == GateMode::Open ? 1.0 : 0.0, f32);
-      open = sigma > 0.5;
+      open = gate_open(sigma);
     }
     scores.push_back(s);
     sigmas.push_back(sigma);

@@ -10,8 +10,10 @@ torch::Tensor mean_pool(const torch::Tensor& h, const torch::Tensor& valid) {
   return sum / m.sum(1).clamp_min(1.0);
 }
 
+torch::Tensor gate_open(const torch::Tensor& sigma) { return sigma > 0.5; }
+
 torch::Tensor ste_gate(const torch::Tensor& sigma) {
-  auto hard = (sigma > 0.5).to(sigma.scalar_type());
+  auto hard = gate_open(sigma).to(sigma.scalar_type());
   return hard + (sigma - sigma.detach());
 }
 

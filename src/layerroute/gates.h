@@ -17,6 +17,12 @@ namespace lol::layerroute {
 /// -> [batch, d] float32. A row without valid tokens gives zeros.
 torch::Tensor mean_pool(const torch::Tensor& h, const torch::Tensor& valid);
 
+/// The hard decision 1[sigma > 0.5] of paper eq. 3 as a bool tensor (same shape as
+/// sigma, float32 sigma as the gates compute it). Every decision (training forward,
+/// perplexity, generation, the non-triviality statistic) goes through it, so they
+/// agree even where sigmoid rounds to 0.5 (0 < s < ~3e-8 in float32).
+torch::Tensor gate_open(const torch::Tensor& sigma);
+
 /// Straight-through hard gate (paper eq. 3): forward 1[sigma > 0.5] (exact 0/1),
 /// backward d/dsigma = 1. sigma any shape.
 torch::Tensor ste_gate(const torch::Tensor& sigma);

@@ -63,8 +63,30 @@ TEST(HfChat, DefaultSystemFromTemplate) {
   EXPECT_EQ(chatml_default_system(kLlamaTemplate), std::nullopt);
   EXPECT_EQ(chatml_default_system(""), std::nullopt);
   // Escapes inside the default text are undone.
-  EXPECT_EQ(chatml_default_system("'<|im_start|>system\\nLine 1\\nLine 2<|im_end|>\\n'"),
+  EXPECT_EQ(chatml_default_system("{{ '<|im_start|>system\\nLine 1\\nLine 2<|im_end|>\\n' }}"),
             std::optional<std::string>("Line 1\nLine 2"));
+  // Quotes and braces inside the literal (Qwen2.5-Math's \boxed{}, an apostrophe in a
+  // double-quoted literal, an escaped quote) belong to the default text.
+  EXPECT_EQ(chatml_default_system(
+                R"({%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nPlease reason step by step, and put your final answer within \\boxed{}.<|im_end|>\n' }}{%- endif %}{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{%- endfor %})"),
+            std::optional<std::string>("Please reason step by step, and put your final answer within \\boxed{}."));
+  EXPECT_EQ(chatml_default_system(R"({{ "<|im_start|>system\nYou're a helpful assistant.<|im_end|>\n" }})"),
+            std::optional<std::string>("You're a helpful assistant."));
+  EXPECT_EQ(chatml_default_system(R"({{ '<|im_start|>system\nIt\'s {me}.<|im_end|>\n' }})"),
+            std::optional<std::string>("It's {me}."));
+  // Raw template text between tags is emitted too; comments are not.
+  EXPECT_EQ(chatml_default_system("{# <|im_start|>system\nnot this<|im_end|> #}{% if messages[0]['role'] != "
+                                  "'system' %}<|im_start|>system\nRaw default.<|im_end|>\n{% endif %}"),
+            std::optional<std::string>("Raw default."));
+}
+
+TEST(HfChat, SystemPromptNeedsAChatMLTokenizer) {
+  EXPECT_EQ(chatml_system_prompt(*chatml_bytes(kQwen2Template), "t"), "You are a helpful assistant.");
+  EXPECT_EQ(chatml_system_prompt(*chatml_bytes(""), "t"), "") << "no template: no default system turn";
+  lol_test::expect_input_error([&] { chatml_system_prompt(*chatml_bytes(kLlamaTemplate), "dir/tokenizer_config.json"); },
+                               {"dir/tokenizer_config.json", "not ChatML"});
+  tokenizers::ByteTokenizer plain(std::vector<std::string>{});
+  lol_test::expect_input_error([&] { chatml_system_prompt(plain, "dir"); }, {"dir", "no <|im_start|>/<|im_end|> tokens"});
 }
 
 TEST(HfChat, FormatsAsTransformersWould) {

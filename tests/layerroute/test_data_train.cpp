@@ -139,6 +139,21 @@ TEST(LayerRouteData, RenderCommandPrintsTextAndIds) {
   r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --first 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("has 2 samples"), std::string::npos) << r.out;
+  // Every sample is rendered as ChatML: a tokenizer without its tokens (the markers
+  // would become plain text) or with another chat template is refused.
+  tokenizers::ByteTokenizer plain({"<|endoftext|>"});
+  plain.save(d.path() + "/plain");
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
+                       reftest::quote(d.path() + "/plain") + " --ids");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no <|im_start|>/<|im_end|> tokens"), std::string::npos) << r.out;
+  auto inst = chat_tokenizer();
+  inst.set_chat_template("{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}");
+  inst.save(d.path() + "/inst");
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
+                       reftest::quote(d.path() + "/inst") + " --ids");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("not ChatML"), std::string::npos) << r.out;
 }
 
 // Malformed data is refused with the file, line, message and field, never rendered

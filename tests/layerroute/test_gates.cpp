@@ -1,6 +1,8 @@
 // Gates (paper 3.1-3.4): straight-through estimator, biased band initialisation and
 // its scaling, the skipping forward (closed gates run nothing) and the bias-only ablation.
 #include "core/module_io.h"
+#include "layerroute/decode.h"
+#include "layerroute/eval.h"
 #include "layerroute/gates.h"
 #include "layerroute_test_util.h"
 
@@ -145,6 +147,33 @@ TEST(LayerRouteGatedModel, BiasOnlyAblationDropsTheInputTerm) {
   m->gates->weight.copy_(w);
   auto c = m->forward(tok, docs, GatedOptions{});
   EXPECT_FALSE(torch::equal(c.open, a.open)) << "the input term changes some decision";
+}
+
+// One decision rule everywhere: a logit so small that float32 sigmoid rounds it to
+// exactly 0.5 closes the gate in the forward, in generation and in the bias-only
+// reference of the non-triviality statistic alike (paper eq. 3: 1[sigma > 0.5]).
+TEST(LayerRouteGatedModel, GenerationAndForwardDecideAlikeAtTheThreshold) {
+  EXPECT_EQ(torch::sigmoid(torch::tensor({1e-9f})).item<float>(), 0.5f) << "the case under test";
+  EXPECT_TRUE(torch::equal(gate_open(torch::sigmoid(torch::tensor({-1.0f, 1e-9f, 1e-3f}))),
+                           torch::tensor({false, false, true})));
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 4);
+  torch::NoGradGuard ng;
+  m->gates->weight.zero_();
+  for (int64_t i = 0; i < m->gates->n_layers(); ++i) m->gates->bias[i] = i == 0 ? 1e-9f : (i % 2 ? 5.0f : -5.0f);
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7};
+  auto f = m->forward(torch::tensor(prompt).unsqueeze(0), torch::Tensor(), GatedOptions{});
+  auto g = generate_gated(*m, prompt, 2, GateMode::Learned, true);
+  for (int64_t i = 0; i < m->gates->n_layers(); ++i)
+    EXPECT_EQ(bool(g.open[size_t(i)]), f.open[0][i].item<bool>()) << "layer " << i;
+  EXPECT_FALSE(f.open[0][0].item<bool>());
+  // With w = 0 no decision differs from the bias-only one: non-triviality 0 everywhere.
+  auto data = copy_task(4, 3, 6, 6, 4);
+  EvalOptions o;
+  o.timing_samples = 1;
+  o.repeats = 1;
+  o.new_tokens = 2;
+  auto r = evaluate_layerroute(*m, data, o);
+  for (double x : r.nontrivial) EXPECT_EQ(x, 0.0);
 }
 
 }  // namespace
