@@ -1,5 +1,6 @@
 #include "analysis/routing_probes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -155,14 +156,16 @@ nlohmann::json ProbeReport::to_json() const {
 
 std::string ProbeReport::format_table() const {
   std::ostringstream o;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-42s %-8s %8s  %-18s %10s %12s\n", "readout", "level", "features",
+  char line[512];
+  int name_w = 7;  // "readout"
+  for (const auto& r : rows) name_w = std::max(name_w, int(r.name.size()));
+  std::snprintf(line, sizeof line, "%-*s %-8s %8s  %-18s %10s %12s\n", name_w, "readout", "level", "features",
                 ("CV AUROC (" + std::to_string(options.folds) + "-fold)").c_str(), "test AUROC", "shuffled CV");
   o << line;
   for (const auto& r : rows) {
     const auto& x = r.result;
     std::string cv = fmt(x.cv_mean) + " +- " + fmt(x.cv_sd);
-    std::snprintf(line, sizeof line, "%-42s %-8s %8lld  %-18s %10s %12s\n", r.name.c_str(), r.level.c_str(),
+    std::snprintf(line, sizeof line, "%-*s %-8s %8lld  %-18s %10s %12s\n", name_w, r.name.c_str(), r.level.c_str(),
                   static_cast<long long>(r.n_features), cv.c_str(), fmt(x.test_auroc).c_str(),
                   fmt(x.shuffled_mean).c_str());
     o << line;
