@@ -18,6 +18,7 @@
 #include "hf/hf_export.h"
 #include "hf/hf_model.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "layerroute/adapter_io.h"
 #include "layerroute/eval.h"
 #include "layerroute/protocol.h"
@@ -314,7 +315,7 @@ void register_eval_cmd(CLI::App* lr) {
 
 void register_merge_cmd(CLI::App* lr) {
   struct A {
-    std::string adapter, base, out, dtype = "float32", arch = "qwen2";
+    std::string adapter, base, out, dtype = "float32", arch;
     bool overwrite = false;
   };
   auto a = std::make_shared<A>();
@@ -323,7 +324,7 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
   c->add_option("--out", a->out, "output folder")->required();
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
-  c->add_option("--arch", a->arch, "qwen2 | llama");
+  c->add_option("--arch", a->arch, "qwen2 | llama (default: the base folder's architecture, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
@@ -331,11 +332,20 @@ void register_merge_cmd(CLI::App* lr) {
     const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
-    if (a->arch != "llama" && a->arch != "qwen2") throw InputError("--arch '" + a->arch + "': expected qwen2 or llama");
+    std::string arch = a->arch;
+    if (arch.empty()) {
+      arch = "qwen2";
+      if (fs::exists(fs::path(base) / "config.json")) {
+        const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
+        if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({hf::kLlamaArch})) arch = "llama";
+      }
+    }
+    if (arch != "llama" && arch != "qwen2") throw InputError("--arch '" + arch + "': expected qwen2 or llama");
     hf::ExportOptions eo;
-    eo.architecture = a->arch == "llama" ? hf::kLlamaArch : hf::kQwen2Arch;
+    eo.architecture = arch == "llama" ? hf::kLlamaArch : hf::kQwen2Arch;
     eo.dtype = hf::parse_dtype_name(a->dtype);
     eo.overwrite = a->overwrite;
+    eo.derived_from = base;  // keeps the base's generation_config.json, token ids and tokenizer files
     layerroute::save_merged(*m, tok.get(), a->out, eo, a->adapter);
     std::cout << "merged " << a->adapter << " into " << a->out << " (" << a->dtype << ") + gates.safetensors\n";
   });

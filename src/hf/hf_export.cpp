@@ -6,6 +6,7 @@
 #include "hf/hf_files.h"
 #include "hf/hf_model.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -99,6 +100,16 @@ HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* to
     if (tok->bos_id()) h.bos_token_id = {*tok->bos_id()};
     if (tok->eos_id()) h.eos_token_id = {*tok->eos_id()};
   }
+  // A derived model keeps its source folder's token ids, generation settings and
+  // tokenizer files as they were.
+  const std::string src = opt.derived_from;
+  const bool from_hf = !src.empty() && fs::exists(src + "/config.json") &&
+                       io::read_json_file(src + "/config.json").contains("architectures");
+  if (from_hf) {
+    const auto sc = io::read_json_file(src + "/config.json");
+    h.bos_token_id = token_id_list(sc, "bos_token_id", src + "/config.json");
+    h.eos_token_id = token_id_list(sc, "eos_token_id", src + "/config.json");
+  }
   std::error_code ec;
   if (fs::exists(out_dir) && !fs::is_empty(out_dir, ec) && !opt.overwrite)
     throw InputError("export: " + out_dir + " exists and is not empty (choose a new folder, or overwrite)");
@@ -112,12 +123,24 @@ HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* to
       fs::remove(e.path());
   }
   write_weights(out_dir, hf_tensors(m, h, opt.dtype), opt.max_shard_bytes);
-  nlohmann::ordered_json gen;
-  gen["bos_token_id"] = h.bos_token_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.bos_token_id[0]);
-  gen["eos_token_id"] = h.eos_token_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(h.eos_token_id[0]);
-  gen["transformers_version"] = "4.45.0";
-  io::write_file_atomic(out_dir + "/generation_config.json", gen.dump(2) + "\n");
-  if (tok) tok->save(out_dir);
+  if (from_hf && fs::exists(src + "/generation_config.json")) {
+    io::write_file_atomic(out_dir + "/generation_config.json", io::read_file(src + "/generation_config.json"));
+  } else {
+    auto first = [](const std::vector<int64_t>& ids) {
+      return ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ids[0]);
+    };
+    nlohmann::ordered_json gen;
+    gen["bos_token_id"] = first(h.bos_token_id);
+    gen["eos_token_id"] = h.eos_token_id.size() > 1 ? nlohmann::ordered_json(h.eos_token_id) : first(h.eos_token_id);
+    gen["transformers_version"] = "4.45.0";
+    io::write_file_atomic(out_dir + "/generation_config.json", gen.dump(2) + "\n");
+  }
+  if (from_hf && fs::exists(src + "/tokenizer.json")) {
+    for (const char* f : kTokenizerFiles)
+      if (fs::exists(src + "/" + f)) io::write_file_atomic(out_dir + "/" + f, io::read_file(src + "/" + f));
+  } else if (tok) {
+    tok->save(out_dir);
+  }
   io::write_file_atomic(out_dir + "/config.json", h.to_json().dump(2) + "\n");  // last: marks a complete folder
   return h;
 }

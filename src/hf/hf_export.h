@@ -20,7 +20,17 @@ struct ExportOptions {
   c10::ScalarType dtype = c10::kFloat;     ///< stored dtype of the weights (F32, BF16 or F16)
   int64_t max_shard_bytes = 0;             ///< > 0: split into shards of at most this size (a larger tensor gets its own)
   bool overwrite = false;                  ///< allow an existing non-empty out_dir
+  /// A Hugging Face folder the model was derived from (`layerroute merge`: the base).
+  /// When it holds a Hugging Face config.json, its bos/eos_token_id are kept, its
+  /// generation_config.json (stop ids, sampling defaults) and tokenizer files
+  /// (kTokenizerFiles) are copied verbatim, and `tok` is not saved.
+  std::string derived_from;
 };
+
+/// The tokenizer files of a Hugging Face folder that export_hf copies from
+/// ExportOptions::derived_from.
+inline constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                                  "vocab.json", "merges.txt", "added_tokens.json"};
 
 /// Writes `m` (any device/dtype; not modified) to `out_dir`. Qwen2 always has q/k/v
 /// biases: a bias-free model gets zero biases (the same function). `tok` (may be

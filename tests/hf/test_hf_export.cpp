@@ -114,6 +114,39 @@ TEST(HfExport, TokenizerFilesAndIds) {
   EXPECT_EQ(HfConfig::load_dir(d.path()).eos_token_id, std::vector<int64_t>{256});
 }
 
+// A derived model (layerroute merge) keeps its source folder's generation settings,
+// token ids and tokenizer files byte for byte, so the merged folder generates as the
+// base does in transformers.
+TEST(HfExport, DerivedFolderKeepsItsSourcesGenerationSettingsAndTokenizer) {
+  auto m = small_dense(true, false, 5);
+  tokenizers::ByteTokenizer tok(std::vector<std::string>{});
+  tok.add_token({"<|endoftext|>", -1});
+  tok.add_token({"<|im_end|>", -1});
+  tok.set_eos_token("<|endoftext|>");
+  TempDir src("derived_src"), out("derived_out");
+  const HfConfig first = export_hf(*m, &tok, src.path());
+  auto cfg = nlohmann::json::parse(read_text(src / "config.json"));
+  cfg["eos_token_id"] = {257, 256};
+  write_text(src / "config.json", cfg.dump(2));
+  const std::string gen = R"({"do_sample": true, "eos_token_id": [257, 256], "temperature": 0.7, "top_p": 0.8})";
+  write_text(src / "generation_config.json", gen);
+  const std::string tcfg = read_text(src / "tokenizer_config.json") + "\n";  // any byte change must survive
+  write_text(src / "tokenizer_config.json", tcfg);
+  ExportOptions o;
+  o.derived_from = src.path();
+  const HfConfig h = export_hf(*m, &tok, out.path(), o);
+  EXPECT_EQ(h.eos_token_id, (std::vector<int64_t>{257, 256}));
+  EXPECT_EQ(HfConfig::load_dir(out.path()).eos_token_id, (std::vector<int64_t>{257, 256}));
+  EXPECT_EQ(read_text(out / "generation_config.json"), gen);
+  EXPECT_EQ(read_text(out / "tokenizer_config.json"), tcfg);
+  EXPECT_EQ(read_text(out / "tokenizer.json"), read_text(src / "tokenizer.json"));
+  // A source that is not a Hugging Face folder: written as without it.
+  TempDir plain("derived_plain"), out2("derived_out2");
+  write_text(plain / "config.json", R"({"architecture": "dense"})");
+  o.derived_from = plain.path();
+  EXPECT_EQ(export_hf(*m, &tok, out2.path(), o).eos_token_id, first.eos_token_id);
+}
+
 TEST(HfExport, Refusals) {
   auto m = small_dense(true, false, 6);
   TempDir d("refuse");
