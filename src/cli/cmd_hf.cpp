@@ -140,7 +140,9 @@ void run_generate(const GenArgs& a) {
       msgs.push_back({"user", a.prompt});
       text = hf::format_chat(*tok, msgs, true, a.dir + "/tokenizer_config.json");
     }
-    for (int32_t id : tok->encode(text)) prompt.push_back(id);
+    // As transformers: tokenizer(prompt) adds the post-processor's special tokens (e.g.
+    // a BOS); the chat template's text already holds its own, so none are added.
+    for (int32_t id : tok->encode(text, !a.chat)) prompt.push_back(id);
   } else {
     if (a.chat) throw InputError("--chat needs --prompt TEXT");
     prompt = parse_ids(a.tokens, "--tokens");

@@ -7,6 +7,7 @@
 #include "inference/dense_generate.h"
 #include "model/file_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
+#include "tokenizers/hf_json.h"
 
 namespace lol::hf::test {
 namespace {
@@ -89,6 +90,33 @@ TEST(CliHf, InfoGeneratePpl) {
               std::string::npos)
         << r[7].out;
   }
+}
+
+// A plain --prompt is encoded as transformers' tokenizer(prompt) does, with the
+// post-processor's special tokens (a Llama-3-style BOS); a --chat prompt as
+// apply_chat_template(tokenize=True) does, without them (the template has its own).
+TEST(CliHf, PlainPromptGetsThePostProcessorsBos) {
+  TinyShape s;
+  s.vocab = 300;
+  TempDir d("bos");
+  write_tiny_checkpoint(d.path(), s, 21, torch::kFloat32, 1);
+  auto tok = chat_tokenizer();
+  const auto bos = nlohmann::json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+      "pair": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+               {"Sequence": {"id": "B", "type_id": 1}}],
+      "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [256], "tokens": ["<|endoftext|>"]}}})");
+  tok.set_post_processor(bos, {256}, {});
+  tok.save(d.path());
+  ASSERT_EQ(tokenizers::load_tokenizer(d.path())->encode("hi", true), (std::vector<int32_t>{256, 'h', 'i'}));
+  auto r = run_lol_all({"hf generate " + quote(d.path()) + " --prompt hi --max-new 1 --ids --no-stop",
+                        "hf generate " + quote(d.path()) + " --prompt hi --chat --max-new 1 --ids --no-stop"});
+  ASSERT_EQ(r[0].code, 0) << r[0].out;
+  EXPECT_NE(r[0].out.find("prompt 3 tokens"), std::string::npos) << "BOS + 'h' + 'i'\n" << r[0].out;
+  ASSERT_EQ(r[1].code, 0) << r[1].out;
+  // <|im_start|> "system\nYou are a helpful assistant." <|im_end|> "\n" <|im_start|> "user\nhi" <|im_end|> "\n"
+  // <|im_start|> "assistant\n": 35 + 1 + 7 + 1 + 10 bytes + 5 special tokens, no BOS.
+  EXPECT_NE(r[1].out.find("prompt 59 tokens"), std::string::npos) << r[1].out;
 }
 
 TEST(CliHf, ExportTrainedDenseCheckpoint) {
