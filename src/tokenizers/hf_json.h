@@ -3,7 +3,7 @@
 //
 // Supported subset of tokenizer.json (anything else throws lol::InputError naming
 // the file and the field):
-//   normalizer      null, or {"type": "NFC"} (recorded, not applied)
+//   normalizer      null, or {"type": "NFC"} (applied with ICU, tokenizers/normalizer.h)
 //   pre_tokenizer   ByteLevel | Split(Regex|String, Isolated) | Sequence of them,
 //                   with exactly one ByteLevel step, last
 //   post_processor  null | ByteLevel | TemplateProcessing | Sequence of them
