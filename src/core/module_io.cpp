@@ -35,13 +35,16 @@ void load_module(torch::nn::Module& m, const NamedTensors& tensors, const std::s
     if (src.sizes() != dst.sizes())
       throw InputError(where + ": tensor '" + name + "' has shape " + shape_str(src.sizes()) + ", expected " +
                        shape_str(dst.sizes()));
-    if (dst.is_floating_point()) {
-      if (!src.is_floating_point())
-        throw InputError(where + ": tensor '" + name + "' has integer dtype, expected a floating dtype");
-      if (!torch::isfinite(src).all().item<bool>())
-        throw InputError(where + ": tensor '" + name + "' contains NaN or Inf values");
-    }
-    dst.copy_(src.to(dst.scalar_type()));
+    if (dst.is_floating_point() && !src.is_floating_point())
+      throw InputError(where + ": tensor '" + name + "' has integer dtype, expected a floating dtype");
+    // Checked after the conversion: a finite float64 value can overflow float32.
+    const auto conv = src.to(dst.scalar_type());
+    if (dst.is_floating_point() && !torch::isfinite(conv).all().item<bool>())
+      throw InputError(where + ": tensor '" + name + "' contains NaN or Inf values" +
+                       (src.scalar_type() != dst.scalar_type() ? " (after conversion to " +
+                                                                     std::string(c10::toString(dst.scalar_type())) + ")"
+                                                               : std::string()));
+    dst.copy_(conv);
     used.insert(name);
   };
   for (auto& p : m.named_parameters(true)) assign(p.key(), p.value());

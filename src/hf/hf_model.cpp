@@ -125,8 +125,11 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                        (cfg.qkv_bias ? "" : ", no q/k/v biases") + ")");
     if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
     loaded[e.name] = f.path();
-    torch::Tensor t = to_tensor(f, e);
-    if (!torch::isfinite(t).all().item<bool>()) throw InputError(w + ": contains NaN or Inf values");
+    // Converted to the compute dtype before the check: a finite F64 value can overflow it.
+    torch::Tensor t = to_tensor(f, e).to(params.at("model.embed_tokens.weight").scalar_type());
+    if (!torch::isfinite(t).all().item<bool>())
+      throw InputError(w + ": contains NaN or Inf values (in the compute dtype " +
+                       std::string(c10::toString(t.scalar_type())) + ")");
     const auto want = it != params.end() ? it->second.sizes() : params.at("model.embed_tokens.weight").sizes();
     if (t.sizes() != want)
       throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +

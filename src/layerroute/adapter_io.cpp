@@ -77,8 +77,9 @@ void load_gate_weights(GatedModelImpl& m, const std::string& dir) {
     if (t.sizes() != dst->sizes())
       throw InputError(gp + ": tensor '" + name + "' has shape " + c10::str(t.sizes()) + ", expected " +
                        c10::str(dst->sizes()));
-    if (!t.is_floating_point() || !torch::isfinite(t).all().item<bool>())
-      throw InputError(gp + ": tensor '" + name + "' must hold finite float values");
+    if (!t.is_floating_point() || !torch::isfinite(t.to(dst->scalar_type())).all().item<bool>())
+      throw InputError(gp + ": tensor '" + name + "' must hold finite float values (as " +
+                       std::string(c10::toString(dst->scalar_type())) + ")");
     dst->copy_(t);
   }
 }

@@ -92,8 +92,9 @@ void LoraImpl::load_peft_tensors(const NamedTensors& tensors, const std::string&
       throw InputError(where + ": tensor '" + name + "' has shape " + c10::str(src.sizes()) + ", expected " +
                        c10::str(it->second.sizes()));
     if (!src.is_floating_point()) throw InputError(where + ": tensor '" + name + "' is not a float tensor");
-    if (!torch::isfinite(src).all().item<bool>()) throw InputError(where + ": tensor '" + name + "' holds NaN/Inf");
-    it->second.copy_(src);
+    const auto conv = src.to(it->second.scalar_type());  // checked after the conversion (F64 can overflow)
+    if (!torch::isfinite(conv).all().item<bool>()) throw InputError(where + ": tensor '" + name + "' holds NaN/Inf");
+    it->second.copy_(conv);
   }
   for (const auto& [name, t] : want)
     if (!seen.count(name)) throw InputError(where + ": missing tensor '" + name + "'");

@@ -113,6 +113,8 @@ void Optimizer::load_state(const NamedTensors& state, const std::string& where) 
     if (it->second.numel() != 1 || it->second.scalar_type() != torch::kInt64)
       throw InputError(where + ": tensor '" + n + ".step' must be one int64");
     s.step = it->second.item<int64_t>();
+    if (s.step < 0)
+      throw InputError(where + ": tensor '" + n + ".step' = " + std::to_string(s.step) + ": expected >= 0");
     ++used;
     auto take = [&](const std::string& suffix) {
       auto jt = by.find(n + suffix);
@@ -121,7 +123,12 @@ void Optimizer::load_state(const NamedTensors& state, const std::string& where) 
       if (jt->second.sizes() != p.sizes())
         throw InputError(where + ": tensor '" + n + suffix + "' has the wrong shape for parameter '" + n + "'");
       ++used;
-      return jt->second.to(p.device(), p.scalar_type()).contiguous().clone();
+      auto t = jt->second.to(p.device(), p.scalar_type()).contiguous().clone();
+      if (!torch::isfinite(t).all().item<bool>())
+        throw InputError(where + ": tensor '" + n + suffix + "' contains NaN or Inf values");
+      if (suffix == ".exp_avg_sq" && (t < 0).any().item<bool>())
+        throw InputError(where + ": tensor '" + n + suffix + "' has negative values (a second moment is >= 0)");
+      return t;
     };
     if (s.algo == "muon") {
       s.buf = take(".momentum_buffer");

@@ -196,6 +196,16 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   result.last_checkpoint = last_ck;
   const auto tok_files = is_root ? tokenizer_files(ds, last_ck) : std::vector<std::pair<std::string, std::string>>{};
   auto save = [&]() {
+    // A finite loss can still end in an update that overflows a weight: such weights
+    // are never saved, so the last good checkpoint stays the last one written.
+    for (const auto& p : params)
+      if (!torch::isfinite(p.tensor).all().item<bool>()) {
+        throw NonFiniteLossError("training stopped: parameter '" + p.name + "' is not finite after the update of step " +
+                                 std::to_string(st.step) + ". " +
+                                 (last_ck.empty() ? "No checkpoint was written before."
+                                                  : "Last good checkpoint: " + last_ck + " (continue with --resume " +
+                                                        run_dir + ")."));
+      }
     st.data_position = batcher.position();
     st.rng_cpu = rng_state_hex(torch::kCPU);
     st.rng_device = device.is_cuda() ? rng_state_hex(device) : "";

@@ -31,6 +31,20 @@ void poison(const std::string& ck, const std::string& tensor, float value) {
   lol::save_tensors(ck + "/model.safetensors", ts, meta);
 }
 
+/// Sets every value of optimizer-state tensor `tensor` of checkpoint `ck` to `value`.
+void poison_optimizer(const std::string& ck, const std::string& tensor, double value) {
+  std::map<std::string, std::string> meta;
+  auto ts = lol::load_tensors(ck + "/optimizer.safetensors", &meta);
+  bool found = false;
+  for (auto& [name, t] : ts)
+    if (name == tensor) {
+      t.fill_(value);
+      found = true;
+    }
+  ASSERT_TRUE(found) << tensor;
+  lol::save_tensors(ck + "/optimizer.safetensors", ts, meta);
+}
+
 struct TinyRun {
   TempDir t{"nonfinite"};
   std::string run = t.path() + "/run";
@@ -84,4 +98,65 @@ TEST(NonFinite, NaNOrInfWeightsInACheckpointAreRefusedByName) {
     EXPECT_EQ(res.status, 2) << res.output;
     EXPECT_NE(res.output.find("'model.norm.weight' contains NaN or Inf"), std::string::npos) << res.output;
   }
+}
+
+// A finite float64 value that overflows float32 is caught after the conversion.
+TEST(NonFinite, Float64WeightsThatOverflowFloat32AreRefused) {
+  TinyRun r;
+  const std::string ck = r.latest();
+  std::map<std::string, std::string> meta;
+  auto ts = lol::load_tensors(ck + "/model.safetensors", &meta);
+  for (auto& [name, t] : ts)
+    if (name == "model.norm.weight") t = t.to(torch::kFloat64).fill_(1e39);
+  lol::save_tensors(ck + "/model.safetensors", ts, meta);
+  auto res = run_lol({"info", ck}, r.t.path() + "/c.log");
+  EXPECT_EQ(res.status, 2) << res.output;
+  EXPECT_NE(res.output.find("'model.norm.weight' contains NaN or Inf values (after conversion to Float)"),
+            std::string::npos)
+      << res.output;
+}
+
+// Optimizer state is checked on resume (finite, second moments >= 0, steps >= 0), and
+// an update that overflows a weight is never saved: the last good checkpoint stays
+// the one before it, and it still resumes.
+TEST(NonFinite, BadOptimizerStateIsRefusedAndOverflowingUpdatesAreNotSaved) {
+  TinyRun r;
+  const std::string ck = r.latest();
+  const std::string opt = ck + "/optimizer.safetensors";
+  std::map<std::string, std::string> meta;
+  const auto good = lol::load_tensors(opt, &meta);
+  std::string adam;  // an AdamW-updated parameter
+  for (const auto& [name, t] : good)
+    if (name.size() > 11 && name.substr(name.size() - 11) == ".exp_avg_sq") adam = name.substr(0, name.size() - 11);
+  ASSERT_FALSE(adam.empty());
+  struct Case {
+    std::string tensor;
+    double value;
+    std::string needle;
+  };
+  for (const Case& c : {Case{adam + ".exp_avg_sq", std::numeric_limits<double>::quiet_NaN(), "contains NaN or Inf"},
+                        Case{adam + ".exp_avg_sq", -1.0, "negative values"},
+                        Case{adam + ".step", -3.0, "expected >= 0"}}) {
+    SCOPED_TRACE(c.tensor);
+    lol::save_tensors(opt, good, meta);
+    poison_optimizer(ck, c.tensor, c.value);
+    auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=4"}, r.t.path() + "/b.log");
+    EXPECT_EQ(res.status, 2) << res.output;
+    EXPECT_NE(res.output.find(opt + ": tensor '" + c.tensor + "'"), std::string::npos) << res.output;
+    EXPECT_NE(res.output.find(c.needle), std::string::npos) << res.output;
+  }
+  // Finite state whose update overflows the weight (huge first moment, zero second).
+  lol::save_tensors(opt, good, meta);
+  poison_optimizer(ck, adam + ".exp_avg", 3e38);
+  poison_optimizer(ck, adam + ".exp_avg_sq", 0.0);
+  auto res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=4"}, r.t.path() + "/d.log");
+  EXPECT_EQ(res.status, 3) << res.output;
+  EXPECT_NE(res.output.find("parameter '" + adam + "' is not finite after the update of step 3"), std::string::npos)
+      << res.output;
+  EXPECT_NE(res.output.find("Last good checkpoint: " + ck), std::string::npos) << res.output;
+  EXPECT_EQ(r.latest(), ck);
+  EXPECT_FALSE(fs::exists(r.run + "/checkpoints/step-000003"));
+  lol::save_tensors(opt, good, meta);
+  res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=3"}, r.t.path() + "/e.log");
+  EXPECT_EQ(res.status, 0) << res.output;
 }
