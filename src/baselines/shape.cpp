@@ -61,7 +61,8 @@ void TransformerShape::validate(const std::string& w) const {
           "head dimension " + std::to_string(effective_head_dim()) + ": expected an even number (RoPE)");
   check_range(w, "ffn_hidden", ffn_hidden, 1, int64_t(1) << 24);
   check_range(w, "max_seq_len", max_seq_len, 1, int64_t(1) << 24);
-  require(rope_theta > 0, w, "field 'rope_theta' = " + std::to_string(rope_theta) + ": expected > 0");
+  require(rope_theta >= 1 && rope_theta <= 1e30, w,
+          "field 'rope_theta' = " + std::to_string(rope_theta) + ": expected a value in [1, 1e30]");
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' = " + std::to_string(norm_eps) + ": expected 0 < eps < 1");
 }
 

@@ -270,7 +270,8 @@ void register_generate(CLI::App& app) {
   g->add_option("--tokenizer", ga->tokenizer,
                 "'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");
   g->add_option("--force-path", ga->force_path, "Routing path JSON that replaces the router's decisions");
-  g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md");
+  g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md")
+      ->check(CLI::Range(int64_t(-1), int64_t(4096)));
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
   g->add_option("--max-new", ga->max_new, "Maximum new tokens (capped so that prompt + new tokens <= max_seq_len)")->capture_default_str();
   add_sampling_options(g, ga->sampling, ga->seed);

@@ -169,9 +169,9 @@ void run_info_baseline(const InfoArgs& a, const std::string& dir, nlohmann::json
   int64_t R = 0;
   if (arch == "looped") {
     const auto lc = baselines::LoopedConfig::from_json(cfg, where);
-    if (a.recurrence < 0)
+    if (a.recurrence < 0 || a.recurrence > 1000000)
       throw InputError("--recurrence " + std::to_string(a.recurrence) +
-                       ": expected 0 (= the config's recurrence) or >= 1");
+                       ": expected 0 (= the config's recurrence) or 1 <= R <= 1000000");
     R = a.recurrence > 0 ? a.recurrence : lc.recurrence;
     cm = baselines::cost_model(lc, R);
   } else {

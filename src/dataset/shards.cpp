@@ -124,6 +124,9 @@ Dataset Dataset::open(const std::string& dir) {
     require(it.value().is_array(), path, "field 'splits." + it.key() + "' must be a list of shard files");
     for (const auto& s : it.value()) require(s.is_string(), path, "field 'splits." + it.key() + "' must hold file names");
   }
+  if (const auto* t = f.raw("tokenizer"))
+    require(t->is_string() && !t->get<std::string>().empty(), path,
+            "field 'tokenizer' = " + t->dump() + ": expected the tokenizer's file name (a string, relative to " + dir + ")");
   for (const char* k : {"task", "vocab", "tokenizer", "stats", "meta", "labels"}) f.allow(k);
   f.reject_unknown();
   return d;

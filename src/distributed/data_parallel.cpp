@@ -27,9 +27,9 @@ RankState select_rank_state(const nlohmann::json& pos, const std::string& rng_cp
                      " data-parallel processes; resume it with the same number (got " + std::to_string(world_size) + ")");
   const auto& e = ranks[size_t(rank)];
   if (!e.is_object() || !e.contains("position") || !e.value("rng_cpu", nlohmann::json()).is_string() ||
-      !e.value("rng_device", nlohmann::json()).is_string())
+      e["rng_cpu"].get<std::string>().empty() || !e.value("rng_device", nlohmann::json()).is_string())
     throw InputError(where + ": data_position.ranks[" + std::to_string(rank) +
-                     "] must be {\"position\", \"rng_cpu\", \"rng_device\"}");
+                     "] must be {\"position\", \"rng_cpu\", \"rng_device\"} with a non-empty rng_cpu");
   return {e["position"], e["rng_cpu"].get<std::string>(), e["rng_device"].get<std::string>()};
 }
 

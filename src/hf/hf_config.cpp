@@ -126,8 +126,11 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       c.rope_theta = theta;
     }
   }
-  if (!(c.rope_theta > 0 && c.rope_theta <= 1e30))
-    throw InputError(where + ": " + field("rope_theta") + ": expected a value in (0, 1e30]");
+  // Below 1 the RoPE frequencies grow with the dimension and overflow (1e-44: every
+  // logit NaN); no model uses such a base.
+  if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
+    throw InputError(where + ": " + field("rope_theta") + " = " + std::to_string(c.rope_theta) +
+                     ": expected a value in [1, 1e30]");
   c.tie_word_embeddings = false;  // PretrainedConfig default; Qwen2.5-0.5B sets true explicitly
   f.get("tie_word_embeddings", c.tie_word_embeddings);
 

@@ -27,7 +27,9 @@ void LoLConfig::validate(const std::string& w) const {
   check_range(w, "stride", stride, 0, window - 1);
   check_range(w, "max_seq_len", max_seq_len, 1, int64_t(1) << 24);
   // RoPE tables are computed in the model's float type: theta must fit a float.
-  require(rope_theta > 0 && rope_theta <= 1e30, w, "field 'rope_theta' must be in (0, 1e30]");
+  // Below 1 the RoPE frequencies grow with the dimension and overflow to NaN logits.
+  require(rope_theta >= 1 && rope_theta <= 1e30, w,
+          "field 'rope_theta' = " + std::to_string(rope_theta) + ": expected a value in [1, 1e30]");
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' must be in (0, 1)");
   require(router_noise_std >= 0 && router_noise_std <= 100, w, "field 'router_noise_std' must be in [0, 100]");
   // The loss-free balancing bias moves by this much per step (u = 1e-3 is Wang et al.'s

@@ -52,6 +52,8 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   require(pos != nullptr, where, "field 'data_position' is required");
   s.data_position = *pos;
   f.get("rng_cpu", s.rng_cpu);
+  require(!f.has("rng_cpu") || !s.rng_cpu.empty(), where,
+          "field 'rng_cpu' = \"\": expected the CPU generator state (hex) written by lol train");
   f.get("rng_device", s.rng_device);
   f.get("nonfinite_skipped", s.nonfinite_skipped);
   f.reject_unknown();

@@ -287,4 +287,6 @@ TEST(RankState, SelectsTheRankAndRefusesAnotherWorldSize) {
     EXPECT_NE(std::string(e.what()).find("written by 2 data-parallel processes"), std::string::npos) << e.what();
   }
   EXPECT_THROW(select_rank_state(multi, "", "", 0, 1, "ck"), lol::InputError);
+  multi["ranks"][1]["rng_cpu"] = "";  // an emptied generator state would resume silently not bit-exact
+  EXPECT_THROW(select_rank_state(multi, "ignored", "", 1, 2, "ck"), lol::InputError);
 }

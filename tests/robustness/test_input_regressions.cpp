@@ -10,6 +10,8 @@
 #include "lol/checkpoint.h"
 #include "lol/config.h"
 #include "lol/model.h"
+#include "dataset/shards.h"
+#include "training/train_checkpoint.h"
 #include "robustness/robust_test_util.h"
 #include "tokenizers/bpe_model.h"
 #include "tokenizers/byte_tokenizer.h"
@@ -124,4 +126,35 @@ TEST(InputRegressions, SafetensorsShapeWithOverflowingPrefixProductIsRefused) {
                                        "/fuzz/corpus/fuzz_safetensors/regression_numel_overflow");
       },
       {"shape too large"});
+}
+
+// Fourth adversarial pass (session 17): values inside the documented ranges that gave
+// NaN output or a silently inexact resume, and a field read without a type check.
+TEST(InputRegressions, FourthPassRangesAndTypes) {
+  // rope_theta 1e-44 was in (0, 1e30]: every logit NaN. Now [1, 1e30].
+  nlohmann::json m = tiny_run_config("d", "o", 1)["model"];
+  m["rope_theta"] = 1e-44;
+  expect_input_error([&] { lol::LoLConfig::from_json(m, "ck/config.json"); },
+                     {"ck/config.json", "rope_theta", "[1, 1e30]"});
+  // An emptied CPU generator state resumed silently with another random stream.
+  nlohmann::json st = {{"format", "lol-trainer-state"}, {"version", 1}, {"step", 1}, {"tokens", 8},
+                       {"flops", 1.0}, {"elapsed", 1.0}, {"data_position", nlohmann::json::object()},
+                       {"rng_cpu", ""}};
+  expect_input_error([&] { lol::training::TrainerState::from_json(st, "ck/trainer_state.json"); },
+                     {"ck/trainer_state.json", "rng_cpu"});
+  // dataset.json "tokenizer": null was read as a string (internal error, exit 1) by
+  // eval lm and ignored by train.
+  TempDir t("dstok");
+  ASSERT_EQ(make_maze_data(t.path() + "/data"), 0);
+  const std::string dj = t.path() + "/data/dataset.json";
+  auto d = nlohmann::json::parse(std::ifstream(dj));
+  for (const nlohmann::json& bad : {nlohmann::json(nullptr), nlohmann::json(5), nlohmann::json("")}) {
+    d["tokenizer"] = bad;
+    std::ofstream(dj) << d.dump();
+    expect_input_error([&] { lol::data::Dataset::open(t.path() + "/data"); }, {dj, "field 'tokenizer'", "expected"});
+  }
+  // generate --depth had no upper bound (10^9 routed depths: memory without end).
+  auto res = run_lol({"generate", "--model", "none", "--tokens", "1 2", "--depth", "1000000000"}, t.path() + "/g.log");
+  EXPECT_EQ(res.status, 2) << res.output;
+  EXPECT_NE(res.output.find("--depth: Value 1000000000 not in range -1 to 4096"), std::string::npos) << res.output;
 }
