@@ -8,6 +8,7 @@
 #include "dataset/shards.h"
 #include "dataset/text_tokenizer.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -59,7 +60,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
     vo.max_bytes_per_label = 0;
     held_out = std::make_unique<DocumentReader>(o.valid_files, vo);
   }
-  io::create_dirs(out_dir);
+  const io::DirLock lock(out_dir, "--out");  // one writer per dataset directory
   tok->save(out_dir);
   const int64_t vocab = tok->vocab_size();
 

@@ -14,6 +14,7 @@
 #include "tasks/sudoku_tokenize.h"
 #include "tasks/sudoku_verify.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -145,7 +146,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
     throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": every sequence is longer (the shortest has " +
                        std::to_string(shortest) + " tokens); raise it, or pass 0 to keep all");
   }
-  io::create_dirs(out, "--out");
+  const io::DirLock lock(out, "--out");  // one writer per dataset directory
 
   ShardWriter train(out, "train", spec.vocab.size()), valid(out, "valid", spec.vocab.size());
   io::AtomicFile train_jsonl(out + "/train.jsonl"), valid_jsonl(out + "/valid.jsonl");

@@ -13,6 +13,7 @@
 #include "core/runtime.h"
 #include "distributed/data_parallel.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "io/json_file.h"
 #include "tokenizers/hf_json.h"
 #include "training/loss.h"
@@ -173,8 +174,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   if (dp) dp->barrier("run directory check");  // before rank 0 writes into it
   // Rank 0 alone writes run.json, metrics and checkpoints.
   std::unique_ptr<MetricsLog> metrics;
+  std::unique_ptr<io::DirLock> run_lock;  // one writer per run directory, until training returns
   if (is_root) {
-    fs::create_directories(run_dir);
+    run_lock = std::make_unique<io::DirLock>(run_dir, "train.out");
     io::write_file_atomic(run_dir + "/run.json", run_json.dump(2) + "\n");
     // One line per start (core/environment.h): where a resumed run changed machine,
     // kernels or threads, its numbers may change there too.

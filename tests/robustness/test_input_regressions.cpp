@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/tensor_io.h"
+#include "io/dir_lock.h"
 #include "io/safetensors.h"
 #include "lol/checkpoint.h"
 #include "lol/config.h"
@@ -18,6 +19,7 @@
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
 
+namespace fs = std::filesystem;
 using lol::InputError;
 using namespace lol::robust_test;
 
@@ -157,4 +159,33 @@ TEST(InputRegressions, FourthPassRangesAndTypes) {
   auto res = run_lol({"generate", "--model", "none", "--tokens", "1 2", "--depth", "1000000000"}, t.path() + "/g.log");
   EXPECT_EQ(res.status, 2) << res.output;
   EXPECT_NE(res.output.find("--depth: Value 1000000000 not in range -1 to 4096"), std::string::npos) << res.output;
+}
+
+// Two processes writing one run or dataset directory interleaved their files (a lost
+// metrics log, a dataset with another run's tokenizer). The second writer now stops
+// before writing anything, naming the directory and the holder.
+TEST(InputRegressions, ASecondWriterOfADirectoryIsRefused) {
+  TempDir t("dirlock");
+  ASSERT_EQ(make_maze_data(t.path() + "/data"), 0);
+  const std::string run = t.path() + "/run";
+  std::ofstream(t.path() + "/run.json") << tiny_run_config(t.path() + "/data", run, 2).dump(2);
+  const std::string pid = std::to_string(::getpid());
+  {
+    const lol::io::DirLock held(run, "train.out");  // this process plays the first writer
+    auto res = run_lol({"train", "--config", t.path() + "/run.json", "--no-progress"}, t.path() + "/a.log");
+    EXPECT_EQ(res.status, 2) << res.output;
+    EXPECT_NE(res.output.find("train.out " + run + ": in use by another lol process (pid " + pid + ")"),
+              std::string::npos)
+        << res.output;
+    EXPECT_FALSE(fs::exists(run + "/run.json")) << "nothing written";
+    const lol::io::DirLock data(t.path() + "/data2");
+    res = run_lol({"data", "maze", "--n", "4", "--size", "4", "--out", t.path() + "/data2"}, t.path() + "/b.log");
+    EXPECT_EQ(res.status, 2) << res.output;
+    EXPECT_NE(res.output.find("--out " + t.path() + "/data2: in use"), std::string::npos) << res.output;
+    EXPECT_FALSE(fs::exists(t.path() + "/data2/dataset.json"));
+    EXPECT_THROW(lol::io::DirLock{run}, InputError) << "also within one process";
+  }
+  // Released: the run starts (a killed holder releases it too, by the kernel).
+  auto res = run_lol({"train", "--config", t.path() + "/run.json", "--no-progress"}, t.path() + "/c.log");
+  EXPECT_EQ(res.status, 0) << res.output;
 }

@@ -1,0 +1,25 @@
+// An exclusive advisory lock on an output directory (`<dir>/.lol.lock`, flock(2)), held
+// for the lifetime of the object: two `lol` processes writing the same run or dataset
+// directory would interleave their files (docs/robustness.md). The kernel releases the
+// lock when the process ends in any way (kill -9 included), so a crashed run never
+// leaves its directory locked; the empty lock file itself stays. LibTorch-free.
+#pragma once
+#include <string>
+
+namespace lol::io {
+
+class DirLock {
+ public:
+  /// Creates `dir` if needed and locks it. Throws InputError (exit 2) naming the
+  /// directory, `flag` (e.g. "train.out") and the holder's process id when another
+  /// process holds the lock, or when the lock file cannot be created.
+  explicit DirLock(const std::string& dir, const std::string& flag = "");
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace lol::io
