@@ -2,7 +2,9 @@
 // 2 bad input (lol::InputError or a CLI parse error), 3 non-finite loss (`lol train`),
 // 4 out of memory (host or device allocation failed).
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -102,6 +104,16 @@ int main(int argc, char** argv) {
     }
     std::cerr << "internal error: " << m << "\n";
     return 1;
+  }
+  // Output that did not reach its destination (a full disk behind `> file`, a closed
+  // pipe) is a failed command, not a success with a truncated result.
+  std::cout.flush();
+  const bool cout_failed = !std::cout;
+  if (cout_failed || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    std::cerr << "error: writing to standard output failed" << (err ? std::string(": ") + std::strerror(err) : "")
+              << "\n";
+    return 2;
   }
   return 0;
 }

@@ -38,6 +38,15 @@ void fsync_dir(const std::string& dir) {
 }
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw InputError(path + ": is a directory, expected a file path");
+    in_place_ = true;
+    tmp_ = path;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw InputError(path + ": cannot write here (" + std::strerror(errno) + ")");
+    return;
+  }
   tmp_ = path + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   // The path is the user's (an --out flag, a run directory): a path that cannot be
@@ -47,7 +56,7 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !in_place_) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, size_t n) {
@@ -56,7 +65,7 @@ void AtomicFile::write(const void* data, size_t n) {
     ssize_t w = ::write(fd_, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(tmp_ + ": write failed: " + std::strerror(errno));
+      throw InputError(tmp_ + ": write failed: " + std::strerror(errno));
     }
     p += w;
     n -= size_t(w);
@@ -64,7 +73,14 @@ void AtomicFile::write(const void* data, size_t n) {
 }
 
 void AtomicFile::commit() {
-  if (::fsync(fd_) != 0) throw std::runtime_error(tmp_ + ": fsync failed: " + std::strerror(errno));
+  if (in_place_) {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) throw InputError(path_ + ": write failed: " + std::strerror(errno));
+    committed_ = true;
+    return;
+  }
+  if (::fsync(fd_) != 0) throw InputError(tmp_ + ": write failed (fsync): " + std::strerror(errno));
   ::close(fd_);
   fd_ = -1;
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {

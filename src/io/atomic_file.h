@@ -1,6 +1,9 @@
 // Crash-safe file writing: data goes to "<path>.tmp.<pid>", is fsync'ed, then
 // renamed over <path> (and the directory fsync'ed) in commit(). A process killed at
 // any moment leaves either the old file or the new one, never a torn file.
+// A path that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
+// written in place: renaming over it would replace the device with a file.
+// Failed writes (disk full, I/O error) throw InputError naming the file (exit 2).
 #pragma once
 #include <string>
 
@@ -8,7 +11,8 @@ namespace lol::io {
 
 class AtomicFile {
  public:
-  /// Opens the temporary file; throws std::runtime_error naming the path on failure.
+  /// Opens the temporary file (or the existing non-regular file); throws InputError
+  /// naming the path on failure, or when it is a directory.
   explicit AtomicFile(const std::string& path);
   /// Removes the temporary file if commit() was not called.
   ~AtomicFile();
@@ -24,6 +28,7 @@ class AtomicFile {
   std::string path_, tmp_;
   int fd_ = -1;
   bool committed_ = false;
+  bool in_place_ = false;  ///< an existing non-regular file, written directly
 };
 
 /// Atomically replaces `path` with `content`.

@@ -3,9 +3,13 @@
 // internal error; now it throws lol::InputError naming the file and field.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <fstream>
 
 #include "core/tensor_io.h"
+#include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/safetensors.h"
 #include "lol/checkpoint.h"
@@ -188,4 +192,18 @@ TEST(InputRegressions, ASecondWriterOfADirectoryIsRefused) {
   // Released: the run starts (a killed holder releases it too, by the kernel).
   auto res = run_lol({"train", "--config", t.path() + "/run.json", "--no-progress"}, t.path() + "/c.log");
   EXPECT_EQ(res.status, 0) << res.output;
+}
+
+// Output that cannot be written: a full disk behind stdout exited 0 with a truncated
+// result.
+TEST(InputRegressions, FailedOutputWritesAreErrors) {
+  TempDir t("fullout");
+  const std::string lol = LOL_BINARY;
+  const int rc = std::system((lol + " tokenizer encode --tokenizer byte --text hello > /dev/full 2> " + t.path() +
+                              "/err.txt").c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  const std::string err = lol::io::read_file(t.path() + "/err.txt");
+  EXPECT_NE(err.find("error: writing to standard output failed"), std::string::npos) << err;
+  // --out on a device: tests/io/test_atomic_file.cpp (AtomicFile writes it in place).
 }
