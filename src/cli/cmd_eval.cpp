@@ -58,6 +58,7 @@ void run_eval_lm(const EvalArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   const auto dev = parse_device(a.device);
   const std::string dir = resolve_model_dir(a.model);
+  require_output_outside_model(a.out, dir, "--out");
   auto model = training::load_model(dir);
   model->module().to(dev);
   auto ds = data::Dataset::open(a.data);
@@ -98,6 +99,7 @@ void run_eval_choice(const EvalArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   const auto dev = parse_device(a.device);
   const std::string dir = resolve_model_dir(a.model);
+  require_output_outside_model(a.out, dir, "--out");
   auto model = training::load_model(dir);
   model->module().to(dev);
   auto tok = model_tokenizer(dir, a.tokenizer, model->config_json().value("vocab_size", int64_t(0)));

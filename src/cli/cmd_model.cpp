@@ -343,6 +343,7 @@ void run_forward(const ForwardArgs& a) {
   const auto parent = fs::path(a.out).parent_path();
   if (!parent.empty() && !fs::is_directory(parent))
     throw InputError("--out " + a.out + ": directory " + parent.string() + " does not exist");
+  require_output_outside_model(a.out, resolve_model_dir(a.model), "--out");
   save_tensors(a.out, tensors,
                {{"format", "lol-forward"}, {"checkpoint", a.model}, {"tokens", std::to_string(n)},
                 {"prompt_len", std::to_string(a.prompt_len)}, {"active_depth", std::to_string(D)},

@@ -14,6 +14,17 @@ namespace fs = std::filesystem;
 
 namespace lol::cli {
 
+void require_output_outside_model(const std::string& out, const std::string& model_dir, const std::string& flag) {
+  std::error_code ec;
+  if (out.empty() || !fs::exists(out, ec)) return;
+  for (const auto& e : fs::directory_iterator(model_dir, ec)) {
+    std::error_code eq;
+    if (e.is_regular_file(eq) && fs::equivalent(out, e.path(), eq))
+      throw InputError(flag + " " + out + ": is " + e.path().string() +
+                       ", a file of the model being read (writing it would destroy the model); choose another path");
+  }
+}
+
 std::string resolve_model_dir(const std::string& dir) {
   if (fs::exists(dir + "/config.json")) return dir;
   const std::string latest = dir + "/latest";

@@ -15,6 +15,11 @@ namespace lol::cli {
 /// `latest` file names the newest checkpoint. Throws InputError otherwise.
 std::string resolve_model_dir(const std::string& dir);
 
+/// Throws InputError naming `flag` when `out` (an output file about to be written) is
+/// one of the files of `model_dir` (the checkpoint being read): writing it would
+/// destroy the model (`forward --out CK/model.safetensors`). A new file is fine.
+void require_output_outside_model(const std::string& out, const std::string& model_dir, const std::string& flag);
+
 /// The tokenizer a checkpoint was trained with: <dir>/tokenizer.json (every checkpoint
 /// of a run on text data carries one), else the tokenizer of the dataset named by
 /// config.json "extra" (dataset_dir + tokenizer; checkpoints written before tokenizers

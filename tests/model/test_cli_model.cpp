@@ -343,6 +343,11 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
       {"forward --tokens 1 --out x", "--model"},
+      // An output path that is a file of the model being read (fourth adversarial pass).
+      {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "ck/model.safetensors"),
+       "ck/model.safetensors, a file of the model being read"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --trace " + quote(tmp / "ck/config.json"),
+       "ck/config.json, a file of the model being read"},
   };
   std::vector<std::string> cmds;
   for (const auto& b : bads) cmds.push_back(b.args);
