@@ -107,6 +107,17 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   // ---- data
   auto ds = data::Dataset::open(cfg.data.dir);
   auto train_split = ds.load(cfg.data.train_split);
+  // A split whose every target is masked (or whose documents are single tokens) would
+  // "train" on a loss of 0 for every step.
+  bool any_target = false;
+  for (int64_t i = 0; i < train_split.size() && !any_target; ++i) {
+    const auto s = train_split.get(i);
+    for (int64_t j = 1; j < s.length && !any_target; ++j) any_target = !s.loss_mask || s.loss_mask[j];
+  }
+  if (!any_target)
+    throw InputError(cfg.data.dir + " split '" + cfg.data.train_split +
+                     "': no token is a training target (every loss_mask is 0 after the first token of its "
+                     "sequence, or every sequence has one token)");
   BatchLayout layout{cfg.data.batch_size, cfg.data.seq_len, cfg.data.packing == "pack"};
   Batcher batcher(train_split, layout, uint64_t(tc.seed), /*shuffle=*/true, /*wrap=*/true,
                   cfg.data.dir + " split '" + cfg.data.train_split + "'", shard);

@@ -207,3 +207,20 @@ TEST(InputRegressions, FailedOutputWritesAreErrors) {
   EXPECT_NE(err.find("error: writing to standard output failed"), std::string::npos) << err;
   // --out on a device: tests/io/test_atomic_file.cpp (AtomicFile writes it in place).
 }
+
+// A training split whose every target is masked ran all its steps at loss 0 and
+// exited 0; it is refused before training.
+TEST(InputRegressions, TrainingSplitWithoutTargetsIsRefused) {
+  TempDir t("notargets");
+  const std::string data = t.path() + "/data";
+  lol::data::ShardWriter w(data, "train", 256);
+  for (int i = 0; i < 8; ++i) w.add({1, 2, 3, 4, 5, 6}, std::vector<uint8_t>(6, 0));
+  const auto shards = w.finish();
+  lol::data::write_dataset_info(data, {{"format", "lol-dataset"}, {"version", 1}, {"vocab_size", 256},
+                                       {"splits", {{"train", shards}}}});
+  auto cfg = tiny_run_config(data, t.path() + "/run", 2);
+  std::ofstream(t.path() + "/run.json") << cfg.dump(2);
+  auto res = run_lol({"train", "--config", t.path() + "/run.json", "--no-progress"}, t.path() + "/a.log");
+  EXPECT_EQ(res.status, 2) << res.output;
+  EXPECT_NE(res.output.find("split 'train': no token is a training target"), std::string::npos) << res.output;
+}
