@@ -222,7 +222,7 @@ TEST(MainJobPipeline, SmallDataFinishedRunsAndUnwritableOutputs) {
             2);
   EXPECT_NE(out.find("--out " + dir + "/afile: cannot create directory"), std::string::npos) << out;
   EXPECT_EQ(run_capture(lol + " train --config " + dir + "/run.json --set train.out=" + dir + "/afile/sub", &out), 2);
-  EXPECT_NE(out.find("error: " + dir + "/afile"), std::string::npos) << out;
+  EXPECT_NE(out.find("error: train.out " + dir + "/afile/sub: cannot create directory"), std::string::npos) << out;
   // data verify: a label that is not the record's strategy's, and an answer without <eos>.
   std::string good;
   std::getline(std::ifstream(dir + "/data/train.jsonl"), good);
