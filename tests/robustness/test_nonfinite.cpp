@@ -17,10 +17,10 @@ using namespace lol::robust_test;
 
 namespace {
 
-/// Fills one weight tensor of checkpoint `ck` with `value` (rewrites model.safetensors).
-void poison(const std::string& ck, const std::string& tensor, float value) {
+/// Fills tensor `tensor` of the safetensors file `file` with `value` (rewrites the file).
+void fill_tensor(const std::string& file, const std::string& tensor, double value) {
   std::map<std::string, std::string> meta;
-  auto ts = lol::load_tensors(ck + "/model.safetensors", &meta);
+  auto ts = lol::load_tensors(file, &meta);
   bool found = false;
   for (auto& [name, t] : ts)
     if (name == tensor) {
@@ -28,21 +28,17 @@ void poison(const std::string& ck, const std::string& tensor, float value) {
       found = true;
     }
   ASSERT_TRUE(found) << tensor;
-  lol::save_tensors(ck + "/model.safetensors", ts, meta);
+  lol::save_tensors(file, ts, meta);
+}
+
+/// Fills one weight tensor of checkpoint `ck` with `value`.
+void poison(const std::string& ck, const std::string& tensor, float value) {
+  fill_tensor(ck + "/model.safetensors", tensor, value);
 }
 
 /// Sets every value of optimizer-state tensor `tensor` of checkpoint `ck` to `value`.
 void poison_optimizer(const std::string& ck, const std::string& tensor, double value) {
-  std::map<std::string, std::string> meta;
-  auto ts = lol::load_tensors(ck + "/optimizer.safetensors", &meta);
-  bool found = false;
-  for (auto& [name, t] : ts)
-    if (name == tensor) {
-      t.fill_(value);
-      found = true;
-    }
-  ASSERT_TRUE(found) << tensor;
-  lol::save_tensors(ck + "/optimizer.safetensors", ts, meta);
+  fill_tensor(ck + "/optimizer.safetensors", tensor, value);
 }
 
 struct TinyRun {
