@@ -287,7 +287,8 @@ void register_generate(CLI::App& app) {
   g->add_flag("--ids", ga->ids_out, "Print token ids instead of text");
   g->add_option("--device", ga->device, "cpu | cuda[:N]")->capture_default_str();
   g->add_option("--threads", ga->threads, "CPU threads (default: all available)");
-  g->callback([ga] {
+  g->callback([ga, pr] {
+    if (pr->count() > 0 && ga->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
     if (ga->prompt.empty() && ga->tokens.empty()) throw InputError("generate: give --prompt TEXT or --tokens IDS");
     run_generate(*ga);
   });

@@ -345,7 +345,8 @@ void register_hf(CLI::App& app) {
   gen->add_flag("--ids", g->ids, "Print token ids instead of text");
   gen->add_flag("--no-stop", g->no_stop, "Ignore EOS tokens (always generate --max-new tokens)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g] {
+  gen->callback([g, pr] {
+    if (pr->count() > 0 && g->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
     if (g->prompt.empty() && g->tokens.empty()) throw InputError("hf generate: give --prompt TEXT or --tokens IDS");
     run_generate(*g);
   });

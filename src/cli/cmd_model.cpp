@@ -120,6 +120,10 @@ void run_init(const InitArgs& a) {
     j.erase("extra");
   }
   const LoLConfig cfg = LoLConfig::from_json(j, a.config);
+  if (a.out.empty()) throw InputError("--out: empty path (expected the checkpoint directory to write)");
+  if (fs::exists(a.out + "/latest") && fs::exists(a.out + "/checkpoints"))
+    throw InputError("--out " + a.out + ": a training run directory (it has 'latest'); a checkpoint written here "
+                     "would be loaded instead of the run's latest one: choose another directory");
   if (fs::exists(a.out + "/model.safetensors") && !a.force)
     throw InputError("--out " + a.out + ": already holds a checkpoint (pass --force to overwrite)");
   LoLModel m(cfg);

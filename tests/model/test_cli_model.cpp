@@ -293,6 +293,8 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
   bad_l.library_size = c.library_size + 1;
   bad_l.set(0, 0, 0, std::nullopt);
   bad_l.save(tmp / "bad_l.json");
+  std::filesystem::create_directories(tmp / "run/checkpoints");
+  write_text(tmp / "run/latest", "step-000001\n");
   write_text(tmp / "bad_e.json",
              R"({"format": "lol-routing-path", "version": 1, "library_size": 3, "expert": [[0, 3]], "alpha": [[null, null]]})");
   std::string too_long = "1";  // max_seq_len + 1 token ids
@@ -343,6 +345,12 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"forward --model " + quote(tmp / "nope") + " --tokens 1 --out " + quote(tmp / "o.safetensors"), "nope"},
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "no/dir/o.safetensors"), "no/dir"},
       {"forward --tokens 1 --out x", "--model"},
+      // Fourth adversarial pass: an empty --prompt or --out; a checkpoint written into a run
+      // directory (it would shadow the run's latest checkpoint).
+      {"generate --model " + quote(tmp / "ck") + " --prompt '' --ids --max-new 1", "--prompt: the text is empty"},
+      {"init --config " + quote(tmp / "ck/config.json") + " --out ''", "--out: empty path"},
+      {"init --config " + quote(tmp / "ck/config.json") + " --out " + quote(tmp / "run") + " --force",
+       "a training run directory"},
       // An output path that is a file of the model being read (fourth adversarial pass).
       {"forward --model " + quote(tmp / "ck") + " --tokens 1 --out " + quote(tmp / "ck/model.safetensors"),
        "ck/model.safetensors, a file of the model being read"},
