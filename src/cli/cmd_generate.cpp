@@ -171,7 +171,7 @@ void run_generate(const GenerateArgs& a) {
     const fs::path dir = fs::path(a.trace_file).parent_path();
     if (!dir.empty() && !fs::is_directory(dir))
       throw InputError("--trace " + a.trace_file + ": directory " + dir.string() + " does not exist");
-    require_output_outside_model(a.trace_file, resolve_model_dir(a.model), "--trace");
+    require_output_outside_model(a.trace_file, dir, "--trace");
   }
   // Without --stop, generation ends at the model's end-of-sequence token (--no-stop: never).
   if (a.stop.empty() && !a.no_stop && codec)

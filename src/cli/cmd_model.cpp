@@ -280,7 +280,9 @@ struct ForwardArgs {
 
 void run_forward(const ForwardArgs& a) {
   const auto dev = parse_device(a.device);
-  LoLModel m = load_lol(resolve_model_dir(a.model), dev);
+  const std::string dir = resolve_model_dir(a.model);
+  require_output_outside_model(a.out, dir, "--out");  // before any work
+  LoLModel m = load_lol(dir, dev);
   m->eval();
   const auto& c = m->config();
 
@@ -347,7 +349,6 @@ void run_forward(const ForwardArgs& a) {
   const auto parent = fs::path(a.out).parent_path();
   if (!parent.empty() && !fs::is_directory(parent))
     throw InputError("--out " + a.out + ": directory " + parent.string() + " does not exist");
-  require_output_outside_model(a.out, resolve_model_dir(a.model), "--out");
   save_tensors(a.out, tensors,
                {{"format", "lol-forward"}, {"checkpoint", a.model}, {"tokens", std::to_string(n)},
                 {"prompt_len", std::to_string(a.prompt_len)}, {"active_depth", std::to_string(D)},

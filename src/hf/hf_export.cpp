@@ -103,10 +103,10 @@ HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* to
   // A derived model keeps its source folder's token ids, generation settings and
   // tokenizer files as they were.
   const std::string src = opt.derived_from;
-  const bool from_hf = !src.empty() && fs::exists(src + "/config.json") &&
-                       io::read_json_file(src + "/config.json").contains("architectures");
+  const nlohmann::json sc = !src.empty() && fs::exists(src + "/config.json") ? io::read_json_file(src + "/config.json")
+                                                                           : nlohmann::json();
+  const bool from_hf = sc.is_object() && sc.contains("architectures");
   if (from_hf) {
-    const auto sc = io::read_json_file(src + "/config.json");
     h.bos_token_id = token_id_list(sc, "bos_token_id", src + "/config.json");
     h.eos_token_id = token_id_list(sc, "eos_token_id", src + "/config.json");
   }
