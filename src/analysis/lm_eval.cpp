@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "core/finite.h"
 #include "training/loss.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -65,7 +66,9 @@ LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData&
     }
     training::TrainBatch batch = training::to_device(cpu, device);
     auto logits = model.forward(batch);
-    r.loss_sum += training::masked_ce_sum(logits, batch.targets, batch.target_mask).item<double>();
+    const double loss_sum = training::masked_ce_sum(logits, batch.targets, batch.target_mask).item<double>();
+    require_finite(loss_sum, "evaluation: the loss of batch " + std::to_string(i + 1));
+    r.loss_sum += loss_sum;
     r.targets += batch.n_targets;
     r.rows += batch.tokens.size(0);
     bar.update(i + 1);
@@ -205,6 +208,7 @@ std::vector<double> continuation_logliks(training::TrainableModel& model,
         if (pos < 0) continue;             // predicted from a cut-off context: not scorable
         s += double(la[r][pos][cont[std::size_t(j)]]);
       }
+      require_finite(s, "evaluation: the log-likelihood of continuation " + std::to_string(start + std::size_t(r) + 1));
       out[start + std::size_t(r)] = s;
     }
   }

@@ -43,7 +43,8 @@ struct LmEvalResult {
 /// token id in bytes (dataset/text_tokenizer.h token_byte_lengths; size >= the
 /// model's vocabulary). The model is left in the mode it was in. Throws
 /// lol::InputError when token_bytes is too short for a target id, or when no
-/// target is counted (an empty split, or every loss mask zero).
+/// target is counted (an empty split, or every loss mask zero); NonFiniteError when
+/// a batch's loss is NaN/Inf.
 LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData& split,
                          const training::BatchLayout& layout, const std::vector<int32_t>& token_bytes,
                          const torch::Device& device, int64_t max_batches = 0, bool progress = false);
@@ -76,7 +77,8 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> choice_request(const token
 /// Summed log-probability (nats) of every request's continuation given its context:
 /// sum over j of log p(cont[j] | ctx, cont[:j]). The input row is (ctx + cont)
 /// without its last token, cut from the left to `max_len` tokens; rows are batched
-/// `batch_size` at a time (padding has doc id -1). Output [requests].
+/// `batch_size` at a time (padding has doc id -1). Output [requests]. Throws
+/// NonFiniteError when a log-likelihood is NaN/Inf (the model's activations overflowed).
 std::vector<double> continuation_logliks(training::TrainableModel& model,
                                          const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& requests,
                                          int64_t max_len, const torch::Device& device, int64_t batch_size = 16);

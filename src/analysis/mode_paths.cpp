@@ -146,6 +146,7 @@ RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split
     auto batch = make_batch(split, idx, dev);
     fo.logits_at = torch::zeros({int64_t(idx.size()), 1}, torch::kInt64);
     auto out = model->forward(batch, fo);
+    require_finite_routing(out.trace, "routing statistics");
     st.add(out.trace, labels);
     bar.update(std::min(n, i + opt.batch_size));
   }

@@ -55,7 +55,8 @@ struct CollectOptions {
 };
 
 /// Runs the model (eval mode, no grad, router free) over a split and collects stats
-/// keyed by the sequences' labels (sequences without a label use -1).
+/// keyed by the sequences' labels (sequences without a label use -1). Throws
+/// NonFiniteError for NaN/Inf router probabilities.
 RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split, const CollectOptions& opt = {});
 
 /// Pads the sequences `indices` of a split into a LoLBatch of [batch, longest] tokens

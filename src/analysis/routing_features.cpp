@@ -147,6 +147,7 @@ RoutingFeatures collect_routing_features(LoLModel& model, const data::SplitData&
     auto batch = make_batch(split, idx, dev, longer ? cap : 0);
     fo.logits_at = torch::zeros({int64_t(idx.size()), 1}, torch::kInt64);  // logits are not needed
     auto out = model->forward(batch, fo);
+    require_finite_routing(out.trace, "routing features");
     parts.push_back(features_from_trace(out.trace, idx, labels));
     bar.update(std::min(n, i + opt.batch_size));
   }

@@ -58,7 +58,8 @@ RoutingFeatures merge_features(const std::vector<RoutingFeatures>& parts);
 /// collect_routing_stats, and returns the features of all (or opt.max_sequences) sequences.
 /// Sequences of length 0 are skipped; longer sequences than `max_tokens` (0 = the model's
 /// max_seq_len) are cut to their first max_tokens tokens (the features then describe that
-/// prefix). Throws InputError for max_tokens outside 0..max_seq_len.
+/// prefix). Throws InputError for max_tokens outside 0..max_seq_len, NonFiniteError for
+/// NaN/Inf router probabilities.
 RoutingFeatures collect_routing_features(LoLModel& model, const data::SplitData& split, const CollectOptions& opt = {},
                                          int64_t max_tokens = 0);
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/finite.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -53,6 +54,7 @@ std::vector<std::vector<int64_t>> generate_full_recompute(LoLModel& model, const
     fo.force = force;
     fo.logits_at = last.to(dev);
     auto logits = model->forward(batch, fo).logits.squeeze(1);  // [B, V]
+    require_finite(logits, "strategy evaluation: the logits");
     auto next = logits.argmax(-1).to(torch::kCPU);
     for (int64_t b = 0; b < B; ++b) {
       int64_t t = next[b].item<int64_t>();

@@ -30,6 +30,7 @@ using GenerateFn = std::function<std::vector<std::vector<int64_t>>(
     LoLModel&, const std::vector<PromptSpec>&, const RoutingPath* force, int64_t max_new, int64_t eos)>;
 
 /// Reference generator: full recompute of the whole sequence per new token (slow; tests).
+/// Throws NonFiniteError for NaN/Inf logits.
 std::vector<std::vector<int64_t>> generate_full_recompute(LoLModel& model, const std::vector<PromptSpec>& prompts,
                                                           const RoutingPath* force, int64_t max_new, int64_t eos);
 

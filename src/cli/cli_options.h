@@ -73,6 +73,9 @@ inline void add_sampling_options(CLI::App* c, inference::SamplingOptions& s, uin
   c->add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
   c->add_option("--top-k", s.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
   c->add_option("--top-p", s.top_p, "Nucleus mass (1 = all)")->capture_default_str();
+  c->add_option("--repetition-penalty", s.repetition_penalty,
+                "Divide positive logits of tokens already in the sequence by this, multiply negative ones (1 = off)")
+      ->capture_default_str();
   c->add_option("--seed", seed, "Sampling seed")->capture_default_str();
 }
 

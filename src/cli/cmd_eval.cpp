@@ -51,6 +51,7 @@ training::BatchLayout eval_layout(const EvalArgs& a, const std::string& dir, con
   if (seq_len > max_len)
     throw InputError("--seq-len " + std::to_string(seq_len) + ": the model's max_seq_len is " + std::to_string(max_len));
   l.seq_len = seq_len;
+  l.seq_len_setting = "--seq-len";
   return l;
 }
 

@@ -121,8 +121,17 @@ struct GenArgs {
   inference::SamplingOptions sampling;
   uint64_t seed = 0;
   int threads = 0;
-  bool chat = false, ids = false, no_stop = false;
+  bool chat = false, ids = false, no_stop = false, generation_config = false;
+  /// Sampling flags given on the command line (they override generation_config.json).
+  bool set_temperature = false, set_top_k = false, set_top_p = false, set_repetition_penalty = false;
 };
+
+/// `v` with up to 6 significant digits, no trailing zeros (0.7, 1.05, 20).
+std::string fmt_g(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
 
 void run_generate(const GenArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
@@ -151,6 +160,18 @@ void run_generate(const GenArgs& a) {
   inference::GenerateOptions o;
   o.max_new_tokens = a.max_new;
   o.sampling = a.sampling;
+  if (a.generation_config) {
+    const auto d = hf::generation_sampling_defaults(a.dir);
+    if (!d) throw InputError("--generation-config: " + a.dir + "/generation_config.json does not exist");
+    if (!a.set_temperature) o.sampling.temperature = d->temperature;
+    if (!a.set_top_k) o.sampling.top_k = d->top_k;
+    if (!a.set_top_p) o.sampling.top_p = d->top_p;
+    if (!a.set_repetition_penalty) o.sampling.repetition_penalty = d->repetition_penalty;
+    const auto& sp = o.sampling;
+    std::cerr << "sampling: " << (sp.temperature == 0 ? std::string("greedy") : "temperature " + fmt_g(sp.temperature))
+              << ", top_k " << sp.top_k << ", top_p " << fmt_g(sp.top_p) << ", repetition_penalty "
+              << fmt_g(sp.repetition_penalty) << " (generation_config.json and flags)\n";
+  }
   o.seed = a.seed;
   o.batch_size = 1;
   if (!a.no_stop) o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
@@ -344,8 +365,15 @@ void register_hf(CLI::App& app) {
   gen->add_option("--dtype", g->dtype, "Compute dtype: float32 | bfloat16 | float16 | float64")->capture_default_str();
   gen->add_flag("--ids", g->ids, "Print token ids instead of text");
   gen->add_flag("--no-stop", g->no_stop, "Ignore EOS tokens (always generate --max-new tokens)");
+  gen->add_flag("--generation-config", g->generation_config,
+                "Sample as transformers' generate() does by default: generation_config.json's do_sample, temperature, "
+                "top_k, top_p, repetition_penalty (sampling flags given here override them)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g, pr] {
+  gen->callback([g, pr, gen] {
+    g->set_temperature = gen->get_option("--temperature")->count() > 0;
+    g->set_top_k = gen->get_option("--top-k")->count() > 0;
+    g->set_top_p = gen->get_option("--top-p")->count() > 0;
+    g->set_repetition_penalty = gen->get_option("--repetition-penalty")->count() > 0;
     if (pr->count() > 0 && g->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
     if (g->prompt.empty() && g->tokens.empty()) throw InputError("hf generate: give --prompt TEXT or --tokens IDS");
     run_generate(*g);

@@ -13,6 +13,7 @@
 #include "baselines/looped_config.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "core/finite.h"
 #include "core/runtime.h"
 #include "core/tensor_io.h"
 #include "io/atomic_file.h"
@@ -327,6 +328,8 @@ void run_forward(const ForwardArgs& a) {
 
   torch::NoGradGuard ng;
   auto out = m->forward(batch, fo);
+  require_finite_routing(out.trace, "forward");
+  require_finite(out.logits, "forward: the logits");
   const int64_t D = int64_t(out.trace.size()), L = c.library_size;
   int64_t K = 0;
   for (const auto& t : out.trace) K = std::max<int64_t>(K, int64_t(t.k.size()));

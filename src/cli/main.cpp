@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   } catch (const lol::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const lol::NonFiniteError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the user named that cannot be created or read (a file where a directory is
     // expected, no permission): an input problem, named by its path.

@@ -1,6 +1,7 @@
 #include "hf/hf_chat.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -127,6 +128,40 @@ std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, co
   }
   if (tok && tok->eos_id()) add(*tok->eos_id());
   return out;
+}
+
+std::optional<inference::SamplingOptions> generation_sampling_defaults(const std::string& dir) {
+  const std::string path = dir + "/generation_config.json";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  const auto j = io::read_json_file(path);
+  require(j.is_object(), path, "expected a JSON object");
+  auto present = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  auto number = [&](const char* key, double fallback) {
+    if (!present(key)) return fallback;
+    require(j[key].is_number(), path, std::string("field '") + key + "' = " + j[key].dump() + ": expected a number");
+    return j[key].get<double>();
+  };
+  bool do_sample = false;
+  if (present("do_sample")) {
+    require(j["do_sample"].is_boolean(), path, "field 'do_sample' = " + j["do_sample"].dump() + ": expected true or false");
+    do_sample = j["do_sample"].get<bool>();
+  }
+  inference::SamplingOptions o;
+  o.repetition_penalty = number("repetition_penalty", 1.0);
+  require(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty), path,
+          "field 'repetition_penalty' = " + std::to_string(o.repetition_penalty) + ": expected a finite value > 0");
+  if (!do_sample) return o;  // greedy: transformers ignores the sampling fields then
+  o.temperature = number("temperature", 1.0);
+  require(o.temperature > 0 && std::isfinite(o.temperature), path,
+          "field 'temperature' = " + std::to_string(o.temperature) +
+              ": expected a finite value > 0 with do_sample = true (greedy is do_sample = false)");
+  const double top_k = number("top_k", 50);
+  require(top_k >= 0 && top_k == std::floor(top_k) && top_k < 1e15, path,
+          "field 'top_k' = " + std::to_string(top_k) + ": expected an integer >= 0 (0 = off)");
+  o.top_k = int64_t(top_k);
+  o.top_p = number("top_p", 1.0);
+  require(o.top_p > 0 && o.top_p <= 1, path, "field 'top_p' = " + std::to_string(o.top_p) + ": expected 0 < top_p <= 1");
+  return o;
 }
 
 }  // namespace lol::hf

@@ -1,5 +1,6 @@
 // Text-side pieces of a Hugging Face folder (issue 10): the chat template of
-// tokenizer_config.json and the stop tokens of config.json / generation_config.json.
+// tokenizer_config.json, the stop tokens of config.json / generation_config.json and
+// the sampling defaults of generation_config.json.
 // LibTorch-free.
 //
 // Chat templates are Jinja programs; this project does not run Jinja. It renders
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "hf/hf_config.h"
+#include "inference/sampling.h"
 #include "tokenizers/chat_template.h"
 #include "tokenizers/tokenizer.h"
 
@@ -46,5 +48,15 @@ std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<toke
 /// EOS (tok may be null), without duplicates, in that order. Throws InputError
 /// naming generation_config.json when it is malformed.
 std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, const tokenizers::Tokenizer* tok);
+
+/// The sampling that transformers' generate() uses by default for the folder `dir`:
+/// generation_config.json's do_sample, temperature, top_k, top_p and
+/// repetition_penalty, absent or null fields taking GenerationConfig's defaults (false,
+/// 1.0, 50, 1.0, 1.0). Without do_sample the result is greedy (temperature 0; the
+/// repetition penalty still applies, as in transformers). nullopt when the folder has no
+/// generation_config.json. Throws InputError naming the file and field for a wrong
+/// type or a value transformers refuses (do_sample with temperature <= 0, top_p outside
+/// (0, 1], top_k < 0, repetition_penalty <= 0).
+std::optional<inference::SamplingOptions> generation_sampling_defaults(const std::string& dir);
 
 }  // namespace lol::hf

@@ -1,5 +1,7 @@
 #include "hf/hf_config.h"
 
+#include <tuple>
+
 #include "io/json_file.h"
 #include "util/error.h"
 #include "util/json_fields.h"
@@ -70,6 +72,14 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     f.get(key, *out);
     require_positive(where, key, *out);
   }
+  // The dense model's limits (baselines/shape.cpp, dense_config.cpp), by their names here.
+  for (auto [key, v, hi] : {std::tuple<const char*, int64_t, int64_t>{"vocab_size", c.vocab_size, int64_t(1) << 31},
+                            {"hidden_size", c.hidden_size, int64_t(1) << 20},
+                            {"intermediate_size", c.intermediate_size, int64_t(1) << 24},
+                            {"num_hidden_layers", c.num_hidden_layers, 4096},
+                            {"num_attention_heads", c.num_attention_heads, int64_t(1) << 16},
+                            {"max_position_embeddings", c.max_position_embeddings, int64_t(1) << 24}})
+    util::check_range(where, key, v, 1, hi);
   c.num_key_value_heads = c.num_attention_heads;
   if (f.has("num_key_value_heads") && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
   require_positive(where, "num_key_value_heads", c.num_key_value_heads);

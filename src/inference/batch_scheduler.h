@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "core/finite.h"
 #include "inference/generate.h"
 #include "inference/sampling.h"
 
@@ -21,6 +23,7 @@ namespace lol::inference {
 /// Runs generation for the prompts listed in `order` (prompt indices; every index in
 /// [0, n_prompts) once) over `rows` session rows. `Session` is a small adapter with:
 ///   int64_t prompt_size(int64_t prompt)                 tokens of that prompt
+///   const std::vector<int64_t>& prompt_tokens(int64_t prompt)  its token ids
 ///   void start(int64_t row, int64_t prompt)             reset `row` for `prompt`
 ///   void queue_prefill(int64_t row, int64_t prompt, int64_t begin, int64_t end)
 ///                                                       feed prompt tokens [begin, end) next
@@ -30,6 +33,7 @@ namespace lol::inference {
 ///                                                       of each input's last token
 ///   void finish(int64_t row, Generation& g)             `row`'s sequence ended (e.g. copy its trace)
 /// Returns one Generation per prompt, in prompt order. The caller validates options.
+/// Throws NonFiniteError when a row's logits hold NaN or Inf (nothing is sampled from them).
 template <class Session>
 std::vector<Generation> run_batched_generation(Session& s, int64_t rows, const std::vector<int64_t>& order,
                                                const GenerateOptions& opt) {
@@ -42,16 +46,37 @@ std::vector<Generation> run_batched_generation(Session& s, int64_t rows, const s
   std::vector<int64_t> fed(B, 0);       // prompt tokens fed so far (prefill progress)
   std::vector<int64_t> pending(B, -1);  // last chosen token, to be fed next
   int64_t next = 0;
+  // Repetition penalty: the distinct token ids of each sequence so far (sorted).
+  const bool penalize = opt.sampling.repetition_penalty != 1.0;
+  std::vector<std::vector<int64_t>> seen(penalize ? P : 0);
 
   // Chooses a token for each queued row from its logits row; finishes rows that stop.
   auto choose = [&](const std::vector<int64_t>& chosen_rows, const at::Tensor& logits) {
     auto lf = logits.to(at::kCPU, at::kFloat).contiguous();
+    if (penalize && lf.is_same(logits)) lf = lf.clone();  // penalised in place below
     const int64_t V = lf.size(1);
-    const float* base = lf.data_ptr<float>();
+    float* base = lf.data_ptr<float>();
     for (size_t j = 0; j < chosen_rows.size(); ++j) {
       const int64_t row = chosen_rows[j], i = owner[row];
-      const int64_t tok = sample_token(base + int64_t(j) * V, V, opt.sampling, rng[i]);
       Generation& g = out[i];
+      float* row_logits = base + int64_t(j) * V;
+      if (!all_finite(row_logits, V))
+        throw NonFiniteError(non_finite_message("generation: the logits of prompt " + std::to_string(i) +
+                                                    " for new token " + std::to_string(g.tokens.size() + 1),
+                                                std::string(c10::toString(logits.scalar_type()))));
+      if (penalize) {
+        if (g.tokens.empty()) {
+          seen[i] = s.prompt_tokens(i);
+          std::sort(seen[i].begin(), seen[i].end());
+          seen[i].erase(std::unique(seen[i].begin(), seen[i].end()), seen[i].end());
+        }
+        apply_repetition_penalty(row_logits, V, seen[i], opt.sampling.repetition_penalty);
+      }
+      const int64_t tok = sample_token(row_logits, V, opt.sampling, rng[i]);
+      if (penalize) {
+        auto at_tok = std::lower_bound(seen[i].begin(), seen[i].end(), tok);
+        if (at_tok == seen[i].end() || *at_tok != tok) seen[i].insert(at_tok, tok);
+      }
       g.tokens.push_back(tok);
       if (opt.on_token) opt.on_token(i, tok);
       const bool stop = std::find(opt.stop_tokens.begin(), opt.stop_tokens.end(), tok) != opt.stop_tokens.end();

@@ -31,6 +31,7 @@ struct DenseRows {
   std::vector<DenseRowInput> queue;
 
   int64_t prompt_size(int64_t i) const { return int64_t(prompts[i].size()); }
+  const std::vector<int64_t>& prompt_tokens(int64_t i) const { return prompts[i]; }
   void start(int64_t row, int64_t) { session.reset(row); }
   void queue_prefill(int64_t row, int64_t i, int64_t b, int64_t e) {
     queue.push_back({row, std::vector<int64_t>(prompts[i].begin() + b, prompts[i].begin() + e)});

@@ -38,6 +38,7 @@ struct Rows {
   std::vector<RowInput> queue;
 
   int64_t prompt_size(int64_t i) const { return int64_t(prompts[i].tokens.size()); }
+  const std::vector<int64_t>& prompt_tokens(int64_t i) const { return prompts[i].tokens; }
   void start(int64_t row, int64_t i) {
     const Prompt& p = prompts[i];
     session.reset(row, p.prompt_len < 0 ? int64_t(p.tokens.size()) : p.prompt_len, p.force);

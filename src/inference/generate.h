@@ -47,7 +47,8 @@ struct Generation {
 /// decoded together tend to share experts. Results are in prompt order and do not
 /// depend on the batch size or the schedule.
 /// Throws InputError for an empty prompt, bad sampling options, a prompt or
-/// router_only of the wrong length, or prompt + max_new_tokens > session.max_len().
+/// router_only of the wrong length, or prompt + max_new_tokens > session.max_len();
+/// NonFiniteError when a row's logits hold NaN/Inf (activations overflowed).
 std::vector<Generation> generate(DecodeSession& session, const std::vector<Prompt>& prompts,
                                  const GenerateOptions& opt);
 

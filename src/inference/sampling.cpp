@@ -15,6 +15,18 @@ void validate_sampling(const SamplingOptions& o, const std::string& where) {
   if (o.top_k < 0) throw InputError(where + ": top_k " + std::to_string(o.top_k) + ": expected >= 0 (0 = off)");
   if (!(o.top_p > 0 && o.top_p <= 1))
     throw InputError(where + ": top_p " + std::to_string(o.top_p) + ": expected 0 < top_p <= 1");
+  if (!(o.repetition_penalty > 0) || !std::isfinite(o.repetition_penalty))
+    throw InputError(where + ": repetition_penalty " + std::to_string(o.repetition_penalty) +
+                     ": expected a finite value > 0 (1 = off)");
+}
+
+void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& seen, double penalty) {
+  const float p = float(penalty);  // transformers multiplies float32 scores by the float penalty
+  for (int64_t id : seen) {
+    if (id < 0 || id >= V) continue;
+    float& z = logits[id];
+    z = z < 0 ? z * p : z / p;
+  }
 }
 
 int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng) {

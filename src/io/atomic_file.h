@@ -42,6 +42,12 @@ void fsync_dir(const std::string& dir);
 /// permission).
 void create_dirs(const std::string& dir, const std::string& flag = "");
 
+/// Removes the temporaries ("<name>.tmp.<pid>") that AtomicFile writers killed before
+/// their commit left directly in `dir` (not its subdirectories); a file whose process
+/// still exists is kept. Returns how many were removed; errors are ignored (the files
+/// are litter, never read). Called by DirLock once the lock is held.
+int remove_stale_temporaries(const std::string& dir);
+
 /// Whole file as a string; throws InputError naming the path when unreadable.
 std::string read_file(const std::string& path);
 

@@ -32,6 +32,7 @@ DirLock::DirLock(const std::string& dir, const std::string& flag) {
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+  remove_stale_temporaries(dir);  // a writer killed before its rename left them
 }
 
 DirLock::~DirLock() {

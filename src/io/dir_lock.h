@@ -12,7 +12,8 @@ class DirLock {
  public:
   /// Creates `dir` if needed and locks it. Throws InputError (exit 2) naming the
   /// directory, `flag` (e.g. "train.out") and the holder's process id when another
-  /// process holds the lock, or when the lock file cannot be created.
+  /// process holds the lock, or when the lock file cannot be created. Once locked,
+  /// removes the temporaries of killed writers in `dir` (remove_stale_temporaries).
   explicit DirLock(const std::string& dir, const std::string& flag = "");
   ~DirLock();
   DirLock(const DirLock&) = delete;

@@ -68,8 +68,13 @@ const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
 
 SafetensorsFile SafetensorsFile::read(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  const auto st = std::filesystem::status(path, ec);  // follows symbolic links
+  if (st.type() == std::filesystem::file_type::directory)
     throw InputError(path + ": is a directory, expected a safetensors file");
+  // A device, FIFO or socket has no size to read the tensors against (/dev/zero read as
+  // "0 bytes", a FIFO blocks): refused by what it is.
+  if (!ec && st.type() != std::filesystem::file_type::regular && st.type() != std::filesystem::file_type::not_found)
+    throw InputError(path + ": is not a regular file (a device, FIFO or socket), expected a safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw InputError(path + ": cannot open safetensors file");
   std::streamsize size = in.tellg();

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/finite.h"
 #include "layerroute/block_lora.h"
 #include "nn/attention.h"
 #include "util/error.h"
@@ -59,6 +60,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     h = h + block_mlp(blk, i, lo, h);
   }
   auto last = m.base->logits(m.base->norm(h.narrow(0, P - 1, 1)));  // [1, V]
+  require_finite(last, "layerroute generation: the logits for new token 1");
   int64_t tok = last.argmax(-1).item<int64_t>();
   g.tokens.push_back(tok);
 
@@ -82,7 +84,9 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       x = x + a;
       x = x + block_mlp(blk, i, lo, x);
     }
-    tok = m.base->logits(m.base->norm(x)).argmax(-1).item<int64_t>();
+    auto logits = m.base->logits(m.base->norm(x));  // [1, V]
+    require_finite(logits, "layerroute generation: the logits for new token " + std::to_string(t + 1));
+    tok = logits.argmax(-1).item<int64_t>();
     g.tokens.push_back(tok);
   }
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

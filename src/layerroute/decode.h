@@ -26,7 +26,7 @@ struct Generation {
 /// that runs with different gates do the same amount of work), gates by `mode`.
 /// `use_lora` = false runs the base weights only (use it after merging the adapters
 /// into them). Throws InputError for an empty prompt, token ids outside the
-/// vocabulary, or prompt + new_tokens > max_seq_len.
+/// vocabulary, or prompt + new_tokens > max_seq_len; NonFiniteError for NaN/Inf logits.
 Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt, int64_t new_tokens, GateMode mode,
                           bool use_lora);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/finite.h"
 #include "core/module_io.h"
 #include "layerroute/cost.h"
 #include "layerroute/decode.h"
@@ -149,12 +150,15 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
         auto b = training::to_device(make_batch(rows), dev);
         GatedOptions base_o{GateMode::Open, false, false}, open_o{GateMode::Open, false, true},
             gated_o{opt.mode, false, true};
-        acc.ce_base +=
-            training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, base_o).logits, b.targets, b.target_mask).item<double>();
-        acc.ce_open +=
-            training::masked_ce_sum(m.forward(b.tokens, b.doc_ids, open_o).logits, b.targets, b.target_mask).item<double>();
+        auto ce = [&](const torch::Tensor& logits, const char* model) {
+          const double v = training::masked_ce_sum(logits, b.targets, b.target_mask).item<double>();
+          require_finite(v, std::string("layerroute evaluation: the loss of the ") + model + " model");
+          return v;
+        };
+        acc.ce_base += ce(m.forward(b.tokens, b.doc_ids, base_o).logits, "base");
+        acc.ce_open += ce(m.forward(b.tokens, b.doc_ids, open_o).logits, "all-open adapted");
         auto g = m.forward(b.tokens, b.doc_ids, gated_o);
-        acc.ce_gated += training::masked_ce_sum(g.logits, b.targets, b.target_mask).item<double>();
+        acc.ce_gated += ce(g.logits, "gated");
         acc.samples += int64_t(rows.size());
         acc.targets += b.n_targets;
         acc.executed += g.executed_blocks;

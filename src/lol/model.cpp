@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/finite.h"
 #include "core/index_tensor.h"
 #include "lol/dispatch.h"
 #include "lol/router_inputs.h"
@@ -388,6 +389,11 @@ int64_t LoLModelImpl::active_parameters_per_token() const {
     inactive_ffn += (m->n_experts() - m->top_k()) * expert;
   }
   return num_parameters() - (cfg_.library_size - active_experts) * per_block - inactive_ffn;
+}
+
+void require_finite_routing(const std::vector<DepthTrace>& trace, const std::string& where) {
+  for (size_t d = 0; d < trace.size(); ++d)
+    require_finite(trace[d].probs, where + ": the router probabilities at routed depth " + std::to_string(d + 1));
 }
 
 }  // namespace lol

@@ -52,6 +52,11 @@ struct DepthTrace {
   torch::Tensor forced;  ///< [windows] bool: decision came from a routing path
 };
 
+/// Throws NonFiniteError naming `where` and the routed depth (1-based) when a traced
+/// router probability is NaN or Inf (the router's inputs overflowed; every routing
+/// decision and analysis built on it would be meaningless).
+void require_finite_routing(const std::vector<DepthTrace>& trace, const std::string& where);
+
 struct ForwardOptions {
   const RoutingPath* force = nullptr;  ///< replaces router decisions where it has entries
   bool trace = false;                  ///< fill LoLOutput::trace

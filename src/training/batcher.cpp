@@ -64,8 +64,9 @@ Batcher::Batcher(const data::SplitData& split, const BatchLayout& layout, uint64
     if (longest == 0) throw InputError(where_ + ": every sequence is empty");
     if (layout_.seq_len > 0 && longest > layout_.seq_len)
       throw InputError(where_ + ": sequence " + std::to_string(longest_i) + " has " + std::to_string(longest) +
-                       " tokens, more than data.seq_len = " + std::to_string(layout_.seq_len) +
-                       " (raise data.seq_len or set it to 0 for the longest sequence)");
+                       " tokens, more than " + layout_.seq_len_setting + " = " + std::to_string(layout_.seq_len) +
+                       " (raise " + layout_.seq_len_setting +
+                       (layout_.seq_len_setting == "data.seq_len" ? " or set it to 0 for the longest sequence)" : ")"));
     max_len_ = layout_.seq_len > 0 ? layout_.seq_len : longest;
   }
   start_epoch(0);

@@ -35,6 +35,9 @@ struct BatchLayout {
   int64_t batch_size = 8;  ///< rows per micro-batch
   int64_t seq_len = 0;     ///< pad: maximum row length (0 = longest sequence); pack: row length
   bool pack = false;
+  /// The setting that sets seq_len, as errors name it ("data.seq_len" in a run config;
+  /// `lol eval lm` uses "--seq-len").
+  std::string seq_len_setting = "data.seq_len";
 };
 
 /// Which part of the data stream a data-parallel rank reads (see above).

@@ -12,6 +12,7 @@
 #include "training/batcher.h"
 #include "training/run_config.h"
 #include "training/trainable.h"
+#include "util/error.h"
 
 namespace lol::training {
 

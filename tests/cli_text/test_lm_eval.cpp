@@ -254,6 +254,12 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
     EXPECT_EQ(e.code, 2) << bad << ": " << e.out;
     EXPECT_NE(e.out.find(bad.substr(0, bad.find(' '))), std::string::npos) << e.out;
   }
+  // Padded rows shorter than a document: the fix is named as this command spells it.
+  auto short_rows = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " +
+                                     reftest::quote(t / "ds") + " --no-progress --packing pad --seq-len 8");
+  EXPECT_EQ(short_rows.code, 2) << short_rows.out;
+  EXPECT_NE(short_rows.out.find("tokens, more than --seq-len = 8 (raise --seq-len)"), std::string::npos)
+      << short_rows.out;
 
   io::write_file_atomic(t / "q.jsonl", "{\"context\": \"Das ist\", \"choices\": [\"gut\", \"schlecht\"], \"gold\": 0}\n"
                                        "{\"context\": \"It is\", \"choices\": [\"fine\", \"bad\", \"odd\"], \"gold\": 2}\n");

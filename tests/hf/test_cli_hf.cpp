@@ -92,6 +92,66 @@ TEST(CliHf, InfoGeneratePpl) {
   }
 }
 
+// Finite weights whose products overflow float32 (a final norm weight of 3e38): generation
+// and perplexity stop with exit status 3 naming what held NaN/Inf, instead of sampling
+// from NaN logits or reporting a NaN perplexity.
+TEST(CliHf, OverflowingWeightsExitWith3) {
+  TinyShape s;
+  s.vocab = 300;
+  TempDir d("overflow");
+  write_text(d / "config.json", tiny_config_json(s, "float32").dump(2));
+  auto w = tiny_weights(s, 21);
+  for (auto& [name, t] : w)
+    if (name == "model.norm.weight") t.fill_(3e38);
+  write_hf_weights(d.path(), w, torch::kFloat32);
+  chat_tokenizer().save(d.path());
+  write_text(d / "text.txt", "In the beginning God created the heaven and the earth.");
+  auto r = run_lol_all({"hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 2 --ids --no-stop",
+                        "hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") + " --context 16"});
+  EXPECT_EQ(r[0].code, 3) << r[0].out;
+  EXPECT_NE(r[0].out.find("error: generation: the logits of prompt 0 for new token 1: NaN or Inf values"),
+            std::string::npos)
+      << r[0].out;
+  EXPECT_EQ(r[1].code, 3) << r[1].out;
+  EXPECT_NE(r[1].out.find("error: evaluation: the log-likelihood of continuation 1: NaN or Inf values"), std::string::npos)
+      << r[1].out;
+}
+
+// --generation-config samples as transformers' generate() does by default; flags override
+// it, and a temperature of 0 makes it greedy with the file's repetition penalty, which
+// equals the library's greedy generation with that penalty.
+TEST(CliHf, GenerationConfigSampling) {
+  TinyShape s;
+  s.vocab = 300;
+  TempDir d("gencfg");
+  write_tiny_checkpoint(d.path(), s, 21, torch::kFloat32, 1);
+  write_text(d / "generation_config.json",
+             R"({"do_sample": true, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.5})");
+  const std::string gen = "hf generate " + quote(d.path()) + " --tokens 1,2,3,2 --max-new 8 --ids --no-stop ";
+  auto r = run_lol_all({gen + "--generation-config --seed 4", gen + "--generation-config --temperature 0",
+                        gen + "--repetition-penalty -1"});
+  ASSERT_EQ(r[0].code, 0) << r[0].out;
+  EXPECT_NE(r[0].out.find("sampling: temperature 0.7, top_k 20, top_p 0.8, repetition_penalty 1.5"), std::string::npos)
+      << r[0].out;
+  ASSERT_EQ(r[1].code, 0) << r[1].out;
+  EXPECT_NE(r[1].out.find("sampling: greedy, top_k 20, top_p 0.8, repetition_penalty 1.5"), std::string::npos)
+      << r[1].out;
+  inference::GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.sampling.repetition_penalty = 1.5;
+  const auto want = inference::generate_dense(load_hf_model(d.path()), {{1, 2, 3, 2}}, o)[0].tokens;
+  const auto ids_line = r[1].out.substr(r[1].out.find('\n') + 1);
+  EXPECT_EQ(parse_ids(ids_line.substr(0, ids_line.find('\n'))), want) << r[1].out;
+  EXPECT_EQ(r[2].code, 2) << r[2].out;
+  EXPECT_NE(r[2].out.find("repetition_penalty -1"), std::string::npos) << r[2].out;
+  std::filesystem::remove(d / "generation_config.json");
+  const auto none = run_lol(gen + "--generation-config");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("--generation-config: " + d.path() + "/generation_config.json does not exist"),
+            std::string::npos)
+      << none.out;
+}
+
 // A plain --prompt is encoded as transformers' tokenizer(prompt) does, with the
 // post-processor's special tokens (a Llama-3-style BOS); a --chat prompt as
 // apply_chat_template(tokenize=True) does, without them (the template has its own).

@@ -132,5 +132,41 @@ TEST(HfChat, StopTokensFromAllSources) {
   expect_input_error([&] { stop_tokens(d.path(), c, nullptr); }, {"generation_config.json", "eos_token_id"});
 }
 
+// generation_config.json's sampling as transformers' generate() reads it: Qwen2.5-Instruct's
+// file, GenerationConfig's defaults for absent fields, greedy without do_sample (the
+// penalty kept), and the values transformers refuses.
+TEST(HfChat, GenerationSamplingDefaults) {
+  TempDir d("gencfg");
+  EXPECT_FALSE(generation_sampling_defaults(d.path()).has_value());
+  write_text(d / "generation_config.json",
+             R"({"bos_token_id": 151643, "pad_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643],
+                 "repetition_penalty": 1.05, "temperature": 0.7, "top_p": 0.8, "top_k": 20,
+                 "transformers_version": "4.37.0"})");
+  auto o = generation_sampling_defaults(d.path());
+  ASSERT_TRUE(o.has_value());
+  EXPECT_DOUBLE_EQ(o->temperature, 0.7);
+  EXPECT_EQ(o->top_k, 20);
+  EXPECT_DOUBLE_EQ(o->top_p, 0.8);
+  EXPECT_DOUBLE_EQ(o->repetition_penalty, 1.05);
+  write_text(d / "generation_config.json", R"({"do_sample": true, "top_p": null})");
+  o = generation_sampling_defaults(d.path());
+  EXPECT_DOUBLE_EQ(o->temperature, 1.0);
+  EXPECT_EQ(o->top_k, 50);
+  EXPECT_DOUBLE_EQ(o->top_p, 1.0);
+  EXPECT_DOUBLE_EQ(o->repetition_penalty, 1.0);
+  write_text(d / "generation_config.json", R"({"temperature": 0.7, "top_k": 20, "repetition_penalty": 1.1})");
+  o = generation_sampling_defaults(d.path());
+  EXPECT_EQ(o->temperature, 0.0) << "greedy without do_sample";
+  EXPECT_EQ(o->top_k, 0);
+  EXPECT_DOUBLE_EQ(o->repetition_penalty, 1.1);
+  for (const char* bad : {R"({"do_sample": "yes"})", R"({"do_sample": true, "temperature": 0})",
+                          R"({"do_sample": true, "top_k": 2.5})", R"({"do_sample": true, "top_p": 1.5})",
+                          R"({"repetition_penalty": 0})", R"({"repetition_penalty": "1.1"})", R"([1])"}) {
+    SCOPED_TRACE(bad);
+    write_text(d / "generation_config.json", bad);
+    expect_input_error([&] { generation_sampling_defaults(d.path()); }, {"generation_config.json"});
+  }
+}
+
 }  // namespace
 }  // namespace lol::hf::test

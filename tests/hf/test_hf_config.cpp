@@ -143,6 +143,9 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
       {kQwen25, R"({"torch_dtype": "float8"})", {"torch_dtype", "float8"}},
       {kQwen25, R"({"eos_token_id": "x"})", {"eos_token_id", "token id"}},
       {kLlama, R"({"head_dim": 63})", {"head_dim", "even"}},
+      // Sizes beyond the dense model's limits are named by their config.json field.
+      {kQwen25, R"({"num_hidden_layers": 1000000})", {"'num_hidden_layers' = 1000000", "<= 4096"}},
+      {kLlama, R"({"hidden_size": 4194304, "head_dim": 64})", {"'hidden_size' = 4194304", "<= 1048576"}},
   };
   for (const auto& c : cases) {
     auto j = nlohmann::json::parse(c.base);

@@ -23,8 +23,10 @@ Prompt random_prompt(int64_t n, int64_t vocab, uint64_t seed) {
   return p;
 }
 
-/// Greedy continuation computed with one full forward pass per token.
-std::vector<int64_t> greedy_by_full_forward(LoLModel& m, const Prompt& p, int64_t new_tokens) {
+/// Greedy continuation computed with one full forward pass per token; with a
+/// repetition penalty != 1, transformers' RepetitionPenaltyLogitsProcessor written with
+/// tensor ops (gather, where, scatter over every id of the sequence so far) first.
+std::vector<int64_t> greedy_by_full_forward(LoLModel& m, const Prompt& p, int64_t new_tokens, double penalty = 1.0) {
   torch::NoGradGuard ng;
   std::vector<int64_t> seq = p.tokens, out;
   std::vector<int64_t> ro(p.router_only.begin(), p.router_only.end());
@@ -40,6 +42,12 @@ std::vector<int64_t> greedy_by_full_forward(LoLModel& m, const Prompt& p, int64_
     ForwardOptions o;
     o.force = p.force;
     auto logits = m->forward(b, o).logits[0][n - 1];
+    if (penalty != 1.0) {
+      auto ids = torch::tensor(seq, torch::kInt64);
+      auto score = logits.gather(0, ids);
+      score = torch::where(score < 0, score * penalty, score / penalty);
+      logits = logits.scatter(0, ids, score);
+    }
     const int64_t t = logits.argmax().item<int64_t>();
     out.push_back(t);
     seq.push_back(t);
@@ -179,6 +187,32 @@ TEST(Generate, TraceCoversGeneratedWindowsAndTestTimeDepth) {
   }
 }
 
+// The repetition penalty (transformers' semantics) on every id of the prompt and of the
+// tokens generated so far, with continuous batching over two rows.
+TEST(Generate, RepetitionPenaltyEqualsFullForwardReference) {
+  auto c = lol::test::tiny_config();
+  auto m = lol::test::tiny_model(c, 7);
+  std::vector<Prompt> prompts;
+  for (uint64_t seed = 1; seed <= 3; ++seed) prompts.push_back(random_prompt(4 + int64_t(seed) * 3, c.vocab_size, seed));
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  o.batch_size = 2;
+  const auto plain = generate(m, prompts, o);
+  o.sampling.repetition_penalty = 1.8;
+  const auto penalised = generate(m, prompts, o);
+  bool changed = false;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(penalised[i].tokens, greedy_by_full_forward(m, prompts[i], 24, 1.8));
+    changed |= penalised[i].tokens != plain[i].tokens;
+  }
+  EXPECT_TRUE(changed) << "a penalty of 1.8 changes some greedy continuation of this model";
+  o.sampling.repetition_penalty = 0;
+  EXPECT_THROW(generate(m, prompts, o), InputError);
+  o.sampling.repetition_penalty = NAN;
+  EXPECT_THROW(generate(m, prompts, o), InputError);
+}
+
 TEST(Generate, BadOptionsThrow) {
   auto c = lol::test::tiny_config();
   auto m = lol::test::tiny_model(c, 13);
@@ -232,6 +266,11 @@ TEST(Sampling, GreedyTopKTopPAndDistribution) {
   auto a = sequence_rng(3, 2), b = sequence_rng(3, 2), c = sequence_rng(3, 1);
   EXPECT_EQ(a(), b());
   EXPECT_NE(b(), c());
+  // Repetition penalty: positive logits divided, negative multiplied, each id once,
+  // ids outside the vocabulary ignored.
+  std::vector<float> r = {2.0f, -1.0f, 0.0f, 3.0f};
+  apply_repetition_penalty(r.data(), 4, {0, 1, 2, 7, -1}, 2.0);
+  EXPECT_EQ(r, (std::vector<float>{1.0f, -2.0f, 0.0f, 3.0f}));
   std::vector<float> nan = {NAN, 0.f, NAN};
   EXPECT_EQ(sample_token(nan.data(), 3, g, rng), 1);
   EXPECT_EQ(sample_token(nan.data(), 3, t, rng), 1);

@@ -3,11 +3,14 @@
 // a regular file; failed writes are InputError naming the file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
 #include "common/test_files.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "util/error.h"
 
 namespace {
@@ -43,4 +46,29 @@ TEST(AtomicFile, DevicesAreWrittenInPlaceAndFailuresNameTheFile) {
         << e.what();
   }
   EXPECT_TRUE(is_char_device("/dev/full")) << "still the device";
+}
+
+// A writer killed before its rename leaves "<name>.tmp.<pid>"; the next holder of the
+// directory's lock removes those of processes that no longer exist, and nothing else.
+TEST(AtomicFile, StaleTemporariesOfDeadWritersAreRemovedUnderTheLock) {
+  lol_test::TempDir d("stale");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // `child` is now a pid with no process
+  const std::string dead = d / ("train-00000.safetensors.tmp." + std::to_string(child));
+  const std::string alive = d / ("dataset.json.tmp." + std::to_string(::getpid()));
+  const std::string other = d / "notes.tmp.txt";
+  const std::string nested = d / "sub";
+  std::filesystem::create_directories(nested);
+  const std::string nested_dead = nested + "/x.tmp." + std::to_string(child);
+  for (const auto& f : {dead, alive, other, nested_dead}) lol::io::write_file_atomic(f, "x");
+  {
+    const lol::io::DirLock lock(d.path());
+    EXPECT_FALSE(std::filesystem::exists(dead));
+    EXPECT_TRUE(std::filesystem::exists(alive)) << "its writer (this process) is alive";
+    EXPECT_TRUE(std::filesystem::exists(other));
+    EXPECT_TRUE(std::filesystem::exists(nested_dead)) << "only the directory itself is cleaned";
+  }
+  EXPECT_EQ(lol::io::remove_stale_temporaries(d.path()), 0);
 }

@@ -1,5 +1,6 @@
 // safetensors reader/writer (src/io/safetensors.h): round trip and header validation.
 // Every rejected file must raise lol::InputError naming the file (and the tensor).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -171,6 +172,26 @@ TEST(Safetensors, ReadErrorsNameThePath) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+}
+
+// A symbolic link to a device, or a FIFO, is refused by what it is (it has no size to
+// check the header against; a FIFO without a writer would block the reader).
+TEST(Safetensors, NonRegularFilesAreRefusedByKind) {
+  const std::string link = tmp_path("zero.safetensors"), fifo = tmp_path("fifo.safetensors");
+  std::filesystem::remove(link);
+  std::filesystem::remove(fifo);
+  std::filesystem::create_symlink("/dev/zero", link);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& path : {link, fifo}) {
+    try {
+      SafetensorsFile::read(path);
+      ADD_FAILURE() << path;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": is not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove(link);
+  std::filesystem::remove(fifo);
 }
 
 TEST(Safetensors, DTypeNamesAndSizes) {

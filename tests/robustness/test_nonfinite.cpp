@@ -156,3 +156,34 @@ TEST(NonFinite, BadOptimizerStateIsRefusedAndOverflowingUpdatesAreNotSaved) {
   res = run_lol({"train", "--resume", r.run, "--no-progress", "--set", "train.steps=3"}, r.t.path() + "/e.log");
   EXPECT_EQ(res.status, 0) << res.output;
 }
+
+// Inference checks what it computes: weights that load (finite) but overflow float32 in
+// the forward pass make every inference command stop with exit status 3 and a message
+// naming what held NaN/Inf, instead of writing, sampling from or reporting NaN.
+TEST(NonFinite, OverflowingWeightsStopInferenceCommandsWithExit3) {
+  TinyRun r;
+  const std::string ck = r.latest(), data = r.t.path() + "/data", out = r.t.path() + "/out";
+  poison(ck, "model.embed_tokens.weight", 3e38f);  // the logits overflow
+  poison(ck, "model.router.weight", 3e38f);        // the router's logits overflow
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"forward", "--model", ck, "--tokens", "1 2 3 4 5 6 7 8 9 10", "--out", out + ".safetensors"}, "forward: the "},
+      {{"generate", "--model", ck, "--tokens", "1 2 3", "--max-new", "4", "--ids"},
+       "generation: the logits of prompt 0 for new token "},
+      {{"eval", "lm", "--model", ck, "--data", data, "--split", "valid", "--tokenizer", "byte", "--no-progress"},
+       "evaluation: the loss of batch 1"},
+      {{"paths", "extract", "--model", ck, "--data", data, "--out", out}, "routing statistics: the router probabilities"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args[0]);
+    auto res = run_lol(c.args, r.t.path() + "/inf.log");
+    EXPECT_EQ(res.status, 3) << res.output;
+    EXPECT_NE(res.output.find("error: " + c.needle), std::string::npos) << res.output;
+    EXPECT_NE(res.output.find(": NaN or Inf values (the model's activations overflowed"), std::string::npos)
+        << res.output;
+  }
+  EXPECT_FALSE(fs::exists(out + ".safetensors"));  // nothing half-true was written
+}
