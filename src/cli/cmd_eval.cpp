@@ -63,15 +63,16 @@ void run_eval_lm(const EvalArgs& a) {
   auto model = training::load_model(dir);
   model->module().to(dev);
   auto ds = data::Dataset::open(a.data);
+  const int64_t model_vocab = model->config_json().value("vocab_size", int64_t(0));
   std::unique_ptr<tokenizers::Tokenizer> tok;
   if (!a.tokenizer.empty()) {
-    tok = data::open_text_tokenizer(a.tokenizer);
+    // Its byte lengths count the model's targets: it must be the model's vocabulary.
+    tok = model_tokenizer(dir, a.tokenizer, model_vocab);
   } else if (ds.info().contains("tokenizer")) {
     tok = tokenizers::load_tokenizer((fs::path(a.data) / ds.info()["tokenizer"].get<std::string>()).string());
   } else {
     throw InputError(a.data + "/dataset.json names no tokenizer: pass --tokenizer (needed for bits per byte)");
   }
-  const int64_t model_vocab = model->config_json().value("vocab_size", int64_t(0));
   if (ds.vocab_size() > model_vocab)
     throw InputError(a.data + ": vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
                      std::to_string(model_vocab));

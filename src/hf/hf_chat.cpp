@@ -135,32 +135,34 @@ std::optional<inference::SamplingOptions> generation_sampling_defaults(const std
   if (!std::filesystem::exists(path)) return std::nullopt;
   const auto j = io::read_json_file(path);
   require(j.is_object(), path, "expected a JSON object");
-  auto present = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
-  auto number = [&](const char* key, double fallback) {
-    if (!present(key)) return fallback;
+  // transformers: an absent field takes GenerationConfig's default; a null one is kept as
+  // None, which turns its logits processor off.
+  auto number = [&](const char* key, double absent, double null) {
+    if (!j.contains(key)) return absent;
+    if (j[key].is_null()) return null;
     require(j[key].is_number(), path, std::string("field '") + key + "' = " + j[key].dump() + ": expected a number");
     return j[key].get<double>();
   };
+  auto field = [&](const char* key) { return std::string("field '") + key + "' = " + j[key].dump(); };
   bool do_sample = false;
-  if (present("do_sample")) {
-    require(j["do_sample"].is_boolean(), path, "field 'do_sample' = " + j["do_sample"].dump() + ": expected true or false");
+  if (j.contains("do_sample") && !j["do_sample"].is_null()) {
+    require(j["do_sample"].is_boolean(), path, field("do_sample") + ": expected true or false");
     do_sample = j["do_sample"].get<bool>();
   }
   inference::SamplingOptions o;
-  o.repetition_penalty = number("repetition_penalty", 1.0);
-  require(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty), path,
-          "field 'repetition_penalty' = " + std::to_string(o.repetition_penalty) + ": expected a finite value > 0");
+  o.repetition_penalty = number("repetition_penalty", 1.0, 1.0);
+  require(inference::valid_repetition_penalty(o.repetition_penalty), path,
+          field("repetition_penalty") + ": expected a value > 0 that float32 holds (1 = off)");
   if (!do_sample) return o;  // greedy: transformers ignores the sampling fields then
-  o.temperature = number("temperature", 1.0);
+  o.temperature = number("temperature", 1.0, 1.0);
   require(o.temperature > 0 && std::isfinite(o.temperature), path,
-          "field 'temperature' = " + std::to_string(o.temperature) +
-              ": expected a finite value > 0 with do_sample = true (greedy is do_sample = false)");
-  const double top_k = number("top_k", 50);
+          field("temperature") + ": expected a finite value > 0 with do_sample = true (greedy is do_sample = false)");
+  const double top_k = number("top_k", 50, 0);
   require(top_k >= 0 && top_k == std::floor(top_k) && top_k < 1e15, path,
-          "field 'top_k' = " + std::to_string(top_k) + ": expected an integer >= 0 (0 = off)");
+          field("top_k") + ": expected an integer >= 0 (0 or null = off)");
   o.top_k = int64_t(top_k);
-  o.top_p = number("top_p", 1.0);
-  require(o.top_p > 0 && o.top_p <= 1, path, "field 'top_p' = " + std::to_string(o.top_p) + ": expected 0 < top_p <= 1");
+  o.top_p = number("top_p", 1.0, 1.0);
+  require(o.top_p >= 0 && o.top_p <= 1, path, field("top_p") + ": expected 0 <= top_p <= 1");
   return o;
 }
 

@@ -51,12 +51,13 @@ std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, co
 
 /// The sampling that transformers' generate() uses by default for the folder `dir`:
 /// generation_config.json's do_sample, temperature, top_k, top_p and
-/// repetition_penalty, absent or null fields taking GenerationConfig's defaults (false,
-/// 1.0, 50, 1.0, 1.0). Without do_sample the result is greedy (temperature 0; the
-/// repetition penalty still applies, as in transformers). nullopt when the folder has no
-/// generation_config.json. Throws InputError naming the file and field for a wrong
-/// type or a value transformers refuses (do_sample with temperature <= 0, top_p outside
-/// (0, 1], top_k < 0, repetition_penalty <= 0).
+/// repetition_penalty; absent fields take GenerationConfig's defaults (false, 1.0, 50,
+/// 1.0, 1.0), null ones turn their step off as transformers' None does (top_k null = no
+/// top-k). Without do_sample the result is greedy (temperature 0; the repetition penalty
+/// still applies, as in transformers). nullopt when the folder has no
+/// generation_config.json. Throws InputError naming the file and field for a wrong type
+/// or a value transformers refuses (do_sample with temperature <= 0, top_p outside
+/// [0, 1], top_k < 0) or float32 cannot hold (a repetition penalty of 1e39).
 std::optional<inference::SamplingOptions> generation_sampling_defaults(const std::string& dir);
 
 }  // namespace lol::hf

@@ -100,17 +100,15 @@ class Kernels final : public CpuDecoder {
   }
 
  private:
-  /// out = w * RMSNorm(x) (float32 statistics, as nn::RMSNorm), then gamma * . + beta.
+  /// out = w * RMSNorm(x), then gamma * . + beta; the sum of squares in double, as the
+  /// forward's CPU kernel (nn/rmsnorm.cpp), so huge activations do not overflow it.
   void norm(const T* x, const T* w, const T* gamma, const T* beta, T* out) const {
     const int64_t d = w_.cfg.d_model;
-    float ss = 0;
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * double(x[i]);
+    const T rn = T(1.0 / std::sqrt(ss / double(d) + w_.cfg.norm_eps));
     for (int64_t i = 0; i < d; ++i) {
-      const float v = float(x[i]);
-      ss += v * v;
-    }
-    const float inv = 1.0f / std::sqrt(ss / float(d) + float(w_.cfg.norm_eps));
-    for (int64_t i = 0; i < d; ++i) {
-      T v = w[i] * T(float(x[i]) * inv);
+      const T v = w[i] * (x[i] * rn);
       out[i] = gamma ? gamma[i] * v + beta[i] : v;
     }
   }

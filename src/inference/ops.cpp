@@ -1,5 +1,7 @@
 #include "inference/ops.h"
 
+#include "nn/rmsnorm.h"
+
 namespace lol::inference {
 
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
@@ -12,14 +14,15 @@ torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& w, const torch:
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
-  auto xf = x.to(torch::kFloat32);
-  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return w * y.to(x.scalar_type());
+  return rms_norm_film(x, w, eps, {}, {});
 }
 
 torch::Tensor rms_norm_film(const torch::Tensor& x, const torch::Tensor& w, double eps, const torch::Tensor& gamma,
                             const torch::Tensor& beta) {
-  return gamma * rms_norm(x, w, eps) + beta;
+  // The training forward's norm (nn/rmsnorm.h), so that cached decoding computes what the
+  // forward pass computes (on CPU: sums of squares in double, no overflow before 1e154).
+  const int64_t d = x.size(-1);
+  return nn::rms_norm(x, {w}, {d == 0 ? 0 : x.numel() / d}, gamma, beta, eps);
 }
 
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {

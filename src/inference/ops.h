@@ -10,7 +10,8 @@ namespace lol::inference {
 /// product, which streams the weight at full memory bandwidth on CPU.
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {});
 
-/// RMSNorm as nn::RMSNormImpl: w * (x / sqrt(mean(x^2) + eps)), statistics in float32.
+/// RMSNorm through nn::rms_norm (the forward pass's norm): w * (x / sqrt(mean(x^2) + eps));
+/// on CPU float32/64 the sum of squares in double, elsewhere float32 statistics.
 /// x [n, d], w [d] -> [n, d] in x's dtype.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
 

@@ -1,6 +1,7 @@
 #include "inference/sampling.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -9,15 +10,31 @@
 
 namespace lol::inference {
 
+namespace {
+
+/// `v` in the shortest form that reads back as v (0.7, 1e+39, 5e-324), not %f.
+std::string spelled(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+bool valid_repetition_penalty(double p) {
+  const float f = float(p);  // applied in float32, as transformers does
+  return p > 0 && std::isfinite(p) && f > 0 && std::isfinite(f);
+}
+
 void validate_sampling(const SamplingOptions& o, const std::string& where) {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-    throw InputError(where + ": temperature " + std::to_string(o.temperature) + ": expected a finite value >= 0");
+    throw InputError(where + ": temperature " + spelled(o.temperature) + ": expected a finite value >= 0");
   if (o.top_k < 0) throw InputError(where + ": top_k " + std::to_string(o.top_k) + ": expected >= 0 (0 = off)");
-  if (!(o.top_p > 0 && o.top_p <= 1))
-    throw InputError(where + ": top_p " + std::to_string(o.top_p) + ": expected 0 < top_p <= 1");
-  if (!(o.repetition_penalty > 0) || !std::isfinite(o.repetition_penalty))
-    throw InputError(where + ": repetition_penalty " + std::to_string(o.repetition_penalty) +
-                     ": expected a finite value > 0 (1 = off)");
+  if (!(o.top_p >= 0 && o.top_p <= 1))
+    throw InputError(where + ": top_p " + spelled(o.top_p) + ": expected 0 <= top_p <= 1 (0: the most likely token)");
+  if (!valid_repetition_penalty(o.repetition_penalty))
+    throw InputError(where + ": repetition_penalty " + spelled(o.repetition_penalty) +
+                     ": expected a value > 0 that float32 holds (1 = off)");
 }
 
 void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& seen, double penalty) {

@@ -11,16 +11,20 @@ namespace lol::inference {
 struct SamplingOptions {
   double temperature = 0.0;  ///< 0: greedy (argmax, lowest id on ties); > 0: softmax(logits / T)
   int64_t top_k = 0;         ///< keep the k most likely tokens (0: all)
-  double top_p = 1.0;        ///< keep the smallest set of most likely tokens with mass >= top_p (1: all)
+  double top_p = 1.0;        ///< keep the smallest set of most likely tokens with mass >= top_p (1: all; 0: the top one)
   /// CTRL's repetition penalty as transformers applies it (RepetitionPenaltyLogitsProcessor):
   /// before any other step, also when greedy, the logit z of every token id already in
   /// the sequence (prompt included) becomes z / p when z > 0 and z * p otherwise. 1: off.
   double repetition_penalty = 1.0;
 };
 
-/// Throws InputError naming `where` for temperature < 0, top_k < 0, top_p outside (0, 1]
-/// or a repetition penalty that is not a finite value > 0.
+/// Throws InputError naming `where` for temperature < 0, top_k < 0, top_p outside [0, 1]
+/// or a repetition penalty that is not valid_repetition_penalty.
 void validate_sampling(const SamplingOptions& o, const std::string& where);
+
+/// True when p > 0 and p is finite and nonzero as float32 (the penalty is applied to
+/// float32 logits: 1e39 would be Inf, 1e-46 would be 0).
+bool valid_repetition_penalty(double p);
 
 /// Picks a token from logits [V] (contiguous float32). Sampling order: temperature,
 /// top-k, then top-p over the renormalised remainder; ties in probability keep the

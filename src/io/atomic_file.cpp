@@ -17,6 +17,8 @@
 
 namespace lol::io {
 
+const char* const kTempMarker = ".lol-tmp.";
+
 static std::string parent_dir(const std::string& path) {
   auto pos = path.find_last_of('/');
   if (pos == std::string::npos) return ".";
@@ -48,7 +50,7 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
     if (fd_ < 0) throw InputError(path + ": cannot write here (" + std::strerror(errno) + ")");
     return;
   }
-  tmp_ = path + ".tmp." + std::to_string(::getpid());
+  tmp_ = path + kTempMarker + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   // The path is the user's (an --out flag, a run directory): a path that cannot be
   // created is bad input (exit 2), not an internal error.
@@ -106,10 +108,14 @@ int remove_stale_temporaries(const std::string& dir) {
   int removed = 0;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    const auto dot = name.rfind(".tmp.");
-    if (dot == std::string::npos || dot == 0 || dot + 5 >= name.size() || !it->is_regular_file(ec)) continue;
-    const std::string digits = name.substr(dot + 5);
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const size_t marker = std::strlen(kTempMarker);
+    const auto at = name.rfind(kTempMarker);
+    if (at == std::string::npos || at == 0 || at + marker >= name.size()) continue;
+    if (!fs::is_regular_file(it->symlink_status(ec))) continue;  // only files this class creates
+    const std::string digits = name.substr(at + marker);
+    // The pid exactly as AtomicFile spells it (decimal, no sign, no leading zero).
+    if (digits.size() > 9 || digits[0] == '0' || digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     const pid_t pid = pid_t(std::stol(digits));
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may be alive
     if (::unlink(it->path().c_str()) == 0) ++removed;

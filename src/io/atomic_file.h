@@ -1,4 +1,4 @@
-// Crash-safe file writing: data goes to "<path>.tmp.<pid>", is fsync'ed, then
+// Crash-safe file writing: data goes to "<path>.lol-tmp.<pid>", is fsync'ed, then
 // renamed over <path> (and the directory fsync'ed) in commit(). A process killed at
 // any moment leaves either the old file or the new one, never a torn file.
 // A path that exists and is not a regular file (/dev/stdout, /dev/null, a FIFO) is
@@ -42,10 +42,14 @@ void fsync_dir(const std::string& dir);
 /// permission).
 void create_dirs(const std::string& dir, const std::string& flag = "");
 
-/// Removes the temporaries ("<name>.tmp.<pid>") that AtomicFile writers killed before
-/// their commit left directly in `dir` (not its subdirectories); a file whose process
-/// still exists is kept. Returns how many were removed; errors are ignored (the files
-/// are litter, never read). Called by DirLock once the lock is held.
+/// The marker between a temporary's target path and the writer's pid.
+extern const char* const kTempMarker;
+
+/// Removes the temporaries ("<name>.lol-tmp.<pid>", regular files, the pid spelled as
+/// AtomicFile spells it) that AtomicFile writers killed before their commit left
+/// directly in `dir` (not its subdirectories); a file whose process still exists is
+/// kept, and nothing else is touched. Returns how many were removed; errors are ignored
+/// (the files are litter, never read). Called by DirLock once the lock is held.
 int remove_stale_temporaries(const std::string& dir);
 
 /// Whole file as a string; throws InputError naming the path when unreadable.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "io/atomic_file.h"
@@ -32,7 +33,10 @@ DirLock::DirLock(const std::string& dir, const std::string& flag) {
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
-  remove_stale_temporaries(dir);  // a writer killed before its rename left them
+  // A writer killed before its rename left them; said on stderr, as they were files.
+  if (const int n = remove_stale_temporaries(dir))
+    std::fprintf(stderr, "note: removed %d temporary file%s (*%s<pid>) of a killed lol process from %s\n", n,
+                 n == 1 ? "" : "s", kTempMarker, dir.c_str());
 }
 
 DirLock::~DirLock() {

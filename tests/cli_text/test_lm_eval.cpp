@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "analysis/lm_eval.h"
+#include "core/tensor_io.h"
 #include "dataset/corpus.h"
 #include "dataset/shards.h"
 #include "dataset/text_tokenizer.h"
@@ -295,6 +297,50 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
     EXPECT_EQ(o.code, 2) << o.out;
     EXPECT_NE(o.out.find("--tokenizer " + gpt2 + ": not the vocabulary"), std::string::npos) << o.out;
   }
+}
+
+// eval lm counts bytes with the model's vocabulary (a --tokenizer of another one is
+// refused) and stops with exit status 3 when a batch's loss is NaN/Inf (finite weights
+// that overflow float32), instead of reporting a NaN perplexity.
+TEST(LmEval, WrongTokenizerAndOverflowingWeights) {
+  const std::string src = std::string(LOL_SOURCE_DIR) + "/../shared/data/corpora/multilingual_valid.jsonl";
+  ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
+  reftest::TempDir t("lm_eval_bad");
+  std::ifstream in(src);
+  std::string line, head;
+  for (int i = 0; i < 12 && std::getline(in, line); ++i) head += line + "\n";
+  io::write_file_atomic(t / "ml.jsonl", head);
+  ASSERT_EQ(reftest::run_lol("corpus --in " + reftest::quote(t / "ml.jsonl") +
+                             " --tokenizer byte --valid-fraction 0.5 --no-progress --out " + reftest::quote(t / "ds"))
+                .code,
+            0);
+  const std::string cfg = std::string(LOL_SOURCE_DIR) + "/configs/text_kjv_cpu.json";
+  ASSERT_EQ(reftest::run_lol("train --config " + reftest::quote(cfg) + " --set data.dir=" + reftest::quote(t / "ds") +
+                             " --set train.out=" + reftest::quote(t / "run") +
+                             " --set train.steps=1 --set schedule.warmup_steps=1 --set data.seq_len=32"
+                             " --set data.batch_size=2 --set model.d_model=32 --set model.ffn_hidden=64"
+                             " --set model.window=16 --set model.stride=8 --set train.eval_batches=1"
+                             " --set train.threads=1 --no-progress")
+                .code,
+            0);
+  const std::string eval = "eval lm --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "ds") +
+                           " --no-progress --max-batches 2";
+  const std::string gpt2 = std::string(LOL_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2";
+  auto other = reftest::run_lol(eval + " --tokenizer " + reftest::quote(gpt2));
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_NE(other.out.find("--tokenizer " + gpt2 + ": not the vocabulary"), std::string::npos) << other.out;
+  std::string latest = reftest::read_text(t / "run/latest");
+  latest.erase(latest.find_last_not_of("\n ") + 1);
+  const std::string weights = (fs::path(t / "run") / latest / "model.safetensors").string();
+  std::map<std::string, std::string> meta;
+  auto ts = lol::load_tensors(weights, &meta);
+  for (auto& [name, w] : ts)
+    if (name == "model.norm.weight") w.fill_(3e38);
+  lol::save_tensors(weights, ts, meta);
+  auto bad = reftest::run_lol(eval + " --out " + reftest::quote(t / "ev.json"));
+  EXPECT_EQ(bad.code, 3) << bad.out;
+  EXPECT_NE(bad.out.find("error: evaluation: the loss of batch 1: NaN or Inf values"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(t / "ev.json"));
 }
 
 }  // namespace

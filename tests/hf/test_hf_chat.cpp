@@ -151,9 +151,13 @@ TEST(HfChat, GenerationSamplingDefaults) {
   write_text(d / "generation_config.json", R"({"do_sample": true, "top_p": null})");
   o = generation_sampling_defaults(d.path());
   EXPECT_DOUBLE_EQ(o->temperature, 1.0);
-  EXPECT_EQ(o->top_k, 50);
+  EXPECT_EQ(o->top_k, 50) << "absent: GenerationConfig's default";
   EXPECT_DOUBLE_EQ(o->top_p, 1.0);
   EXPECT_DOUBLE_EQ(o->repetition_penalty, 1.0);
+  write_text(d / "generation_config.json", R"({"do_sample": true, "top_k": null, "top_p": 0})");
+  o = generation_sampling_defaults(d.path());
+  EXPECT_EQ(o->top_k, 0) << "null: None, no top-k step";
+  EXPECT_EQ(o->top_p, 0.0) << "transformers accepts 0 (the most likely token)";
   write_text(d / "generation_config.json", R"({"temperature": 0.7, "top_k": 20, "repetition_penalty": 1.1})");
   o = generation_sampling_defaults(d.path());
   EXPECT_EQ(o->temperature, 0.0) << "greedy without do_sample";
@@ -161,7 +165,8 @@ TEST(HfChat, GenerationSamplingDefaults) {
   EXPECT_DOUBLE_EQ(o->repetition_penalty, 1.1);
   for (const char* bad : {R"({"do_sample": "yes"})", R"({"do_sample": true, "temperature": 0})",
                           R"({"do_sample": true, "top_k": 2.5})", R"({"do_sample": true, "top_p": 1.5})",
-                          R"({"repetition_penalty": 0})", R"({"repetition_penalty": "1.1"})", R"([1])"}) {
+                          R"({"repetition_penalty": 0})", R"({"repetition_penalty": "1.1"})",
+                          R"({"repetition_penalty": 1e39})", R"({"do_sample": true, "top_k": 1e20})", R"([1])"}) {
     SCOPED_TRACE(bad);
     write_text(d / "generation_config.json", bad);
     expect_input_error([&] { generation_sampling_defaults(d.path()); }, {"generation_config.json"});

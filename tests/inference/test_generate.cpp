@@ -187,6 +187,26 @@ TEST(Generate, TraceCoversGeneratedWindowsAndTestTimeDepth) {
   }
 }
 
+// Huge but finite activations (embeddings scaled by 1e20, float32): the cached decoder
+// normalises as the forward pass does (sums of squares in double) instead of
+// overflowing mean(x^2) to Inf and emitting all-zero states (it generated 0 0 0 ...).
+TEST(Generate, HugeActivationsDecodeAsTheForwardPass) {
+  auto c = lol::test::tiny_config();
+  auto m = lol::test::tiny_model(c, 7, torch::kFloat32);
+  {
+    torch::NoGradGuard ng;
+    m->named_parameters()["model.embed_tokens.weight"].mul_(1e20);
+  }
+  std::vector<Prompt> prompts = {random_prompt(9, c.vocab_size, 1), random_prompt(5, c.vocab_size, 2)};
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  const auto gens = generate(m, prompts, o);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(gens[i].tokens, greedy_by_full_forward(m, prompts[i], 6));
+  }
+}
+
 // The repetition penalty (transformers' semantics) on every id of the prompt and of the
 // tokens generated so far, with continuous batching over two rows.
 TEST(Generate, RepetitionPenaltyEqualsFullForwardReference) {
@@ -209,8 +229,10 @@ TEST(Generate, RepetitionPenaltyEqualsFullForwardReference) {
   EXPECT_TRUE(changed) << "a penalty of 1.8 changes some greedy continuation of this model";
   o.sampling.repetition_penalty = 0;
   EXPECT_THROW(generate(m, prompts, o), InputError);
-  o.sampling.repetition_penalty = NAN;
-  EXPECT_THROW(generate(m, prompts, o), InputError);
+  for (double bad : {double(NAN), 1e39, 1e-46, -1.0}) {  // 1e39 and 1e-46 leave float32's range
+    o.sampling.repetition_penalty = bad;
+    EXPECT_THROW(generate(m, prompts, o), InputError) << bad;
+  }
 }
 
 TEST(Generate, BadOptionsThrow) {
@@ -219,7 +241,9 @@ TEST(Generate, BadOptionsThrow) {
   GenerateOptions o;
   EXPECT_THROW(generate(m, {Prompt{}}, o), InputError);
   Prompt p = random_prompt(4, c.vocab_size, 1);
-  o.sampling.top_p = 0;
+  o.sampling.top_p = -0.5;
+  EXPECT_THROW(generate(m, {p}, o), InputError);
+  o.sampling.top_p = 1.5;
   EXPECT_THROW(generate(m, {p}, o), InputError);
   o.sampling.top_p = 1;
   o.sampling.temperature = -1;
@@ -241,6 +265,8 @@ TEST(Sampling, GreedyTopKTopPAndDistribution) {
   SamplingOptions p;
   p.temperature = 1.0;
   p.top_p = 0.3;  // the top token alone has mass ~0.38
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(l.data(), 5, p, rng), 1);
+  p.top_p = 0;  // transformers' TopPLogitsWarper(0) keeps the most likely token alone
   for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(l.data(), 5, p, rng), 1);
   SamplingOptions k2;
   k2.temperature = 1.0;

@@ -48,26 +48,33 @@ TEST(AtomicFile, DevicesAreWrittenInPlaceAndFailuresNameTheFile) {
   EXPECT_TRUE(is_char_device("/dev/full")) << "still the device";
 }
 
-// A writer killed before its rename leaves "<name>.tmp.<pid>"; the next holder of the
-// directory's lock removes those of processes that no longer exist, and nothing else.
+// A writer killed before its rename leaves "<name>.lol-tmp.<pid>"; the next holder of the
+// directory's lock removes those of processes that no longer exist, and nothing else
+// (not a user's "notes.tmp.2024", not a pid spelled with a leading zero, not a symlink).
 TEST(AtomicFile, StaleTemporariesOfDeadWritersAreRemovedUnderTheLock) {
   lol_test::TempDir d("stale");
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) ::_exit(0);
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // `child` is now a pid with no process
-  const std::string dead = d / ("train-00000.safetensors.tmp." + std::to_string(child));
-  const std::string alive = d / ("dataset.json.tmp." + std::to_string(::getpid()));
-  const std::string other = d / "notes.tmp.txt";
+  const std::string pid = std::to_string(child);
+  const std::string dead = d / ("train-00000.safetensors.lol-tmp." + pid);
+  const std::string alive = d / ("dataset.json.lol-tmp." + std::to_string(::getpid()));
   const std::string nested = d / "sub";
   std::filesystem::create_directories(nested);
-  const std::string nested_dead = nested + "/x.tmp." + std::to_string(child);
-  for (const auto& f : {dead, alive, other, nested_dead}) lol::io::write_file_atomic(f, "x");
+  const std::string nested_dead = nested + "/x.lol-tmp." + pid;
+  const std::vector<std::string> kept = {d / "notes.tmp.txt", d / ("notes.tmp." + pid), d / ("a.lol-tmp.0" + pid),
+                                         d / "b.lol-tmp.", d / "c.lol-tmp.12x"};
+  for (const auto& f : {dead, alive, nested_dead}) lol::io::write_file_atomic(f, "x");
+  for (const auto& f : kept) lol::io::write_file_atomic(f, "x");
+  const std::string link = d / ("link.lol-tmp." + pid);
+  std::filesystem::create_symlink(kept[0], link);
   {
     const lol::io::DirLock lock(d.path());
     EXPECT_FALSE(std::filesystem::exists(dead));
     EXPECT_TRUE(std::filesystem::exists(alive)) << "its writer (this process) is alive";
-    EXPECT_TRUE(std::filesystem::exists(other));
+    for (const auto& f : kept) EXPECT_TRUE(std::filesystem::exists(f)) << f;
+    EXPECT_TRUE(std::filesystem::is_symlink(link));
     EXPECT_TRUE(std::filesystem::exists(nested_dead)) << "only the directory itself is cleaned";
   }
   EXPECT_EQ(lol::io::remove_stale_temporaries(d.path()), 0);

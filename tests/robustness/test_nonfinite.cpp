@@ -159,7 +159,8 @@ TEST(NonFinite, BadOptimizerStateIsRefusedAndOverflowingUpdatesAreNotSaved) {
 
 // Inference checks what it computes: weights that load (finite) but overflow float32 in
 // the forward pass make every inference command stop with exit status 3 and a message
-// naming what held NaN/Inf, instead of writing, sampling from or reporting NaN.
+// naming what held NaN/Inf, instead of writing, sampling from or reporting NaN (cached
+// decoding included, with and without the routed core; `eval lm`: LmEval tests).
 TEST(NonFinite, OverflowingWeightsStopInferenceCommandsWithExit3) {
   TinyRun r;
   const std::string ck = r.latest(), data = r.t.path() + "/data", out = r.t.path() + "/out";
@@ -172,9 +173,9 @@ TEST(NonFinite, OverflowingWeightsStopInferenceCommandsWithExit3) {
   const std::vector<Case> cases = {
       {{"forward", "--model", ck, "--tokens", "1 2 3 4 5 6 7 8 9 10", "--out", out + ".safetensors"}, "forward: the "},
       {{"generate", "--model", ck, "--tokens", "1 2 3", "--max-new", "4", "--ids"},
+       "generation: the router probabilities at routed depth 1"},
+      {{"generate", "--model", ck, "--tokens", "1 2 3", "--max-new", "4", "--ids", "--depth", "0"},
        "generation: the logits of prompt 0 for new token "},
-      {{"eval", "lm", "--model", ck, "--data", data, "--split", "valid", "--tokenizer", "byte", "--no-progress"},
-       "evaluation: the loss of batch 1"},
       {{"paths", "extract", "--model", ck, "--data", data, "--out", out}, "routing statistics: the router probabilities"},
   };
   for (const auto& c : cases) {
