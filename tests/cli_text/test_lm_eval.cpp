@@ -25,6 +25,21 @@ namespace {
 namespace fs = std::filesystem;
 using namespace lol;
 
+/// Writes the first `n` documents of the shared multilingual validation file to `out`;
+/// false (with a test failure naming it) when the shared data is missing.
+bool write_multilingual_head(int n, const std::string& out) {
+  const std::string src = std::string(LOL_SOURCE_DIR) + "/../shared/data/corpora/multilingual_valid.jsonl";
+  if (!fs::exists(src)) {
+    ADD_FAILURE() << "shared data missing: " << src;
+    return false;
+  }
+  std::ifstream in(src);
+  std::string line, head;
+  for (int i = 0; i < n && std::getline(in, line); ++i) head += line + "\n";
+  io::write_file_atomic(out, head);
+  return true;
+}
+
 LoLConfig byte_config() {
   LoLConfig c = test::tiny_config();
   c.vocab_size = 259;  // bytes + <pad> <bos> <eos>
@@ -211,14 +226,8 @@ TEST(LmEval, ChoiceFileErrorsNameTheLine) {
 }
 
 TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
-  const std::string src = std::string(LOL_SOURCE_DIR) + "/../shared/data/corpora/multilingual_valid.jsonl";
-  ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
   reftest::TempDir t("cli_text");
-  // 40 documents of the multilingual validation file.
-  std::ifstream in(src);
-  std::string line, head;
-  for (int i = 0; i < 40 && std::getline(in, line); ++i) head += line + "\n";
-  io::write_file_atomic(t / "ml.jsonl", head);
+  ASSERT_TRUE(write_multilingual_head(40, t / "ml.jsonl"));
   auto c = reftest::run_lol("corpus --in " + reftest::quote(t / "ml.jsonl") +
                             " --tokenizer byte --label-field lang --valid-fraction 0.25 --eos --no-progress --out " +
                             reftest::quote(t / "ds"));
@@ -303,13 +312,8 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
 // refused) and stops with exit status 3 when a batch's loss is NaN/Inf (finite weights
 // that overflow float32), instead of reporting a NaN perplexity.
 TEST(LmEval, WrongTokenizerAndOverflowingWeights) {
-  const std::string src = std::string(LOL_SOURCE_DIR) + "/../shared/data/corpora/multilingual_valid.jsonl";
-  ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
   reftest::TempDir t("lm_eval_bad");
-  std::ifstream in(src);
-  std::string line, head;
-  for (int i = 0; i < 12 && std::getline(in, line); ++i) head += line + "\n";
-  io::write_file_atomic(t / "ml.jsonl", head);
+  ASSERT_TRUE(write_multilingual_head(12, t / "ml.jsonl"));
   ASSERT_EQ(reftest::run_lol("corpus --in " + reftest::quote(t / "ml.jsonl") +
                              " --tokenizer byte --valid-fraction 0.5 --no-progress --out " + reftest::quote(t / "ds"))
                 .code,
