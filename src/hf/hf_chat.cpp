@@ -139,30 +139,35 @@ std::optional<inference::SamplingOptions> generation_sampling_defaults(const std
   // None, which turns its logits processor off.
   auto number = [&](const char* key, double absent, double null) {
     if (!j.contains(key)) return absent;
-    if (j[key].is_null()) return null;
-    require(j[key].is_number(), path, std::string("field '") + key + "' = " + j[key].dump() + ": expected a number");
-    return j[key].get<double>();
+    const auto& v = j.at(key);
+    if (v.is_null()) return null;
+    if (!v.is_number()) throw InputError(path + ": field '" + key + "' = " + v.dump() + ": expected a number");
+    return v.get<double>();
   };
-  auto field = [&](const char* key) { return std::string("field '") + key + "' = " + j[key].dump(); };
+  // Throws naming the field and its value (or "absent": the default was refused) unless ok.
+  auto ensure = [&](bool ok, const char* key, const std::string& expected) {
+    if (ok) return;
+    const std::string value = j.contains(key) ? j.at(key).dump() : std::string("absent");
+    throw InputError(path + ": field '" + key + "' = " + value + ": " + expected);
+  };
   bool do_sample = false;
-  if (j.contains("do_sample") && !j["do_sample"].is_null()) {
-    require(j["do_sample"].is_boolean(), path, field("do_sample") + ": expected true or false");
-    do_sample = j["do_sample"].get<bool>();
+  if (j.contains("do_sample") && !j.at("do_sample").is_null()) {
+    ensure(j.at("do_sample").is_boolean(), "do_sample", "expected true or false");
+    do_sample = j.at("do_sample").get<bool>();
   }
   inference::SamplingOptions o;
   o.repetition_penalty = number("repetition_penalty", 1.0, 1.0);
-  require(inference::valid_repetition_penalty(o.repetition_penalty), path,
-          field("repetition_penalty") + ": expected a value > 0 that float32 holds (1 = off)");
+  ensure(inference::valid_repetition_penalty(o.repetition_penalty), "repetition_penalty",
+         "expected a value > 0 that float32 holds (1 = off)");
   if (!do_sample) return o;  // greedy: transformers ignores the sampling fields then
   o.temperature = number("temperature", 1.0, 1.0);
-  require(o.temperature > 0 && std::isfinite(o.temperature), path,
-          field("temperature") + ": expected a finite value > 0 with do_sample = true (greedy is do_sample = false)");
+  ensure(o.temperature > 0 && std::isfinite(o.temperature), "temperature",
+         "expected a finite value > 0 with do_sample = true (greedy is do_sample = false)");
   const double top_k = number("top_k", 50, 0);
-  require(top_k >= 0 && top_k == std::floor(top_k) && top_k < 1e15, path,
-          field("top_k") + ": expected an integer >= 0 (0 or null = off)");
+  ensure(top_k >= 0 && top_k == std::floor(top_k) && top_k < 1e15, "top_k", "expected an integer >= 0 (0 or null = off)");
   o.top_k = int64_t(top_k);
   o.top_p = number("top_p", 1.0, 1.0);
-  require(o.top_p >= 0 && o.top_p <= 1, path, field("top_p") + ": expected 0 <= top_p <= 1");
+  ensure(o.top_p >= 0 && o.top_p <= 1, "top_p", "expected 0 <= top_p <= 1");
   return o;
 }
 
