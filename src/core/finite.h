@@ -14,21 +14,28 @@
 
 namespace lol {
 
-/// The message of a NonFiniteError for `what` (e.g. "generate: logits of sequence 0 at step 3").
+/// The message of a NonFiniteError for `what` (e.g. "forward: the logits"), computed in
+/// `dtype` (e.g. "Float").
 inline std::string non_finite_message(const std::string& what, const std::string& dtype) {
   return what + ": NaN or Inf values (the model's activations overflowed " + dtype +
          ": its weights are finite but too large, or the checkpoint is damaged)";
 }
 
+/// Throws NonFiniteError(non_finite_message(what, the name of `dtype`)).
+[[noreturn]] inline void throw_non_finite(const std::string& what, c10::ScalarType dtype) {
+  throw NonFiniteError(non_finite_message(what, std::string(c10::toString(dtype))));
+}
+
 /// Throws NonFiniteError(non_finite_message(what, ...)) unless every element of `t` is
 /// finite. `t`: any shape, floating point, any device (one reduction and one host sync).
 inline void require_finite(const torch::Tensor& t, const std::string& what) {
-  if (t.defined() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
-    throw NonFiniteError(non_finite_message(what, std::string(c10::toString(t.scalar_type()))));
+  if (t.defined() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>()) throw_non_finite(what, t.scalar_type());
 }
 
-/// True when all n float values at v are finite (e.g. one sequence's logits before sampling).
-inline bool all_finite(const float* v, int64_t n) {
+/// True when all n values at v (host memory, float or double) are finite, e.g. one
+/// sequence's logits before sampling.
+template <typename T>
+bool all_finite(const T* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(v[i])) return false;
   return true;

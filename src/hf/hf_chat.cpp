@@ -137,18 +137,18 @@ std::optional<inference::SamplingOptions> generation_sampling_defaults(const std
   require(j.is_object(), path, "expected a JSON object");
   // transformers: an absent field takes GenerationConfig's default; a null one is kept as
   // None, which turns its logits processor off.
-  auto number = [&](const char* key, double absent, double null) {
-    if (!j.contains(key)) return absent;
-    const auto& v = j.at(key);
-    if (v.is_null()) return null;
-    if (!v.is_number()) throw InputError(path + ": field '" + key + "' = " + v.dump() + ": expected a number");
-    return v.get<double>();
-  };
   // Throws naming the field and its value (or "absent": the default was refused) unless ok.
   auto ensure = [&](bool ok, const char* key, const std::string& expected) {
     if (ok) return;
     const std::string value = j.contains(key) ? j.at(key).dump() : std::string("absent");
     throw InputError(path + ": field '" + key + "' = " + value + ": " + expected);
+  };
+  auto number = [&](const char* key, double absent, double null) {
+    if (!j.contains(key)) return absent;
+    const auto& v = j.at(key);
+    if (v.is_null()) return null;
+    ensure(v.is_number(), key, "expected a number");
+    return v.get<double>();
   };
   bool do_sample = false;
   if (j.contains("do_sample") && !j.at("do_sample").is_null()) {

@@ -61,9 +61,9 @@ std::vector<Generation> run_batched_generation(Session& s, int64_t rows, const s
       Generation& g = out[i];
       float* row_logits = base + int64_t(j) * V;
       if (!all_finite(row_logits, V))
-        throw NonFiniteError(non_finite_message("generation: the logits of prompt " + std::to_string(i) +
-                                                    " for new token " + std::to_string(g.tokens.size() + 1),
-                                                std::string(c10::toString(logits.scalar_type()))));
+        throw_non_finite("generation: the logits of prompt " + std::to_string(i) + " for new token " +
+                             std::to_string(g.tokens.size() + 1),
+                         logits.scalar_type());
       if (penalize) {
         if (g.tokens.empty()) {
           seen[i] = s.prompt_tokens(i);

@@ -1,7 +1,6 @@
 #include "inference/decode_session.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/finite.h"
 #include "core/index_tensor.h"
@@ -313,11 +312,9 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     std::copy(sel_t.data_ptr<int64_t>(), sel_t.data_ptr<int64_t>() + F, sel.begin());
     auto pc = probs.to(torch::kCPU, torch::kFloat64).contiguous();
     probs_cpu.assign(pc.data_ptr<double>(), pc.data_ptr<double>() + F * c.library_size);
-    for (double v : probs_cpu)
-      if (!std::isfinite(v))
-        throw NonFiniteError(non_finite_message("generation: the router probabilities at routed depth " +
-                                                    std::to_string(d + 1),
-                                                std::string(c10::toString(probs.scalar_type()))));
+    if (!all_finite(probs_cpu.data(), int64_t(probs_cpu.size())))
+      throw_non_finite("generation: the router probabilities at routed depth " + std::to_string(d + 1),
+                       probs.scalar_type());
   }
   // Decisions: forced entries replace the router's; alpha is the router probability
   // of the chosen expert unless the path fixes it (stored as float32, like forward()).
