@@ -41,8 +41,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   if (!(o.valid_fraction >= 0.0 && o.valid_fraction < 1.0))
     throw InputError("--valid-fraction " + std::to_string(o.valid_fraction) + ": expected 0 <= fraction < 1");
   if (o.shard_tokens < 1) throw InputError("--shard-tokens must be >= 1");
-  if (fs::exists(fs::path(out_dir) / "dataset.json"))
-    throw InputError(out_dir + ": already holds a dataset (dataset.json); remove it or choose another --out");
+  require_no_dataset(out_dir, "--out");
   auto tok = open_text_tokenizer(o.tokenizer);
   std::vector<int32_t> prefix, suffix;
   if (o.add_bos) {
@@ -61,6 +60,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
     held_out = std::make_unique<DocumentReader>(o.valid_files, vo);
   }
   const io::DirLock lock(out_dir, "--out");  // one writer per dataset directory
+  require_no_dataset(out_dir, "--out");  // again: another writer may have finished meanwhile
   tok->save(out_dir);
   const int64_t vocab = tok->vocab_size();
 

@@ -1,7 +1,9 @@
 #include "dataset/shards.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "io/atomic_file.h"
 #include "io/json_file.h"
@@ -221,8 +223,47 @@ std::vector<std::string> ShardWriter::finish() {
   return files_;
 }
 
+void require_no_dataset(const std::string& dir, const std::string& flag) {
+  if (fs::exists(fs::path(dir) / "dataset.json"))
+    throw InputError(flag + " " + dir + ": already holds a dataset (dataset.json); remove it or choose another directory");
+}
+
+bool is_shard_name(const std::string& name) {
+  const auto dash = name.rfind('-');
+  static const std::string ext = ".safetensors";
+  if (dash == std::string::npos || dash == 0 || name.size() != dash + 1 + 5 + ext.size()) return false;
+  if (name.compare(dash + 6, ext.size(), ext) != 0) return false;
+  for (size_t i = dash + 1; i < dash + 6; ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  const std::string split = name.substr(0, dash);
+  return split.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == std::string::npos;
+}
+
+int remove_unlisted_shards(const std::string& dir, const nlohmann::json& splits) {
+  std::set<std::string> listed;
+  if (splits.is_object())
+    for (const auto& [split, files] : splits.items())
+      if (files.is_array())
+        for (const auto& f : files)
+          if (f.is_string()) listed.insert(f.get<std::string>());
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_shard_name(name) || listed.count(name)) continue;
+    if (!fs::is_regular_file(it->symlink_status(ec))) continue;
+    if (fs::remove(it->path(), ec)) ++removed;
+  }
+  return removed;
+}
+
 void write_dataset_info(const std::string& dir, const nlohmann::json& info) {
   io::create_dirs(dir);
+  // Shards of an earlier run into `dir` that was stopped before its dataset.json: the
+  // new dataset.json would not list them, and nothing would ever read them.
+  if (const int n = remove_unlisted_shards(dir, info.contains("splits") ? info.at("splits") : nlohmann::json()))
+    std::fprintf(stderr, "note: removed %d shard%s of an interrupted run from %s (not listed in the new dataset.json)\n",
+                 n, n == 1 ? "" : "s", dir.c_str());
   io::write_file_atomic(dir + "/dataset.json", info.dump(2) + "\n");
 }
 

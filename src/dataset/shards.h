@@ -100,7 +100,22 @@ class ShardWriter {
   int64_t n_seq_total_ = 0, n_tok_total_ = 0;
 };
 
-/// Writes dataset.json atomically.
+/// Throws InputError naming `flag` and `dir` when `dir` already holds a dataset
+/// (dataset.json): dataset builders never overwrite one.
+void require_no_dataset(const std::string& dir, const std::string& flag);
+
+/// True for a shard file name as ShardWriter spells it: `<split>-NNNNN.safetensors`,
+/// split in [a-z_]+, five decimal digits.
+bool is_shard_name(const std::string& name);
+
+/// Removes the regular files of `dir` named like shards (is_shard_name) that `splits`
+/// ({"train": [names], ...}, dataset.json's "splits") does not list: those a run stopped
+/// before writing its dataset.json left behind. Returns how many were removed. Call it
+/// while holding the directory's io::DirLock.
+int remove_unlisted_shards(const std::string& dir, const nlohmann::json& splits);
+
+/// Writes dataset.json atomically, after removing the shards it does not list
+/// (remove_unlisted_shards; a note on stderr names how many).
 void write_dataset_info(const std::string& dir, const nlohmann::json& info);
 
 }  // namespace lol::data

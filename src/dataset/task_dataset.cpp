@@ -115,8 +115,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   require(opt.valid_fraction >= 0 && opt.valid_fraction < 1, "--valid-fraction", "expected 0 <= fraction < 1");
   require(opt.max_tokens >= 0, "--max-tokens",
           std::to_string(opt.max_tokens) + ": expected 0 (keep all) or a length >= 1");
-  if (std::filesystem::exists(std::filesystem::path(out) / "dataset.json"))
-    throw InputError("--out " + out + ": already holds a dataset (dataset.json); remove it or choose another directory");
+  require_no_dataset(out, "--out");
   ProgressBar bar("generate " + opt.task, 0, opt.progress);
   std::vector<tasks::Example> examples;
   nlohmann::json gen_stats = nlohmann::json::object();
@@ -147,6 +146,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
                        std::to_string(shortest) + " tokens); raise it, or pass 0 to keep all");
   }
   const io::DirLock lock(out, "--out");  // one writer per dataset directory
+  require_no_dataset(out, "--out");  // again: another writer may have finished meanwhile
 
   ShardWriter train(out, "train", spec.vocab.size()), valid(out, "valid", spec.vocab.size());
   io::AtomicFile train_jsonl(out + "/train.jsonl"), valid_jsonl(out + "/valid.jsonl");

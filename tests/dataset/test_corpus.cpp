@@ -117,6 +117,39 @@ TEST(Corpus, JsonlWithLabelsEveryDocumentOnceDecodable) {
   EXPECT_THROW(build_corpus(o, t / "ds"), InputError);
 }
 
+// A run stopped before its dataset.json leaves complete shards; the rerun into the same
+// directory lists only its own, so the leftovers are removed (and only files named
+// exactly as ShardWriter names shards).
+TEST(Corpus, RerunAfterAnInterruptedRunRemovesItsUnlistedShards) {
+  TmpDir t;
+  io::write_file_atomic(t / "in.txt", std::string(3000, 'x') + "\n\n" + std::string(3000, 'y'));
+  CorpusOptions o;
+  o.files = {t / "in.txt"};
+  o.valid_fraction = 0;
+  o.progress = false;
+  o.shard_tokens = 1000;  // one shard per document
+  build_corpus(o, t / "ds");
+  ASSERT_EQ(Dataset::open(t / "ds").info()["splits"]["train"].size(), 2u);
+  fs::remove(t / "ds/dataset.json");  // as if killed before its last step
+  io::write_file_atomic(t / "ds/valid-00004.safetensors", "left by an older run");
+  for (const char* keep : {"train-0001.safetensors", "train-00001.safetensors.bak", "notes-x1234.safetensors"})
+    io::write_file_atomic(t / ("ds/" + std::string(keep)), "a user's file");
+  o.shard_tokens = 1 << 20;  // the rerun writes one shard
+  build_corpus(o, t / "ds");
+  const auto ds = Dataset::open(t / "ds");
+  EXPECT_EQ(ds.info()["splits"]["train"], nlohmann::json::array({"train-00000.safetensors"}));
+  EXPECT_EQ(ds.load("train").size(), 2);
+  EXPECT_FALSE(fs::exists(t / "ds/train-00001.safetensors"));
+  EXPECT_FALSE(fs::exists(t / "ds/valid-00004.safetensors"));
+  for (const char* keep : {"train-0001.safetensors", "train-00001.safetensors.bak", "notes-x1234.safetensors"})
+    EXPECT_TRUE(fs::exists(t / ("ds/" + std::string(keep)))) << keep;
+  EXPECT_TRUE(is_shard_name("train-00000.safetensors"));
+  EXPECT_TRUE(is_shard_name("my_split-12345.safetensors"));
+  EXPECT_FALSE(is_shard_name("-00000.safetensors"));
+  EXPECT_FALSE(is_shard_name("Train-00000.safetensors"));
+  EXPECT_FALSE(is_shard_name("train-0000a.safetensors"));
+}
+
 TEST(Corpus, LabelCapKeepsDocumentsUntilTheCapAndHeldOutFilesAreValidation) {
   const std::string src = shared("corpora/multilingual_valid.jsonl");
   ASSERT_TRUE(fs::exists(src)) << "shared data missing: " << src;
