@@ -36,9 +36,15 @@ int64_t utf8_chars(const std::string& s) {
 }  // namespace
 
 nlohmann::json LmEvalResult::to_json() const {
-  return {{"loss", loss},       {"perplexity", perplexity}, {"bits_per_byte", bits_per_byte},
-          {"loss_sum", loss_sum}, {"targets", targets},     {"bytes", bytes},
-          {"rows", rows},       {"seconds", seconds}};
+  const nlohmann::json none;  // null: no tokenizer counted bytes
+  return {{"loss", loss},
+          {"perplexity", perplexity},
+          {"bits_per_byte", bytes_counted ? nlohmann::json(bits_per_byte) : none},
+          {"loss_sum", loss_sum},
+          {"targets", targets},
+          {"bytes", bytes_counted ? nlohmann::json(bytes) : none},
+          {"rows", rows},
+          {"seconds", seconds}};
 }
 
 LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData& split,
@@ -53,11 +59,12 @@ LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData&
   ProgressBar bar("eval lm", max_batches > 0 ? std::min(max_batches, n_batches_est) : n_batches_est, progress);
   auto bytes_table = torch::tensor(std::vector<int64_t>(token_bytes.begin(), token_bytes.end()), torch::kInt64);
   LmEvalResult r;
+  r.bytes_counted = !token_bytes.empty();
   for (int64_t i = 0; !b.done() && (max_batches == 0 || i < max_batches); ++i) {
     training::TrainBatch cpu = b.next();
     // Bytes of the counted targets (on CPU, from the batch before the copy).
     auto tgt = cpu.targets.masked_select(cpu.target_mask);
-    if (tgt.numel() > 0) {
+    if (r.bytes_counted && tgt.numel() > 0) {
       const int64_t top = tgt.max().item<int64_t>();
       if (top >= int64_t(token_bytes.size()))
         throw InputError("evaluation: target token id " + std::to_string(top) + " is outside the tokenizer's " +

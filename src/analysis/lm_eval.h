@@ -32,6 +32,7 @@ struct LmEvalResult {
   double loss_sum = 0;       ///< summed cross entropy, nats
   int64_t targets = 0;       ///< predicted tokens counted
   int64_t bytes = 0;         ///< decoded bytes of the counted target tokens
+  bool bytes_counted = false;  ///< false when no tokenizer gave byte lengths (JSON: bytes, bits_per_byte null)
   int64_t rows = 0;          ///< rows evaluated
   double seconds = 0;
   nlohmann::json to_json() const;
@@ -41,7 +42,8 @@ struct LmEvalResult {
 /// data order, no shuffling: "pack" rows are document-blocked), over at most
 /// `max_batches` micro-batches (0 = all). `token_bytes[id]` is the decoded length of
 /// token id in bytes (dataset/text_tokenizer.h token_byte_lengths; size >= the
-/// model's vocabulary). The model is left in the mode it was in. Throws
+/// model's vocabulary); empty = no byte counts (a task dataset's word vocabulary:
+/// loss and perplexity only, bytes_counted false). The model is left in the mode it was in. Throws
 /// lol::InputError when token_bytes is too short for a target id, or when no
 /// target is counted (an empty split, or every loss mask zero); NonFiniteError when
 /// a batch's loss is NaN/Inf.

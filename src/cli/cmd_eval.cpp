@@ -70,16 +70,20 @@ void run_eval_lm(const EvalArgs& a) {
     tok = model_tokenizer(dir, a.tokenizer, model_vocab);
   } else if (ds.info().contains("tokenizer")) {
     tok = tokenizers::load_tokenizer((fs::path(a.data) / ds.info()["tokenizer"].get<std::string>()).string());
-  } else {
+  } else if (ds.task() == "text") {
     throw InputError(a.data + "/dataset.json names no tokenizer: pass --tokenizer (needed for bits per byte)");
+  } else {
+    // A task dataset's word vocabulary has no byte strings: loss and perplexity only.
+    std::cerr << "note: " << a.data << " is a " << ds.task()
+              << " dataset (a word vocabulary, no tokenizer): bits per byte not reported\n";
   }
   if (ds.vocab_size() > model_vocab)
     throw InputError(a.data + ": vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
                      std::to_string(model_vocab));
   const auto split = ds.load(a.split);
   const auto layout = eval_layout(a, dir, *model);
-  const auto r = analysis::evaluate_lm(*model, split, layout, data::token_byte_lengths(*tok), dev, a.max_batches,
-                                       !a.no_progress);
+  const auto r = analysis::evaluate_lm(*model, split, layout, tok ? data::token_byte_lengths(*tok) : std::vector<int32_t>(),
+                                       dev, a.max_batches, !a.no_progress);
   nlohmann::json j = r.to_json();
   j["model"] = dir;
   j["data"] = a.data;
@@ -91,10 +95,11 @@ void run_eval_lm(const EvalArgs& a) {
     std::cout << j.dump(1) << "\n";
     return;
   }
-  std::cout << std::fixed << std::setprecision(4) << "split " << a.split << ": " << r.targets << " targets, " << r.bytes
-            << " bytes; loss " << r.loss << " nats/token, perplexity " << std::setprecision(3) << r.perplexity
-            << ", bits per byte " << std::setprecision(4) << r.bits_per_byte << " (" << std::setprecision(1) << r.seconds
-            << " s)\n";
+  std::cout << std::fixed << std::setprecision(4) << "split " << a.split << ": " << r.targets << " targets";
+  if (r.bytes_counted) std::cout << ", " << r.bytes << " bytes";
+  std::cout << "; loss " << r.loss << " nats/token, perplexity " << std::setprecision(3) << r.perplexity;
+  if (r.bytes_counted) std::cout << ", bits per byte " << std::setprecision(4) << r.bits_per_byte;
+  std::cout << " (" << std::setprecision(1) << r.seconds << " s)\n";
 }
 
 void run_eval_choice(const EvalArgs& a) {

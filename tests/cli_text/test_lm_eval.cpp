@@ -311,6 +311,53 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
 // eval lm counts bytes with the model's vocabulary (a --tokenizer of another one is
 // refused) and stops with exit status 3 when a batch's loss is NaN/Inf (finite weights
 // that overflow float32), instead of reporting a NaN perplexity.
+// A task dataset (maze) has a word vocabulary and no tokenizer: `eval lm` reports loss
+// and perplexity over the loss-mask tokens, no bytes (JSON null), and packed rows give
+// the loss of one padded row per sequence.
+TEST(LmEval, TaskDatasetGivesLossWithoutBytes) {
+  reftest::TempDir t("lm_eval_task");
+  auto d = reftest::run_lol("data maze --n 30 --size 4 --seed 5 --valid-fraction 0.3 --out " + reftest::quote(t / "data"));
+  ASSERT_EQ(d.code, 0) << d.out;
+  const auto ds = data::Dataset::open(t / "data");
+  nlohmann::json cfg = {{"vocab_size", ds.vocab_size()}, {"d_model", 32}, {"n_heads", 2},       {"n_kv_heads", 2},
+                        {"ffn_hidden", 64},              {"n_prelude", 1}, {"n_coda", 1},        {"library_size", 3},
+                        {"core_depth", 2},               {"window", 8},    {"stride", 4},        {"max_seq_len", 1024}};
+  io::write_file_atomic(t / "model.json", cfg.dump());
+  ASSERT_EQ(reftest::run_lol("init --config " + reftest::quote(t / "model.json") + " --seed 2 --out " +
+                             reftest::quote(t / "model"))
+                .code,
+            0);
+  const std::string eval = "eval lm --model " + reftest::quote(t / "model") + " --data " + reftest::quote(t / "data") +
+                           " --no-progress";
+  auto packed = reftest::run_lol(eval + " --json");
+  ASSERT_EQ(packed.code, 0) << packed.out;
+  EXPECT_NE(packed.out.find("is a maze dataset (a word vocabulary, no tokenizer): bits per byte not reported"),
+            std::string::npos)
+      << packed.out;
+  const auto pj = nlohmann::json::parse(packed.out.substr(packed.out.find('{')));
+  EXPECT_TRUE(pj["bits_per_byte"].is_null()) << pj.dump();
+  EXPECT_TRUE(pj["bytes"].is_null()) << pj.dump();
+  // Targets: the loss-mask tokens after each sequence's first token.
+  const auto valid = ds.load("valid");
+  int64_t targets = 0;
+  for (int64_t i = 0; i < valid.size(); ++i) {
+    const auto v = valid.get(i);
+    for (int64_t p = 1; p < v.length; ++p) targets += v.loss_mask ? v.loss_mask[p] : 1;
+  }
+  ASSERT_GT(targets, 0);
+  EXPECT_EQ(pj["targets"].get<int64_t>(), targets);
+  EXPECT_GT(pj["loss"].get<double>(), 0.5);
+  auto padded = reftest::run_lol(eval + " --json --packing pad --seq-len 1024");
+  ASSERT_EQ(padded.code, 0) << padded.out;
+  const auto dj = nlohmann::json::parse(padded.out.substr(padded.out.find('{')));
+  EXPECT_EQ(dj["targets"], pj["targets"]);
+  EXPECT_NEAR(dj["loss_sum"].get<double>(), pj["loss_sum"].get<double>(), 1e-4 * pj["loss_sum"].get<double>());
+  auto text = reftest::run_lol(eval);
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find(std::to_string(targets) + " targets; loss "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find(", bits per byte "), std::string::npos) << text.out;
+}
+
 TEST(LmEval, WrongTokenizerAndOverflowingWeights) {
   reftest::TempDir t("lm_eval_bad");
   ASSERT_TRUE(write_multilingual_head(12, t / "ml.jsonl"));
