@@ -4,7 +4,9 @@
 //   eval  --base DIR --train-data T.jsonl --data H.jsonl --seeds N --out DIR   the N-seed protocol + tables
 //   merge --adapter DIR --out HF_DIR                            LoRA folded into a Hugging Face folder + gates
 //   render --data F.jsonl [--base DIR] [--ids]                  samples as training sees them
+//   generate --adapter DIR --prompt TEXT [--chat]              text from the gated model (layers skipped)
 // See docs/layerroute.md.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
@@ -20,11 +23,13 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "layerroute/adapter_io.h"
+#include "layerroute/decode.h"
 #include "layerroute/eval.h"
 #include "layerroute/protocol.h"
 #include "layerroute/train.h"
 #include "tokenizers/chat_template.h"
 #include "tokenizers/hf_json.h"
+#include "tokenizers/utf8.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -401,6 +406,113 @@ void register_render_cmd(CLI::App* lr) {
   });
 }
 
+/// Stop ids of the base model `base`: a Hugging Face folder's (hf::stop_tokens), or
+/// the tokenizer's EOS for a lol dense checkpoint.
+std::vector<int64_t> base_stop_tokens(const std::string& base, const tokenizers::Tokenizer* tok) {
+  const auto j = io::read_json_file((fs::path(base) / "config.json").string());
+  if (j.is_object() && j.value("architecture", std::string()) == "dense") {
+    if (tok && tok->eos_id()) return {int64_t(*tok->eos_id())};
+    return {};
+  }
+  return hf::stop_tokens(base, hf::HfConfig::load_dir(base), tok);
+}
+
+void register_generate_cmd(CLI::App* lr) {
+  struct A {
+    std::string adapter, base, prompt, tokens, system, tokenizer, gates = "learned";
+    int64_t max_new = 128;
+    inference::SamplingOptions sampling;
+    uint64_t seed = 0;
+    int threads = 0;
+    bool chat = false, ids = false, no_stop = false;
+  };
+  auto a = std::make_shared<A>();
+  auto* c = lr->add_subcommand(
+      "generate", "generate text with the gated model: gates decided from the prompt, closed layers not run");
+  c->add_option("--adapter", a->adapter, "adapter directory or merged folder")->required();
+  c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
+  auto* pr = c->add_option("--prompt", a->prompt, "prompt text");
+  auto* tk = c->add_option("--tokens", a->tokens, "prompt token ids, comma or space separated");
+  pr->excludes(tk);
+  c->add_flag("--chat", a->chat, "format the prompt as a ChatML user turn (as LayerRoute trains)");
+  c->add_option("--system", a->system, "system message for --chat (default: the template's)");
+  c->add_option("--tokenizer", a->tokenizer, "tokenizer.json or folder (default: the base folder's)");
+  c->add_option("--max-new", a->max_new, "maximum new tokens")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  c->add_option("--gates", a->gates, "learned | open | bias-only | closed")->capture_default_str();
+  add_sampling_options(c, a->sampling, a->seed);
+  c->add_flag("--ids", a->ids, "print token ids instead of text");
+  c->add_flag("--no-stop", a->no_stop, "ignore EOS tokens (always generate --max-new tokens)");
+  c->add_option("--threads", a->threads, "CPU threads (0 = default)");
+  c->callback([a, pr] {
+    init_runtime(a->threads);
+    if (pr->count() > 0 && a->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
+    if (a->prompt.empty() && a->tokens.empty()) throw InputError("layerroute generate: give --prompt TEXT or --tokens IDS");
+    if (a->chat && a->prompt.empty()) throw InputError("--chat needs --prompt TEXT");
+    layerroute::GatedGenerateOptions o;
+    o.mode = layerroute::parse_gate_mode(a->gates);
+    o.max_new_tokens = a->max_new;
+    o.sampling = a->sampling;
+    o.seed = a->seed;
+    inference::validate_sampling(o.sampling, "layerroute generate");
+    const auto t_load = std::chrono::steady_clock::now();
+    auto m = layerroute::load_gated_model(a->adapter, a->base);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+    const auto info = layerroute::read_adapter_info(a->adapter);
+    const std::string base = info.merged ? a->adapter : (a->base.empty() ? info.base_dir : a->base);
+    std::unique_ptr<tokenizers::Tokenizer> tok;
+    if (!a->tokenizer.empty()) tok = tokenizers::load_tokenizer(a->tokenizer);
+    else if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
+    else if (!a->prompt.empty()) throw InputError(base + ": no tokenizer.json (needed for text prompts; pass --tokenizer or use --tokens)");
+    std::vector<int64_t> prompt;
+    if (!a->prompt.empty()) {
+      std::string text = a->prompt;
+      if (a->chat) {
+        std::vector<tokenizers::ChatMessage> msgs;
+        if (!a->system.empty()) msgs.push_back({"system", a->system});
+        msgs.push_back({"user", a->prompt});
+        text = hf::format_chat(*tok, msgs, true, a->tokenizer.empty() ? base + "/tokenizer_config.json" : a->tokenizer);
+      }
+      for (int32_t id : tok->encode(text, !a->chat)) prompt.push_back(id);  // as hf generate
+    } else {
+      prompt = parse_ids(a->tokens, "--tokens");
+    }
+    if (prompt.empty()) throw InputError("the prompt has no tokens");
+    const int64_t room = m->base->config().max_seq_len - int64_t(prompt.size());
+    if (room >= 1 && o.max_new_tokens > room) {  // as hf generate: up to the context length
+      std::cerr << "note: --max-new " << o.max_new_tokens << " reduced to " << room << " (the model's max_seq_len is "
+                << m->base->config().max_seq_len << ", the prompt has " << prompt.size() << " tokens)\n";
+      o.max_new_tokens = room;
+    }
+    if (!a->no_stop) o.stop_tokens = base_stop_tokens(base, tok.get());
+    std::vector<int32_t> generated;
+    std::string printed;
+    o.on_token = [&](int64_t t) {
+      generated.push_back(int32_t(t));
+      if (a->ids || !tok) {
+        std::cout << (generated.size() > 1 ? " " : "") << t << std::flush;
+        return;
+      }
+      const std::string text = tokenizers::to_valid_utf8(tok->decode(generated, true));
+      if (text.compare(0, printed.size(), printed) == 0) std::cout << text.substr(printed.size()) << std::flush;
+      printed = text;
+    };
+    const auto g = layerroute::generate_gated(*m, prompt, o);
+    std::cout << "\n";
+    std::string skipped;
+    for (std::size_t i = 0; i < g.open.size(); ++i)
+      if (!g.open[i]) skipped += (skipped.empty() ? "" : ", ") + std::to_string(i);
+    const int64_t n = int64_t(g.tokens.size());
+    std::cerr << std::fixed << std::setprecision(2) << "gates " << layerroute::gate_mode_name(o.mode) << ": "
+              << g.executed_layers << " of " << g.open.size() << " layers run"
+              << (skipped.empty() ? std::string() : " (skipped: " + skipped + ")") << "\n"
+              << "load " << load_s << " s; prompt " << prompt.size() << " tokens in " << g.prefill_seconds << " s; " << n
+              << " new tokens";
+    if (n > 1 && g.seconds > g.prefill_seconds)
+      std::cerr << ", decode " << std::setprecision(1) << double(n - 1) / (g.seconds - g.prefill_seconds) << " tok/s";
+    std::cerr << " (" << (g.stopped ? "stop token" : "max new tokens") << ")\n";
+  });
+}
+
 }  // namespace
 
 void register_layerroute(CLI::App& app) {
@@ -410,6 +522,7 @@ void register_layerroute(CLI::App& app) {
   register_eval_cmd(lr);
   register_merge_cmd(lr);
   register_render_cmd(lr);
+  register_generate_cmd(lr);
 }
 
 }  // namespace lol::cli

@@ -1,5 +1,6 @@
 #include "layerroute/decode.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/finite.h"
@@ -11,9 +12,20 @@ namespace lol::layerroute {
 
 Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt, int64_t new_tokens, GateMode mode,
                           bool use_lora) {
+  GatedGenerateOptions o;
+  o.max_new_tokens = new_tokens;
+  o.mode = mode;
+  o.use_lora = use_lora;
+  return generate_gated(m, prompt, o);
+}
+
+Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt, const GatedGenerateOptions& opt) {
   const auto& c = m.base->config();
+  const int64_t new_tokens = opt.max_new_tokens;
+  const GateMode mode = opt.mode;
   require(!prompt.empty(), "layerroute generate", "empty prompt");
   require(new_tokens >= 1, "layerroute generate", "new_tokens must be >= 1");
+  inference::validate_sampling(opt.sampling, "layerroute generate");
   const int64_t P = int64_t(prompt.size()), maxlen = P + new_tokens;
   require(maxlen <= c.max_seq_len, "layerroute generate",
           "prompt (" + std::to_string(P) + ") + new tokens (" + std::to_string(new_tokens) + ") exceeds max_seq_len " +
@@ -23,7 +35,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   c10::InferenceMode im;
   const auto t0 = std::chrono::steady_clock::now();
   const auto dev = m.base->embed_tokens->weight.device();
-  const LoraImpl* lo = use_lora ? m.lora.get() : nullptr;
+  const LoraImpl* lo = opt.use_lora ? m.lora.get() : nullptr;
   const int64_t L = c.n_layers;
   auto iopt = torch::TensorOptions(torch::kInt64).device(dev);
   Generation g;
@@ -59,13 +71,32 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     h = h + a;
     h = h + block_mlp(blk, i, lo, h);
   }
-  auto last = m.base->logits(m.base->norm(h.narrow(0, P - 1, 1)));  // [1, V]
-  require_finite(last, "layerroute generation: the logits for new token 1");
-  int64_t tok = last.argmax(-1).item<int64_t>();
-  g.tokens.push_back(tok);
+  // Token choice on the CPU copy of the logits [1, V] (a no-op copy on CPU in float32).
+  std::vector<int64_t> seen;  // ids in the sequence so far, each once (repetition penalty)
+  std::vector<uint8_t> in_seen;
+  if (opt.sampling.repetition_penalty != 1.0) {
+    in_seen.assign(size_t(c.vocab_size), 0);
+    for (auto t : prompt)
+      if (!in_seen[size_t(t)]++) seen.push_back(t);
+  }
+  auto rng = inference::sequence_rng(opt.seed, 0);
+  const auto choose = [&](const torch::Tensor& logits, int64_t t) {
+    require_finite(logits, "layerroute generation: the logits for new token " + std::to_string(t));
+    auto row = logits.reshape({-1}).to(torch::kCPU, torch::kFloat32).contiguous();
+    float* z = row.data_ptr<float>();
+    if (!in_seen.empty()) inference::apply_repetition_penalty(z, row.numel(), seen, opt.sampling.repetition_penalty);
+    const int64_t id = inference::sample_token(z, row.numel(), opt.sampling, rng);
+    if (!in_seen.empty() && !in_seen[size_t(id)]++) seen.push_back(id);
+    g.tokens.push_back(id);
+    if (opt.on_token) opt.on_token(id);
+    g.stopped = std::find(opt.stop_tokens.begin(), opt.stop_tokens.end(), id) != opt.stop_tokens.end();
+    return id;
+  };
+  int64_t tok = choose(m.base->logits(m.base->norm(h.narrow(0, P - 1, 1))), 1);  // [1, V]
+  g.prefill_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Decoding: one token at a time through the open layers only.
-  for (int64_t t = 1; t < new_tokens; ++t) {
+  for (int64_t t = 1; t < new_tokens && !g.stopped; ++t) {
     const int64_t p = P + t - 1;  // position of the token being fed
     auto x = m.base->embed_tokens(torch::full({1}, tok, iopt));  // [1, d]
     auto pp = torch::full({1}, p, iopt);
@@ -84,10 +115,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       x = x + a;
       x = x + block_mlp(blk, i, lo, x);
     }
-    auto logits = m.base->logits(m.base->norm(x));  // [1, V]
-    require_finite(logits, "layerroute generation: the logits for new token " + std::to_string(t + 1));
-    tok = logits.argmax(-1).item<int64_t>();
-    g.tokens.push_back(tok);
+    tok = choose(m.base->logits(m.base->norm(x)), t + 1);  // [1, V]
   }
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return g;

@@ -1,0 +1,160 @@
+// Sampled gated generation (layerroute/decode.h GatedGenerateOptions) against a
+// full-forward reference with the same engine, stop tokens, and `lol layerroute
+// generate` end to end on a merged folder.
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "inference/sampling.h"
+#include "layerroute/adapter_io.h"
+#include "layerroute/decode.h"
+#include "layerroute_test_util.h"
+#include "model/file_test_util.h"
+#include "tokenizers/byte_tokenizer.h"
+#include "util/error.h"
+
+namespace lol::layerroute {
+namespace {
+
+using test::randomize_adapters;
+using test::tiny_base;
+
+/// The tokens that full forwards of `m` with the gates of `open` held pick, step by
+/// step, with the repetition penalty and sampling of `o` and engine sequence_rng(seed, 0).
+std::vector<int64_t> reference_tokens(GatedModelImpl& m, const std::vector<uint8_t>& open,
+                                      const std::vector<int64_t>& prompt, const GatedGenerateOptions& o) {
+  torch::NoGradGuard ng;
+  GatedModel fixed(m.base, LoraConfig{}, GateConfig{}, 0);
+  auto pa = m.lora->peft_tensors(), pb = fixed->lora->peft_tensors();
+  for (size_t k = 0; k < pa.size(); ++k) pb[k].second.copy_(pa[k].second);
+  fixed->gates->weight.zero_();
+  for (size_t i = 0; i < open.size(); ++i) fixed->gates->bias[int64_t(i)] = open[i] ? 10.0f : -10.0f;
+  auto rng = inference::sequence_rng(o.seed, 0);
+  std::vector<int64_t> seq = prompt, out;
+  for (int64_t t = 0; t < o.max_new_tokens; ++t) {
+    auto logits = fixed->forward(torch::tensor(seq).unsqueeze(0), torch::Tensor(), GatedOptions{}).logits[0][-1];
+    // transformers' repetition penalty: gather the scores of every id seen, z/p or z*p, scatter back.
+    auto ids = torch::tensor(seq);
+    auto z = logits.gather(0, ids);
+    const double p = o.sampling.repetition_penalty;
+    logits = logits.scatter(0, ids, torch::where(z > 0, z / p, z * p)).contiguous();
+    const int64_t id = inference::sample_token(logits.data_ptr<float>(), logits.numel(), o.sampling, rng);
+    out.push_back(id);
+    seq.push_back(id);
+    if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), id) != o.stop_tokens.end()) break;
+  }
+  return out;
+}
+
+TEST(LayerRouteGenerate, SampledTokensEqualFullForwardReference) {
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 6);
+  randomize_adapters(*m, 41, 2.0);
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11};
+  GatedGenerateOptions o;
+  o.max_new_tokens = 8;
+  o.sampling.temperature = 1.3;
+  o.sampling.top_k = 20;
+  o.sampling.top_p = 0.95;
+  o.sampling.repetition_penalty = 1.7;
+  std::vector<int64_t> streamed;
+  o.on_token = [&](int64_t t) { streamed.push_back(t); };
+  std::set<std::vector<int64_t>> distinct;
+  for (uint64_t seed : {1, 2, 3}) {
+    o.seed = seed;
+    streamed.clear();
+    const auto g = generate_gated(*m, prompt, o);
+    ASSERT_EQ(g.tokens.size(), 8u);
+    EXPECT_FALSE(g.stopped);
+    EXPECT_EQ(streamed, g.tokens);
+    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << "seed " << seed;
+    EXPECT_EQ(generate_gated(*m, prompt, o).tokens, g.tokens) << "same seed, same tokens";
+    distinct.insert(g.tokens);
+  }
+  EXPECT_GT(distinct.size(), 1u) << "different seeds should sample differently at temperature 1.3";
+
+  // A stop token ends generation after it is emitted (and is returned).
+  o.seed = 1;
+  const auto full = generate_gated(*m, prompt, o);
+  o.stop_tokens = {full.tokens[3], 100000};
+  const auto stopped = generate_gated(*m, prompt, o);
+  const auto first = std::find(full.tokens.begin(), full.tokens.end(), full.tokens[3]) - full.tokens.begin();
+  ASSERT_EQ(int64_t(stopped.tokens.size()), first + 1);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_TRUE(std::equal(stopped.tokens.begin(), stopped.tokens.end(), full.tokens.begin()));
+
+  // Greedy with the defaults is the timing protocol's generation.
+  GatedGenerateOptions greedy;
+  greedy.max_new_tokens = 5;
+  EXPECT_EQ(generate_gated(*m, prompt, greedy).tokens, generate_gated(*m, prompt, 5, GateMode::Learned, true).tokens);
+  GatedGenerateOptions bad;
+  bad.sampling.top_p = 1.5;
+  EXPECT_THROW(generate_gated(*m, prompt, bad), InputError);
+}
+
+TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
+  GatedModel m(tiny_base(4), LoraConfig{}, GateConfig{}, 12);
+  randomize_adapters(*m, 41, /*gate_scale=*/3.0);
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7};
+  const auto expect = generate_gated(*m, prompt, 6, GateMode::Learned, true);
+  test::TempDir d("lr_generate");
+  const std::string dir = d.path() + "/merged";
+  save_merged(*m, nullptr, dir, hf::ExportOptions{}, "some/adapter");  // folds the adapters into m's base
+  int64_t open = 0;
+  for (auto o : expect.open) open += o;
+  ASSERT_GT(open, 0);
+  ASSERT_LT(open, int64_t(expect.open.size())) << "some gate must be closed";
+  const std::string lol = std::string(LOL_BINARY) + " layerroute generate --adapter " + reftest::quote(dir);
+  tokenizers::ByteTokenizer({"<|endoftext|>"}).save(d.path() + "/tok");
+  std::string long_prompt;  // 128 tokens: no room left in max_seq_len 128
+  for (int i = 0; i < 128; ++i) long_prompt += "7 ";
+  // Processes run side by side (each is mostly LibTorch start-up).
+  const std::vector<std::string> bad = {"--gates sometimes", "--top-p 2", "--max-new 0", "--tokens '5 9999'", "--tokens '" + long_prompt + "'"};
+  std::vector<std::string> args = {
+      "--tokens '5 9 13 2 7' --max-new 6 --no-stop --ids", "--prompt hi", "--tokens '5 9' --ids",
+      // Byte ids of "12" (49, 50) fit the tiny model's 61-id vocabulary.
+      "--prompt '12' --tokenizer " + reftest::quote(d.path() + "/tok") +
+          " --max-new 3 --gates open --temperature 0.8 --seed 4"};
+  for (const auto& b : bad) args.push_back((b.find("--tokens") == 0 ? "" : "--tokens 5 ") + b);
+  std::vector<std::future<reftest::RunResult>> runs;
+  for (const auto& a : args)
+    runs.push_back(
+        std::async(std::launch::async, [&lol, a] { return reftest::run_cmd("LOL_NUM_THREADS=1 " + lol + " " + a); }));
+  std::vector<reftest::RunResult> r;
+  for (auto& f : runs) r.push_back(f.get());
+  ASSERT_EQ(r[0].code, 0) << r[0].out;
+  std::string want;
+  for (auto t : expect.tokens) want += (want.empty() ? "" : " ") + std::to_string(t);
+  // stdout (the ids, one line) comes first: stderr is written after generation ends.
+  EXPECT_EQ(r[0].out.substr(0, r[0].out.find('\n')), want) << r[0].out;
+  EXPECT_NE(r[0].out.find("\ngates learned: " + std::to_string(open) + " of " + std::to_string(expect.open.size()) +
+                          " layers run (skipped: "),
+            std::string::npos)
+      << r[0].out;
+  // Text needs a tokenizer: the merged folder has none, and the message says what to pass.
+  EXPECT_EQ(r[1].code, 2) << r[1].out;
+  EXPECT_NE(r[1].out.find("no tokenizer.json (needed for text prompts; pass --tokenizer or use --tokens)"),
+            std::string::npos)
+      << r[1].out;
+  // The default --max-new 128 does not fit: reduced to the room left, as hf generate does.
+  EXPECT_EQ(r[2].code, 0) << r[2].out;
+  EXPECT_NE(r[2].out.find("note: --max-new 128 reduced to 126 (the model's max_seq_len is 128, the prompt has 2 tokens)"),
+            std::string::npos)
+      << r[2].out;
+  EXPECT_EQ(r[3].code, 0) << r[3].out;
+  const std::string all = std::to_string(expect.open.size());
+  EXPECT_NE(r[3].out.find("gates open: " + all + " of " + all + " layers run\n"), std::string::npos) << r[3].out;
+  const std::vector<std::string> says = {"--gates = 'sometimes': expected learned, bias-only, open or closed",
+                                         "top_p 2: expected 0 <= top_p <= 1", "--max-new: Value 0 not in range",
+                                         "token id 9999 outside the vocabulary",
+                                         "prompt (128) + new tokens (128) exceeds max_seq_len 128"};
+  for (size_t i = 0; i < bad.size(); ++i) {
+    EXPECT_EQ(r[4 + i].code, 2) << bad[i] << ": " << r[4 + i].out;
+    EXPECT_NE(r[4 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[4 + i].out;
+  }
+}
+
+}  // namespace
+}  // namespace lol::layerroute
