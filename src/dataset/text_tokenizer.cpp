@@ -22,7 +22,7 @@ std::vector<int32_t> token_byte_lengths(const tokenizers::Tokenizer& tok) {
   std::vector<int32_t> out(std::size_t(v), 0);
   for (int32_t id = 0; id < v; ++id) {
     if (!tok.id_to_token(id)) continue;  // unused id
-    out[std::size_t(id)] = int32_t(tok.decode(&id, 1, /*skip_special_tokens=*/true).size());
+    out[std::size_t(id)] = int32_t(tok.decode_inner(&id, 1, /*skip_special_tokens=*/true).size());
   }
   return out;
 }

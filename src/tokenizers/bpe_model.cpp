@@ -1,10 +1,12 @@
 #include "tokenizers/bpe_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 
 #include "tokenizers/byte_unicode.h"
+#include "tokenizers/utf8.h"
 #include "util/error.h"
 
 namespace lol::tokenizers {
@@ -95,11 +97,22 @@ BpeModel::BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
                                               "' and '" + tok + "'");
     used_[id] = 1;
     tokens_[id] = tok;
-    if (!token_to_bytes(tok, bytes_[id])) bytes_[id] = tok;  // HF ByteLevel decoder fallback
+    if (!options_.byte_level || !token_to_bytes(tok, bytes_[id])) bytes_[id] = tok;  // HF ByteLevel decoder fallback
   }
   for (int b = 0; b < 256; ++b) {
-    auto it = vocab_.find(bytes_to_token(std::string(1, char(b))));
-    byte_id_[b] = it == vocab_.end() ? -1 : it->second;
+    byte_id_[b] = fallback_id_[b] = -1;
+    if (!options_.byte_level && b >= 0x80) continue;  // not a character on its own
+    auto it = vocab_.find(options_.byte_level ? bytes_to_token(std::string(1, char(b))) : std::string(1, char(b)));
+    if (it != vocab_.end()) byte_id_[b] = it->second;
+  }
+  if (options_.byte_fallback) {
+    require(!options_.byte_level, where + ".byte_fallback", "expected false for a byte-level vocabulary");
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);  // Hugging Face's format!("<{:#04X}>", b)
+      auto it = vocab_.find(name);
+      if (it != vocab_.end()) fallback_id_[b] = it->second;
+    }
   }
   merges_ = std::make_unique<PairMap>(merges.size());
   merge_list_.reserve(merges.size());
@@ -195,20 +208,60 @@ void BpeModel::bpe(std::string_view word, std::vector<int32_t>& out) const {
   thread_local std::vector<Cand> heap;
   syms.clear();
   heap.clear();
-  bool prev_unk = false;
-  for (unsigned char c : word) {
-    int32_t id = byte_id_[c];
-    if (id < 0) {
-      if (unk_id_ < 0) continue;  // dropped, as Hugging Face does without unk_token
-      if (options_.fuse_unk && prev_unk) continue;
-      id = unk_id_;
-      prev_unk = true;
-    } else {
-      prev_unk = false;
-    }
+  auto add = [&](int32_t id) {
     const int32_t k = int32_t(syms.size());
     syms.push_back({id, k - 1, -1});
     if (k > 0) syms[k - 1].next = k;
+  };
+  if (options_.byte_level) {
+    bool prev_unk = false;
+    for (unsigned char c : word) {
+      int32_t id = byte_id_[c];
+      if (id < 0) {
+        if (unk_id_ < 0) continue;  // dropped, as Hugging Face does without unk_token
+        if (options_.fuse_unk && prev_unk) continue;
+        id = unk_id_;
+        prev_unk = true;
+      } else {
+        prev_unk = false;
+      }
+      add(id);
+    }
+  } else {
+    // Hugging Face BPE::merge_word: one symbol per character; a missing character
+    // becomes its "<0xXX>" byte tokens (byte_fallback, when all exist) or a pending
+    // unknown, emitted before the next character found in the vocabulary or at the end
+    // (fuse_unk: consecutive unknowns stay one).
+    bool pending_unk = false;
+    for (std::size_t i = 0; i < word.size();) {
+      // Pre-tokens are valid UTF-8; a stray byte (raw-byte fallback) is one symbol.
+      const std::size_t len = std::size_t(std::max(1, utf8_sequence_length(word, i)));
+      const std::string_view ch = word.substr(i, len);
+      i += len;
+      int32_t id = len == 1 ? byte_id_[static_cast<unsigned char>(ch[0])] : -1;
+      if (len > 1) {
+        auto it = vocab_.find(std::string(ch));
+        if (it != vocab_.end()) id = it->second;
+      }
+      if (id >= 0) {
+        if (pending_unk) add(unk_id_);
+        pending_unk = false;
+        add(id);
+        continue;
+      }
+      if (options_.byte_fallback) {
+        bool all = true;
+        for (unsigned char b : ch) all = all && fallback_id_[b] >= 0;
+        if (all) {
+          for (unsigned char b : ch) add(fallback_id_[b]);
+          continue;
+        }
+      }
+      if (unk_id_ < 0) continue;  // dropped, as Hugging Face does without unk_token
+      if (pending_unk && !options_.fuse_unk) add(unk_id_);
+      pending_unk = true;
+    }
+    if (pending_unk) add(unk_id_);
   }
   if (syms.empty()) return;
   // Min-heap on (rank, position): the lowest rank first, the leftmost on ties.
@@ -247,7 +300,7 @@ nlohmann::ordered_json BpeModel::to_json() const {
   m["continuing_subword_prefix"] = nullptr;
   m["end_of_word_suffix"] = nullptr;
   m["fuse_unk"] = options_.fuse_unk;
-  m["byte_fallback"] = false;
+  m["byte_fallback"] = options_.byte_fallback;
   if (options_.ignore_merges) m["ignore_merges"] = true;
   // ordered_json's operator[] searches linearly; append to the underlying vector
   // instead (keys are unique by construction) to keep this O(n).

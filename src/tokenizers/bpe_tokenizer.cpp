@@ -18,7 +18,7 @@ BpeTokenizer::BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer p
   }
 }
 
-void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out, bool /*at_start*/) const {
   thread_local std::vector<std::string_view> pieces;
   thread_local std::deque<std::string> arena;
   pieces.clear();

@@ -33,7 +33,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
  protected:
-  void encode_plain(std::string_view text, std::vector<int32_t>& out) const override;
+  void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
   int32_t model_vocab_size() const override { return model_->size(); }

@@ -7,6 +7,7 @@
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/byte_unicode.h"
 #include "tokenizers/regex_splitter.h"
+#include "tokenizers/sentencepiece_bpe.h"
 #include "util/error.h"
 
 namespace lol::tokenizers {
@@ -116,6 +117,29 @@ void collect_template(const nlohmann::json& p, const std::string& where, const T
   }
 }
 
+/// added_tokens and post_processor of tokenizer.json `j`, applied to `tok`.
+void add_tokens_and_post_processor(const nlohmann::json& j, const std::string& where, Tokenizer& tok) {
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+    require(j["added_tokens"].is_array(), where + ": added_tokens", "expected an array");
+    for (std::size_t i = 0; i < j["added_tokens"].size(); ++i) {
+      const std::string w = where + ": added_tokens[" + std::to_string(i) + "]";
+      AddedToken t = AddedToken::from_json(j["added_tokens"][i], w);
+      try {
+        tok.add_token(t);
+      } catch (const InputError& e) {
+        throw InputError(w + ": " + e.what());
+      }
+    }
+  }
+
+  if (j.contains("post_processor") && !j["post_processor"].is_null()) {
+    bool any = false;
+    std::vector<int32_t> prefix, suffix;
+    collect_template(j["post_processor"], where + ": post_processor", tok, any, prefix, suffix);
+    if (any) tok.set_post_processor(j["post_processor"], std::move(prefix), std::move(suffix));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const std::string& where) {
@@ -134,8 +158,13 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   };
   forbid_string("continuing_subword_prefix");
   forbid_string("end_of_word_suffix");
-  require(!opt_bool(m, "byte_fallback", mw), mw + ".byte_fallback",
-          "only false is supported (byte-level BPE needs no byte fallback)");
+  // Byte-level BPE (GPT-2, Qwen2, Llama 3) has a ByteLevel decoder; the SentencePiece
+  // conversions (Llama 2, Mistral, Gemma) spell tokens in UTF-8 with byte fallback.
+  const bool byte_fallback = opt_bool(m, "byte_fallback", mw);
+  const bool byte_level = j.contains("decoder") && j["decoder"].is_object() &&
+                          j["decoder"].value("type", std::string()) == "ByteLevel";
+  require(!(byte_level && byte_fallback), mw + ".byte_fallback",
+          "expected false with a ByteLevel decoder (byte-level BPE needs no byte fallback)");
   if (m.contains("dropout") && !m["dropout"].is_null()) {
     require(m["dropout"].is_number() && m["dropout"].get<double>() == 0.0, mw + ".dropout",
             "only null or 0 is supported (BPE dropout is a training-time option)");
@@ -151,6 +180,14 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   }
   opts.fuse_unk = opt_bool(m, "fuse_unk", mw);
   opts.ignore_merges = opt_bool(m, "ignore_merges", mw);
+  opts.byte_level = byte_level;
+  opts.byte_fallback = byte_fallback;
+  if (!byte_level) {
+    auto model = std::make_shared<const BpeModel>(vocab, merges, opts, mw);
+    auto tok = std::make_unique<SentencePieceBpeTokenizer>(std::move(model), SentencePiecePipeline::from_json(j, where));
+    add_tokens_and_post_processor(j, where, *tok);
+    return tok;
+  }
 
   // normalizer
   nlohmann::json normalizer = j.value("normalizer", nlohmann::json(nullptr));
@@ -158,9 +195,6 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
     require(normalizer.is_object() && normalizer.value("type", std::string()) == "NFC", where + ": normalizer",
             "only null or {\"type\": \"NFC\"} is supported, got " + normalizer.dump());
   }
-  // decoder
-  require(j.contains("decoder") && j["decoder"].is_object() && j["decoder"].value("type", std::string()) == "ByteLevel",
-          where + ": decoder", "expected {\"type\": \"ByteLevel\", ...} (byte-level BPE only)");
   // pre_tokenizer
   PreTokenizer pre = PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json(nullptr)), where + ": pre_tokenizer");
 
@@ -177,25 +211,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
     tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), normalizer);
   }
 
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    require(j["added_tokens"].is_array(), where + ": added_tokens", "expected an array");
-    for (std::size_t i = 0; i < j["added_tokens"].size(); ++i) {
-      const std::string w = where + ": added_tokens[" + std::to_string(i) + "]";
-      AddedToken t = AddedToken::from_json(j["added_tokens"][i], w);
-      try {
-        tok->add_token(t);
-      } catch (const InputError& e) {
-        throw InputError(w + ": " + e.what());
-      }
-    }
-  }
-
-  if (j.contains("post_processor") && !j["post_processor"].is_null()) {
-    bool any = false;
-    std::vector<int32_t> prefix, suffix;
-    collect_template(j["post_processor"], where + ": post_processor", *tok, any, prefix, suffix);
-    if (any) tok->set_post_processor(j["post_processor"], std::move(prefix), std::move(suffix));
-  }
+  add_tokens_and_post_processor(j, where, *tok);
   return tok;
 }
 

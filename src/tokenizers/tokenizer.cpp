@@ -34,8 +34,9 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
       std::string_view rest = seg.text;
       while (!rest.empty()) {
         const std::size_t bad = find_invalid_utf8(rest);
+        const bool at_start = rest.data() == text.data();
         if (bad == std::string_view::npos) {
-          encode_plain(rest, out);
+          encode_plain(rest, out, at_start);
           break;
         }
         if (utf8_policy_ == InvalidUtf8Policy::kThrow) {
@@ -44,7 +45,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
                            " (byte 0x" + hex_byte(static_cast<unsigned char>(rest[bad])) +
                            "); expected valid UTF-8 text (or use InvalidUtf8Policy::kByteFallback)");
         }
-        if (bad > 0) encode_plain(rest.substr(0, bad), out);
+        if (bad > 0) encode_plain(rest.substr(0, bad), out, at_start);
         encode_raw_byte(static_cast<uint8_t>(rest[bad]), out);
         rest.remove_prefix(bad + 1);
       }
@@ -69,6 +70,14 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
 }
 
 std::string Tokenizer::decode(const int32_t* ids, std::size_t n, bool skip_special_tokens) const {
+  std::string out = decode_inner(ids, n, skip_special_tokens);
+  std::size_t cut = 0;
+  while (cut < std::size_t(decode_strip_spaces_) && cut < out.size() && out[cut] == ' ') ++cut;
+  out.erase(0, cut);
+  return out;
+}
+
+std::string Tokenizer::decode_inner(const int32_t* ids, std::size_t n, bool skip_special_tokens) const {
   std::string out;
   out.reserve(n * 4);
   for (std::size_t i = 0; i < n; ++i) {

@@ -56,6 +56,11 @@ class Tokenizer {
   /// lol::InputError naming the position of an id outside [0, vocab_size()).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
   std::string decode(const int32_t* ids, std::size_t n, bool skip_special_tokens = false) const;
+  /// The bytes of `ids` as they stand inside a longer decoded text: decode() without
+  /// the decoder's removal of a leading space (the Strip / Metaspace decoders of
+  /// SentencePiece-style tokenizers strip the space their normalizer prepended).
+  /// Counts the bytes of single tokens (bits per byte). Same errors as decode.
+  std::string decode_inner(const int32_t* ids, std::size_t n, bool skip_special_tokens = false) const;
 
   /// 1 + the largest id in use (model vocabulary and added tokens): the size an
   /// embedding table needs.
@@ -119,8 +124,9 @@ class Tokenizer {
   void set_post_processor(nlohmann::json original, std::vector<int32_t> prefix, std::vector<int32_t> suffix);
 
  protected:
-  /// Encodes valid UTF-8 text without added tokens.
-  virtual void encode_plain(std::string_view text, std::vector<int32_t>& out) const = 0;
+  /// Encodes valid UTF-8 text without added tokens. `at_start`: the text begins at
+  /// offset 0 of the encoded input (Metaspace's prepend_scheme "first").
+  virtual void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const = 0;
   /// Encodes one byte that is not part of a valid UTF-8 sequence (byte fallback).
   virtual void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const = 0;
   /// Appends the bytes of model token `id`; false when the model has no such id.
@@ -132,6 +138,9 @@ class Tokenizer {
   virtual void fill_hf_json(nlohmann::ordered_json& j) const = 0;
 
   AddedVocab added_;
+  /// Leading ' ' characters decode() removes (at most this many; the Strip decoder's
+  /// `start`, or 1 for a Metaspace decoder that prepends); 0 for byte-level BPE.
+  int decode_strip_spaces_ = 0;
 
  private:
   std::optional<int32_t> role_id(std::string_view token, const char* role) const;

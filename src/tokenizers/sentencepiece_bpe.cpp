@@ -1,0 +1,285 @@
+#include "tokenizers/sentencepiece_bpe.h"
+
+#include "tokenizers/normalizer.h"
+#include "tokenizers/utf8.h"
+#include "util/error.h"
+
+namespace lol::tokenizers {
+namespace {
+
+using Pipeline = SentencePiecePipeline;
+
+std::string type_of(const nlohmann::json& j, const std::string& where) {
+  require(j.is_object() && j.contains("type") && j["type"].is_string(), where,
+          "expected an object with a string field \"type\"");
+  return j["type"].get<std::string>();
+}
+
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  require(j.contains(key) && j[key].is_string(), where + "." + key, "expected a string");
+  return j[key].get<std::string>();
+}
+
+/// The String of a Replace's {"String": s} pattern (Regex patterns are refused).
+std::string string_pattern(const nlohmann::json& j, const std::string& where) {
+  require(j.contains("pattern") && j["pattern"].is_object() && j["pattern"].contains("String") &&
+              j["pattern"]["String"].is_string(),
+          where + ".pattern", "expected {\"String\": text} (Regex patterns are not supported)");
+  const std::string s = j["pattern"]["String"].get<std::string>();
+  require(!s.empty(), where + ".pattern.String", "expected a non-empty string");
+  return s;
+}
+
+void parse_normalizer(const nlohmann::json& j, const std::string& where, std::vector<Pipeline::NormStep>& out) {
+  const std::string type = type_of(j, where);
+  if (type == "Sequence") {
+    require(j.contains("normalizers") && j["normalizers"].is_array(), where + ".normalizers", "expected an array");
+    for (std::size_t i = 0; i < j["normalizers"].size(); ++i)
+      parse_normalizer(j["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]", out);
+    return;
+  }
+  Pipeline::NormStep s;
+  if (type == "Prepend") {
+    s.kind = Pipeline::NormStep::Kind::kPrepend;
+    s.to = string_field(j, "prepend", where);
+  } else if (type == "Replace") {
+    s.kind = Pipeline::NormStep::Kind::kReplace;
+    s.from = string_pattern(j, where);
+    s.to = string_field(j, "content", where);
+  } else if (type == "NFC") {
+    s.kind = Pipeline::NormStep::Kind::kNfc;
+  } else {
+    throw InputError(where + ".type: unsupported normalizer \"" + type +
+                     "\" (supported here: Prepend, Replace, NFC, Sequence of them)");
+  }
+  out.push_back(std::move(s));
+}
+
+/// Metaspace's replacement and prepend scheme (pre-tokenizer and decoder share them).
+void parse_metaspace(const nlohmann::json& j, const std::string& where, std::string& replacement,
+                     Pipeline::Prepend& prepend) {
+  replacement = string_field(j, "replacement", where);
+  require(utf8_sequence_length(replacement, 0) == int(replacement.size()), where + ".replacement",
+          "expected one character");
+  prepend = Pipeline::Prepend::kAlways;
+  if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
+    const std::string s = string_field(j, "prepend_scheme", where);
+    if (s == "always") prepend = Pipeline::Prepend::kAlways;
+    else if (s == "first") prepend = Pipeline::Prepend::kFirst;
+    else if (s == "never") prepend = Pipeline::Prepend::kNever;
+    else throw InputError(where + ".prepend_scheme: \"" + s + "\": expected always, first or never");
+  } else if (j.contains("add_prefix_space")) {  // tokenizers < 0.14
+    require(j["add_prefix_space"].is_boolean(), where + ".add_prefix_space", "expected true or false");
+    if (!j["add_prefix_space"].get<bool>()) prepend = Pipeline::Prepend::kNever;
+  }
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t at = 0;
+  for (std::size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size())
+    out.append(s, at, hit - at).append(to);
+  out.append(s, at, std::string::npos);
+  s.swap(out);
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+/// Byte of a "<0xXX>" token (hex digits in either case), or -1.
+int fallback_byte(const std::string& t) {
+  if (t.size() != 6 || !starts_with(t, "<0x") || t[5] != '>') return -1;
+  int v = 0;
+  for (char c : t.substr(3, 2)) {
+    v *= 16;
+    if (c >= '0' && c <= '9') v += c - '0';
+    else if (c >= 'A' && c <= 'F') v += c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') v += c - 'a' + 10;
+    else return -1;
+  }
+  return v;
+}
+
+}  // namespace
+
+SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, const std::string& where) {
+  Pipeline p;
+  p.normalizer_json = j.value("normalizer", nlohmann::json(nullptr));
+  p.pre_tokenizer_json = j.value("pre_tokenizer", nlohmann::json(nullptr));
+  p.decoder_json = j.value("decoder", nlohmann::json(nullptr));
+  if (!p.normalizer_json.is_null()) parse_normalizer(p.normalizer_json, where + ": normalizer", p.normalizer);
+
+  const std::string pw = where + ": pre_tokenizer";
+  if (!p.pre_tokenizer_json.is_null()) {
+    const std::string type = type_of(p.pre_tokenizer_json, pw);
+    require(type == "Metaspace", pw + ".type",
+            "\"" + type + "\": expected null or Metaspace for a character-level (SentencePiece-style) BPE");
+    p.metaspace = true;
+    parse_metaspace(p.pre_tokenizer_json, pw, p.replacement, p.prepend);
+    const auto& s = p.pre_tokenizer_json;
+    if (s.contains("split")) {
+      require(s["split"].is_boolean(), pw + ".split", "expected true or false");
+      p.split = s["split"].get<bool>();
+    } else {
+      p.split = true;  // Hugging Face's default (and the only behaviour before tokenizers 0.14)
+    }
+  }
+
+  const std::string dw = where + ": decoder";
+  require(!p.decoder_json.is_null(), dw, "missing (expected the Replace/ByteFallback/Fuse/Strip or Metaspace decoder)");
+  const std::string dtype = type_of(p.decoder_json, dw);
+  if (dtype == "Metaspace") {
+    std::string repl;
+    Pipeline::Prepend prepend;
+    parse_metaspace(p.decoder_json, dw, repl, prepend);
+    p.decode_replace.emplace_back(repl, " ");
+    p.strip_spaces = prepend == Pipeline::Prepend::kNever ? 0 : 1;
+    return p;
+  }
+  std::vector<nlohmann::json> steps;
+  std::vector<std::string> names;
+  if (dtype == "Sequence") {
+    require(p.decoder_json.contains("decoders") && p.decoder_json["decoders"].is_array(), dw + ".decoders",
+            "expected an array");
+    for (std::size_t i = 0; i < p.decoder_json["decoders"].size(); ++i) {
+      steps.push_back(p.decoder_json["decoders"][i]);
+      names.push_back(dw + ".decoders[" + std::to_string(i) + "]");
+    }
+  } else {
+    steps.push_back(p.decoder_json);
+    names.push_back(dw);
+  }
+  // Replace* -> ByteFallback -> Fuse -> Strip: in another order the steps would act on
+  // single tokens where this implementation acts on the decoded text.
+  int stage = 0;
+  bool fused = false;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::string& w = names[i];
+    const std::string type = type_of(steps[i], w);
+    const int this_stage = type == "Replace" ? 0 : type == "ByteFallback" ? 1 : type == "Fuse" ? 2 : type == "Strip" ? 3 : -1;
+    require(this_stage >= 0, w + ".type",
+            "unsupported decoder \"" + type + "\" (supported here: Replace, ByteFallback, Fuse, Strip, Metaspace)");
+    require(this_stage >= stage && !(this_stage == stage && this_stage > 0), w,
+            "decoder \"" + type + "\" out of order (supported: Replace..., ByteFallback, Fuse, Strip)");
+    stage = this_stage;
+    if (type == "Replace") {
+      p.decode_replace.emplace_back(string_pattern(steps[i], w), string_field(steps[i], "content", w));
+    } else if (type == "ByteFallback") {
+      p.decode_byte_fallback = true;
+    } else if (type == "Fuse") {
+      fused = true;
+    } else {
+      require(fused, w, "Strip before Fuse is not supported (it would strip every token)");
+      require(string_field(steps[i], "content", w) == " ", w + ".content", "expected \" \"");
+      const auto& s = steps[i];
+      require(s.contains("start") && s["start"].is_number_unsigned() && s["start"].get<int64_t>() <= 64,
+              w + ".start", "expected an integer 0..64");
+      require(!s.contains("stop") || (s["stop"].is_number_integer() && s["stop"].get<int64_t>() == 0), w + ".stop",
+              "only 0 is supported");
+      p.strip_spaces = int(s["start"].get<int64_t>());
+    }
+  }
+  return p;
+}
+
+SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::shared_ptr<const BpeModel> model,
+                                                     SentencePiecePipeline pipeline)
+    : model_(std::move(model)), p_(std::move(pipeline)) {
+  require(!model_->options().byte_level, "SentencePieceBpeTokenizer", "expected a character-level BpeModel");
+  decode_strip_spaces_ = p_.strip_spaces;
+  decoded_.assign(std::size_t(model_->size()), std::string());
+  for (int32_t id = 0; id < model_->size(); ++id) {
+    const std::string* t = model_->id_to_token(id);
+    if (!t) continue;
+    const int b = p_.decode_byte_fallback ? fallback_byte(*t) : -1;
+    if (b >= 0) {
+      decoded_[std::size_t(id)] = std::string(1, char(b));
+      continue;
+    }
+    std::string s = *t;
+    for (const auto& [from, to] : p_.decode_replace) replace_all(s, from, to);
+    decoded_[std::size_t(id)] = std::move(s);
+  }
+}
+
+void SentencePieceBpeTokenizer::words(std::string_view text, bool at_start, std::vector<std::string>& out) const {
+  std::string s(text);
+  for (const auto& step : p_.normalizer) {
+    switch (step.kind) {
+      case SentencePiecePipeline::NormStep::Kind::kPrepend:
+        if (!s.empty()) s.insert(0, step.to);
+        break;
+      case SentencePiecePipeline::NormStep::Kind::kReplace:
+        replace_all(s, step.from, step.to);
+        break;
+      case SentencePiecePipeline::NormStep::Kind::kNfc:
+        if (!is_nfc(s)) s = to_nfc(s);
+        break;
+    }
+  }
+  if (s.empty()) return;
+  if (!p_.metaspace) {
+    out.push_back(std::move(s));
+    return;
+  }
+  replace_all(s, " ", p_.replacement);
+  const bool prepend = p_.prepend == SentencePiecePipeline::Prepend::kAlways ||
+                       (p_.prepend == SentencePiecePipeline::Prepend::kFirst && at_start);
+  if (prepend && !starts_with(s, p_.replacement)) s.insert(0, p_.replacement);
+  if (!p_.split) {
+    out.push_back(std::move(s));
+    return;
+  }
+  // Split before every replacement (Hugging Face's MergedWithNext).
+  std::size_t begin = 0;
+  for (std::size_t at = s.find(p_.replacement, 1); at != std::string::npos; at = s.find(p_.replacement, at + 1)) {
+    out.push_back(s.substr(begin, at - begin));
+    begin = at;
+  }
+  out.push_back(s.substr(begin));
+}
+
+void SentencePieceBpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
+  thread_local std::vector<std::string> ws;
+  ws.clear();
+  words(text, at_start, ws);
+  for (const auto& w : ws) model_->encode_word(w, out);
+}
+
+void SentencePieceBpeTokenizer::encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const {
+  if (model_->fallback_id(byte) >= 0) out.push_back(model_->fallback_id(byte));
+  else if (model_->unk_id() >= 0) out.push_back(model_->unk_id());
+}
+
+bool SentencePieceBpeTokenizer::append_model_bytes(int32_t id, std::string& out) const {
+  if (id < 0 || id >= model_->size() || !model_->id_to_token(id)) return false;
+  out += decoded_[std::size_t(id)];
+  return true;
+}
+
+std::optional<int32_t> SentencePieceBpeTokenizer::model_token_to_id(std::string_view token) const {
+  return model_->token_to_id(token);
+}
+
+std::optional<std::string> SentencePieceBpeTokenizer::model_id_to_token(int32_t id) const {
+  const std::string* t = model_->id_to_token(id);
+  if (!t) return std::nullopt;
+  return *t;
+}
+
+std::vector<std::string> SentencePieceBpeTokenizer::pre_tokenize(std::string_view text) const {
+  const std::size_t bad = find_invalid_utf8(text);
+  require(bad == std::string_view::npos, "pre_tokenize", "invalid UTF-8 at byte offset " + std::to_string(bad));
+  std::vector<std::string> out;
+  words(text, true, out);
+  return out;
+}
+
+void SentencePieceBpeTokenizer::fill_hf_json(nlohmann::ordered_json& j) const {
+  j["normalizer"] = nlohmann::ordered_json::parse(p_.normalizer_json.dump());
+  j["pre_tokenizer"] = nlohmann::ordered_json::parse(p_.pre_tokenizer_json.dump());
+  j["decoder"] = nlohmann::ordered_json::parse(p_.decoder_json.dump());
+  j["model"] = model_->to_json();
+}
+
+}  // namespace lol::tokenizers

@@ -1,0 +1,83 @@
+// Character-level BPE as Hugging Face converts SentencePiece BPE models (Llama 2,
+// Mistral, TinyLlama, Gemma, Yi): tokens spelled in UTF-8 with U+2581 ("▁") for a
+// space, unknown characters as "<0xXX>" byte tokens (byte_fallback), and the
+// tokenizer.json pipeline around the model:
+//   normalizer     null, or Prepend(s) / Replace(String a -> b) / NFC, or a Sequence
+//                  of them (Llama 2: Sequence[Prepend("▁"), Replace(" " -> "▁")]),
+//                  applied to each piece of text between added tokens;
+//   pre_tokenizer  null (the whole normalized piece is one word), or Metaspace
+//                  {replacement, prepend_scheme always|first|never (or the older
+//                  add_prefix_space), split}: spaces -> replacement, the replacement
+//                  prepended (unless already there; "first": only to the piece at
+//                  offset 0 of the input), split before each replacement when split;
+//   decoder        Sequence of Replace(String) ..., ByteFallback, Fuse, Strip(" ",
+//                  start, 0) in that order (each optional), or Metaspace: "<0xXX>"
+//                  tokens -> their byte, replacement -> " ", and up to `start`
+//                  leading spaces of the decoded text removed (Metaspace: 1 unless
+//                  prepend_scheme is never).
+// Anything else is refused naming the field. Differences from Hugging Face: the
+// ByteFallback decoder turns byte tokens that do not form UTF-8 into U+FFFD, decode
+// here returns the bytes (use to_valid_utf8 for display, as for byte-level BPE).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizers/bpe_model.h"
+#include "tokenizers/tokenizer.h"
+
+namespace lol::tokenizers {
+
+/// The normalizer, pre-tokenizer and decoder of a SentencePiece-style tokenizer.json.
+struct SentencePiecePipeline {
+  struct NormStep {
+    enum class Kind { kPrepend, kReplace, kNfc } kind = Kind::kPrepend;
+    std::string from, to;  ///< kPrepend: to = the prefix; kReplace: every `from` -> `to`
+  };
+  std::vector<NormStep> normalizer;
+  bool metaspace = false;         ///< pre_tokenizer is Metaspace (else null)
+  std::string replacement = "\xE2\x96\x81";  ///< U+2581
+  enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
+  bool split = false;
+  std::vector<std::pair<std::string, std::string>> decode_replace;  ///< applied per token, in order
+  bool decode_byte_fallback = false;
+  int strip_spaces = 0;  ///< leading ' ' removed from decoded text
+  /// The objects as read, written back by save().
+  nlohmann::json normalizer_json, pre_tokenizer_json, decoder_json;
+
+  /// Parses the "normalizer", "pre_tokenizer" and "decoder" of tokenizer.json `j`.
+  /// Throws lol::InputError naming `where` and the field for anything unsupported.
+  static SentencePiecePipeline from_json(const nlohmann::json& j, const std::string& where);
+};
+
+class SentencePieceBpeTokenizer : public Tokenizer {
+ public:
+  /// `model` must be character-level (BpeOptions::byte_level false).
+  SentencePieceBpeTokenizer(std::shared_ptr<const BpeModel> model, SentencePiecePipeline pipeline);
+
+  std::string type() const override { return "bpe"; }
+  const BpeModel& model() const { return *model_; }
+  /// The words BPE sees for valid UTF-8 `text` at the input's start: normalized and
+  /// pre-tokenized. Throws lol::InputError on invalid UTF-8.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
+
+ protected:
+  void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
+  void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
+  bool append_model_bytes(int32_t id, std::string& out) const override;
+  int32_t model_vocab_size() const override { return model_->size(); }
+  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
+  std::optional<std::string> model_id_to_token(int32_t id) const override;
+  void fill_hf_json(nlohmann::ordered_json& j) const override;
+
+ private:
+  void words(std::string_view text, bool at_start, std::vector<std::string>& out) const;
+
+  std::shared_ptr<const BpeModel> model_;
+  SentencePiecePipeline p_;
+  std::vector<std::string> decoded_;  // id -> bytes in decoded text
+};
+
+}  // namespace lol::tokenizers
