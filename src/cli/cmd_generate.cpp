@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "lol/checkpoint.h"
 #include "tasks/vocab.h"
+#include "tokenizers/utf8.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -178,27 +179,20 @@ void run_generate(const GenerateArgs& a) {
     if (auto e = codec->eos()) o.stop_tokens.push_back(*e);
   // Stream: print the text of the tokens so far past what was already printed.
   std::vector<int64_t> generated;
-  std::string printed;
+  tokenizers::Utf8Stream stream;  // a character split across tokens prints when complete
   o.on_token = [&](int64_t, int64_t tok) {
     generated.push_back(tok);
     if (a.ids_out || !codec) {
       std::cout << (generated.size() > 1 ? " " : "") << tok << std::flush;
       return;
     }
-    std::string text = codec->decode(generated);
-    if (codec->words() && generated.size() > 1) {
-      std::cout << " " << codec->decode({tok}) << std::flush;
-    } else if (text.size() >= printed.size() && text.compare(0, printed.size(), printed) == 0) {
-      std::cout << text.substr(printed.size()) << std::flush;
-    } else {
-      std::cout << text << std::flush;
-    }
-    printed = text;
+    if (codec->words()) std::cout << (generated.size() > 1 ? " " : "") << codec->decode({tok}) << std::flush;
+    else std::cout << stream.next(codec->decode(generated)) << std::flush;
   };
   auto t0 = std::chrono::steady_clock::now();
   auto gens = inference::generate(model, {p}, o);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "\n";
+  std::cout << stream.finish() << "\n";
   std::cerr << gens[0].tokens.size() << " tokens in " << std::fixed << std::setprecision(3) << s << " s ("
             << (gens[0].stopped ? "stop token" : max_new < a.max_new ? "max_seq_len reached" : "max new tokens")
             << ")\n";

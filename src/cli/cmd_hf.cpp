@@ -176,7 +176,7 @@ void run_generate(const GenArgs& a) {
   o.batch_size = 1;
   if (!a.no_stop) o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
   std::vector<int32_t> generated;
-  std::string printed;
+  tokenizers::Utf8Stream stream;  // a character split across tokens prints when complete
   auto t_first = std::chrono::steady_clock::now();
   double prefill_s = 0;
   o.on_token = [&](int64_t, int64_t t) {
@@ -187,9 +187,7 @@ void run_generate(const GenArgs& a) {
       std::cout << (generated.size() > 1 ? " " : "") << t << std::flush;
       return;
     }
-    const std::string text = tokenizers::to_valid_utf8(tok->decode(generated, true));
-    if (text.compare(0, printed.size(), printed) == 0) std::cout << text.substr(printed.size()) << std::flush;
-    printed = text;
+    std::cout << stream.next(tok->decode(generated, true)) << std::flush;
   };
   const int64_t max_len = std::min<int64_t>(cfg.max_position_embeddings, int64_t(prompt.size()) + a.max_new);
   inference::DenseSessionOptions so;
@@ -198,7 +196,7 @@ void run_generate(const GenArgs& a) {
   t_first = std::chrono::steady_clock::now();
   auto gens = inference::generate_dense(session, {prompt}, o);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_first).count();
-  std::cout << "\n";
+  std::cout << stream.finish() << "\n";
   const int64_t n = int64_t(gens[0].tokens.size());
   std::cerr << std::fixed << std::setprecision(2) << "load " << load_s << " s; prompt " << prompt.size()
             << " tokens in " << prefill_s << " s";

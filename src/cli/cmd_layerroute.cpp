@@ -485,19 +485,17 @@ void register_generate_cmd(CLI::App* lr) {
     }
     if (!a->no_stop) o.stop_tokens = base_stop_tokens(base, tok.get());
     std::vector<int32_t> generated;
-    std::string printed;
+    tokenizers::Utf8Stream stream;  // a character split across tokens prints when complete
     o.on_token = [&](int64_t t) {
       generated.push_back(int32_t(t));
       if (a->ids || !tok) {
         std::cout << (generated.size() > 1 ? " " : "") << t << std::flush;
         return;
       }
-      const std::string text = tokenizers::to_valid_utf8(tok->decode(generated, true));
-      if (text.compare(0, printed.size(), printed) == 0) std::cout << text.substr(printed.size()) << std::flush;
-      printed = text;
+      std::cout << stream.next(tok->decode(generated, true)) << std::flush;
     };
     const auto g = layerroute::generate_gated(*m, prompt, o);
-    std::cout << "\n";
+    std::cout << stream.finish() << "\n";
     std::string skipped;
     for (std::size_t i = 0; i < g.open.size(); ++i)
       if (!g.open[i]) skipped += (skipped.empty() ? "" : ", ") + std::to_string(i);

@@ -10,7 +10,7 @@ namespace lol::tokenizers {
 
 BpeTokenizer::BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer,
                            nlohmann::json normalizer)
-    : model_(std::move(model)), pre_(std::move(pre_tokenizer)), normalizer_(std::move(normalizer)) {
+    : BpeModelTokenizer(std::move(model)), pre_(std::move(pre_tokenizer)), normalizer_(std::move(normalizer)) {
   if (!normalizer_.is_null()) {
     require(normalizer_.is_object() && normalizer_.value("type", std::string()) == "NFC", "normalizer",
             "only null or {\"type\": \"NFC\"} is supported, got " + normalizer_.dump());
@@ -36,16 +36,6 @@ void BpeTokenizer::encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) cons
 }
 
 bool BpeTokenizer::append_model_bytes(int32_t id, std::string& out) const { return model_->append_bytes(id, out); }
-
-std::optional<int32_t> BpeTokenizer::model_token_to_id(std::string_view token) const {
-  return model_->token_to_id(token);
-}
-
-std::optional<std::string> BpeTokenizer::model_id_to_token(int32_t id) const {
-  const std::string* t = model_->id_to_token(id);
-  if (!t) return std::nullopt;
-  return *t;
-}
 
 std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) const {
   const std::size_t bad = find_invalid_utf8(text);

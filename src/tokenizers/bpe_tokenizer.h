@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "tokenizers/bpe_model.h"
+#include "tokenizers/bpe_model_tokenizer.h"
 #include "tokenizers/pre_tokenizer.h"
 #include "tokenizers/tokenizer.h"
 
 namespace lol::tokenizers {
 
-class BpeTokenizer : public Tokenizer {
+class BpeTokenizer : public BpeModelTokenizer {
  public:
   /// normalizer: the tokenizer.json "normalizer" value (null, or {"type": "NFC"}).
   /// NFC is applied to the text between added tokens when nfc_available()
@@ -23,8 +24,6 @@ class BpeTokenizer : public Tokenizer {
   BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer,
                nlohmann::json normalizer = nullptr);
 
-  std::string type() const override { return "bpe"; }
-  const BpeModel& model() const { return *model_; }
   const PreTokenizer& pre_tokenizer() const { return pre_; }
 
   /// The pre-tokens (raw bytes) of valid UTF-8 `text` without added-token
@@ -36,13 +35,9 @@ class BpeTokenizer : public Tokenizer {
   void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
-  int32_t model_vocab_size() const override { return model_->size(); }
-  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
-  std::optional<std::string> model_id_to_token(int32_t id) const override;
   void fill_hf_json(nlohmann::ordered_json& j) const override;
 
  private:
-  std::shared_ptr<const BpeModel> model_;
   PreTokenizer pre_;
   nlohmann::json normalizer_;
   bool nfc_ = false;  // apply NFC before pre-tokenization

@@ -184,7 +184,7 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
 
 SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::shared_ptr<const BpeModel> model,
                                                      SentencePiecePipeline pipeline)
-    : model_(std::move(model)), p_(std::move(pipeline)) {
+    : BpeModelTokenizer(std::move(model)), p_(std::move(pipeline)) {
   require(!model_->options().byte_level, "SentencePieceBpeTokenizer", "expected a character-level BpeModel");
   decode_strip_spaces_ = p_.strip_spaces;
   decoded_.assign(std::size_t(model_->size()), std::string());
@@ -255,16 +255,6 @@ bool SentencePieceBpeTokenizer::append_model_bytes(int32_t id, std::string& out)
   if (id < 0 || id >= model_->size() || !model_->id_to_token(id)) return false;
   out += decoded_[std::size_t(id)];
   return true;
-}
-
-std::optional<int32_t> SentencePieceBpeTokenizer::model_token_to_id(std::string_view token) const {
-  return model_->token_to_id(token);
-}
-
-std::optional<std::string> SentencePieceBpeTokenizer::model_id_to_token(int32_t id) const {
-  const std::string* t = model_->id_to_token(id);
-  if (!t) return std::nullopt;
-  return *t;
 }
 
 std::vector<std::string> SentencePieceBpeTokenizer::pre_tokenize(std::string_view text) const {

@@ -25,8 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizers/bpe_model.h"
-#include "tokenizers/tokenizer.h"
+#include "tokenizers/bpe_model_tokenizer.h"
 
 namespace lol::tokenizers {
 
@@ -52,13 +51,11 @@ struct SentencePiecePipeline {
   static SentencePiecePipeline from_json(const nlohmann::json& j, const std::string& where);
 };
 
-class SentencePieceBpeTokenizer : public Tokenizer {
+class SentencePieceBpeTokenizer : public BpeModelTokenizer {
  public:
   /// `model` must be character-level (BpeOptions::byte_level false).
   SentencePieceBpeTokenizer(std::shared_ptr<const BpeModel> model, SentencePiecePipeline pipeline);
 
-  std::string type() const override { return "bpe"; }
-  const BpeModel& model() const { return *model_; }
   /// The words BPE sees for valid UTF-8 `text` at the input's start: normalized and
   /// pre-tokenized. Throws lol::InputError on invalid UTF-8.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
@@ -67,15 +64,11 @@ class SentencePieceBpeTokenizer : public Tokenizer {
   void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
-  int32_t model_vocab_size() const override { return model_->size(); }
-  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
-  std::optional<std::string> model_id_to_token(int32_t id) const override;
   void fill_hf_json(nlohmann::ordered_json& j) const override;
 
  private:
   void words(std::string_view text, bool at_start, std::vector<std::string>& out) const;
 
-  std::shared_ptr<const BpeModel> model_;
   SentencePiecePipeline p_;
   std::vector<std::string> decoded_;  // id -> bytes in decoded text
 };

@@ -142,4 +142,39 @@ bool is_unicode_whitespace(char32_t cp) {
   }
 }
 
+namespace {
+
+/// Start of an incomplete UTF-8 sequence at the end of `s` that more bytes could
+/// complete (a lead byte followed by fewer continuation bytes than it needs), else s.size().
+std::size_t incomplete_tail(std::string_view s) {
+  const std::size_t n = s.size();
+  for (std::size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const std::size_t need = (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string Utf8Stream::next(std::string_view decoded) {
+  last_.assign(decoded);
+  const std::size_t cut = incomplete_tail(decoded);
+  std::string out;
+  if (cut > done_.size()) {
+    out = to_valid_utf8(decoded.substr(done_.size(), cut - done_.size()));
+    done_.assign(decoded.substr(0, cut));
+  }
+  return out;
+}
+
+std::string Utf8Stream::finish() {
+  std::string out;
+  if (last_.size() > done_.size()) out = to_valid_utf8(std::string_view(last_).substr(done_.size()));
+  done_ = last_;
+  return out;
+}
+
 }  // namespace lol::tokenizers

@@ -27,6 +27,24 @@ void append_utf8(char32_t cp, std::string& out);
 /// policy as Rust's String::from_utf8_lossy, which Hugging Face decoders use).
 std::string to_valid_utf8(std::string_view text);
 
+/// Streams the text of a growing token sequence (generation): next() takes the
+/// decoded bytes of all tokens so far and returns the part to print now, as valid
+/// UTF-8 up to the last complete character; a character whose bytes are split
+/// across tokens (byte-level BPE, <0xXX> byte fallback) waits for its last byte
+/// instead of printing U+FFFD. finish() returns what is still held back (an
+/// incomplete character at the end, as U+FFFD). When the decoded text stops
+/// extending what was printed (a decoder that rewrites earlier text), next()
+/// prints from the same byte offset on.
+class Utf8Stream {
+ public:
+  std::string next(std::string_view decoded);
+  std::string finish();
+
+ private:
+  std::string done_;  // bytes of `decoded` already returned
+  std::string last_;  // the last decoded text
+};
+
 /// True for the Unicode White_Space code points (as Rust's char::is_whitespace).
 bool is_unicode_whitespace(char32_t cp);
 
