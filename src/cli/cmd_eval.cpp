@@ -64,6 +64,10 @@ void run_eval_lm(const EvalArgs& a) {
   model->module().to(dev);
   auto ds = data::Dataset::open(a.data);
   const int64_t model_vocab = model->config_json().value("vocab_size", int64_t(0));
+  // The model's training data (config.json extra: task, task vocabulary) must match.
+  const auto cfg = io::read_json_file(dir + "/config.json");
+  require_model_reads_dataset(dir, cfg.is_object() && cfg.contains("extra") ? cfg["extra"] : nlohmann::json(),
+                              model_vocab, ds, "--data " + a.data);
   std::unique_ptr<tokenizers::Tokenizer> tok;
   if (!a.tokenizer.empty()) {
     // Its byte lengths count the model's targets: it must be the model's vocabulary.
@@ -72,18 +76,14 @@ void run_eval_lm(const EvalArgs& a) {
     tok = tokenizers::load_tokenizer((fs::path(a.data) / ds.info()["tokenizer"].get<std::string>()).string());
   } else if (ds.task() == "text") {
     throw InputError(a.data + "/dataset.json names no tokenizer: pass --tokenizer (needed for bits per byte)");
-  } else {
-    // A task dataset's word vocabulary has no byte strings: loss and perplexity only.
-    std::cerr << "note: " << a.data << " is a " << ds.task()
-              << " dataset (a word vocabulary, no tokenizer): bits per byte not reported\n";
-  }
-  if (ds.vocab_size() > model_vocab)
-    throw InputError(a.data + ": vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
-                     std::to_string(model_vocab));
+  }  // else a task dataset: a word vocabulary has no byte strings (loss and perplexity only)
   const auto split = ds.load(a.split);
   const auto layout = eval_layout(a, dir, *model);
   const auto r = analysis::evaluate_lm(*model, split, layout, tok ? data::token_byte_lengths(*tok) : std::vector<int32_t>(),
                                        dev, a.max_batches, !a.no_progress);
+  if (!tok)
+    std::cerr << "note: " << a.data << " is a " << ds.task()
+              << " dataset (a word vocabulary, no tokenizer): bits per byte not reported\n";
   nlohmann::json j = r.to_json();
   j["model"] = dir;
   j["data"] = a.data;
@@ -127,6 +127,9 @@ void run_eval_choice(const EvalArgs& a) {
     }
     io::write_file_atomic(a.out, lines);
   }
+  if (!tok)
+    std::cerr << "note: " << a.data << " is a " << ds.task()
+              << " dataset (a word vocabulary, no tokenizer): bits per byte not reported\n";
   nlohmann::json j = r.to_json();
   j["model"] = dir;
   j["data"] = a.data;

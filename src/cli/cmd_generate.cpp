@@ -63,6 +63,8 @@ class TextCodec {
     return std::nullopt;
   }
   bool words() const { return vocab_ != nullptr; }
+  /// The text tokenizer, or null for a word vocabulary.
+  const tokenizers::Tokenizer* tokenizer() const { return tok_.get(); }
   /// The end-of-sequence token: "<eos>" of a task vocabulary, the tokenizer's EOS otherwise.
   std::optional<int64_t> eos() const {
     if (vocab_) return token_id("<eos>");
@@ -179,7 +181,10 @@ void run_generate(const GenerateArgs& a) {
     if (auto e = codec->eos()) o.stop_tokens.push_back(*e);
   // Stream: print the text of the tokens so far past what was already printed.
   std::vector<int64_t> generated;
-  tokenizers::Utf8Stream stream;  // a character split across tokens prints when complete
+  // Text as codec->decode(generated) gives it, one token at a time (a character split
+  // across tokens prints when complete).
+  std::unique_ptr<tokenizers::DecodeStream> stream;
+  if (codec && codec->tokenizer()) stream = std::make_unique<tokenizers::DecodeStream>(*codec->tokenizer(), false);
   o.on_token = [&](int64_t, int64_t tok) {
     generated.push_back(tok);
     if (a.ids_out || !codec) {
@@ -187,12 +192,12 @@ void run_generate(const GenerateArgs& a) {
       return;
     }
     if (codec->words()) std::cout << (generated.size() > 1 ? " " : "") << codec->decode({tok}) << std::flush;
-    else std::cout << stream.next(codec->decode(generated)) << std::flush;
+    else std::cout << stream->push(int32_t(tok)) << std::flush;
   };
   auto t0 = std::chrono::steady_clock::now();
   auto gens = inference::generate(model, {p}, o);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << stream.finish() << "\n";
+  std::cout << (stream ? stream->finish() : std::string()) << "\n";
   std::cerr << gens[0].tokens.size() << " tokens in " << std::fixed << std::setprecision(3) << s << " s ("
             << (gens[0].stopped ? "stop token" : max_new < a.max_new ? "max_seq_len reached" : "max new tokens")
             << ")\n";

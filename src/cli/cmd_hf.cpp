@@ -3,6 +3,7 @@
 //   generate DIR --prompt TEXT    streamed KV-cached generation (--chat: ChatML turns)
 //   ppl DIR --data FILE           perplexity and bits per byte of a text file
 //   bench CONFIG_OR_DIR           prefill / decode tokens/s (random weights from a config.json)
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -121,7 +122,7 @@ struct GenArgs {
   inference::SamplingOptions sampling;
   uint64_t seed = 0;
   int threads = 0;
-  bool chat = false, ids = false, no_stop = false, generation_config = false;
+  bool chat = false, ids = false, no_stop = false, generation_config = false, system_set = false;
   /// Sampling flags given on the command line (they override generation_config.json).
   bool set_temperature = false, set_top_k = false, set_top_p = false, set_repetition_penalty = false;
 };
@@ -145,7 +146,7 @@ void run_generate(const GenArgs& a) {
     std::string text = a.prompt;
     if (a.chat) {
       std::vector<tokenizers::ChatMessage> msgs;
-      if (!a.system.empty()) msgs.push_back({"system", a.system});
+      if (a.system_set) msgs.push_back({"system", a.system});  // "" too: an empty system turn, as transformers
       msgs.push_back({"user", a.prompt});
       text = hf::format_chat(*tok, msgs, true, a.dir + "/tokenizer_config.json");
     }
@@ -174,9 +175,19 @@ void run_generate(const GenArgs& a) {
   }
   o.seed = a.seed;
   o.batch_size = 1;
-  if (!a.no_stop) o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
+  if (!a.no_stop) {
+    o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
+    // A ChatML answer ends with <|im_end|> (Qwen2.5-Instruct's generation_config lists it;
+    // folders exported from this project have no generation_config.json).
+    const auto im_end = tok && a.chat ? tok->token_to_id("<|im_end|>") : std::nullopt;
+    if (im_end && std::find(o.stop_tokens.begin(), o.stop_tokens.end(), *im_end) == o.stop_tokens.end())
+      o.stop_tokens.push_back(*im_end);
+  }
   std::vector<int32_t> generated;
-  tokenizers::Utf8Stream stream;  // a character split across tokens prints when complete
+  // Text as tok->decode(generated, true) gives it, one token at a time; a character split
+  // across tokens prints when complete.
+  std::unique_ptr<tokenizers::DecodeStream> stream;
+  if (tok) stream = std::make_unique<tokenizers::DecodeStream>(*tok, /*skip_special_tokens=*/true);
   auto t_first = std::chrono::steady_clock::now();
   double prefill_s = 0;
   o.on_token = [&](int64_t, int64_t t) {
@@ -187,7 +198,7 @@ void run_generate(const GenArgs& a) {
       std::cout << (generated.size() > 1 ? " " : "") << t << std::flush;
       return;
     }
-    std::cout << stream.next(tok->decode(generated, true)) << std::flush;
+    std::cout << stream->push(int32_t(t)) << std::flush;
   };
   const int64_t max_len = std::min<int64_t>(cfg.max_position_embeddings, int64_t(prompt.size()) + a.max_new);
   inference::DenseSessionOptions so;
@@ -196,7 +207,7 @@ void run_generate(const GenArgs& a) {
   t_first = std::chrono::steady_clock::now();
   auto gens = inference::generate_dense(session, {prompt}, o);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_first).count();
-  std::cout << stream.finish() << "\n";
+  std::cout << (stream ? stream->finish() : std::string()) << "\n";
   const int64_t n = int64_t(gens[0].tokens.size());
   std::cerr << std::fixed << std::setprecision(2) << "load " << load_s << " s; prompt " << prompt.size()
             << " tokens in " << prefill_s << " s";
@@ -357,7 +368,7 @@ void register_hf(CLI::App& app) {
   auto* tk = gen->add_option("--tokens", g->tokens, "Prompt token ids, comma or space separated");
   pr->excludes(tk);
   gen->add_flag("--chat", g->chat, "Format the prompt as a user turn with the folder's ChatML chat template");
-  gen->add_option("--system", g->system, "System message for --chat (default: the template's)");
+  auto* sy = gen->add_option("--system", g->system, "System message for --chat (\"\": an empty one; default: the template's)");
   gen->add_option("--max-new", g->max_new, "Maximum new tokens")->capture_default_str();
   add_sampling_options(gen, g->sampling, g->seed);
   gen->add_option("--dtype", g->dtype, "Compute dtype: float32 | bfloat16 | float16 | float64")->capture_default_str();
@@ -367,7 +378,9 @@ void register_hf(CLI::App& app) {
                 "Sample as transformers' generate() does by default: generation_config.json's do_sample, temperature, "
                 "top_k, top_p, repetition_penalty (sampling flags given here override them)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g, pr, gen] {
+  gen->callback([g, pr, gen, sy] {
+    g->system_set = sy->count() > 0;
+    if (g->system_set && !g->chat) throw InputError("--system needs --chat");
     g->set_temperature = gen->get_option("--temperature")->count() > 0;
     g->set_top_k = gen->get_option("--top-k")->count() > 0;
     g->set_top_p = gen->get_option("--top-p")->count() > 0;

@@ -6,6 +6,7 @@
 //   render --data F.jsonl [--base DIR] [--ids]                  samples as training sees them
 //   generate --adapter DIR --prompt TEXT [--chat]              text from the gated model (layers skipped)
 // See docs/layerroute.md.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "layerroute/adapter_io.h"
+#include "layerroute/data.h"
 #include "layerroute/decode.h"
 #include "layerroute/eval.h"
 #include "layerroute/protocol.h"
@@ -424,7 +426,7 @@ void register_generate_cmd(CLI::App* lr) {
     inference::SamplingOptions sampling;
     uint64_t seed = 0;
     int threads = 0;
-    bool chat = false, ids = false, no_stop = false;
+    bool chat = false, ids = false, no_stop = false, system_set = false;
   };
   auto a = std::make_shared<A>();
   auto* c = lr->add_subcommand(
@@ -435,7 +437,8 @@ void register_generate_cmd(CLI::App* lr) {
   auto* tk = c->add_option("--tokens", a->tokens, "prompt token ids, comma or space separated");
   pr->excludes(tk);
   c->add_flag("--chat", a->chat, "format the prompt as a ChatML user turn (as LayerRoute trains)");
-  c->add_option("--system", a->system, "system message for --chat (default: the template's)");
+  auto* sy = c->add_option("--system", a->system,
+                           "system message for --chat (\"\": no system turn; default: the chat template's, as in training)");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json or folder (default: the base folder's)");
   c->add_option("--max-new", a->max_new, "maximum new tokens")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   c->add_option("--gates", a->gates, "learned | open | bias-only | closed")->capture_default_str();
@@ -443,8 +446,10 @@ void register_generate_cmd(CLI::App* lr) {
   c->add_flag("--ids", a->ids, "print token ids instead of text");
   c->add_flag("--no-stop", a->no_stop, "ignore EOS tokens (always generate --max-new tokens)");
   c->add_option("--threads", a->threads, "CPU threads (0 = default)");
-  c->callback([a, pr] {
+  c->callback([a, pr, sy] {
     init_runtime(a->threads);
+    a->system_set = sy->count() > 0;
+    if (a->system_set && !a->chat) throw InputError("--system needs --chat");
     if (pr->count() > 0 && a->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
     if (a->prompt.empty() && a->tokens.empty()) throw InputError("layerroute generate: give --prompt TEXT or --tokens IDS");
     if (a->chat && a->prompt.empty()) throw InputError("--chat needs --prompt TEXT");
@@ -467,10 +472,13 @@ void register_generate_cmd(CLI::App* lr) {
     if (!a->prompt.empty()) {
       std::string text = a->prompt;
       if (a->chat) {
-        std::vector<tokenizers::ChatMessage> msgs;
-        if (!a->system.empty()) msgs.push_back({"system", a->system});
-        msgs.push_back({"user", a->prompt});
-        text = hf::format_chat(*tok, msgs, true, a->tokenizer.empty() ? base + "/tokenizer_config.json" : a->tokenizer);
+        // The ChatML of training (layerroute/data.h render_chatml): the system turn of
+        // --system (also ""), else the chat template's default, else none.
+        const std::string where = a->tokenizer.empty() ? base : a->tokenizer;
+        const std::string default_system = hf::chatml_system_prompt(*tok, where);  // checks the ChatML tokens
+        layerroute::Sample s;
+        s.turns.push_back({"user", a->prompt});
+        text = layerroute::render_chatml(s, a->system_set ? a->system : default_system) + "<|im_start|>assistant\n";
       }
       for (int32_t id : tok->encode(text, !a->chat)) prompt.push_back(id);  // as hf generate
     } else {
@@ -478,24 +486,38 @@ void register_generate_cmd(CLI::App* lr) {
     }
     if (prompt.empty()) throw InputError("the prompt has no tokens");
     const int64_t room = m->base->config().max_seq_len - int64_t(prompt.size());
-    if (room >= 1 && o.max_new_tokens > room) {  // as hf generate: up to the context length
+    if (room < 1)
+      throw InputError("the prompt has " + std::to_string(prompt.size()) + " tokens and the model's context " +
+                       "(max_seq_len) is " + std::to_string(m->base->config().max_seq_len) +
+                       ": no room for a new token (shorten the prompt)");
+    if (o.max_new_tokens > room) {  // as hf generate: up to the context length
       std::cerr << "note: --max-new " << o.max_new_tokens << " reduced to " << room << " (the model's max_seq_len is "
-                << m->base->config().max_seq_len << ", the prompt has " << prompt.size() << " tokens)\n";
+                << m->base->config().max_seq_len << ", the prompt has " << prompt.size()
+                << (prompt.size() == 1 ? " token)\n" : " tokens)\n");
       o.max_new_tokens = room;
     }
-    if (!a->no_stop) o.stop_tokens = base_stop_tokens(base, tok.get());
+    if (!a->no_stop) {
+      o.stop_tokens = base_stop_tokens(base, tok.get());
+      // A chat answer ends with <|im_end|> (what LayerRoute trains the model to emit).
+      const auto im_end = tok && a->chat ? tok->token_to_id("<|im_end|>") : std::nullopt;
+      if (im_end && std::find(o.stop_tokens.begin(), o.stop_tokens.end(), *im_end) == o.stop_tokens.end())
+        o.stop_tokens.push_back(*im_end);
+    }
     std::vector<int32_t> generated;
-    tokenizers::Utf8Stream stream;  // a character split across tokens prints when complete
+    // Text as tok->decode(generated, true) gives it, one token at a time; a character split
+    // across tokens prints when complete.
+    std::unique_ptr<tokenizers::DecodeStream> stream;
+    if (tok) stream = std::make_unique<tokenizers::DecodeStream>(*tok, /*skip_special_tokens=*/true);
     o.on_token = [&](int64_t t) {
       generated.push_back(int32_t(t));
       if (a->ids || !tok) {
         std::cout << (generated.size() > 1 ? " " : "") << t << std::flush;
         return;
       }
-      std::cout << stream.next(tok->decode(generated, true)) << std::flush;
+      std::cout << stream->push(int32_t(t)) << std::flush;
     };
     const auto g = layerroute::generate_gated(*m, prompt, o);
-    std::cout << stream.finish() << "\n";
+    std::cout << (stream ? stream->finish() : std::string()) << "\n";
     std::string skipped;
     for (std::size_t i = 0; i < g.open.size(); ++i)
       if (!g.open[i]) skipped += (skipped.empty() ? "" : ", ") + std::to_string(i);

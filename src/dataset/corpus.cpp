@@ -169,7 +169,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   nlohmann::json info = {{"format", "lol-dataset"}, {"version", 1},       {"task", "text"},
                          {"vocab_size", vocab},     {"tokenizer", "tokenizer.json"}, {"splits", splits},
                          {"stats", stats},          {"meta", meta}};
-  write_dataset_info(out_dir, info);
+  write_dataset_info(out_dir, info, lock.found_earlier_writer());
   return stats;
 }
 

@@ -257,11 +257,11 @@ int remove_unlisted_shards(const std::string& dir, const nlohmann::json& splits)
   return removed;
 }
 
-void write_dataset_info(const std::string& dir, const nlohmann::json& info) {
+void write_dataset_info(const std::string& dir, const nlohmann::json& info, bool remove_stale) {
   io::create_dirs(dir);
   // Shards of an earlier run into `dir` that was stopped before its dataset.json: the
   // new dataset.json would not list them, and nothing would ever read them.
-  if (const int n = remove_unlisted_shards(dir, info.contains("splits") ? info.at("splits") : nlohmann::json()))
+  if (const int n = remove_stale ? remove_unlisted_shards(dir, info.contains("splits") ? info.at("splits") : nlohmann::json()) : 0)
     std::fprintf(stderr, "note: removed %d shard%s of an interrupted run from %s (not listed in the new dataset.json)\n",
                  n, n == 1 ? "" : "s", dir.c_str());
   io::write_file_atomic(dir + "/dataset.json", info.dump(2) + "\n");

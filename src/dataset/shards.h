@@ -114,8 +114,10 @@ bool is_shard_name(const std::string& name);
 /// while holding the directory's io::DirLock.
 int remove_unlisted_shards(const std::string& dir, const nlohmann::json& splits);
 
-/// Writes dataset.json atomically, after removing the shards it does not list
-/// (remove_unlisted_shards; a note on stderr names how many).
-void write_dataset_info(const std::string& dir, const nlohmann::json& info);
+/// Writes dataset.json atomically. With `remove_stale` (the directory's lock showed an
+/// earlier lol writer: io::DirLock::found_earlier_writer) the shards it does not list
+/// are removed first (remove_unlisted_shards; a note on stderr names how many); files
+/// of a directory no lol process wrote to are never removed.
+void write_dataset_info(const std::string& dir, const nlohmann::json& info, bool remove_stale = false);
 
 }  // namespace lol::data

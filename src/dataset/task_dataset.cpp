@@ -195,7 +195,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
                            {"n_puzzles", opt.n_puzzles},
                            {"valid_fraction", opt.valid_fraction},
                            {"jsonl", {{"train", "train.jsonl"}, {"valid", "valid.jsonl"}}}}}};
-  write_dataset_info(out, info);
+  write_dataset_info(out, info, lock.found_earlier_writer());
   return stats;
 }
 

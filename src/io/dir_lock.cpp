@@ -1,5 +1,7 @@
 #include "io/dir_lock.h"
 
+#include <sys/stat.h>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -17,6 +19,8 @@ DirLock::DirLock(const std::string& dir, const std::string& flag) {
   create_dirs(dir, flag);
   const std::string path = dir + "/.lol.lock";
   const std::string what = (flag.empty() ? "" : flag + " ") + dir;
+  struct stat st {};
+  earlier_ = ::lstat(path.c_str(), &st) == 0;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw InputError(what + ": cannot create the lock file " + path + ": " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {

@@ -19,8 +19,13 @@ class DirLock {
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
 
+  /// True when the lock file was already there: a lol process wrote to `dir` before
+  /// (the evidence a builder needs before it removes files of an interrupted run).
+  bool found_earlier_writer() const { return earlier_; }
+
  private:
   int fd_ = -1;
+  bool earlier_ = false;
 };
 
 }  // namespace lol::io

@@ -35,8 +35,13 @@ baselines::DenseModel load_base_model(const std::string& dir) {
   return m;
 }
 
-void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::string& base_dir,
+void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::string& base_dir_given,
                   const nlohmann::json& extra) {
+  // Absolute, so that the adapter finds its base from any working directory.
+  const std::string base_dir =
+      base_dir_given.empty() || fs::path(base_dir_given).is_absolute() || !fs::exists(base_dir_given)
+          ? base_dir_given
+          : fs::absolute(base_dir_given).lexically_normal().string();
   fs::create_directories(dir);
   const auto& lc = m.lora->config();
   save_tensors((fs::path(dir) / "adapter_model.safetensors").string(), m.lora->peft_tensors(),
@@ -148,6 +153,10 @@ AdapterInfo read_adapter_info(const std::string& dir) {
     return a;
   }
   const auto p = (fs::path(dir) / "layerroute.json").string();
+  if (!fs::exists(p))
+    throw InputError(dir + ": not a LayerRoute adapter or merged folder (no layerroute.json or layerroute_gates.json; " +
+                     (fs::is_directory(dir) ? "made by `lol layerroute train` or `lol layerroute merge`)"
+                                            : "no such directory)"));
   auto j = io::read_json_file(p);
   util::JsonFields f(j, p);
   AdapterInfo a;
@@ -176,6 +185,10 @@ GatedModel load_gated_model(const std::string& dir, const std::string& base_dir)
   }
   const std::string b = base_dir.empty() ? info.base_dir : base_dir;
   require(!b.empty(), dir + "/layerroute.json", "no base model recorded; pass the base directory");
+  if (base_dir.empty() && !fs::exists(fs::path(b) / "config.json"))
+    throw InputError(dir + "/layerroute.json: field 'base' = \"" + b + "\": no model there" +
+                     (fs::path(b).is_relative() ? " (a path relative to where training ran)" : std::string()) +
+                     "; pass --base DIR");
   GatedModel m(load_base_model(b), info.lora, info.gates, 0);
   load_adapter_weights(*m, dir);
   m->eval();

@@ -30,7 +30,8 @@ namespace lol::layerroute {
 baselines::DenseModel load_base_model(const std::string& dir);
 
 /// Writes the four files into `dir` (created; files replaced atomically). `base_dir`
-/// is recorded in layerroute.json and adapter_config.json.
+/// is recorded in layerroute.json and adapter_config.json, made absolute when it names
+/// an existing relative path (the adapter then loads from any working directory).
 void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::string& base_dir,
                   const nlohmann::json& extra = nlohmann::json::object());
 

@@ -281,7 +281,7 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
       // lengths (the role line is ASCII, unchanged by normalizers) up to its end.
       size_t i = first, bytes = 0;
       for (; i < e.tokens.size() && bytes < head.size(); ++i)
-        bytes += tok.decode(std::vector<int32_t>{e.tokens[i]}).size();
+        bytes += tok.decode_inner(&e.tokens[i], 1).size();  // inside a text (a Strip decoder keeps the space)
       // Token i-1 ended at or past the role line's end: when past it, it holds content.
       if (bytes > head.size()) --i;
       e.prompt_len = int64_t(i);

@@ -24,8 +24,8 @@ bool opt_bool(const nlohmann::json& j, const char* key, const std::string& where
 std::unordered_map<std::string, int32_t> parse_vocab(const nlohmann::json& v, const std::string& where) {
   require(v.is_object(), where, "expected an object {token: id}");
   require(!v.empty(), where,
-          "empty: a byte-level BPE vocabulary holds at least its 256 byte symbols (every text would encode to 0 "
-          "tokens)");
+          "empty: expected the model's tokens (a byte-level BPE holds at least its 256 byte symbols; "
+          "with none, every text would encode to 0 tokens)");
   std::unordered_map<std::string, int32_t> vocab;
   vocab.reserve(v.size());
   for (auto it = v.begin(); it != v.end(); ++it) {
@@ -104,7 +104,12 @@ void collect_template(const nlohmann::json& p, const std::string& where, const T
     if (p.contains("special_tokens") && p["special_tokens"].contains(name) &&
         p["special_tokens"][name].contains("ids")) {
       for (const auto& id : p["special_tokens"][name]["ids"]) {
-        require(id.is_number_integer(), where + ".special_tokens." + name + ".ids", "expected integers");
+        const std::string iw = where + ".special_tokens." + name + ".ids";
+        require(id.is_number_integer(), iw, "expected integers");
+        // encode would put it in front of every text, and decode could not read it back.
+        require(id.get<int64_t>() >= 0 && id.get<int64_t>() < tok.vocab_size() && tok.id_to_token(int32_t(id.get<int64_t>())),
+                iw, "id " + id.dump() + " is not a token of this tokenizer (expected an id in [0, " +
+                        std::to_string(tok.vocab_size()) + ") that the vocabulary or added_tokens define)");
         ids.push_back(id.get<int32_t>());
       }
     } else {
@@ -154,7 +159,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   auto forbid_string = [&](const char* key) {
     if (!m.contains(key) || m[key].is_null()) return;
     require(m[key].is_string() && m[key].get<std::string>().empty(), mw + "." + key,
-            "only null or \"\" is supported (byte-level BPE), got " + m[key].dump());
+            "only null or \"\" is supported, got " + m[key].dump());
   };
   forbid_string("continuing_subword_prefix");
   forbid_string("end_of_word_suffix");
@@ -193,7 +198,9 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   nlohmann::json normalizer = j.value("normalizer", nlohmann::json(nullptr));
   if (!normalizer.is_null()) {
     require(normalizer.is_object() && normalizer.value("type", std::string()) == "NFC", where + ": normalizer",
-            "only null or {\"type\": \"NFC\"} is supported, got " + normalizer.dump());
+            "only null or {\"type\": \"NFC\"} is supported with a ByteLevel decoder (byte-level BPE; "
+            "SentencePiece-style tokenizers have a Replace/ByteFallback/Fuse or Metaspace decoder), got " +
+                normalizer.dump());
   }
   // pre_tokenizer
   PreTokenizer pre = PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json(nullptr)), where + ": pre_tokenizer");

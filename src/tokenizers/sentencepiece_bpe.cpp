@@ -257,6 +257,12 @@ bool SentencePieceBpeTokenizer::append_model_bytes(int32_t id, std::string& out)
   return true;
 }
 
+void SentencePieceBpeTokenizer::append_added_text(const AddedToken& t, std::string& out) const {
+  std::string s = t.content;
+  for (const auto& [from, to] : p_.decode_replace) replace_all(s, from, to);
+  out += s;
+}
+
 std::vector<std::string> SentencePieceBpeTokenizer::pre_tokenize(std::string_view text) const {
   const std::size_t bad = find_invalid_utf8(text);
   require(bad == std::string_view::npos, "pre_tokenize", "invalid UTF-8 at byte offset " + std::to_string(bad));

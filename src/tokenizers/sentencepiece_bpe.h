@@ -17,7 +17,10 @@
 //                  prepend_scheme is never).
 // Anything else is refused naming the field. Differences from Hugging Face: the
 // ByteFallback decoder turns byte tokens that do not form UTF-8 into U+FFFD, decode
-// here returns the bytes (use to_valid_utf8 for display, as for byte-level BPE).
+// here returns the bytes (use to_valid_utf8 for display, as for byte-level BPE);
+// added tokens with "normalized": true are matched in the raw text, as for byte-level
+// BPE (Hugging Face matches them in the normalized text; the Llama 2 family's added
+// tokens are all normalized: false).
 #pragma once
 #include <memory>
 #include <string>
@@ -64,6 +67,9 @@ class SentencePieceBpeTokenizer : public BpeModelTokenizer {
   void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
+  /// Hugging Face runs added tokens through the decoder too (CodeLlama's "▁<PRE>"
+  /// decodes as " <PRE>"): the Replace steps apply to their content.
+  void append_added_text(const AddedToken& t, std::string& out) const override;
   void fill_hf_json(nlohmann::ordered_json& j) const override;
 
  private:

@@ -83,7 +83,7 @@ std::string Tokenizer::decode_inner(const int32_t* ids, std::size_t n, bool skip
   for (std::size_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
     if (const AddedToken* t = added_.empty() ? nullptr : added_.find_id(id)) {
-      if (!(skip_special_tokens && t->special)) out += t->content;
+      if (!(skip_special_tokens && t->special)) append_added_text(*t, out);
       continue;
     }
     if (id < 0 || !append_model_bytes(id, out)) {
@@ -93,6 +93,17 @@ std::string Tokenizer::decode_inner(const int32_t* ids, std::size_t n, bool skip
     }
   }
   return out;
+}
+
+std::string DecodeStream::push(int32_t id) {
+  std::string bytes = tok_.decode_inner(&id, 1, skip_);
+  if (!started_) {  // decode() strips up to decode_strip_spaces() spaces from the start of the text
+    std::size_t cut = 0;
+    while (cut < bytes.size() && bytes[cut] == ' ' && stripped_ < tok_.decode_strip_spaces()) ++cut, ++stripped_;
+    bytes.erase(0, cut);
+    started_ = !bytes.empty();
+  }
+  return utf8_.push(bytes);
 }
 
 int32_t Tokenizer::vocab_size() const {

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizers/added_vocab.h"
+#include "tokenizers/utf8.h"
 
 namespace lol::tokenizers {
 
@@ -61,6 +62,8 @@ class Tokenizer {
   /// SentencePiece-style tokenizers strip the space their normalizer prepended).
   /// Counts the bytes of single tokens (bits per byte). Same errors as decode.
   std::string decode_inner(const int32_t* ids, std::size_t n, bool skip_special_tokens = false) const;
+  /// Leading ' ' characters decode() removes from a decoded text (0 for byte-level BPE).
+  int decode_strip_spaces() const { return decode_strip_spaces_; }
 
   /// 1 + the largest id in use (model vocabulary and added tokens): the size an
   /// embedding table needs.
@@ -131,6 +134,8 @@ class Tokenizer {
   virtual void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const = 0;
   /// Appends the bytes of model token `id`; false when the model has no such id.
   virtual bool append_model_bytes(int32_t id, std::string& out) const = 0;
+  /// Appends the decoded text of an added token (default: its content as written).
+  virtual void append_added_text(const AddedToken& t, std::string& out) const { out += t.content; }
   virtual int32_t model_vocab_size() const = 0;
   virtual std::optional<int32_t> model_token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> model_id_to_token(int32_t id) const = 0;
@@ -150,6 +155,26 @@ class Tokenizer {
   std::string chat_template_;
   nlohmann::json post_processor_json_;
   std::vector<int32_t> template_prefix_, template_suffix_;
+};
+
+/// Streams generated ids as text, one id at a time, in constant work per id: the
+/// concatenated output equals to_valid_utf8(tok.decode(all ids pushed)). Holds back
+/// a character split across tokens until it is complete (Utf8Stream). `tok` must
+/// outlive the stream.
+class DecodeStream {
+ public:
+  DecodeStream(const Tokenizer& tok, bool skip_special_tokens) : tok_(tok), skip_(skip_special_tokens) {}
+  /// Text to print after id `id`. Throws as decode for an unknown id.
+  std::string push(int32_t id);
+  /// What is still held back (an incomplete character, as U+FFFD).
+  std::string finish() { return utf8_.finish(); }
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_;
+  int stripped_ = 0;     // leading spaces removed so far (decode_strip_spaces)
+  bool started_ = false; // a non-space byte was seen
+  Utf8Stream utf8_;
 };
 
 }  // namespace lol::tokenizers

@@ -159,21 +159,17 @@ std::size_t incomplete_tail(std::string_view s) {
 
 }  // namespace
 
-std::string Utf8Stream::next(std::string_view decoded) {
-  last_.assign(decoded);
-  const std::size_t cut = incomplete_tail(decoded);
-  std::string out;
-  if (cut > done_.size()) {
-    out = to_valid_utf8(decoded.substr(done_.size(), cut - done_.size()));
-    done_.assign(decoded.substr(0, cut));
-  }
+std::string Utf8Stream::push(std::string_view bytes) {
+  pending_.append(bytes);
+  const std::size_t cut = incomplete_tail(pending_);
+  std::string out = to_valid_utf8(std::string_view(pending_).substr(0, cut));
+  pending_.erase(0, cut);
   return out;
 }
 
 std::string Utf8Stream::finish() {
-  std::string out;
-  if (last_.size() > done_.size()) out = to_valid_utf8(std::string_view(last_).substr(done_.size()));
-  done_ = last_;
+  std::string out = to_valid_utf8(pending_);
+  pending_.clear();
   return out;
 }
 

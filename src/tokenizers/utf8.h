@@ -27,22 +27,19 @@ void append_utf8(char32_t cp, std::string& out);
 /// policy as Rust's String::from_utf8_lossy, which Hugging Face decoders use).
 std::string to_valid_utf8(std::string_view text);
 
-/// Streams the text of a growing token sequence (generation): next() takes the
-/// decoded bytes of all tokens so far and returns the part to print now, as valid
-/// UTF-8 up to the last complete character; a character whose bytes are split
-/// across tokens (byte-level BPE, <0xXX> byte fallback) waits for its last byte
-/// instead of printing U+FFFD. finish() returns what is still held back (an
-/// incomplete character at the end, as U+FFFD). When the decoded text stops
-/// extending what was printed (a decoder that rewrites earlier text), next()
-/// prints from the same byte offset on.
+/// Turns a byte stream (the decoded bytes of generated tokens, appended one token at
+/// a time) into printable text: push() returns the valid UTF-8 text up to the last
+/// complete character; a character whose bytes are split across tokens (byte-level
+/// BPE, <0xXX> byte fallback) waits for its last byte instead of printing U+FFFD.
+/// finish() returns what is still held back (an incomplete character, as U+FFFD).
+/// The concatenated output equals to_valid_utf8 of all bytes pushed.
 class Utf8Stream {
  public:
-  std::string next(std::string_view decoded);
+  std::string push(std::string_view bytes);
   std::string finish();
 
  private:
-  std::string done_;  // bytes of `decoded` already returned
-  std::string last_;  // the last decoded text
+  std::string pending_;  // bytes not returned yet: at most an incomplete character
 };
 
 /// True for the Unicode White_Space code points (as Rust's char::is_whitespace).

@@ -356,6 +356,15 @@ TEST(LmEval, TaskDatasetGivesLossWithoutBytes) {
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find(std::to_string(targets) + " targets; loss "), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find(", bits per byte "), std::string::npos) << text.out;
+  // A model trained on other data (config.json extra.task) is refused: its ids mean other tokens.
+  auto cj = nlohmann::json::parse(reftest::read_text(t / "model/config.json"));
+  cj["extra"] = {{"task", "text"}};
+  io::write_file_atomic(t / "model/config.json", cj.dump());
+  auto other = reftest::run_lol(eval);
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_NE(other.out.find("task 'maze', but " + t / "model" + " was trained on 'text' data (config.json extra.task)"),
+            std::string::npos)
+      << other.out;
 }
 
 TEST(LmEval, WrongTokenizerAndOverflowingWeights) {

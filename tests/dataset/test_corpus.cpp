@@ -118,8 +118,8 @@ TEST(Corpus, JsonlWithLabelsEveryDocumentOnceDecodable) {
 }
 
 // A run stopped before its dataset.json leaves complete shards; the rerun into the same
-// directory lists only its own, so the leftovers are removed (and only files named
-// exactly as ShardWriter names shards).
+// directory lists only its own, so the leftovers are removed: only files named exactly
+// as ShardWriter names shards, only where the lock file shows an earlier lol writer.
 TEST(Corpus, RerunAfterAnInterruptedRunRemovesItsUnlistedShards) {
   TmpDir t;
   io::write_file_atomic(t / "in.txt", std::string(3000, 'x') + "\n\n" + std::string(3000, 'y'));
@@ -148,6 +148,13 @@ TEST(Corpus, RerunAfterAnInterruptedRunRemovesItsUnlistedShards) {
   EXPECT_FALSE(is_shard_name("-00000.safetensors"));
   EXPECT_FALSE(is_shard_name("Train-00000.safetensors"));
   EXPECT_FALSE(is_shard_name("train-0000a.safetensors"));
+  // A directory no lol process wrote to (no lock file) keeps even files named like shards.
+  fs::create_directories(t / "mine");
+  io::write_file_atomic(t / "mine/train-00099.safetensors", "a user's file");
+  o.shard_tokens = 1 << 20;
+  build_corpus(o, t / "mine");
+  EXPECT_TRUE(fs::exists(t / "mine/train-00099.safetensors"));
+  EXPECT_EQ(Dataset::open(t / "mine").load("train").size(), 2);
 }
 
 TEST(Corpus, LabelCapKeepsDocumentsUntilTheCapAndHeldOutFilesAreValidation) {

@@ -101,6 +101,45 @@ TEST(SentencePieceBpe, TokenBytesKeepTheSpaceTheDecoderStrips) {
   EXPECT_EQ(t2->decode(ids), "a\xFF");
 }
 
+// CodeLlama's infilling tokens ("▁<PRE>") go through the decoder as Hugging Face does:
+// the expected values are the Rust library's (hf_golden.js on this tokenizer).
+TEST(SentencePieceBpe, AddedTokensAreDecodedThroughTheReplaceSteps) {
+  auto j = base_json();
+  j["added_tokens"].push_back({{"id", 1287}, {"content", "\xE2\x96\x81<PRE>"}, {"single_word", false},
+                               {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const auto tok = tokenizer_from_hf_json(j, "spm_pre");
+  EXPECT_EQ(tok->encode("x \xE2\x96\x81<PRE>"), (std::vector<int32_t>{385, 346, 385, 1287}));
+  EXPECT_EQ(tok->decode({385, 346, 385, 1287}), "x  <PRE>");
+  EXPECT_EQ(tok->decode({1, 385, 346, 385, 1287}, /*skip_special_tokens=*/true), "x ");
+  EXPECT_EQ(tok->encode("\xE2\x96\x81<PRE> y"), (std::vector<int32_t>{1287, 385, 441}));
+  EXPECT_EQ(tok->decode({1287, 385, 441}), "<PRE>  y");
+  EXPECT_EQ(tok->decode({1, 1287, 385, 441}, /*skip_special_tokens=*/true), " y");
+}
+
+// Streamed decoding (one id at a time, as the generate commands print) gives exactly
+// decode() of all ids: the stripped leading space, <0xXX> bytes of one character.
+TEST(SentencePieceBpe, DecodeStreamEqualsDecodingAllIds) {
+  for (const char* name : {"legacy", "metaspace_first", "replace_only"}) {
+    std::ifstream f(kData + std::string("spm_golden_") + name + ".jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(f, line)) << name;
+    const auto tok = tokenizer_from_hf_json(variant(nlohmann::json::parse(line)), name);
+    int checked = 0;
+    while (std::getline(f, line)) {
+      const auto ids = nlohmann::json::parse(line).at("ids_special").get<std::vector<int32_t>>();
+      for (bool skip : {false, true}) {
+        DecodeStream stream(*tok, skip);
+        std::string printed;
+        for (int32_t id : ids) printed += stream.push(id);
+        printed += stream.finish();
+        EXPECT_EQ(printed, to_valid_utf8(tok->decode(ids, skip))) << name << " " << line.substr(0, 80);
+      }
+      ++checked;
+    }
+    EXPECT_EQ(checked, 51);
+  }
+}
+
 TEST(SentencePieceBpe, UnsupportedPipelinesAreRefusedNamingTheField) {
   auto j = base_json();
   j["decoder"]["decoders"][3]["stop"] = 1;
@@ -130,6 +169,11 @@ TEST(SentencePieceBpe, UnsupportedPipelinesAreRefusedNamingTheField) {
   j = base_json();
   j["decoder"] = {{"type", "ByteLevel"}};  // a byte-level decoder with byte_fallback
   EXPECT_NE(message_of(j).find("t.json: model.byte_fallback: expected false with a ByteLevel decoder"),
+            std::string::npos)
+      << message_of(j);
+  j = base_json();  // a template id no token has: encode would emit it, decode could not read it
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {77777};
+  EXPECT_NE(message_of(j).find("t.json: post_processor.special_tokens.<s>.ids: id 77777 is not a token of this tokenizer"),
             std::string::npos)
       << message_of(j);
   j = base_json();
