@@ -127,9 +127,6 @@ void run_eval_choice(const EvalArgs& a) {
     }
     io::write_file_atomic(a.out, lines);
   }
-  if (!tok)
-    std::cerr << "note: " << a.data << " is a " << ds.task()
-              << " dataset (a word vocabulary, no tokenizer): bits per byte not reported\n";
   nlohmann::json j = r.to_json();
   j["model"] = dir;
   j["data"] = a.data;
