@@ -149,7 +149,8 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   const std::vector<std::string> says = {"--gates = 'sometimes': expected learned, bias-only, open or closed",
                                          "top_p 2: expected 0 <= top_p <= 1", "--max-new: Value 0 not in range",
                                          "token id 9999 outside the vocabulary",
-                                         "prompt (128) + new tokens (128) exceeds max_seq_len 128"};
+                                         "the prompt has 128 tokens and the model's context (max_seq_len) is 128: "
+                                         "no room for a new token"};
   for (size_t i = 0; i < bad.size(); ++i) {
     EXPECT_EQ(r[4 + i].code, 2) << bad[i] << ": " << r[4 + i].out;
     EXPECT_NE(r[4 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[4 + i].out;
