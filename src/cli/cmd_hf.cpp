@@ -177,11 +177,7 @@ void run_generate(const GenArgs& a) {
   o.batch_size = 1;
   if (!a.no_stop) {
     o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
-    // A ChatML answer ends with <|im_end|> (Qwen2.5-Instruct's generation_config lists it;
-    // folders exported from this project have no generation_config.json).
-    const auto im_end = tok && a.chat ? tok->token_to_id("<|im_end|>") : std::nullopt;
-    if (im_end && std::find(o.stop_tokens.begin(), o.stop_tokens.end(), *im_end) == o.stop_tokens.end())
-      o.stop_tokens.push_back(*im_end);
+    if (a.chat) hf::add_chatml_stop(tok.get(), o.stop_tokens);
   }
   std::vector<int32_t> generated;
   // Text as tok->decode(generated, true) gives it, one token at a time; a character split

@@ -498,10 +498,7 @@ void register_generate_cmd(CLI::App* lr) {
     }
     if (!a->no_stop) {
       o.stop_tokens = base_stop_tokens(base, tok.get());
-      // A chat answer ends with <|im_end|> (what LayerRoute trains the model to emit).
-      const auto im_end = tok && a->chat ? tok->token_to_id("<|im_end|>") : std::nullopt;
-      if (im_end && std::find(o.stop_tokens.begin(), o.stop_tokens.end(), *im_end) == o.stop_tokens.end())
-        o.stop_tokens.push_back(*im_end);
+      if (a->chat) hf::add_chatml_stop(tok.get(), o.stop_tokens);  // what LayerRoute trains the model to end with
     }
     std::vector<int32_t> generated;
     // Text as tok->decode(generated, true) gives it, one token at a time; a character split

@@ -114,6 +114,11 @@ std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<toke
   return tokenizers::apply_chatml(messages, add_generation_prompt, chatml_system_prompt(tok, where));
 }
 
+void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& stops) {
+  const auto im_end = tok ? tok->token_to_id("<|im_end|>") : std::nullopt;
+  if (im_end && std::find(stops.begin(), stops.end(), *im_end) == stops.end()) stops.push_back(*im_end);
+}
+
 std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, const tokenizers::Tokenizer* tok) {
   std::vector<int64_t> out;
   auto add = [&](int64_t id) {

@@ -49,6 +49,11 @@ std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<toke
 /// naming generation_config.json when it is malformed.
 std::vector<int64_t> stop_tokens(const std::string& dir, const HfConfig& cfg, const tokenizers::Tokenizer* tok);
 
+/// Appends the id of "<|im_end|>" to `stops` when `tok` has that token and it is not
+/// there yet: a ChatML answer ends with it (Qwen2.5-Instruct's generation_config lists
+/// it; folders exported from this project have no generation_config.json). tok may be null.
+void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& stops);
+
 /// The sampling that transformers' generate() uses by default for the folder `dir`:
 /// generation_config.json's do_sample, temperature, top_k, top_p and
 /// repetition_penalty; absent fields take GenerationConfig's defaults (false, 1.0, 50,
