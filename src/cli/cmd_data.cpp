@@ -1,4 +1,5 @@
 // `lol data maze|sudoku|verify`: synthetic task datasets (paper Appendix C.3, C.4).
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -23,6 +24,7 @@ void register_data(CLI::App& app) {
     c->add_option("--max-tokens", opt->max_tokens, "Drop sequences longer than this (0 = keep all)")->default_val(0);
     c->add_option("--threads", opt->threads, "Generator threads (sudoku)")->default_val(1)->check(CLI::Range(1, 1024));
     c->add_option("--out", *out, "Output directory")->required();
+    c->add_flag("--no-progress{false}", opt->progress, "No progress bar");
     std::string t = task;
     c->callback([opt, out, t] {
       opt->task = t;
@@ -35,17 +37,34 @@ void register_data(CLI::App& app) {
   }
 
   auto file = std::make_shared<std::string>();
-  auto* v = data->add_subcommand("verify", "Check every record of a JSONL file with the task verifier");
-  v->add_option("file", *file, "JSONL file written by `lol data`")->required();
+  auto* v = data->add_subcommand("verify", "Check every record of a JSONL file (or a dataset directory's train.jsonl "
+                                           "and valid.jsonl) with the task verifier");
+  v->add_option("path", *file, "JSONL file or dataset directory written by `lol data`")->required();
   v->callback([file] {
-    auto r = data::verify_task_file(*file);
-    if (r.records == 0 && r.malformed == 0)
-      throw InputError(*file + ": no records (expected JSONL records written by `lol data maze|sudoku`)");
-    for (const auto& m : r.messages) std::cerr << m << "\n";
-    std::cout << r.records << " records: " << r.passed << " verified, " << r.failed << " failed, " << r.malformed
-              << " malformed\n";
-    if (r.malformed > 0) throw InputError(*file + ": " + std::to_string(r.malformed) + " malformed record(s)");
-    if (r.failed > 0) std::exit(1);
+    std::vector<std::string> files{*file};
+    if (std::filesystem::is_directory(*file)) {
+      files.clear();
+      for (const char* name : {"train.jsonl", "valid.jsonl"})
+        if (std::filesystem::exists(*file + "/" + name)) files.push_back(*file + "/" + name);
+      if (files.empty())
+        throw InputError(*file + ": a directory without train.jsonl or valid.jsonl (expected a JSONL file or a "
+                                 "dataset directory written by `lol data maze|sudoku`)");
+    }
+    bool failed = false;
+    int64_t total = 0;
+    for (const std::string& f : files) {
+      auto r = data::verify_task_file(f);
+      total += r.records + r.malformed;
+      // A dataset's valid.jsonl may be empty (--valid-fraction 0); a file named alone may not.
+      if (r.records == 0 && r.malformed == 0 && (files.size() == 1 || (&f == &files.back() && total == 0)))
+        throw InputError(f + ": no records (expected JSONL records written by `lol data maze|sudoku`)");
+      for (const auto& m : r.messages) std::cerr << m << "\n";
+      std::cout << (files.size() > 1 ? f + ": " : std::string()) << r.records << " records: " << r.passed
+                << " verified, " << r.failed << " failed, " << r.malformed << " malformed\n";
+      if (r.malformed > 0) throw InputError(f + ": " + std::to_string(r.malformed) + " malformed record(s)");
+      failed = failed || r.failed > 0;
+    }
+    if (failed) std::exit(1);
   });
 }
 

@@ -88,7 +88,8 @@ void run_eval_lm(const EvalArgs& a) {
   j["model"] = dir;
   j["data"] = a.data;
   j["split"] = a.split;
-  j["seq_len"] = layout.seq_len;
+  // pad with no --seq-len: each batch is padded to its longest row (no fixed length).
+  j["seq_len"] = layout.seq_len > 0 ? nlohmann::json(layout.seq_len) : nlohmann::json(nullptr);
   j["packing"] = layout.pack ? "pack" : "pad";
   if (!a.out.empty()) io::write_file_atomic(a.out, j.dump(1) + "\n");
   if (a.json) {

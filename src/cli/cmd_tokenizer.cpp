@@ -85,9 +85,36 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
 }
 
 struct CodecArgs {
-  std::string tokenizer, text, file, ids;
-  bool json = false, stats = false, skip_special = false;
+  std::string tokenizer, text, file, ids, jsonl, text_field = "text";
+  bool json = false, stats = false, skip_special = false, add_special = false;
 };
+
+/// --jsonl: one JSON array of ids per record of a JSON-lines file (blank lines skipped),
+/// to compare with another implementation line by line.
+void encode_jsonl(const tokenizers::Tokenizer& tok, const CodecArgs& a) {
+  std::ifstream f(a.jsonl, std::ios::binary);
+  require(bool(f), a.jsonl, "cannot open for reading");
+  std::string line;
+  for (int64_t ln = 1; std::getline(f, line); ++ln) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = a.jsonl + ":" + std::to_string(ln);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(where + ": not valid JSON (" + e.what() + ")");
+    }
+    require(j.is_object() && j.contains(a.text_field) && j[a.text_field].is_string(), where + "." + a.text_field,
+            "expected a string field (set the field name with --text-field)");
+    std::vector<int32_t> ids;
+    try {
+      ids = tok.encode(j[a.text_field].get<std::string>(), a.add_special);
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    std::cout << nlohmann::json(ids).dump() << "\n";
+  }
+}
 
 std::string read_all(std::istream& in) {
   std::ostringstream ss;
@@ -97,6 +124,10 @@ std::string read_all(std::istream& in) {
 
 void run_encode(const CodecArgs& a) {
   auto tok = data::open_text_tokenizer(a.tokenizer);
+  if (!a.jsonl.empty()) {
+    encode_jsonl(*tok, a);
+    return;
+  }
   std::string text;
   if (!a.file.empty()) {
     text = io::read_file(a.file);
@@ -106,7 +137,7 @@ void run_encode(const CodecArgs& a) {
     text = read_all(std::cin);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto ids = tok->encode(text);
+  const auto ids = tok->encode(text, a.add_special);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.stats) {
     std::cout << ids.size() << " tokens, " << text.size() << " bytes, " << std::fixed << std::setprecision(3)
@@ -162,9 +193,18 @@ void register_tokenizer(CLI::App& app) {
   auto* en = t->add_subcommand("encode", "Print the token ids of a text (from --text, --file or stdin)");
   en->add_option("--tokenizer", ea->tokenizer, "'byte', a tokenizer.json file or its directory")->required();
   auto* tx = en->add_option("--text", ea->text, "Text to encode");
-  en->add_option("--file", ea->file, "File to encode")->excludes(tx);
+  auto* fl = en->add_option("--file", ea->file, "File to encode")->excludes(tx);
+  auto* jl = en->add_option("--jsonl", ea->jsonl, "JSON-lines file: print one JSON array of ids per record")
+                 ->excludes(tx)
+                 ->excludes(fl);
+  en->add_option("--text-field", ea->text_field, "With --jsonl: the field holding the text")
+      ->capture_default_str()
+      ->needs(jl);
+  en->add_flag("--add-special-tokens", ea->add_special,
+               "Add the post-processor's tokens (e.g. BOS), as Hugging Face's encode does by default");
   en->add_flag("--json", ea->json, "Print a JSON array");
-  en->add_flag("--stats", ea->stats, "Print token count, bytes per token and encoding speed instead of ids");
+  en->add_flag("--stats", ea->stats, "Print token count, bytes per token and encoding speed instead of ids")
+      ->excludes(jl);
   en->callback([ea] { run_encode(*ea); });
 
   auto da = std::make_shared<CodecArgs>();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenizers/regex_splitter.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
 
@@ -41,7 +42,7 @@ AddedToken AddedToken::from_json(const nlohmann::json& j, const std::string& whe
   return t;
 }
 
-void AddedVocab::add(const AddedToken& token) {
+void AddedVocab::add(const AddedToken& token, const std::string& pattern) {
   require(!token.content.empty(), "added token " + std::to_string(token.id), "empty content");
   require(find_invalid_utf8(token.content) == std::string_view::npos, "added token " + std::to_string(token.id),
           "content is not valid UTF-8");
@@ -58,10 +59,17 @@ void AddedVocab::add(const AddedToken& token) {
   tokens_.push_back(token);
   by_content_[token.content] = idx;
   by_id_[token.id] = idx;
-  auto& bucket = by_first_byte_[static_cast<unsigned char>(token.content[0])];
-  bucket.push_back(idx);
+  if (pattern.empty()) return;
+  Phase& ph = phase_[token.normalized ? 1 : 0];
+  // A pattern another token of this phase already has is matched as the first one.
+  for (const auto& [p, i] : ph.patterns)
+    if (p == pattern) return;
+  const std::size_t pi = ph.patterns.size();
+  ph.patterns.emplace_back(pattern, idx);
+  auto& bucket = ph.by_first_byte[static_cast<unsigned char>(pattern[0])];
+  bucket.push_back(pi);
   std::stable_sort(bucket.begin(), bucket.end(), [&](std::size_t a, std::size_t b) {
-    return tokens_[a].content.size() > tokens_[b].content.size();
+    return ph.patterns[a].first.size() > ph.patterns[b].first.size();
   });
 }
 
@@ -75,34 +83,36 @@ const AddedToken* AddedVocab::find_content(std::string_view content) const {
   return it == by_content_.end() ? nullptr : &tokens_[it->second];
 }
 
+bool is_word_character(char32_t cp) {
+  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  static const RegexSplitter word(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])", false, "word class");
+  thread_local std::string c;
+  c.clear();
+  append_utf8(cp, c);
+  return word.matches_at(c, 0);
+}
+
 namespace {
 
-// The code point ending right before byte `end` (text valid UTF-8), or 0 at the start.
-char32_t cp_before(std::string_view text, std::size_t end) {
-  if (end == 0) return 0;
+// True when the code point ending right before byte `end` of valid UTF-8 `text` is a
+// word character (false at the start).
+bool word_before(std::string_view text, std::size_t end) {
+  if (end == 0) return false;
   std::size_t b = end - 1;
   while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
-  return decode_utf8(text, b);
+  return is_word_character(decode_utf8(text, b));
 }
 
-char32_t cp_at(std::string_view text, std::size_t pos) {
-  if (pos >= text.size()) return 0;
-  return decode_utf8(text, pos);
-}
-
-// "Word" characters for single_word: ASCII letters/digits/underscore and any
-// non-ASCII character that is not white space (an approximation of Rust's
-// char::is_alphanumeric that errs towards not matching inside words).
-bool is_word_char(char32_t cp) {
-  if (cp == 0) return false;
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
-  return !is_unicode_whitespace(cp);
+bool word_at(std::string_view text, std::size_t pos) {
+  if (pos >= text.size()) return false;
+  return is_word_character(decode_utf8(text, pos));
 }
 
 }  // namespace
 
-void AddedVocab::split(std::string_view text, std::vector<Segment>& out) const {
-  if (tokens_.empty()) {
+void AddedVocab::split(std::string_view text, std::vector<Segment>& out, bool normalized) const {
+  const Phase& ph = phase_[normalized ? 1 : 0];
+  if (ph.patterns.empty()) {
     if (!text.empty()) out.push_back({text, -1});
     return;
   }
@@ -110,22 +120,26 @@ void AddedVocab::split(std::string_view text, std::vector<Segment>& out) const {
   std::size_t i = 0;
   const std::size_t n = text.size();
   while (i < n) {
-    const auto& bucket = by_first_byte_[static_cast<unsigned char>(text[i])];
-    const AddedToken* hit = nullptr;
-    for (std::size_t idx : bucket) {
-      const AddedToken& t = tokens_[idx];
-      if (t.content.size() > n - i || text.compare(i, t.content.size(), t.content) != 0) continue;
-      if (t.single_word && (is_word_char(cp_before(text, i)) || is_word_char(cp_at(text, i + t.content.size()))))
-        continue;
-      hit = &t;
-      break;
+    const auto& bucket = ph.by_first_byte[static_cast<unsigned char>(text[i])];
+    const std::pair<std::string, std::size_t>* hit = nullptr;
+    for (std::size_t pi : bucket) {  // longest first
+      const auto& p = ph.patterns[pi];
+      if (p.first.size() <= n - i && text.compare(i, p.first.size(), p.first) == 0) {
+        hit = &p;
+        break;
+      }
     }
     if (!hit) {
       ++i;
       continue;
     }
-    std::size_t b = i, e = i + hit->content.size();
-    if (hit->lstrip) {
+    const AddedToken& t = tokens_[hit->second];
+    std::size_t b = i, e = i + hit->first.size();
+    if (t.single_word && (word_before(text, b) || word_at(text, e))) {
+      i = e;  // dropped; the scan resumes after it (Hugging Face's find_iter)
+      continue;
+    }
+    if (t.lstrip) {
       while (b > seg_start) {
         std::size_t p = b - 1;
         while (p > seg_start && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
@@ -134,7 +148,7 @@ void AddedVocab::split(std::string_view text, std::vector<Segment>& out) const {
         b = p;
       }
     }
-    if (hit->rstrip) {
+    if (t.rstrip) {
       while (e < n) {
         std::size_t q = e;
         if (utf8_sequence_length(text, e) == 0 || !is_unicode_whitespace(decode_utf8(text, q))) break;
@@ -142,7 +156,7 @@ void AddedVocab::split(std::string_view text, std::vector<Segment>& out) const {
       }
     }
     if (b > seg_start) out.push_back({text.substr(seg_start, b - seg_start), -1});
-    out.push_back({text.substr(b, e - b), hit->id});
+    out.push_back({text.substr(b, e - b), t.id});
     seg_start = i = e;
   }
   if (seg_start < n) out.push_back({text.substr(seg_start), -1});

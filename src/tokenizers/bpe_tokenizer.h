@@ -17,12 +17,8 @@ namespace lol::tokenizers {
 
 class BpeTokenizer : public BpeModelTokenizer {
  public:
-  /// normalizer: the tokenizer.json "normalizer" value (null, or {"type": "NFC"}).
-  /// NFC is applied to the text between added tokens when nfc_available()
-  /// (normalizer.h), else only recorded (text assumed NFC). Throws
-  /// lol::InputError for any other normalizer.
-  BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer,
-               nlohmann::json normalizer = nullptr);
+  /// normalizer: applied to the text between added tokens (normalizer.h).
+  BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer pre_tokenizer, Normalizer normalizer = {});
 
   const PreTokenizer& pre_tokenizer() const { return pre_; }
 
@@ -32,15 +28,16 @@ class BpeTokenizer : public BpeModelTokenizer {
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
  protected:
-  void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
+  /// Hugging Face's ByteLevel decoder: a token whose characters are all in GPT-2's
+  /// byte mapping decodes as those bytes, any other as its UTF-8 text.
+  void append_added_text(std::string_view text, std::string& out) const override;
   void fill_hf_json(nlohmann::ordered_json& j) const override;
 
  private:
   PreTokenizer pre_;
-  nlohmann::json normalizer_;
-  bool nfc_ = false;  // apply NFC before pre-tokenization
 };
 
 }  // namespace lol::tokenizers

@@ -1,5 +1,6 @@
 #include "tokenizers/hf_json.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -129,6 +130,9 @@ void add_tokens_and_post_processor(const nlohmann::json& j, const std::string& w
     for (std::size_t i = 0; i < j["added_tokens"].size(); ++i) {
       const std::string w = where + ": added_tokens[" + std::to_string(i) + "]";
       AddedToken t = AddedToken::from_json(j["added_tokens"][i], w);
+      // The id Hugging Face gives it, whatever the file says (the same for files
+      // Hugging Face wrote; a file with gaps or clashes gets the ids HF would use).
+      t.id = tok.hf_added_token_id(t.content);
       try {
         tok.add_token(t);
       } catch (const InputError& e) {
@@ -195,13 +199,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   }
 
   // normalizer
-  nlohmann::json normalizer = j.value("normalizer", nlohmann::json(nullptr));
-  if (!normalizer.is_null()) {
-    require(normalizer.is_object() && normalizer.value("type", std::string()) == "NFC", where + ": normalizer",
-            "only null or {\"type\": \"NFC\"} is supported with a ByteLevel decoder (byte-level BPE; "
-            "SentencePiece-style tokenizers have a Replace/ByteFallback/Fuse or Metaspace decoder), got " +
-                normalizer.dump());
-  }
+  const nlohmann::json normalizer_json = j.value("normalizer", nlohmann::json(nullptr));
+  Normalizer normalizer = Normalizer::from_json(normalizer_json, where + ": normalizer");
   // pre_tokenizer
   PreTokenizer pre = PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json(nullptr)), where + ": pre_tokenizer");
 
@@ -211,11 +210,11 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
       if (s.add_prefix_space) return false;
     return true;
   }();
-  if (is_byte_vocab(vocab, merges.size()) && plain_pre && normalizer.is_null() && opts.unk_token.empty()) {
+  if (is_byte_vocab(vocab, merges.size()) && plain_pre && normalizer_json.is_null() && opts.unk_token.empty()) {
     tok = std::make_unique<ByteTokenizer>(std::vector<std::string>{});
   } else {
     auto model = std::make_shared<const BpeModel>(vocab, merges, opts, mw);
-    tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), normalizer);
+    tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), std::move(normalizer));
   }
 
   add_tokens_and_post_processor(j, where, *tok);
@@ -275,6 +274,7 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
   if (cfg.contains("added_tokens_decoder") && !cfg["added_tokens_decoder"].is_null()) {
     const auto& d = cfg["added_tokens_decoder"];
     require(d.is_object(), config_file + ": added_tokens_decoder", "expected an object {id: token}");
+    std::vector<std::pair<int64_t, AddedToken>> entries;
     for (auto it = d.begin(); it != d.end(); ++it) {
       const std::string w = config_file + ": added_tokens_decoder[\"" + it.key() + "\"]";
       int64_t id = -1;
@@ -288,11 +288,18 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
       nlohmann::json e = it.value();
       require(e.is_object(), w, "expected an object");
       e["id"] = id;
-      AddedToken t = AddedToken::from_json(e, w);
+      entries.emplace_back(id, AddedToken::from_json(e, w));
+    }
+    // As transformers: in id order, tokens the tokenizer lacks are added and get the id
+    // Hugging Face `tokenizers` assigns (the key when the file is consistent; InternLM2
+    // lists ids that the vocabulary gives to other strings).
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [id, t] : entries) {
+      t.id = tok.hf_added_token_id(t.content);
       try {
         tok.add_token(t);
       } catch (const InputError& ex) {
-        throw InputError(w + ": " + ex.what());
+        throw InputError(config_file + ": added_tokens_decoder[\"" + std::to_string(id) + "\"]: " + ex.what());
       }
     }
   }

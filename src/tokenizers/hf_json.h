@@ -3,16 +3,19 @@
 //
 // Supported subset of tokenizer.json (anything else throws lol::InputError naming
 // the file and the field):
-//   normalizer      null, or {"type": "NFC"} (applied with ICU, tokenizers/normalizer.h)
+//   normalizer      null | NFC | NFKC | NFD | NFKD | Prepend | Replace(String) |
+//                   Sequence of them (tokenizers/normalizer.h)
 //   pre_tokenizer   ByteLevel | Split(Regex|String, Isolated) | Sequence of them,
-//                   with exactly one ByteLevel step, last
+//                   with exactly one ByteLevel step, last (byte-level BPE); null or
+//                   Metaspace (SentencePiece-style BPE, sentencepiece_bpe.h)
 //   post_processor  null | ByteLevel | TemplateProcessing | Sequence of them
 //                   (TemplateProcessing: the "single" template's special tokens)
-//   decoder         ByteLevel
+//   decoder         ByteLevel, or the SentencePiece-style decoders
 //   model           BPE without continuing_subword_prefix / end_of_word_suffix /
-//                   byte_fallback / dropout; merges as "a b" strings or [a, b]
+//                   dropout; merges as "a b" strings or [a, b]
 //   added_tokens    all fields (content, id, special, lstrip, rstrip, single_word,
-//                   normalized)
+//                   normalized); ids assigned as Hugging Face does on load
+//                   (Tokenizer::hf_added_token_id), not as listed
 #pragma once
 #include <memory>
 #include <string>

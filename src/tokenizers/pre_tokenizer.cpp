@@ -1,5 +1,7 @@
 #include "tokenizers/pre_tokenizer.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace lol::tokenizers {
@@ -38,10 +40,17 @@ void parse_into(const nlohmann::json& j, const std::string& where, std::vector<P
     require(j.contains("pattern") && j["pattern"].is_object(), where + ".pattern",
             "expected {\"Regex\": ...} or {\"String\": ...}");
     const auto& p = j["pattern"];
+    using B = PreTokenizer::Step::Behavior;
     const std::string behavior = j.value("behavior", std::string("Isolated"));
-    require(behavior == "Isolated", where + ".behavior",
-            "only \"Isolated\" is supported, got \"" + behavior + "\"");
-    require(!get_bool(j, "invert", false, where), where + ".invert", "only false is supported");
+    if (behavior == "Isolated") s.behavior = B::kIsolated;
+    else if (behavior == "Removed") s.behavior = B::kRemoved;
+    else if (behavior == "MergedWithPrevious") s.behavior = B::kMergedWithPrevious;
+    else if (behavior == "MergedWithNext") s.behavior = B::kMergedWithNext;
+    else if (behavior == "Contiguous") s.behavior = B::kContiguous;
+    else
+      throw InputError(where + ".behavior: \"" + behavior +
+                       "\": expected Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous");
+    s.invert = get_bool(j, "invert", false, where);
     if (p.contains("Regex") && p["Regex"].is_string()) {
       s.regex = std::make_shared<const RegexSplitter>(p["Regex"].get<std::string>(), false, where + ".pattern.Regex");
     } else if (p.contains("String") && p["String"].is_string()) {
@@ -56,7 +65,79 @@ void parse_into(const nlohmann::json& j, const std::string& where, std::vector<P
   steps.push_back(std::move(s));
 }
 
+const char* behavior_name(PreTokenizer::Step::Behavior b) {
+  using B = PreTokenizer::Step::Behavior;
+  switch (b) {
+    case B::kIsolated: return "Isolated";
+    case B::kRemoved: return "Removed";
+    case B::kMergedWithPrevious: return "MergedWithPrevious";
+    case B::kMergedWithNext: return "MergedWithNext";
+    case B::kContiguous: return "Contiguous";
+  }
+  return "Isolated";
+}
+
+// The view from the start of `a` to the end of `b` (b follows a in the same text).
+std::string_view span(std::string_view a, std::string_view b) {
+  return std::string_view(a.data(), std::size_t(b.data() + b.size() - a.data()));
+}
+
 }  // namespace
+
+void PreTokenizer::split_step(const Step& s, std::string_view text, std::vector<std::string_view>& out) {
+  using B = Step::Behavior;
+  if (s.behavior == B::kIsolated) {  // flags do not matter
+    s.regex->split(text, out);
+    return;
+  }
+  thread_local std::vector<std::pair<std::string_view, bool>> parts;
+  parts.clear();
+  s.regex->split_flagged(text, parts);
+  if (s.invert)
+    for (auto& p : parts) p.second = !p.second;
+  // Hugging Face's NormalizedString::split, on (piece, is_delimiter) in order.
+  std::vector<std::pair<std::string_view, bool>> res;  // merged pieces (flag: unused)
+  bool previous = false;
+  switch (s.behavior) {
+    case B::kIsolated:
+      break;
+    case B::kRemoved:
+      for (const auto& [p, m] : parts)
+        if (!m) out.push_back(p);
+      return;
+    case B::kMergedWithPrevious:
+      for (const auto& [p, m] : parts) {
+        if (m && !previous && !res.empty()) res.back().first = span(res.back().first, p);
+        else res.emplace_back(p, m);
+        previous = m;
+      }
+      break;
+    case B::kMergedWithNext:
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (it->second && !previous && !res.empty()) res.back().first = span(it->first, res.back().first);
+        else res.emplace_back(it->first, it->second);
+        previous = it->second;
+      }
+      std::reverse(res.begin(), res.end());
+      break;
+    case B::kContiguous:
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i > 0 && parts[i].second == previous) res.back().first = span(res.back().first, parts[i].first);
+        else res.emplace_back(parts[i].first, false);
+        previous = parts[i].second;
+      }
+      break;
+  }
+  for (const auto& r : res) out.push_back(r.first);
+}
+
+PreTokenizer PreTokenizer::splits_from_json(const nlohmann::json& j, const std::string& where) {
+  PreTokenizer p;
+  parse_into(j, where, p.steps_);
+  for (const Step& s : p.steps_)
+    require(s.kind == Step::Kind::kSplit, where, "expected Split steps only (no ByteLevel) for a SentencePiece-style BPE");
+  return p;
+}
 
 PreTokenizer PreTokenizer::gpt2() {
   PreTokenizer p;
@@ -102,8 +183,8 @@ nlohmann::ordered_json PreTokenizer::to_json() const {
     } else {
       j["type"] = "Split";
       j["pattern"] = {{s.regex->literal() ? "String" : "Regex", s.regex->pattern()}};
-      j["behavior"] = "Isolated";
-      j["invert"] = false;
+      j["behavior"] = behavior_name(s.behavior);
+      j["invert"] = s.invert;
     }
     return j;
   };
@@ -128,7 +209,9 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
       ++n_regex;
     }
   }
-  if (!prefix && n_regex <= 1) {
+  bool plain = true;  // every Split step Isolated without invert
+  for (const Step& s : steps_) plain = plain && (s.kind != Step::Kind::kSplit || (s.behavior == Step::Behavior::kIsolated && !s.invert));
+  if (!prefix && n_regex <= 1 && plain) {
     if (only) only->split(text, out);
     else if (!text.empty()) out.push_back(text);
     return;
@@ -141,7 +224,8 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
         arena.push_back(" " + std::string(piece));
         piece = arena.back();
       }
-      if (s.regex) s.regex->split(piece, next);
+      if (s.kind == Step::Kind::kSplit) split_step(s, piece, next);
+      else if (s.regex) s.regex->split(piece, next);
       else if (!piece.empty()) next.push_back(piece);
     }
     cur.swap(next);

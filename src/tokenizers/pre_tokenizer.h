@@ -2,7 +2,8 @@
 // ByteLevel step, mirroring the Hugging Face pre_tokenizer objects
 //   {"type": "ByteLevel", "add_prefix_space": b, "use_regex": b, "trim_offsets": b}
 //   {"type": "Split", "pattern": {"Regex": r} | {"String": s},
-//    "behavior": "Isolated", "invert": false}
+//    "behavior": Isolated | Removed | MergedWithPrevious | MergedWithNext |
+//    Contiguous, "invert": b}   (GPT-4-style conversions: Removed + invert)
 //   {"type": "Sequence", "pretokenizers": [...]}
 // Each step splits every current piece further (Split: matches and gaps, see
 // RegexSplitter; ByteLevel: optional ' ' prefix, then GPT-2's regex when
@@ -28,7 +29,20 @@ class PreTokenizer {
     std::shared_ptr<const RegexSplitter> regex;  // null: no splitting
     bool add_prefix_space = false;               // ByteLevel only
     bool trim_offsets = false;                   // ByteLevel only (offsets; kept for saving)
+    /// Split only, as Hugging Face's SplitDelimiterBehavior: what happens to the
+    /// matches ("delimiters"; with invert, the gaps between them instead).
+    enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext, kContiguous };
+    Behavior behavior = Behavior::kIsolated;
+    bool invert = false;
   };
+
+  /// Splits `text` by one Split step: the regex's matches and gaps, handled by the
+  /// step's behavior and invert. Appends non-empty views of `text`.
+  static void split_step(const Step& s, std::string_view text, std::vector<std::string_view>& out);
+  /// Parses a tokenizer.json "pre_tokenizer" made of Split steps only (a Split or a
+  /// Sequence of them; SentencePiece-style tokenizers such as Gemma 2). Throws
+  /// lol::InputError naming `where` and the field.
+  static PreTokenizer splits_from_json(const nlohmann::json& j, const std::string& where);
 
   /// ByteLevel(add_prefix_space=false, use_regex=true): GPT-2.
   static PreTokenizer gpt2();

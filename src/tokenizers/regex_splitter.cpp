@@ -116,7 +116,20 @@ RegexSplitter::RegexSplitter(std::string pattern, bool literal, const std::strin
 
 RegexSplitter::~RegexSplitter() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
-void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
+bool RegexSplitter::matches_at(std::string_view text, std::size_t pos) const {
+  auto* code = static_cast<pcre2_code*>(code_);
+  MatchScratch& s = scratch();
+  const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos,
+                             PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, s.md, nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0)
+    throw std::runtime_error("regex " + pattern_ + ": matching failed at byte " + std::to_string(pos) + ": " +
+                             pcre2_message(rc));
+  return true;
+}
+
+template <typename Emit>
+void RegexSplitter::for_each_piece(std::string_view text, Emit&& emit) const {
   auto* code = static_cast<pcre2_code*>(code_);
   MatchScratch& s = scratch();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
@@ -139,9 +152,9 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.md);
     const std::size_t b = ov[0], e = ov[1];
-    if (b > last_end) out.push_back(text.substr(last_end, b - last_end));
+    if (b > last_end) emit(text.substr(last_end, b - last_end), false);
     if (e > b) {
-      out.push_back(text.substr(b, e - b));
+      emit(text.substr(b, e - b), true);
       pos = e;
     } else {  // empty match: step over one character
       if (b >= n) {
@@ -153,7 +166,15 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
     }
     last_end = e;
   }
-  if (last_end < n) out.push_back(text.substr(last_end));
+  if (last_end < n) emit(text.substr(last_end), false);
+}
+
+void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
+  for_each_piece(text, [&](std::string_view piece, bool) { out.push_back(piece); });
+}
+
+void RegexSplitter::split_flagged(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const {
+  for_each_piece(text, [&](std::string_view piece, bool match) { out.emplace_back(piece, match); });
 }
 
 }  // namespace lol::tokenizers

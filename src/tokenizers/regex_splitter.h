@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace lol::tokenizers {
@@ -42,6 +43,13 @@ class RegexSplitter {
   /// not re-checked here). Thread-safe.
   void split(std::string_view text, std::vector<std::string_view>& out) const;
 
+  /// As split, each piece flagged true for a match, false for a gap between matches.
+  void split_flagged(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const;
+
+  /// True when a match starts exactly at byte `pos` of valid UTF-8 `text`
+  /// (anchored there; the match may be empty). Thread-safe.
+  bool matches_at(std::string_view text, std::size_t pos) const;
+
   /// The pattern as given (before the \s rewrite).
   const std::string& pattern() const { return pattern_; }
   bool literal() const { return literal_; }
@@ -49,6 +57,9 @@ class RegexSplitter {
   bool jit() const { return jit_; }
 
  private:
+  template <typename Emit>
+  void for_each_piece(std::string_view text, Emit&& emit) const;
+
   std::string pattern_;
   bool literal_;
   bool jit_ = false;

@@ -30,31 +30,6 @@ std::string string_pattern(const nlohmann::json& j, const std::string& where) {
   return s;
 }
 
-void parse_normalizer(const nlohmann::json& j, const std::string& where, std::vector<Pipeline::NormStep>& out) {
-  const std::string type = type_of(j, where);
-  if (type == "Sequence") {
-    require(j.contains("normalizers") && j["normalizers"].is_array(), where + ".normalizers", "expected an array");
-    for (std::size_t i = 0; i < j["normalizers"].size(); ++i)
-      parse_normalizer(j["normalizers"][i], where + ".normalizers[" + std::to_string(i) + "]", out);
-    return;
-  }
-  Pipeline::NormStep s;
-  if (type == "Prepend") {
-    s.kind = Pipeline::NormStep::Kind::kPrepend;
-    s.to = string_field(j, "prepend", where);
-  } else if (type == "Replace") {
-    s.kind = Pipeline::NormStep::Kind::kReplace;
-    s.from = string_pattern(j, where);
-    s.to = string_field(j, "content", where);
-  } else if (type == "NFC") {
-    s.kind = Pipeline::NormStep::Kind::kNfc;
-  } else {
-    throw InputError(where + ".type: unsupported normalizer \"" + type +
-                     "\" (supported here: Prepend, Replace, NFC, Sequence of them)");
-  }
-  out.push_back(std::move(s));
-}
-
 /// Metaspace's replacement and prepend scheme (pre-tokenizer and decoder share them).
 void parse_metaspace(const nlohmann::json& j, const std::string& where, std::string& replacement,
                      Pipeline::Prepend& prepend) {
@@ -72,16 +47,6 @@ void parse_metaspace(const nlohmann::json& j, const std::string& where, std::str
     require(j["add_prefix_space"].is_boolean(), where + ".add_prefix_space", "expected true or false");
     if (!j["add_prefix_space"].get<bool>()) prepend = Pipeline::Prepend::kNever;
   }
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  std::string out;
-  out.reserve(s.size());
-  std::size_t at = 0;
-  for (std::size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size())
-    out.append(s, at, hit - at).append(to);
-  out.append(s, at, std::string::npos);
-  s.swap(out);
 }
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -104,17 +69,22 @@ int fallback_byte(const std::string& t) {
 
 SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, const std::string& where) {
   Pipeline p;
-  p.normalizer_json = j.value("normalizer", nlohmann::json(nullptr));
+  p.normalizer = Normalizer::from_json(j.value("normalizer", nlohmann::json(nullptr)), where + ": normalizer");
   p.pre_tokenizer_json = j.value("pre_tokenizer", nlohmann::json(nullptr));
   p.decoder_json = j.value("decoder", nlohmann::json(nullptr));
-  if (!p.normalizer_json.is_null()) parse_normalizer(p.normalizer_json, where + ": normalizer", p.normalizer);
 
   const std::string pw = where + ": pre_tokenizer";
   if (!p.pre_tokenizer_json.is_null()) {
     const std::string type = type_of(p.pre_tokenizer_json, pw);
-    require(type == "Metaspace", pw + ".type",
-            "\"" + type + "\": expected null or Metaspace for a character-level (SentencePiece-style) BPE");
-    p.metaspace = true;
+    if (type == "Split" || type == "Sequence") {
+      p.splits = PreTokenizer::splits_from_json(p.pre_tokenizer_json, pw);
+    } else {
+      require(type == "Metaspace", pw + ".type",
+              "\"" + type + "\": expected null, Split or Metaspace for a character-level (SentencePiece-style) BPE");
+      p.metaspace = true;
+    }
+  }
+  if (p.metaspace) {
     parse_metaspace(p.pre_tokenizer_json, pw, p.replacement, p.prepend);
     const auto& s = p.pre_tokenizer_json;
     if (s.contains("split")) {
@@ -187,6 +157,7 @@ SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::shared_ptr<const BpeMo
     : BpeModelTokenizer(std::move(model)), p_(std::move(pipeline)) {
   require(!model_->options().byte_level, "SentencePieceBpeTokenizer", "expected a character-level BpeModel");
   decode_strip_spaces_ = p_.strip_spaces;
+  normalizer_ = p_.normalizer;
   decoded_.assign(std::size_t(model_->size()), std::string());
   for (int32_t id = 0; id < model_->size(); ++id) {
     const std::string* t = model_->id_to_token(id);
@@ -202,24 +173,21 @@ SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::shared_ptr<const BpeMo
   }
 }
 
-void SentencePieceBpeTokenizer::words(std::string_view text, bool at_start, std::vector<std::string>& out) const {
-  std::string s(text);
-  for (const auto& step : p_.normalizer) {
-    switch (step.kind) {
-      case SentencePiecePipeline::NormStep::Kind::kPrepend:
-        if (!s.empty()) s.insert(0, step.to);
-        break;
-      case SentencePiecePipeline::NormStep::Kind::kReplace:
-        replace_all(s, step.from, step.to);
-        break;
-      case SentencePiecePipeline::NormStep::Kind::kNfc:
-        if (!is_nfc(s)) s = to_nfc(s);
-        break;
-    }
-  }
+void SentencePieceBpeTokenizer::words(std::string_view normalized, bool at_start, std::vector<std::string>& out) const {
+  std::string s(normalized);
   if (s.empty()) return;
   if (!p_.metaspace) {
-    out.push_back(std::move(s));
+    if (p_.splits.steps().empty()) {
+      out.push_back(std::move(s));
+      return;
+    }
+    std::vector<std::string_view> cur{s}, next;
+    for (const auto& step : p_.splits.steps()) {
+      next.clear();
+      for (std::string_view piece : cur) PreTokenizer::split_step(step, piece, next);
+      cur.swap(next);
+    }
+    for (std::string_view w : cur) out.emplace_back(w);
     return;
   }
   replace_all(s, " ", p_.replacement);
@@ -239,7 +207,7 @@ void SentencePieceBpeTokenizer::words(std::string_view text, bool at_start, std:
   out.push_back(s.substr(begin));
 }
 
-void SentencePieceBpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
+void SentencePieceBpeTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
   thread_local std::vector<std::string> ws;
   ws.clear();
   words(text, at_start, ws);
@@ -257,8 +225,8 @@ bool SentencePieceBpeTokenizer::append_model_bytes(int32_t id, std::string& out)
   return true;
 }
 
-void SentencePieceBpeTokenizer::append_added_text(const AddedToken& t, std::string& out) const {
-  std::string s = t.content;
+void SentencePieceBpeTokenizer::append_added_text(std::string_view text, std::string& out) const {
+  std::string s(text);
   for (const auto& [from, to] : p_.decode_replace) replace_all(s, from, to);
   out += s;
 }
@@ -267,12 +235,12 @@ std::vector<std::string> SentencePieceBpeTokenizer::pre_tokenize(std::string_vie
   const std::size_t bad = find_invalid_utf8(text);
   require(bad == std::string_view::npos, "pre_tokenize", "invalid UTF-8 at byte offset " + std::to_string(bad));
   std::vector<std::string> out;
-  words(text, true, out);
+  std::string scratch;
+  words(normalizer_.apply(text, scratch), true, out);
   return out;
 }
 
 void SentencePieceBpeTokenizer::fill_hf_json(nlohmann::ordered_json& j) const {
-  j["normalizer"] = nlohmann::ordered_json::parse(p_.normalizer_json.dump());
   j["pre_tokenizer"] = nlohmann::ordered_json::parse(p_.pre_tokenizer_json.dump());
   j["decoder"] = nlohmann::ordered_json::parse(p_.decoder_json.dump());
   j["model"] = model_->to_json();

@@ -2,10 +2,11 @@
 // Mistral, TinyLlama, Gemma, Yi): tokens spelled in UTF-8 with U+2581 ("▁") for a
 // space, unknown characters as "<0xXX>" byte tokens (byte_fallback), and the
 // tokenizer.json pipeline around the model:
-//   normalizer     null, or Prepend(s) / Replace(String a -> b) / NFC, or a Sequence
-//                  of them (Llama 2: Sequence[Prepend("▁"), Replace(" " -> "▁")]),
-//                  applied to each piece of text between added tokens;
-//   pre_tokenizer  null (the whole normalized piece is one word), or Metaspace
+//   normalizer     any that normalizer.h reads (Llama 2: Sequence[Prepend("▁"),
+//                  Replace(" " -> "▁")]), applied to each piece of text between
+//                  added tokens;
+//   pre_tokenizer  null (the whole normalized piece is one word), Split steps (any
+//                  behaviour, as pre_tokenizer.h; Gemma 2), or Metaspace
 //                  {replacement, prepend_scheme always|first|never (or the older
 //                  add_prefix_space), split}: spaces -> replacement, the replacement
 //                  prepended (unless already there; "first": only to the piece at
@@ -17,10 +18,7 @@
 //                  prepend_scheme is never).
 // Anything else is refused naming the field. Differences from Hugging Face: the
 // ByteFallback decoder turns byte tokens that do not form UTF-8 into U+FFFD, decode
-// here returns the bytes (use to_valid_utf8 for display, as for byte-level BPE);
-// added tokens with "normalized": true are matched in the raw text, as for byte-level
-// BPE (Hugging Face matches them in the normalized text; the Llama 2 family's added
-// tokens are all normalized: false).
+// here returns the bytes (use to_valid_utf8 for display, as for byte-level BPE).
 #pragma once
 #include <memory>
 #include <string>
@@ -29,17 +27,16 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizers/bpe_model_tokenizer.h"
+#include "tokenizers/normalizer.h"
+#include "tokenizers/pre_tokenizer.h"
 
 namespace lol::tokenizers {
 
 /// The normalizer, pre-tokenizer and decoder of a SentencePiece-style tokenizer.json.
 struct SentencePiecePipeline {
-  struct NormStep {
-    enum class Kind { kPrepend, kReplace, kNfc } kind = Kind::kPrepend;
-    std::string from, to;  ///< kPrepend: to = the prefix; kReplace: every `from` -> `to`
-  };
-  std::vector<NormStep> normalizer;
-  bool metaspace = false;         ///< pre_tokenizer is Metaspace (else null)
+  Normalizer normalizer;
+  bool metaspace = false;         ///< pre_tokenizer is Metaspace (else null or splits)
+  PreTokenizer splits;            ///< pre_tokenizer made of Split steps (Gemma 2), else empty
   std::string replacement = "\xE2\x96\x81";  ///< U+2581
   enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
   bool split = false;
@@ -47,7 +44,7 @@ struct SentencePiecePipeline {
   bool decode_byte_fallback = false;
   int strip_spaces = 0;  ///< leading ' ' removed from decoded text
   /// The objects as read, written back by save().
-  nlohmann::json normalizer_json, pre_tokenizer_json, decoder_json;
+  nlohmann::json pre_tokenizer_json, decoder_json;
 
   /// Parses the "normalizer", "pre_tokenizer" and "decoder" of tokenizer.json `j`.
   /// Throws lol::InputError naming `where` and the field for anything unsupported.
@@ -64,16 +61,17 @@ class SentencePieceBpeTokenizer : public BpeModelTokenizer {
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
  protected:
-  void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
   /// Hugging Face runs added tokens through the decoder too (CodeLlama's "▁<PRE>"
   /// decodes as " <PRE>"): the Replace steps apply to their content.
-  void append_added_text(const AddedToken& t, std::string& out) const override;
+  void append_added_text(std::string_view text, std::string& out) const override;
   void fill_hf_json(nlohmann::ordered_json& j) const override;
 
  private:
-  void words(std::string_view text, bool at_start, std::vector<std::string>& out) const;
+  /// Metaspace pre-tokenization of normalized text.
+  void words(std::string_view normalized, bool at_start, std::vector<std::string>& out) const;
 
   SentencePiecePipeline p_;
   std::vector<std::string> decoded_;  // id -> bytes in decoded text

@@ -36,7 +36,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
         const std::size_t bad = find_invalid_utf8(rest);
         const bool at_start = rest.data() == text.data();
         if (bad == std::string_view::npos) {
-          encode_plain(rest, out, at_start);
+          encode_piece(rest, out, at_start);
           break;
         }
         if (utf8_policy_ == InvalidUtf8Policy::kThrow) {
@@ -45,7 +45,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
                            " (byte 0x" + hex_byte(static_cast<unsigned char>(rest[bad])) +
                            "); expected valid UTF-8 text (or use InvalidUtf8Policy::kByteFallback)");
         }
-        if (bad > 0) encode_plain(rest.substr(0, bad), out, at_start);
+        if (bad > 0) encode_piece(rest.substr(0, bad), out, at_start);
         encode_raw_byte(static_cast<uint8_t>(rest[bad]), out);
         rest.remove_prefix(bad + 1);
       }
@@ -56,6 +56,32 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
   }
   segments.resize(first);
   if (add_special_tokens) out.insert(out.end(), template_suffix_.begin(), template_suffix_.end());
+}
+
+void Tokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
+  thread_local std::string scratch;
+  thread_local std::vector<Segment> segments;
+  // Both buffers are only read before any nested encode could run (none does today).
+  const std::string_view norm = normalizer_.apply(text, scratch);
+  if (!added_.has_normalized()) {
+    encode_normalized(norm, out, at_start);
+    return;
+  }
+  const std::string normalized(norm);  // scratch may be reused below
+  const std::size_t first = segments.size();
+  added_.split(normalized, segments, /*normalized=*/true);
+  const std::size_t last = segments.size();
+  try {
+    for (std::size_t k = first; k < last; ++k) {
+      const Segment seg = segments[k];
+      if (seg.added_id >= 0) out.push_back(seg.added_id);
+      else encode_normalized(seg.text, out, at_start && seg.text.data() == normalized.data());
+    }
+  } catch (...) {
+    segments.resize(first);
+    throw;
+  }
+  segments.resize(first);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
@@ -83,7 +109,12 @@ std::string Tokenizer::decode_inner(const int32_t* ids, std::size_t n, bool skip
   for (std::size_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
     if (const AddedToken* t = added_.empty() ? nullptr : added_.find_id(id)) {
-      if (!(skip_special_tokens && t->special)) append_added_text(*t, out);
+      // As Hugging Face: a normalized token decodes as its normalized content, and is
+      // skipped as special only when that string is a special token's content.
+      std::string scratch;
+      const std::string_view text = t->normalized ? normalizer_.apply(t->content, scratch) : t->content;
+      const AddedToken* named = text == t->content ? t : added_.find_content(text);
+      if (!(skip_special_tokens && named && named->special)) append_added_text(text, out);
       continue;
     }
     if (id < 0 || !append_model_bytes(id, out)) {
@@ -145,8 +176,18 @@ int32_t Tokenizer::add_token(AddedToken token) {
           "id " + std::to_string(token.id) + ": expected < " + std::to_string(id_limit) + " (vocabulary size " +
               std::to_string(vocab_size()) + " + " + std::to_string(kMaxVocabIdGap) +
               "; ids far beyond the vocabulary size are refused)");
-  added_.add(token);
+  added_.add(token, token.normalized ? normalizer_.apply(token.content) : token.content);
   return token.id;
+}
+
+int32_t Tokenizer::hf_added_token_id(std::string_view content) const {
+  if (const AddedToken* t = added_.find_content(content)) return t->id;
+  if (const auto id = model_token_to_id(content)) return *id;
+  const int32_t model_size = model_vocab_size();
+  int32_t max_id = -1;
+  for (const AddedToken& t : added_.tokens()) max_id = std::max(max_id, t.id);
+  if (max_id < 0) return model_size;
+  return (max_id >= model_size || model_size == 0) ? max_id + 1 : model_size;
 }
 
 std::optional<int32_t> Tokenizer::role_id(std::string_view token, const char* role) const {
@@ -178,7 +219,7 @@ nlohmann::ordered_json Tokenizer::to_hf_json() const {
   std::stable_sort(sorted.begin(), sorted.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
   for (const AddedToken& t : sorted) added.push_back(t.to_json());
   j["added_tokens"] = std::move(added);
-  j["normalizer"] = nullptr;
+  j["normalizer"] = nlohmann::ordered_json::parse(normalizer_.json().dump());
   j["pre_tokenizer"] = nullptr;
   j["post_processor"] = nullptr;
   j["decoder"] = nullptr;

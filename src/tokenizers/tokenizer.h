@@ -6,11 +6,13 @@
 // (Sequence[Split, ByteLevel], ChatML specials) BpeTokenizer loads.
 //
 // Pipeline of encode(text), the same as Hugging Face `tokenizers`:
-//   1. added/special tokens are cut out of the raw text (exact match,
-//      leftmost-longest, see added_vocab.h) and become one id each;
+//   1. added tokens with "normalized": false are cut out of the raw text (exact
+//      match, leftmost-longest, see added_vocab.h) and become one id each;
 //   2. every remaining piece of text is checked for UTF-8 validity (policy below);
-//   3. the model encodes it (pre-tokenization + BPE, or plain bytes);
-//   4. with add_special_tokens, the post-processor template's ids (e.g. a BOS) are
+//   3. each valid piece is normalized (normalizer.h) and added tokens with
+//      "normalized": true are cut out of the normalized text;
+//   4. the model encodes what is left (pre-tokenization + BPE, or plain bytes);
+//   5. with add_special_tokens, the post-processor template's ids (e.g. a BOS) are
 //      put around the result (none for GPT-2 / Qwen2 style tokenizers).
 //
 // Invalid UTF-8 (InvalidUtf8Policy):
@@ -31,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizers/added_vocab.h"
+#include "tokenizers/normalizer.h"
 #include "tokenizers/utf8.h"
 
 namespace lol::tokenizers {
@@ -76,7 +79,8 @@ class Tokenizer {
 
   /// Added tokens (special or not), in the order they were added.
   const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
-  /// Registers an added token. token.id < 0 means: the model's id when the model
+  /// Registers an added token (a token with normalized true is matched by its
+  /// normalized content). token.id < 0 means: the model's id when the model
   /// already has this token, else vocab_size(). Returns the id. Throws
   /// lol::InputError when the content or id is taken by another added token, when a
   /// given id is the model vocabulary's id of another string or the content is the model
@@ -84,6 +88,11 @@ class Tokenizer {
   /// renumber such a token), or when the id is >= vocab_size() + kMaxVocabIdGap
   /// (tokenizers/bpe_model.h).
   int32_t add_token(AddedToken token);
+  /// The id Hugging Face `tokenizers` gives an entry of tokenizer.json's added_tokens
+  /// when it loads the file, whatever id the file lists: the id of an added token with
+  /// this content, else the model vocabulary's id of the content, else the next new id
+  /// (the model vocabulary's size, or 1 + the largest added id when that is larger).
+  int32_t hf_added_token_id(std::string_view content) const;
 
   std::optional<int32_t> bos_id() const { return bos_; }
   std::optional<int32_t> eos_id() const { return eos_; }
@@ -127,22 +136,30 @@ class Tokenizer {
   void set_post_processor(nlohmann::json original, std::vector<int32_t> prefix, std::vector<int32_t> suffix);
 
  protected:
-  /// Encodes valid UTF-8 text without added tokens. `at_start`: the text begins at
-  /// offset 0 of the encoded input (Metaspace's prepend_scheme "first").
-  virtual void encode_plain(std::string_view text, std::vector<int32_t>& out, bool at_start) const = 0;
+  /// Encodes valid UTF-8 text that is already normalized and holds no added tokens:
+  /// pre-tokenization and the model. `at_start`: the text begins at offset 0 of the
+  /// encoded input (Metaspace's prepend_scheme "first").
+  virtual void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const = 0;
   /// Encodes one byte that is not part of a valid UTF-8 sequence (byte fallback).
   virtual void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const = 0;
   /// Appends the bytes of model token `id`; false when the model has no such id.
   virtual bool append_model_bytes(int32_t id, std::string& out) const = 0;
-  /// Appends the decoded text of an added token (default: its content as written).
-  virtual void append_added_text(const AddedToken& t, std::string& out) const { out += t.content; }
+  /// Appends the decoded text of an added token whose content (normalized content for
+  /// a normalized token) is `text` (default: `text` as written).
+  virtual void append_added_text(std::string_view text, std::string& out) const { out += text; }
   virtual int32_t model_vocab_size() const = 0;
   virtual std::optional<int32_t> model_token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> model_id_to_token(int32_t id) const = 0;
-  /// Fills "normalizer", "pre_tokenizer", "decoder" and "model" of tokenizer.json.
+  /// Fills "pre_tokenizer", "decoder" and "model" of tokenizer.json.
   virtual void fill_hf_json(nlohmann::ordered_json& j) const = 0;
 
+  /// Steps 3-4 of encode for one valid UTF-8 piece between raw-text added tokens.
+  void encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start) const;
+
   AddedVocab added_;
+  /// Applied to the text between added tokens (set by the subclass constructor,
+  /// before any token is added: normalized tokens are matched by normalized content).
+  Normalizer normalizer_;
   /// Leading ' ' characters decode() removes (at most this many; the Strip decoder's
   /// `start`, or 1 for a Metaspace decoder that prepends); 0 for byte-level BPE.
   int decode_strip_spaces_ = 0;

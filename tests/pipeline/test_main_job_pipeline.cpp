@@ -253,8 +253,14 @@ TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
   const std::string lol = LOL_BINARY;
   const std::string dir = (fs::temp_directory_path() / "lol_verify_cli_test").string();
   fs::remove_all(dir);
-  ASSERT_EQ(run(lol + " data maze --n 6 --size 4 --seed 5 --valid-fraction 0 --out " + dir + "/data"), 0);
+  ASSERT_EQ(run(lol + " data maze --n 6 --size 4 --seed 5 --valid-fraction 0 --no-progress --out " + dir + "/data"), 0);
   ASSERT_EQ(run(lol + " data verify " + dir + "/data/train.jsonl"), 0);
+  // A dataset directory: its train.jsonl and (here empty) valid.jsonl.
+  ASSERT_EQ(run(lol + " data verify " + dir + "/data"), 0);
+  fs::create_directories(dir + "/empty_dir");
+  std::string msg;
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/empty_dir", &msg), 2);
+  EXPECT_NE(msg.find("without train.jsonl or valid.jsonl"), std::string::npos) << msg;
   std::string good;
   std::getline(std::ifstream(dir + "/data/train.jsonl"), good);
   {

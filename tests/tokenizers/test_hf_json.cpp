@@ -191,8 +191,9 @@ TEST(HfJson, ErrorsNameFileAndField) {
   j["pre_tokenizer"] = {{"type", "Whitespace"}};
   expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"pre_tokenizer.type", "Whitespace"});
   j = good;
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s"}}}, {"behavior", "Removed"}};
-  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"pre_tokenizer.behavior", "Isolated"});
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s"}}}, {"behavior", "Dropped"}};
+  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); },
+                     {"pre_tokenizer.behavior", "Dropped", "Isolated, Removed, MergedWithPrevious"});
   j = good;
   j["model"]["type"] = "WordPiece";
   expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"model.type", "BPE"});
@@ -208,17 +209,21 @@ TEST(HfJson, ErrorsNameFileAndField) {
   j["model"]["merges"] = nlohmann::json::array();
   j["added_tokens"] = nlohmann::json::array();
   expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"a.json: model.vocab", "empty"});
-  // One id, one string: an added token may not take the id of another vocabulary string ...
+  // Listed ids are not trusted, as in Hugging Face: an added token that lists the id of
+  // another vocabulary string gets the next new id ...
   j = good;
   j["added_tokens"].push_back({{"id", 262}, {"content", "<|im_start|>"}, {"special", true}});  // 262: "Ġthe"
-  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); },
-                     {"added_tokens[1]", "<|im_start|>", "id 262", "Ġthe"});
-  // ... nor give a vocabulary string a second id.
+  auto renumbered = tokenizer_from_hf_json(j, "a.json");
+  EXPECT_EQ(renumbered->token_to_id("<|im_start|>"), 50257);
+  EXPECT_EQ(renumbered->id_to_token(262), "Ġthe");
+  // ... and a vocabulary string listed under another id keeps its vocabulary id.
   j = good;
   j["added_tokens"][0]["content"] = "Ġthe";
   j["added_tokens"][0]["id"] = 50300;
-  expect_input_error([&] { tokenizer_from_hf_json(j, "a.json"); }, {"added_tokens[0]", "Ġthe", "id 262"});
-  // The same string at its own id (GPT-2's <|endoftext|> = 50256) and a new id stay accepted.
+  renumbered = tokenizer_from_hf_json(j, "a.json");
+  EXPECT_EQ(renumbered->token_to_id("Ġthe"), 262);
+  EXPECT_EQ(renumbered->vocab_size(), 50257);
+  // The same string at its own id (GPT-2's <|endoftext|> = 50256) and a new id stay as listed.
   j = good;
   j["added_tokens"].push_back({{"id", 50257}, {"content", "<|im_start|>"}, {"special", true}});
   EXPECT_EQ(tokenizer_from_hf_json(j, "a.json")->token_to_id("<|im_start|>"), 50257);
@@ -273,6 +278,15 @@ TEST(HfJson, TokenizerConfigRolesAndAddedTokens) {
   EXPECT_EQ(back->eos_id(), tok->eos_id());
   EXPECT_EQ(back->pad_id(), tok->pad_id());
   EXPECT_EQ(back->chat_template(), tok->chat_template());
+  // A key that the vocabulary gives to another string (InternLM2's tokenizer_config.json):
+  // the token gets the id Hugging Face assigns, as transformers does; entries in id order.
+  write(dir + "/tokenizer_config.json", R"({
+    "added_tokens_decoder": {"262": {"content": "<|plugin|>", "special": true},
+                             "50257": {"content": "<|im_start|>", "special": true}}})");
+  tok = load_tokenizer(dir);
+  EXPECT_EQ(tok->token_to_id("<|plugin|>"), 50257);
+  EXPECT_EQ(tok->token_to_id("<|im_start|>"), 50258);
+  EXPECT_EQ(tok->id_to_token(262), "\xC4\xA0the");  // "Ġthe"
   fs::remove_all(dir);
   fs::remove_all(dir2);
 }

@@ -159,7 +159,7 @@ TEST(SentencePieceBpe, UnsupportedPipelinesAreRefusedNamingTheField) {
   EXPECT_NE(message_of(j).find("unsupported normalizer \"Lowercase\""), std::string::npos) << message_of(j);
   j = base_json();
   j["pre_tokenizer"] = {{"type", "Whitespace"}};
-  EXPECT_NE(message_of(j).find("t.json: pre_tokenizer.type: \"Whitespace\": expected null or Metaspace"),
+  EXPECT_NE(message_of(j).find("t.json: pre_tokenizer.type: \"Whitespace\": expected null, Split or Metaspace"),
             std::string::npos)
       << message_of(j);
   j = base_json();
