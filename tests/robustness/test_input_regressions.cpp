@@ -70,16 +70,20 @@ TEST(InputRegressions, BpeVocabularyIdFarBeyondItsSizeIsRefused) {
 }
 
 // Audit: an added token with id 10^9 was accepted and made vocab_size() 10^9 + 1 (a
-// dataset built with it would declare a billion-token vocabulary).
-TEST(InputRegressions, AddedTokenIdFarBeyondTheVocabularyIsRefused) {
+// dataset built with it would declare a billion-token vocabulary). tokenizer.json ids
+// are now assigned as Hugging Face assigns them on load: the next id.
+TEST(InputRegressions, AddedTokenIdFarBeyondTheVocabularyGetsTheNextId) {
   auto j = byte_level_tokenizer_json();
   j["added_tokens"] = nlohmann::json::array(
       {{{"id", 1000000000}, {"content", "<big>"}, {"special", true}}});
-  expect_input_error([&] { lol::tokenizers::tokenizer_from_hf_json(j, "tok.json"); },
-                     {"tok.json: added_tokens[0]", "'<big>'", "id 1000000000", "expected < 1048832"});
-  j["added_tokens"][0]["id"] = 256;  // the next free id: fine
   auto tok = lol::tokenizers::tokenizer_from_hf_json(j, "tok.json");
+  EXPECT_EQ(tok->token_to_id("<big>"), 256);
   EXPECT_EQ(tok->vocab_size(), 257);
+  // Adding through the library with an explicit id far beyond is still refused.
+  lol::tokenizers::AddedToken big;
+  big.content = "<bigger>";
+  big.id = 1000000000;
+  expect_input_error([&] { tok->add_token(big); }, {"'<bigger>'", "id 1000000000", "expected < 1048833"});
 }
 
 // Audit: a config.json declaring d_model 2^20 or vocab_size 2^31 next to a tiny
