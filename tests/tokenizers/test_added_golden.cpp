@@ -17,17 +17,17 @@
 namespace lol::tokenizers::test {
 namespace {
 
-const std::string kData = std::string(LOL_SOURCE_DIR) + "/tests/tokenizers/data/";
+const std::string kAddedDir = std::string(LOL_SOURCE_DIR) + "/tests/tokenizers/data/";
 
-nlohmann::json read_json(const std::string& name) {
-  std::ifstream f(kData + name);
+nlohmann::json read_data_json(const std::string& name) {
+  std::ifstream f(kAddedDir + name);
   EXPECT_TRUE(f) << name;
   return nlohmann::json::parse(f);
 }
 
 /// The base file of a golden header with the header's fields replaced.
-nlohmann::json variant(const nlohmann::json& header) {
-  auto j = read_json(header.at("base").get<std::string>() + "_bpe_tokenizer.json");
+nlohmann::json added_variant(const nlohmann::json& header) {
+  auto j = read_data_json(header.at("base").get<std::string>() + "_bpe_tokenizer.json");
   for (const char* k : {"normalizer", "pre_tokenizer", "decoder", "added_tokens"})
     if (header.contains(k)) j[k] = header.at(k);
   return j;
@@ -36,13 +36,13 @@ nlohmann::json variant(const nlohmann::json& header) {
 class AddedTokenGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AddedTokenGolden, IdsAndDecodingEqualHuggingFace) {
-  std::ifstream f(kData + "added_golden_" + GetParam() + ".jsonl");
+  std::ifstream f(kAddedDir + "added_golden_" + GetParam() + ".jsonl");
   ASSERT_TRUE(f) << GetParam();
   std::string line;
   ASSERT_TRUE(std::getline(f, line));
   const auto header = nlohmann::json::parse(line);
   ASSERT_EQ(header.at("variant"), GetParam());
-  const auto tok = tokenizer_from_hf_json(variant(header), GetParam());
+  const auto tok = tokenizer_from_hf_json(added_variant(header), GetParam());
   ASSERT_TRUE(std::getline(f, line));
   const auto vocab = nlohmann::json::parse(line);
   // Ids as Hugging Face assigns them on load (the file's ids have gaps and clashes).
