@@ -59,6 +59,7 @@ void AddedVocab::add(const AddedToken& token, const std::string& pattern) {
   tokens_.push_back(token);
   by_content_[token.content] = idx;
   by_id_[token.id] = idx;
+  max_id_ = std::max(max_id_, token.id);
   if (pattern.empty()) return;
   Phase& ph = phase_[token.normalized ? 1 : 0];
   // A pattern another token of this phase already has is matched as the first one.

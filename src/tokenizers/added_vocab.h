@@ -55,6 +55,8 @@ class AddedVocab {
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   bool empty() const { return tokens_.empty(); }
+  /// The largest id of an added token, or -1 when there is none.
+  int32_t max_id() const { return max_id_; }
   /// The added token with this id / content, or nullptr.
   const AddedToken* find_id(int32_t id) const;
   const AddedToken* find_content(std::string_view content) const;
@@ -77,6 +79,7 @@ class AddedVocab {
   std::vector<AddedToken> tokens_;
   std::unordered_map<std::string, std::size_t> by_content_;
   std::unordered_map<int32_t, std::size_t> by_id_;
+  int32_t max_id_ = -1;
   Phase phase_[2];  // [0]: normalized false, [1]: normalized true
 };
 

@@ -138,9 +138,7 @@ std::string DecodeStream::push(int32_t id) {
 }
 
 int32_t Tokenizer::vocab_size() const {
-  int32_t n = model_vocab_size();
-  for (const AddedToken& t : added_.tokens()) n = std::max(n, t.id + 1);
-  return n;
+  return std::max(model_vocab_size(), added_.max_id() + 1);
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
@@ -184,8 +182,7 @@ int32_t Tokenizer::hf_added_token_id(std::string_view content) const {
   if (const AddedToken* t = added_.find_content(content)) return t->id;
   if (const auto id = model_token_to_id(content)) return *id;
   const int32_t model_size = model_vocab_size();
-  int32_t max_id = -1;
-  for (const AddedToken& t : added_.tokens()) max_id = std::max(max_id, t.id);
+  const int32_t max_id = added_.max_id();
   if (max_id < 0) return model_size;
   return (max_id >= model_size || model_size == 0) ? max_id + 1 : model_size;
 }
