@@ -92,25 +92,17 @@ struct CodecArgs {
 /// --jsonl: one JSON array of ids per record of a JSON-lines file (blank lines skipped),
 /// to compare with another implementation line by line.
 void encode_jsonl(const tokenizers::Tokenizer& tok, const CodecArgs& a) {
-  std::ifstream f(a.jsonl, std::ios::binary);
-  require(bool(f), a.jsonl, "cannot open for reading");
-  std::string line;
-  for (int64_t ln = 1; std::getline(f, line); ++ln) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = a.jsonl + ":" + std::to_string(ln);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(where + ": not valid JSON (" + e.what() + ")");
-    }
-    require(j.is_object() && j.contains(a.text_field) && j[a.text_field].is_string(), where + "." + a.text_field,
-            "expected a string field (set the field name with --text-field)");
+  require(data::is_jsonl_file(a.jsonl), "--jsonl " + a.jsonl, "expected a *.jsonl or *.ndjson file");
+  data::DocumentSourceOptions so;
+  so.text_field = a.text_field;
+  data::DocumentReader reader({a.jsonl}, so);
+  data::Document doc;
+  while (reader.next(doc)) {
     std::vector<int32_t> ids;
     try {
-      ids = tok.encode(j[a.text_field].get<std::string>(), a.add_special);
+      ids = tok.encode(doc.text, a.add_special);
     } catch (const InputError& e) {
-      throw InputError(where + ": " + e.what());
+      throw InputError(doc.where + ": " + e.what());
     }
     std::cout << nlohmann::json(ids).dump() << "\n";
   }

@@ -60,7 +60,7 @@ class Normalizer {
   /// The normalized form of valid UTF-8 `text`: a view of `text` itself when no step
   /// changes it, else a view of `scratch` (overwritten). Prepend acts on non-empty
   /// text only; Replace replaces non-overlapping occurrences left to right, as
-  /// Hugging Face does. Thread-safe.
+  /// Hugging Face does. Thread-safe. Throws std::runtime_error when ICU fails.
   std::string_view apply(std::string_view text, std::string& scratch) const;
   /// apply() returning a string.
   std::string apply(std::string_view text) const;

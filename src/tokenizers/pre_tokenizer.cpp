@@ -198,20 +198,19 @@ nlohmann::ordered_json PreTokenizer::to_json() const {
 
 void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
                          std::deque<std::string>& arena) const {
-  // Fast path: no prefix space and at most one regex (GPT-2 and Qwen2 style).
+  // Fast path: no prefix space, at most one regex, only Isolated splits (GPT-2 and Qwen2 style).
   const RegexSplitter* only = nullptr;
   int n_regex = 0;
-  bool prefix = false;
+  bool prefix = false, isolated = true;
   for (const Step& s : steps_) {
     prefix = prefix || s.add_prefix_space;
+    isolated = isolated && s.behavior == Step::Behavior::kIsolated;  // invert changes nothing then
     if (s.regex) {
       only = s.regex.get();
       ++n_regex;
     }
   }
-  bool plain = true;  // every Split step Isolated without invert
-  for (const Step& s : steps_) plain = plain && (s.kind != Step::Kind::kSplit || (s.behavior == Step::Behavior::kIsolated && !s.invert));
-  if (!prefix && n_regex <= 1 && plain) {
+  if (!prefix && n_regex <= 1 && isolated) {
     if (only) only->split(text, out);
     else if (!text.empty()) out.push_back(text);
     return;

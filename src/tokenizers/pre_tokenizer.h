@@ -36,9 +36,6 @@ class PreTokenizer {
     bool invert = false;
   };
 
-  /// Splits `text` by one Split step: the regex's matches and gaps, handled by the
-  /// step's behavior and invert. Appends non-empty views of `text`.
-  static void split_step(const Step& s, std::string_view text, std::vector<std::string_view>& out);
   /// Parses a tokenizer.json "pre_tokenizer" made of Split steps only (a Split or a
   /// Sequence of them; SentencePiece-style tokenizers such as Gemma 2). Throws
   /// lol::InputError naming `where` and the field.
@@ -63,6 +60,10 @@ class PreTokenizer {
   const std::vector<Step>& steps() const { return steps_; }
 
  private:
+  /// Splits `text` by one Split step: the regex's matches and gaps, handled by the
+  /// step's behavior and invert. Appends non-empty views of `text`.
+  static void split_step(const Step& s, std::string_view text, std::vector<std::string_view>& out);
+
   std::vector<Step> steps_;
 };
 

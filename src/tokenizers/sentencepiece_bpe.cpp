@@ -1,5 +1,7 @@
 #include "tokenizers/sentencepiece_bpe.h"
 
+#include <deque>
+
 #include "tokenizers/normalizer.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
@@ -181,13 +183,10 @@ void SentencePieceBpeTokenizer::words(std::string_view normalized, bool at_start
       out.push_back(std::move(s));
       return;
     }
-    std::vector<std::string_view> cur{s}, next;
-    for (const auto& step : p_.splits.steps()) {
-      next.clear();
-      for (std::string_view piece : cur) PreTokenizer::split_step(step, piece, next);
-      cur.swap(next);
-    }
-    for (std::string_view w : cur) out.emplace_back(w);
+    std::vector<std::string_view> pieces;
+    std::deque<std::string> arena;  // unused: Split steps add no prefix
+    p_.splits.split(s, pieces, arena);
+    out.insert(out.end(), pieces.begin(), pieces.end());
     return;
   }
   replace_all(s, " ", p_.replacement);

@@ -59,15 +59,13 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
 }
 
 void Tokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
-  thread_local std::string scratch;
+  thread_local std::string scratch;  // only this function writes it; it does not recurse
   thread_local std::vector<Segment> segments;
-  // Both buffers are only read before any nested encode could run (none does today).
-  const std::string_view norm = normalizer_.apply(text, scratch);
+  const std::string_view normalized = normalizer_.apply(text, scratch);
   if (!added_.has_normalized()) {
-    encode_normalized(norm, out, at_start);
+    encode_normalized(normalized, out, at_start);
     return;
   }
-  const std::string normalized(norm);  // scratch may be reused below
   const std::size_t first = segments.size();
   added_.split(normalized, segments, /*normalized=*/true);
   const std::size_t last = segments.size();
