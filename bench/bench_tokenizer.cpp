@@ -1,7 +1,8 @@
 // Tokenizer micro-benchmarks (issue 7): encode throughput in bytes/s on
 // en_kjv.txt (4.15 MB, the shared English corpus) for GPT-2 (vocab.json +
 // merges.txt), GPT-2's vocabulary with Qwen2's pre-tokenizer, the byte
-// tokenizer, the pre-tokenizer regexes alone, and BPE training.
+// tokenizer, the pre-tokenizer regexes alone, BPE training, and added-token
+// loading and matching with many tokens (visual-token vocabularies).
 //
 // Data: shared/data is looked up in $LOL_SHARED_DATA, else next to an ancestor of
 // the executable's folder (<repo>/../shared/data when built in <repo>/build*).
@@ -14,6 +15,7 @@
 #include <memory>
 #include <sstream>
 
+#include "tokenizers/added_vocab.h"
 #include "tokenizers/bpe_trainer.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/hf_json.h"
@@ -134,6 +136,47 @@ void BM_TokenizerTrainBpe4096Kjv(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kjv()->size()));
 }
 BENCHMARK(BM_TokenizerTrainBpe4096Kjv)->Unit(benchmark::kMillisecond)->Iterations(2);
+
+// N added tokens <img_0> ... <img_N-1> (all starting with the same byte), as
+// tokenizers of visual-token models have: the time to add them all.
+void BM_TokenizerAddedVocabLoad(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    AddedVocab v;
+    for (int i = 0; i < n; ++i) {
+      AddedToken t;
+      t.content = "<img_" + std::to_string(i) + ">";
+      t.id = 100000 + i;
+      v.add(t);
+    }
+    benchmark::DoNotOptimize(v.max_id());
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * n);
+}
+BENCHMARK(BM_TokenizerAddedVocabLoad)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+// Splitting 1 MB of text with one added token every ~30 bytes, among N tokens.
+void BM_TokenizerAddedVocabSplit(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  AddedVocab v;
+  for (int i = 0; i < n; ++i) {
+    AddedToken t;
+    t.content = "<img_" + std::to_string(i) + ">";
+    t.id = 100000 + i;
+    v.add(t);
+  }
+  std::string text;
+  for (uint32_t k = 0; text.size() < (1u << 20); ++k)
+    text += "hello world <img_" + std::to_string((k * 2654435761u) % n) + "> text ";
+  std::vector<Segment> segs;
+  for (auto _ : state) {
+    segs.clear();
+    v.split(text, segs);
+    benchmark::DoNotOptimize(segs.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(text.size()));
+}
+BENCHMARK(BM_TokenizerAddedVocabSplit)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

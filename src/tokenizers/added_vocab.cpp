@@ -60,18 +60,9 @@ void AddedVocab::add(const AddedToken& token, const std::string& pattern) {
   by_content_[token.content] = idx;
   by_id_[token.id] = idx;
   max_id_ = std::max(max_id_, token.id);
-  if (pattern.empty()) return;
-  Phase& ph = phase_[token.normalized ? 1 : 0];
-  // A pattern another token of this phase already has is matched as the first one.
-  for (const auto& [p, i] : ph.patterns)
-    if (p == pattern) return;
-  const std::size_t pi = ph.patterns.size();
-  ph.patterns.emplace_back(pattern, idx);
-  auto& bucket = ph.by_first_byte[static_cast<unsigned char>(pattern[0])];
-  bucket.push_back(pi);
-  std::stable_sort(bucket.begin(), bucket.end(), [&](std::size_t a, std::size_t b) {
-    return ph.patterns[a].first.size() > ph.patterns[b].first.size();
-  });
+  // A pattern another token of this phase already has is matched as the first one
+  // (insert keeps the first value).
+  if (!pattern.empty()) phase_[token.normalized ? 1 : 0].insert(pattern, static_cast<std::uint32_t>(idx));
 }
 
 const AddedToken* AddedVocab::find_id(int32_t id) const {
@@ -112,8 +103,8 @@ bool word_at(std::string_view text, std::size_t pos) {
 }  // namespace
 
 void AddedVocab::split(std::string_view text, std::vector<Segment>& out, bool normalized) const {
-  const Phase& ph = phase_[normalized ? 1 : 0];
-  if (ph.patterns.empty()) {
+  const ByteTrie& trie = phase_[normalized ? 1 : 0];
+  if (trie.empty()) {
     if (!text.empty()) out.push_back({text, -1});
     return;
   }
@@ -121,21 +112,17 @@ void AddedVocab::split(std::string_view text, std::vector<Segment>& out, bool no
   std::size_t i = 0;
   const std::size_t n = text.size();
   while (i < n) {
-    const auto& bucket = ph.by_first_byte[static_cast<unsigned char>(text[i])];
-    const std::pair<std::string, std::size_t>* hit = nullptr;
-    for (std::size_t pi : bucket) {  // longest first
-      const auto& p = ph.patterns[pi];
-      if (p.first.size() <= n - i && text.compare(i, p.first.size(), p.first) == 0) {
-        hit = &p;
-        break;
-      }
-    }
-    if (!hit) {
+    if (!trie.has_first_byte(static_cast<unsigned char>(text[i]))) {
       ++i;
       continue;
     }
-    const AddedToken& t = tokens_[hit->second];
-    std::size_t b = i, e = i + hit->first.size();
+    const ByteTrie::Match hit = trie.longest_at(text, i);
+    if (hit.length == 0) {
+      ++i;
+      continue;
+    }
+    const AddedToken& t = tokens_[hit.value];
+    std::size_t b = i, e = i + hit.length;
     if (t.single_word && (word_before(text, b) || word_at(text, e))) {
       i = e;  // dropped; the scan resumes after it (Hugging Face's find_iter)
       continue;

@@ -10,9 +10,9 @@
 // a word character (regex \w: Alphabetic, marks, decimal digits, connector
 // punctuation, joiners) right before or after it is dropped and the scan still goes
 // on after it (Hugging Face's find_iter). lstrip / rstrip swallow the Unicode white
-// space next to a match. A matched token is never split.
+// space next to a match. A matched token is never split. Matching walks a byte trie
+// (byte_trie.h): loading N tokens and matching cost nothing per stored token.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,6 +20,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tokenizers/byte_trie.h"
 
 namespace lol::tokenizers {
 
@@ -62,7 +64,7 @@ class AddedVocab {
   const AddedToken* find_content(std::string_view content) const;
 
   /// True when some token is matched in normalized text (phase 2).
-  bool has_normalized() const { return !phase_[1].patterns.empty(); }
+  bool has_normalized() const { return !phase_[1].empty(); }
 
   /// Splits valid UTF-8 `text` into plain-text and added-token segments, in order,
   /// matching the tokens of one phase: normalized false (raw text) or true
@@ -71,16 +73,12 @@ class AddedVocab {
   void split(std::string_view text, std::vector<Segment>& out, bool normalized = false) const;
 
  private:
-  struct Phase {
-    std::vector<std::pair<std::string, std::size_t>> patterns;  // (matched string, token index)
-    // Per first byte: indices into `patterns` of those starting with it, longest first.
-    std::array<std::vector<std::size_t>, 256> by_first_byte;
-  };
   std::vector<AddedToken> tokens_;
   std::unordered_map<std::string, std::size_t> by_content_;
   std::unordered_map<int32_t, std::size_t> by_id_;
   int32_t max_id_ = -1;
-  Phase phase_[2];  // [0]: normalized false, [1]: normalized true
+  // Matched string -> index into tokens_; [0]: normalized false, [1]: normalized true.
+  ByteTrie phase_[2];
 };
 
 /// Regex \w of the Rust regex crate, which Hugging Face's single_word test uses:
