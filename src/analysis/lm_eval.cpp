@@ -47,21 +47,22 @@ nlohmann::json LmEvalResult::to_json() const {
           {"seconds", seconds}};
 }
 
-LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData& split,
-                         const training::BatchLayout& layout, const std::vector<int32_t>& token_bytes,
-                         const torch::Device& device, int64_t max_batches, bool progress) {
+namespace {
+
+// The shared loop of evaluate_lm and evaluate_lm_sliding: `next()` gives the CPU
+// micro-batches, `done()` says when they end.
+template <class Next, class Done>
+LmEvalResult evaluate_batches(training::TrainableModel& model, Next next, Done done, int64_t n_batches_est,
+                              const std::vector<int32_t>& token_bytes, const torch::Device& device,
+                              int64_t max_batches, bool progress) {
   ModeGuard guard(model);
   const auto t0 = std::chrono::steady_clock::now();
-  training::Batcher b(split, layout, 0, /*shuffle=*/false, /*wrap=*/false, "evaluation");
-  const int64_t n_rows_est = layout.pack ? (split.total_tokens() + layout.seq_len - 1) / std::max<int64_t>(1, layout.seq_len)
-                                         : split.size();
-  const int64_t n_batches_est = (n_rows_est + layout.batch_size - 1) / layout.batch_size;
   ProgressBar bar("eval lm", max_batches > 0 ? std::min(max_batches, n_batches_est) : n_batches_est, progress);
   auto bytes_table = torch::tensor(std::vector<int64_t>(token_bytes.begin(), token_bytes.end()), torch::kInt64);
   LmEvalResult r;
   r.bytes_counted = !token_bytes.empty();
-  for (int64_t i = 0; !b.done() && (max_batches == 0 || i < max_batches); ++i) {
-    training::TrainBatch cpu = b.next();
+  for (int64_t i = 0; !done() && (max_batches == 0 || i < max_batches); ++i) {
+    training::TrainBatch cpu = next();
     // Bytes of the counted targets (on CPU, from the batch before the copy).
     auto tgt = cpu.targets.masked_select(cpu.target_mask);
     if (r.bytes_counted && tgt.numel() > 0) {
@@ -90,6 +91,88 @@ LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData&
   if (r.bytes > 0) r.bits_per_byte = r.loss_sum / std::log(2.0) / double(r.bytes);
   r.seconds = secs_since(t0);
   return r;
+}
+
+// The rows of evaluate_lm_sliding, in data order.
+class SlidingRows {
+ public:
+  SlidingRows(const data::SplitData& split, int64_t window, int64_t stride, int64_t batch_size)
+      : split_(split), window_(window), stride_(stride), batch_size_(batch_size) {}
+
+  bool done() const { return seq_ >= split_.size(); }
+
+  /// Number of rows of the whole pass.
+  int64_t count_rows() const {
+    int64_t rows = 0;
+    for (int64_t i = 0; i < split_.size(); ++i) {
+      const int64_t n = split_.get(i).length;
+      rows += n <= window_ ? 1 : 1 + (n - window_ + stride_ - 1) / stride_;
+    }
+    return rows;
+  }
+
+  training::TrainBatch next() {
+    std::vector<std::vector<int32_t>> toks;
+    std::vector<std::vector<int64_t>> docs;
+    std::vector<std::vector<uint8_t>> masks, routers;
+    std::vector<int64_t> prompts;
+    while (int64_t(toks.size()) < batch_size_ && !done()) {
+      const data::SequenceView s = split_.get(seq_);
+      // This row: tokens [end - len, end); it counts targets at positions >= counted_.
+      const int64_t end = counted_ == 0 ? std::min(s.length, window_) : std::min(s.length, counted_ + stride_);
+      const int64_t start = std::max<int64_t>(0, end - window_);
+      std::vector<uint8_t> m(size_t(end - start));
+      for (int64_t p = start; p < end; ++p) m[size_t(p - start)] = p >= counted_ && (!s.loss_mask || s.loss_mask[p]);
+      toks.emplace_back(s.tokens + start, s.tokens + end);
+      docs.emplace_back(size_t(end - start), 0);
+      masks.push_back(std::move(m));
+      routers.push_back(s.router_only ? std::vector<uint8_t>(s.router_only + start, s.router_only + end)
+                                      : std::vector<uint8_t>(size_t(end - start), 0));
+      prompts.push_back(start == 0 ? s.prompt_len : 0);
+      counted_ = end;
+      if (end >= s.length) {
+        ++seq_;
+        counted_ = 0;
+      }
+    }
+    return training::assemble_batch(toks, docs, masks, routers, prompts);
+  }
+
+ private:
+  const data::SplitData& split_;
+  int64_t window_, stride_, batch_size_;
+  int64_t seq_ = 0;      // the sequence being read
+  int64_t counted_ = 0;  // its tokens before this position are counted (0: none read yet)
+};
+
+}  // namespace
+
+LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData& split,
+                         const training::BatchLayout& layout, const std::vector<int32_t>& token_bytes,
+                         const torch::Device& device, int64_t max_batches, bool progress) {
+  training::Batcher b(split, layout, 0, /*shuffle=*/false, /*wrap=*/false, "evaluation");
+  const int64_t n_rows_est = layout.pack ? (split.total_tokens() + layout.seq_len - 1) / std::max<int64_t>(1, layout.seq_len)
+                                         : split.size();
+  return evaluate_batches(
+      model, [&] { return b.next(); }, [&] { return b.done(); }, (n_rows_est + layout.batch_size - 1) / layout.batch_size,
+      token_bytes, device, max_batches, progress);
+}
+
+LmEvalResult evaluate_lm_sliding(training::TrainableModel& model, const data::SplitData& split, int64_t window,
+                                 int64_t stride, int64_t batch_size, const std::vector<int32_t>& token_bytes,
+                                 const torch::Device& device, int64_t max_batches, bool progress) {
+  if (window < 2) throw InputError("sliding-window evaluation: window " + std::to_string(window) + ": expected >= 2");
+  if (stride < 1 || stride >= window)
+    throw InputError("sliding-window evaluation: stride " + std::to_string(stride) + ": expected 1 <= stride <= " +
+                     std::to_string(window - 1) + " (window - 1; a stride of the window would leave the first token of "
+                     "every later window unpredicted)");
+  if (batch_size < 1) throw InputError("sliding-window evaluation: batch size " + std::to_string(batch_size) + ": expected >= 1");
+  if (split.size() == 0) throw InputError("evaluation: the split has no sequences");
+  SlidingRows rows(split, window, stride, batch_size);
+  const int64_t n_rows = rows.count_rows();
+  return evaluate_batches(
+      model, [&] { return rows.next(); }, [&] { return rows.done(); }, (n_rows + batch_size - 1) / batch_size,
+      token_bytes, device, max_batches, progress);
 }
 
 std::vector<ChoiceExample> read_choice_file(const std::string& path) {

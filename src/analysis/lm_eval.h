@@ -51,6 +51,22 @@ LmEvalResult evaluate_lm(training::TrainableModel& model, const data::SplitData&
                          const training::BatchLayout& layout, const std::vector<int32_t>& token_bytes,
                          const torch::Device& device, int64_t max_batches = 0, bool progress = false);
 
+/// Sliding-window evaluation (the "strided" perplexity of Hugging Face's perplexity
+/// guide; lm-evaluation-harness's rolling log-likelihood with stride window - 1):
+/// every sequence of `split` is evaluated on its own. A sequence of at most `window`
+/// tokens is one row. A longer one is read in rows of `window` tokens: the first is
+/// [0, window); each next row ends `stride` tokens further (the last one at the
+/// sequence's end) and counts only the tokens no earlier row predicted. So every
+/// token after a sequence's first (where loss_mask allows) is predicted exactly once,
+/// position p with the min(p, window - stride) or more tokens before it as context.
+/// Rows go `batch_size` to a micro-batch, padded to the longest. Other arguments and
+/// the result as for evaluate_lm (rows counts the windows). Throws lol::InputError
+/// when window < 2 or stride is outside [1, window - 1] (a stride of window would
+/// leave the first token of every later row unpredicted), plus evaluate_lm's errors.
+LmEvalResult evaluate_lm_sliding(training::TrainableModel& model, const data::SplitData& split, int64_t window,
+                                 int64_t stride, int64_t batch_size, const std::vector<int32_t>& token_bytes,
+                                 const torch::Device& device, int64_t max_batches = 0, bool progress = false);
+
 /// One multiple-choice example: the context, the candidate continuations and the
 /// index of the correct one.
 struct ChoiceExample {

@@ -24,25 +24,48 @@ namespace {
 
 struct EvalArgs {
   std::string model, data, split = "valid", tokenizer, packing, device = "cpu", out, delimiter = " ";
-  int64_t seq_len = 0, batch_size = 8, max_batches = 0;
+  int64_t seq_len = 0, stride = 0, batch_size = 8, max_batches = 0;
   int threads = 0;
   bool json = false, no_progress = false;
 };
+
+/// The training run's data.seq_len and data.packing (checkpoint run.json), when recorded.
+std::pair<int64_t, std::string> trained_layout(const std::string& dir) {
+  int64_t seq_len = 0;
+  std::string packing;
+  if (fs::exists(dir + "/run.json")) {
+    const auto run = io::read_json_file(dir + "/run.json");
+    if (run.contains("data")) {
+      const auto& d = run["data"];
+      if (d.contains("seq_len") && d["seq_len"].is_number_integer()) seq_len = d["seq_len"].get<int64_t>();
+      if (d.contains("packing") && d["packing"].is_string()) packing = d["packing"].get<std::string>();
+    }
+  }
+  return {seq_len, packing};
+}
+
+/// Window of --stride evaluation: --seq-len, else the training run's row length, else
+/// min(1024, max_seq_len).
+int64_t sliding_window(const EvalArgs& a, const std::string& dir, const training::TrainableModel& model) {
+  if (!a.packing.empty())
+    throw InputError("--packing " + a.packing + " with --stride: sliding-window evaluation reads each sequence "
+                     "on its own (expected one of the two)");
+  const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
+  int64_t w = a.seq_len > 0 ? a.seq_len : trained_layout(dir).first;
+  if (w <= 0) w = std::min<int64_t>(1024, max_len);
+  if (w > max_len)
+    throw InputError("--seq-len " + std::to_string(w) + ": the model's max_seq_len is " + std::to_string(max_len));
+  return w;
+}
 
 /// Row layout: --seq-len / --packing, else the training run's (checkpoint run.json), else
 /// packed rows of min(1024, max_seq_len).
 training::BatchLayout eval_layout(const EvalArgs& a, const std::string& dir, const training::TrainableModel& model) {
   training::BatchLayout l;
   l.batch_size = a.batch_size;
-  std::string packing = a.packing;
-  int64_t seq_len = a.seq_len;
-  if (fs::exists(dir + "/run.json")) {
-    const auto run = io::read_json_file(dir + "/run.json");
-    if (run.contains("data")) {
-      if (seq_len == 0 && run["data"].contains("seq_len")) seq_len = run["data"]["seq_len"].get<int64_t>();
-      if (packing.empty() && run["data"].contains("packing")) packing = run["data"]["packing"].get<std::string>();
-    }
-  }
+  const auto [trained_len, trained_packing] = trained_layout(dir);
+  std::string packing = a.packing.empty() ? trained_packing : a.packing;
+  int64_t seq_len = a.seq_len == 0 ? trained_len : a.seq_len;
   const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
   if (packing.empty()) packing = "pack";
   if (packing != "pack" && packing != "pad") throw InputError("--packing '" + packing + "': expected pack or pad");
@@ -78,9 +101,17 @@ void run_eval_lm(const EvalArgs& a) {
     throw InputError(a.data + "/dataset.json names no tokenizer: pass --tokenizer (needed for bits per byte)");
   }  // else a task dataset: a word vocabulary has no byte strings (loss and perplexity only)
   const auto split = ds.load(a.split);
-  const auto layout = eval_layout(a, dir, *model);
-  const auto r = analysis::evaluate_lm(*model, split, layout, tok ? data::token_byte_lengths(*tok) : std::vector<int32_t>(),
-                                       dev, a.max_batches, !a.no_progress);
+  const auto token_bytes = tok ? data::token_byte_lengths(*tok) : std::vector<int32_t>();
+  training::BatchLayout layout;
+  analysis::LmEvalResult r;
+  if (a.stride > 0) {
+    layout.seq_len = sliding_window(a, dir, *model);
+    r = analysis::evaluate_lm_sliding(*model, split, layout.seq_len, a.stride, a.batch_size, token_bytes, dev,
+                                      a.max_batches, !a.no_progress);
+  } else {
+    layout = eval_layout(a, dir, *model);
+    r = analysis::evaluate_lm(*model, split, layout, token_bytes, dev, a.max_batches, !a.no_progress);
+  }
   if (!tok)
     std::cerr << "note: " << a.data << " is a " << ds.task()
               << " dataset (a word vocabulary, no tokenizer): bits per byte not reported\n";
@@ -90,7 +121,8 @@ void run_eval_lm(const EvalArgs& a) {
   j["split"] = a.split;
   // pad with no --seq-len: each batch is padded to its longest row (no fixed length).
   j["seq_len"] = layout.seq_len > 0 ? nlohmann::json(layout.seq_len) : nlohmann::json(nullptr);
-  j["packing"] = layout.pack ? "pack" : "pad";
+  j["packing"] = a.stride > 0 ? "sliding" : layout.pack ? "pack" : "pad";
+  j["stride"] = a.stride > 0 ? nlohmann::json(a.stride) : nlohmann::json(nullptr);
   if (!a.out.empty()) io::write_file_atomic(a.out, j.dump(1) + "\n");
   if (a.json) {
     std::cout << j.dump(1) << "\n";
@@ -154,6 +186,10 @@ void register_eval(CLI::App& app) {
   lm->add_option("--seq-len", la->seq_len, "Row length, >= 2 (default: the training run's data.seq_len)")
       ->check(CLI::Range(2, 1 << 20));
   lm->add_option("--packing", la->packing, "pack | pad (default: the training run's)");
+  lm->add_option("--stride", la->stride,
+                 "Sliding-window evaluation: each sequence on its own, windows of --seq-len tokens advancing this "
+                 "many tokens; every token predicted once, with >= seq-len - stride tokens of context (1 .. seq-len - 1)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   lm->add_option("--batch-size", la->batch_size, "Rows per forward")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   lm->add_option("--max-batches", la->max_batches, "Evaluate at most this many batches (0 = all)")
       ->capture_default_str()

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "analysis/lm_eval.h"
 #include "core/tensor_io.h"
@@ -140,6 +141,110 @@ TEST(LmEval, LossPerplexityAndBitsPerByteMatchPerDocumentForwards) {
   }
 }
 
+/// -log p(ids[p] | ids[start..p-1]) for p in [from, to), each from one forward of the
+/// row ids[start..end) (end >= to) through the model alone.
+double window_nll(LoLModel& m, const std::vector<int32_t>& ids, int64_t start, int64_t end, int64_t from, int64_t to) {
+  torch::NoGradGuard ng;
+  LoLBatch b;
+  b.tokens = torch::tensor(std::vector<int64_t>(ids.begin() + start, ids.begin() + end), torch::kInt64).unsqueeze(0);
+  auto logp = torch::log_softmax(m->forward(b).logits[0].to(torch::kFloat64), -1);
+  double s = 0;
+  for (int64_t p = std::max(from, start + 1); p < to; ++p) s -= logp[p - start - 1][ids[size_t(p)]].item<double>();
+  return s;
+}
+
+TEST(LmEval, SlidingWindowsPredictEveryTokenOnceWithTheirWindowsContext) {
+  // Documents of 5, 23 and 40 tokens (random bytes), windows of 8 tokens.
+  reftest::TempDir t("lm_eval_sliding");
+  std::vector<std::vector<int32_t>> docs;
+  std::mt19937 rng(3);
+  for (int n : {5, 23, 40}) {
+    std::vector<int32_t> d(static_cast<size_t>(n));
+    for (auto& x : d) x = int32_t(rng() % 256);
+    docs.push_back(d);
+  }
+  data::ShardWriter w(t / "ds", "train", 259);
+  for (const auto& d : docs) w.add(d, {});
+  const auto files = w.finish();
+  data::SplitData split;
+  for (const auto& f : files) split.append_shard(t / "ds" + "/" + f, 259);
+  ASSERT_EQ(split.size(), 3);
+  LoLModel m = test::tiny_model(byte_config(), 17);
+  training::LoLTrainable model(m);
+  const std::vector<int32_t> bytes(259, 1);
+  const int64_t window = 8;
+  for (int64_t stride : {1, 3, 7}) {
+    // Reference: rows ending at e_0 = min(n, window), e_{k+1} = min(n, e_k + stride),
+    // each [max(0, e_k - window), e_k), counting the tokens in [e_{k-1}, e_k).
+    double nll = 0;
+    int64_t rows = 0;
+    for (const auto& d : docs) {
+      const int64_t n = int64_t(d.size());
+      for (int64_t prev = 0, e = std::min(n, window);; prev = e, e = std::min(n, e + stride)) {
+        nll += window_nll(m, d, std::max<int64_t>(0, e - window), e, prev, e);
+        ++rows;
+        if (e == n) break;
+      }
+    }
+    for (int64_t batch : {1, 4}) {
+      const auto r = analysis::evaluate_lm_sliding(model, split, window, stride, batch, bytes, torch::kCPU);
+      EXPECT_EQ(r.targets, 4 + 22 + 39) << stride;  // every token but each document's first
+      EXPECT_EQ(r.bytes, r.targets);
+      EXPECT_EQ(r.rows, rows) << stride;
+      EXPECT_NEAR(r.loss_sum, nll, 1e-6 * nll) << "stride " << stride << " batch " << batch;
+    }
+  }
+  // Stride 1 is the classic sliding window: token p (p >= window - 1) sees exactly the
+  // window - 1 tokens before it.
+  {
+    double nll = 0;
+    for (const auto& d : docs)
+      for (int64_t p = 1; p < int64_t(d.size()); ++p) {
+        const int64_t start = std::max<int64_t>(0, p - (window - 1));
+        nll += window_nll(m, d, start, p + 1, p, p + 1);
+      }
+    const auto r = analysis::evaluate_lm_sliding(model, split, window, 1, 4, bytes, torch::kCPU);
+    EXPECT_NEAR(r.loss_sum, nll, 1e-6 * nll);
+  }
+  // A window as long as the longest document: one padded row each, as evaluate_lm pads.
+  {
+    const auto sliding = analysis::evaluate_lm_sliding(model, split, 40, 5, 2, bytes, torch::kCPU);
+    const auto padded = analysis::evaluate_lm(model, split, {2, 0, false}, bytes, torch::kCPU);
+    EXPECT_EQ(sliding.targets, padded.targets);
+    EXPECT_EQ(sliding.rows, 3);
+    EXPECT_NEAR(sliding.loss_sum, padded.loss_sum, 1e-6 * padded.loss_sum);
+  }
+  // Loss masks still apply: only masked-in tokens count.
+  {
+    data::ShardWriter mw(t / "masked", "train", 259);
+    std::vector<uint8_t> mask(docs[2].size(), 0);
+    for (std::size_t p = 20; p < mask.size(); ++p) mask[p] = 1;
+    mw.add(docs[2], mask);
+    const auto mf = mw.finish();
+    data::SplitData masked;
+    masked.append_shard(t / "masked" + "/" + mf[0], 259);
+    const auto r = analysis::evaluate_lm_sliding(model, masked, window, 3, 2, bytes, torch::kCPU);
+    EXPECT_EQ(r.targets, 20);
+    double nll = 0;
+    for (int64_t prev = 0, e = window;; prev = e, e = std::min<int64_t>(40, e + 3)) {
+      nll += window_nll(m, docs[2], std::max<int64_t>(0, e - window), e, std::max<int64_t>(prev, 20), e);
+      if (e == 40) break;
+    }
+    EXPECT_NEAR(r.loss_sum, nll, 1e-6 * nll);
+  }
+  // Strides that would skip tokens, and windows too small, are input errors naming the value.
+  for (auto [win, stride] : {std::pair<int64_t, int64_t>{8, 8}, {8, 0}, {1, 1}}) {
+    try {
+      analysis::evaluate_lm_sliding(model, split, win, stride, 2, bytes, torch::kCPU);
+      ADD_FAILURE() << "expected InputError for window " << win << " stride " << stride;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(win < 2 ? "window 1" : "stride " + std::to_string(stride)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(LmEval, ChoiceScoringPicksTheLargerLogLikelihood) {
   LoLModel m = test::tiny_model(byte_config(), 5);
   training::LoLTrainable model(m);
@@ -265,11 +370,33 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
     EXPECT_EQ(e.code, 2) << bad << ": " << e.out;
     EXPECT_NE(e.out.find(bad.substr(0, bad.find(' '))), std::string::npos) << e.out;
   }
+  // Sliding windows: every token after each document's first is predicted (packed rows
+  // of 64 lose one target per row boundary inside a document).
+  auto sl = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "ds") +
+                             " --json --no-progress --seq-len 32 --stride 16");
+  ASSERT_EQ(sl.code, 0) << sl.out;
+  const auto js = nlohmann::json::parse(sl.out.substr(sl.out.find('{')));
+  EXPECT_EQ(js["packing"], "sliding");
+  EXPECT_EQ(js["stride"], 16);
+  EXPECT_EQ(js["seq_len"], 32);
+  {
+    auto valid = data::Dataset::open(t / "ds").load("valid");
+    EXPECT_EQ(js["targets"].get<int64_t>(), valid.total_tokens() - valid.size());
+    EXPECT_GT(js["targets"].get<int64_t>(), j["targets"].get<int64_t>());
+  }
+  for (const std::string bad : {"--stride 32", "--stride 8 --packing pack"}) {
+    auto e = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "ds") +
+                              " --no-progress --seq-len 32 " + bad);
+    EXPECT_EQ(e.code, 2) << bad << ": " << e.out;
+    EXPECT_NE(e.out.find(bad.find("packing") != std::string::npos ? "--packing pack with --stride" : "stride 32"),
+              std::string::npos)
+        << e.out;
+  }
   // Padded rows shorter than a document: the fix is named as this command spells it.
   auto short_rows = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " +
                                      reftest::quote(t / "ds") + " --no-progress --packing pad --seq-len 8");
   EXPECT_EQ(short_rows.code, 2) << short_rows.out;
-  EXPECT_NE(short_rows.out.find("tokens, more than --seq-len = 8 (raise --seq-len)"), std::string::npos)
+  EXPECT_NE(short_rows.out.find("tokens, more than --seq-len = 8 (raise --seq-len, or evaluate in sliding windows with --stride)"), std::string::npos)
       << short_rows.out;
 
   io::write_file_atomic(t / "q.jsonl", "{\"context\": \"Das ist\", \"choices\": [\"gut\", \"schlecht\"], \"gold\": 0}\n"
