@@ -10,6 +10,7 @@
 #include "tokenizers/regex_splitter.h"
 #include "tokenizers/sentencepiece_bpe.h"
 #include "util/error.h"
+#include "util/json_fields.h"
 
 namespace lol::tokenizers {
 namespace {
@@ -74,8 +75,7 @@ bool is_byte_vocab(const std::unordered_map<std::string, int32_t>& vocab, std::s
 
 void collect_template(const nlohmann::json& p, const std::string& where, const Tokenizer& tok, bool& any,
                       std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
-  require(p.is_object() && p.contains("type") && p["type"].is_string(), where, "expected an object with \"type\"");
-  const std::string type = p["type"].get<std::string>();
+  const std::string type = util::type_at(p, where);
   if (type == "ByteLevel") return;
   if (type == "Sequence") {
     require(p.contains("processors") && p["processors"].is_array(), where + ".processors", "expected an array");

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "util/error.h"
+#include "util/json_fields.h"
 
 #if defined(LOL_HAVE_ICU) && LOL_HAVE_ICU
 #include <unicode/bytestream.h>
@@ -78,19 +79,8 @@ std::string normalize_form(Normalizer::Form f, std::string_view text) {
 #endif
 }
 
-std::string step_type(const nlohmann::json& j, const std::string& where) {
-  require(j.is_object() && j.contains("type") && j["type"].is_string(), where,
-          "expected an object with a string field \"type\"");
-  return j["type"].get<std::string>();
-}
-
-std::string step_string(const nlohmann::json& j, const char* key, const std::string& where) {
-  require(j.contains(key) && j[key].is_string(), where + "." + key, "expected a string");
-  return j[key].get<std::string>();
-}
-
 void parse_steps(const nlohmann::json& j, const std::string& where, std::vector<Normalizer::Step>& out) {
-  const std::string type = step_type(j, where);
+  const std::string type = util::type_at(j, where);
   using Step = Normalizer::Step;
   if (type == "Sequence") {
     require(j.contains("normalizers") && j["normalizers"].is_array(), where + ".normalizers", "expected an array");
@@ -107,7 +97,7 @@ void parse_steps(const nlohmann::json& j, const std::string& where, std::vector<
                               : Normalizer::Form::kNfkd;
   } else if (type == "Prepend") {
     s.kind = Step::Kind::kPrepend;
-    s.to = step_string(j, "prepend", where);
+    s.to = util::string_at(j, "prepend", where);
   } else if (type == "Replace") {
     s.kind = Step::Kind::kReplace;
     require(j.contains("pattern") && j["pattern"].is_object() && j["pattern"].contains("String") &&
@@ -115,7 +105,7 @@ void parse_steps(const nlohmann::json& j, const std::string& where, std::vector<
             where + ".pattern", "expected {\"String\": text} (Regex patterns are not supported)");
     s.from = j["pattern"]["String"].get<std::string>();
     require(!s.from.empty(), where + ".pattern.String", "expected a non-empty string");
-    s.to = step_string(j, "content", where);
+    s.to = util::string_at(j, "content", where);
   } else {
     throw InputError(where + ".type: unsupported normalizer \"" + type +
                      "\" (supported: NFC, NFKC, NFD, NFKD, Prepend, Replace, Sequence of them)");

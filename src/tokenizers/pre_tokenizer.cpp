@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/json_fields.h"
 
 namespace lol::tokenizers {
 namespace {
@@ -19,9 +20,7 @@ bool get_bool(const nlohmann::json& j, const char* key, bool dflt, const std::st
 }
 
 void parse_into(const nlohmann::json& j, const std::string& where, std::vector<PreTokenizer::Step>& steps) {
-  require(j.is_object() && j.contains("type") && j["type"].is_string(), where,
-          "expected an object with a string field \"type\"");
-  const std::string type = j["type"].get<std::string>();
+  const std::string type = util::type_at(j, where);
   if (type == "Sequence") {
     require(j.contains("pretokenizers") && j["pretokenizers"].is_array(), where + ".pretokenizers",
             "expected an array");

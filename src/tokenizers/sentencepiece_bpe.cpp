@@ -5,22 +5,12 @@
 #include "tokenizers/normalizer.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
+#include "util/json_fields.h"
 
 namespace lol::tokenizers {
 namespace {
 
 using Pipeline = SentencePiecePipeline;
-
-std::string type_of(const nlohmann::json& j, const std::string& where) {
-  require(j.is_object() && j.contains("type") && j["type"].is_string(), where,
-          "expected an object with a string field \"type\"");
-  return j["type"].get<std::string>();
-}
-
-std::string string_field(const nlohmann::json& j, const char* key, const std::string& where) {
-  require(j.contains(key) && j[key].is_string(), where + "." + key, "expected a string");
-  return j[key].get<std::string>();
-}
 
 /// The String of a Replace's {"String": s} pattern (Regex patterns are refused).
 std::string string_pattern(const nlohmann::json& j, const std::string& where) {
@@ -35,12 +25,12 @@ std::string string_pattern(const nlohmann::json& j, const std::string& where) {
 /// Metaspace's replacement and prepend scheme (pre-tokenizer and decoder share them).
 void parse_metaspace(const nlohmann::json& j, const std::string& where, std::string& replacement,
                      Pipeline::Prepend& prepend) {
-  replacement = string_field(j, "replacement", where);
+  replacement = util::string_at(j, "replacement", where);
   require(utf8_sequence_length(replacement, 0) == int(replacement.size()), where + ".replacement",
           "expected one character");
   prepend = Pipeline::Prepend::kAlways;
   if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
-    const std::string s = string_field(j, "prepend_scheme", where);
+    const std::string s = util::string_at(j, "prepend_scheme", where);
     if (s == "always") prepend = Pipeline::Prepend::kAlways;
     else if (s == "first") prepend = Pipeline::Prepend::kFirst;
     else if (s == "never") prepend = Pipeline::Prepend::kNever;
@@ -77,7 +67,7 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
 
   const std::string pw = where + ": pre_tokenizer";
   if (!p.pre_tokenizer_json.is_null()) {
-    const std::string type = type_of(p.pre_tokenizer_json, pw);
+    const std::string type = util::type_at(p.pre_tokenizer_json, pw);
     if (type == "Split" || type == "Sequence") {
       p.splits = PreTokenizer::splits_from_json(p.pre_tokenizer_json, pw);
     } else {
@@ -99,7 +89,7 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
 
   const std::string dw = where + ": decoder";
   require(!p.decoder_json.is_null(), dw, "missing (expected the Replace/ByteFallback/Fuse/Strip or Metaspace decoder)");
-  const std::string dtype = type_of(p.decoder_json, dw);
+  const std::string dtype = util::type_at(p.decoder_json, dw);
   if (dtype == "Metaspace") {
     std::string repl;
     Pipeline::Prepend prepend;
@@ -127,7 +117,7 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
   bool fused = false;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::string& w = names[i];
-    const std::string type = type_of(steps[i], w);
+    const std::string type = util::type_at(steps[i], w);
     const int this_stage = type == "Replace" ? 0 : type == "ByteFallback" ? 1 : type == "Fuse" ? 2 : type == "Strip" ? 3 : -1;
     require(this_stage >= 0, w + ".type",
             "unsupported decoder \"" + type + "\" (supported here: Replace, ByteFallback, Fuse, Strip, Metaspace)");
@@ -135,14 +125,14 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
             "decoder \"" + type + "\" out of order (supported: Replace..., ByteFallback, Fuse, Strip)");
     stage = this_stage;
     if (type == "Replace") {
-      p.decode_replace.emplace_back(string_pattern(steps[i], w), string_field(steps[i], "content", w));
+      p.decode_replace.emplace_back(string_pattern(steps[i], w), util::string_at(steps[i], "content", w));
     } else if (type == "ByteFallback") {
       p.decode_byte_fallback = true;
     } else if (type == "Fuse") {
       fused = true;
     } else {
       require(fused, w, "Strip before Fuse is not supported (it would strip every token)");
-      require(string_field(steps[i], "content", w) == " ", w + ".content", "expected \" \"");
+      require(util::string_at(steps[i], "content", w) == " ", w + ".content", "expected \" \"");
       const auto& s = steps[i];
       require(s.contains("start") && s["start"].is_number_unsigned() && s["start"].get<int64_t>() <= 64,
               w + ".start", "expected an integer 0..64");

@@ -121,4 +121,15 @@ void check_range(const std::string& where, const std::string& key, double v, dou
   }
 }
 
+std::string string_at(const nlohmann::json& j, const char* key, const std::string& where) {
+  require(j.is_object() && j.contains(key) && j[key].is_string(), where + "." + key, "expected a string");
+  return j[key].get<std::string>();
+}
+
+std::string type_at(const nlohmann::json& j, const std::string& where) {
+  require(j.is_object() && j.contains("type") && j["type"].is_string(), where,
+          "expected an object with a string field \"type\"");
+  return j["type"].get<std::string>();
+}
+
 }  // namespace lol::util

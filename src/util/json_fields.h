@@ -43,6 +43,13 @@ class JsonFields {
   std::set<std::string> seen_;
 };
 
+/// j[key] when it is a string; else throws InputError("<where>.<key>: expected a string").
+std::string string_at(const nlohmann::json& j, const char* key, const std::string& where);
+/// The "type" of a component object {"type": str, ...} (tokenizer.json's normalizers,
+/// pre-tokenizers, decoders); else throws InputError("<where>: expected an object with a
+/// string field "type"").
+std::string type_at(const nlohmann::json& j, const std::string& where);
+
 /// Throws InputError("<where>: field '<key>' = v: expected lo <= value <= hi").
 void check_range(const std::string& where, const std::string& key, int64_t v, int64_t lo, int64_t hi);
 void check_range(const std::string& where, const std::string& key, double v, double lo, double hi);
