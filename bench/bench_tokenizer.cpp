@@ -138,17 +138,23 @@ void BM_TokenizerTrainBpe4096Kjv(benchmark::State& state) {
 BENCHMARK(BM_TokenizerTrainBpe4096Kjv)->Unit(benchmark::kMillisecond)->Iterations(2);
 
 // N added tokens <img_0> ... <img_N-1> (all starting with the same byte), as
-// tokenizers of visual-token models have: the time to add them all.
+// tokenizers of visual-token models have.
+AddedVocab image_tokens(int n) {
+  AddedVocab v;
+  for (int i = 0; i < n; ++i) {
+    AddedToken t;
+    t.content = "<img_" + std::to_string(i) + ">";
+    t.id = 100000 + i;
+    v.add(t);
+  }
+  return v;
+}
+
+// The time to add them all.
 void BM_TokenizerAddedVocabLoad(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   for (auto _ : state) {
-    AddedVocab v;
-    for (int i = 0; i < n; ++i) {
-      AddedToken t;
-      t.content = "<img_" + std::to_string(i) + ">";
-      t.id = 100000 + i;
-      v.add(t);
-    }
+    AddedVocab v = image_tokens(n);
     benchmark::DoNotOptimize(v.max_id());
   }
   state.SetItemsProcessed(int64_t(state.iterations()) * n);
@@ -158,13 +164,7 @@ BENCHMARK(BM_TokenizerAddedVocabLoad)->Arg(1000)->Arg(100000)->Unit(benchmark::k
 // Splitting 1 MB of text with one added token every ~30 bytes, among N tokens.
 void BM_TokenizerAddedVocabSplit(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  AddedVocab v;
-  for (int i = 0; i < n; ++i) {
-    AddedToken t;
-    t.content = "<img_" + std::to_string(i) + ">";
-    t.id = 100000 + i;
-    v.add(t);
-  }
+  const AddedVocab v = image_tokens(n);
   std::string text;
   for (uint32_t k = 0; text.size() < (1u << 20); ++k)
     text += "hello world <img_" + std::to_string((k * 2654435761u) % n) + "> text ";
