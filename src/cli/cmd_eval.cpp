@@ -44,18 +44,23 @@ std::pair<int64_t, std::string> trained_layout(const std::string& dir) {
   return {seq_len, packing};
 }
 
+/// The model's max_seq_len; throws InputError when `seq_len` exceeds it.
+int64_t check_max_len(int64_t seq_len, const training::TrainableModel& model) {
+  const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
+  if (seq_len > max_len)
+    throw InputError("--seq-len " + std::to_string(seq_len) + ": the model's max_seq_len is " + std::to_string(max_len));
+  return max_len;
+}
+
 /// Window of --stride evaluation: --seq-len, else the training run's row length, else
 /// min(1024, max_seq_len).
 int64_t sliding_window(const EvalArgs& a, const std::string& dir, const training::TrainableModel& model) {
   if (!a.packing.empty())
     throw InputError("--packing " + a.packing + " with --stride: sliding-window evaluation reads each sequence "
                      "on its own (expected one of the two)");
-  const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
-  int64_t w = a.seq_len > 0 ? a.seq_len : trained_layout(dir).first;
-  if (w <= 0) w = std::min<int64_t>(1024, max_len);
-  if (w > max_len)
-    throw InputError("--seq-len " + std::to_string(w) + ": the model's max_seq_len is " + std::to_string(max_len));
-  return w;
+  const int64_t w = a.seq_len > 0 ? a.seq_len : trained_layout(dir).first;
+  const int64_t max_len = check_max_len(w, model);
+  return w > 0 ? w : std::min<int64_t>(1024, max_len);
 }
 
 /// Row layout: --seq-len / --packing, else the training run's (checkpoint run.json), else
@@ -66,13 +71,11 @@ training::BatchLayout eval_layout(const EvalArgs& a, const std::string& dir, con
   const auto [trained_len, trained_packing] = trained_layout(dir);
   std::string packing = a.packing.empty() ? trained_packing : a.packing;
   int64_t seq_len = a.seq_len == 0 ? trained_len : a.seq_len;
-  const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
+  const int64_t max_len = check_max_len(seq_len, model);
   if (packing.empty()) packing = "pack";
   if (packing != "pack" && packing != "pad") throw InputError("--packing '" + packing + "': expected pack or pad");
   l.pack = packing == "pack";
   if (seq_len <= 0 && l.pack) seq_len = std::min<int64_t>(1024, max_len);
-  if (seq_len > max_len)
-    throw InputError("--seq-len " + std::to_string(seq_len) + ": the model's max_seq_len is " + std::to_string(max_len));
   l.seq_len = seq_len;
   l.seq_len_setting = "--seq-len";
   return l;

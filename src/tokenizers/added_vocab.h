@@ -11,7 +11,8 @@
 // punctuation, joiners) right before or after it is dropped and the scan still goes
 // on after it (Hugging Face's find_iter). lstrip / rstrip swallow the Unicode white
 // space next to a match. A matched token is never split. Matching walks a byte trie
-// (byte_trie.h): loading N tokens and matching cost nothing per stored token.
+// (byte_trie.h): the cost of adding a token or matching at a position does not grow
+// with the number of tokens stored.
 #pragma once
 #include <cstdint>
 #include <string>

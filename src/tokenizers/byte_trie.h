@@ -25,7 +25,8 @@ class ByteTrie {
   ByteTrie();
 
   /// Stores non-empty `key` with `value`. Returns false, and keeps the first value,
-  /// when `key` is already stored. Throws std::invalid_argument for an empty key.
+  /// when `key` is already stored. Throws std::invalid_argument for an empty key,
+  /// std::length_error past 2^32 - 2 trie nodes.
   bool insert(std::string_view key, std::uint32_t value);
 
   /// Number of stored strings.
