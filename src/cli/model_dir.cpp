@@ -1,12 +1,14 @@
 #include "cli/model_dir.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "dataset/text_tokenizer.h"
 #include "inference/generate.h"
 #include "io/json_file.h"
+#include "lol/checkpoint.h"
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
 
@@ -25,7 +27,10 @@ void require_output_outside_model(const std::string& out, const std::string& mod
   }
 }
 
-std::string resolve_model_dir(const std::string& dir) {
+namespace {
+
+/// The checkpoint directory `dir` names (see resolve_model_dir), without the note.
+std::string find_model_dir(const std::string& dir) {
   if (fs::exists(dir + "/config.json")) return dir;
   const std::string latest = dir + "/latest";
   if (fs::is_symlink(latest) || fs::is_directory(latest)) {
@@ -39,6 +44,32 @@ std::string resolve_model_dir(const std::string& dir) {
       if (!name.empty() && fs::exists(cand + "/config.json")) return cand;
   }
   throw InputError(dir + ": not a model directory (no config.json) and not a run directory with a 'latest' checkpoint");
+}
+
+}  // namespace
+
+std::string resolve_model_dir(const std::string& dir) {
+  const std::string found = find_model_dir(dir);
+  const auto cfg = io::read_json_file(found + "/config.json");
+  // A Hugging Face folder: transformers' config.json names "architectures" (a list) and
+  // "model_type"; a lol checkpoint names one "architecture".
+  if (cfg.is_object() && !cfg.contains("architecture") && (cfg.contains("architectures") || cfg.contains("model_type")))
+    throw InputError(found + "/config.json: a Hugging Face model folder (field '" +
+                     (cfg.contains("architectures") ? "architectures' = " + cfg["architectures"].dump()
+                                                    : "model_type' = " + cfg["model_type"].dump()) +
+                     "), not a lol checkpoint: use `lol hf info|generate|ppl " + found + "`");
+  const bool lol_core = cfg.is_object() && cfg.value("architecture", std::string("lol")) == "lol" &&
+                        cfg.contains("core_depth") && cfg["core_depth"].is_number_integer();
+  if (lol_core) {
+    const int64_t core_depth = cfg["core_depth"].get<int64_t>();
+    const int64_t active = saved_active_depth(found, core_depth);
+    if (active < core_depth)
+      std::fprintf(stderr,
+                   "note: %s was saved while its routed core was growing: it runs %lld of its %lld routed depths, "
+                   "as its last training step did (trainer_state.json active_depth)\n",
+                   found.c_str(), (long long)active, (long long)core_depth);
+  }
+  return found;
 }
 
 std::unique_ptr<tokenizers::Tokenizer> training_tokenizer(const std::string& dir) {

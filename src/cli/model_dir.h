@@ -12,7 +12,9 @@
 namespace lol::cli {
 
 /// A checkpoint directory (has config.json), or a training run directory whose
-/// `latest` file names the newest checkpoint. Throws InputError otherwise.
+/// `latest` file names the newest checkpoint. Throws InputError otherwise. Prints a
+/// note on stderr when the checkpoint is a LoL model saved while its routed core was
+/// still growing (lol::saved_active_depth < core_depth): load_lol runs it at that depth.
 std::string resolve_model_dir(const std::string& dir);
 
 /// Throws InputError naming `flag` when `out` (an output file about to be written) is

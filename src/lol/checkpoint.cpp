@@ -24,6 +24,21 @@ double min_weight_count(const LoLConfig& c) {
 }
 }  // namespace
 
+int64_t saved_active_depth(const std::string& dir, int64_t core_depth) {
+  const std::string state_path = dir + "/trainer_state.json";
+  if (!fs::exists(state_path)) return core_depth;
+  const nlohmann::json s = io::read_json_file(state_path);
+  const auto it = s.is_object() ? s.find("active_depth") : s.end();
+  if (it == s.end()) return core_depth;
+  const int64_t d = it->is_number_integer() ? it->get<int64_t>() : -2;
+  if (d == -1) return core_depth;  // written for a model without a growable core
+  if (d < 0 || d > core_depth)
+    throw InputError(state_path + ": field 'active_depth' = " + it->dump() +
+                     ": expected 0 <= active_depth <= core_depth = " + std::to_string(core_depth) +
+                     " (config.json), or -1");
+  return d;
+}
+
 void save_lol(const LoLModel& model, const std::string& dir, const nlohmann::json& extra) {
   fs::create_directories(dir);
   auto cfg = model->config().to_json();
@@ -51,6 +66,7 @@ LoLModel load_lol(const std::string& dir, const torch::Device& device, nlohmann:
                      std::to_string(file_bytes) + " bytes: config.json does not match the weights");
   LoLModel m(cfg);
   load_module(*m, weights);
+  m->set_active_depth(saved_active_depth(dir, cfg.core_depth));
   m->to(device);
   return m;
 }

@@ -39,7 +39,7 @@ nlohmann::json read_json(const std::string& p) {
   return nlohmann::json::parse(in);
 }
 
-/// Writes `dir`/run.json for a tiny LoL (d 32, L 3, D 2) with the given window/stride
+/// Writes `dir`/run.json for a tiny LoL (d 32, L 3, D 2, no growing) with the given window/stride
 /// and trains it for `steps` steps on `dir`/data into `dir`/run. Returns the exit status.
 int train_tiny(const std::string& lol, const std::string& dir, int window, int stride, int max_seq_len, int batch,
                int steps) {
@@ -49,6 +49,9 @@ int train_tiny(const std::string& lol, const std::string& dir, int window, int s
         {"n_prelude", 1}, {"n_coda", 1}, {"library_size", 3}, {"core_depth", 2}, {"window", window},
         {"stride", stride}, {"max_seq_len", max_seq_len}}},
       {"data", {{"dir", dir + "/data"}, {"batch_size", batch}, {"packing", "pad"}}},
+      // No growing: every step trains both routed depths (a few steps of the default
+      // growing phase would end at depth 1, and the model would run one depth).
+      {"grow", {{"fraction", 0}}},
       {"train", {{"steps", steps}, {"out", dir + "/run"}, {"progress", false}, {"seed", 1}}}};
   std::ofstream(dir + "/run.json") << cfg.dump(2);
   return run(lol + " train --config " + dir + "/run.json");

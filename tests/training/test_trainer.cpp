@@ -10,6 +10,7 @@
 
 #include "core/module_io.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "lol/checkpoint.h"
 #include "train_test_util.h"
 #include "training/lol_trainable.h"
@@ -83,6 +84,45 @@ TEST(Trainer, LossFallsOnATinyTask) {
            double(cur["tokens"].get<int64_t>() - prv["tokens"].get<int64_t>());
   };
   EXPECT_LT(per_token(1), per_token(59));
+}
+
+// A checkpoint saved before the growing phase ended (paper 3.3) reloads at the depth its
+// last step ran, so evaluating it reproduces the validation loss the trainer logged;
+// exported copies (no trainer_state.json) run every routed depth.
+TEST(Trainer, CheckpointSavedWhileGrowingReloadsAtItsDepth) {
+  Fixture f;
+  auto c = f.run("growing", 4);
+  c.grow.fraction = 1.0;  // steps 0..3 of 4 all grow: depths 1, 1, 1, 2 of 3
+  c.train.eval_batches = 0;
+  const auto r = run_training(c);
+  const auto state = lol::io::read_json_file(r.last_checkpoint + "/trainer_state.json");
+  ASSERT_EQ(state["active_depth"], 2);
+  auto model = lol::load_lol(r.last_checkpoint);
+  EXPECT_EQ(model->config().core_depth, 3);
+  EXPECT_EQ(model->active_depth(), 2);
+
+  auto ds = lol::data::Dataset::open(f.data);
+  const auto train = ds.load("train"), valid = ds.load("valid");
+  int64_t longest = 0;  // the trainer's evaluation rows: the longest sequence of either split
+  for (const auto* split : {&train, &valid})
+    for (int64_t i = 0; i < split->size(); ++i) longest = std::max(longest, split->get(i).length);
+  LoLTrainable reloaded(model);
+  const auto ev = evaluate(reloaded, valid, BatchLayout{8, longest, false}, 0, torch::kCPU);
+  EXPECT_NEAR(ev.loss, r.valid_loss, 1e-6);
+
+  // Without the training state: the full routed core.
+  const std::string copy = f.dir.path() + "/copy";
+  fs::create_directories(copy);
+  for (const char* file : {"config.json", "model.safetensors"}) fs::copy(r.last_checkpoint + "/" + file, copy + "/" + file);
+  EXPECT_EQ(lol::load_lol(copy)->active_depth(), 3);
+  // A depth the model does not have is refused, naming the file and field.
+  lol::io::write_file_atomic(copy + "/trainer_state.json", R"({"active_depth": 4})");
+  try {
+    lol::load_lol(copy);
+    ADD_FAILURE() << "active_depth 4 of a 3-deep core was accepted";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer_state.json: field 'active_depth' = 4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Trainer, EvaluationIsNoiseFreeAndKeepsTrainingMode) {
