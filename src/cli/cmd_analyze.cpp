@@ -99,7 +99,12 @@ int64_t parse_positive(const std::string& arg, const std::map<int64_t, std::vect
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == arg.size() && !arg.empty()) return id;
+  if (used == arg.size() && !arg.empty()) {
+    if (id < 0)
+      throw InputError("--label-positive " + arg + ": expected a label id >= 0 or a label name (negative labels mark "
+                       "unlabelled sequences)");
+    return id;
+  }
   for (const auto& [k, v] : names)
     for (const auto& n : v)
       if (n == arg) return k;
@@ -218,6 +223,35 @@ void run_analyze_routing(const AnalyzeArgs& a) {
             "label " + std::to_string(positive_given) + " does not occur in split '" + a.split + "'");
     require(labels.size() >= 2, a.data, "split '" + a.split + "' has only one label: no negatives for the probes");
   }
+  // The probes' positive label: --label-positive, else the larger of two labels.
+  int64_t positive = -1;
+  std::string why_not;
+  if (labels.empty()) {
+    why_not = "the split has no labels";
+  } else if (positive_given >= 0) {
+    positive = positive_given;
+  } else if (labels.size() == 2) {
+    positive = *labels.rbegin();
+  } else {
+    why_not = "labels take " + std::to_string(labels.size()) +
+              " values: pass --label-positive NAME|ID to probe one label against the others";
+  }
+  if (positive >= 0) {
+    // A held-out test split plus cross-validation need 2 x folds documents of each class.
+    int64_t pos_docs = 0, neg_docs = 0;
+    for (auto l : f.seq_label) {
+      pos_docs += l == positive;
+      neg_docs += l >= 0 && l != positive;
+    }
+    if (pos_docs < 2 * a.folds || neg_docs < 2 * a.folds) {
+      why_not = "label " + display_name(names, positive) + " vs rest has " + std::to_string(pos_docs) +
+                " positive and " + std::to_string(neg_docs) + " negative labelled sequences; the probes need at least " +
+                std::to_string(2 * a.folds) + " of each (2 x --folds " + std::to_string(a.folds) +
+                ") for a held-out test split and cross-validation";
+      require(positive_given < 0, "--label-positive", a.positive + ": " + why_not);
+      positive = -1;
+    }
+  }
   const bool plots = util::gnuplot_available();
   if (!plots) std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";
 
@@ -293,18 +327,6 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   }
 
   // ---- probes
-  int64_t positive = -1;
-  std::string why_not;
-  if (labels.empty()) {
-    why_not = "the split has no labels";
-  } else if (positive_given >= 0) {
-    positive = positive_given;
-  } else if (labels.size() == 2) {
-    positive = *labels.rbegin();
-  } else {
-    why_not = "labels take " + std::to_string(labels.size()) +
-              " values: pass --label-positive NAME|ID to probe one label against the others";
-  }
   if (positive < 0) {
     j["probes"] = nullptr;
     j["probes_skipped"] = why_not;

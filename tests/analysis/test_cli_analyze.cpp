@@ -117,4 +117,34 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   EXPECT_NE(slurp(log).find("--no-separation"), std::string::npos) << slurp(log);
   ASSERT_EQ(run(big + " --no-separation --out " + (tmp / "big_out"), log), 0) << slurp(log);
   EXPECT_TRUE(nlohmann::json::parse(slurp(tmp / "big_out/routing.json"))["separation"].is_null());
+
+  // Two labels with 6 documents each, fewer than the probes' 2 x --folds (10): the
+  // automatic probe is skipped with the reason and routing.json is still written; an
+  // explicit --label-positive is refused before anything is written.
+  {
+    const auto train = ds.load("train");
+    lol::data::ShardWriter w(tmp / "two", "train", ds.vocab_size());
+    for (int64_t i = 0; i < 12; ++i) {
+      const auto v = train.get(i);
+      std::vector<int32_t> toks(v.tokens, v.tokens + v.length);
+      w.add(toks, {}, {}, v.prompt_len, i % 2);
+    }
+    auto info = ds.info();
+    info["splits"] = {{"train", w.finish()}};
+    lol::data::write_dataset_info(tmp / "two", info);
+  }
+  const std::string two = lol + " analyze routing --model " + (tmp / "model") + " --data " + (tmp / "two") +
+                          " --split train --batch 32";
+  ASSERT_EQ(run(two + " --out " + (tmp / "two_out"), log), 0) << slurp(log);
+  const auto j3 = nlohmann::json::parse(slurp(tmp / "two_out/routing.json"));
+  EXPECT_TRUE(j3["probes"].is_null());
+  EXPECT_NE(j3["probes_skipped"].get<std::string>().find("6 positive and 6 negative"), std::string::npos)
+      << j3["probes_skipped"];
+  EXPECT_TRUE(j3.contains("separation"));
+  EXPECT_EQ(run(two + " --label-positive 1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("--label-positive"), std::string::npos) << slurp(log);
+  EXPECT_FALSE(fs::exists(tmp / "two_bad/routing.json"));
+  // A negative id marks unlabelled sequences: not a label to probe.
+  EXPECT_EQ(run(two + " --label-positive -1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("expected a label id >= 0"), std::string::npos) << slurp(log);
 }
