@@ -22,7 +22,9 @@ void register_data(CLI::App& app) {
     c->add_option("--seed", opt->seed, "Random seed (output is deterministic for a seed)")->default_val(0);
     c->add_option("--valid-fraction", opt->valid_fraction, "Share of puzzles held out for validation")->default_val(0.1);
     c->add_option("--max-tokens", opt->max_tokens, "Drop sequences longer than this (0 = keep all)")->default_val(0);
-    c->add_option("--threads", opt->threads, "Generator threads (sudoku)")->default_val(1)->check(CLI::Range(1, 1024));
+    // Maze generation is sequential (and fast); only sudoku has generator threads.
+    if (std::string(task) == "sudoku")
+      c->add_option("--threads", opt->threads, "Generator threads")->default_val(1)->check(CLI::Range(1, 1024));
     c->add_option("--out", *out, "Output directory")->required();
     c->add_flag("--no-progress{false}", opt->progress, "No progress bar");
     std::string t = task;

@@ -156,8 +156,8 @@ void register_export(CLI::App& app) {
   e->add_option("--arch", a->arch, "qwen2 (Qwen2ForCausalLM) | llama (LlamaForCausalLM)")->capture_default_str();
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
-  e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");
-  e->add_flag("--no-tokenizer", a->no_tokenizer, "Write no tokenizer files");
+  auto* tokenizer = e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");
+  e->add_flag("--no-tokenizer", a->no_tokenizer, "Write no tokenizer files")->excludes(tokenizer);
   e->add_flag("--overwrite", a->overwrite, "Allow a non-empty --out folder (its weight files are replaced)");
   e->add_option("--verify", a->verify,
                 "Reload the folder and check that its logits equal the checkpoint's on this text file's first tokens");

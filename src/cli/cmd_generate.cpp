@@ -1,5 +1,6 @@
 // `lol generate`: stream a continuation of a prompt from a LoL checkpoint (issue 6).
 // `lol bench generate`: prefill and decode tokens/s, cached vs full recompute.
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <iomanip>
@@ -10,6 +11,7 @@
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "cli/prompt_room.h"
 #include "core/runtime.h"
 #include "inference/decode_benchmark.h"
 #include "inference/generate.h"
@@ -112,29 +114,17 @@ void run_generate(const GenerateArgs& a) {
     p.tokens = codec->encode(a.prompt);
   } else {
     p.tokens = parse_ids(a.tokens, "--tokens");
-    const int64_t vocab = model->config().vocab_size;
-    for (size_t i = 0; i < p.tokens.size(); ++i)
-      if (p.tokens[i] >= vocab)
-        throw InputError("--tokens: id " + std::to_string(p.tokens[i]) + " at position " + std::to_string(i) +
-                         ": expected 0 <= id < vocab_size = " + std::to_string(vocab));
+    check_prompt_ids(p.tokens, model->config().vocab_size, "--tokens");
   }
   if (p.tokens.empty()) throw InputError("the prompt has no tokens");
   const int64_t n = int64_t(p.tokens.size());
   const int64_t max_seq_len = model->config().max_seq_len;
-  const std::string prompt_flag = a.prompt.empty() ? "--tokens" : "--prompt";
-  if (n > max_seq_len)
-    throw InputError(prompt_flag + ": the prompt has " + std::to_string(n) + " tokens: expected at most max_seq_len = " +
-                     std::to_string(max_seq_len) + " (the longest sequence the model was configured for)");
+  // The context ends at max_seq_len positions, as in `forward`: generation stops there.
+  const int64_t max_new =
+      room_for_new_tokens(n, a.max_new, max_seq_len, "max_seq_len", a.prompt.empty() ? "--tokens" : "--prompt");
   if (a.prompt_len > n)
     throw InputError("--prompt-len " + std::to_string(a.prompt_len) + ": expected 0 <= P <= prompt tokens = " +
                      std::to_string(n));
-  // The context ends at max_seq_len positions, as in `forward`: generation stops there.
-  int64_t max_new = a.max_new;
-  if (n + max_new > max_seq_len) {
-    max_new = max_seq_len - n;
-    std::cerr << "note: --max-new " << a.max_new << " capped to " << max_new << ": " << n
-              << " prompt tokens + new tokens may not exceed max_seq_len = " << max_seq_len << "\n";
-  }
   if (a.router_only_last > n)
     throw InputError("--router-only-last " + std::to_string(a.router_only_last) + ": the prompt has only " +
                      std::to_string(n) + " tokens");
@@ -159,9 +149,24 @@ void run_generate(const GenerateArgs& a) {
   o.trace = !a.trace_file.empty();
   for (const auto& s : a.stop) {
     std::optional<int64_t> id = codec ? codec->token_id(s) : std::nullopt;
+    const std::size_t first = s.find_first_not_of(" \t");
+    const bool looks_like_ids = first != std::string::npos && (std::isdigit(static_cast<unsigned char>(s[first])) || s[first] == '[');
+    if (!id && !looks_like_ids) {
+      std::string split;  // what a text tokenizer makes of it
+      if (codec && !codec->words()) {
+        const auto ids = codec->encode(s);
+        split = " (the tokenizer encodes it as " + std::to_string(ids.size()) + " tokens:";
+        for (auto t : ids) split += " " + std::to_string(t);
+        split += ")";
+      }
+      throw InputError("--stop '" + s + "': " +
+                       (codec ? "not one token of the model's vocabulary" + split
+                              : std::string("the model has no tokenizer or vocabulary to look up token text")) +
+                       "; expected one token's text or a token id");
+    }
     if (!id) {
       auto ids = parse_ids(s, "--stop");
-      if (ids.size() != 1) throw InputError("--stop: '" + s + "' is neither a token nor a token id");
+      if (ids.size() != 1) throw InputError("--stop '" + s + "': expected one token id, got " + std::to_string(ids.size()));
       id = ids[0];
     }
     if (*id >= model->config().vocab_size)
@@ -275,10 +280,12 @@ void register_generate(CLI::App& app) {
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
   g->add_option("--max-new", ga->max_new, "Maximum new tokens (capped so that prompt + new tokens <= max_seq_len)")->capture_default_str();
   add_sampling_options(g, ga->sampling, ga->seed);
-  g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
-  g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)");
-  g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")->capture_default_str();
-  g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)");
+  auto* stop = g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
+  g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)")->excludes(stop);
+  auto* plen = g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")
+                   ->capture_default_str();
+  g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)")
+      ->excludes(plen);
   g->add_option("--router-only-last", ga->router_only_last,
                 "The last N prompt tokens are seen only by the router (e.g. a strategy label)")
       ->check(CLI::Range(0, 1 << 20));

@@ -18,6 +18,7 @@
 #include "baselines/dense_trainable.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "cli/prompt_room.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
 #include "hf/hf_files.h"
@@ -156,10 +157,12 @@ void run_generate(const GenArgs& a) {
   } else {
     if (a.chat) throw InputError("--chat needs --prompt TEXT");
     prompt = parse_ids(a.tokens, "--tokens");
+    check_prompt_ids(prompt, cfg.vocab_size, "--tokens");
   }
   if (prompt.empty()) throw InputError("the prompt has no tokens");
   inference::GenerateOptions o;
-  o.max_new_tokens = a.max_new;
+  o.max_new_tokens = room_for_new_tokens(int64_t(prompt.size()), a.max_new, cfg.max_position_embeddings,
+                                         "max_position_embeddings", a.prompt.empty() ? "--tokens" : "--prompt");
   o.sampling = a.sampling;
   if (a.generation_config) {
     const auto d = hf::generation_sampling_defaults(a.dir);
@@ -196,7 +199,7 @@ void run_generate(const GenArgs& a) {
     }
     std::cout << stream->push(int32_t(t)) << std::flush;
   };
-  const int64_t max_len = std::min<int64_t>(cfg.max_position_embeddings, int64_t(prompt.size()) + a.max_new);
+  const int64_t max_len = int64_t(prompt.size()) + o.max_new_tokens;
   inference::DenseSessionOptions so;
   so.max_len = std::max<int64_t>(max_len, 1);
   inference::DenseDecodeSession session(model, so);
@@ -216,7 +219,7 @@ void run_generate(const GenArgs& a) {
 // ---------------------------------------------------------------- ppl
 struct PplArgs {
   std::string dir, data, dtype = "float32", out;
-  int64_t context = 512, max_tokens = 0;
+  int64_t context = 0, max_tokens = 0;  ///< context 0: min(512, max_position_embeddings)
   int threads = 0;
 };
 
@@ -245,14 +248,20 @@ std::vector<std::string> read_documents(const std::string& path) {
   return docs;
 }
 
-void run_ppl(const PplArgs& a) {
+void run_ppl(const PplArgs& given) {
+  PplArgs a = given;
   if (a.threads > 0) init_runtime(a.threads);
-  if (a.context < 2) throw InputError("--context " + std::to_string(a.context) + ": expected >= 2");
+  if (a.context == 1 || a.context < 0)
+    throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= min(512, max_position_embeddings)) or >= 2");
   hf::HfConfig cfg;
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
+  if (a.context == 0) a.context = std::min<int64_t>(512, cfg.max_position_embeddings);
   if (a.context > cfg.max_position_embeddings)
     throw InputError("--context " + std::to_string(a.context) + ": expected <= max_position_embeddings " +
                      std::to_string(cfg.max_position_embeddings));
+  if (a.context < 2)
+    throw InputError(a.dir + "/config.json: max_position_embeddings " + std::to_string(cfg.max_position_embeddings) +
+                     ": windows of at least 2 tokens are needed to predict a token");
   auto tok = folder_tokenizer(a.dir, true);
   // Non-overlapping windows of `context` tokens per document; the first token of each
   // window is context only, every other token is predicted from the window before it.
@@ -390,7 +399,8 @@ void register_hf(CLI::App& app) {
   auto* ppl = hf->add_subcommand("ppl", "Perplexity and bits per byte of a text file (.txt, or .jsonl \"text\" fields)");
   ppl->add_option("dir", p->dir, "Model folder")->required();
   ppl->add_option("--data", p->data, "Text file")->required();
-  ppl->add_option("--context", p->context, "Tokens per window (non-overlapping)")->capture_default_str();
+  ppl->add_option("--context", p->context,
+                  "Tokens per window (non-overlapping); 0 = min(512, max_position_embeddings)")->capture_default_str();
   ppl->add_option("--max-tokens", p->max_tokens, "Evaluate at most this many tokens (0 = all)")->capture_default_str();
   ppl->add_option("--dtype", p->dtype, "Compute dtype")->capture_default_str();
   ppl->add_option("--out", p->out, "Also write the result as JSON");

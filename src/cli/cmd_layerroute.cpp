@@ -17,6 +17,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "cli/prompt_room.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
 #include "hf/hf_export.h"
@@ -483,19 +484,11 @@ void register_generate_cmd(CLI::App* lr) {
       for (int32_t id : tok->encode(text, !a->chat)) prompt.push_back(id);  // as hf generate
     } else {
       prompt = parse_ids(a->tokens, "--tokens");
+      check_prompt_ids(prompt, m->base->config().vocab_size, "--tokens");
     }
     if (prompt.empty()) throw InputError("the prompt has no tokens");
-    const int64_t room = m->base->config().max_seq_len - int64_t(prompt.size());
-    if (room < 1)
-      throw InputError("the prompt has " + std::to_string(prompt.size()) + " tokens and the model's context " +
-                       "(max_seq_len) is " + std::to_string(m->base->config().max_seq_len) +
-                       ": no room for a new token (shorten the prompt)");
-    if (o.max_new_tokens > room) {  // as hf generate: up to the context length
-      std::cerr << "note: --max-new " << o.max_new_tokens << " reduced to " << room << " (the model's max_seq_len is "
-                << m->base->config().max_seq_len << ", the prompt has " << prompt.size()
-                << (prompt.size() == 1 ? " token)\n" : " tokens)\n");
-      o.max_new_tokens = room;
-    }
+    o.max_new_tokens = room_for_new_tokens(int64_t(prompt.size()), o.max_new_tokens, m->base->config().max_seq_len,
+                                           "max_seq_len", a->prompt.empty() ? "--tokens" : "--prompt");
     if (!a->no_stop) {
       o.stop_tokens = base_stop_tokens(base, tok.get());
       if (a->chat) hf::add_chatml_stop(tok.get(), o.stop_tokens);  // what LayerRoute trains the model to end with

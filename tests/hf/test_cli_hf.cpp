@@ -59,7 +59,14 @@ TEST(CliHf, InfoGeneratePpl) {
                             " --context 16 --dtype bfloat16 --out " + quote(d / "ppl_bf16.json"),
                         "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 2 --ids --dtype float16",
                         // bfloat16 cached decoding (the KV-cache attention fills its mask the same way).
-                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 4 --ids --no-stop --dtype bfloat16"});
+                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --max-new 4 --ids --no-stop --dtype bfloat16",
+                        // The defaults fit a context (max_position_embeddings 128) smaller than them.
+                        "hf generate " + quote(d.path()) + " --tokens 1,2,3 --ids --no-stop",
+                        "hf generate " + quote(d.path()) + " --tokens 1,300 --ids",
+                        "hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") + " --out " +
+                            quote(d / "ppl_default.json"),
+                        // lol's own commands name the hf command for a Hugging Face folder.
+                        "info " + quote(d.path())});
   EXPECT_EQ(r[0].code, 0) << r[0].out;
   for (const char* needle : {"Qwen2ForCausalLM", "2 shards", "bfloat16", "ChatML", "You are a helpful assistant.", "check"})
     EXPECT_NE(r[0].out.find(needle), std::string::npos) << needle << "\n" << r[0].out;
@@ -84,6 +91,32 @@ TEST(CliHf, InfoGeneratePpl) {
   EXPECT_NEAR(ppl_bf16["loss"].get<double>(), ppl["loss"].get<double>(), 0.05);  // bf16 rounding of a float32 run
   ASSERT_EQ(r[8].code, 0) << r[8].out;
   EXPECT_EQ(parse_ids(r[8].out.substr(0, r[8].out.find('\n'))).size(), 4u) << r[8].out;
+  // --max-new 128 (the default) is reduced to the room a 3-token prompt leaves.
+  EXPECT_EQ(r[9].code, 0) << r[9].out;
+  EXPECT_NE(r[9].out.find("note: --max-new 128 reduced to 125 (the model's max_position_embeddings is 128, the "
+                          "prompt has 3 tokens)"),
+            std::string::npos)
+      << r[9].out;
+  {
+    std::istringstream lines(r[9].out);
+    std::string note, ids;  // the note (stderr, before generating), then the ids (stdout)
+    std::getline(lines, note);
+    std::getline(lines, ids);
+    EXPECT_EQ(parse_ids(ids).size(), 125u) << r[9].out;
+  }
+  EXPECT_EQ(r[10].code, 2) << r[10].out;
+  EXPECT_NE(r[10].out.find("--tokens: id 300 at position 1: expected 0 <= id < vocab_size = 300"), std::string::npos)
+      << r[10].out;
+  // --context defaults to min(512, max_position_embeddings): the text's 86 tokens in one window.
+  ASSERT_EQ(r[11].code, 0) << r[11].out;
+  const auto ppl_default = nlohmann::json::parse(read_text(d / "ppl_default.json"));
+  EXPECT_EQ(ppl_default["context"], 128);
+  EXPECT_EQ(ppl_default["targets"], 86 - 1);
+  EXPECT_EQ(r[12].code, 2) << r[12].out;
+  EXPECT_NE(r[12].out.find("/config.json: a Hugging Face model folder (field 'architectures' = [\"Qwen2ForCausalLM\"]), "
+                           "not a lol checkpoint: use `lol hf info|generate|ppl "),
+            std::string::npos)
+      << r[12].out;
   if (r[7].code != 0) {
     EXPECT_EQ(r[7].code, 2) << r[7].out;
     EXPECT_NE(r[7].out.find("--dtype float16: this LibTorch build cannot compute in float16 on CPU"),

@@ -326,6 +326,16 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
        "--tokens: the prompt has " + std::to_string(c.max_seq_len + 1) + " tokens"},
       // Third adversarial pass: values that were ignored, clamped or saturated.
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --stop 999", "--stop 999: token id 999"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --stop the",
+       "--stop 'the': the model has no tokenizer or vocabulary to look up token text"},
+      // Options that contradict each other are refused rather than one silently winning.
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --stop 5 --no-stop",
+       "--stop excludes --no-stop"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --prompt-len 1 --prompt-window",
+       "--prompt-len excludes --prompt-window"},
+      {"data maze --n 2 --threads 4 --out " + quote(tmp / "maze_threads"), "not expected: 4 --threads"},
+      {"export --hf " + quote(tmp / "ck") + " --out " + quote(tmp / "hf_out") + " --tokenizer byte --no-tokenizer",
+       "--tokenizer excludes --no-tokenizer"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --router-only-last -1",
        "--router-only-last: Value -1"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --trace " + quote(tmp / "no/t.json"),
@@ -374,7 +384,8 @@ TEST(CliGenerate, NewTokensStopAtMaxSeqLen) {
   // 3 prompt tokens + 1000 new ones do not fit max_seq_len: generation ends when the context is full.
   auto r = run_lol("generate --model " + quote(tmp / "ck") + " --tokens '1 2 3' --ids --no-stop --max-new 1000");
   ASSERT_EQ(r.code, 0) << r.out;
-  const std::string cap = "capped to " + std::to_string(c.max_seq_len - 3);
+  const std::string cap = "note: --max-new 1000 reduced to " + std::to_string(c.max_seq_len - 3) +
+                          " (the model's max_seq_len is " + std::to_string(c.max_seq_len) + ", the prompt has 3 tokens)";
   EXPECT_NE(r.out.find(cap), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(std::to_string(c.max_seq_len - 3) + " tokens in"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("max_seq_len reached"), std::string::npos) << r.out;

@@ -1,0 +1,24 @@
+// Prompt checks shared by the generating commands (lol generate, hf generate,
+// layerroute generate): token ids within the vocabulary, and the room the model's
+// context leaves for new tokens.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lol::cli {
+
+/// Throws InputError naming `flag` (e.g. "--tokens"), the id and its position when an
+/// id of `ids` is outside [0, vocab_size).
+void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& flag);
+
+/// The number of new tokens to generate after a prompt of `prompt_tokens` tokens in a
+/// model whose context holds `context` positions (`context_name` names it in messages:
+/// "max_seq_len", "max_position_embeddings"): `max_new`, or the room left
+/// (context - prompt_tokens) when that is less, with a note on stderr naming --max-new.
+/// Throws InputError naming `prompt_flag` (--prompt or --tokens) when the prompt leaves no
+/// room for a new token.
+int64_t room_for_new_tokens(int64_t prompt_tokens, int64_t max_new, int64_t context, const std::string& context_name,
+                            const std::string& prompt_flag);
+
+}  // namespace lol::cli
