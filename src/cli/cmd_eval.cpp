@@ -45,10 +45,11 @@ std::pair<int64_t, std::string> trained_layout(const std::string& dir) {
 }
 
 /// The model's max_seq_len; throws InputError when `seq_len` exceeds it.
-int64_t check_max_len(int64_t seq_len, const training::TrainableModel& model) {
+int64_t check_max_len(int64_t seq_len, const training::TrainableModel& model, const std::string& flag = "--seq-len") {
   const int64_t max_len = model.config_json().value("max_seq_len", int64_t(1024));
   if (seq_len > max_len)
-    throw InputError("--seq-len " + std::to_string(seq_len) + ": the model's max_seq_len is " + std::to_string(max_len));
+    throw InputError(flag + " " + std::to_string(seq_len) + ": expected <= the model's max_seq_len = " +
+                     std::to_string(max_len));
   return max_len;
 }
 
@@ -148,8 +149,8 @@ void run_eval_choice(const EvalArgs& a) {
   auto tok = model_tokenizer(dir, a.tokenizer, model->config_json().value("vocab_size", int64_t(0)));
   if (!tok) throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass --tokenizer");
   const auto examples = analysis::read_choice_file(a.data);
-  const int64_t max_len =
-      a.seq_len > 0 ? a.seq_len : model->config_json().value("max_seq_len", int64_t(1024));
+  const int64_t model_max_len = check_max_len(a.seq_len, *model, "--max-len");
+  const int64_t max_len = a.seq_len > 0 ? a.seq_len : model_max_len;
   const auto r = analysis::evaluate_choice(*model, *tok, examples, max_len, dev, a.delimiter, a.batch_size,
                                            !a.no_progress);
   if (!a.out.empty()) {

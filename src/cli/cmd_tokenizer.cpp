@@ -120,16 +120,24 @@ void run_encode(const CodecArgs& a) {
     encode_jsonl(*tok, a);
     return;
   }
-  std::string text;
+  std::string text, source;
   if (!a.file.empty()) {
     text = io::read_file(a.file);
+    source = "--file " + a.file;
   } else if (!a.text.empty()) {
     text = a.text;
+    source = "--text";
   } else {
     text = read_all(std::cin);
+    source = "standard input";
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto ids = tok->encode(text, a.add_special);
+  std::vector<int32_t> ids;
+  try {
+    ids = tok->encode(text, a.add_special);
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());  // invalid UTF-8: say where the text came from
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.stats) {
     std::cout << ids.size() << " tokens, " << text.size() << " bytes, " << std::fixed << std::setprecision(3)

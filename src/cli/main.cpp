@@ -51,6 +51,11 @@ void refuse_negative_counts(CLI::App& app) {
 // initialise (core/runtime.h).
 LOL_THREAD_POOL_DEFAULTS_PREINIT;
 
+/// What a failed allocation asks of the user, whichever command it was.
+constexpr const char* kOutOfMemoryAdvice =
+    "the command needs more memory than this machine gives it; reduce what it was asked to hold (batch size, "
+    "sequence length, model size; for generated data --n or --size)";
+
 int main(int argc, char** argv) {
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
@@ -94,7 +99,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << (e.path1().empty() ? std::string() : e.path1().string() + ": ") << what << "\n";
     return 2;
   } catch (const std::bad_alloc& e) {
-    std::cerr << "error: out of memory (" << e.what() << "): reduce the batch size, sequence length or model size\n";
+    std::cerr << "error: out of memory (" << e.what() << "): " << kOutOfMemoryAdvice << "\n";
     return 4;
   } catch (const std::exception& e) {
     // LibTorch reports failed allocations as c10::Error ("DefaultCPUAllocator: can't allocate
@@ -102,7 +107,7 @@ int main(int argc, char** argv) {
     const std::string m = e.what();
     if (m.find("can't allocate memory") != std::string::npos || m.find("out of memory") != std::string::npos) {
       std::cerr << "error: out of memory: " << m.substr(0, m.find('\n'))
-                << "\nreduce the batch size, sequence length or model size\n";
+                << "\n" << kOutOfMemoryAdvice << "\n";
       return 4;
     }
     std::cerr << "internal error: " << m << "\n";

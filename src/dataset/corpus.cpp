@@ -1,6 +1,7 @@
 #include "dataset/corpus.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "dataset/text_tokenizer.h"
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
+#include "tokenizers/utf8.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -55,6 +57,14 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   DocumentReader reader(o.files, o.source);  // checks the inputs before anything is written
   std::unique_ptr<DocumentReader> held_out;
   if (!o.valid_files.empty()) {
+    // A file in both lists would put the same documents in training and validation.
+    for (const auto& v : o.valid_files)
+      for (const auto& t : o.files) {
+        std::error_code ec;
+        if (fs::equivalent(v, t, ec))
+          throw InputError("--valid-in " + v + ": is also an --in file (" + t +
+                           "): its documents would be both trained on and held out");
+      }
     DocumentSourceOptions vo = o.source;
     vo.max_bytes_per_label = 0;
     held_out = std::make_unique<DocumentReader>(o.valid_files, vo);
@@ -85,6 +95,15 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
       if (doc.part == 0) {
         ids = prefix;
         doc_bytes = 0;
+      }
+      // Text corpora are UTF-8 whatever the tokenizer: a byte tokenizer would otherwise
+      // train on the bytes of another encoding (a Latin-1 file) without a word.
+      const std::size_t bad = tokenizers::find_invalid_utf8(doc.text);
+      if (bad != std::string::npos) {
+        char byte[8];
+        std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(doc.text[bad]));
+        throw InputError(doc.where + ": invalid UTF-8 at byte offset " + std::to_string(bad) + " of the document (byte " +
+                         byte + "); expected UTF-8 text (convert the file, e.g. iconv -f latin1 -t utf-8)");
       }
       try {
         tok->encode_append(doc.text, ids);

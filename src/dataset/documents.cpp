@@ -53,7 +53,11 @@ DocumentReader::DocumentReader(std::vector<std::string> files, DocumentSourceOpt
     throw InputError("--max-bytes-per-label needs --label-field (the label whose documents are capped)");
   for (const auto& f : files_) {
     std::error_code ec;
-    if (!fs::is_regular_file(f, ec)) throw InputError(f + ": no such file (expected a .txt or .jsonl file)");
+    if (fs::is_directory(f, ec))
+      throw InputError(f + ": is a directory (expected a .txt or .jsonl file; pass its files, e.g. " + f + "/*.txt)");
+    if (!fs::is_regular_file(f, ec))
+      throw InputError(f + (fs::exists(f, ec) ? ": not a regular file" : ": no such file") +
+                       " (expected a .txt or .jsonl file)");
     if (!o_.label_field.empty() && !is_jsonl_file(f))
       throw InputError(f + ": --label-field '" + o_.label_field +
                        "' needs JSON lines input (*.jsonl); plain text files carry no labels");

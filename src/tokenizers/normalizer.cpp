@@ -100,11 +100,7 @@ void parse_steps(const nlohmann::json& j, const std::string& where, std::vector<
     s.to = util::string_at(j, "prepend", where);
   } else if (type == "Replace") {
     s.kind = Step::Kind::kReplace;
-    require(j.contains("pattern") && j["pattern"].is_object() && j["pattern"].contains("String") &&
-                j["pattern"]["String"].is_string(),
-            where + ".pattern", "expected {\"String\": text} (Regex patterns are not supported)");
-    s.from = j["pattern"]["String"].get<std::string>();
-    require(!s.from.empty(), where + ".pattern.String", "expected a non-empty string");
+    s.from = replace_string_pattern(j, where);
     s.to = util::string_at(j, "content", where);
   } else {
     throw InputError(where + ".type: unsupported normalizer \"" + type +
@@ -114,6 +110,15 @@ void parse_steps(const nlohmann::json& j, const std::string& where, std::vector<
 }
 
 }  // namespace
+
+std::string replace_string_pattern(const nlohmann::json& j, const std::string& where) {
+  const auto p = j.find("pattern");
+  require(p != j.end() && p->is_object() && p->contains("String") && (*p)["String"].is_string(), where + ".pattern",
+          "expected {\"String\": text} (Regex patterns are not supported)");
+  std::string s = (*p)["String"].get<std::string>();
+  require(!s.empty(), where + ".pattern.String", "expected a non-empty string");
+  return s;
+}
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   if (s.find(from) == std::string::npos) return;

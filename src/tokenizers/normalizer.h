@@ -36,6 +36,11 @@ std::string to_nfc(std::string_view text);
 /// scanning left to right.
 void replace_all(std::string& s, std::string_view from, std::string_view to);
 
+/// The text of a tokenizer.json Replace step's {"pattern": {"String": text}} (the
+/// normalizer and the SentencePiece decoder's Replace). Throws lol::InputError naming
+/// `where`.pattern for a Regex pattern (not supported) or an empty string.
+std::string replace_string_pattern(const nlohmann::json& j, const std::string& where);
+
 class Normalizer {
  public:
   enum class Form { kNfc, kNfkc, kNfd, kNfkd };

@@ -12,16 +12,6 @@ namespace {
 
 using Pipeline = SentencePiecePipeline;
 
-/// The String of a Replace's {"String": s} pattern (Regex patterns are refused).
-std::string string_pattern(const nlohmann::json& j, const std::string& where) {
-  require(j.contains("pattern") && j["pattern"].is_object() && j["pattern"].contains("String") &&
-              j["pattern"]["String"].is_string(),
-          where + ".pattern", "expected {\"String\": text} (Regex patterns are not supported)");
-  const std::string s = j["pattern"]["String"].get<std::string>();
-  require(!s.empty(), where + ".pattern.String", "expected a non-empty string");
-  return s;
-}
-
 /// Metaspace's replacement and prepend scheme (pre-tokenizer and decoder share them).
 void parse_metaspace(const nlohmann::json& j, const std::string& where, std::string& replacement,
                      Pipeline::Prepend& prepend) {
@@ -125,7 +115,7 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
             "decoder \"" + type + "\" out of order (supported: Replace..., ByteFallback, Fuse, Strip)");
     stage = this_stage;
     if (type == "Replace") {
-      p.decode_replace.emplace_back(string_pattern(steps[i], w), util::string_at(steps[i], "content", w));
+      p.decode_replace.emplace_back(replace_string_pattern(steps[i], w), util::string_at(steps[i], "content", w));
     } else if (type == "ByteFallback") {
       p.decode_byte_fallback = true;
     } else if (type == "Fuse") {

@@ -43,7 +43,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
           const std::size_t offset = std::size_t(rest.data() - text.data()) + bad;
           throw InputError("tokenizer input: invalid UTF-8 at byte offset " + std::to_string(offset) +
                            " (byte 0x" + hex_byte(static_cast<unsigned char>(rest[bad])) +
-                           "); expected valid UTF-8 text (or use InvalidUtf8Policy::kByteFallback)");
+                           "); expected valid UTF-8 text");
         }
         if (bad > 0) encode_piece(rest.substr(0, bad), out, at_start);
         encode_raw_byte(static_cast<uint8_t>(rest[bad]), out);

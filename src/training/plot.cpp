@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "io/atomic_file.h"
 #include "training/metrics_log.h"
@@ -77,9 +78,20 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
     const std::string valid_dat = data_dir + "/valid-" + std::to_string(i) + ".dat";
     std::string tr, va;
     size_t n_train = 0, n_valid = 0;
+    // A record without the x field (an evaluation record of an older run has no
+    // "elapsed") takes it from the last record of the same step that has it.
+    std::map<int64_t, std::string> x_at_step;
     for (const auto& r : records) {
-      if (!r.contains(opt.x) || !r[opt.x].is_number()) continue;
-      const std::string xv = r[opt.x].dump();
+      const bool has_step = r.contains("step") && r["step"].is_number_integer();
+      std::string xv;
+      if (r.contains(opt.x) && r[opt.x].is_number()) {
+        xv = r[opt.x].dump();
+        if (has_step) x_at_step[r["step"].get<int64_t>()] = xv;
+      } else if (has_step) {
+        const auto it = x_at_step.find(r["step"].get<int64_t>());
+        if (it != x_at_step.end()) xv = it->second;
+      }
+      if (xv.empty()) continue;
       if (r.contains("loss") && r["loss"].is_number()) tr += xv + " " + r["loss"].dump() + "\n", ++n_train;
       if (r.contains("valid_loss") && r["valid_loss"].is_number()) va += xv + " " + r["valid_loss"].dump() + "\n", ++n_valid;
     }

@@ -241,7 +241,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     result.valid_loss = ev.loss;
     result.valid_acc = ev.accuracy;
     log({{"step", step}, {"valid_loss", ev.loss}, {"valid_acc", ev.accuracy}, {"valid_targets", ev.targets},
-                   {"tokens", st.tokens}, {"flops", st.flops}});
+         {"tokens", st.tokens}, {"flops", st.flops}, {"elapsed", st.elapsed}});
   };
 
   const int64_t growable = model->growable_depth();

@@ -1,6 +1,7 @@
 #include "util/json_fields.h"
 
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 namespace lol::util {
@@ -15,7 +16,10 @@ void JsonFields::get(const std::string& key, int64_t& out) {
   seen_.insert(key);
   if (!j_.contains(key)) return;
   const auto& v = j_[key];
-  if (v.is_number_integer()) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) {
+    // get<int64_t> would wrap 2^64 - 1 to -1, and messages would show the wrapped value.
+    throw InputError(where_ + ": " + field(key) + " = " + v.dump() + ": expected an integer <= 2^63 - 1");
+  } else if (v.is_number_integer()) {
     out = v.get<int64_t>();
   } else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e15) {
     out = int64_t(v.get<double>());

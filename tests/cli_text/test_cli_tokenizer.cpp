@@ -159,7 +159,10 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
        "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 100 --out " + quote(*dir_ / "bad"),
        "tokenizer decode --tokenizer byte --ids 1,x", "tokenizer encode --tokenizer /nonexistent/tok --text hi",
        "tokenizer decode --tokenizer byte --ids '[104,105'",
-       "tokenizer train --in " + quote((*train_files_)[1]) + " --regex '' --out " + quote(*dir_ / "bad")});
+       "tokenizer train --in " + quote((*train_files_)[1]) + " --regex '' --out " + quote(*dir_ / "bad"),
+       // Invalid UTF-8 (byte 0xFF) for a BPE tokenizer: the message names where the text came from.
+       "tokenizer encode --tokenizer " + quote(std::string(LOL_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2") +
+           " --text \"$(printf 'a\\377b')\""});
   for (const auto& x : r) EXPECT_EQ(x.code, 2) << x.out;
   EXPECT_NE(r[0].out.find("/nonexistent/x.txt: no such file"), std::string::npos) << r[0].out;
   EXPECT_NE(r[1].out.find("vocab_size"), std::string::npos) << r[1].out;
@@ -168,6 +171,9 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
   EXPECT_NE(r[4].out.find("--ids: starts with '[' but is not a JSON array"), std::string::npos) << r[4].out;
   EXPECT_NE(r[5].out.find("--regex"), std::string::npos) << r[5].out;
   EXPECT_NE(r[5].out.find("non-empty PCRE2 pattern"), std::string::npos) << r[5].out;
+  EXPECT_NE(r[6].out.find("--text: tokenizer input: invalid UTF-8 at byte offset 1 (byte 0xff); expected valid UTF-8 text"),
+            std::string::npos)
+      << r[6].out;
   // A JSON array (as `encode --json` prints) decodes like the plain list.
   const auto ok = run_lol("tokenizer decode --tokenizer byte --ids '[104, 105]'");
   EXPECT_EQ(ok.code, 0) << ok.out;

@@ -409,6 +409,12 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
   const std::string per = reftest::read_text(t / "per.jsonl");
   EXPECT_EQ(std::count(per.begin(), per.end(), '\n'), 2);
   EXPECT_NE(per.find("\"logliks\""), std::string::npos) << per;
+  // Rows longer than the model's context are refused by the flag that asks for them.
+  auto too_long = reftest::run_lol("eval choice --model " + reftest::quote(t / "run") + " --data " +
+                                   reftest::quote(t / "q.jsonl") + " --no-progress --max-len 1000000");
+  EXPECT_EQ(too_long.code, 2) << too_long.out;
+  EXPECT_NE(too_long.out.find("--max-len 1000000: expected <= the model's max_seq_len = "), std::string::npos)
+      << too_long.out;
 
   // Every checkpoint carries the tokenizer it was trained with, so generation needs neither
   // --tokenizer nor the dataset (removed here) ...
@@ -424,6 +430,13 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
   auto same = reftest::run_lol("generate --model " + reftest::quote(t / "run") +
                                " --tokenizer byte --prompt 'Das ist' --max-new 4");
   EXPECT_EQ(same.code, 0) << same.out;
+  // A --stop text of several tokens says so, with the ids it encodes to.
+  auto stop_words = reftest::run_lol("generate --model " + reftest::quote(t / "run") + " --prompt 'Das ist' --stop the");
+  EXPECT_EQ(stop_words.code, 2) << stop_words.out;
+  EXPECT_NE(stop_words.out.find("--stop 'the': not one token of the model's vocabulary (the tokenizer encodes it as 3 "
+                                "tokens: "),
+            std::string::npos)
+      << stop_words.out;
   const std::string gpt2 = std::string(LOL_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2";
   auto other = reftest::run_lol_all(
       {"eval choice --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "q.jsonl") +

@@ -202,6 +202,17 @@ TEST(Corpus, LabelCapKeepsDocumentsUntilTheCapAndHeldOutFilesAreValidation) {
   CorpusOptions bad = o;
   bad.source.label_field.clear();
   EXPECT_THROW(build_corpus(bad, t / "bad"), InputError);
+  // A held-out file that is also a training input (here by another spelling of its path)
+  // would leak validation documents into training.
+  CorpusOptions leak = o;
+  leak.valid_files = {held, fs::path(src).parent_path().string() + "/./" + fs::path(src).filename().string()};
+  try {
+    build_corpus(leak, t / "leak");
+    ADD_FAILURE() << "accepted a file in both --in and --valid-in";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is also an --in file"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(t / "leak/dataset.json"));
 }
 
 TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {
@@ -295,6 +306,17 @@ TEST(Corpus, ErrorsNameTheDocument) {
     EXPECT_NE(std::string(e.what()).find("bad.txt:3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("UTF-8"), std::string::npos) << e.what();
   }
+  // The byte tokenizer could encode any bytes: the corpus still expects UTF-8 text.
+  o.tokenizer = "byte";
+  try {
+    build_corpus(o, t / "out1b");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.txt:3: invalid UTF-8 at byte offset 7 of the document (byte 0xc3)"),
+              std::string::npos)
+        << e.what();
+  }
+  o.tokenizer = shared("tokenizers/gpt2");
   o.valid_fraction = 1.0;
   EXPECT_THROW(build_corpus(o, t / "out2"), InputError);
   o.valid_fraction = 0.1;

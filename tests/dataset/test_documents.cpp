@@ -89,6 +89,10 @@ TEST(Documents, ErrorsNameFileAndLine) {
   o.label_field.clear();
   EXPECT_NE(message({h}, o).find("notjson.jsonl:1: not valid JSON"), std::string::npos) << message({h}, o);
   EXPECT_NE(message({t.file("ok.txt", "") + "-missing"}, o).find("no such file"), std::string::npos);
+  const std::string dir = fs::path(t.file("ok.txt", "")).parent_path().string();
+  EXPECT_NE(message({dir}, o).find(dir + ": is a directory (expected a .txt or .jsonl file; pass its files"),
+            std::string::npos)
+      << message({dir}, o);
   EXPECT_THROW(parse_doc_split("para"), InputError);
   EXPECT_EQ(parse_doc_split("line"), DocSplit::kLine);
 }

@@ -98,6 +98,9 @@ TEST(RunConfig, SetOverridesAreTypedAndChecked) {
   EXPECT_EQ(c.train.out, "elsewhere");
   auto e = error_of([&] { RunConfig::load(path, {"train.stepz=7"}); });
   EXPECT_NE(e.find("train.stepz"), std::string::npos) << e;
+  // 2^64 - 1 is shown as given, not as the -1 it wraps to in int64.
+  e = error_of([&] { RunConfig::load(path, {"train.seed=18446744073709551615"}); });
+  EXPECT_NE(e.find("'seed' = 18446744073709551615: expected an integer <= 2^63 - 1"), std::string::npos) << e;
   e = error_of([&] { RunConfig::load(path, {"trian.steps=7"}); });
   EXPECT_NE(e.find("'trian'"), std::string::npos) << e;
   e = error_of([&] { RunConfig::load(path, {"train.steps=many"}); });
