@@ -148,7 +148,7 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   EXPECT_NE(r[3].out.find("gates open: " + all + " of " + all + " layers run\n"), std::string::npos) << r[3].out;
   const std::vector<std::string> says = {"--gates = 'sometimes': expected learned, bias-only, open or closed",
                                          "top_p 2: expected 0 <= top_p <= 1", "--max-new: Value 0 not in range",
-                                         "token id 9999 outside the vocabulary",
+                                         "--tokens: id 9999 at position 1: expected 0 <= id < vocab_size = 61",
                                          "the prompt has 128 tokens and the model's context (max_seq_len) is 128: "
                                          "no room for a new token"};
   for (size_t i = 0; i < bad.size(); ++i) {
