@@ -195,12 +195,24 @@ void run_analyze_routing(const AnalyzeArgs& a) {
                 std::to_string(model->config().core_depth));
     model->set_active_depth(a.depth);
   }
+  require_routed_depth(model, model_dir, "routing analysis", "pass --depth D to run D routed depths");
   auto ds = data::Dataset::open(a.data);
   require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + a.data);
   auto names = label_names(ds);
   const int64_t positive_given = a.positive.empty() ? -1 : parse_positive(a.positive, names);
   auto split = ds.load(a.split);
+  // Created before the forward passes (a path that cannot be a directory fails first);
+  // removed again, while empty, when a check of the labels below refuses the run.
+  const bool out_existed = fs::exists(a.out);
   io::create_dirs(a.out, "--out");
+  struct RemoveIfRefused {
+    std::string dir;
+    bool armed;
+    ~RemoveIfRefused() {
+      std::error_code ec;
+      if (armed) fs::remove(dir, ec);  // an empty directory only
+    }
+  } refused_out{a.out, !out_existed};
   analysis::CollectOptions co;
   co.batch_size = a.batch;
   co.max_sequences = a.max;
@@ -252,6 +264,7 @@ void run_analyze_routing(const AnalyzeArgs& a) {
       positive = -1;
     }
   }
+  refused_out.armed = false;
   const bool plots = util::gnuplot_available();
   if (!plots) std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";
 
@@ -376,7 +389,8 @@ void register_analyze(CLI::App& app) {
   r->add_flag("--no-separation", a->no_separation,
               "Skip the multi-label separation score and PCA of window paths (run when >= 2 labels occur)");
   r->add_option("--depth", a->depth,
-                "Routed depths to run (default core_depth; e.g. the active depth of a checkpoint taken while growing)")
+                "Routed depths to run, 1..core_depth (default: as trained; the active depth of a checkpoint saved "
+                "while growing)")
       ->default_val(0);
   r->add_option("--max-tokens", a->max_tokens,
                 "Cut longer sequences to their first N tokens (0 = the model's max_seq_len)")

@@ -53,15 +53,20 @@ class TextCodec {
     std::vector<int32_t> v(ids.begin(), ids.end());
     return tok_ ? tok_->decode(v) : vocab_->decode(v);
   }
-  /// Id of a token written as text (a single token), or nullopt.
-  std::optional<int64_t> token_id(const std::string& s) const {
+  /// Id of a token written as text: the text when it encodes to one token, else the
+  /// vocabulary entry spelled `s` (tokenizer.json's strings, e.g. "Ġthe" of a byte-level
+  /// BPE; *vocab_entry is then set), else nullopt.
+  std::optional<int64_t> token_id(const std::string& s, bool* vocab_entry = nullptr) const {
     if (vocab_) {
       int32_t i = vocab_->find(s);
       return i < 0 ? std::nullopt : std::optional<int64_t>(i);
     }
     auto ids = tok_->encode(s);
     if (ids.size() == 1) return ids[0];
-    if (auto t = tok_->token_to_id(s)) return *t;
+    if (auto t = tok_->token_to_id(s)) {
+      if (vocab_entry) *vocab_entry = true;
+      return *t;
+    }
     return std::nullopt;
   }
   bool words() const { return vocab_ != nullptr; }
@@ -148,7 +153,12 @@ void run_generate(const GenerateArgs& a) {
   o.batch_size = 1;
   o.trace = !a.trace_file.empty();
   for (const auto& s : a.stop) {
-    std::optional<int64_t> id = codec ? codec->token_id(s) : std::nullopt;
+    bool vocab_entry = false;
+    std::optional<int64_t> id = codec ? codec->token_id(s, &vocab_entry) : std::nullopt;
+    if (vocab_entry)  // not what the text encodes to: say which token it is
+      std::cerr << "note: --stop '" << s << "' is the vocabulary entry of token " << *id << " (its text: "
+                << nlohmann::json(codec->decode({*id})).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "; the text '" << s << "' itself encodes to "
+                << codec->encode(s).size() << " tokens)\n";
     const std::size_t first = s.find_first_not_of(" \t");
     const bool looks_like_ids = first != std::string::npos && (std::isdigit(static_cast<unsigned char>(s[first])) || s[first] == '[');
     if (!id && !looks_like_ids) {
@@ -278,7 +288,9 @@ void register_generate(CLI::App& app) {
   g->add_option("--depth", ga->depth, "Routed depths to run (-1: as trained); see docs/generation.md")
       ->check(CLI::Range(int64_t(-1), int64_t(4096)));
   g->add_option("--depth-rule", ga->depth_rule, "Parameters of extra depths: stretch | cycle")->capture_default_str();
-  g->add_option("--max-new", ga->max_new, "Maximum new tokens (capped so that prompt + new tokens <= max_seq_len)")->capture_default_str();
+  g->add_option("--max-new", ga->max_new, "Maximum new tokens (reduced so that prompt + new tokens <= max_seq_len)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   add_sampling_options(g, ga->sampling, ga->seed);
   auto* stop = g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
   g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)")->excludes(stop);

@@ -374,7 +374,9 @@ void register_hf(CLI::App& app) {
   pr->excludes(tk);
   gen->add_flag("--chat", g->chat, "Format the prompt as a user turn with the folder's ChatML chat template");
   auto* sy = gen->add_option("--system", g->system, "System message for --chat (\"\": an empty one; default: the template's)");
-  gen->add_option("--max-new", g->max_new, "Maximum new tokens")->capture_default_str();
+  gen->add_option("--max-new", g->max_new, "Maximum new tokens (reduced so that prompt + new tokens <= max_position_embeddings)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   add_sampling_options(gen, g->sampling, g->seed);
   gen->add_option("--dtype", g->dtype, "Compute dtype: float32 | bfloat16 | float16 | float64")->capture_default_str();
   gen->add_flag("--ids", g->ids, "Print token ids instead of text");

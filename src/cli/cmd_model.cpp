@@ -221,16 +221,19 @@ void run_info(const InfoArgs& a) {
     throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= max_seq_len) or 1 <= context <= max_seq_len = " +
                      std::to_string(c.max_seq_len));
   const int64_t n = a.context > 0 ? a.context : c.max_seq_len;
-  const auto f = count_flops(c, c.core_depth, n);
+  // At the depth the model runs: core_depth, or the depth a growing run saved it at.
+  const int64_t depth = m->active_depth();
+  const auto f = count_flops(c, depth, n);
   const int64_t params = m->num_parameters(), active = m->active_parameters_per_token();
   int64_t expert_params = 0;
   for (const auto& p : m->model->library[0]->parameters()) expert_params += p.numel();
-  const auto report = baselines::flops_report(baselines::cost_model(c, c.core_depth), n);
+  const auto report = baselines::flops_report(baselines::cost_model(c, depth), n);
 
   if (a.json) {
     nlohmann::json j = {{"checkpoint", a.dir},
                         {"parameters", params},
                         {"active_parameters_per_token", active},
+                        {"active_depth", depth},
                         {"parameters_per_expert", expert_params},
                         {"context", n},
                         {"forward_flops_per_token", f.forward},
@@ -254,7 +257,9 @@ void run_info(const InfoArgs& a) {
             << "parameters  " << params << " (" << human(double(params)) << "), " << expert_params
             << " per expert x " << c.library_size << " experts\n"
             << "active      " << active << " (" << human(double(active)) << ") parameters per token (min(L, D) = "
-            << std::min(c.library_size, c.core_depth) << " experts on a token's path)\n"
+            << std::min(c.library_size, depth) << " experts on a token's path)\n"
+            << "depth       " << depth << " of " << c.core_depth << " routed depths run"
+            << (depth < c.core_depth ? " (saved while growing: trainer_state.json active_depth)" : "") << "\n"
             << "FLOPs/token " << std::setprecision(6) << f.forward << " (" << human(f.forward) << ") forward, "
             << 3 * f.forward << " (" << human(3 * f.forward) << ") training (3 x forward)\n"
             << "  matmul FLOPs = 2 x multiply-adds, context n = " << n << ":\n"
@@ -388,7 +393,8 @@ void register_model_commands(CLI::App& app) {
       ->default_val(0);
   fwd->add_option("--router-only", fa->router_only, "Positions of router-only tokens, e.g. 4,9");
   fwd->add_option("--force-path", fa->force_path, "Routing path JSON (docs/routing-paths.md)");
-  fwd->add_option("--depth", fa->depth, "Routed depths to run, 0..core_depth (default core_depth)")
+  fwd->add_option("--depth", fa->depth, "Routed depths to run, 0..core_depth, with their own parameters (default: as trained, "
+                "i.e. core_depth or the active depth of a checkpoint saved while growing)")
       ->check(CLI::Range(0, 4096));
   fwd->add_option("--device", fa->device, "cpu, cuda or cuda:N")->default_val("cpu");
   fwd->add_option("--out", fa->out, "Output .safetensors: logits, routing.expert, routing.alpha, routing.probs")

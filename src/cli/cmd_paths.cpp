@@ -118,6 +118,7 @@ void register_paths(CLI::App& app) {
     const std::string model_dir = resolve_model_dir(a->model);
     nlohmann::json extra;
     auto model = load_lol(model_dir, dev, &extra);
+    require_routed_depth(model, model_dir, "paths extract");
     auto ds = data::Dataset::open(a->data);
     require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + a->data);
     auto spec = spec_of_dataset(ds);
@@ -197,6 +198,7 @@ void register_paths(CLI::App& app) {
     const std::string model_dir = resolve_model_dir(e->model);
     nlohmann::json extra;
     auto model = load_lol(model_dir, dev, &extra);
+    require_routed_depth(model, model_dir, "forcing mode paths");
     auto ds = data::Dataset::open(e->data);
     require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + e->data);
     auto spec = spec_of_dataset(ds);

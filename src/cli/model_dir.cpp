@@ -9,6 +9,7 @@
 #include "inference/generate.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
+#include "lol/config.h"
 #include "tokenizers/hf_json.h"
 #include "util/error.h"
 
@@ -57,11 +58,13 @@ std::string resolve_model_dir(const std::string& dir) {
     throw InputError(found + "/config.json: a Hugging Face model folder (field '" +
                      (cfg.contains("architectures") ? "architectures' = " + cfg["architectures"].dump()
                                                     : "model_type' = " + cfg["model_type"].dump()) +
-                     "), not a lol checkpoint: use `lol hf info|generate|ppl " + found + "`");
-  const bool lol_core = cfg.is_object() && cfg.value("architecture", std::string("lol")) == "lol" &&
-                        cfg.contains("core_depth") && cfg["core_depth"].is_number_integer();
-  if (lol_core) {
-    const int64_t core_depth = cfg["core_depth"].get<int64_t>();
+                     "), not a lol checkpoint: use `lol hf info|generate|ppl|bench " + found + "`");
+  const auto arch = cfg.is_object() ? cfg.find("architecture") : cfg.end();
+  if (cfg.is_object() && (arch == cfg.end() || *arch == "lol")) {
+    // config.json is checked first: its errors are its own, not trainer_state.json's.
+    nlohmann::json model_cfg = cfg;
+    model_cfg.erase("extra");
+    const int64_t core_depth = LoLConfig::from_json(model_cfg, found + "/config.json").core_depth;
     const int64_t active = saved_active_depth(found, core_depth);
     if (active < core_depth)
       std::fprintf(stderr,
@@ -70,6 +73,14 @@ std::string resolve_model_dir(const std::string& dir) {
                    found.c_str(), (long long)active, (long long)core_depth);
   }
   return found;
+}
+
+void require_routed_depth(const LoLModel& model, const std::string& dir, const std::string& what,
+                          const std::string& hint) {
+  if (model->active_depth() > 0) return;
+  throw InputError(dir + ": runs 0 of its " + std::to_string(model->config().core_depth) +
+                   " routed depths (saved at trainer_state.json active_depth 0 while growing): " + what +
+                   " needs at least one routed depth" + (hint.empty() ? "" : "; " + hint));
 }
 
 std::unique_ptr<tokenizers::Tokenizer> training_tokenizer(const std::string& dir) {

@@ -7,6 +7,7 @@
 
 #include "analysis/strategy_eval.h"
 #include "dataset/shards.h"
+#include "lol/model.h"
 #include "tokenizers/tokenizer.h"
 
 namespace lol::cli {
@@ -50,6 +51,12 @@ void require_model_reads_dataset(const std::string& model_dir, const nlohmann::j
 /// this check, for commands that choose the depth themselves).
 /// Throws InputError naming the file, the field and the model's value.
 RoutingPath load_routing_path_for(const std::string& file, int64_t library_size, int64_t active_depth);
+
+/// Throws InputError when `model` (loaded from `dir`) runs no routed depth (a checkpoint
+/// saved at active_depth 0 while growing from grow.start 0): `what` (e.g. "routing
+/// analysis") has no routing to read. `hint` is appended (e.g. "pass --depth D").
+void require_routed_depth(const LoLModel& model, const std::string& dir, const std::string& what,
+                          const std::string& hint = "");
 
 /// The generator used for evaluations: the exact full-recompute reference, or with
 /// `cached` the KV-cached batched decoder of src/inference (experimental, issue 6).

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "dataset/shards.h"
 #include "dataset/text_tokenizer.h"
@@ -56,15 +58,20 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   }
   DocumentReader reader(o.files, o.source);  // checks the inputs before anything is written
   std::unique_ptr<DocumentReader> held_out;
+  // A file named twice (in one list, or in both) would repeat its documents, or put
+  // them in training and validation both.
+  std::vector<std::pair<std::string, std::string>> inputs;  // (flag, file)
+  for (const auto& f : o.files) inputs.emplace_back("--in", f);
+  for (const auto& f : o.valid_files) inputs.emplace_back("--valid-in", f);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t k = 0; k < i; ++k) {
+      std::error_code ec;
+      if (!fs::equivalent(inputs[i].second, inputs[k].second, ec)) continue;
+      throw InputError(inputs[i].first + " " + inputs[i].second + ": is also an " + inputs[k].first + " file (" +
+                       inputs[k].second + "): its documents would be " +
+                       (inputs[i].first == inputs[k].first ? "read twice" : "both trained on and held out"));
+    }
   if (!o.valid_files.empty()) {
-    // A file in both lists would put the same documents in training and validation.
-    for (const auto& v : o.valid_files)
-      for (const auto& t : o.files) {
-        std::error_code ec;
-        if (fs::equivalent(v, t, ec))
-          throw InputError("--valid-in " + v + ": is also an --in file (" + t +
-                           "): its documents would be both trained on and held out");
-      }
     DocumentSourceOptions vo = o.source;
     vo.max_bytes_per_label = 0;
     held_out = std::make_unique<DocumentReader>(o.valid_files, vo);

@@ -1,5 +1,6 @@
 #include "lol/checkpoint.h"
 
+#include <cstdint>
 #include <filesystem>
 
 #include "core/module_io.h"
@@ -30,7 +31,9 @@ int64_t saved_active_depth(const std::string& dir, int64_t core_depth) {
   const nlohmann::json s = io::read_json_file(state_path);
   const auto it = s.is_object() ? s.find("active_depth") : s.end();
   if (it == s.end()) return core_depth;
-  const int64_t d = it->is_number_integer() ? it->get<int64_t>() : -2;
+  // -2: not an integer, or one beyond int64 (get<int64_t> would wrap 2^64 - 1 to -1).
+  const bool fits = it->is_number_integer() && !(it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX));
+  const int64_t d = fits ? it->get<int64_t>() : -2;
   if (d == -1) return core_depth;  // written for a model without a growable core
   if (d < 0 || d > core_depth)
     throw InputError(state_path + ": field 'active_depth' = " + it->dump() +

@@ -378,10 +378,10 @@ int64_t LoLModelImpl::num_parameters() const {
 
 int64_t LoLModelImpl::active_parameters_per_token() const {
   // Everything except the experts that a token does not use: one expert per routed
-  // depth is active, so min(L, D) distinct experts at most.
+  // depth run is active, so min(L, active depth) distinct experts at most.
   int64_t per_block = 0;
   for (const auto& p : const_cast<LoLBodyImpl&>(*model).library[0]->parameters()) per_block += p.numel();
-  int64_t active_experts = std::min(cfg_.library_size, cfg_.core_depth);
+  int64_t active_experts = std::min(cfg_.library_size, active_depth_);
   int64_t inactive_ffn = 0;  // experts of the MoE prelude/coda FFNs a token does not use
   for (auto* m : ffn_moes()) {
     int64_t expert = 0;

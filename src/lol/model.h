@@ -118,8 +118,9 @@ class LoLModelImpl : public torch::nn::Module {
   /// 1/sqrt(2 * layers)); FiLM gamma = 1, beta = 0; balance bias 0.
   void reset_parameters(uint64_t seed);
 
-  /// Parameter counts: total, and active per token (one expert per routed depth; top-k
-  /// experts of each MoE prelude/coda FFN).
+  /// Parameter counts: total, and active per token (one expert per routed depth run,
+  /// i.e. min(library_size, active_depth) experts; top-k experts of each MoE
+  /// prelude/coda FFN).
   int64_t num_parameters() const;
   int64_t active_parameters_per_token() const;
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,26 @@ int run(const std::string& cmd, const std::string& log) {
 std::string slurp(const std::string& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Writes dataset `dir`: split "train" holds the first `n` (all when n < 0) train
+/// sequences of `ds` with masks and prompt lengths as they were and label
+/// `label(index, old label)`.
+void write_relabelled(const lol::data::Dataset& ds, const std::string& dir, int64_t n,
+                      const std::function<int64_t(int64_t, int64_t)>& label) {
+  const auto train = ds.load("train");
+  lol::data::ShardWriter w(dir, "train", ds.vocab_size());
+  for (int64_t i = 0; i < (n < 0 ? train.size() : n); ++i) {
+    const auto v = train.get(i);
+    std::vector<int32_t> toks(v.tokens, v.tokens + v.length);
+    std::vector<uint8_t> loss, ro;  // empty = the default (all 1 / all 0)
+    if (v.loss_mask) loss.assign(v.loss_mask, v.loss_mask + v.length);
+    if (v.router_only) ro.assign(v.router_only, v.router_only + v.length);
+    w.add(toks, loss, ro, v.prompt_len, label(i, v.label));
+  }
+  auto info = ds.info();
+  info["splits"] = {{"train", w.finish()}};
+  lol::data::write_dataset_info(dir, info);
 }
 
 }  // namespace
@@ -95,21 +116,7 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
 
   // A label id far beyond the dataset's labels: refused by name before the separation
   // tables (indexed by label id) are sized by it; --no-separation still analyses.
-  {
-    const auto train = ds.load("train");
-    lol::data::ShardWriter w(tmp / "big", "train", ds.vocab_size());
-    for (int64_t i = 0; i < train.size(); ++i) {
-      const auto v = train.get(i);
-      std::vector<int32_t> toks(v.tokens, v.tokens + v.length);
-      std::vector<uint8_t> loss, ro;  // empty = the default (all 1 / all 0)
-      if (v.loss_mask) loss.assign(v.loss_mask, v.loss_mask + v.length);
-      if (v.router_only) ro.assign(v.router_only, v.router_only + v.length);
-      w.add(toks, loss, ro, v.prompt_len, i == 0 ? int64_t(5000000000) : v.label);
-    }
-    auto info = ds.info();
-    info["splits"] = {{"train", w.finish()}};
-    lol::data::write_dataset_info(tmp / "big", info);
-  }
+  write_relabelled(ds, tmp / "big", -1, [](int64_t i, int64_t label) { return i == 0 ? int64_t(5000000000) : label; });
   const std::string big = lol + " analyze routing --model " + (tmp / "model") + " --data " + (tmp / "big") +
                           " --split train --batch 32 --max 30";
   EXPECT_EQ(run(big + " --out " + (tmp / "big_out"), log), 2) << slurp(log);
@@ -121,18 +128,7 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   // Two labels with 6 documents each, fewer than the probes' 2 x --folds (10): the
   // automatic probe is skipped with the reason and routing.json is still written; an
   // explicit --label-positive is refused before anything is written.
-  {
-    const auto train = ds.load("train");
-    lol::data::ShardWriter w(tmp / "two", "train", ds.vocab_size());
-    for (int64_t i = 0; i < 12; ++i) {
-      const auto v = train.get(i);
-      std::vector<int32_t> toks(v.tokens, v.tokens + v.length);
-      w.add(toks, {}, {}, v.prompt_len, i % 2);
-    }
-    auto info = ds.info();
-    info["splits"] = {{"train", w.finish()}};
-    lol::data::write_dataset_info(tmp / "two", info);
-  }
+  write_relabelled(ds, tmp / "two", 12, [](int64_t i, int64_t) { return i % 2; });
   const std::string two = lol + " analyze routing --model " + (tmp / "model") + " --data " + (tmp / "two") +
                           " --split train --batch 32";
   ASSERT_EQ(run(two + " --out " + (tmp / "two_out"), log), 0) << slurp(log);
@@ -143,7 +139,7 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   EXPECT_TRUE(j3.contains("separation"));
   EXPECT_EQ(run(two + " --label-positive 1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
   EXPECT_NE(slurp(log).find("--label-positive"), std::string::npos) << slurp(log);
-  EXPECT_FALSE(fs::exists(tmp / "two_bad/routing.json"));
+  EXPECT_FALSE(fs::exists(tmp / "two_bad")) << "refused before --out is created";
   // A negative id marks unlabelled sequences: not a label to probe.
   EXPECT_EQ(run(two + " --label-positive -1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
   EXPECT_NE(slurp(log).find("expected a label id >= 0"), std::string::npos) << slurp(log);

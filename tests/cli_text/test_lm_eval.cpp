@@ -437,6 +437,13 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
                                 "tokens: "),
             std::string::npos)
       << stop_words.out;
+  // A vocabulary string (the byte-level spelling of byte 0xE9) is taken as that token, with a note:
+  // the text "\xC3\xA9" itself is two byte tokens.
+  auto stop_entry =
+      reftest::run_lol("generate --model " + reftest::quote(t / "run") + " --prompt 'Das ist' --max-new 2 --stop \xC3\xA9");
+  EXPECT_EQ(stop_entry.code, 0) << stop_entry.out;
+  EXPECT_NE(stop_entry.out.find("is the vocabulary entry of token "), std::string::npos) << stop_entry.out;
+  EXPECT_NE(stop_entry.out.find("itself encodes to 2 tokens)"), std::string::npos) << stop_entry.out;
   const std::string gpt2 = std::string(LOL_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2";
   auto other = reftest::run_lol_all(
       {"eval choice --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "q.jsonl") +

@@ -213,6 +213,16 @@ TEST(Corpus, LabelCapKeepsDocumentsUntilTheCapAndHeldOutFilesAreValidation) {
     EXPECT_NE(std::string(e.what()).find("is also an --in file"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(t / "leak/dataset.json"));
+  CorpusOptions twice = o;
+  twice.valid_files = {held, held};
+  try {
+    build_corpus(twice, t / "twice");
+    ADD_FAILURE() << "accepted a --valid-in file twice";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is also an --valid-in file (" + held + "): its documents would be read twice"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {

@@ -114,7 +114,7 @@ TEST(CliHf, InfoGeneratePpl) {
   EXPECT_EQ(ppl_default["targets"], 86 - 1);
   EXPECT_EQ(r[12].code, 2) << r[12].out;
   EXPECT_NE(r[12].out.find("/config.json: a Hugging Face model folder (field 'architectures' = [\"Qwen2ForCausalLM\"]), "
-                           "not a lol checkpoint: use `lol hf info|generate|ppl "),
+                           "not a lol checkpoint: use `lol hf info|generate|ppl|bench "),
             std::string::npos)
       << r[12].out;
   if (r[7].code != 0) {

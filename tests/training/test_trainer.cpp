@@ -116,12 +116,15 @@ TEST(Trainer, CheckpointSavedWhileGrowingReloadsAtItsDepth) {
   for (const char* file : {"config.json", "model.safetensors"}) fs::copy(r.last_checkpoint + "/" + file, copy + "/" + file);
   EXPECT_EQ(lol::load_lol(copy)->active_depth(), 3);
   // A depth the model does not have is refused, naming the file and field.
-  lol::io::write_file_atomic(copy + "/trainer_state.json", R"({"active_depth": 4})");
-  try {
-    lol::load_lol(copy);
-    ADD_FAILURE() << "active_depth 4 of a 3-deep core was accepted";
-  } catch (const lol::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("trainer_state.json: field 'active_depth' = 4"), std::string::npos) << e.what();
+  for (const std::string bad : {"4", "-5", "18446744073709551615", "1.5", "\"2\"", "null"}) {
+    lol::io::write_file_atomic(copy + "/trainer_state.json", R"({"active_depth": )" + bad + "}");
+    try {
+      lol::load_lol(copy);
+      ADD_FAILURE() << "active_depth " << bad << " of a 3-deep core was accepted";
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("trainer_state.json: field 'active_depth' = " + bad), std::string::npos)
+          << e.what();
+    }
   }
 }
 
