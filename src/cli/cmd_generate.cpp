@@ -103,6 +103,45 @@ nlohmann::json trace_json(const std::vector<inference::WindowDecision>& trace) {
   return a;
 }
 
+/// The token a --stop value `s` names: a text that encodes to one token, a vocabulary
+/// entry (with a note on stderr saying which token it is), or a token id. Throws
+/// InputError naming --stop for text of several tokens, a list of ids, or an id >=
+/// `vocab_size`. `codec` may be null (the model has neither tokenizer nor vocabulary).
+int64_t stop_token_id(const TextCodec* codec, const std::string& s, int64_t vocab_size) {
+  bool vocab_entry = false;
+  std::optional<int64_t> id = codec ? codec->token_id(s, &vocab_entry) : std::nullopt;
+  if (vocab_entry) {  // not what the text encodes to: say which token it is
+    const std::string text = nlohmann::json(codec->decode({*id})).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::cerr << "note: --stop '" << s << "' is the vocabulary entry of token " << *id << " (its text: " << text
+              << "; the text '" << s << "' itself encodes to " << codec->encode(s).size() << " tokens)\n";
+  }
+  const std::size_t first = s.find_first_not_of(" \t");
+  const bool looks_like_ids =
+      first != std::string::npos && (std::isdigit(static_cast<unsigned char>(s[first])) || s[first] == '[');
+  if (!id && !looks_like_ids) {
+    std::string split;  // what a text tokenizer makes of it
+    if (codec && !codec->words()) {
+      const auto ids = codec->encode(s);
+      split = " (the tokenizer encodes it as " + std::to_string(ids.size()) + " tokens:";
+      for (auto t : ids) split += " " + std::to_string(t);
+      split += ")";
+    }
+    throw InputError("--stop '" + s + "': " +
+                     (codec ? "not one token of the model's vocabulary" + split
+                            : std::string("the model has no tokenizer or vocabulary to look up token text")) +
+                     "; expected one token's text or a token id");
+  }
+  if (!id) {
+    const auto ids = parse_ids(s, "--stop");
+    if (ids.size() != 1) throw InputError("--stop '" + s + "': expected one token id, got " + std::to_string(ids.size()));
+    id = ids[0];
+  }
+  if (*id >= vocab_size)
+    throw InputError("--stop " + s + ": token id " + std::to_string(*id) + " is not below vocab_size = " +
+                     std::to_string(vocab_size) + " (it could never be generated)");
+  return *id;
+}
+
 void run_generate(const GenerateArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   const auto dev = parse_device(a.device);
@@ -152,38 +191,7 @@ void run_generate(const GenerateArgs& a) {
   o.depth_rule = inference::parse_depth_rule(a.depth_rule);
   o.batch_size = 1;
   o.trace = !a.trace_file.empty();
-  for (const auto& s : a.stop) {
-    bool vocab_entry = false;
-    std::optional<int64_t> id = codec ? codec->token_id(s, &vocab_entry) : std::nullopt;
-    if (vocab_entry)  // not what the text encodes to: say which token it is
-      std::cerr << "note: --stop '" << s << "' is the vocabulary entry of token " << *id << " (its text: "
-                << nlohmann::json(codec->decode({*id})).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "; the text '" << s << "' itself encodes to "
-                << codec->encode(s).size() << " tokens)\n";
-    const std::size_t first = s.find_first_not_of(" \t");
-    const bool looks_like_ids = first != std::string::npos && (std::isdigit(static_cast<unsigned char>(s[first])) || s[first] == '[');
-    if (!id && !looks_like_ids) {
-      std::string split;  // what a text tokenizer makes of it
-      if (codec && !codec->words()) {
-        const auto ids = codec->encode(s);
-        split = " (the tokenizer encodes it as " + std::to_string(ids.size()) + " tokens:";
-        for (auto t : ids) split += " " + std::to_string(t);
-        split += ")";
-      }
-      throw InputError("--stop '" + s + "': " +
-                       (codec ? "not one token of the model's vocabulary" + split
-                              : std::string("the model has no tokenizer or vocabulary to look up token text")) +
-                       "; expected one token's text or a token id");
-    }
-    if (!id) {
-      auto ids = parse_ids(s, "--stop");
-      if (ids.size() != 1) throw InputError("--stop '" + s + "': expected one token id, got " + std::to_string(ids.size()));
-      id = ids[0];
-    }
-    if (*id >= model->config().vocab_size)
-      throw InputError("--stop " + s + ": token id " + std::to_string(*id) + " is not below vocab_size = " +
-                       std::to_string(model->config().vocab_size) + " (it could never be generated)");
-    o.stop_tokens.push_back(*id);
-  }
+  for (const auto& s : a.stop) o.stop_tokens.push_back(stop_token_id(codec.get(), s, model->config().vocab_size));
   // --trace's directory must exist before the generation runs.
   if (!a.trace_file.empty()) {
     const fs::path dir = fs::path(a.trace_file).parent_path();
