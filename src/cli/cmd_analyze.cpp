@@ -201,31 +201,19 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   auto names = label_names(ds);
   const int64_t positive_given = a.positive.empty() ? -1 : parse_positive(a.positive, names);
   auto split = ds.load(a.split);
-  // Created before the forward passes (a path that cannot be a directory fails first);
-  // removed again, while empty, when a check of the labels below refuses the run.
-  const bool out_existed = fs::exists(a.out);
-  io::create_dirs(a.out, "--out");
-  struct RemoveIfRefused {
-    std::string dir;
-    bool armed;
-    ~RemoveIfRefused() {
-      std::error_code ec;
-      if (armed) fs::remove(dir, ec);  // an empty directory only
-    }
-  } refused_out{a.out, !out_existed};
-  analysis::CollectOptions co;
-  co.batch_size = a.batch;
-  co.max_sequences = a.max;
-  auto f = analysis::collect_routing_features(model, split, co, a.max_tokens);
-  require(f.n_windows() > 0, a.data, "split '" + a.split + "' has no non-empty sequences");
+  // The labels of the sequences the features will hold (the first --max, empty ones
+  // have no windows), so that every check of them comes before the forward passes.
+  std::vector<int64_t> seq_labels;
+  for (int64_t j = 0, n = a.max > 0 ? std::min(a.max, split.size()) : split.size(); j < n; ++j)
+    if (split.get(j).length > 0) seq_labels.push_back(split.get(j).label);
+  require(!seq_labels.empty(), a.data, "split '" + a.split + "' has no non-empty sequences");
   std::set<int64_t> labels;
   int64_t labelled = 0;
-  for (auto l : f.seq_label)
+  for (auto l : seq_labels)
     if (l >= 0) {
       labels.insert(l);
       ++labelled;
     }
-  // Checks that need the labels, before anything is written.
   if (labels.size() >= 2)
     require(labelled >= a.folds, "--folds",
             std::to_string(a.folds) + ": split '" + a.split + "' has " + std::to_string(labelled) +
@@ -251,7 +239,7 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   if (positive >= 0) {
     // A held-out test split plus cross-validation need 2 x folds documents of each class.
     int64_t pos_docs = 0, neg_docs = 0;
-    for (auto l : f.seq_label) {
+    for (auto l : seq_labels) {
       pos_docs += l == positive;
       neg_docs += l >= 0 && l != positive;
     }
@@ -260,10 +248,28 @@ void run_analyze_routing(const AnalyzeArgs& a) {
                 " positive and " + std::to_string(neg_docs) + " negative labelled sequences; the probes need at least " +
                 std::to_string(2 * a.folds) + " of each (2 x --folds " + std::to_string(a.folds) +
                 ") for a held-out test split and cross-validation";
-      require(positive_given < 0, "--label-positive", a.positive + ": " + why_not);
+      require(positive_given < 0, "--label-positive " + a.positive, why_not);
       positive = -1;
     }
   }
+  // Created before the forward passes (a path that cannot be a directory fails first);
+  // removed again, while empty, when they fail.
+  const bool out_existed = fs::exists(a.out);
+  io::create_dirs(a.out, "--out");
+  struct RemoveIfRefused {
+    std::string dir;
+    bool armed;
+    ~RemoveIfRefused() {
+      std::error_code ec;
+      if (armed) fs::remove(dir, ec);  // an empty directory only
+    }
+  } refused_out{a.out, !out_existed};
+  analysis::CollectOptions co;
+  co.batch_size = a.batch;
+  co.max_sequences = a.max;
+  auto f = analysis::collect_routing_features(model, split, co, a.max_tokens);
+  if (f.seq_label != seq_labels)
+    throw std::logic_error("routing analysis: the features hold other sequences than the split's first non-empty ones");
   refused_out.armed = false;
   const bool plots = util::gnuplot_available();
   if (!plots) std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";

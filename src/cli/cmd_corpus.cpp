@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "dataset/corpus.h"
+#include "dataset/documents.h"
 #include "util/error.h"
 
 namespace lol::cli {
@@ -18,7 +19,7 @@ void register_corpus(CLI::App& app) {
   c->add_option("--in", o->files, "Input files: UTF-8 text, or JSON lines (*.jsonl)")->required();
   c->add_option("--tokenizer", o->tokenizer, "'byte', or a tokenizer.json file / directory")->capture_default_str();
   c->add_option("--out", *out, "Output dataset directory")->required();
-  c->add_option("--text-field", o->source.text_field, "JSONL field holding the text")->capture_default_str();
+  auto* tf = c->add_option("--text-field", o->source.text_field, "JSONL field holding the text")->capture_default_str();
   c->add_option("--label-field", o->source.label_field,
                 "JSONL field holding a per-document label (e.g. lang), stored as integer ids");
   c->add_option("--max-bytes-per-label", o->source.max_bytes_per_label,
@@ -26,7 +27,7 @@ void register_corpus(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--valid-in", o->valid_files,
                 "Held-out files: all their documents go to the validation split (after the --in files)");
-  c->add_option("--doc-split", *doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
+  auto* ds = c->add_option("--doc-split", *doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
   c->add_option("--valid-fraction", o->valid_fraction, "Expected share of documents held out for validation")
       ->capture_default_str();
   c->add_option("--seed", o->seed, "Seed of the train/validation split")->capture_default_str();
@@ -34,7 +35,10 @@ void register_corpus(CLI::App& app) {
   c->add_flag("--eos", o->add_eos, "Put the tokenizer's EOS token after every document");
   c->add_option("--shard-tokens", o->shard_tokens, "Tokens per shard file")->capture_default_str();
   c->add_flag("--no-progress", *no_progress, "No progress bar");
-  c->callback([o, out, doc_split, no_progress] {
+  c->callback([o, out, doc_split, no_progress, tf, ds] {
+    std::vector<std::string> all = o->files;
+    all.insert(all.end(), o->valid_files.begin(), o->valid_files.end());
+    data::check_source_flags_apply(all, tf->count() > 0, ds->count() > 0);
     o->source.doc_split = data::parse_doc_split(*doc_split);
     o->progress = !*no_progress;
     const auto st = data::build_corpus(*o, *out);
@@ -44,6 +48,11 @@ void register_corpus(CLI::App& app) {
               << st["bytes_per_token"].get<double>() << " bytes/token)";
     if (st.contains("labels")) std::cout << ", " << st["labels"].size() << " labels";
     std::cout << "\n";
+    if (st["valid"]["documents"].get<int64_t>() == 0)
+      std::cerr << "note: no document was held out for validation (--valid-fraction " << o->valid_fraction
+                << " of " << st["train"]["documents"]
+                << " documents), so `lol train` skips evaluation and `lol eval lm` has no valid split: raise "
+                   "--valid-fraction or give --valid-in FILES\n";
   });
 }
 

@@ -21,6 +21,11 @@ void register_data(CLI::App& app) {
     if (std::string(task) == "maze") c->add_option("--size", opt->size, "Maze side, 4..16")->default_val(8);
     c->add_option("--seed", opt->seed, "Random seed (output is deterministic for a seed)")->default_val(0);
     c->add_option("--valid-fraction", opt->valid_fraction, "Share of puzzles held out for validation")->default_val(0.1);
+    c->add_option("--n-test", opt->n_test,
+                  "New puzzles, generated after the --n ones, in a test split for eval-strategies "
+                  "(-1 = --n / 10, at least 1; 0 = none)")
+        ->default_val(-1)
+        ->check(CLI::Range(int64_t(-1), int64_t(1) << 32));
     c->add_option("--max-tokens", opt->max_tokens, "Drop sequences longer than this (0 = keep all)")->default_val(0);
     // Maze generation is sequential (and fast); only sudoku has generator threads.
     if (std::string(task) == "sudoku")
@@ -31,22 +36,24 @@ void register_data(CLI::App& app) {
     c->callback([opt, out, t] {
       opt->task = t;
       auto stats = data::build_task_dataset(*opt, *out);
+      const bool test = stats.contains("sequences_test");
       std::cout << "wrote " << *out << ": " << stats["sequences_train"] << " train / " << stats["sequences_valid"]
-                << " valid sequences (" << stats["puzzles_train"] << " / " << stats["puzzles_valid"]
-                << " puzzles), " << stats["tokens_train"] << " train tokens, longest " << stats["max_sequence_tokens"]
-                << " tokens\n";
+                << " valid" << (test ? " / " + stats["sequences_test"].dump() + " test" : std::string())
+                << " sequences (" << stats["puzzles_train"] << " / " << stats["puzzles_valid"]
+                << (test ? " / " + stats["puzzles_test"].dump() : std::string()) << " puzzles), "
+                << stats["tokens_train"] << " train tokens, longest " << stats["max_sequence_tokens"] << " tokens\n";
     });
   }
 
   auto file = std::make_shared<std::string>();
-  auto* v = data->add_subcommand("verify", "Check every record of a JSONL file (or a dataset directory's train.jsonl "
-                                           "and valid.jsonl) with the task verifier");
+  auto* v = data->add_subcommand("verify", "Check every record of a JSONL file (or a dataset directory's train.jsonl, "
+                                           "valid.jsonl and test.jsonl) with the task verifier");
   v->add_option("path", *file, "JSONL file or dataset directory written by `lol data`")->required();
   v->callback([file] {
     std::vector<std::string> files{*file};
     if (std::filesystem::is_directory(*file)) {
       files.clear();
-      for (const char* name : {"train.jsonl", "valid.jsonl"})
+      for (const char* name : {"train.jsonl", "valid.jsonl", "test.jsonl"})
         if (std::filesystem::exists(*file + "/" + name)) files.push_back(*file + "/" + name);
       if (files.empty())
         throw InputError(*file + ": a directory without train.jsonl or valid.jsonl (expected a JSONL file or a "

@@ -155,7 +155,14 @@ void run_generate(const GenerateArgs& a) {
     if (!codec)
       throw InputError("--prompt: " + a.model +
                        " has no tokenizer.json and no extra.vocab in config.json; pass --tokenizer or --tokens");
-    p.tokens = codec->encode(a.prompt);
+    try {
+      p.tokens = codec->encode(a.prompt);
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      if (what.rfind("vocab: unknown token", 0) != 0) throw;
+      throw InputError("--prompt: " + what + " (not in the task vocabulary of " + dir +
+                       "/config.json extra.vocab; its tokens are separated by spaces)");
+    }
   } else {
     p.tokens = parse_ids(a.tokens, "--tokens");
     check_prompt_ids(p.tokens, model->config().vocab_size, "--tokens");
@@ -180,7 +187,8 @@ void run_generate(const GenerateArgs& a) {
   std::unique_ptr<RoutingPath> path;
   if (!a.force_path.empty()) {
     path = std::make_unique<RoutingPath>(
-        load_routing_path_for(a.force_path, model->config().library_size, /*active_depth=*/0));
+        load_routing_path_for(a.force_path, model->config().library_size,
+                              /*active_depth=*/a.depth >= 0 ? a.depth : model->active_depth()));
     p.force = path.get();
   }
   inference::GenerateOptions o;

@@ -441,7 +441,9 @@ void register_generate_cmd(CLI::App* lr) {
   auto* sy = c->add_option("--system", a->system,
                            "system message for --chat (\"\": no system turn; default: the chat template's, as in training)");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json or folder (default: the base folder's)");
-  c->add_option("--max-new", a->max_new, "maximum new tokens")->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  c->add_option("--max-new", a->max_new, "maximum new tokens (0: decide the gates and run the prompt only)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   c->add_option("--gates", a->gates, "learned | open | bias-only | closed")->capture_default_str();
   add_sampling_options(c, a->sampling, a->seed);
   c->add_flag("--ids", a->ids, "print token ids instead of text");

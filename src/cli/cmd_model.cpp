@@ -261,7 +261,7 @@ void run_info(const InfoArgs& a) {
             << "depth       " << depth << " of " << c.core_depth << " routed depths run"
             << (depth < c.core_depth ? " (saved while growing: trainer_state.json active_depth)" : "") << "\n"
             << "FLOPs/token " << std::setprecision(6) << f.forward << " (" << human(f.forward) << ") forward, "
-            << 3 * f.forward << " (" << human(3 * f.forward) << ") training (3 x forward)\n"
+            << 3 * f.forward << " (" << human(3 * f.forward) << ") training (3 x forward), every window full\n"
             << "  matmul FLOPs = 2 x multiply-adds, context n = " << n << ":\n"
             << "  (P+C) x [linear_pc + 4 H hd (n+1)/2] + D x [linear + 4 H hd (W+1)/2 + 2 d L / W] + 2 d V\n"
             << "  linear = 2 d (H hd) + 4 d (Hkv hd) + 2 (H hd) d + 6 d F = " << f.block_linear << "\n";

@@ -26,8 +26,19 @@ namespace lol::cli {
 
 namespace {
 
+/// Whether two spellings name the same file or directory (as far as can be told).
+bool same_path(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ea, eb;
+  const auto ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+  return ea || eb ? a == b : ca == cb;
+}
+
 data::TaskSpec spec_of_dataset(const data::Dataset& ds) {
   const auto& info = ds.info();
+  if (ds.task() != "maze" && ds.task() != "sudoku")
+    throw InputError("--data " + ds.dir() + ": a '" + ds.task() +
+                     "' dataset; strategies and mode paths need a task dataset (lol data maze|sudoku)");
   nlohmann::json j = {{"task", ds.task()}, {"size", info.value("meta", nlohmann::json::object()).value("size", 8)}};
   if (info.contains("vocab")) j["vocab"] = info["vocab"];
   return data::task_spec_from_json(j, ds.dir() + "/dataset.json");
@@ -167,7 +178,7 @@ void register_paths(CLI::App& app) {
   });
 
   struct EvalArgs {
-    std::string model, paths, data, out, device = "cpu", split = "valid", filler;
+    std::string model, paths, data, out, device = "cpu", split, filler;
     int64_t n = 200, batch = 32, max_new = 0;
     bool no_unforced = false, full_recompute = false;
   };
@@ -177,7 +188,9 @@ void register_paths(CLI::App& app) {
   ev->add_option("--model", e->model, "Checkpoint or run directory")->required();
   ev->add_option("--paths", e->paths, "Directory with S1.json..S5.json (lol paths extract)")->required();
   ev->add_option("--data", e->data, "Dataset directory (its held-out split's JSONL is used)")->required();
-  ev->add_option("--split", e->split, "Split whose puzzles are evaluated")->default_val("valid");
+  ev->add_option("--split", e->split,
+                 "Split whose puzzles are evaluated (default: test, the new puzzles of `lol data --n-test`; "
+                 "valid for a dataset without one)");
   ev->add_option("--n", e->n, "Number of test puzzles")->default_val(200)->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32)->check(CLI::Range(1, 1 << 16));
   ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")
@@ -202,11 +215,41 @@ void register_paths(CLI::App& app) {
     auto ds = data::Dataset::open(e->data);
     require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + e->data);
     auto spec = spec_of_dataset(ds);
-    std::string jsonl = e->data + "/" + e->split + ".jsonl";
+    // The puzzles are read from DATA/<split>.jsonl.
+    const auto jsonl_of = [&](const std::string& split) { return e->data + "/" + split + ".jsonl"; };
+    if (e->split.empty()) {
+      e->split = fs::exists(jsonl_of("test")) ? "test" : "valid";
+      if (e->split == "valid")
+        std::cerr << "note: " << e->data << " has no test split (written before `lol data --n-test`, or with --n-test 0): "
+                  << "evaluating the valid split\n";
+    }
+    const std::string jsonl = jsonl_of(e->split);
+    if (!fs::is_regular_file(jsonl)) {
+      std::string have;
+      for (const char* s : {"train", "valid", "test"})
+        if (fs::exists(jsonl_of(s))) have += std::string(have.empty() ? "" : ", ") + s;
+      throw InputError("--split " + e->split + ": " + jsonl + " does not exist (the splits of " + e->data +
+                       " with puzzles: " + (have.empty() ? "none" : have) + ")");
+    }
+    if (!fs::is_directory(e->paths))
+      throw InputError("--paths " + e->paths + ": expected the directory holding S1.json .. S5.json (`lol paths "
+                       "extract --out`); " + (fs::exists(e->paths) ? "it is a file" : "it does not exist"));
     std::map<int, RoutingPath> paths;
     for (int s = 1; s <= 5; ++s)
       paths[s] = load_routing_path_for(e->paths + "/S" + std::to_string(s) + ".json", model->config().library_size,
-                                       /*active_depth=*/0);
+                                       model->active_depth());
+    // Paper 4.1.3: mode paths from validation puzzles, tested on new ones.
+    const auto meta_string = [](const RoutingPath& p, const char* key) {
+      const auto it = p.meta.is_object() ? p.meta.find(key) : p.meta.end();
+      return it != p.meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    for (const auto& [s, p] : paths)
+      if (meta_string(p, "split") == e->split && same_path(meta_string(p, "data"), e->data)) {
+        std::cerr << "warning: the mode paths were extracted from split '" << e->split << "' of " << e->data
+                  << ", the puzzles evaluated here: forced-path scores are optimistic (evaluate another split, e.g. "
+                  << "--split test)\n";
+        break;
+      }
     analysis::StrategyEvalOptions opt;
     opt.n_puzzles = e->n;
     opt.batch_size = e->batch;
@@ -217,9 +260,14 @@ void register_paths(CLI::App& app) {
     io::create_dirs(out, "--out");
     auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(!e->full_recompute));
     auto j = res.to_json(spec);
-    j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"n", e->n}, {"filler", e->filler}};
+    j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"split", e->split},
+                    {"n", e->n},         {"filler", e->filler}};
     io::write_file_atomic(out + "/results.json", j.dump(1) + "\n");
     std::cout << res.format(spec);
+    int64_t evaluated = 0;
+    for (const auto& [s, m] : res.forced) evaluated = std::max(evaluated, m.n);
+    if (evaluated < e->n)
+      std::cerr << "note: --n " << e->n << ": " << jsonl << " holds " << evaluated << " puzzles; all of them evaluated\n";
     std::cout << "\n" << res.generated_tokens << " tokens generated in " << res.seconds << " s; wrote " << out
               << "/results.json\n";
     if (util::gnuplot_available()) {

@@ -3,6 +3,7 @@
 // decode ids to text with any tokenizer lol reads ("byte", tokenizer.json,
 // vocab.json + merges.txt). See docs/text.md.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -28,7 +29,7 @@ struct TokenizerTrainArgs {
   int64_t max_bytes_per_label = 0;
   int32_t vocab_size = 4096;
   int64_t min_frequency = 2;
-  bool no_progress = false;
+  bool no_progress = false, text_field_given = false, doc_split_given = false, eos_given = false;
 };
 
 void run_tokenizer_train(const TokenizerTrainArgs& a) {
@@ -49,10 +50,22 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
   o.pad_token = a.pad;
   // The default EOS applies only when its token is among the specials.
   bool eos_listed = a.eos.empty();
-  for (const auto& s : a.specials) eos_listed = eos_listed || s == a.eos;
+  std::string specials;
+  for (const auto& s : a.specials) {
+    eos_listed = eos_listed || s == a.eos;
+    specials += (specials.empty() ? "" : " ") + s;
+  }
+  if (a.eos_given && !eos_listed)
+    throw InputError("--eos '" + a.eos + "': not one of the --special tokens (" +
+                     (specials.empty() ? std::string("none") : specials) + "); list it there too");
   o.eos_token = eos_listed ? a.eos : "";
   o.progress = !a.no_progress;
 
+  data::check_source_flags_apply(a.in, a.text_field_given, a.doc_split_given);
+  // Datasets and checkpoints keep their own copy, but a tokenizer folder may be what a
+  // later `lol corpus --tokenizer` reads: never replaced silently (as `lol corpus`, `lol data`).
+  if (std::filesystem::exists(std::filesystem::path(a.out) / "tokenizer.json"))
+    throw InputError("--out " + a.out + ": already holds a tokenizer.json (choose another directory, or remove it)");
   data::DocumentSourceOptions so;
   so.text_field = a.text_field;
   so.label_field = a.label_field;
@@ -174,20 +187,27 @@ void register_tokenizer(CLI::App& app) {
   tr->add_option("--out", ta->out, "Output directory (tokenizer.json, tokenizer_config.json)")->required();
   tr->add_option("--special", ta->specials, "Special tokens (ids 0, 1, ...)")->capture_default_str();
   tr->add_option("--bos", ta->bos, "BOS token (one of --special)");
-  tr->add_option("--eos", ta->eos, "EOS token (one of --special; ignored when not listed)")->capture_default_str();
+  auto* eos = tr->add_option("--eos", ta->eos, "EOS token (one of --special; the default applies when listed)")
+                  ->capture_default_str();
   tr->add_option("--pad", ta->pad, "PAD token (one of --special)");
   tr->add_option("--pattern", ta->pattern, "Pre-tokenizer regex: gpt2 | qwen2")->capture_default_str();
   tr->add_option("--regex", ta->regex, "Custom pre-tokenizer regex (PCRE2), instead of --pattern")
       ->check(non_empty("PCRE2 pattern"));
   tr->add_option("--min-frequency", ta->min_frequency, "Pairs seen fewer times are never merged")->capture_default_str();
-  tr->add_option("--text-field", ta->text_field, "JSONL field holding the text")->capture_default_str();
+  auto* tf = tr->add_option("--text-field", ta->text_field, "JSONL field holding the text")->capture_default_str();
   tr->add_option("--label-field", ta->label_field, "JSONL field holding a per-document label (with --max-bytes-per-label)");
   tr->add_option("--max-bytes-per-label", ta->max_bytes_per_label,
                  "Balanced mix: skip documents whose label already has this many text bytes (0 = no cap)")
       ->capture_default_str();
-  tr->add_option("--doc-split", ta->doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
+  auto* ds =
+      tr->add_option("--doc-split", ta->doc_split, "Plain text documents: blank-line | line | file")->capture_default_str();
   tr->add_flag("--no-progress", ta->no_progress, "No progress bar");
-  tr->callback([ta] { run_tokenizer_train(*ta); });
+  tr->callback([ta, tf, ds, eos] {
+    ta->eos_given = eos->count() > 0;
+    ta->text_field_given = tf->count() > 0;
+    ta->doc_split_given = ds->count() > 0;
+    run_tokenizer_train(*ta);
+  });
 
   auto ea = std::make_shared<CodecArgs>();
   auto* en = t->add_subcommand("encode", "Print the token ids of a text (from --text, --file or stdin)");

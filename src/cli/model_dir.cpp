@@ -148,6 +148,20 @@ void require_model_reads_dataset(const std::string& model_dir, const nlohmann::j
   if (ds.vocab_size() > model_vocab)
     throw InputError(data_flag + ": dataset vocab_size " + std::to_string(ds.vocab_size()) + " exceeds the model's " +
                      std::to_string(model_vocab));
+  // A text corpus names its tokenizer (dataset.json "tokenizer"): ids of another one
+  // would be read as other text, and the losses would mean nothing.
+  const auto t = ds.info().find("tokenizer");
+  if (t != ds.info().end() && t->is_string()) {
+    const fs::path file = fs::path(ds.dir()) / t->get<std::string>();
+    if (!fs::exists(file)) return;
+    const auto trained = training_tokenizer(model_dir);
+    if (!trained) return;
+    const std::string diff = vocabulary_difference(*tokenizers::load_tokenizer(file.string()), *trained);
+    if (!diff.empty())
+      throw InputError(data_flag + ": its tokenizer (" + file.string() + ") is not the one " + model_dir +
+                       " was trained with (" + diff + "); prepare the data with `lol corpus --tokenizer " + model_dir +
+                       "`");
+  }
 }
 
 RoutingPath load_routing_path_for(const std::string& file, int64_t library_size, int64_t active_depth) {
@@ -156,8 +170,9 @@ RoutingPath load_routing_path_for(const std::string& file, int64_t library_size,
     throw InputError(file + ": field 'library_size' = " + std::to_string(path.library_size) +
                      ": the model has library_size = " + std::to_string(library_size) + " (a path of another model?)");
   if (active_depth > 0 && path.depth() > active_depth)
-    throw InputError(file + ": field 'core_depth' = " + std::to_string(path.depth()) + ": the model runs " +
-                     std::to_string(active_depth) + " routed depths");
+    throw InputError(file + ": field 'expert' has " + std::to_string(path.depth()) +
+                     " rows (one per routed depth): expected at most the " + std::to_string(active_depth) +
+                     " routed depths the model runs");
   return path;
 }
 

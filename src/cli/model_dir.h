@@ -41,8 +41,9 @@ std::unique_ptr<tokenizers::Tokenizer> model_tokenizer(const std::string& dir, c
 
 /// Checks that the model in `model_dir` (config.json "extra": the task and vocabulary of
 /// its training data; `vocab_size`) can read `ds`: the same task and task vocabulary when
-/// both are recorded, and no dataset token id beyond the model's vocab_size. Throws
-/// InputError naming `data_flag` (e.g. "--data DIR") and both values otherwise.
+/// both are recorded, no dataset token id beyond the model's vocab_size, and for a text
+/// corpus (dataset.json "tokenizer") the vocabulary of the model's training tokenizer.
+/// Throws InputError naming `data_flag` (e.g. "--data DIR") and both values otherwise.
 void require_model_reads_dataset(const std::string& model_dir, const nlohmann::json& model_extra,
                                  int64_t model_vocab, const data::Dataset& ds, const std::string& data_flag);
 

@@ -31,6 +31,18 @@ bool is_jsonl_file(const std::string& path) {
   return ext == ".jsonl" || ext == ".ndjson";
 }
 
+void check_source_flags_apply(const std::vector<std::string>& files, bool text_field_given, bool doc_split_given) {
+  size_t jsonl = 0;
+  for (const auto& f : files) jsonl += is_jsonl_file(f);
+  if (files.empty()) return;
+  if (text_field_given && jsonl == 0)
+    throw InputError("--text-field applies to JSON lines files (*.jsonl, *.ndjson), and none of the " +
+                     std::to_string(files.size()) + " input file(s) is one (plain text is read whole: see --doc-split)");
+  if (doc_split_given && jsonl == files.size())
+    throw InputError("--doc-split applies to plain text files, and every input file is JSON lines (one document per "
+                     "line: see --text-field)");
+}
+
 namespace {
 
 bool is_blank(const std::string& line) {

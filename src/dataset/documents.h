@@ -42,6 +42,11 @@ const char* doc_split_name(DocSplit s);
 /// True for file names read as JSON lines (*.jsonl, *.ndjson).
 bool is_jsonl_file(const std::string& path);
 
+/// Refuses options that no input file would use (a typo or a wrong file would otherwise
+/// pass silently): --text-field given while no file is JSON lines, --doc-split given
+/// while every file is. Throws lol::InputError naming the flag and the files' kind.
+void check_source_flags_apply(const std::vector<std::string>& files, bool text_field_given, bool doc_split_given);
+
 struct DocumentSourceOptions {
   std::string text_field = "text";  ///< JSONL: field holding the document text (string)
   std::string label_field;          ///< JSONL: field holding the label ("" = no labels)

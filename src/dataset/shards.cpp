@@ -139,7 +139,13 @@ std::string Dataset::task() const { return info_.value("task", std::string("text
 bool Dataset::has_split(const std::string& split) const { return info_["splits"].contains(split); }
 
 SplitData Dataset::load(const std::string& split) const {
-  if (!has_split(split)) throw InputError(dir_ + "/dataset.json: no split '" + split + "'");
+  if (!has_split(split)) {
+    std::string have;
+    for (auto it = info_["splits"].begin(); it != info_["splits"].end(); ++it)
+      have += (have.empty() ? "" : ", ") + it.key();
+    throw InputError(dir_ + "/dataset.json: no split '" + split + "' (its splits: " + (have.empty() ? "none" : have) +
+                     "; a command's --split chooses another)");
+  }
   SplitData s;
   for (const auto& name : info_["splits"][split]) s.append_shard(dir_ + "/" + name.get<std::string>(), vocab_size_);
   return s;

@@ -4,6 +4,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "dataset/shards.h"
 #include "tasks/maze_generate.h"
@@ -115,20 +116,22 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   require(opt.valid_fraction >= 0 && opt.valid_fraction < 1, "--valid-fraction", "expected 0 <= fraction < 1");
   require(opt.max_tokens >= 0, "--max-tokens",
           std::to_string(opt.max_tokens) + ": expected 0 (keep all) or a length >= 1");
+  require(opt.n_test >= -1, "--n-test " + std::to_string(opt.n_test), "expected >= 0 (or -1 = --n / 10)");
+  const int64_t n_test = opt.n_test >= 0 ? opt.n_test : std::max<int64_t>(1, opt.n_puzzles / 10);
   require_no_dataset(out, "--out");
   ProgressBar bar("generate " + opt.task, 0, opt.progress);
   std::vector<tasks::Example> examples;
   nlohmann::json gen_stats = nlohmann::json::object();
   if (opt.task == "maze") {
     tasks::MazeDatasetStats st;
-    examples = tasks::generate_maze_dataset(opt.n_puzzles, opt.size, opt.seed, &st);
+    examples = tasks::generate_maze_dataset(opt.n_puzzles + n_test, opt.size, opt.seed, &st);
     gen_stats = {{"draws", st.draws}, {"duplicates", st.duplicates}, {"accepted", st.accepted}, {"rejected", st.rejected}};
   } else {
     tasks::SudokuDatasetOptions so;
     so.max_sequence_tokens = size_t(opt.max_tokens);
     so.threads = std::max(1, opt.threads);
     try {
-      examples = tasks::generate_sudoku_dataset(size_t(opt.n_puzzles), opt.seed, so);
+      examples = tasks::generate_sudoku_dataset(size_t(opt.n_puzzles + n_test), opt.seed, so);
     } catch (const InputError& e) {
       if (std::string(e.what()).find("max_sequence_tokens") == std::string::npos) throw;
       throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": " + e.what());
@@ -148,53 +151,70 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   const io::DirLock lock(out, "--out");  // one writer per dataset directory
   require_no_dataset(out, "--out");  // again: another writer may have finished meanwhile
 
-  ShardWriter train(out, "train", spec.vocab.size()), valid(out, "valid", spec.vocab.size());
-  io::AtomicFile train_jsonl(out + "/train.jsonl"), valid_jsonl(out + "/valid.jsonl");
-  int64_t n_train_puzzles = 0, n_valid_puzzles = 0, max_len = 0, dropped = 0;
+  // The generators are prefix-stable (the first n puzzles do not depend on how many
+  // follow): puzzles 0..n-1 are split into train and valid by a hash of their id as
+  // without a test split, puzzles n.. are the test split.
+  enum Split { kTrain, kValid, kTest };
+  const char* split_names[] = {"train", "valid", "test"};
+  const int n_splits = n_test > 0 ? 3 : 2;
+  std::vector<std::unique_ptr<ShardWriter>> shards;
+  std::vector<std::unique_ptr<io::AtomicFile>> jsonl;
+  for (int k = 0; k < n_splits; ++k) {
+    shards.push_back(std::make_unique<ShardWriter>(out, split_names[k], spec.vocab.size()));
+    jsonl.push_back(std::make_unique<io::AtomicFile>(out + "/" + split_names[k] + ".jsonl"));
+  }
+  int64_t puzzles[3] = {0, 0, 0}, max_len = 0, dropped = 0, ordinal = -1;
   std::vector<int64_t> per_strategy(6, 0);
   uint64_t last_puzzle = ~0ull;
   const uint64_t cut = uint64_t(opt.valid_fraction * 1e6);
+  Split split = kTrain;
   for (const auto& e : examples) {
+    if (e.puzzle_id != last_puzzle || ordinal < 0) {  // a puzzle's sequences are consecutive
+      ++ordinal;
+      last_puzzle = e.puzzle_id;
+      split = ordinal >= opt.n_puzzles                               ? kTest
+              : (mix64(e.puzzle_id ^ opt.seed) % 1000000) < cut ? kValid
+                                                                   : kTrain;
+      ++puzzles[split];
+    }
     auto te = spec.tokenize(e);
     if (opt.max_tokens > 0 && int64_t(te.ids.size()) > opt.max_tokens) {
       dropped++;
       continue;
     }
-    const bool is_valid = (mix64(e.puzzle_id ^ opt.seed) % 1000000) < cut;
-    if (e.puzzle_id != last_puzzle) {
-      (is_valid ? n_valid_puzzles : n_train_puzzles)++;
-      last_puzzle = e.puzzle_id;
-    }
-    (is_valid ? valid : train).add(te.ids, te.loss_mask, te.router_only, te.prompt_len, e.strategy);
-    (is_valid ? valid_jsonl : train_jsonl).write(example_to_json(e, opt.task).dump() + "\n");
+    shards[split]->add(te.ids, te.loss_mask, te.router_only, te.prompt_len, e.strategy);
+    jsonl[split]->write(example_to_json(e, opt.task).dump() + "\n");
     max_len = std::max<int64_t>(max_len, int64_t(te.ids.size()));
     per_strategy[e.strategy]++;
   }
-  train_jsonl.commit();
-  valid_jsonl.commit();
-  const int64_t n_train = train.sequences(), n_valid = valid.sequences();
-  const int64_t t_train = train.tokens(), t_valid = valid.tokens();
-  auto train_files = train.finish();
-  auto valid_files = valid.finish();
-  nlohmann::json stats = {{"puzzles_train", n_train_puzzles}, {"puzzles_valid", n_valid_puzzles},
-                          {"sequences_train", n_train},       {"sequences_valid", n_valid},
-                          {"tokens_train", t_train},          {"tokens_valid", t_valid},
-                          {"max_sequence_tokens", max_len},   {"dropped_too_long", dropped},
+  for (auto& f : jsonl) f->commit();
+  nlohmann::json stats = {{"max_sequence_tokens", max_len},
+                          {"dropped_too_long", dropped},
                           {"per_strategy", std::vector<int64_t>(per_strategy.begin() + 1, per_strategy.end())},
                           {"generator", gen_stats}};
+  nlohmann::json splits = nlohmann::json::object(), jsonl_names = nlohmann::json::object();
+  for (int k = 0; k < n_splits; ++k) {
+    const std::string name = split_names[k];
+    stats["puzzles_" + name] = puzzles[k];
+    stats["sequences_" + name] = shards[k]->sequences();
+    stats["tokens_" + name] = shards[k]->tokens();
+    splits[name] = shards[k]->finish();
+    jsonl_names[name] = name + ".jsonl";
+  }
   nlohmann::json info = {{"format", "lol-dataset"},
                          {"version", 1},
                          {"task", opt.task},
                          {"vocab_size", spec.vocab.size()},
                          {"vocab", spec.vocab.to_json()},
-                         {"splits", {{"train", train_files}, {"valid", valid_files}}},
+                         {"splits", splits},
                          {"stats", stats},
                          {"meta",
                           {{"size", opt.size},
                            {"seed", opt.seed},
                            {"n_puzzles", opt.n_puzzles},
                            {"valid_fraction", opt.valid_fraction},
-                           {"jsonl", {{"train", "train.jsonl"}, {"valid", "valid.jsonl"}}}}}};
+                           {"n_test", n_test},
+                           {"jsonl", jsonl_names}}}};
   write_dataset_info(out, info, lock.found_earlier_writer());
   return stats;
 }

@@ -44,12 +44,17 @@ struct TaskDatasetOptions {
   int size = 8;                 ///< maze side
   uint64_t seed = 0;
   double valid_fraction = 0.1;  ///< share of puzzles held out (all strategies of a puzzle together)
+  /// New puzzles for the test split, generated after the n_puzzles ones (so train and
+  /// valid do not depend on it): the puzzles `lol eval-strategies` forces mode paths on,
+  /// none of which the paths were extracted from (paper 4.1.3 "test on new grids").
+  /// -1 = n_puzzles / 10 (at least 1); 0 = no test split.
+  int64_t n_test = -1;
   int64_t max_tokens = 0;       ///< drop puzzles with a longer sequence (0 = keep all)
   int threads = 1;
   bool progress = true;
 };
 
-/// Generates, splits by puzzle, writes `out`/{train,valid}.jsonl, shards and
+/// Generates, splits by puzzle, writes `out`/{train,valid,test}.jsonl, shards and
 /// dataset.json. Returns the stats object stored in dataset.json.
 nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::string& out);
 

@@ -24,7 +24,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   const int64_t new_tokens = opt.max_new_tokens;
   const GateMode mode = opt.mode;
   require(!prompt.empty(), "layerroute generate", "empty prompt");
-  require(new_tokens >= 1, "layerroute generate", "new_tokens must be >= 1");
+  require(new_tokens >= 0, "layerroute generate", "new_tokens must be >= 0");
   inference::validate_sampling(opt.sampling, "layerroute generate");
   const int64_t P = int64_t(prompt.size()), maxlen = P + new_tokens;
   require(maxlen <= c.max_seq_len, "layerroute generate",
@@ -70,6 +70,10 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({P, s.n_heads * s.head_dim}));
     h = h + a;
     h = h + block_mlp(blk, i, lo, h);
+  }
+  if (new_tokens == 0) {  // prefill only: the gate decisions and the prompt's pass through the open layers
+    g.prefill_seconds = g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return g;
   }
   // Token choice on the CPU copy of the logits [1, V] (a no-op copy on CPU in float32).
   std::vector<int64_t> seen;  // ids in the sequence so far, each once (repetition penalty)

@@ -42,7 +42,8 @@ struct GatedGenerateOptions {
 };
 
 /// Generates up to `o.max_new_tokens` tokens after `prompt` with the gates of
-/// `o.mode` decided at prefill (see above). Throws InputError for an empty prompt,
+/// `o.mode` decided at prefill (see above); 0 runs the prefill only (gate decisions,
+/// KV caches of the open layers, no token chosen). Throws InputError for an empty prompt,
 /// token ids outside the vocabulary, prompt + max_new_tokens > max_seq_len or invalid
 /// sampling options; NonFiniteError for NaN/Inf logits (before a token is chosen).
 Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt, const GatedGenerateOptions& o);

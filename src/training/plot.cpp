@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "io/atomic_file.h"
@@ -79,18 +80,26 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
     std::string tr, va;
     size_t n_train = 0, n_valid = 0;
     // A record without the x field (an evaluation record of an older run has no
-    // "elapsed") takes it from the last record of the same step that has it.
-    std::map<int64_t, std::string> x_at_step;
+    // "elapsed") takes it from the records that have it: the last one of its step, else
+    // linear in the step between the nearest steps before and after; none is invented
+    // beyond the first or last step that has it.
+    std::map<int64_t, double> x_at_step;
+    for (const auto& r : records)
+      if (r.contains("step") && r["step"].is_number_integer() && r.contains(opt.x) && r[opt.x].is_number())
+        x_at_step[r["step"].get<int64_t>()] = r[opt.x].get<double>();
+    const auto x_for_step = [&](int64_t step) -> std::string {
+      const auto after = x_at_step.lower_bound(step);
+      if (after == x_at_step.end()) return "";
+      if (after->first == step) return nlohmann::json(after->second).dump();
+      if (after == x_at_step.begin()) return "";
+      const auto before = std::prev(after);
+      const double f = double(step - before->first) / double(after->first - before->first);
+      return nlohmann::json(before->second + f * (after->second - before->second)).dump();
+    };
     for (const auto& r : records) {
-      const bool has_step = r.contains("step") && r["step"].is_number_integer();
       std::string xv;
-      if (r.contains(opt.x) && r[opt.x].is_number()) {
-        xv = r[opt.x].dump();
-        if (has_step) x_at_step[r["step"].get<int64_t>()] = xv;
-      } else if (has_step) {
-        const auto it = x_at_step.find(r["step"].get<int64_t>());
-        if (it != x_at_step.end()) xv = it->second;
-      }
+      if (r.contains(opt.x) && r[opt.x].is_number()) xv = r[opt.x].dump();
+      else if (r.contains("step") && r["step"].is_number_integer()) xv = x_for_step(r["step"].get<int64_t>());
       if (xv.empty()) continue;
       if (r.contains("loss") && r["loss"].is_number()) tr += xv + " " + r["loss"].dump() + "\n", ++n_train;
       if (r.contains("valid_loss") && r["valid_loss"].is_number()) va += xv + " " + r["valid_loss"].dump() + "\n", ++n_valid;

@@ -133,6 +133,7 @@ TrainConfig parse_train(const nlohmann::json& j, const std::string& w) {
 RunConfig RunConfig::from_json(const nlohmann::json& j, const std::string& where) {
   JsonFields f(j, where);
   RunConfig c;
+  c.source = where;
   const nlohmann::json* model = f.raw("model");
   f.get("init_from", c.init_from);
   if (model && !model->is_null()) {
@@ -158,7 +159,8 @@ RunConfig RunConfig::from_json(const nlohmann::json& j, const std::string& where
   f.reject_unknown();
   if (c.schedule.warmup_steps > c.train.steps)
     throw InputError(where + ":schedule: field 'warmup_steps' = " + std::to_string(c.schedule.warmup_steps) +
-                     ": expected <= train.steps = " + std::to_string(c.train.steps));
+                     ": expected <= train.steps = " + std::to_string(c.train.steps) + " (for a short run, e.g. --set " +
+                     "schedule.warmup_steps=" + std::to_string(c.train.steps / 10) + ")");
   return c;
 }
 
@@ -254,7 +256,20 @@ RunConfig RunConfig::load(const std::string& path, const std::vector<std::string
   nlohmann::json j = io::read_json_file(path);
   if (!j.is_object()) throw InputError(path + ": expected a JSON object");
   for (const auto& o : overrides) apply_override(j, o);
-  return from_json(j, path);
+  try {
+    return from_json(j, path);
+  } catch (const InputError& e) {
+    // A value given by --set is not in the file: say where it came from.
+    const std::string msg = e.what();
+    for (auto o = overrides.rbegin(); o != overrides.rend(); ++o) {
+      const auto eq = o->find('='), dot = o->find('.');
+      if (eq == std::string::npos || dot == std::string::npos || dot > eq) continue;
+      const std::string section = o->substr(0, dot), key = o->substr(dot + 1, eq - dot - 1);
+      if (msg.find(path + ":" + section + ": field '" + key + "'") != std::string::npos)
+        throw InputError(msg + " (the value comes from --set " + *o + ")");
+    }
+    throw;
+  }
 }
 
 }  // namespace lol::training

@@ -77,6 +77,9 @@ struct TrainConfig {
 struct RunConfig {
   nlohmann::json model;       ///< architecture section (null when init_from is set)
   std::string init_from;      ///< plain model directory to start from
+  /// Where the configuration came from (the file's path, as from_json's `where`), to name
+  /// it in errors about the model section, which is checked when the model is built.
+  std::string source = "run config";
   DataConfig data;
   OptimConfig optim;
   ScheduleConfig schedule;

@@ -105,6 +105,10 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   torch::manual_seed(uint64_t(tc.seed));
 
   // ---- data
+  if (!fs::exists(fs::path(cfg.data.dir) / "dataset.json"))
+    throw InputError(cfg.source + ":data: field 'dir' = \"" + cfg.data.dir + "\": " +
+                     (fs::is_directory(cfg.data.dir) ? "no dataset.json there" : "no such directory") +
+                     " (expected a dataset written by `lol data` or `lol corpus`; --set data.dir=DIR)");
   auto ds = data::Dataset::open(cfg.data.dir);
   auto train_split = ds.load(cfg.data.train_split);
   // A split whose every target is masked (or whose documents are single tokens) would
@@ -128,9 +132,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   // An absent or empty validation split skips evaluation (`lol data` writes an empty one
   // when the held-out share rounds to 0 puzzles).
   const bool has_valid = valid_split.size() > 0;
-  if (valid_listed && !has_valid && is_root)
-    std::fprintf(stderr, "note: %s split '%s' has no sequences; evaluation is skipped\n", cfg.data.dir.c_str(),
-                 cfg.data.valid_split.c_str());
+  if (!has_valid && is_root)
+    std::fprintf(stderr, "note: %s split '%s' %s; evaluation is skipped\n", cfg.data.dir.c_str(),
+                 cfg.data.valid_split.c_str(), valid_listed ? "has no sequences" : "does not exist");
   if (has_valid && !layout.pack) {
     int64_t longest = 0;
     for (int64_t i = 0; i < valid_split.size(); ++i) longest = std::max(longest, valid_split.get(i).length);
@@ -142,7 +146,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   if (!cfg.init_from.empty()) {
     model = load_model(cfg.init_from);
   } else {
-    model = make_model(cfg.model, "run config: model", ds.vocab_size(), layout.seq_len, uint64_t(tc.seed));
+    model = make_model(cfg.model, cfg.source + ":model", ds.vocab_size(), layout.seq_len, uint64_t(tc.seed));
   }
   model->module().to(device);
   model->module().train();
@@ -168,9 +172,22 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     const std::string ck = resolve_checkpoint(resume);
     nlohmann::json ck_cfg = io::read_json_file(ck + "/config.json");
     ck_cfg.erase("extra");
-    if (ck_cfg != model->config_json())
-      throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's "
-                       "(resume with the run's own run.json)");
+    const nlohmann::json run_model = model->config_json();
+    if (ck_cfg != run_model) {
+      // Name what differs (a --set, or a dataset with another vocab_size, changes the model).
+      std::string diff;
+      nlohmann::json keys = ck_cfg.is_object() ? ck_cfg : nlohmann::json::object();
+      if (run_model.is_object()) keys.update(run_model);
+      for (auto it = keys.begin(); it != keys.end(); ++it) {
+        const auto a = ck_cfg.find(it.key());
+        const auto b = run_model.find(it.key());
+        const std::string va = a != ck_cfg.end() ? a->dump() : "absent", vb = b != run_model.end() ? b->dump() : "absent";
+        if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
+      }
+      throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's (" + diff +
+                       (diff.find("vocab_size") != std::string::npos ? "; vocab_size follows data.dir's dataset" : "") +
+                       "); resume with the run's own run.json");
+    }
     st = load_checkpoint(ck, *model, opt);
     if (st.step > tc.steps)
       throw InputError(ck + ": checkpoint is at step " + std::to_string(st.step) + ", beyond train.steps = " +
@@ -255,6 +272,33 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   const int64_t start_step = st.step;
   int64_t consecutive_skips = 0;
   int64_t logged_depth = st.active_depth;
+  // Growing never shrinks the core: a run resumed with more train.steps would otherwise
+  // go back to a shallower depth (the schedule is a function of step / train.steps).
+  const int64_t resumed_depth = resume.empty() ? -1 : st.active_depth;
+  if (!resume.empty() && st.step > 0 && st.step < tc.steps) {
+    // Resuming with another train.steps recomputes the schedules for the new total:
+    // say what that does at the resume step (a finished WSD decay goes back up).
+    const std::string ck_run = resolve_checkpoint(resume) + "/run.json";
+    int64_t old_steps = -1;
+    if (fs::exists(ck_run)) {
+      const auto j = io::read_json_file(ck_run);
+      if (j.is_object() && j.contains("train") && j["train"].is_object() && j["train"].contains("steps") &&
+          j["train"]["steps"].is_number_integer())
+        old_steps = j["train"]["steps"].get<int64_t>();
+    }
+    if (old_steps > 0 && old_steps != tc.steps && is_root) {
+      std::fprintf(stderr,
+                   "note: resuming at step %lld with train.steps %lld (the checkpoint's run had %lld): the learning "
+                   "rate schedule is that of %lld steps, %.3g at step %lld (it was %.3g at step %lld)",
+                   (long long)st.step, (long long)tc.steps, (long long)old_steps, (long long)tc.steps,
+                   cfg.optim.lr * lr_factor(cfg.schedule, st.step, tc.steps), (long long)st.step + 1,
+                   cfg.optim.lr * lr_factor(cfg.schedule, st.step - 1, old_steps), (long long)st.step);
+      if (growable > 0 && cfg.grow.fraction > 0)
+        std::fprintf(stderr, "; growing follows it too, never below the checkpoint's depth %lld",
+                     (long long)st.active_depth);
+      std::fprintf(stderr, "\n");
+    }
+  }
   if (show_progress)
     std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s%s\n", (long long)model->num_parameters(),
                  tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str(),
@@ -262,7 +306,8 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
 
   for (int64_t step = st.step; step < tc.steps; ++step) {
     if (hooks.before_step) hooks.before_step(step, *model);
-    if (growable > 0) model->set_active_depth(grown_depth(cfg.grow, growable, step, tc.steps));
+    if (growable > 0)
+      model->set_active_depth(std::max(resumed_depth, grown_depth(cfg.grow, growable, step, tc.steps)));
     const double lr_scale = lr_factor(cfg.schedule, step, tc.steps);
 
     std::vector<TrainBatch> micro;

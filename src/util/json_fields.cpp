@@ -108,7 +108,12 @@ const nlohmann::json* JsonFields::raw(const std::string& key) {
 
 void JsonFields::reject_unknown() const {
   for (auto it = j_.begin(); it != j_.end(); ++it)
-    if (!seen_.count(it.key())) throw InputError(where_ + ": unknown field '" + it.key() + "'");
+    if (!seen_.count(it.key())) {
+      std::string known;
+      for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+      throw InputError(where_ + ": unknown field '" + it.key() + "'" +
+                       (known.empty() ? std::string() : " (known fields: " + known + ")"));
+    }
 }
 
 void check_range(const std::string& where, const std::string& key, int64_t v, int64_t lo, int64_t hi) {

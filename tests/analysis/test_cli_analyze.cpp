@@ -140,6 +140,10 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   EXPECT_EQ(run(two + " --label-positive 1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
   EXPECT_NE(slurp(log).find("--label-positive"), std::string::npos) << slurp(log);
   EXPECT_FALSE(fs::exists(tmp / "two_bad")) << "refused before --out is created";
+  // ... and so before the forward passes, which come after --out is created: an --out
+  // that cannot be created is not what the message is about.
+  EXPECT_EQ(run(two + " --label-positive 1 --out " + (tmp / "two_out/routing.json/x"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("--label-positive 1: label"), std::string::npos) << slurp(log);
   // A negative id marks unlabelled sequences: not a label to probe.
   EXPECT_EQ(run(two + " --label-positive -1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
   EXPECT_NE(slurp(log).find("expected a label id >= 0"), std::string::npos) << slurp(log);

@@ -162,7 +162,11 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
        "tokenizer train --in " + quote((*train_files_)[1]) + " --regex '' --out " + quote(*dir_ / "bad"),
        // Invalid UTF-8 (byte 0xFF) for a BPE tokenizer: the message names where the text came from.
        "tokenizer encode --tokenizer " + quote(std::string(LOL_SOURCE_DIR) + "/../shared/data/tokenizers/gpt2") +
-           " --text \"$(printf 'a\\377b')\""});
+           " --text \"$(printf 'a\\377b')\"",
+       // An --eos that is not a special token (it silently left the tokenizer without EOS),
+       // and an --out that holds a tokenizer (it was replaced).
+       "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 300 --eos '<eos>' --out " + quote(*dir_ / "bad"),
+       "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 300 --out " + quote(*dir_ / "tok")});
   for (const auto& x : r) EXPECT_EQ(x.code, 2) << x.out;
   EXPECT_NE(r[0].out.find("/nonexistent/x.txt: no such file"), std::string::npos) << r[0].out;
   EXPECT_NE(r[1].out.find("vocab_size"), std::string::npos) << r[1].out;
@@ -174,6 +178,10 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
   EXPECT_NE(r[6].out.find("--text: tokenizer input: invalid UTF-8 at byte offset 1 (byte 0xff); expected valid UTF-8 text"),
             std::string::npos)
       << r[6].out;
+  EXPECT_NE(r[7].out.find("--eos '<eos>': not one of the --special tokens (<|endoftext|>); list it there too"),
+            std::string::npos)
+      << r[7].out;
+  EXPECT_NE(r[8].out.find("/tok: already holds a tokenizer.json"), std::string::npos) << r[8].out;
   // A JSON array (as `encode --json` prints) decodes like the plain list.
   const auto ok = run_lol("tokenizer decode --tokenizer byte --ids '[104, 105]'");
   EXPECT_EQ(ok.code, 0) << ok.out;

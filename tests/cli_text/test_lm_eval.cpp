@@ -343,6 +343,29 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
                                   " --tokenizer byte --no-progress --out " + reftest::quote(t / "ml.jsonl/ds"));
   EXPECT_EQ(blocked.code, 2) << blocked.out;
   EXPECT_NE(blocked.out.find("ml.jsonl/ds: cannot create directory"), std::string::npos) << blocked.out;
+  // A flag no input file would use is refused (it passed silently), in corpus and tokenizer train.
+  io::write_file_atomic(t / "plain.txt", "some text\n");
+  auto unused_field = reftest::run_lol("corpus --in " + reftest::quote(t / "plain.txt") +
+                                       " --tokenizer byte --no-progress --text-field body --out " + reftest::quote(t / "x"));
+  EXPECT_EQ(unused_field.code, 2) << unused_field.out;
+  EXPECT_NE(unused_field.out.find("--text-field applies to JSON lines files (*.jsonl, *.ndjson), and none of the 1 "
+                                  "input file(s) is one"),
+            std::string::npos)
+      << unused_field.out;
+  EXPECT_FALSE(fs::exists(t / "x"));
+  auto unused_split = reftest::run_lol("tokenizer train --in " + reftest::quote(t / "ml.jsonl") +
+                                       " --vocab-size 300 --no-progress --doc-split line --out " + reftest::quote(t / "x"));
+  EXPECT_EQ(unused_split.code, 2) << unused_split.out;
+  EXPECT_NE(unused_split.out.find("--doc-split applies to plain text files, and every input file is JSON lines"),
+            std::string::npos)
+      << unused_split.out;
+  // No held-out document: said when the data is written, and by commands that need it.
+  auto no_valid = reftest::run_lol("corpus --in " + reftest::quote(t / "plain.txt") +
+                                   " --tokenizer byte --no-progress --valid-fraction 0 --out " + reftest::quote(t / "nv"));
+  EXPECT_EQ(no_valid.code, 0) << no_valid.out;
+  EXPECT_NE(no_valid.out.find("note: no document was held out for validation (--valid-fraction 0 of 1 documents)"),
+            std::string::npos)
+      << no_valid.out;
   const std::string cfg = std::string(LOL_SOURCE_DIR) + "/configs/text_kjv_cpu.json";
   auto tr = reftest::run_lol(
       "train --config " + reftest::quote(cfg) + " --set data.dir=" + reftest::quote(t / "ds") +
@@ -536,6 +559,24 @@ TEST(LmEval, WrongTokenizerAndOverflowingWeights) {
   auto other = reftest::run_lol(eval + " --tokenizer " + reftest::quote(gpt2));
   EXPECT_EQ(other.code, 2) << other.out;
   EXPECT_NE(other.out.find("--tokenizer " + gpt2 + ": not the vocabulary"), std::string::npos) << other.out;
+  // Data of another tokenizer with no more ids than the model's: ids would be read as
+  // other text (it gave a loss and exit 0).
+  ASSERT_EQ(reftest::run_lol("tokenizer train --in " + reftest::quote(t / "ml.jsonl") +
+                             " --vocab-size 259 --no-progress --out " + reftest::quote(t / "tok259"))
+                .code,
+            0);
+  ASSERT_EQ(reftest::run_lol("corpus --in " + reftest::quote(t / "ml.jsonl") + " --tokenizer " +
+                             reftest::quote(t / "tok259") + " --valid-fraction 0.5 --no-progress --out " +
+                             reftest::quote(t / "ds259"))
+                .code,
+            0);
+  auto foreign = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " +
+                                  reftest::quote(t / "ds259") + " --no-progress --max-batches 2");
+  EXPECT_EQ(foreign.code, 2) << foreign.out;
+  EXPECT_NE(foreign.out.find("--data " + (t / "ds259") + ": its tokenizer (" + (t / "ds259") +
+                             "/tokenizer.json) is not the one"),
+            std::string::npos)
+      << foreign.out;
   std::string latest = reftest::read_text(t / "run/latest");
   latest.erase(latest.find_last_not_of("\n ") + 1);
   const std::string weights = (fs::path(t / "run") / latest / "model.safetensors").string();

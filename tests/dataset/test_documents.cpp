@@ -93,6 +93,12 @@ TEST(Documents, ErrorsNameFileAndLine) {
   EXPECT_NE(message({dir}, o).find(dir + ": is a directory (expected a .txt or .jsonl file; pass its files"),
             std::string::npos)
       << message({dir}, o);
+  // Flags that no input file would use.
+  EXPECT_THROW(check_source_flags_apply({txt}, /*text_field_given=*/true, false), InputError);
+  EXPECT_THROW(check_source_flags_apply({f, g}, false, /*doc_split_given=*/true), InputError);
+  EXPECT_NO_THROW(check_source_flags_apply({txt, f}, true, true));  // a mix uses both
+  EXPECT_NO_THROW(check_source_flags_apply({txt}, false, true));
+  EXPECT_NO_THROW(check_source_flags_apply({f}, true, false));
   EXPECT_THROW(parse_doc_split("para"), InputError);
   EXPECT_EQ(parse_doc_split("line"), DocSplit::kLine);
 }

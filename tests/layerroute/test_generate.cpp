@@ -89,6 +89,15 @@ TEST(LayerRouteGenerate, SampledTokensEqualFullForwardReference) {
   GatedGenerateOptions greedy;
   greedy.max_new_tokens = 5;
   EXPECT_EQ(generate_gated(*m, prompt, greedy).tokens, generate_gated(*m, prompt, 5, GateMode::Learned, true).tokens);
+  // 0 new tokens: the prefill alone, with the same gate decisions.
+  GatedGenerateOptions none;
+  none.max_new_tokens = 0;
+  const auto prefill = generate_gated(*m, prompt, none);
+  EXPECT_TRUE(prefill.tokens.empty());
+  EXPECT_FALSE(prefill.stopped);
+  EXPECT_EQ(prefill.open, generate_gated(*m, prompt, greedy).open);
+  none.max_new_tokens = -1;
+  EXPECT_THROW(generate_gated(*m, prompt, none), InputError);
   GatedGenerateOptions bad;
   bad.sampling.top_p = 1.5;
   EXPECT_THROW(generate_gated(*m, prompt, bad), InputError);
@@ -111,12 +120,14 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   std::string long_prompt;  // 128 tokens: no room left in max_seq_len 128
   for (int i = 0; i < 128; ++i) long_prompt += "7 ";
   // Processes run side by side (each is mostly LibTorch start-up).
-  const std::vector<std::string> bad = {"--gates sometimes", "--top-p 2", "--max-new 0", "--tokens '5 9999'", "--tokens '" + long_prompt + "'"};
+  const std::vector<std::string> bad = {"--gates sometimes", "--top-p 2", "--max-new 16777217", "--tokens '5 9999'", "--tokens '" + long_prompt + "'"};
   std::vector<std::string> args = {
       "--tokens '5 9 13 2 7' --max-new 6 --no-stop --ids", "--prompt hi", "--tokens '5 9' --ids",
       // Byte ids of "12" (49, 50) fit the tiny model's 61-id vocabulary.
       "--prompt '12' --tokenizer " + reftest::quote(d.path() + "/tok") +
-          " --max-new 3 --gates open --temperature 0.8 --seed 4"};
+          " --max-new 3 --gates open --temperature 0.8 --seed 4",
+      // 0: the gates are decided and the prompt run, no token chosen.
+      "--tokens '5 9 13 2 7' --max-new 0"};
   for (const auto& b : bad) args.push_back((b.find("--tokens") == 0 ? "" : "--tokens 5 ") + b);
   std::vector<std::future<reftest::RunResult>> runs;
   for (const auto& a : args)
@@ -147,13 +158,18 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   const std::string all = std::to_string(expect.open.size());
   EXPECT_NE(r[3].out.find("gates open: " + all + " of " + all + " layers run\n"), std::string::npos) << r[3].out;
   const std::vector<std::string> says = {"--gates = 'sometimes': expected learned, bias-only, open or closed",
-                                         "top_p 2: expected 0 <= top_p <= 1", "--max-new: Value 0 not in range",
+                                         "top_p 2: expected 0 <= top_p <= 1", "--max-new: Value 16777217 not in range",
                                          "--tokens: id 9999 at position 1: expected 0 <= id < vocab_size = 61",
                                          "the prompt has 128 tokens and the model's context (max_seq_len) is 128: "
                                          "no room for a new token"};
+  EXPECT_EQ(r[4].code, 0) << r[4].out;
+  EXPECT_EQ(r[4].out.substr(0, r[4].out.find("gates")), "\n") << "no token printed: " << r[4].out;
+  EXPECT_NE(r[4].out.find("gates learned: " + std::to_string(open) + " of "), std::string::npos) << r[4].out;
+  EXPECT_NE(r[4].out.find("prompt 5 tokens in "), std::string::npos) << r[4].out;
+  EXPECT_NE(r[4].out.find("; 0 new tokens (max new tokens)"), std::string::npos) << r[4].out;
   for (size_t i = 0; i < bad.size(); ++i) {
-    EXPECT_EQ(r[4 + i].code, 2) << bad[i] << ": " << r[4 + i].out;
-    EXPECT_NE(r[4 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[4 + i].out;
+    EXPECT_EQ(r[5 + i].code, 2) << bad[i] << ": " << r[5 + i].out;
+    EXPECT_NE(r[5 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[5 + i].out;
   }
 }
 

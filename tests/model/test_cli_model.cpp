@@ -293,6 +293,10 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
   bad_l.library_size = c.library_size + 1;
   bad_l.set(0, 0, 0, std::nullopt);
   bad_l.save(tmp / "bad_l.json");
+  lol::RoutingPath deep;  // one row more than the model's routed depths
+  deep.library_size = c.library_size;
+  for (int64_t d = 0; d <= c.core_depth; ++d) deep.set(d, 0, 0, std::nullopt);
+  deep.save(tmp / "deep.json");
   std::filesystem::create_directories(tmp / "run/checkpoints");
   write_text(tmp / "run/latest", "step-000001\n");
   write_text(tmp / "bad_e.json",
@@ -315,6 +319,9 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --force-path " +
            quote(tmp / "bad_l.json"),
        "bad_l.json: field 'library_size'"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --force-path " +
+           quote(tmp / "deep.json"),
+       "deep.json: field 'expert' has " + std::to_string(c.core_depth + 1) + " rows (one per routed depth)"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2 23' --ids --max-new 1", "--tokens: id 23"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2 3' --prompt-len 4 --ids --max-new 1", "--prompt-len 4"},
       // Unsigned options (seeds) refuse negative values instead of wrapping them to 2^64 - 1.

@@ -127,6 +127,40 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
       EXPECT_LE(m["trajectory_correct"].get<double>(), m[k].get<double>()) << k;
   }
   EXPECT_TRUE(res["forced_mean"].contains("trajectory_correct"));
+  // The default split is the test split of new puzzles (--n 40: 4), none of which the
+  // paths were extracted from (paper 4.1.3); evaluating the paths' own split warns.
+  EXPECT_EQ(res["command"]["split"], "test");
+  EXPECT_EQ(ds.load("test").size(), 5 * 4);
+  std::string warned;
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                            "/data --split valid --n 1000 --no-unforced --max-new 40 --out " + dir + "/eval_valid",
+                        &warned),
+            0);
+  EXPECT_NE(warned.find("warning: the mode paths were extracted from split 'valid' of " + dir +
+                        "/data, the puzzles evaluated here"),
+            std::string::npos)
+      << warned;
+  // Fewer puzzles than --n: all are evaluated, and a note says how many.
+  EXPECT_NE(warned.find("note: --n 1000: " + dir + "/data/valid.jsonl holds "), std::string::npos) << warned;
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                            "/data --split tset --n 1 --out " + dir + "/eval_typo",
+                        &warned),
+            2);
+  EXPECT_NE(warned.find("--split tset: " + dir + "/data/tset.jsonl does not exist (the splits of " + dir +
+                        "/data with puzzles: train, valid, test)"),
+            std::string::npos)
+      << warned;
+  // --paths names the directory; a prompt word outside the task vocabulary names --prompt.
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths/S1.json --data " +
+                            dir + "/data --n 1 --out " + dir + "/eval_file",
+                        &warned),
+            2);
+  EXPECT_NE(warned.find("--paths " + dir + "/paths/S1.json: expected the directory holding S1.json .. S5.json"),
+            std::string::npos)
+      << warned;
+  EXPECT_EQ(run_capture(lol + " generate --model " + dir + "/run --prompt 'Q : hello' --max-new 1", &warned), 2);
+  EXPECT_NE(warned.find("--prompt: vocab: unknown token 'hello' (not in the task vocabulary of "), std::string::npos)
+      << warned;
 
   // Forcing a path reproduces it in the routing trace.
   std::string latest;
@@ -162,7 +196,7 @@ TEST(MainJobPipeline, TinySudokuRunProducesConsistentFiles) {
   const std::string dir = (fs::temp_directory_path() / ("lol_pipeline_sudoku_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ASSERT_EQ(run(lol + " data sudoku --n 12 --seed 5 --valid-fraction 0.25 --max-tokens 800 --out " + dir + "/data"), 0);
+  ASSERT_EQ(run(lol + " data sudoku --n 12 --n-test 2 --seed 5 --valid-fraction 0.25 --max-tokens 800 --out " + dir + "/data"), 0);
   auto ds = lol::data::Dataset::open(dir + "/data");
   const auto valid = ds.load("valid");
   ASSERT_GT(valid.size(), 0);

@@ -96,19 +96,22 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   EXPECT_EQ(lol::io::read_file(dir.path() + "/train-0.dat"), "10 3.0\n20 2.5\n");
   EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "20 2.7\n");
   // --x elapsed: an evaluation record without "elapsed" (runs before it was logged there)
-  // takes the value of the training record of its step.
+  // takes the value of the training record of its step, else the value linear in the step
+  // between the nearest records that have it; none beyond the last.
   const std::string m3 = dir.path() + "/c/metrics.jsonl";
   fs::create_directories(dir.path() + "/c");
   std::ofstream(m3) << R"({"step":1,"loss":3.0,"elapsed":0.5}
 {"step":2,"loss":2.5,"elapsed":1.25}
 {"step":2,"valid_loss":2.7}
-{"step":3,"valid_loss":2.6}
+{"step":3,"valid_loss":2.65}
+{"step":5,"loss":2.25,"elapsed":2.75}
+{"step":6,"valid_loss":2.6}
 )";
   PlotOptions e = o;
   e.inputs = {m3};
   e.x = "elapsed";
   gnuplot_script(e, dir.path());
-  EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "1.25 2.7\n");  // step 3 has no elapsed anywhere
+  EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "1.25 2.7\n1.75 2.65\n");  // step 6: after the last elapsed
   o.x = "bogus";
   EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
   o.x = "flops";  // no record has flops

@@ -43,6 +43,9 @@ TEST(RunConfig, UnknownKeysAreRejectedByName) {
   EXPECT_NE(e.find("run.json:train"), std::string::npos) << e;
   EXPECT_NE(e.find("'stepz'"), std::string::npos) << e;
   j = base();
+  EXPECT_NE(e.find("unknown field 'stepz' (known fields: "), std::string::npos) << e;
+  EXPECT_NE(e.find(", steps, "), std::string::npos) << "the known fields are listed: " << e;
+  j = base();
   j["optimizer"] = nlohmann::json::object();
   e = error_of([&] { RunConfig::from_json(j, "run.json"); });
   EXPECT_NE(e.find("'optimizer'"), std::string::npos) << e;
@@ -108,6 +111,15 @@ TEST(RunConfig, SetOverridesAreTypedAndChecked) {
   EXPECT_NE(e.find("integer"), std::string::npos) << e;
   e = error_of([&] { RunConfig::load(path, {"train.steps"}); });
   EXPECT_NE(e.find("KEY=VALUE"), std::string::npos) << e;
+  // A bad value given by --set is not blamed on the file alone.
+  e = error_of([&] { RunConfig::load(path, {"optim.lr=\"abc\""}); });
+  EXPECT_NE(e.find(path + ":optim: field 'lr'"), std::string::npos) << e;
+  EXPECT_NE(e.find("(the value comes from --set optim.lr=\"abc\")"), std::string::npos) << e;
+  // A short run of a preset: the warmup that no longer fits says how to shorten it.
+  e = error_of([&] { RunConfig::load(path, {"train.steps=1", "schedule.warmup_steps=5"}); });
+  EXPECT_NE(e.find("expected <= train.steps = 1 (for a short run, e.g. --set schedule.warmup_steps=0)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(RunConfig, PresetsParse) {

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "common/test_files.h"
 #include "core/module_io.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
@@ -126,6 +127,39 @@ TEST(Trainer, CheckpointSavedWhileGrowingReloadsAtItsDepth) {
           << e.what();
     }
   }
+}
+
+// Resuming with more train.steps recomputes the schedules for the new total; the grown
+// depth never goes below the checkpoint's (at step 4 of 8 the schedule alone says 1).
+TEST(Trainer, ResumingWithMoreStepsNeverShrinksTheGrownCore) {
+  Fixture f;
+  auto c = f.run("longer", 4);
+  c.grow.fraction = 1.0;  // depths 1, 1, 1, 2 of 3
+  c.train.eval_batches = 0;
+  const auto r = run_training(c);
+  ASSERT_EQ(lol::io::read_json_file(r.last_checkpoint + "/trainer_state.json")["active_depth"], 2);
+  c.train.steps = 8;
+  testing::internal::CaptureStderr();
+  run_training(c, c.train.out);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("note: resuming at step 4 with train.steps 8 (the checkpoint's run had 4)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("never below the checkpoint's depth 2"), std::string::npos) << err;
+  std::vector<int64_t> depths;
+  for (const auto& m : read_metrics(c.train.out + "/metrics.jsonl"))
+    if (m.contains("loss")) depths.push_back(m["active_depth"]);
+  EXPECT_EQ(depths, (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 2, 2})) << "grown depth of steps 1..8 (the schedule: 1 at 5)";
+  // Another model configuration is refused, naming what differs.
+  c.train.steps = 10;
+  c.model["router_noise_std"] = 0.25;
+  lol_test::expect_input_error([&] { run_training(c, c.train.out); },
+                               {"the checkpoint's model configuration differs from the run config's (router_noise_std = "
+                                "0.5 there, 0.25 here); resume with the run's own run.json"});
+  // A data.dir without a dataset names the config field.
+  auto nodata = f.run("nodata", 2);
+  nodata.data.dir = f.dir.path() + "/nowhere";
+  lol_test::expect_input_error([&] { run_training(nodata); },
+                               {":data: field 'dir' = \"" + nodata.data.dir + "\": no such directory"});
 }
 
 TEST(Trainer, EvaluationIsNoiseFreeAndKeepsTrainingMode) {
