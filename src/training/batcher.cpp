@@ -66,7 +66,9 @@ Batcher::Batcher(const data::SplitData& split, const BatchLayout& layout, uint64
       throw InputError(where_ + ": sequence " + std::to_string(longest_i) + " has " + std::to_string(longest) +
                        " tokens, more than " + layout_.seq_len_setting + " = " + std::to_string(layout_.seq_len) +
                        " (raise " + layout_.seq_len_setting +
-                       (layout_.seq_len_setting == "data.seq_len" ? " or set it to 0 for the longest sequence)"
+                       (layout_.seq_len_setting == "data.seq_len"
+                            ? ", set it to 0 for the longest sequence within model.max_seq_len, or pack documents "
+                              "into rows with data.packing = \"pack\")"
                         : layout_.seq_len_setting == "--seq-len" ? ", or evaluate in sliding windows with --stride)"
                                                                  : ")"));
     max_len_ = layout_.seq_len > 0 ? layout_.seq_len : longest;

@@ -123,6 +123,16 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
                      "': no token is a training target (every loss_mask is 0 after the first token of its "
                      "sequence, or every sequence has one token)");
   BatchLayout layout{cfg.data.batch_size, cfg.data.seq_len, cfg.data.packing == "pack"};
+  if (layout.pack && is_root) {
+    // Packed rows carry one prompt window, the first document's (docs/training.md).
+    int64_t with_prompt = 0;
+    for (int64_t i = 0; i < train_split.size(); ++i) with_prompt += train_split.get(i).prompt_len > 0;
+    if (with_prompt > 0)
+      std::fprintf(stderr,
+                   "note: data.packing = \"pack\": %lld sequences of %s have a prompt window (prompt_len > 0), which "
+                   "only a row's first document keeps; data.packing = \"pad\" (the task presets) keeps them all\n",
+                   (long long)with_prompt, cfg.data.dir.c_str());
+  }
   Batcher batcher(train_split, layout, uint64_t(tc.seed), /*shuffle=*/true, /*wrap=*/true,
                   cfg.data.dir + " split '" + cfg.data.train_split + "'", shard);
   layout.seq_len = batcher.max_row_length();  // evaluation rows use the same bound
