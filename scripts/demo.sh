@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 1 -- the main job (paper 4.1.4): generate mazes, train a CPU-sized
-# LoL, extract each strategy's mode routing path, force it on held-out mazes with the
+# LoL, extract each strategy's mode routing path, force it on new mazes (the test split) with the
 # label replaced by a neutral filler of its length ("[ ... ... ... ... ... ... ]"), and
 # print the confusion table and metrics.
 # Knobs (environment): DEMO_DIR (runs/demo), MAZES, MAZE_SIZE, STEPS, EVAL_N, SEED (data), TRAIN_SEED.
@@ -28,6 +28,6 @@ $LOL train --config configs/maze_demo.json --set data.dir="$DIR/data" --set trai
   --set train.steps="$STEPS" --set train.seed="$TRAIN_SEED"
 echo "== 3/4 extract mode paths"
 $LOL paths extract --model "$DIR/run" --data "$DIR/data" --out "$DIR/paths"
-echo "== 4/4 force each strategy's mode path on $EVAL_N held-out mazes"
+echo "== 4/4 force each strategy's mode path on $EVAL_N new mazes (the test split)"
 $LOL eval-strategies --model "$DIR/run" --paths "$DIR/paths" --data "$DIR/data" --n "$EVAL_N" --out "$DIR/eval"
 echo "demo finished in $(( $(date +%s) - start )) s; results in $DIR/eval (results.json, confusion.png), paths in $DIR/paths"

@@ -146,6 +146,15 @@ void run_eval_choice(const EvalArgs& a) {
   require_output_outside_model(a.out, dir, "--out");
   auto model = training::load_model(dir);
   model->module().to(dev);
+  {
+    // A task model (maze, sudoku) reads a word vocabulary, not text: no tokenizer fits it.
+    const auto cfg = io::read_json_file(dir + "/config.json");
+    if (cfg.is_object() && cfg.contains("extra") && cfg["extra"].is_object() && cfg["extra"].contains("task") &&
+        cfg["extra"]["task"].is_string() && cfg["extra"]["task"].get<std::string>() != "text")
+      throw InputError(dir + ": a model of the '" + cfg["extra"]["task"].get<std::string>() +
+                       "' task (config.json extra.task), whose task vocabulary is not a text tokenizer; eval choice "
+                       "scores text with language models (lol corpus, lol train)");
+  }
   auto tok = model_tokenizer(dir, a.tokenizer, model->config_json().value("vocab_size", int64_t(0)));
   if (!tok) throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass --tokenizer");
   const auto examples = analysis::read_choice_file(a.data);

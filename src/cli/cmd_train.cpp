@@ -93,7 +93,7 @@ void register_train(CLI::App& app) {
 
   auto popts = std::make_shared<training::PlotOptions>();
   auto* p = app.add_subcommand("plot", "Render loss curves from metrics.jsonl files with gnuplot");
-  p->add_option("metrics", popts->inputs, "metrics.jsonl files (one curve each)")->required();
+  p->add_option("metrics", popts->inputs, "metrics.jsonl files or run directories (one curve each)")->required();
   p->add_option("--out,-o", popts->out, "Output image (.png or .svg)")->required();
   p->add_option("--x", popts->x, "x axis: step, tokens, flops or elapsed")->check(CLI::IsMember({"step", "tokens", "flops", "elapsed"}));
   p->add_flag("--log-y", popts->log_y, "Logarithmic loss axis");

@@ -74,7 +74,10 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
   if (opt.x == "flops" || opt.x == "tokens") s += "set format x '%.1e'\n";
   std::string plots;
   for (size_t i = 0; i < opt.inputs.size(); ++i) {
-    const auto records = read_metrics(opt.inputs[i]);
+    // A run directory stands for its metrics.jsonl.
+    const std::string input =
+        fs::is_directory(opt.inputs[i]) ? (fs::path(opt.inputs[i]) / "metrics.jsonl").string() : opt.inputs[i];
+    const auto records = read_metrics(input);
     const std::string train_dat = data_dir + "/train-" + std::to_string(i) + ".dat";
     const std::string valid_dat = data_dir + "/valid-" + std::to_string(i) + ".dat";
     std::string tr, va;
@@ -105,16 +108,16 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
       if (r.contains("valid_loss") && r["valid_loss"].is_number()) va += xv + " " + r["valid_loss"].dump() + "\n", ++n_valid;
     }
     if (n_train == 0 && n_valid == 0)
-      throw InputError(opt.inputs[i] + ": no records with '" + opt.x + "' and 'loss' or 'valid_loss'");
+      throw InputError(input + ": no records with '" + opt.x + "' and 'loss' or 'valid_loss'");
     if (opt.log_y)
       for (const auto& r : records)
         for (const char* k : {"loss", "valid_loss"})
           if (r.contains(k) && r[k].is_number() && !(r[k].get<double>() > 0))
-            throw InputError("--log-y: " + opt.inputs[i] + " has " + k + " = " + r[k].dump() +
+            throw InputError("--log-y: " + input + " has " + k + " = " + r[k].dump() +
                              ", which a logarithmic axis cannot show (expected losses > 0)");
     io::write_file_atomic(train_dat, tr);
     io::write_file_atomic(valid_dat, va);
-    const std::string label = label_of(opt.inputs[i]);
+    const std::string label = label_of(input);
     const std::string lc = " lc " + std::to_string(i + 1);
     if (n_train) plots += std::string(plots.empty() ? "" : ", ") + quote(train_dat) + " using 1:2 with lines" + lc +
                           " title " + quote(label + " train");

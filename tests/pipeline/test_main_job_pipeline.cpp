@@ -161,6 +161,12 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   EXPECT_EQ(run_capture(lol + " generate --model " + dir + "/run --prompt 'Q : hello' --max-new 1", &warned), 2);
   EXPECT_NE(warned.find("--prompt: vocab: unknown token 'hello' (not in the task vocabulary of "), std::string::npos)
       << warned;
+  // Text scoring on a task model: no tokenizer can fit its word vocabulary.
+  std::ofstream(dir + "/q.jsonl") << R"({"context": "It is", "choices": ["fine", "bad"], "gold": 0})" << "\n";
+  EXPECT_EQ(run_capture(lol + " eval choice --model " + dir + "/run --data " + dir + "/q.jsonl --tokenizer byte",
+                        &warned),
+            2);
+  EXPECT_NE(warned.find("a model of the 'maze' task (config.json extra.task)"), std::string::npos) << warned;
 
   // Forcing a path reproduces it in the routing trace.
   std::string latest;

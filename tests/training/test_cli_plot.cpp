@@ -112,6 +112,9 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   e.x = "elapsed";
   gnuplot_script(e, dir.path());
   EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "1.25 2.7\n1.75 2.65\n");  // step 6: after the last elapsed
+  e.inputs = {dir.path() + "/c"};  // a run directory stands for its metrics.jsonl
+  EXPECT_NE(gnuplot_script(e, dir.path()).find("c valid"), std::string::npos);
+  EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "1.25 2.7\n1.75 2.65\n");
   o.x = "bogus";
   EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
   o.x = "flops";  // no record has flops
