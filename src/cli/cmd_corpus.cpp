@@ -38,7 +38,7 @@ void register_corpus(CLI::App& app) {
   c->callback([o, out, doc_split, no_progress, tf, ds] {
     std::vector<std::string> all = o->files;
     all.insert(all.end(), o->valid_files.begin(), o->valid_files.end());
-    data::check_source_flags_apply(all, tf->count() > 0, ds->count() > 0);
+    data::check_source_flags_apply(all, tf->count() > 0 && o->source.text_field != "text", ds->count() > 0);
     o->source.doc_split = data::parse_doc_split(*doc_split);
     o->progress = !*no_progress;
     const auto st = data::build_corpus(*o, *out);

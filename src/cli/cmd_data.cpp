@@ -1,9 +1,12 @@
 // `lol data maze|sudoku|verify`: synthetic task datasets (paper Appendix C.3, C.4).
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "dataset/task_dataset.h"
+#include "io/json_file.h"
 #include "util/error.h"
 
 namespace lol::cli {
@@ -25,7 +28,7 @@ void register_data(CLI::App& app) {
                   "New puzzles, generated after the --n ones, in a test split for eval-strategies "
                   "(-1 = --n / 10, at least 1; 0 = none)")
         ->default_val(-1)
-        ->check(CLI::Range(int64_t(-1), int64_t(1) << 32));
+        ->check(CLI::Range(int64_t(-1), int64_t(1) << 24));
     c->add_option("--max-tokens", opt->max_tokens, "Drop sequences longer than this (0 = keep all)")->default_val(0);
     // Maze generation is sequential (and fast); only sudoku has generator threads.
     if (std::string(task) == "sudoku")
@@ -55,6 +58,17 @@ void register_data(CLI::App& app) {
       files.clear();
       for (const char* name : {"train.jsonl", "valid.jsonl", "test.jsonl"})
         if (std::filesystem::exists(*file + "/" + name)) files.push_back(*file + "/" + name);
+      // Files dataset.json lists must be there.
+      const std::string info_path = *file + "/dataset.json";
+      if (std::filesystem::exists(info_path)) {
+        const auto info = io::read_json_file(info_path);
+        const auto meta = info.is_object() ? info.find("meta") : info.end();
+        if (meta != info.end() && meta->is_object() && meta->contains("jsonl") && (*meta)["jsonl"].is_object())
+          for (const auto& [split, name] : (*meta)["jsonl"].items())
+            if (name.is_string() && !std::filesystem::exists(*file + "/" + name.get<std::string>()))
+              throw InputError(info_path + ": field 'meta.jsonl." + split + "' names " + name.get<std::string>() +
+                               ", which is not in " + *file);
+      }
       if (files.empty())
         throw InputError(*file + ": a directory without train.jsonl or valid.jsonl (expected a JSONL file or a "
                                  "dataset directory written by `lol data maze|sudoku`)");
@@ -72,6 +86,24 @@ void register_data(CLI::App& app) {
                 << " verified, " << r.failed << " failed, " << r.malformed << " malformed\n";
       if (r.malformed > 0) throw InputError(f + ": " + std::to_string(r.malformed) + " malformed record(s)");
       failed = failed || r.failed > 0;
+    }
+    // A puzzle belongs to one split (train, valid and test are disjoint by construction).
+    if (files.size() > 1) {
+      std::map<uint64_t, std::string> owner;
+      for (const std::string& f : files) {
+        std::ifstream in(f);
+        for (std::string line; std::getline(in, line);) {
+          const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+          if (!j.is_object() || !j.contains("puzzle_id") || !j["puzzle_id"].is_number_unsigned()) continue;
+          const auto [it, fresh] = owner.emplace(j["puzzle_id"].get<uint64_t>(), f);
+          if (!fresh && it->second != f) {
+            std::cerr << f << ": puzzle " << it->first << " is also in " << it->second
+                      << " (the splits must not share puzzles)\n";
+            failed = true;
+            it->second = f;  // one message per pair of files and puzzle
+          }
+        }
+      }
     }
     if (failed) std::exit(1);
   });

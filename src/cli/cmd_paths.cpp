@@ -155,7 +155,9 @@ void register_paths(CLI::App& app) {
       }
       auto p = st.mode_path(s, extend_to, rule);
       p.meta = {{"strategy", s}, {"rule", a->rule}, {"strategy_name", spec.strategy_name(s)}, {"task", spec.name},
-                {"model", a->model}, {"data", a->data}, {"split", a->split}};
+                {"model", a->model},
+                {"data", fs::absolute(a->data).lexically_normal().string()},  // compared by eval-strategies
+                {"split", a->split}};
       p.save(a->out + "/S" + std::to_string(s) + ".json");
       out_paths[s] = p;
     }
@@ -191,7 +193,7 @@ void register_paths(CLI::App& app) {
   ev->add_option("--split", e->split,
                  "Split whose puzzles are evaluated (default: test, the new puzzles of `lol data --n-test`; "
                  "valid for a dataset without one)");
-  ev->add_option("--n", e->n, "Number of test puzzles")->default_val(200)->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  auto* n_opt = ev->add_option("--n", e->n, "Number of test puzzles")->default_val(200)->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   ev->add_option("--batch", e->batch, "Generation batch size")->default_val(32)->check(CLI::Range(1, 1 << 16));
   ev->add_option("--max-new", e->max_new, "Generation limit in tokens (0 = from the data)")
       ->default_val(0)
@@ -206,7 +208,7 @@ void register_paths(CLI::App& app) {
               "(same tokens, tested equal; slower)");
   ev->add_option("--out", e->out, "Directory for results.json and PNGs (default: the paths directory)");
   ev->add_option("--device", e->device, "cpu or cuda")->default_val("cpu");
-  ev->callback([e] {
+  ev->callback([e, n_opt] {
     auto dev = parse_device(e->device);
     const std::string model_dir = resolve_model_dir(e->model);
     nlohmann::json extra;
@@ -217,12 +219,17 @@ void register_paths(CLI::App& app) {
     auto spec = spec_of_dataset(ds);
     // The puzzles are read from DATA/<split>.jsonl.
     const auto jsonl_of = [&](const std::string& split) { return e->data + "/" + split + ".jsonl"; };
-    if (e->split.empty()) {
+    const bool split_given = !e->split.empty();
+    if (!split_given) {
       e->split = fs::exists(jsonl_of("test")) ? "test" : "valid";
       if (e->split == "valid")
-        std::cerr << "note: " << e->data << " has no test split (written before `lol data --n-test`, or with --n-test 0): "
-                  << "evaluating the valid split\n";
+        std::cerr << "note: " << e->data << (ds.has_split("test") ? " lists a test split but has no test.jsonl"
+                                                                   : " has no test split (written before `lol data "
+                                                                     "--n-test`, or with --n-test 0)")
+                  << ": evaluating the valid split\n";
     }
+    if (e->split.empty() || e->split.find_first_of("/\\") != std::string::npos || e->split[0] == '.')
+      throw InputError("--split " + e->split + ": expected a split name (train, valid, test), not a path");
     const std::string jsonl = jsonl_of(e->split);
     if (!fs::is_regular_file(jsonl)) {
       std::string have;
@@ -231,6 +238,13 @@ void register_paths(CLI::App& app) {
       throw InputError("--split " + e->split + ": " + jsonl + " does not exist (the splits of " + e->data +
                        " with puzzles: " + (have.empty() ? "none" : have) + ")");
     }
+    const std::string other_split =
+        e->split != "test" && fs::exists(jsonl_of("test"))
+            ? "evaluate new puzzles: --split test"
+            : "new puzzles are the test split of `lol data --n-test` (regenerate the dataset with it)";
+    if (e->split == "train")
+      std::cerr << "warning: split 'train' holds the puzzles " << e->model
+                << " was trained on: forced-path scores measure memory as much as control (" << other_split << ")\n";
     if (!fs::is_directory(e->paths))
       throw InputError("--paths " + e->paths + ": expected the directory holding S1.json .. S5.json (`lol paths "
                        "extract --out`); " + (fs::exists(e->paths) ? "it is a file" : "it does not exist"));
@@ -246,8 +260,7 @@ void register_paths(CLI::App& app) {
     for (const auto& [s, p] : paths)
       if (meta_string(p, "split") == e->split && same_path(meta_string(p, "data"), e->data)) {
         std::cerr << "warning: the mode paths were extracted from split '" << e->split << "' of " << e->data
-                  << ", the puzzles evaluated here: forced-path scores are optimistic (evaluate another split, e.g. "
-                  << "--split test)\n";
+                  << ", the puzzles evaluated here: forced-path scores are optimistic (" << other_split << ")\n";
         break;
       }
     analysis::StrategyEvalOptions opt;
@@ -260,14 +273,15 @@ void register_paths(CLI::App& app) {
     io::create_dirs(out, "--out");
     auto res = analysis::evaluate_strategies(model, spec, paths, jsonl, opt, default_generator(!e->full_recompute));
     auto j = res.to_json(spec);
-    j["command"] = {{"model", e->model}, {"paths", e->paths}, {"data", e->data}, {"split", e->split},
-                    {"n", e->n},         {"filler", e->filler}};
-    io::write_file_atomic(out + "/results.json", j.dump(1) + "\n");
-    std::cout << res.format(spec);
     int64_t evaluated = 0;
     for (const auto& [s, m] : res.forced) evaluated = std::max(evaluated, m.n);
+    j["command"] = {{"model", e->model}, {"paths", e->paths},  {"data", e->data},       {"split", e->split},
+                    {"n", e->n},         {"filler", e->filler}, {"puzzles", evaluated}};
+    io::write_file_atomic(out + "/results.json", j.dump(1) + "\n");
+    std::cout << res.format(spec);
     if (evaluated < e->n)
-      std::cerr << "note: --n " << e->n << ": " << jsonl << " holds " << evaluated << " puzzles; all of them evaluated\n";
+      std::cerr << "note: --n " << e->n << (n_opt->count() ? "" : " (the default)") << ": " << jsonl << " holds "
+                << evaluated << " puzzles; all of them evaluated\n";
     std::cout << "\n" << res.generated_tokens << " tokens generated in " << res.seconds << " s; wrote " << out
               << "/results.json\n";
     if (util::gnuplot_available()) {

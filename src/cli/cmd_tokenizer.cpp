@@ -2,6 +2,7 @@
 // user's text files and write a Hugging Face tokenizer.json; encode text to ids and
 // decode ids to text with any tokenizer lol reads ("byte", tokenizer.json,
 // vocab.json + merges.txt). See docs/text.md.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,10 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
   if (a.eos_given && !eos_listed)
     throw InputError("--eos '" + a.eos + "': not one of the --special tokens (" +
                      (specials.empty() ? std::string("none") : specials) + "); list it there too");
+  for (const auto& [flag, token] : {std::pair<std::string, std::string>{"--bos", a.bos}, {"--pad", a.pad}})
+    if (!token.empty() && std::find(a.specials.begin(), a.specials.end(), token) == a.specials.end())
+      throw InputError(flag + " '" + token + "': not one of the --special tokens (" +
+                       (specials.empty() ? std::string("none") : specials) + "); list it there too");
   o.eos_token = eos_listed ? a.eos : "";
   o.progress = !a.no_progress;
 
@@ -204,7 +209,7 @@ void register_tokenizer(CLI::App& app) {
   tr->add_flag("--no-progress", ta->no_progress, "No progress bar");
   tr->callback([ta, tf, ds, eos] {
     ta->eos_given = eos->count() > 0;
-    ta->text_field_given = tf->count() > 0;
+    ta->text_field_given = tf->count() > 0 && ta->text_field != "text";  // the default, spelled out, is harmless
     ta->doc_split_given = ds->count() > 0;
     run_tokenizer_train(*ta);
   });

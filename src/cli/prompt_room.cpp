@@ -17,6 +17,7 @@ int64_t room_for_new_tokens(int64_t prompt_tokens, int64_t max_new, int64_t cont
                             const std::string& prompt_flag) {
   const int64_t room = context - prompt_tokens;
   const std::string has = std::to_string(prompt_tokens) + (prompt_tokens == 1 ? " token" : " tokens");
+  if (max_new == 0 && room >= 0) return 0;  // a prefill only: the prompt may fill the context
   if (room < 1)
     throw InputError(prompt_flag + ": the prompt has " + has + " and the model's context (" + context_name + ") is " +
                      std::to_string(context) + ": no room for a new token (shorten the prompt)");

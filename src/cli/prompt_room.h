@@ -17,7 +17,7 @@ void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const
 /// "max_seq_len", "max_position_embeddings"): `max_new`, or the room left
 /// (context - prompt_tokens) when that is less, with a note on stderr naming --max-new.
 /// Throws InputError naming `prompt_flag` (--prompt or --tokens) when the prompt leaves no
-/// room for a new token.
+/// room for a new token (max_new = 0, a prefill only, needs the prompt to fit, no more).
 int64_t room_for_new_tokens(int64_t prompt_tokens, int64_t max_new, int64_t context, const std::string& context_name,
                             const std::string& prompt_flag);
 

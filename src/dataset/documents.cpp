@@ -1,5 +1,6 @@
 #include "dataset/documents.h"
 
+#include <cctype>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +28,8 @@ const char* doc_split_name(DocSplit s) {
 }
 
 bool is_jsonl_file(const std::string& path) {
-  const std::string ext = fs::path(path).extension().string();
+  std::string ext = fs::path(path).extension().string();
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));  // data.JSONL too
   return ext == ".jsonl" || ext == ".ndjson";
 }
 

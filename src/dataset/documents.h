@@ -39,7 +39,7 @@ enum class DocSplit { kBlankLine, kLine, kFile };
 DocSplit parse_doc_split(const std::string& s, const std::string& flag = "--doc-split");
 const char* doc_split_name(DocSplit s);
 
-/// True for file names read as JSON lines (*.jsonl, *.ndjson).
+/// True for file names read as JSON lines (*.jsonl, *.ndjson, in any letter case).
 bool is_jsonl_file(const std::string& path);
 
 /// Refuses options that no input file would use (a typo or a wrong file would otherwise

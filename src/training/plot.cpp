@@ -40,9 +40,10 @@ std::string sh_quote(const std::string& s) {
 }
 
 std::string label_of(const std::string& path) {
+  // A run's metrics.jsonl is named by its run directory, any other file by its stem.
   fs::path p = fs::absolute(path).lexically_normal();
   std::string parent = p.parent_path().filename().string();
-  std::string l = parent.empty() ? p.filename().string() : parent;
+  std::string l = p.filename() != "metrics.jsonl" || parent.empty() ? p.stem().string() : parent;
   std::string o;
   for (char c : l) o += (c == '_' ? std::string("\\\\_") : std::string(1, c));  // enhanced-text escape
   return o;
@@ -68,7 +69,7 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
   s += svg ? "set terminal svg size 1000,600 dynamic enhanced\n" : "set terminal pngcairo size 1000,600 enhanced\n";
   s += "set output " + quote(opt.out) + "\n";
   s += "set title " + quote(opt.title) + "\n";
-  s += "set xlabel " + quote(opt.x) + "\nset ylabel 'cross entropy (nats/token)'\n";
+  s += "set xlabel " + quote(opt.x == "elapsed" ? "elapsed (s)" : opt.x) + "\nset ylabel 'cross entropy (nats/token)'\n";
   s += "set grid\nset key top right\n";
   if (opt.log_y) s += "set logscale y\n";
   if (opt.x == "flops" || opt.x == "tokens") s += "set format x '%.1e'\n";

@@ -257,19 +257,30 @@ RunConfig RunConfig::load(const std::string& path, const std::vector<std::string
   if (!j.is_object()) throw InputError(path + ": expected a JSON object");
   for (const auto& o : overrides) apply_override(j, o);
   try {
-    return from_json(j, path);
+    RunConfig c = from_json(j, path);
+    c.overrides = overrides;
+    return c;
   } catch (const InputError& e) {
-    // A value given by --set is not in the file: say where it came from.
-    const std::string msg = e.what();
-    for (auto o = overrides.rbegin(); o != overrides.rend(); ++o) {
-      const auto eq = o->find('='), dot = o->find('.');
-      if (eq == std::string::npos || dot == std::string::npos || dot > eq) continue;
-      const std::string section = o->substr(0, dot), key = o->substr(dot + 1, eq - dot - 1);
-      if (msg.find(path + ":" + section + ": field '" + key + "'") != std::string::npos)
-        throw InputError(msg + " (the value comes from --set " + *o + ")");
-    }
-    throw;
+    RunConfig c;
+    c.source = path;
+    c.overrides = overrides;
+    const std::string msg = c.attribute(e.what());
+    if (msg == e.what()) throw;
+    throw InputError(msg);
   }
+}
+
+std::string RunConfig::attribute(const std::string& message) const {
+  // A value given by --set is not in the file: say where it came from.
+  for (auto o = overrides.rbegin(); o != overrides.rend(); ++o) {
+    const auto eq = o->find('='), dot = o->find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq) continue;
+    const std::string section = o->substr(0, dot), key = o->substr(dot + 1, eq - dot - 1);
+    for (const char* what : {": field '", ": unknown field '"})
+      if (message.find(source + ":" + section + what + key + "'") != std::string::npos)
+        return message + " (the value comes from --set " + *o + ")";
+  }
+  return message;
 }
 
 }  // namespace lol::training

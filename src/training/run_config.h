@@ -80,6 +80,8 @@ struct RunConfig {
   /// Where the configuration came from (the file's path, as from_json's `where`), to name
   /// it in errors about the model section, which is checked when the model is built.
   std::string source = "run config";
+  /// The --set overrides applied by load() ("section.key=value"), to name them in errors.
+  std::vector<std::string> overrides;
   DataConfig data;
   OptimConfig optim;
   ScheduleConfig schedule;
@@ -92,6 +94,10 @@ struct RunConfig {
   static RunConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
   /// The fully resolved configuration (every field, defaults included).
   nlohmann::json to_json() const;
+  /// `message` (an error about this configuration, "SOURCE:section: field 'key' ..." or
+  /// "SOURCE:section: unknown field 'key'") with " (the value comes from --set ...)" added
+  /// when an override set that key; else unchanged.
+  std::string attribute(const std::string& message) const;
 };
 
 /// Applies one "--set" override "a.b.c=value" to `j`. The value is parsed as JSON

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "core/environment.h"
 #include "core/runtime.h"
@@ -106,9 +107,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
 
   // ---- data
   if (!fs::exists(fs::path(cfg.data.dir) / "dataset.json"))
-    throw InputError(cfg.source + ":data: field 'dir' = \"" + cfg.data.dir + "\": " +
-                     (fs::is_directory(cfg.data.dir) ? "no dataset.json there" : "no such directory") +
-                     " (expected a dataset written by `lol data` or `lol corpus`; --set data.dir=DIR)");
+    throw InputError(cfg.attribute(cfg.source + ":data: field 'dir' = \"" + cfg.data.dir + "\": " +
+                                   (fs::is_directory(cfg.data.dir) ? "no dataset.json there" : "no such directory") +
+                                   " (expected a dataset written by `lol data` or `lol corpus`; --set data.dir=DIR)"));
   auto ds = data::Dataset::open(cfg.data.dir);
   auto train_split = ds.load(cfg.data.train_split);
   // A split whose every target is masked (or whose documents are single tokens) would
@@ -156,7 +157,11 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   if (!cfg.init_from.empty()) {
     model = load_model(cfg.init_from);
   } else {
-    model = make_model(cfg.model, cfg.source + ":model", ds.vocab_size(), layout.seq_len, uint64_t(tc.seed));
+    try {
+      model = make_model(cfg.model, cfg.source + ":model", ds.vocab_size(), layout.seq_len, uint64_t(tc.seed));
+    } catch (const InputError& e) {
+      throw InputError(cfg.attribute(e.what()));  // names a --set that gave the value
+    }
   }
   model->module().to(device);
   model->module().train();
@@ -195,7 +200,9 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
         if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
       }
       throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's (" + diff +
-                       (diff.find("vocab_size") != std::string::npos ? "; vocab_size follows data.dir's dataset" : "") +
+                       (diff.find("vocab_size") != std::string::npos && !cfg.model.contains("vocab_size")
+                            ? "; vocab_size follows data.dir's dataset"
+                            : "") +
                        "); resume with the run's own run.json");
     }
     st = load_checkpoint(ck, *model, opt);
@@ -273,8 +280,8 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
 
   const int64_t growable = model->growable_depth();
   if (growable > 0 && cfg.grow.fraction > 0 && cfg.grow.start > growable)
-    throw InputError("grow: field 'start' = " + std::to_string(cfg.grow.start) +
-                     ": expected <= the model's routed depth " + std::to_string(growable));
+    throw InputError(cfg.attribute(cfg.source + ":grow: field 'start' = " + std::to_string(cfg.grow.start) +
+                                   ": expected <= the model's routed depth " + std::to_string(growable)));
   StopSignalScope signals;
   ProgressBar bar("train", tc.steps - st.step, show_progress);
   const double elapsed_before = st.elapsed;
@@ -289,22 +296,27 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     // Resuming with another train.steps recomputes the schedules for the new total:
     // say what that does at the resume step (a finished WSD decay goes back up).
     const std::string ck_run = resolve_checkpoint(resume) + "/run.json";
-    int64_t old_steps = -1;
+    std::optional<RunConfig> old;  // the checkpoint's run: its total and schedule
     if (fs::exists(ck_run)) {
-      const auto j = io::read_json_file(ck_run);
-      if (j.is_object() && j.contains("train") && j["train"].is_object() && j["train"].contains("steps") &&
-          j["train"]["steps"].is_number_integer())
-        old_steps = j["train"]["steps"].get<int64_t>();
+      try {
+        old = RunConfig::from_json(io::read_json_file(ck_run), ck_run);
+      } catch (const InputError&) {  // an older format: no note
+      }
     }
-    if (old_steps > 0 && old_steps != tc.steps && is_root) {
+    // The rate the checkpoint's own run would use next (its last one, when it had finished).
+    const double lr_new = cfg.optim.lr * lr_factor(cfg.schedule, st.step, tc.steps);
+    const double lr_old = old ? old->optim.lr * lr_factor(old->schedule, std::min(st.step, old->train.steps - 1),
+                                                          old->train.steps)
+                              : lr_new;
+    if (old && is_root &&
+        (old->train.steps != tc.steps || std::abs(lr_new - lr_old) > 1e-9 * std::max(std::abs(lr_old), 1e-30))) {
       std::fprintf(stderr,
                    "note: resuming at step %lld with train.steps %lld (the checkpoint's run had %lld): the learning "
-                   "rate schedule is that of %lld steps, %.3g at step %lld (it was %.3g at step %lld)",
-                   (long long)st.step, (long long)tc.steps, (long long)old_steps, (long long)tc.steps,
-                   cfg.optim.lr * lr_factor(cfg.schedule, st.step, tc.steps), (long long)st.step + 1,
-                   cfg.optim.lr * lr_factor(cfg.schedule, st.step - 1, old_steps), (long long)st.step);
-      if (growable > 0 && cfg.grow.fraction > 0)
-        std::fprintf(stderr, "; growing follows it too, never below the checkpoint's depth %lld",
+                   "rate is %.3g at step %lld (the checkpoint's run: %.3g)",
+                   (long long)st.step, (long long)tc.steps, (long long)old->train.steps, lr_new, (long long)st.step + 1,
+                   lr_old);
+      if (growable > 0 && cfg.grow.fraction > 0 && old->train.steps != tc.steps)
+        std::fprintf(stderr, "; growing follows the new train.steps, never below the checkpoint's depth %lld",
                      (long long)st.active_depth);
       std::fprintf(stderr, "\n");
     }

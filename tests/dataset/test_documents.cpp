@@ -99,6 +99,8 @@ TEST(Documents, ErrorsNameFileAndLine) {
   EXPECT_NO_THROW(check_source_flags_apply({txt, f}, true, true));  // a mix uses both
   EXPECT_NO_THROW(check_source_flags_apply({txt}, false, true));
   EXPECT_NO_THROW(check_source_flags_apply({f}, true, false));
+  EXPECT_TRUE(is_jsonl_file("dir/Data.JSONL"));
+  EXPECT_FALSE(is_jsonl_file("dir/data.json"));
   EXPECT_THROW(parse_doc_split("para"), InputError);
   EXPECT_EQ(parse_doc_split("line"), DocSplit::kLine);
 }

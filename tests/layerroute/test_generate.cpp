@@ -127,7 +127,9 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
       "--prompt '12' --tokenizer " + reftest::quote(d.path() + "/tok") +
           " --max-new 3 --gates open --temperature 0.8 --seed 4",
       // 0: the gates are decided and the prompt run, no token chosen.
-      "--tokens '5 9 13 2 7' --max-new 0"};
+      "--tokens '5 9 13 2 7' --max-new 0",
+      // A prompt that fills the context, with no new token asked for.
+      "--tokens '" + long_prompt + "' --max-new 0"};
   for (const auto& b : bad) args.push_back((b.find("--tokens") == 0 ? "" : "--tokens 5 ") + b);
   std::vector<std::future<reftest::RunResult>> runs;
   for (const auto& a : args)
@@ -167,9 +169,11 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   EXPECT_NE(r[4].out.find("gates learned: " + std::to_string(open) + " of "), std::string::npos) << r[4].out;
   EXPECT_NE(r[4].out.find("prompt 5 tokens in "), std::string::npos) << r[4].out;
   EXPECT_NE(r[4].out.find("; 0 new tokens (max new tokens)"), std::string::npos) << r[4].out;
+  EXPECT_EQ(r[5].code, 0) << r[5].out;
+  EXPECT_NE(r[5].out.find("prompt 128 tokens in "), std::string::npos) << r[5].out;
   for (size_t i = 0; i < bad.size(); ++i) {
-    EXPECT_EQ(r[5 + i].code, 2) << bad[i] << ": " << r[5 + i].out;
-    EXPECT_NE(r[5 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[5 + i].out;
+    EXPECT_EQ(r[6 + i].code, 2) << bad[i] << ": " << r[6 + i].out;
+    EXPECT_NE(r[6 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[6 + i].out;
   }
 }
 

@@ -150,6 +150,28 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
                         "/data with puzzles: train, valid, test)"),
             std::string::npos)
       << warned;
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                            "/data --split ../data/valid --n 1 --out " + dir + "/eval_path",
+                        &warned),
+            2);
+  EXPECT_NE(warned.find("--split ../data/valid: expected a split name (train, valid, test), not a path"),
+            std::string::npos)
+      << warned;
+  // data verify: the splits share no puzzle, and the files dataset.json lists are there.
+  fs::copy(dir + "/data", dir + "/overlap", fs::copy_options::recursive);
+  {
+    std::string first;
+    std::getline(std::ifstream(dir + "/data/train.jsonl"), first);
+    std::ofstream(dir + "/overlap/test.jsonl", std::ios::app) << first << "\n";
+  }
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/overlap", &warned), 1) << warned;
+  EXPECT_NE(warned.find("/overlap/test.jsonl: puzzle "), std::string::npos) << warned;
+  EXPECT_NE(warned.find("is also in " + dir + "/overlap/train.jsonl (the splits must not share puzzles)"),
+            std::string::npos)
+      << warned;
+  fs::remove(dir + "/overlap/test.jsonl");
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/overlap", &warned), 2) << warned;
+  EXPECT_NE(warned.find("field 'meta.jsonl.test' names test.jsonl, which is not in"), std::string::npos) << warned;
   // --paths names the directory; a prompt word outside the task vocabulary names --prompt.
   EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths/S1.json --data " +
                             dir + "/data --n 1 --out " + dir + "/eval_file",

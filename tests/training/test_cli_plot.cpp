@@ -115,6 +115,13 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   e.inputs = {dir.path() + "/c"};  // a run directory stands for its metrics.jsonl
   EXPECT_NE(gnuplot_script(e, dir.path()).find("c valid"), std::string::npos);
   EXPECT_EQ(lol::io::read_file(dir.path() + "/valid-0.dat"), "1.25 2.7\n1.75 2.65\n");
+  EXPECT_NE(gnuplot_script(e, dir.path()).find("set xlabel 'elapsed (s)'"), std::string::npos);
+  // Files not named metrics.jsonl are labelled by their own name (two in one directory differ).
+  fs::copy_file(m3, dir.path() + "/c/old_run.jsonl");
+  e.inputs = {m3, dir.path() + "/c/old_run.jsonl"};
+  const auto two = gnuplot_script(e, dir.path());
+  EXPECT_NE(two.find("'c valid'"), std::string::npos) << two;
+  EXPECT_NE(two.find("old\\\\_run valid"), std::string::npos) << two;
   o.x = "bogus";
   EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
   o.x = "flops";  // no record has flops

@@ -115,6 +115,15 @@ TEST(RunConfig, SetOverridesAreTypedAndChecked) {
   e = error_of([&] { RunConfig::load(path, {"optim.lr=\"abc\""}); });
   EXPECT_NE(e.find(path + ":optim: field 'lr'"), std::string::npos) << e;
   EXPECT_NE(e.find("(the value comes from --set optim.lr=\"abc\")"), std::string::npos) << e;
+  // The model section is checked when the model is built: attribute() names the --set there.
+  const auto m = RunConfig::load(path, {"model.d_model=abc", "model.d_modell=3"});
+  EXPECT_NE(m.attribute(path + ":model: field 'd_model' = \"abc\": expected an integer")
+                .find("(the value comes from --set model.d_model=abc)"),
+            std::string::npos);
+  EXPECT_NE(m.attribute(path + ":model: unknown field 'd_modell' (known fields: d_model)")
+                .find("(the value comes from --set model.d_modell=3)"),
+            std::string::npos);
+  EXPECT_EQ(m.attribute(path + ":model: field 'window' = 3"), path + ":model: field 'window' = 3");
   // A short run of a preset: the warmup that no longer fits says how to shorten it.
   e = error_of([&] { RunConfig::load(path, {"train.steps=1", "schedule.warmup_steps=5"}); });
   EXPECT_NE(e.find("expected <= train.steps = 1 (for a short run, e.g. --set schedule.warmup_steps=0)"),
