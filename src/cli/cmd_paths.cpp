@@ -219,8 +219,7 @@ void register_paths(CLI::App& app) {
     auto spec = spec_of_dataset(ds);
     // The puzzles are read from DATA/<split>.jsonl.
     const auto jsonl_of = [&](const std::string& split) { return e->data + "/" + split + ".jsonl"; };
-    const bool split_given = !e->split.empty();
-    if (!split_given) {
+    if (e->split.empty()) {
       e->split = fs::exists(jsonl_of("test")) ? "test" : "valid";
       if (e->split == "valid")
         std::cerr << "note: " << e->data << (ds.has_split("test") ? " lists a test split but has no test.jsonl"

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -50,20 +51,21 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
   o.bos_token = a.bos;
   o.pad_token = a.pad;
   // The default EOS applies only when its token is among the specials.
-  bool eos_listed = a.eos.empty();
-  std::string specials;
-  for (const auto& s : a.specials) {
-    eos_listed = eos_listed || s == a.eos;
-    specials += (specials.empty() ? "" : " ") + s;
-  }
-  if (a.eos_given && !eos_listed)
-    throw InputError("--eos '" + a.eos + "': not one of the --special tokens (" +
-                     (specials.empty() ? std::string("none") : specials) + "); list it there too");
-  for (const auto& [flag, token] : {std::pair<std::string, std::string>{"--bos", a.bos}, {"--pad", a.pad}})
-    if (!token.empty() && std::find(a.specials.begin(), a.specials.end(), token) == a.specials.end())
-      throw InputError(flag + " '" + token + "': not one of the --special tokens (" +
+  const auto listed = [&](const std::string& token) {
+    return token.empty() || std::find(a.specials.begin(), a.specials.end(), token) != a.specials.end();
+  };
+  // A role token given on the command line must be a special token (the library says so
+  // too, without the flag's name).
+  for (const auto& [flag, token, given] : {std::tuple<const char*, std::string, bool>{"--eos", a.eos, a.eos_given},
+                                           {"--bos", a.bos, true},
+                                           {"--pad", a.pad, true}})
+    if (given && !listed(token)) {
+      std::string specials;
+      for (const auto& s : a.specials) specials += (specials.empty() ? "" : " ") + s;
+      throw InputError(std::string(flag) + " '" + token + "': not one of the --special tokens (" +
                        (specials.empty() ? std::string("none") : specials) + "); list it there too");
-  o.eos_token = eos_listed ? a.eos : "";
+    }
+  o.eos_token = listed(a.eos) ? a.eos : "";
   o.progress = !a.no_progress;
 
   data::check_source_flags_apply(a.in, a.text_field_given, a.doc_split_given);

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 
 #include "core/environment.h"
 #include "core/runtime.h"
@@ -89,6 +88,49 @@ std::vector<std::pair<std::string, std::string>> tokenizer_files(const data::Dat
   const auto tok = tokenizers::load_tokenizer(src.string());
   return {{"tokenizer.json", tok->to_hf_json().dump(2) + "\n"},
           {"tokenizer_config.json", tok->to_hf_config_json().dump(2) + "\n"}};
+}
+
+/// "key = A there, B here; ..." for every top-level field where `there` (a checkpoint's
+/// model config.json) and `here` (the run config's model) differ; "" when none.
+std::string config_difference(const nlohmann::json& there, const nlohmann::json& here) {
+  std::string diff;
+  nlohmann::json keys = there.is_object() ? there : nlohmann::json::object();
+  if (here.is_object()) keys.update(here);
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    const auto a = there.find(it.key());
+    const auto b = here.find(it.key());
+    const std::string va = a != there.end() ? a->dump() : "absent", vb = b != here.end() ? b->dump() : "absent";
+    if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
+  }
+  return diff;
+}
+
+/// A resume whose train.steps or schedule differs from the checkpoint's run (its run.json
+/// `ck_run`) recomputes the schedules for the new total: a note on stderr gives the
+/// learning rate at the resume step under both (a finished WSD decay goes back up) and,
+/// for a growing model, that the depth never drops below the checkpoint's.
+void note_resume_schedule(const RunConfig& cfg, const std::string& ck_run, const TrainerState& st, int64_t growable) {
+  if (!fs::exists(ck_run)) return;
+  RunConfig old;
+  try {
+    old = RunConfig::from_json(io::read_json_file(ck_run), ck_run);
+  } catch (const InputError&) {  // an older format: no note
+    return;
+  }
+  const int64_t steps = cfg.train.steps;
+  const double lr_new = cfg.optim.lr * lr_factor(cfg.schedule, st.step, steps);
+  // The rate the checkpoint's own run would use next (its last one, when it had finished).
+  const double lr_old =
+      old.optim.lr * lr_factor(old.schedule, std::min(st.step, old.train.steps - 1), old.train.steps);
+  if (old.train.steps == steps && std::abs(lr_new - lr_old) <= 1e-9 * std::max(std::abs(lr_old), 1e-30)) return;
+  std::fprintf(stderr,
+               "note: resuming at step %lld with train.steps %lld (the checkpoint's run had %lld): the learning "
+               "rate is %.3g at step %lld (the checkpoint's run: %.3g)",
+               (long long)st.step, (long long)steps, (long long)old.train.steps, lr_new, (long long)st.step + 1, lr_old);
+  if (growable > 0 && cfg.grow.fraction > 0 && old.train.steps != steps)
+    std::fprintf(stderr, "; growing follows the new train.steps, never below the checkpoint's depth %lld",
+                 (long long)st.active_depth);
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace
@@ -190,15 +232,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     const nlohmann::json run_model = model->config_json();
     if (ck_cfg != run_model) {
       // Name what differs (a --set, or a dataset with another vocab_size, changes the model).
-      std::string diff;
-      nlohmann::json keys = ck_cfg.is_object() ? ck_cfg : nlohmann::json::object();
-      if (run_model.is_object()) keys.update(run_model);
-      for (auto it = keys.begin(); it != keys.end(); ++it) {
-        const auto a = ck_cfg.find(it.key());
-        const auto b = run_model.find(it.key());
-        const std::string va = a != ck_cfg.end() ? a->dump() : "absent", vb = b != run_model.end() ? b->dump() : "absent";
-        if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
-      }
+      const std::string diff = config_difference(ck_cfg, run_model);
       throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's (" + diff +
                        (diff.find("vocab_size") != std::string::npos && !cfg.model.contains("vocab_size")
                             ? "; vocab_size follows data.dir's dataset"
@@ -292,35 +326,8 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   // Growing never shrinks the core: a run resumed with more train.steps would otherwise
   // go back to a shallower depth (the schedule is a function of step / train.steps).
   const int64_t resumed_depth = resume.empty() ? -1 : st.active_depth;
-  if (!resume.empty() && st.step > 0 && st.step < tc.steps) {
-    // Resuming with another train.steps recomputes the schedules for the new total:
-    // say what that does at the resume step (a finished WSD decay goes back up).
-    const std::string ck_run = resolve_checkpoint(resume) + "/run.json";
-    std::optional<RunConfig> old;  // the checkpoint's run: its total and schedule
-    if (fs::exists(ck_run)) {
-      try {
-        old = RunConfig::from_json(io::read_json_file(ck_run), ck_run);
-      } catch (const InputError&) {  // an older format: no note
-      }
-    }
-    // The rate the checkpoint's own run would use next (its last one, when it had finished).
-    const double lr_new = cfg.optim.lr * lr_factor(cfg.schedule, st.step, tc.steps);
-    const double lr_old = old ? old->optim.lr * lr_factor(old->schedule, std::min(st.step, old->train.steps - 1),
-                                                          old->train.steps)
-                              : lr_new;
-    if (old && is_root &&
-        (old->train.steps != tc.steps || std::abs(lr_new - lr_old) > 1e-9 * std::max(std::abs(lr_old), 1e-30))) {
-      std::fprintf(stderr,
-                   "note: resuming at step %lld with train.steps %lld (the checkpoint's run had %lld): the learning "
-                   "rate is %.3g at step %lld (the checkpoint's run: %.3g)",
-                   (long long)st.step, (long long)tc.steps, (long long)old->train.steps, lr_new, (long long)st.step + 1,
-                   lr_old);
-      if (growable > 0 && cfg.grow.fraction > 0 && old->train.steps != tc.steps)
-        std::fprintf(stderr, "; growing follows the new train.steps, never below the checkpoint's depth %lld",
-                     (long long)st.active_depth);
-      std::fprintf(stderr, "\n");
-    }
-  }
+  if (!resume.empty() && st.step > 0 && st.step < tc.steps && is_root)
+    note_resume_schedule(cfg, resolve_checkpoint(resume) + "/run.json", st, growable);
   if (show_progress)
     std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s%s\n", (long long)model->num_parameters(),
                  tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str(),

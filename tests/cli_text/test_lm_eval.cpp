@@ -345,20 +345,18 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
   EXPECT_NE(blocked.out.find("ml.jsonl/ds: cannot create directory"), std::string::npos) << blocked.out;
   // A flag no input file would use is refused (it passed silently), in corpus and tokenizer train.
   io::write_file_atomic(t / "plain.txt", "some text\n");
-  auto unused_field = reftest::run_lol("corpus --in " + reftest::quote(t / "plain.txt") +
-                                       " --tokenizer byte --no-progress --text-field body --out " + reftest::quote(t / "x"));
-  EXPECT_EQ(unused_field.code, 2) << unused_field.out;
-  EXPECT_NE(unused_field.out.find("--text-field applies to JSON lines files (*.jsonl, *.ndjson), and none of the 1 "
-                                  "input file(s) is one"),
-            std::string::npos)
-      << unused_field.out;
+  const auto expect_refused = [](const std::string& args, const std::string& needle) {
+    const auto r = reftest::run_lol(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << args << ": " << r.out;
+  };
+  expect_refused("corpus --in " + reftest::quote(t / "plain.txt") + " --tokenizer byte --no-progress --text-field body --out " +
+                     reftest::quote(t / "x"),
+                 "--text-field applies to JSON lines files (*.jsonl, *.ndjson), and none of the 1 input file(s) is one");
   EXPECT_FALSE(fs::exists(t / "x"));
-  auto unused_split = reftest::run_lol("tokenizer train --in " + reftest::quote(t / "ml.jsonl") +
-                                       " --vocab-size 300 --no-progress --doc-split line --out " + reftest::quote(t / "x"));
-  EXPECT_EQ(unused_split.code, 2) << unused_split.out;
-  EXPECT_NE(unused_split.out.find("--doc-split applies to plain text files, and every input file is JSON lines"),
-            std::string::npos)
-      << unused_split.out;
+  expect_refused("tokenizer train --in " + reftest::quote(t / "ml.jsonl") +
+                     " --vocab-size 300 --no-progress --doc-split line --out " + reftest::quote(t / "x"),
+                 "--doc-split applies to plain text files, and every input file is JSON lines");
   // No held-out document: said when the data is written, and by commands that need it.
   auto no_valid = reftest::run_lol("corpus --in " + reftest::quote(t / "plain.txt") +
                                    " --tokenizer byte --no-progress --valid-fraction 0 --out " + reftest::quote(t / "nv"));
