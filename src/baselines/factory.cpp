@@ -5,18 +5,12 @@
 #include "baselines/dense_trainable.h"
 #include "baselines/looped_trainable.h"
 #include "baselines/moe_trainable.h"
+#include "training/model_sections.h"
 #include "util/error.h"
 
 namespace lol::baselines {
 
 namespace {
-
-/// Fills vocab_size / max_seq_len defaults into a model section.
-nlohmann::json with_sizes(nlohmann::json j, int64_t vocab_size, int64_t max_seq_len) {
-  if (!j.contains("vocab_size")) j["vocab_size"] = vocab_size;
-  if (!j.contains("max_seq_len")) j["max_seq_len"] = std::max<int64_t>(1024, max_seq_len);
-  return j;
-}
 
 void check_sizes(const TransformerShape& s, const std::string& where, int64_t vocab_size, int64_t max_seq_len) {
   if (s.vocab_size < vocab_size)
@@ -35,21 +29,21 @@ std::unique_ptr<training::TrainableModel> make_baseline(const std::string& arch,
                                                         const std::string& where, int64_t vocab_size,
                                                         int64_t max_seq_len, uint64_t seed) {
   if (arch == "dense") {
-    auto cfg = DenseConfig::from_json(with_sizes(section, vocab_size, max_seq_len), where);
+    auto cfg = DenseConfig::from_json(training::with_data_sizes(section, vocab_size, max_seq_len), where);
     check_sizes(cfg, where, vocab_size, max_seq_len);
     DenseModel m(cfg);
     m->reset_parameters(seed);
     return std::make_unique<DenseTrainable>(m);
   }
   if (arch == "looped") {
-    auto cfg = LoopedConfig::from_json(with_sizes(section, vocab_size, max_seq_len), where);
+    auto cfg = LoopedConfig::from_json(training::with_data_sizes(section, vocab_size, max_seq_len), where);
     check_sizes(cfg, where, vocab_size, max_seq_len);
     LoopedModel m(cfg);
     m->reset_parameters(seed);
     return std::make_unique<LoopedTrainable>(m);
   }
   if (arch == "moe") {
-    auto cfg = MoEConfig::from_json(with_sizes(section, vocab_size, max_seq_len), where);
+    auto cfg = MoEConfig::from_json(training::with_data_sizes(section, vocab_size, max_seq_len), where);
     check_sizes(cfg, where, vocab_size, max_seq_len);
     MoEModel m(cfg);
     m->reset_parameters(seed);

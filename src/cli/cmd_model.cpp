@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "baselines/flops.h"
@@ -21,6 +22,8 @@
 #include "lol/checkpoint.h"
 #include "lol/model.h"
 #include "nn/block_cost.h"
+#include "training/model_sections.h"
+#include "training/run_config.h"
 #include "training/trainable.h"
 #include "util/error.h"
 
@@ -141,6 +144,7 @@ struct InfoArgs {
   std::string dir;
   int64_t context = 0;
   int64_t recurrence = 0;
+  int64_t vocab_size = 0;  ///< config files without vocab_size (0: the dataset's)
   bool json = false;
 };
 
@@ -155,25 +159,107 @@ void print_flops_lines(const baselines::FlopsReport& r) {
             << " forward FLOPs per token / parameters\n";
 }
 
-/// `lol info` for the baseline architectures (dense, looped, moe).
-void run_info_baseline(const InfoArgs& a, const std::string& dir, nlohmann::json cfg) {
+/// What `lol info` describes: a saved model (checkpoint or run directory) or, for a config
+/// file, a model not trained yet (sizes from the configuration alone).
+struct InfoSubject {
+  std::string label;   ///< JSON key of `path`: "checkpoint" or "config_file"
+  std::string path;    ///< as given on the command line
+  std::string where;   ///< names the configuration in errors
+  nlohmann::json config;  ///< model configuration, "extra" removed
+  nlohmann::json extra;   ///< config.json "extra" (task, vocabulary), or null
+  std::string dir;     ///< checkpoint directory; empty for a config file
+};
+
+/// Splits config.json's "extra" (task and vocabulary of the training data) off `cfg`.
+nlohmann::json take_extra(nlohmann::json& cfg) {
   nlohmann::json extra;
-  if (cfg.contains("extra")) {
+  if (cfg.is_object() && cfg.contains("extra")) {
     extra = cfg["extra"];
     cfg.erase("extra");
   }
-  const std::string where = dir + "/config.json";
-  const std::string arch = cfg.value("architecture", std::string());
-  auto model = training::load_model(dir);  // validates config and weights
-  const int64_t max_len = cfg.value("max_seq_len", int64_t(2048));
+  return extra;
+}
+
+/// `lol info FILE`: a training run config (its "model" section; the whole file is
+/// validated by RunConfig::load) or a model config.json. Fields a run config's model
+/// section leaves to the trainer are filled as the trainer fills them
+/// (training::with_data_sizes): vocab_size from data.dir's dataset (an InputError naming
+/// the file and field when that dataset does not exist yet), max_seq_len from data.seq_len.
+/// `vocab_size` (--vocab-size, 0 when not given) stands in for that dataset; it is refused
+/// for a config that sets vocab_size itself. A run config with init_from describes that
+/// model directory.
+InfoSubject info_subject_from_file(const std::string& file, int64_t vocab_size) {
+  nlohmann::json j = io::read_json_file(file);
+  if (!j.is_object()) throw InputError(file + ": expected a JSON object (a run config or a model config.json)");
+  const nlohmann::json* model = j.contains("model") ? &j["model"] : j.contains("init_from") ? nullptr : &j;
+  if (vocab_size != 0 && model && model->is_object() && model->contains("vocab_size"))
+    throw InputError("--vocab-size " + std::to_string(vocab_size) + ": " + file +
+                     " sets vocab_size itself (expected --vocab-size only for a config without it)");
+  if (model == &j) {
+    nlohmann::json extra = take_extra(j);
+    if (vocab_size > 0) j["vocab_size"] = vocab_size;  // else the model's default, as lol init
+    return {"config_file", file, file, j, extra, ""};
+  }
+  const auto rc = training::RunConfig::load(file);
+  if (!rc.init_from.empty()) {
+    if (vocab_size != 0) throw InputError("--vocab-size: " + file + " starts from init_from \"" + rc.init_from +
+                                          "\", a saved model (expected --vocab-size only for a new model's config)");
+    const std::string dir = resolve_model_dir(rc.init_from);
+    nlohmann::json cfg = io::read_json_file(dir + "/config.json");
+    nlohmann::json extra = take_extra(cfg);
+    return {"checkpoint", rc.init_from, dir + "/config.json", cfg, extra, dir};
+  }
+  int64_t vocab = vocab_size;
+  if (!rc.model.contains("vocab_size") && vocab == 0) {
+    if (!fs::exists(fs::path(rc.data.dir) / "dataset.json"))
+      throw InputError(file + ":model: field 'vocab_size' is not set, and the trainer takes it from data.dir \"" +
+                       rc.data.dir + "\", which holds no dataset.json yet (expected --vocab-size N, vocab_size in the "
+                       "model section, or the dataset the run will train on)");
+    vocab = data::Dataset::open(rc.data.dir).vocab_size();
+  }
+  return {"config_file", file, file + ":model", training::with_data_sizes(rc.model, vocab, rc.data.seq_len),
+          nlohmann::json(), ""};
+}
+
+/// `lol info DIR`: a checkpoint directory, or a run directory (its latest checkpoint).
+InfoSubject info_subject_from_dir(const std::string& path) {
+  const std::string dir = resolve_model_dir(path);
+  nlohmann::json cfg = io::read_json_file(dir + "/config.json");
+  nlohmann::json extra = take_extra(cfg);
+  return {"checkpoint", path, dir + "/config.json", cfg, extra, dir};
+}
+
+/// Throws std::logic_error when the closed-form count (baselines/flops.h) differs from the
+/// parameters of the loaded model: the accounting printed would be wrong.
+void require_counted(const char* what, int64_t counted, int64_t model) {
+  if (counted != model)
+    throw std::logic_error(std::string("flops accounting: ") + what + " " + std::to_string(counted) +
+                           " differs from the model's " + std::to_string(model));
+}
+
+int64_t info_context(const InfoArgs& a, int64_t max_len) {
   if (a.context < 0 || a.context > max_len)
     throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= max_seq_len) or 1 <= context <= max_seq_len = " +
                      std::to_string(max_len));
-  const int64_t n = a.context > 0 ? a.context : max_len;
+  return a.context > 0 ? a.context : max_len;
+}
+
+/// The first lines of the text output: what is described.
+void print_subject(const InfoSubject& s) {
+  if (s.dir.empty())
+    std::cout << "config      " << s.path << " (not trained: sizes from the configuration)\n";
+  else
+    std::cout << "checkpoint  " << s.path << "\n";
+}
+
+/// `lol info` for the baseline architectures (dense, looped, moe).
+void run_info_baseline(const InfoArgs& a, const InfoSubject& s) {
+  const std::string arch = s.config.value("architecture", std::string());
+  const int64_t n = info_context(a, s.config.value("max_seq_len", int64_t(2048)));
   baselines::CostModel cm;
   int64_t R = 0;
   if (arch == "looped") {
-    const auto lc = baselines::LoopedConfig::from_json(cfg, where);
+    const auto lc = baselines::LoopedConfig::from_json(s.config, s.where);
     if (a.recurrence < 0 || a.recurrence > 1000000)
       throw InputError("--recurrence " + std::to_string(a.recurrence) +
                        ": expected 0 (= the config's recurrence) or 1 <= R <= 1000000");
@@ -181,56 +267,63 @@ void run_info_baseline(const InfoArgs& a, const std::string& dir, nlohmann::json
     cm = baselines::cost_model(lc, R);
   } else {
     if (a.recurrence != 0) throw InputError("--recurrence applies to looped models only (this is " + arch + ")");
-    cm = baselines::cost_model_from_json(cfg, where);
+    cm = baselines::cost_model_from_json(s.config, s.where);
   }
+  if (!s.dir.empty()) require_counted("parameter count", cm.parameters, training::load_model(s.dir)->num_parameters());
   const auto r = baselines::flops_report(cm, n);
-  if (cm.parameters != model->num_parameters())
-    throw std::logic_error("flops accounting: parameter count " + std::to_string(cm.parameters) +
-                           " differs from the model's " + std::to_string(model->num_parameters()));
   if (a.json) {
-    nlohmann::json j = {{"checkpoint", a.dir}, {"architecture", arch}, {"config", cfg}};
+    nlohmann::json j = {{s.label, s.path}, {"architecture", arch}, {"config", s.config}};
     const nlohmann::json rj = r.to_json();
     for (const auto& it : rj.items()) j[it.key()] = it.value();
     if (R > 0) j["recurrence"] = R;
-    if (!extra.is_null()) j["extra"] = extra;
+    if (!s.extra.is_null()) j["extra"] = s.extra;
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "checkpoint  " << a.dir << "\n"
-            << "architecture " << arch << (R > 0 ? " (R = " + std::to_string(R) + " iterations)" : std::string()) << "\n"
+  print_subject(s);
+  std::cout << "architecture " << arch << (R > 0 ? " (R = " + std::to_string(R) + " iterations)" : std::string()) << "\n"
             << "parameters  " << r.parameters << " (" << human(double(r.parameters)) << ")\n"
             << "active      " << r.active_parameters << " (" << human(double(r.active_parameters))
             << ") parameters per token\n";
   print_flops_lines(r);
-  std::cout << "config      " << cfg.dump() << "\n";
-  if (!extra.is_null()) std::cout << "extra       " << extra.dump() << "\n";
+  std::cout << "config      " << s.config.dump() << "\n";
+  if (!s.extra.is_null()) std::cout << "extra       " << s.extra.dump() << "\n";
 }
 
 void run_info(const InfoArgs& a) {
-  const std::string dir = resolve_model_dir(a.dir);
-  {
-    nlohmann::json cfg = io::read_json_file(dir + "/config.json");
-    const std::string arch = cfg.is_object() ? cfg.value("architecture", std::string("lol")) : "lol";
-    if (arch != "lol") return run_info_baseline(a, dir, cfg);
-    if (a.recurrence != 0) throw InputError("--recurrence applies to looped models only (this is lol)");
+  if (a.vocab_size < 0 || a.vocab_size > (int64_t(1) << 31))
+    throw InputError("--vocab-size " + std::to_string(a.vocab_size) + ": expected 1 <= vocab_size <= 2^31");
+  if (a.vocab_size != 0 && !fs::is_regular_file(a.dir))
+    throw InputError("--vocab-size applies to config files (" + a.dir + " is a saved model: its vocab_size is fixed)");
+  const InfoSubject s =
+      fs::is_regular_file(a.dir) ? info_subject_from_file(a.dir, a.vocab_size) : info_subject_from_dir(a.dir);
+  if (s.config.is_object() && s.config.value("architecture", std::string("lol")) != "lol") return run_info_baseline(a, s);
+  if (a.recurrence != 0) throw InputError("--recurrence applies to looped models only (this is lol)");
+  // A checkpoint runs at core_depth, or at the depth a growing run saved it at.
+  LoLConfig c;
+  int64_t depth = 0;
+  std::optional<LoLModel> m;
+  if (!s.dir.empty()) {
+    m = load_lol(s.dir, torch::kCPU);
+    c = (*m)->config();
+    depth = (*m)->active_depth();
+  } else {
+    c = LoLConfig::from_json(s.config, s.where);
+    depth = c.core_depth;
   }
-  nlohmann::json extra;
-  LoLModel m = load_lol(dir, torch::kCPU, &extra);
-  const auto& c = m->config();
-  if (a.context < 0 || a.context > c.max_seq_len)
-    throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= max_seq_len) or 1 <= context <= max_seq_len = " +
-                     std::to_string(c.max_seq_len));
-  const int64_t n = a.context > 0 ? a.context : c.max_seq_len;
-  // At the depth the model runs: core_depth, or the depth a growing run saved it at.
-  const int64_t depth = m->active_depth();
+  const int64_t n = info_context(a, c.max_seq_len);
   const auto f = count_flops(c, depth, n);
-  const int64_t params = m->num_parameters(), active = m->active_parameters_per_token();
-  int64_t expert_params = 0;
-  for (const auto& p : m->model->library[0]->parameters()) expert_params += p.numel();
-  const auto report = baselines::flops_report(baselines::cost_model(c, depth), n);
+  const auto cm = baselines::cost_model(c, depth);
+  const int64_t params = cm.parameters, active = cm.active_parameters;
+  const int64_t expert_params = nn::block_parameters(block_shape(c));
+  if (m) {
+    require_counted("parameter count", params, (*m)->num_parameters());
+    require_counted("active parameter count", active, (*m)->active_parameters_per_token());
+  }
+  const auto report = baselines::flops_report(cm, n);
 
   if (a.json) {
-    nlohmann::json j = {{"checkpoint", a.dir},
+    nlohmann::json j = {{s.label, s.path},
                         {"parameters", params},
                         {"active_parameters_per_token", active},
                         {"active_depth", depth},
@@ -249,12 +342,12 @@ void run_info(const InfoArgs& a) {
                           {"routed_core", f.core}}},
                         {"flops_report", report.to_json()},
                         {"config", c.to_json()}};
-    if (!extra.is_null()) j["extra"] = extra;
+    if (!s.extra.is_null()) j["extra"] = s.extra;
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "checkpoint  " << a.dir << "\n"
-            << "parameters  " << params << " (" << human(double(params)) << "), " << expert_params
+  print_subject(s);
+  std::cout << "parameters  " << params << " (" << human(double(params)) << "), " << expert_params
             << " per expert x " << c.library_size << " experts\n"
             << "active      " << active << " (" << human(double(active)) << ") parameters per token (min(L, D) = "
             << std::min(c.library_size, depth) << " experts on a token's path)\n"
@@ -273,7 +366,7 @@ void run_info(const InfoArgs& a) {
   std::cout << "  prelude+coda " << f.prelude_coda << ", routed core " << f.core << ", LM head " << f.head << "\n";
   print_flops_lines(report);
   std::cout << "config      " << c.to_json().dump() << "\n";
-  if (!extra.is_null()) std::cout << "extra       " << extra.dump() << "\n";
+  if (!s.extra.is_null()) std::cout << "extra       " << s.extra.dump() << "\n";
 }
 
 // ------------------------------------------------------------------ forward
@@ -379,8 +472,12 @@ void register_model_commands(CLI::App& app) {
   auto na = std::make_shared<InfoArgs>();
   auto* info = app.add_subcommand(
       "info", "Parameters, active parameters, FLOPs per token and FLOPs/parameter of a model (any architecture)");
-  info->add_option("dir", na->dir, "Checkpoint or run directory")->required();
+  info->add_option("path", na->dir, "Checkpoint or run directory; or a config file (a run config or a model config.json: "
+                                     "sizes of a model not trained yet)")
+      ->required();
   info->add_option("--context", na->context, "Sequence length for the attention FLOPs (default max_seq_len)");
+  info->add_option("--vocab-size", na->vocab_size,
+                   "Config files without vocab_size: the vocabulary (default: the dataset of the run config's data.dir)");
   info->add_option("--recurrence", na->recurrence, "Looped models: iterations R (0 = the config's recurrence)");
   info->add_flag("--json", na->json, "Print one JSON object instead of text");
   info->callback([na] { run_info(*na); });

@@ -1,10 +1,12 @@
 // Model construction for the trainer: architecture name -> TrainableModel.
+#include <algorithm>
 #include <filesystem>
 
 #include "baselines/factory.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
+#include "training/model_sections.h"
 #include "training/lol_trainable.h"
 #include "util/error.h"
 
@@ -25,15 +27,18 @@ int64_t TrainableModel::num_parameters() {
   return n;
 }
 
+nlohmann::json with_data_sizes(nlohmann::json section, int64_t vocab_size, int64_t seq_len) {
+  if (!section.contains("vocab_size")) section["vocab_size"] = vocab_size;
+  if (!section.contains("max_seq_len")) section["max_seq_len"] = std::max<int64_t>(1024, seq_len);
+  return section;
+}
+
 std::unique_ptr<TrainableModel> make_model(const nlohmann::json& section, const std::string& where,
                                            int64_t vocab_size, int64_t max_seq_len, uint64_t seed) {
   if (!section.is_object()) throw InputError(where + ": expected a JSON object");
-  nlohmann::json j = section;
-  const std::string arch = j.value("architecture", std::string("lol"));
+  const std::string arch = section.value("architecture", std::string("lol"));
   if (arch == "lol") {
-    if (!j.contains("vocab_size")) j["vocab_size"] = vocab_size;
-    if (!j.contains("max_seq_len")) j["max_seq_len"] = std::max<int64_t>(1024, max_seq_len);
-    LoLConfig cfg = LoLConfig::from_json(j, where);
+    LoLConfig cfg = LoLConfig::from_json(with_data_sizes(section, vocab_size, max_seq_len), where);
     if (cfg.vocab_size < vocab_size)
       throw InputError(where + ": field 'vocab_size' = " + std::to_string(cfg.vocab_size) +
                        ": expected >= the dataset's vocab_size " + std::to_string(vocab_size));
@@ -44,7 +49,7 @@ std::unique_ptr<TrainableModel> make_model(const nlohmann::json& section, const 
     m->reset_parameters(seed);
     return std::make_unique<LoLTrainable>(m);
   }
-  if (auto b = baselines::make_baseline(arch, j, where, vocab_size, max_seq_len, seed)) return b;
+  if (auto b = baselines::make_baseline(arch, section, where, vocab_size, max_seq_len, seed)) return b;
   throw InputError(where + ": field 'architecture' = \"" + arch + "\": expected one of lol, " +
                    baselines::baseline_architectures());
 }

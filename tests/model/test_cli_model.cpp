@@ -489,6 +489,62 @@ TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {
   EXPECT_NE(read_bytes(ck + "/model.safetensors"), read_bytes(ck2 + "/model.safetensors"));
 }
 
+// `lol info FILE`: a model config.json or a run config describes the model before it is
+// trained, with the numbers `lol info` gives for the checkpoint made from it; a run
+// config's vocab_size comes from its dataset (as the trainer takes it) or --vocab-size.
+TEST(CliInitInfo, InfoOnAConfigFileGivesTheNumbersOfTheModelItMakes) {
+  TempDir tmp("cli_info_config");
+  auto c = compat_config(false);
+  c.library_size = 6;
+  c.max_seq_len = 128;
+  write_text(tmp / "c.json", c.to_json().dump());
+  const std::string ck = tmp / "ck";
+  ASSERT_EQ(run_lol("init --config " + quote(tmp / "c.json") + " --out " + quote(ck)).code, 0);
+  // A run config whose model section leaves vocab_size and max_seq_len to the trainer.
+  auto section = c.to_json();
+  section.erase("vocab_size");
+  section.erase("max_seq_len");
+  const nlohmann::json run = {{"model", section},
+                              {"data", {{"dir", tmp / "data"}, {"seq_len", 128}}},
+                              {"train", {{"steps", 1}, {"out", tmp / "run"}}}};
+  write_text(tmp / "run.json", run.dump());
+  auto r = run_lol_all({"info --json " + quote(ck), "info --json " + quote(tmp / "c.json"),
+                        "info --json " + quote(tmp / "run.json"),
+                        "info --json " + quote(tmp / "run.json") + " --vocab-size " + std::to_string(c.vocab_size),
+                        "info " + quote(tmp / "c.json") + " --vocab-size 99", "info " + quote(ck) + " --vocab-size 99",
+                        "info " + quote(tmp / "c.json")});
+  ASSERT_EQ(r[0].code, 0) << r[0].out;
+  ASSERT_EQ(r[1].code, 0) << r[1].out;
+  auto from_ck = nlohmann::json::parse(r[0].out), from_cfg = nlohmann::json::parse(r[1].out);
+  EXPECT_EQ(from_ck["checkpoint"], ck);
+  EXPECT_EQ(from_cfg["config_file"], tmp / "c.json");
+  EXPECT_EQ(from_cfg["config"], c.to_json());
+  from_ck.erase("checkpoint");
+  from_cfg.erase("config_file");
+  EXPECT_EQ(from_cfg.erase("checkpoint"), 0u);
+  EXPECT_EQ(from_ck, from_cfg) << "config file and checkpoint disagree";
+  // No dataset yet: the error names the file, the field, data.dir and --vocab-size.
+  EXPECT_EQ(r[2].code, 2) << r[2].out;
+  for (const std::string s : {"run.json:model", "vocab_size", "data.dir", "--vocab-size"})
+    EXPECT_NE(r[2].out.find(s), std::string::npos) << s << "\n" << r[2].out;
+  ASSERT_EQ(r[3].code, 0) << r[3].out;
+  auto from_run = nlohmann::json::parse(r[3].out);
+  EXPECT_EQ(from_run["parameters"], nlohmann::json::parse(r[1].out)["parameters"]);
+  EXPECT_EQ(from_run["config"]["max_seq_len"], 1024) << "max(1024, data.seq_len), as the trainer fills it";
+  EXPECT_EQ(r[4].code, 2) << r[4].out;  // the config sets vocab_size
+  EXPECT_NE(r[4].out.find("sets vocab_size"), std::string::npos) << r[4].out;
+  EXPECT_EQ(r[5].code, 2) << r[5].out;  // a saved model's vocabulary is fixed
+  EXPECT_NE(r[5].out.find("applies to config files"), std::string::npos) << r[5].out;
+  ASSERT_EQ(r[6].code, 0) << r[6].out;
+  EXPECT_NE(r[6].out.find("not trained"), std::string::npos) << r[6].out;
+  // With the dataset in place the vocabulary is the dataset's.
+  ASSERT_EQ(run_lol("data maze --n 4 --size 4 --no-progress --out " + quote(tmp / "data")).code, 0);
+  auto r2 = run_lol("info --json " + quote(tmp / "run.json"));
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  const auto ds = nlohmann::json::parse(read_text(tmp / "data/dataset.json"));
+  EXPECT_EQ(nlohmann::json::parse(r2.out)["config"]["vocab_size"], ds["vocab_size"]);
+}
+
 // Start-up (core/runtime.h): OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 when the
 // user set neither (the program re-executes itself from its .preinit_array, before any
 // library is initialised); a user's own values are kept. Checked where it matters: the
