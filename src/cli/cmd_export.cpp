@@ -109,6 +109,7 @@ void run_export(const ExportArgs& a) {
   o.dtype = hf::parse_dtype_name(a.dtype);
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;
+  o.read_from = {a.model, dir};
   // --verify's input is checked before anything is written.
   std::string verify_text;
   std::vector<int32_t> verify_ids;

@@ -18,6 +18,7 @@
 #include "baselines/dense_trainable.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "cli/model_dir.h"
 #include "cli/prompt_room.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
@@ -253,6 +254,8 @@ void run_ppl(const PplArgs& given) {
   if (a.threads > 0) init_runtime(a.threads);
   if (a.context == 1 || a.context < 0)
     throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= min(512, max_position_embeddings)) or >= 2");
+  require_output_outside_model(a.out, a.dir, "--out");
+  require_output_is_not_input(a.out, a.data, "--out", "--data");
   hf::HfConfig cfg;
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   if (a.context == 0) a.context = std::min<int64_t>(512, cfg.max_position_embeddings);
@@ -291,6 +294,7 @@ void run_ppl(const PplArgs& given) {
   }
   r.rows = int64_t(req.size());
   r.bytes = bytes;
+  r.bytes_counted = true;
   r.loss = r.loss_sum / double(r.targets);
   r.perplexity = std::exp(r.loss);
   r.bits_per_byte = r.loss_sum / std::log(2.0) / double(bytes);

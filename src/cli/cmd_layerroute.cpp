@@ -17,6 +17,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "cli/model_dir.h"
 #include "cli/prompt_room.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
@@ -139,16 +140,17 @@ void add_train_flags(CLI::App* c, layerroute::TrainOptions& t) {
   c->add_option("--weight-decay", t.weight_decay, "AdamW weight decay");
   c->add_option("--clip", t.clip, "gradient-norm clip (0 = off)");
   c->add_option("--lambda", t.lambda, "gate regularisation weight");
-  c->add_option("--log-every", t.log_every, "log every N steps");
+  c->add_option("--log-every", t.log_every, "log every N steps")->check(CLI::Range(int64_t(1), int64_t(1) << 40));
 }
 
 void add_eval_flags(CLI::App* c, layerroute::EvalOptions& e, std::string& gates) {
   c->add_option("--gates", gates, "learned | open | bias-only | closed");
-  c->add_option("--timing-samples", e.timing_samples, "samples timed (0 = no timing)");
-  c->add_option("--repeats", e.repeats, "timed open/gated pairs per sample");
-  c->add_option("--new", e.new_tokens, "generated tokens per timed run");
-  c->add_option("--max-prompt", e.max_prompt, "prompt tokens kept for timing");
-  c->add_option("--eval-batch", e.batch_size, "samples per perplexity forward");
+  c->add_option("--timing-samples", e.timing_samples, "samples timed (0 = no timing)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  c->add_option("--repeats", e.repeats, "timed open/gated pairs per sample")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  c->add_option("--new", e.new_tokens, "generated tokens per timed run")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  c->add_option("--max-prompt", e.max_prompt, "prompt tokens kept for timing")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  c->add_option("--eval-batch", e.batch_size, "samples per perplexity forward")->check(CLI::Range(int64_t(1), int64_t(1) << 16));
 }
 
 void write_text(const std::string& path, const std::string& s) {
@@ -187,7 +189,7 @@ void register_train_cmd(CLI::App* lr) {
     std::string base, data, out;
     uint64_t seed = 0;
     int threads = 0;
-    bool no_progress = false;
+    bool no_progress = false, overwrite = false;
     DataArgs d;
     ModelArgs m;
     layerroute::TrainOptions t;
@@ -200,11 +202,24 @@ void register_train_cmd(CLI::App* lr) {
   c->add_option("--seed", a->seed, "seeds gates, adapters and batch order");
   c->add_option("--threads", a->threads, "CPU threads (0 = default)");
   c->add_flag("--no-progress", a->no_progress, "no progress bar");
+  c->add_flag("--overwrite", a->overwrite,
+              "replace the adapter in a non-empty --out (it is kept until the new one is written)");
   add_data_flags(c, a->d);
   add_model_flags(c, a->m);
   add_train_flags(c, a->t);
   c->callback([a] {
     init_runtime(a->threads);
+    if (a->out.empty()) throw InputError("--out: empty path (expected the adapter directory to write)");
+    std::error_code ec;
+    if (fs::exists(a->out, ec) && !fs::is_directory(a->out, ec))
+      throw InputError("--out " + a->out + ": a file (expected the adapter directory to write)");
+    if (fs::exists(a->out, ec) && !fs::is_empty(a->out, ec) && !a->overwrite)
+      throw InputError("--out " + a->out + ": not empty" +
+                       (fs::exists(fs::path(a->out) / "layerroute.json") ? " (it holds an adapter)" : std::string()) +
+                       "; pass --overwrite to replace it, or choose a new directory");
+    for (const char* f : {"config.json", "latest", "dataset.json"})
+      if (fs::exists(fs::path(a->out) / f))
+        throw InputError("--out " + a->out + ": holds " + f + " (a model, run or dataset, not an adapter); choose a new directory");
     auto tok = open_tokenizer(a->base, a->d);
     auto train = load_examples(a->data, *tok, a->d);
     layerroute::GatedModel m(layerroute::load_base_model(a->base), lora_cfg(a->m), gate_cfg(a->m), a->seed);
@@ -213,13 +228,20 @@ void register_train_cmd(CLI::App* lr) {
     t.seed = a->seed;
     t.progress = !a->no_progress;
     fs::create_directories(a->out);
-    std::ofstream log(fs::path(a->out) / "train_log.jsonl");
+    // The log of this run grows in train_log.jsonl.partial; an adapter already in --out
+    // (--overwrite) and its log stay as they were until the new adapter is written.
+    const fs::path log_path = fs::path(a->out) / "train_log.jsonl";
+    const fs::path partial = fs::path(a->out) / "train_log.jsonl.partial";
+    std::ofstream log(partial);
+    if (!log) throw InputError("--out " + a->out + ": cannot write " + partial.string());
     auto last = layerroute::train_layerroute(tr, train, t, [&](const layerroute::TrainLog& l) {
       log << layerroute::to_json(l).dump() << "\n" << std::flush;
     });
+    log.close();
     layerroute::save_adapter(*m, a->out, a->base,
                              {{"train", layerroute::to_json(t)}, {"last_step", layerroute::to_json(last)},
                               {"data", a->data}, {"max_len", a->d.max_len}});
+    fs::rename(partial, log_path);
     std::cout << "trained " << last.step << " steps on " << train.size() << " samples: LM loss " << last.lm_loss
               << ", mean gate " << last.gate_mean << "; adapter written to " << a->out << "\n";
   });
@@ -247,7 +269,8 @@ void register_eval_cmd(CLI::App* lr) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   auto* seed_flag = c->add_option("--seed", a->seed,
                                   "--adapter: seed of the held-out selection (default: the adapter's training seed)");
-  c->add_option("--seeds", a->seeds, "run the whole protocol (train + eval) over N seeds");
+  c->add_option("--seeds", a->seeds, "run the whole protocol (train + eval) over N seeds")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   c->add_option("--first-seed", a->first_seed, "first protocol seed");
   c->add_option("--train-data", a->train_data, "training JSONL for --seeds");
   c->add_option("--out", a->out, "protocol output directory (seed-S adapters, protocol.json, tables.md)");
@@ -258,9 +281,16 @@ void register_eval_cmd(CLI::App* lr) {
   add_model_flags(c, a->m);
   add_train_flags(c, a->t);
   add_eval_flags(c, a->e, a->gates);
-  c->callback([a, seed_flag] {
+  c->callback([a, seed_flag, c] {
     init_runtime(a->threads);
     a->e.mode = layerroute::parse_gate_mode(a->gates);
+    if (a->seeds == 0)  // one adapter: its training options are fixed
+      for (const char* f : {"--train-data", "--out", "--first-seed", "--reuse", "--rank", "--alpha", "--targets", "--band",
+                            "--bias-band", "--bias-outside", "--steps", "--batch", "--accum", "--lr", "--warmup",
+                            "--weight-decay", "--clip", "--lambda", "--log-every"})
+        if (c->count(f) > 0)
+          throw InputError(std::string(f) + " applies to the protocol (--seeds N) only; an adapter (--adapter) is "
+                                            "evaluated with the options it was trained with");
     if (a->seeds > 0) {
       if (a->base.empty() || a->train_data.empty() || a->out.empty())
         throw InputError("eval --seeds needs --base, --train-data and --out");
@@ -296,9 +326,11 @@ void register_eval_cmd(CLI::App* lr) {
       return;
     }
     if (a->adapter.empty()) throw InputError("eval needs --adapter DIR (or --seeds N for the protocol)");
-    auto m = layerroute::load_gated_model(a->adapter, a->base);
     const auto info = layerroute::read_adapter_info(a->adapter);
     const std::string base = a->base.empty() ? info.base_dir : a->base;
+    for (const auto& dir : {a->adapter, base}) require_output_outside_model(a->json, dir, "--json");
+    require_output_is_not_input(a->json, a->data, "--json", "--data");
+    auto m = layerroute::load_gated_model(a->adapter, a->base);
     auto tok = open_tokenizer(base, a->d);
     DataArgs d = a->d;
     // Samples are cut as in training unless --max-len says otherwise.
@@ -353,6 +385,7 @@ void register_merge_cmd(CLI::App* lr) {
     eo.architecture = arch == "llama" ? hf::kLlamaArch : hf::kQwen2Arch;
     eo.dtype = hf::parse_dtype_name(a->dtype);
     eo.overwrite = a->overwrite;
+    eo.read_from = {a->adapter};
     eo.derived_from = base;  // keeps the base's generation_config.json, token ids and tokenizer files
     layerroute::save_merged(*m, tok.get(), a->out, eo, a->adapter);
     std::cout << "merged " << a->adapter << " into " << a->out << " (" << a->dtype << ") + gates.safetensors\n";

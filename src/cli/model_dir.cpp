@@ -28,6 +28,14 @@ void require_output_outside_model(const std::string& out, const std::string& mod
   }
 }
 
+void require_output_is_not_input(const std::string& out, const std::string& in, const std::string& out_flag,
+                                 const std::string& in_flag) {
+  std::error_code ec;
+  if (!out.empty() && !in.empty() && fs::exists(out, ec) && fs::equivalent(out, in, ec))
+    throw InputError(out_flag + " " + out + ": is the " + in_flag + " file (writing it would destroy the input); "
+                     "choose another path");
+}
+
 namespace {
 
 /// The checkpoint directory `dir` names (see resolve_model_dir), without the note.

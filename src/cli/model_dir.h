@@ -23,6 +23,12 @@ std::string resolve_model_dir(const std::string& dir);
 /// destroy the model (`forward --out CK/model.safetensors`). A new file is fine.
 void require_output_outside_model(const std::string& out, const std::string& model_dir, const std::string& flag);
 
+/// Throws InputError naming both flags when `out` (an output file about to be written)
+/// is the same file as `in` (an input of the command, e.g. --data): nothing is read
+/// back from a file being replaced.
+void require_output_is_not_input(const std::string& out, const std::string& in, const std::string& out_flag,
+                                 const std::string& in_flag);
+
 /// The tokenizer a checkpoint was trained with: <dir>/tokenizer.json (every checkpoint
 /// of a run on text data carries one), else the tokenizer of the dataset named by
 /// config.json "extra" (dataset_dir + tokenizer; checkpoints written before tokenizers

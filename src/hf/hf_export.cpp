@@ -85,6 +85,47 @@ void write_weights(const std::string& dir, const NamedTensors& tensors, int64_t 
   io::write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
 
+/// Checks `out_dir` (see export_hf) and, when it holds an earlier export and
+/// `opt.overwrite` allows replacing it, removes that export's files: leftovers in
+/// another layout (shards vs one file, no tokenizer, no gates) would confuse loaders.
+void prepare_out_dir(const std::string& out_dir, const ExportOptions& opt) {
+  if (out_dir.empty()) throw InputError("export: --out is empty (expected the folder to write)");
+  std::error_code ec;
+  if (fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
+    throw InputError("export: --out " + out_dir + " is a file (expected a folder to write)");
+  std::vector<std::string> inputs = opt.read_from;
+  if (!opt.derived_from.empty()) inputs.push_back(opt.derived_from);
+  for (const auto& in : inputs) {
+    std::error_code eq;
+    if (!in.empty() && fs::exists(out_dir, eq) && fs::equivalent(out_dir, in, eq))
+      throw InputError("export: --out " + out_dir + " is " + in +
+                       ", a folder being read (writing there would destroy it, even with --overwrite): choose a new folder");
+  }
+  if (!fs::exists(out_dir, ec) || fs::is_empty(out_dir, ec)) {
+    fs::create_directories(out_dir, ec);
+    if (!fs::is_directory(out_dir)) throw InputError("export: cannot create folder " + out_dir + ": " + ec.message());
+    return;
+  }
+  if (!opt.overwrite)
+    throw InputError("export: --out " + out_dir + " exists and is not empty (choose a new folder, or pass --overwrite)");
+  const fs::path o(out_dir);
+  const auto cfg = o / "config.json";
+  const bool lol_model = fs::exists(cfg) && !io::read_json_file(cfg.string()).contains("architectures");
+  for (const char* f : {"latest", "trainer_state.json", "layerroute.json", "dataset.json"})
+    if (lol_model || fs::exists(o / f))
+      throw InputError("export: --out " + out_dir + " holds " +
+                       (lol_model ? "a lol model (config.json has no 'architectures')" : std::string("a lol file ") + f) +
+                       ", not a Hugging Face export: --overwrite replaces only an earlier export; choose a new folder");
+  for (const auto& e : fs::directory_iterator(out_dir)) {
+    const std::string f = e.path().filename().string();
+    bool old = f == "model.safetensors" || f == "model.safetensors.index.json" || f == "config.json" ||
+               f == "generation_config.json" || f == "gates.safetensors" || f == "layerroute_gates.json" ||
+               (f.rfind("model-", 0) == 0 && f.size() > 12 && f.substr(f.size() - 12) == ".safetensors");
+    for (const char* t : kTokenizerFiles) old = old || f == t;
+    if (old) fs::remove(e.path());
+  }
+}
+
 }  // namespace
 
 HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
@@ -110,18 +151,7 @@ HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* to
     h.bos_token_id = token_id_list(sc, "bos_token_id", src + "/config.json");
     h.eos_token_id = token_id_list(sc, "eos_token_id", src + "/config.json");
   }
-  std::error_code ec;
-  if (fs::exists(out_dir) && !fs::is_empty(out_dir, ec) && !opt.overwrite)
-    throw InputError("export: " + out_dir + " exists and is not empty (choose a new folder, or overwrite)");
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) throw InputError("export: cannot create folder " + out_dir);
-  // Leftovers of an earlier export in another layout would confuse loaders.
-  for (const auto& e : fs::directory_iterator(out_dir)) {
-    const std::string f = e.path().filename().string();
-    if (f == "model.safetensors" || f == "model.safetensors.index.json" ||
-        (f.rfind("model-", 0) == 0 && f.size() > 12 && f.substr(f.size() - 12) == ".safetensors"))
-      fs::remove(e.path());
-  }
+  prepare_out_dir(out_dir, opt);
   write_weights(out_dir, hf_tensors(m, h, opt.dtype), opt.max_shard_bytes);
   if (from_hf && fs::exists(src + "/generation_config.json")) {
     io::write_file_atomic(out_dir + "/generation_config.json", io::read_file(src + "/generation_config.json"));

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <c10/core/ScalarType.h>
 
@@ -25,6 +26,9 @@ struct ExportOptions {
   /// generation_config.json (stop ids, sampling defaults) and tokenizer files
   /// (kTokenizerFiles) are copied verbatim, and `tok` is not saved.
   std::string derived_from;
+  /// Folders the model was read from (the checkpoint or run, an adapter; derived_from is
+  /// included): out_dir may not be one of them, even with `overwrite`.
+  std::vector<std::string> read_from;
 };
 
 /// The tokenizer files of a Hugging Face folder that export_hf copies from
@@ -37,8 +41,11 @@ inline constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_c
 /// null) is saved with Tokenizer::save and sets bos/eos_token_id; its vocabulary must
 /// fit the model's. Throws InputError when the model cannot be expressed in the
 /// architecture (from_dense_config), the tokenizer needs more ids than vocab_size,
-/// the dtype is not a float type safetensors stores, or out_dir exists and is not
-/// empty without `overwrite`. Returns the config written.
+/// the dtype is not a float type safetensors stores, out_dir is a file or one of the
+/// folders read (ExportOptions::read_from), or out_dir exists and is not empty without
+/// `overwrite`; with it, out_dir must not hold a lol checkpoint, run or LayerRoute
+/// adapter (only an earlier export is replaced: its weights, tokenizer files,
+/// generation_config.json and merged gates are removed first). Returns the config written.
 HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
                    const ExportOptions& opt = {});
 

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "training/batcher.h"
@@ -223,6 +224,9 @@ Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
 }
 
 std::vector<Sample> read_samples(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path + ": a directory (expected a JSONL file of samples: messages / conversations / question+answer)");
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open");
   std::vector<Sample> out;

@@ -194,6 +194,8 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
     auto c = (t / n).contiguous();
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + L);
   };
+  // A NaN gate score closes its gate (NaN > 0.5 is false): the report would be wrong.
+  require_finite(sigma_sum, "layerroute evaluation: the gate probabilities sigma");
   r.layer_sigma = vec(sigma_sum);
   r.layer_open = vec(open_sum);
   r.nontrivial = vec(flip_sum);

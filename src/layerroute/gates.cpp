@@ -6,8 +6,11 @@ namespace lol::layerroute {
 
 torch::Tensor mean_pool(const torch::Tensor& h, const torch::Tensor& valid) {
   auto m = valid.to(torch::kFloat32).unsqueeze(-1);  // [B, T, 1]
-  auto sum = (h.to(torch::kFloat32) * m).sum(1);     // [B, d]
-  return sum / m.sum(1).clamp_min(1.0);
+  // Each token's weight 1/count is applied before the sum: summing the states first
+  // overflows float32 for large activations (|h| near 1e36 over a few hundred tokens)
+  // although their mean is finite, and a NaN gate score closes the gate silently.
+  auto w = m / m.sum(1, /*keepdim=*/true).clamp_min(1.0);  // [B, T, 1]
+  return (h.to(torch::kFloat32) * w).sum(1);               // [B, d]
 }
 
 torch::Tensor gate_open(const torch::Tensor& sigma) { return sigma > 0.5; }

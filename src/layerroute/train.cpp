@@ -1,6 +1,7 @@
 #include "layerroute/train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "training/batcher.h"
@@ -99,6 +100,13 @@ TrainLog train_layerroute(LayerRouteTrainable& model, const std::vector<Example>
       layer_sigma += model.last_sigma().detach().sum(0).to(torch::kCPU, torch::kFloat64);
     }
     log.grad_norm = training::clip_gradients(params, opt.clip);
+    // A non-finite loss, gate mean or gradient would be stepped into the adapters and
+    // saved: stop instead (exit 3), before anything is written.
+    if (!std::isfinite(ce) || !std::isfinite(gate) || !std::isfinite(log.grad_norm))
+      throw NonFiniteError("layerroute train: step " + std::to_string(step + 1) + ": LM loss sum " + std::to_string(ce) +
+                           ", mean gate " + std::to_string(gate) + ", gradient norm " + std::to_string(log.grad_norm) +
+                           " is not finite (the base model's activations overflow float32, or --lr is too high); "
+                           "no adapter was written");
     const double f = training::lr_factor(sc, step, opt.steps);
     optim.step(f);
     log.step = step + 1;

@@ -1,4 +1,5 @@
 // `lol hf info|generate|ppl|bench` and `lol export --hf` end to end on tiny folders.
+#include <cmath>
 #include <filesystem>
 
 #include "baselines/dense_trainable.h"
@@ -81,6 +82,8 @@ TEST(CliHf, InfoGeneratePpl) {
   EXPECT_EQ(r[3].code, 0) << r[3].out;
   const auto ppl = nlohmann::json::parse(read_text(d / "ppl.json"));
   EXPECT_EQ(ppl["targets"], 86 - 6);  // 86 byte tokens in windows of 16: 6 windows, first token of each unpredicted
+  EXPECT_EQ(ppl["bytes"], 86 - 6) << "one byte per predicted byte token";
+  EXPECT_NEAR(ppl["bits_per_byte"].get<double>(), ppl["loss"].get<double>() / std::log(2.0), 1e-9);
   EXPECT_GT(ppl["perplexity"].get<double>(), 1.0);
   EXPECT_EQ(r[4].code, 2) << r[4].out;
   EXPECT_NE(r[4].out.find("absent/config.json"), std::string::npos) << r[4].out;
@@ -212,6 +215,62 @@ TEST(CliHf, PlainPromptGetsThePostProcessorsBos) {
   EXPECT_NE(r[1].out.find("prompt 59 tokens"), std::string::npos) << r[1].out;
 }
 
+// `lol layerroute train|eval|merge` never replace what they read or an earlier adapter
+// unasked (docs/robustness.md, seventh pass); an adapter's evaluation refuses the
+// protocol's training flags instead of ignoring them.
+TEST(CliLayerRoute, OutputsKeepTheInputsAndAnEarlierAdapter) {
+  TinyShape s;
+  s.vocab = 300;
+  s.layers = 4;
+  TempDir d("cli_lr");
+  const std::string base = d / "base", ad = d / "ad", data = d / "train.jsonl";
+  std::filesystem::create_directories(base);
+  write_tiny_checkpoint(base, s, 5, torch::kFloat32);
+  chat_tokenizer().save(base);
+  std::string jsonl;
+  for (int i = 0; i < 6; ++i)
+    jsonl += "{\"question\": \"what is " + std::to_string(i) + " plus one?\", \"answer\": \"" +
+             std::to_string(i + 1) + "\"}\n";
+  write_text(data, jsonl);
+  const std::string train = "layerroute train --base " + quote(base) + " --data " + quote(data) +
+                            " --steps 2 --batch 2 --accum 1 --max-len 128 --no-progress --out ";
+  auto r0 = run_lol(train + quote(ad));
+  ASSERT_EQ(r0.code, 0) << r0.out;
+  EXPECT_TRUE(std::filesystem::exists(ad + "/train_log.jsonl"));
+  EXPECT_FALSE(std::filesystem::exists(ad + "/train_log.jsonl.partial"));
+  const std::string adapter_json = read_text(ad + "/layerroute.json"), base_weights = read_text(base + "/model.safetensors");
+  const std::string eval = "layerroute eval --adapter " + quote(ad) + " --data " + quote(data) +
+                           " --samples 2 --timing-samples 0 ";
+  std::filesystem::create_directories(d / "dir");
+  auto r = run_lol_all({train + quote(ad), eval + "--json " + quote(ad + "/layerroute.json"),
+                        eval + "--json " + quote(base + "/model.safetensors"), eval + "--json " + quote(data),
+                        eval + "--steps 3", "layerroute merge --adapter " + quote(ad) + " --out " + quote(base) + " --overwrite",
+                        eval + "--repeats 0", "layerroute train --base " + quote(base) + " --data " + quote(d / "dir") +
+                            " --steps 1 --out " + quote(d / "ad2")});
+  const std::vector<std::string> says = {"not empty (it holds an adapter); pass --overwrite",
+                                         "a file of the model being read",
+                                         "a file of the model being read",
+                                         "is the --data file",
+                                         "--steps applies to the protocol (--seeds N) only",
+                                         "a folder being read",
+                                         "--repeats: Value 0 not in range",
+                                         "a directory (expected a JSONL file"};
+  for (size_t i = 0; i < says.size(); ++i) {
+    EXPECT_EQ(r[i].code, 2) << i << ": " << r[i].out;
+    EXPECT_NE(r[i].out.find(says[i]), std::string::npos) << i << ": " << r[i].out;
+  }
+  EXPECT_EQ(read_text(ad + "/layerroute.json"), adapter_json);
+  EXPECT_EQ(read_text(base + "/model.safetensors"), base_weights);
+  EXPECT_EQ(read_text(data), jsonl);
+  EXPECT_FALSE(std::filesystem::exists(d / "ad2"));
+  // --overwrite replaces the adapter (another seed: other gate weights) and its log.
+  auto r1 = run_lol(train + quote(ad) + " --overwrite --seed 3");
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  EXPECT_NE(read_text(ad + "/gates.safetensors"), "");
+  EXPECT_NE(read_text(ad + "/layerroute.json"), adapter_json);
+  EXPECT_FALSE(std::filesystem::exists(ad + "/train_log.jsonl.partial"));
+}
+
 TEST(CliHf, ExportTrainedDenseCheckpoint) {
   baselines::DenseConfig c;
   c.vocab_size = 260;
@@ -269,6 +328,43 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
   EXPECT_EQ(bad[1].code, 2) << bad[1].out;
   EXPECT_NE(bad[1].out.find("--tokenizer byte: not the vocabulary"), std::string::npos) << bad[1].out;
   EXPECT_FALSE(std::filesystem::exists(d / "bad"));
+
+  // Outputs never replace what is being read (docs/robustness.md, seventh pass): the
+  // checkpoint itself, another lol checkpoint, a ppl report over the model's files or
+  // its --data file; --overwrite replaces only an earlier export, and all of its files:
+  // no tokenizer left from it when the new export has none.
+  const std::string ck_bytes = read_text(ckpt + "/model.safetensors");
+  std::filesystem::create_directories(d / "other_ck");
+  baselines::DenseTrainable(m).save(d / "other_ck", nlohmann::json::object());
+  auto o = run_lol_all({"export --hf " + quote(d / "run") + " --out " + quote(ckpt) + " --overwrite --no-tokenizer",
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "other_ck") + " --overwrite --no-tokenizer",
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "verify.txt") + " --no-tokenizer",
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "hf") + " --no-tokenizer",
+                        "hf ppl " + quote(d / "hf") + " --data " + quote(d / "verify.txt") + " --out " + quote(d / "hf/config.json"),
+                        "hf ppl " + quote(d / "hf") + " --data " + quote(d / "verify.txt") + " --out " + quote(d / "verify.txt"),
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "hf") + " --overwrite --no-tokenizer"});
+  EXPECT_EQ(o[0].code, 2) << o[0].out;
+  EXPECT_NE(o[0].out.find("a folder being read"), std::string::npos) << o[0].out;
+  EXPECT_EQ(o[1].code, 2) << o[1].out;
+  EXPECT_NE(o[1].out.find("holds a lol model"), std::string::npos) << o[1].out;
+  EXPECT_EQ(o[2].code, 2) << o[2].out;
+  EXPECT_NE(o[2].out.find("is a file (expected a folder"), std::string::npos) << o[2].out;
+  EXPECT_EQ(o[3].code, 2) << o[3].out;
+  EXPECT_NE(o[3].out.find("pass --overwrite"), std::string::npos) << o[3].out;
+  for (int i : {4, 5}) {
+    EXPECT_EQ(o[i].code, 2) << o[i].out;
+    EXPECT_NE(o[i].out.find("--out "), std::string::npos) << o[i].out;
+  }
+  EXPECT_NE(o[4].out.find("a file of the model being read"), std::string::npos) << o[4].out;
+  EXPECT_NE(o[5].out.find("is the --data file"), std::string::npos) << o[5].out;
+  EXPECT_EQ(read_text(ckpt + "/model.safetensors"), ck_bytes);
+  EXPECT_EQ(read_text(d / "verify.txt"), "Let there be light: and there was light.");
+  EXPECT_TRUE(std::filesystem::exists(d / "other_ck/config.json"));
+  ASSERT_EQ(o[6].code, 0) << o[6].out;
+  EXPECT_FALSE(std::filesystem::exists(d / "hf/tokenizer.json")) << "a tokenizer left from the earlier export";
+  EXPECT_FALSE(std::filesystem::exists(d / "hf/model.safetensors.index.json")) << "shards left from the earlier export";
+  EXPECT_TRUE(std::filesystem::exists(d / "hf/model.safetensors"));
+  EXPECT_NO_THROW(load_hf_model(d / "hf"));
 }
 
 }  // namespace

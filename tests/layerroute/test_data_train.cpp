@@ -281,6 +281,35 @@ TEST(LayerRouteTrain, OnlyGatesAndLoraMoveAndLambdaClosesGates) {
   EXPECT_FALSE(m->is_training());
 }
 
+// A non-finite loss stops training (exit 3 in the CLI) before the adapters are stepped
+// or saved: a NaN gate score would close its gate silently and be written to disk.
+TEST(LayerRouteTrain, NonFiniteLossStopsBeforeAnythingIsWritten) {
+  auto data = test::copy_task(8, 2, 6, 6, 4);
+  auto base = tiny_base();
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : base->named_parameters())
+      if (p.key().find("layers.1.mlp.down_proj") != std::string::npos) p.value().fill_(std::nanf(""));
+  }
+  GatedModel m(base, LoraConfig{}, GateConfig{}, 5);
+  LayerRouteTrainable tr(m, "");
+  TrainOptions o;
+  o.steps = 3;
+  o.batch_size = 2;
+  o.progress = false;
+  int logged = 0;
+  try {
+    train_layerroute(tr, data, o, [&](const TrainLog&) { ++logged; });
+    ADD_FAILURE() << "a NaN loss was trained on";
+  } catch (const NonFiniteError& e) {
+    EXPECT_NE(std::string(e.what()).find("step 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no adapter was written"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(logged, 0);
+  for (auto& [n, t] : m->lora->peft_tensors())
+    if (n.find("lora_B") != std::string::npos) EXPECT_EQ(t.abs().max().item<float>(), 0.0f) << n << " was stepped";
+}
+
 TEST(LayerRouteDecode, GenerationMatchesFullForwardAndSkipsCache) {
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 6);
   randomize_adapters(*m, 41, 2.0);

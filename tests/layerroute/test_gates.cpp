@@ -41,6 +41,11 @@ TEST(LayerRouteGates, MeanPoolIgnoresPadding) {
   auto m = mean_pool(h, valid);
   EXPECT_TRUE(torch::allclose(m[0], torch::tensor({2.0f, 3.0f})));
   EXPECT_TRUE(torch::allclose(m[1], torch::tensor({6.0f, 7.0f})));
+  // States near the top of the float32 range: their sum overflows, their mean does not.
+  auto big = torch::full({1, 300, 2}, 3e36f);
+  auto mb = mean_pool(big, torch::ones({1, 300}, torch::kBool));
+  EXPECT_TRUE(torch::isfinite(mb).all().item<bool>()) << mb;
+  EXPECT_NEAR(mb[0][0].item<float>() / 3e36f, 1.0f, 1e-4);
 }
 
 TEST(LayerRouteGatedModel, SteGradientReachesClosedGate) {
