@@ -1,6 +1,8 @@
 // `lol compare`: FLOPs-matched comparison of run configurations of any architecture
 // (LoL, dense, looped, MoE; paper 4.2-4.3, issue 9; docs/baselines.md).
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <iostream>
 #include <memory>
 
@@ -21,6 +23,11 @@ struct CompareArgs {
 };
 
 void run_compare_cmd(const CompareArgs& a) {
+  // Under `lol launch` every rank would run the whole comparison, each planning its
+  // steps for one process: twice the budget, and two writers of --out.
+  if (const char* w = std::getenv("WORLD_SIZE"); w && std::string(w) != "1" && std::string(w) != "")
+    throw InputError("lol compare runs in one process (WORLD_SIZE = " + std::string(w) +
+                     " here, under lol launch or torchrun): run it without a launcher");
   baselines::CompareOptions o;
   o.configs = a.configs;
   o.flops_budget = a.flops;

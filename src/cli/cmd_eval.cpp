@@ -87,6 +87,7 @@ void run_eval_lm(const EvalArgs& a) {
   const auto dev = parse_device(a.device);
   const std::string dir = resolve_model_dir(a.model);
   require_output_outside_model(a.out, dir, "--out");
+  require_output_outside_dataset(a.out, a.data, "--out");
   auto model = training::load_model(dir);
   model->module().to(dev);
   auto ds = data::Dataset::open(a.data);
@@ -144,6 +145,7 @@ void run_eval_choice(const EvalArgs& a) {
   const auto dev = parse_device(a.device);
   const std::string dir = resolve_model_dir(a.model);
   require_output_outside_model(a.out, dir, "--out");
+  require_output_is_not_input(a.out, a.data, "--out", "--data");
   auto model = training::load_model(dir);
   model->module().to(dev);
   {

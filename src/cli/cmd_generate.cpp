@@ -202,9 +202,9 @@ void run_generate(const GenerateArgs& a) {
   for (const auto& s : a.stop) o.stop_tokens.push_back(stop_token_id(codec.get(), s, model->config().vocab_size));
   // --trace's directory must exist before the generation runs.
   if (!a.trace_file.empty()) {
-    const fs::path dir = fs::path(a.trace_file).parent_path();
-    if (!dir.empty() && !fs::is_directory(dir))
-      throw InputError("--trace " + a.trace_file + ": directory " + dir.string() + " does not exist");
+    const fs::path trace_dir = fs::path(a.trace_file).parent_path();
+    if (!trace_dir.empty() && !fs::is_directory(trace_dir))
+      throw InputError("--trace " + a.trace_file + ": directory " + trace_dir.string() + " does not exist");
     require_output_outside_model(a.trace_file, dir, "--trace");
   }
   // Without --stop, generation ends at the model's end-of-sequence token (--no-stop: never).

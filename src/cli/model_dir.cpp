@@ -17,15 +17,61 @@ namespace fs = std::filesystem;
 
 namespace lol::cli {
 
+namespace {
+
+/// True when `file` (an existing path) is `dir` or lies inside it (any depth).
+bool inside(const fs::path& file, const fs::path& dir) {
+  std::error_code ec;
+  const fs::path f = fs::weakly_canonical(file, ec);
+  if (ec) return false;
+  const fs::path d = fs::weakly_canonical(dir, ec);
+  if (ec || d.empty()) return false;
+  auto fi = f.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++fi)
+    if (fi == f.end() || *fi != *di) return false;
+  return true;
+}
+
+/// The training run directory holding checkpoint `model_dir` (RUN/checkpoints/NAME with
+/// RUN/latest or RUN/run.json), or empty.
+fs::path run_of_checkpoint(const std::string& model_dir) {
+  std::error_code ec;
+  const fs::path ck = fs::weakly_canonical(model_dir, ec);
+  if (ec || ck.parent_path().filename() != "checkpoints") return {};
+  const fs::path run = ck.parent_path().parent_path();
+  return fs::exists(run / "latest", ec) || fs::exists(run / "run.json", ec) ? run : fs::path();
+}
+
+}  // namespace
+
 void require_output_outside_model(const std::string& out, const std::string& model_dir, const std::string& flag) {
   std::error_code ec;
   if (out.empty() || !fs::exists(out, ec)) return;
+  if (fs::is_directory(out, ec)) throw InputError(flag + " " + out + ": is a directory (expected a file to write)");
+  const auto refuse = [&](const std::string& what) {
+    throw InputError(flag + " " + out + ": is " + what + " (writing it would destroy it); choose another path");
+  };
   for (const auto& e : fs::directory_iterator(model_dir, ec)) {
     std::error_code eq;
     if (e.is_regular_file(eq) && fs::equivalent(out, e.path(), eq))
-      throw InputError(flag + " " + out + ": is " + e.path().string() +
-                       ", a file of the model being read (writing it would destroy the model); choose another path");
+      refuse(e.path().string() + ", a file of the model being read");
   }
+  // The run the checkpoint belongs to: its own files and every checkpoint.
+  const fs::path run = run_of_checkpoint(model_dir);
+  if (run.empty()) return;
+  for (const char* f : {"latest", "run.json", "metrics.jsonl", "environment.jsonl", "trainer_state.json", ".lol.lock"}) {
+    std::error_code eq;
+    if (fs::equivalent(out, run / f, eq)) refuse((run / f).string() + ", a file of the training run being read");
+  }
+  if (inside(out, run / "checkpoints")) refuse("inside " + (run / "checkpoints").string() + ", a checkpoint of the run being read");
+}
+
+void require_output_outside_dataset(const std::string& out, const std::string& dataset_dir, const std::string& flag) {
+  std::error_code ec;
+  if (out.empty() || !fs::exists(out, ec) || !fs::is_directory(dataset_dir, ec)) return;
+  if (inside(out, dataset_dir))
+    throw InputError(flag + " " + out + ": is a file of the dataset " + dataset_dir +
+                     " being read (writing it would destroy it); choose another path");
 }
 
 void require_output_is_not_input(const std::string& out, const std::string& in, const std::string& out_flag,

@@ -19,9 +19,17 @@ namespace lol::cli {
 std::string resolve_model_dir(const std::string& dir);
 
 /// Throws InputError naming `flag` when `out` (an output file about to be written) is
-/// one of the files of `model_dir` (the checkpoint being read): writing it would
-/// destroy the model (`forward --out CK/model.safetensors`). A new file is fine.
+/// one of the files of `model_dir` (the checkpoint being read) or, for a checkpoint of
+/// a training run (RUN/checkpoints/NAME), one of the run's own files (latest, run.json,
+/// metrics.jsonl, environment.jsonl, trainer_state.json) or any file under
+/// RUN/checkpoints: writing it would destroy the model or the run (`forward --out
+/// CK/model.safetensors`, `eval lm --out RUN/latest`). Also when `out` is an existing
+/// directory. A new file is fine, inside the run too (`--out RUN/eval.json`).
 void require_output_outside_model(const std::string& out, const std::string& model_dir, const std::string& flag);
+
+/// Throws InputError naming `flag` when `out` is an existing file inside `dataset_dir`
+/// (the dataset being read: dataset.json, its JSONL and shard files).
+void require_output_outside_dataset(const std::string& out, const std::string& dataset_dir, const std::string& flag);
 
 /// Throws InputError naming both flags when `out` (an output file about to be written)
 /// is the same file as `in` (an input of the command, e.g. --data): nothing is read

@@ -1,6 +1,7 @@
 #include "distributed/launcher.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,10 @@ std::string self_executable() {
   buf[n] = '\0';
   return buf;
 }
+
+/// The exit status of a rank whose collective failed because another rank went away
+/// (docs/distributed.md "failures").
+constexpr int kCollectiveFailedStatus = 4;
 
 int exit_status(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
 
@@ -85,6 +90,7 @@ int launch(const LaunchOptions& o) {
   sigaction(SIGTERM, &sa, &old_term);
   g_forward_signal = 0;
 
+  const pid_t launcher_pid = ::getpid();
   std::vector<pid_t> pids(size_t(o.nproc), -1);
   std::vector<bool> alive(size_t(o.nproc), false);
   std::fflush(nullptr);
@@ -100,6 +106,13 @@ int launch(const LaunchOptions& o) {
     if (pid == 0) {
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGTERM, &old_term, nullptr);
+      // Its own process group: Ctrl-C at the terminal (or a scheduler's signal to the
+      // launcher's group) reaches the rank once, forwarded by the launcher, and not also
+      // directly -- a second SIGINT/SIGTERM makes training exit without saving. SIGTERM
+      // when the launcher dies (kill -9): the ranks save and stop instead of running on.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher_pid) std::_Exit(128 + SIGTERM);  // it died before prctl
       for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
       std::vector<char*> argv;
       for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
@@ -128,17 +141,21 @@ int launch(const LaunchOptions& o) {
         alive[size_t(r)] = false;
         --running;
         const int code = exit_status(st);
-        if (code != 0 && !failed) {
+        if (code == 0) continue;
+        // Every failed rank is reported. Status 4 is a collective that failed because
+        // another rank went away: the job's status is that of the first rank that
+        // failed for another reason (bad input 2, killed 128 + signal, ...), else 4.
+        const bool first = !failed;
+        if (first || (result == kCollectiveFailedStatus && code != kCollectiveFailedStatus)) result = code;
+        if (first) {
           failed = true;
-          result = code;
           fail_time = Clock::now();
-          if (running > 0)
-            std::fprintf(stderr, "lol launch: rank %d (pid %d) %s; the other ranks get %d s to stop on their own\n",
-                         o.node_rank * o.nproc + r, int(pid), describe(st).c_str(), o.grace_s);
-          else
-            std::fprintf(stderr, "lol launch: rank %d (pid %d) %s\n", o.node_rank * o.nproc + r, int(pid),
-                         describe(st).c_str());
         }
+        std::fprintf(stderr, "lol launch: rank %d (pid %d) %s%s\n", o.node_rank * o.nproc + r, int(pid),
+                     describe(st).c_str(),
+                     first && running > 0 ? ("; the other ranks get " + std::to_string(o.grace_s) +
+                                             " s to stop on their own").c_str()
+                                          : "");
       }
       continue;
     }

@@ -176,3 +176,69 @@ TEST(DataParallelTrain, DeadOrStalledRankEndsTheOtherWithinTheTimeout) {
     EXPECT_LT(waited, 5.0 + 4.0) << "signal " << sig << ": longer than the 5 s timeout (+ margin)";
   }
 }
+
+// `lol launch` and signals (docs/distributed.md, seventh robustness pass): a signal to the
+// launcher's whole process group (Ctrl-C at the terminal, a scheduler's SIGTERM) reaches
+// each rank once -- a second one makes training exit without saving; a launcher killed
+// with SIGKILL takes its ranks down with SIGTERM (they save and stop); the job's status
+// is the status of the rank that failed on its own, not of one whose collective failed
+// because of it (4), whichever is reaped first.
+TEST(Launcher, SignalsReachEachRankOnceAndTheCauseIsReported) {
+  test::TempDir tmp("launch_signals");
+  const std::string lol = LOL_BINARY, dir = tmp.path();
+  // A rank that exits with the number of SIGINTs it got (it runs about 2 s).
+  std::ofstream(dir + "/count.sh") << "c=0\ntrap 'c=$((c+1))' INT\ntouch started.$RANK\ni=0\n"
+                                      "while [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done\nexit $c\n";
+  // A rank that notes a SIGTERM.
+  std::ofstream(dir + "/term.sh") << "trap 'echo term > \"out.$RANK\"; exit 0' TERM\ntouch started.$RANK\ni=0\n"
+                                     "while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done\n";
+  // Rank 1 fails on its own (2); rank 0 as if its collective failed because of it (4).
+  std::ofstream(dir + "/status.sh") << "if [ \"$RANK\" = 1 ]; then exit 2; fi\nexit 4\n";
+  // `lol launch --nproc 2 -- sh SCRIPT` leading a process group of its own (as a job
+  // started from a terminal), default signal dispositions.
+  auto start = [&](const std::string& script) {
+    std::filesystem::remove(dir + "/started.0");
+    std::filesystem::remove(dir + "/started.1");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setsid();
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      if (::chdir(dir.c_str()) != 0) std::_Exit(126);
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(lol.c_str(), lol.c_str(), "launch", "--nproc", "2", "--", "sh", script.c_str(), (char*)nullptr);
+      std::_Exit(127);
+    }
+    return pid;
+  };
+  auto appear = [&](const std::vector<std::string>& files) {
+    for (int i = 0; i < 400; ++i) {
+      bool all = true;
+      for (const auto& f : files) all = all && std::filesystem::exists(dir + "/" + f);
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  int st = 0;
+  pid_t pid = start("count.sh");
+  ASSERT_TRUE(appear({"started.0", "started.1"})) << "the ranks did not start";
+  ::kill(-pid, SIGINT);  // the whole group, as Ctrl-C at the terminal
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "each rank must get exactly one SIGINT (status " << st << ")";
+  pid = start("term.sh");
+  ASSERT_TRUE(appear({"started.0", "started.1"})) << "the ranks did not start";
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(appear({"out.0", "out.1"})) << "the ranks of a killed launcher got no SIGTERM";
+  std::string err;
+  EXPECT_EQ(run("cd " + dir + " && " + lol + " launch --nproc 2 -- sh status.sh", &err, dir), 2) << err;
+  EXPECT_NE(err.find("rank 1 (pid"), std::string::npos) << err;
+  EXPECT_NE(err.find("exited with status 2"), std::string::npos) << err;
+  EXPECT_NE(err.find("exited with status 4"), std::string::npos) << err;
+  // compare plans for one process: refused under a launcher instead of spending N budgets.
+  EXPECT_EQ(run("WORLD_SIZE=2 " + lol + " compare --configs a.json b.json --flops 1e9 --data d --out o", &err, dir), 2);
+  EXPECT_NE(err.find("lol compare runs in one process (WORLD_SIZE = 2"), std::string::npos) << err;
+}

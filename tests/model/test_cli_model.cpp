@@ -299,6 +299,15 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
   deep.save(tmp / "deep.json");
   std::filesystem::create_directories(tmp / "run/checkpoints");
   write_text(tmp / "run/latest", "step-000001\n");
+  // A training run with two checkpoints, a dataset and a task file: outputs must not land
+  // on any of their files (seventh pass).
+  lol::save_lol(make_model(c, 52, torch::kFloat32), tmp / "run2/checkpoints/step-000001");
+  lol::save_lol(make_model(c, 52, torch::kFloat32), tmp / "run2/checkpoints/step-000002");
+  write_text(tmp / "run2/latest", "step-000002\n");
+  write_text(tmp / "run2/metrics.jsonl", "{}\n");
+  std::filesystem::create_directories(tmp / "ds");
+  write_text(tmp / "ds/dataset.json", "{}");
+  write_text(tmp / "ch.jsonl", "{}\n");
   write_text(tmp / "bad_e.json",
              R"({"format": "lol-routing-path", "version": 1, "library_size": 3, "expert": [[0, 3]], "alpha": [[null, null]]})");
   std::string too_long = "1";  // max_seq_len + 1 token ids
@@ -373,6 +382,19 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
        "ck/model.safetensors, a file of the model being read"},
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --trace " + quote(tmp / "ck/config.json"),
        "ck/config.json, a file of the model being read"},
+      {"forward --model " + quote(tmp / "run2") + " --tokens 1 --out " + quote(tmp / "run2/latest"),
+       "run2/latest, a file of the training run being read"},
+      {"forward --model " + quote(tmp / "run2") + " --tokens 1 --out " + quote(tmp / "run2/metrics.jsonl"),
+       "run2/metrics.jsonl, a file of the training run being read"},
+      {"forward --model " + quote(tmp / "run2") + " --tokens 1 --out " +
+           quote(tmp / "run2/checkpoints/step-000001/model.safetensors"),
+       "a checkpoint of the run being read"},
+      {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --trace " + quote(tmp / "ds"),
+       "is a directory (expected a file to write)"},
+      {"eval lm --model " + quote(tmp / "run2") + " --data " + quote(tmp / "ds") + " --out " + quote(tmp / "ds/dataset.json"),
+       "a file of the dataset"},
+      {"eval choice --model " + quote(tmp / "run2") + " --data " + quote(tmp / "ch.jsonl") + " --out " + quote(tmp / "ch.jsonl"),
+       "is the --data file"},
   };
   std::vector<std::string> cmds;
   for (const auto& b : bads) cmds.push_back(b.args);
@@ -382,6 +404,16 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
     EXPECT_EQ(results[i].code, 2) << results[i].out;
     EXPECT_NE(results[i].out.find(bads[i].needle), std::string::npos) << results[i].out;
   }
+  EXPECT_EQ(read_text(tmp / "run2/latest"), "step-000002\n");
+  EXPECT_EQ(read_text(tmp / "ds/dataset.json"), "{}");
+  // An existing file elsewhere is replaced as asked (the --trace check compares the
+  // model's files, not the trace's own folder), and a new file inside the run is fine.
+  write_text(tmp / "old_trace.json", "old");
+  auto ok = run_lol_all({"generate --model " + quote(tmp / "run2") + " --tokens '1 2' --ids --max-new 1 --trace " +
+                             quote(tmp / "old_trace.json"),
+                         "forward --model " + quote(tmp / "run2") + " --tokens 1 --out " + quote(tmp / "run2/fwd.safetensors")});
+  for (const auto& r : ok) EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(read_text(tmp / "old_trace.json"), "old");
 }
 
 TEST(CliGenerate, NewTokensStopAtMaxSeqLen) {
