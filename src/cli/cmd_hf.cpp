@@ -57,8 +57,17 @@ c10::ScalarType cpu_compute_dtype(const std::string& name) {
 int64_t parameter_count(const hf::HfConfig& c) { return baselines::cost_model(hf::to_dense_config(c)).parameters; }
 
 std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, bool required) {
-  if (fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "vocab.json"))
-    return tokenizers::load_tokenizer(dir);
+  if (fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "vocab.json")) {
+    auto tok = tokenizers::load_tokenizer(dir);
+    // Fewer ids than vocab_size is usual (Qwen2 pads its embeddings); more means the
+    // tokenizer belongs to another model, whose ids this one cannot read.
+    const int64_t vocab = hf::HfConfig::load_dir(dir).vocab_size;
+    if (int64_t(tok->vocab_size()) > vocab)
+      throw InputError(dir + "/tokenizer.json: " + std::to_string(tok->vocab_size()) +
+                       " ids, more than config.json vocab_size = " + std::to_string(vocab) +
+                       " (expected a tokenizer of this model)");
+    return tok;
+  }
   if (required) throw InputError(dir + ": no tokenizer.json (needed for text prompts; use --tokens for ids)");
   return nullptr;
 }

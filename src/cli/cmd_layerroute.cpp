@@ -45,6 +45,8 @@ struct DataArgs {
   std::string tokenizer, system = "auto";
   int64_t max_len = 512;
   CLI::Option* max_len_flag = nullptr;  ///< to tell a given --max-len from the default
+  CLI::Option* system_flag = nullptr;   ///< to tell a given --system from the default
+  CLI::Option* tokenizer_flag = nullptr;
 };
 
 /// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
@@ -60,6 +62,16 @@ std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, c
     throw InputError(base + ": no tokenizer.json; pass --tokenizer FILE_OR_DIR");
   }
   hf::chatml_system_prompt(*tok, d.tokenizer.empty() ? base : d.tokenizer);
+  // A tokenizer with more ids than the base model's vocabulary belongs to another model.
+  const auto cfg_path = fs::path(base) / "config.json";
+  if (fs::exists(cfg_path)) {
+    const auto cfg = io::read_json_file(cfg_path.string());
+    if (cfg.is_object() && cfg.contains("vocab_size") && cfg["vocab_size"].is_number_integer() &&
+        int64_t(tok->vocab_size()) > cfg["vocab_size"].get<int64_t>())
+      throw InputError((d.tokenizer.empty() ? (fs::path(base) / "tokenizer.json").string() : "--tokenizer " + d.tokenizer) +
+                       ": " + std::to_string(tok->vocab_size()) + " ids, more than " + cfg_path.string() +
+                       " vocab_size = " + cfg["vocab_size"].dump() + " (expected a tokenizer of the base model)");
+  }
   return tok;
 }
 
@@ -84,8 +96,11 @@ std::vector<layerroute::Example> load_examples(const std::string& path, const to
 }
 
 void add_data_flags(CLI::App* c, DataArgs& d) {
-  c->add_option("--tokenizer", d.tokenizer, "tokenizer.json or folder (default: the base folder's)");
-  c->add_option("--system", d.system, "system prompt for samples without one (auto: the chat template's default)");
+  d.tokenizer_flag = c->add_option("--tokenizer", d.tokenizer,
+                                   "tokenizer.json or folder (default: the base folder's; eval --adapter: the training's)");
+  d.system_flag = c->add_option("--system", d.system,
+                                "system prompt for samples without one (auto: the chat template's default; "
+                                "eval --adapter: the training's)");
   d.max_len_flag = c->add_option("--max-len", d.max_len,
                                  "samples are cut to this many tokens (default 512; eval --adapter: the training's)")
                        ->check(CLI::Range(8, 1 << 20));
@@ -240,7 +255,9 @@ void register_train_cmd(CLI::App* lr) {
     log.close();
     layerroute::save_adapter(*m, a->out, a->base,
                              {{"train", layerroute::to_json(t)}, {"last_step", layerroute::to_json(last)},
-                              {"data", a->data}, {"max_len", a->d.max_len}});
+                              {"data", a->data}, {"max_len", a->d.max_len}, {"system", a->d.system},
+                              {"tokenizer", a->d.tokenizer.empty() ? nlohmann::json(nullptr)
+                                                                   : nlohmann::json(fs::absolute(a->d.tokenizer).string())}});
     fs::rename(partial, log_path);
     std::cout << "trained " << last.step << " steps on " << train.size() << " samples: LM loss " << last.lm_loss
               << ", mean gate " << last.gate_mean << "; adapter written to " << a->out << "\n";
@@ -331,8 +348,16 @@ void register_eval_cmd(CLI::App* lr) {
     for (const auto& dir : {a->adapter, base}) require_output_outside_model(a->json, dir, "--json");
     require_output_is_not_input(a->json, a->data, "--json", "--data");
     auto m = layerroute::load_gated_model(a->adapter, a->base);
-    auto tok = open_tokenizer(base, a->d);
     DataArgs d = a->d;
+    // Samples are rendered as in training (its --system and --tokenizer, recorded in
+    // layerroute.json) unless the flags say otherwise.
+    const auto& trained = info.extra;
+    if (d.system_flag->count() == 0 && trained.is_object() && trained.contains("system") && trained["system"].is_string())
+      d.system = trained["system"].get<std::string>();
+    if (d.tokenizer_flag->count() == 0 && trained.is_object() && trained.contains("tokenizer") &&
+        trained["tokenizer"].is_string())
+      d.tokenizer = trained["tokenizer"].get<std::string>();
+    auto tok = open_tokenizer(base, d);
     // Samples are cut as in training unless --max-len says otherwise.
     if (d.max_len_flag->count() == 0 && info.extra.is_object() && info.extra.contains("max_len") &&
         info.extra["max_len"].is_number_integer())

@@ -264,11 +264,36 @@ TEST(CliLayerRoute, OutputsKeepTheInputsAndAnEarlierAdapter) {
   EXPECT_EQ(read_text(data), jsonl);
   EXPECT_FALSE(std::filesystem::exists(d / "ad2"));
   // --overwrite replaces the adapter (another seed: other gate weights) and its log.
-  auto r1 = run_lol(train + quote(ad) + " --overwrite --seed 3");
+  auto r1 = run_lol(train + quote(ad) + " --overwrite --seed 3 --system ''");
   ASSERT_EQ(r1.code, 0) << r1.out;
   EXPECT_NE(read_text(ad + "/gates.safetensors"), "");
   EXPECT_NE(read_text(ad + "/layerroute.json"), adapter_json);
   EXPECT_FALSE(std::filesystem::exists(ad + "/train_log.jsonl.partial"));
+  // The adapter's evaluation renders samples with the training's --system ("" here),
+  // not the chat template's default, unless --system says otherwise.
+  EXPECT_EQ(nlohmann::json::parse(read_text(ad + "/layerroute.json"))["extra"]["system"], "");
+  auto ev = run_lol_all({eval + "--json " + quote(d / "e1.json"), eval + "--system '' --json " + quote(d / "e2.json"),
+                         eval + "--system auto --json " + quote(d / "e3.json")});
+  for (const auto& x : ev) ASSERT_EQ(x.code, 0) << x.out;
+  const auto e1 = nlohmann::json::parse(read_text(d / "e1.json")), e2 = nlohmann::json::parse(read_text(d / "e2.json")),
+             e3 = nlohmann::json::parse(read_text(d / "e3.json"));
+  EXPECT_EQ(e1["ppl_base"], e2["ppl_base"]);
+  EXPECT_NE(e1["ppl_base"], e3["ppl_base"]) << "the default system prompt changes the rendered samples";
+  // A tokenizer with more ids (259) than the model's vocab_size (258) belongs to another
+  // model: refused at load, naming both files, not later as "token id N outside".
+  TinyShape small = s;
+  small.vocab = 258;
+  std::filesystem::create_directories(d / "small");
+  write_tiny_checkpoint(d / "small", small, 6, torch::kFloat32);
+  chat_tokenizer().save(d / "small");
+  auto t = run_lol_all({"hf info " + quote(d / "small"), "hf generate " + quote(d / "small") + " --prompt hi",
+                        "layerroute train --base " + quote(d / "small") + " --data " + quote(data) + " --steps 1 --out " +
+                            quote(d / "ad3")});
+  for (const auto& x : t) {
+    EXPECT_EQ(x.code, 2) << x.out;
+    EXPECT_NE(x.out.find("small/tokenizer.json: 259 ids, more than "), std::string::npos) << x.out;
+    EXPECT_NE(x.out.find("vocab_size = 258"), std::string::npos) << x.out;
+  }
 }
 
 TEST(CliHf, ExportTrainedDenseCheckpoint) {
