@@ -105,6 +105,36 @@ std::string config_difference(const nlohmann::json& there, const nlohmann::json&
   return diff;
 }
 
+/// A resume on another dataset than the checkpoint's (its config.json extra.dataset_dir,
+/// `ck_dir`) or with another train.seed than its run's (run.json) continues from the
+/// saved data position, which then indexes another order: a note on stderr says so.
+void note_resume_data(const RunConfig& cfg, const std::string& ck_dir) {
+  const std::string here = fs::absolute(cfg.data.dir).lexically_normal().string();
+  try {
+    const auto j = io::read_json_file(ck_dir + "/config.json");
+    const auto e = j.is_object() ? j.find("extra") : j.end();
+    if (e != j.end() && e->is_object() && e->contains("dataset_dir") && (*e)["dataset_dir"].is_string()) {
+      const std::string there = (*e)["dataset_dir"].get<std::string>();
+      std::error_code ec;
+      if (there != here && !fs::equivalent(there, here, ec))
+        std::fprintf(stderr,
+                     "note: resuming on data.dir %s; the checkpoint was trained on %s: the saved data position "
+                     "continues in the new dataset's order\n",
+                     here.c_str(), there.c_str());
+    }
+    const std::string ck_run = ck_dir + "/run.json";
+    if (fs::exists(ck_run)) {
+      const auto old = RunConfig::from_json(io::read_json_file(ck_run), ck_run);
+      if (old.train.seed != cfg.train.seed)
+        std::fprintf(stderr,
+                     "note: resuming with train.seed %lld (the checkpoint's run: %lld): the batch order from here "
+                     "follows the new seed\n",
+                     (long long)cfg.train.seed, (long long)old.train.seed);
+    }
+  } catch (const InputError&) {  // an older format: no note
+  }
+}
+
 /// A resume whose train.steps or schedule differs from the checkpoint's run (its run.json
 /// `ck_run`) recomputes the schedules for the new total: a note on stderr gives the
 /// learning rate at the resume step under both (a finished WSD decay goes back up) and,
@@ -328,6 +358,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   const int64_t resumed_depth = resume.empty() ? -1 : st.active_depth;
   if (!resume.empty() && st.step > 0 && st.step < tc.steps && is_root)
     note_resume_schedule(cfg, resolve_checkpoint(resume) + "/run.json", st, growable);
+  if (!resume.empty() && st.step > 0 && is_root) note_resume_data(cfg, resolve_checkpoint(resume));
   if (show_progress)
     std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s%s\n", (long long)model->num_parameters(),
                  tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str(),

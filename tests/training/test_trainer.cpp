@@ -149,6 +149,26 @@ TEST(Trainer, ResumingWithMoreStepsNeverShrinksTheGrownCore) {
   for (const auto& m : read_metrics(c.train.out + "/metrics.jsonl"))
     if (m.contains("loss")) depths.push_back(m["active_depth"]);
   EXPECT_EQ(depths, (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 2, 2})) << "grown depth of steps 1..8 (the schedule: 1 at 5)";
+  EXPECT_EQ(err.find("note: resuming on data.dir"), std::string::npos) << err;
+  EXPECT_EQ(err.find("note: resuming with train.seed"), std::string::npos) << err;
+  // Another dataset (a copy elsewhere) or seed: the saved data position continues in
+  // another order, and a note says so.
+  const std::string other = f.dir.path() + "/other_data";
+  fs::copy(f.data, other, fs::copy_options::recursive);
+  c.train.steps = 9;
+  c.train.seed += 7;
+  c.data.dir = other;
+  testing::internal::CaptureStderr();
+  run_training(c, c.train.out);
+  const std::string err2 = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err2.find("note: resuming on data.dir " + fs::absolute(other).lexically_normal().string() +
+                      "; the checkpoint was trained on "),
+            std::string::npos)
+      << err2;
+  EXPECT_NE(err2.find("note: resuming with train.seed " + std::to_string(c.train.seed) + " (the checkpoint's run: " +
+                      std::to_string(c.train.seed - 7) + ")"),
+            std::string::npos)
+      << err2;
   // Another model configuration is refused, naming what differs.
   c.train.steps = 10;
   c.model["router_noise_std"] = 0.25;
