@@ -1,5 +1,6 @@
 #include "baselines/looped_trainable.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "baselines/dense_trainable.h"
@@ -20,7 +21,11 @@ double LoopedTrainable::train_flops_per_token(int64_t seq_len) const {
   const auto& c = model_->config();
   const int64_t T = std::max<int64_t>(1, seq_len);
   const int64_t R = model_->last_recurrence() > 0 ? model_->last_recurrence() : c.recurrence;
-  const int64_t Rg = model_->last_recurrence() > 0 ? model_->last_backprop_iterations() : c.recurrence;
+  // Before any forward (lol compare's planning): backward through the last
+  // backprop_depth iterations, as the forward will run it (0 = all).
+  const int64_t Rg = model_->last_recurrence() > 0 ? model_->last_backprop_iterations()
+                     : c.backprop_depth > 0      ? std::min(c.backprop_depth, R)
+                                                 : R;
   const double outer = flops_report(cost_model(c, 0), T).forward_flops;
   const double per_iter = flops_report(cost_model(c, 1), T).forward_flops - outer;
   return 3.0 * outer + (double(R) + 2.0 * double(Rg)) * per_iter;

@@ -30,9 +30,31 @@ bool load_trained_seed(const ProtocolOptions& opt, const std::string& dir, Gated
   const auto info = read_adapter_info(dir);
   require(to_json(info.lora) == to_json(opt.lora) && to_json(info.gates) == to_json(opt.gates), where,
           "LoRA / gate config differs from this run's; remove the directory or drop --reuse");
+  std::error_code ec;
+  if (!info.base_dir.empty() && !fs::equivalent(info.base_dir, opt.base_dir, ec))
+    throw InputError(where + ": trained on base " + info.base_dir + ", this run's is " + opt.base_dir +
+                     "; remove the directory or drop --reuse");
   try {
     const auto& e = info.extra;
     require(e.at("seed").get<uint64_t>() == r.seed, where, "seed differs from the directory's");
+    // Records since session 24 hold every training option and the --max-len.
+    if (e.contains("train")) {
+      TrainOptions want = opt.train;
+      want.seed = r.seed;
+      const auto w = to_json(want);
+      std::string differ;
+      for (const auto& it : w.items()) {
+        const auto h = e["train"].find(it.key());
+        if (h == e["train"].end() || *h != it.value())
+          differ += (differ.empty() ? "" : ", ") + it.key() + " " +
+                    (h == e["train"].end() ? std::string("absent") : h->dump()) + " there, " + it.value().dump() + " here";
+      }
+      require(differ.empty(), where, "trained with other options (" + differ + "); remove the directory or drop --reuse");
+    }
+    if (e.contains("max_len") && opt.max_len > 0)
+      require(e.at("max_len").get<int64_t>() == opt.max_len, where,
+              "samples were cut to --max-len " + e.at("max_len").dump() + ", this run's is " +
+                  std::to_string(opt.max_len) + "; remove the directory or drop --reuse");
     const auto& l = e.at("last_step");
     require(l.at("step").get<int64_t>() == opt.train.steps, where,
             "trained for " + l.at("step").dump() + " steps, this run asks for " + std::to_string(opt.train.steps));
@@ -75,6 +97,9 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
     r.report = evaluate_layerroute(*m, select_heldout(heldout, opt.eval_samples, r.seed), opt.eval);
     if (!opt.out_dir.empty()) {
       auto extra = to_json(r);
+      TrainOptions used = opt.train;
+      used.seed = r.seed;
+      extra["train"] = to_json(used);
       if (opt.max_len > 0) extra["max_len"] = opt.max_len;
       save_adapter(*m, seed_dir, opt.base_dir, extra);
     }

@@ -58,7 +58,13 @@ std::string run_cmd(const std::string& cmd, int* rc) {
 TEST(Compare, PlannedFlopsEqualTrainerFlops) {
   btest::TempDir dir("plan");
   tt::write_reverse_dataset(dir.path() + "/data", 60, 10);
-  for (const auto& model : {nlohmann::json(), dense_model_json(), moe_model_json()}) {
+  // A looped model with truncated backprop: the plan charges the backward of its last
+  // backprop_depth iterations only, as the trainer does.
+  const nlohmann::json looped = {{"architecture", "looped"}, {"d_model", 32},     {"n_heads", 2},
+                                 {"n_kv_heads", 2},          {"ffn_hidden", 64},  {"n_prelude", 1},
+                                 {"n_recur", 1},             {"n_coda", 1},       {"recurrence", 4},
+                                 {"backprop_depth", 1},      {"max_seq_len", 64}};
+  for (const auto& model : {nlohmann::json(), dense_model_json(), moe_model_json(), looped}) {
     auto j = tt::tiny_run_json(dir.path() + "/data", dir.path() + "/run-" + std::to_string(std::rand()));
     if (!model.is_null()) {
       j["model"] = model;

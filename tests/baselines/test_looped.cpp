@@ -5,6 +5,7 @@
 
 #include "baseline_test_util.h"
 #include "baselines/dense_model.h"
+#include "baselines/flops.h"
 #include "baselines/looped_model.h"
 #include "baselines/looped_trainable.h"
 #include "training/trainable.h"
@@ -118,6 +119,15 @@ TEST(LoopedModel, RecurrenceRulesAndTruncatedBackprop) {
   EXPECT_EQ(m->last_backprop_iterations(), 2);
   // Training FLOPs: outer layers 3x, recurrent block R forwards + 2 x 2 backward.
   LoopedTrainable t(m);
+  // Before any forward (as lol compare plans): the config's mean R = 4, and backward
+  // through backprop_depth = 2 of its iterations, not all 4.
+  {
+    LoopedModel fresh(c);
+    LoopedTrainable planned(fresh);
+    const double outer = flops_report(cost_model(c, 0), 6).forward_flops;
+    const double per_iter = flops_report(cost_model(c, 1), 6).forward_flops - outer;
+    EXPECT_DOUBLE_EQ(planned.train_flops_per_token(6), 3 * outer + (4 + 2 * 2) * per_iter);
+  }
   const double f = t.train_flops_per_token(6);
   m->forward(tok, {}, 5);
   EXPECT_DOUBLE_EQ(t.train_flops_per_token(6), f);

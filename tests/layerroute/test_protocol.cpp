@@ -32,6 +32,7 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.eval.repeats = 1;
   p.eval.new_tokens = 2;
   p.max_len = 64;
+  const double first_lr = p.train.lr;
   const auto train = test::copy_task(8, 1, 5, 5, 3);
   auto held = test::copy_task(10, 2, 5, 5, 3);
   for (size_t i = 0; i < held.size(); ++i) held[i].source = i < 4 ? "tools" : "reasoning";
@@ -67,7 +68,6 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
 
   // Reuse: the trained seeds are loaded, not retrained, and evaluate to the same values.
   p.reuse_trained = true;
-  p.train.lr = 123.0;  // would wreck the adapters if training ran again
   const auto again = run_protocol(p, train, held);
   ASSERT_EQ(again.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
@@ -78,6 +78,21 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   }
   p.train.steps = 3;
   EXPECT_THROW(run_protocol(p, train, held), InputError) << "a different step count is refused";
+  // Any other training option, the --max-len or the base differ: refused, naming them.
+  p.train.steps = 2;
+  p.train.lr = 123.0;
+  p.train.lambda = 7.0;
+  lol_test::expect_input_error([&] { run_protocol(p, train, held); },
+                               {"seed-4/layerroute.json", "trained with other options (", "lr ", " there, 123.0 here",
+                                "lambda 1.0 there, 7.0 here", "drop --reuse"});
+  p.train.lr = first_lr;
+  p.train.lambda = 1.0;
+  p.max_len = 32;
+  lol_test::expect_input_error([&] { run_protocol(p, train, held); }, {"--max-len 64, this run's is 32"});
+  p.max_len = 64;
+  hf::export_hf(*base, nullptr, d.path() + "/base_copy");
+  p.base_dir = d.path() + "/base_copy";
+  lol_test::expect_input_error([&] { run_protocol(p, train, held); }, {"trained on base ", "base_copy"});
 }
 
 }  // namespace
