@@ -100,7 +100,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
 
   c.rms_norm_eps = 1e-6;  // both architectures' transformers defaults
   f.get("rms_norm_eps", c.rms_norm_eps);
-  if (!(c.rms_norm_eps > 0)) throw InputError(where + ": " + field("rms_norm_eps") + ": expected > 0");
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    throw InputError(where + ": " + field("rms_norm_eps") + ": expected 0 < rms_norm_eps < 1");
   c.rope_theta = 10000.0;  // both architectures' transformers defaults
   f.get("rope_theta", c.rope_theta);
   // transformers >= 5 writes RoPE settings as rope_parameters {rope_type, rope_theta, ...}

@@ -56,7 +56,8 @@ WeightFiles parse_weight_index(const nlohmann::json& index, const std::string& d
 WeightFiles find_weight_files(const std::string& dir) {
   if (!fs::is_directory(dir)) throw InputError(dir + ": not a directory (expected a Hugging Face model folder)");
   const fs::path index = fs::path(dir) / kIndex;
-  if (fs::exists(index)) {
+  // A single model.safetensors is read first, as transformers does when both exist.
+  if (fs::exists(index) && !fs::exists(fs::path(dir) / kSingle)) {
     WeightFiles w = parse_weight_index(io::read_json_file(index.string()), dir, index.string());
     for (const auto& s : w.shards)
       if (!fs::exists(fs::path(dir) / s))

@@ -23,8 +23,9 @@ struct WeightFiles {
   bool sharded() const { return !tensor_shard.empty(); }
 };
 
-/// Locates the weights of `dir`: model.safetensors.index.json when present (then
-/// every shard it names must exist), else model.safetensors. Throws InputError
+/// Locates the weights of `dir`: model.safetensors when present (as transformers,
+/// also when an index exists), else model.safetensors.index.json (then every shard it
+/// names must exist). Throws InputError
 /// naming the folder when neither exists (mentioning pytorch_model.bin when that is
 /// what the folder holds: only safetensors are read) or the index is malformed.
 WeightFiles find_weight_files(const std::string& dir);

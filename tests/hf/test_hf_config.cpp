@@ -120,6 +120,7 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
     std::vector<std::string> needles;
   };
   const std::vector<Case> cases = {
+      {kQwen25, R"({"rms_norm_eps": 1e30})", {"rms_norm_eps", "expected 0 < rms_norm_eps < 1"}},
       {kLlama, R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", {"rope_scaling", "llama3", "not supported"}},
       {kQwen25, R"({"rope_scaling": {"type": "yarn", "factor": 4.0}})", {"rope_scaling", "yarn"}},
       // transformers >= 5: rope_parameters instead of rope_scaling / rope_theta.

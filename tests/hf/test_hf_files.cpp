@@ -30,6 +30,15 @@ TEST(HfFiles, SingleAndSharded) {
     EXPECT_EQ(visit_names(w), expected);
   }
   EXPECT_EQ(shard_file_name(2, 5), "model-00002-of-00005.safetensors");
+  // Both a single file and an index: the single file is read, as transformers does.
+  TempDir both("files_both");
+  write_hf_weights(both.path(), weights, torch::kBFloat16, 3);
+  std::filesystem::create_directories(both.path() + "/single");
+  write_hf_weights(both.path() + "/single", weights, torch::kBFloat16, 1);
+  std::filesystem::rename(both.path() + "/single/model.safetensors", both.path() + "/model.safetensors");
+  const WeightFiles w = find_weight_files(both.path());
+  EXPECT_FALSE(w.sharded());
+  EXPECT_EQ(w.shards, std::vector<std::string>{"model.safetensors"});
 }
 
 TEST(HfFiles, MissingWeightsNameTheFolder) {
