@@ -159,7 +159,7 @@ void run_generate(const GenerateArgs& a) {
       p.tokens = codec->encode(a.prompt);
     } catch (const InputError& e) {
       const std::string what = e.what();
-      if (what.rfind("vocab: unknown token", 0) != 0) throw;
+      if (what.rfind("vocab: unknown token", 0) != 0) throw InputError("--prompt: " + what);
       throw InputError("--prompt: " + what + " (not in the task vocabulary of " + dir +
                        "/config.json extra.vocab; its tokens are separated by spaces)");
     }

@@ -234,10 +234,15 @@ std::unique_ptr<BpeTokenizer> learn(std::unordered_map<std::string, int64_t>& co
   // Vocabulary in byte-mapped spelling; specials verbatim.
   std::unordered_map<std::string, int32_t> vocab;
   vocab.reserve(tokens.size());
-  for (int32_t i = 0; i < int32_t(tokens.size()); ++i)
-    vocab.emplace(i < k ? tokens[i] : bytes_to_token(tokens[i]), i);
-  require(int32_t(vocab.size()) == int32_t(tokens.size()), "train_bpe: special_tokens",
-          "a special token collides with a byte-level token spelling");
+  for (int32_t i = 0; i < int32_t(tokens.size()); ++i) {
+    const std::string spelling = i < k ? tokens[i] : bytes_to_token(tokens[i]);
+    const auto [it, fresh] = vocab.emplace(spelling, i);
+    require(fresh, "train_bpe: special_tokens",
+            "special token \"" + spelling + "\" (id " + std::to_string(it->second) +
+                ") is also the byte-level spelling of vocabulary id " + std::to_string(i) +
+                " (byte-level BPE spells bytes as printable characters): expected a special token that is no "
+                "byte-level spelling, e.g. <|name|>");
+  }
   for (auto& [l, r] : merges) {
     l = bytes_to_token(l);
     r = bytes_to_token(r);

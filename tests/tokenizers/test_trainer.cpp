@@ -244,6 +244,18 @@ TEST(Trainer, InputErrors) {
     EXPECT_NE(std::string(e.what()).find("offset 8"), std::string::npos) << e.what();
   }
   EXPECT_THROW(train_bpe_files({"/nonexistent/file.txt"}, o), InputError);
+  // A special token spelled as a byte-level token (byte 0xFC is written "ü") is named.
+  o.special_tokens = {"<a>", "\xC3\xBC"};
+  try {
+    train_bpe(from_vector(texts), o);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("special token \"\xC3\xBC\" (id 1) is also the byte-level spelling of "
+                                         "vocabulary id"),
+              std::string::npos)
+        << e.what();
+  }
+  o.special_tokens = {"<a>"};
   o.pattern = "(";
   EXPECT_THROW(train_bpe(from_vector(texts), o), InputError);
 }
