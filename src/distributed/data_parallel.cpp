@@ -25,8 +25,20 @@ RankState select_rank_state(const nlohmann::json& pos, const std::string& rng_cp
   if (saved != world_size)
     throw InputError(where + ": the checkpoint was written by " + std::to_string(saved) +
                      " data-parallel processes; resume it with the same number (got " + std::to_string(world_size) + ")");
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& x = ranks[r];
+    const std::string at = where + ": data_position.ranks[" + std::to_string(r) + "]";
+    if (!x.is_object()) throw InputError(at + ": expected an object");
+    for (const auto& it : x.items())
+      if (it.key() != "position" && it.key() != "rng_cpu" && it.key() != "rng_device" && it.key() != "rank")
+        throw InputError(at + ": unknown field '" + it.key() + "' (known fields: position, rng_cpu, rng_device, rank)");
+    // Written since session 24: the rank each entry belongs to (entries out of order
+    // would give a rank another's data position and random streams).
+    if (x.contains("rank") && !(x["rank"].is_number_integer() && x["rank"].get<int64_t>() == int64_t(r)))
+      throw InputError(at + ": field 'rank' = " + x["rank"].dump() + ": expected " + std::to_string(r));
+  }
   const auto& e = ranks[size_t(rank)];
-  if (!e.is_object() || !e.contains("position") || !e.value("rng_cpu", nlohmann::json()).is_string() ||
+  if (!e.contains("position") || !e.value("rng_cpu", nlohmann::json()).is_string() ||
       e["rng_cpu"].get<std::string>().empty() || !e.value("rng_device", nlohmann::json()).is_string())
     throw InputError(where + ": data_position.ranks[" + std::to_string(rank) +
                      "] must be {\"position\", \"rng_cpu\", \"rng_device\"} with a non-empty rng_cpu");
@@ -138,7 +150,7 @@ ReplicaCheck DataParallel::check_module(torch::nn::Module& m) {
 
 nlohmann::json DataParallel::gather_rank_states(const nlohmann::json& position, const std::string& rng_cpu,
                                                 const std::string& rng_device) {
-  const nlohmann::json mine = {{"position", position}, {"rng_cpu", rng_cpu}, {"rng_device", rng_device}};
+  const nlohmann::json mine = {{"rank", rank()}, {"position", position}, {"rng_cpu", rng_cpu}, {"rng_device", rng_device}};
   const auto all = comm_->all_gather_strings(mine.dump(), "checkpoint: per-rank data positions");
   nlohmann::json out = position;  // rank 0's (overwritten below) keeps the plain fields readable
   nlohmann::json ranks = nlohmann::json::array();

@@ -18,6 +18,7 @@
 #include "distributed/param_check.h"
 #include "training/batcher.h"
 #include "util/error.h"
+#include "../common/test_files.h"
 
 using namespace lol::dist;
 using Clock = std::chrono::steady_clock;
@@ -289,4 +290,16 @@ TEST(RankState, SelectsTheRankAndRefusesAnotherWorldSize) {
   EXPECT_THROW(select_rank_state(multi, "", "", 0, 1, "ck"), lol::InputError);
   multi["ranks"][1]["rng_cpu"] = "";  // an emptied generator state would resume silently not bit-exact
   EXPECT_THROW(select_rank_state(multi, "ignored", "", 1, 2, "ck"), lol::InputError);
+  multi["ranks"][1]["rng_cpu"] = "r1";
+  // Entries carry their rank (entries swapped by hand are refused); unknown keys are refused.
+  multi["ranks"][0]["rank"] = 0;
+  multi["ranks"][1]["rank"] = 1;
+  EXPECT_EQ(select_rank_state(multi, "", "", 1, 2, "ck").rng_cpu, "r1");
+  std::swap(multi["ranks"][0], multi["ranks"][1]);
+  lol_test::expect_input_error([&] { select_rank_state(multi, "", "", 0, 2, "ck"); },
+                               {"ck: data_position.ranks[0]: field 'rank' = 1: expected 0"});
+  std::swap(multi["ranks"][0], multi["ranks"][1]);
+  multi["ranks"][1]["epoch"] = 99;
+  lol_test::expect_input_error([&] { select_rank_state(multi, "", "", 0, 2, "ck"); },
+                               {"data_position.ranks[1]: unknown field 'epoch'"});
 }
