@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/byte_unicode.h"
@@ -317,8 +318,24 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
   role("bos_token", &Tokenizer::set_bos_token);
   role("eos_token", &Tokenizer::set_eos_token);
   role("pad_token", &Tokenizer::set_pad_token);
-  if (cfg.contains("chat_template") && cfg["chat_template"].is_string())
-    tok.set_chat_template(cfg["chat_template"].get<std::string>());
+  // A string, or (transformers) a list of named templates, of which apply_chat_template
+  // uses "default" when no name is asked for; null: none.
+  if (cfg.contains("chat_template")) {
+    const auto& t = cfg["chat_template"];
+    const std::string bad = "expected a string or a list of {\"name\", \"template\"} objects";
+    if (t.is_string()) {
+      tok.set_chat_template(t.get<std::string>());
+    } else if (t.is_array()) {
+      for (const auto& e : t) {
+        require(e.is_object() && e.contains("name") && e["name"].is_string() && e.contains("template") &&
+                    e["template"].is_string(),
+                config_file + ": chat_template", bad);
+        if (e["name"] == "default") tok.set_chat_template(e["template"].get<std::string>());
+      }
+    } else {
+      require(t.is_null(), config_file + ": chat_template", bad + ", got " + t.dump().substr(0, 40));
+    }
+  }
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
@@ -343,6 +360,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   }
   const fs::path cfg = dir / "tokenizer_config.json";
   if (fs::is_regular_file(cfg, ec)) apply_tokenizer_config(*tok, cfg.string());
+  // transformers >= 4.47 saves the template beside the config as chat_template.jinja.
+  const fs::path jinja = dir / "chat_template.jinja";
+  if (tok->chat_template().empty() && fs::is_regular_file(jinja, ec))
+    tok->set_chat_template(io::read_file(jinja.string()));
   return tok;
 }
 

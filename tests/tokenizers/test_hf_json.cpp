@@ -278,6 +278,18 @@ TEST(HfJson, TokenizerConfigRolesAndAddedTokens) {
   EXPECT_EQ(back->eos_id(), tok->eos_id());
   EXPECT_EQ(back->pad_id(), tok->pad_id());
   EXPECT_EQ(back->chat_template(), tok->chat_template());
+  // transformers' other forms: a list of named templates ("default" is used), or the
+  // template in chat_template.jinja beside the config; anything else is refused.
+  write(dir + "/tokenizer_config.json",
+        R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+  EXPECT_EQ(load_tokenizer(dir)->chat_template(), "D");
+  write(dir + "/tokenizer_config.json", R"({"chat_template": null})");
+  write(dir + "/chat_template.jinja", "J");
+  EXPECT_EQ(load_tokenizer(dir)->chat_template(), "J");
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  write(dir + "/tokenizer_config.json", R"({"chat_template": 5})");
+  lol_test::expect_input_error([&] { load_tokenizer(dir); },
+                               {"tokenizer_config.json: chat_template", "expected a string or a list of"});
   // A key that the vocabulary gives to another string (InternLM2's tokenizer_config.json):
   // the token gets the id Hugging Face assigns, as transformers does; entries in id order.
   write(dir + "/tokenizer_config.json", R"({
