@@ -61,11 +61,7 @@ std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, 
     auto tok = tokenizers::load_tokenizer(dir);
     // Fewer ids than vocab_size is usual (Qwen2 pads its embeddings); more means the
     // tokenizer belongs to another model, whose ids this one cannot read.
-    const int64_t vocab = hf::HfConfig::load_dir(dir).vocab_size;
-    if (int64_t(tok->vocab_size()) > vocab)
-      throw InputError(dir + "/tokenizer.json: " + std::to_string(tok->vocab_size()) +
-                       " ids, more than config.json vocab_size = " + std::to_string(vocab) +
-                       " (expected a tokenizer of this model)");
+    require_tokenizer_fits(*tok, hf::HfConfig::load_dir(dir).vocab_size, dir + "/tokenizer.json", "config.json");
     return tok;
   }
   if (required) throw InputError(dir + ": no tokenizer.json (needed for text prompts; use --tokens for ids)");

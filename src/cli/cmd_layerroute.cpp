@@ -66,11 +66,10 @@ std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, c
   const auto cfg_path = fs::path(base) / "config.json";
   if (fs::exists(cfg_path)) {
     const auto cfg = io::read_json_file(cfg_path.string());
-    if (cfg.is_object() && cfg.contains("vocab_size") && cfg["vocab_size"].is_number_integer() &&
-        int64_t(tok->vocab_size()) > cfg["vocab_size"].get<int64_t>())
-      throw InputError((d.tokenizer.empty() ? (fs::path(base) / "tokenizer.json").string() : "--tokenizer " + d.tokenizer) +
-                       ": " + std::to_string(tok->vocab_size()) + " ids, more than " + cfg_path.string() +
-                       " vocab_size = " + cfg["vocab_size"].dump() + " (expected a tokenizer of the base model)");
+    if (cfg.is_object() && cfg.contains("vocab_size") && cfg["vocab_size"].is_number_integer())
+      require_tokenizer_fits(*tok, cfg["vocab_size"].get<int64_t>(),
+                             d.tokenizer.empty() ? (fs::path(base) / "tokenizer.json").string() : "--tokenizer " + d.tokenizer,
+                             cfg_path.string());
   }
   return tok;
 }

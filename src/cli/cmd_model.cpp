@@ -106,6 +106,16 @@ FlopCount count_flops(const LoLConfig& c, int64_t depth, int64_t context) {
 
 // ------------------------------------------------------------------ init
 
+/// Splits config.json's "extra" (task and vocabulary of the training data) off `cfg`.
+nlohmann::json take_extra(nlohmann::json& cfg) {
+  nlohmann::json extra;
+  if (cfg.is_object() && cfg.contains("extra")) {
+    extra = cfg["extra"];
+    cfg.erase("extra");
+  }
+  return extra;
+}
+
 struct InitArgs {
   std::string config, out;
   uint64_t seed = 0;
@@ -118,11 +128,7 @@ void run_init(const InitArgs& a) {
     throw InputError(a.config + ": a training run config (sections \"model\", \"data\", \"train\"); lol init takes a "
                      "model config: the fields of a \"model\" section with vocab_size (docs/checkpoint-format.md). "
                      "To train from it: lol train --config " + a.config);
-  nlohmann::json extra;
-  if (j.is_object() && j.contains("extra")) {
-    extra = j["extra"];
-    j.erase("extra");
-  }
+  const nlohmann::json extra = take_extra(j);
   const LoLConfig cfg = LoLConfig::from_json(j, a.config);
   if (a.out.empty()) throw InputError("--out: empty path (expected the checkpoint directory to write)");
   if (fs::exists(a.out + "/latest") && fs::exists(a.out + "/checkpoints"))
@@ -169,16 +175,6 @@ struct InfoSubject {
   nlohmann::json extra;   ///< config.json "extra" (task, vocabulary), or null
   std::string dir;     ///< checkpoint directory; empty for a config file
 };
-
-/// Splits config.json's "extra" (task and vocabulary of the training data) off `cfg`.
-nlohmann::json take_extra(nlohmann::json& cfg) {
-  nlohmann::json extra;
-  if (cfg.is_object() && cfg.contains("extra")) {
-    extra = cfg["extra"];
-    cfg.erase("extra");
-  }
-  return extra;
-}
 
 /// `lol info FILE`: a training run config (its "model" section; the whole file is
 /// validated by RunConfig::load) or a model config.json. Fields a run config's model

@@ -82,6 +82,13 @@ void require_output_is_not_input(const std::string& out, const std::string& in, 
                      "choose another path");
 }
 
+void require_tokenizer_fits(const tokenizers::Tokenizer& tok, int64_t model_vocab, const std::string& what,
+                            const std::string& vocab_source) {
+  if (int64_t(tok.vocab_size()) > model_vocab)
+    throw InputError(what + ": " + std::to_string(tok.vocab_size()) + " ids, more than " + vocab_source +
+                     " vocab_size = " + std::to_string(model_vocab) + " (expected a tokenizer of this model)");
+}
+
 namespace {
 
 /// The checkpoint directory `dir` names (see resolve_model_dir), without the note.

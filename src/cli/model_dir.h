@@ -37,6 +37,13 @@ void require_output_outside_dataset(const std::string& out, const std::string& d
 void require_output_is_not_input(const std::string& out, const std::string& in, const std::string& out_flag,
                                  const std::string& in_flag);
 
+/// Throws InputError when `tok` has more ids than `model_vocab` (the vocab_size read from
+/// `vocab_source`, e.g. "DIR/config.json"): its ids beyond the model's vocabulary mean it
+/// belongs to another model. `what` names the tokenizer ("DIR/tokenizer.json",
+/// "--tokenizer T"). Fewer ids are fine (Qwen2 pads its embeddings).
+void require_tokenizer_fits(const tokenizers::Tokenizer& tok, int64_t model_vocab, const std::string& what,
+                            const std::string& vocab_source);
+
 /// The tokenizer a checkpoint was trained with: <dir>/tokenizer.json (every checkpoint
 /// of a run on text data carries one), else the tokenizer of the dataset named by
 /// config.json "extra" (dataset_dir + tokenizer; checkpoints written before tokenizers

@@ -110,12 +110,12 @@ void prepare_out_dir(const std::string& out_dir, const ExportOptions& opt) {
     throw InputError("export: --out " + out_dir + " exists and is not empty (choose a new folder, or pass --overwrite)");
   const fs::path o(out_dir);
   const auto cfg = o / "config.json";
-  const bool lol_model = fs::exists(cfg) && !io::read_json_file(cfg.string()).contains("architectures");
+  const std::string not_export =
+      ", not a Hugging Face export: --overwrite replaces only an earlier export; choose a new folder";
+  if (fs::exists(cfg) && !io::read_json_file(cfg.string()).contains("architectures"))
+    throw InputError("export: --out " + out_dir + " holds a lol model (config.json has no 'architectures')" + not_export);
   for (const char* f : {"latest", "trainer_state.json", "layerroute.json", "dataset.json"})
-    if (lol_model || fs::exists(o / f))
-      throw InputError("export: --out " + out_dir + " holds " +
-                       (lol_model ? "a lol model (config.json has no 'architectures')" : std::string("a lol file ") + f) +
-                       ", not a Hugging Face export: --overwrite replaces only an earlier export; choose a new folder");
+    if (fs::exists(o / f)) throw InputError("export: --out " + out_dir + " holds a lol file " + f + not_export);
   for (const auto& e : fs::directory_iterator(out_dir)) {
     const std::string f = e.path().filename().string();
     bool old = f == "model.safetensors" || f == "model.safetensors.index.json" || f == "config.json" ||

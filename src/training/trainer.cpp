@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <iostream>
 
 #include "core/environment.h"
@@ -105,10 +106,22 @@ std::string config_difference(const nlohmann::json& there, const nlohmann::json&
   return diff;
 }
 
+/// The run config a checkpoint was saved with (`ck_dir`/run.json); nullopt when it has
+/// none or one of an older format (then the resume notes below are skipped).
+std::optional<RunConfig> checkpoint_run_config(const std::string& ck_dir) {
+  const std::string ck_run = ck_dir + "/run.json";
+  if (!fs::exists(ck_run)) return std::nullopt;
+  try {
+    return RunConfig::from_json(io::read_json_file(ck_run), ck_run);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
 /// A resume on another dataset than the checkpoint's (its config.json extra.dataset_dir,
-/// `ck_dir`) or with another train.seed than its run's (run.json) continues from the
-/// saved data position, which then indexes another order: a note on stderr says so.
-void note_resume_data(const RunConfig& cfg, const std::string& ck_dir) {
+/// `ck_dir`) or with another train.seed than its run's (`old`) continues from the saved
+/// data position, which then indexes another order: a note on stderr says so.
+void note_resume_data(const RunConfig& cfg, const std::string& ck_dir, const std::optional<RunConfig>& old) {
   const std::string here = fs::absolute(cfg.data.dir).lexically_normal().string();
   try {
     const auto j = io::read_json_file(ck_dir + "/config.json");
@@ -122,31 +135,20 @@ void note_resume_data(const RunConfig& cfg, const std::string& ck_dir) {
                      "continues in the new dataset's order\n",
                      here.c_str(), there.c_str());
     }
-    const std::string ck_run = ck_dir + "/run.json";
-    if (fs::exists(ck_run)) {
-      const auto old = RunConfig::from_json(io::read_json_file(ck_run), ck_run);
-      if (old.train.seed != cfg.train.seed)
-        std::fprintf(stderr,
-                     "note: resuming with train.seed %lld (the checkpoint's run: %lld): the batch order from here "
-                     "follows the new seed\n",
-                     (long long)cfg.train.seed, (long long)old.train.seed);
-    }
   } catch (const InputError&) {  // an older format: no note
   }
+  if (old && old->train.seed != cfg.train.seed)
+    std::fprintf(stderr,
+                 "note: resuming with train.seed %lld (the checkpoint's run: %lld): the batch order from here "
+                 "follows the new seed\n",
+                 (long long)cfg.train.seed, (long long)old->train.seed);
 }
 
-/// A resume whose train.steps or schedule differs from the checkpoint's run (its run.json
-/// `ck_run`) recomputes the schedules for the new total: a note on stderr gives the
+/// A resume whose train.steps or schedule differs from the checkpoint's run (`old`, its
+/// run.json) recomputes the schedules for the new total: a note on stderr gives the
 /// learning rate at the resume step under both (a finished WSD decay goes back up) and,
 /// for a growing model, that the depth never drops below the checkpoint's.
-void note_resume_schedule(const RunConfig& cfg, const std::string& ck_run, const TrainerState& st, int64_t growable) {
-  if (!fs::exists(ck_run)) return;
-  RunConfig old;
-  try {
-    old = RunConfig::from_json(io::read_json_file(ck_run), ck_run);
-  } catch (const InputError&) {  // an older format: no note
-    return;
-  }
+void note_resume_schedule(const RunConfig& cfg, const RunConfig& old, const TrainerState& st, int64_t growable) {
   const int64_t steps = cfg.train.steps;
   const double lr_new = cfg.optim.lr * lr_factor(cfg.schedule, st.step, steps);
   // The rate the checkpoint's own run would use next (its last one, when it had finished).
@@ -356,9 +358,12 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   // Growing never shrinks the core: a run resumed with more train.steps would otherwise
   // go back to a shallower depth (the schedule is a function of step / train.steps).
   const int64_t resumed_depth = resume.empty() ? -1 : st.active_depth;
-  if (!resume.empty() && st.step > 0 && st.step < tc.steps && is_root)
-    note_resume_schedule(cfg, resolve_checkpoint(resume) + "/run.json", st, growable);
-  if (!resume.empty() && st.step > 0 && is_root) note_resume_data(cfg, resolve_checkpoint(resume));
+  if (!resume.empty() && st.step > 0 && is_root) {
+    const std::string ck = resolve_checkpoint(resume);
+    const auto old = checkpoint_run_config(ck);
+    if (old && st.step < tc.steps) note_resume_schedule(cfg, *old, st, growable);
+    note_resume_data(cfg, ck, old);
+  }
   if (show_progress)
     std::fprintf(stderr, "lol train: %lld parameters, %s, %s -> %s%s\n", (long long)model->num_parameters(),
                  tc.device.c_str(), cfg.data.dir.c_str(), run_dir.c_str(),
