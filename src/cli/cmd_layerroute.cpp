@@ -34,7 +34,9 @@
 #include "tokenizers/chat_template.h"
 #include "tokenizers/hf_json.h"
 #include "tokenizers/utf8.h"
+#include "training/train_checkpoint.h"
 #include "util/error.h"
+#include "util/json_fields.h"
 
 namespace fs = std::filesystem;
 
@@ -198,12 +200,56 @@ void print_report(const layerroute::EvalReport& r) {
               << std::setprecision(2) << r.layer_open[size_t(i)] << "  " << r.nontrivial[size_t(i)] << "\n";
 }
 
+/// 64-bit FNV-1a over the training examples as trained on (token ids, loss masks, prompt
+/// lengths): a resumed run must see the same data, tokenizer, --system and --max-len.
+std::string examples_fingerprint(const std::vector<layerroute::Example>& ex) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto& e : ex) {
+    mix(e.tokens.size());
+    for (auto t : e.tokens) mix(uint64_t(int64_t(t)));
+    for (auto m : e.loss_mask) mix(uint64_t(m));
+    mix(uint64_t(e.prompt_len));
+  }
+  std::ostringstream o;
+  o << std::hex << std::setw(16) << std::setfill('0') << h;
+  return o.str();
+}
+
+/// The part of train_log.jsonl.partial logged up to `step` (a resumed run logs the later
+/// steps again); lines that do not parse end the kept part (a kill mid-write).
+void truncate_log(const fs::path& partial, int64_t step) {
+  std::string kept;
+  if (fs::exists(partial)) {
+    std::ifstream in(partial);
+    for (std::string line; std::getline(in, line);) {
+      if (in.eof()) break;  // no newline: written in part
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        break;
+      }
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() || j["step"].get<int64_t>() > step)
+        break;
+      kept += line + "\n";
+    }
+  }
+  write_text(partial.string(), kept);
+}
+
 void register_train_cmd(CLI::App* lr) {
   struct A {
     std::string base, data, out;
     uint64_t seed = 0;
     int threads = 0;
-    bool no_progress = false, overwrite = false;
+    int64_t save_every = 100;
+    bool no_progress = false, overwrite = false, resume = false;
     DataArgs d;
     ModelArgs m;
     layerroute::TrainOptions t;
@@ -216,8 +262,15 @@ void register_train_cmd(CLI::App* lr) {
   c->add_option("--seed", a->seed, "seeds gates, adapters and batch order");
   c->add_option("--threads", a->threads, "CPU threads (0 = default)");
   c->add_flag("--no-progress", a->no_progress, "no progress bar");
-  c->add_flag("--overwrite", a->overwrite,
-              "replace the adapter in a non-empty --out (it is kept until the new one is written)");
+  auto* overwrite = c->add_flag("--overwrite", a->overwrite,
+                                "replace the adapter in a non-empty --out (it is kept until the new one is written) "
+                                "and drop an unfinished training's checkpoint");
+  c->add_option("--save-every", a->save_every,
+                "checkpoint every N steps into OUT/train_state (0 = only on SIGINT/SIGTERM)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  c->add_flag("--resume", a->resume,
+              "continue the unfinished training in --out from its checkpoint (same flags; bit-identical result)")
+      ->excludes(overwrite);
   add_data_flags(c, a->d);
   add_model_flags(c, a->m);
   add_train_flags(c, a->t);
@@ -225,14 +278,21 @@ void register_train_cmd(CLI::App* lr) {
     init_runtime(a->threads);
     if (a->out.empty()) throw InputError("--out: empty path (expected the adapter directory to write)");
     std::error_code ec;
-    if (fs::exists(a->out, ec) && !fs::is_directory(a->out, ec))
+    const fs::path out(a->out), state_dir = out / "train_state";
+    if (fs::exists(out, ec) && !fs::is_directory(out, ec))
       throw InputError("--out " + a->out + ": a file (expected the adapter directory to write)");
-    if (fs::exists(a->out, ec) && !fs::is_empty(a->out, ec) && !a->overwrite)
+    const bool unfinished = fs::exists(state_dir / "latest", ec);
+    if (a->resume && !unfinished)
+      throw InputError("--resume: --out " + a->out + " holds no unfinished training (no train_state/latest); " +
+                       (fs::exists(out / "layerroute.json") ? "its training finished" : "start one without --resume"));
+    if (!a->resume && fs::exists(out, ec) && !fs::is_empty(out, ec) && !a->overwrite)
       throw InputError("--out " + a->out + ": not empty" +
-                       (fs::exists(fs::path(a->out) / "layerroute.json") ? " (it holds an adapter)" : std::string()) +
+                       (unfinished ? " (it holds an unfinished training: continue it with --resume)"
+                        : fs::exists(out / "layerroute.json") ? " (it holds an adapter)"
+                                                               : std::string()) +
                        "; pass --overwrite to replace it, or choose a new directory");
     for (const char* f : {"config.json", "latest", "dataset.json"})
-      if (fs::exists(fs::path(a->out) / f))
+      if (fs::exists(out / f))
         throw InputError("--out " + a->out + ": holds " + f + " (a model, run or dataset, not an adapter); choose a new directory");
     auto tok = open_tokenizer(a->base, a->d);
     auto train = load_examples(a->data, *tok, a->d);
@@ -241,23 +301,83 @@ void register_train_cmd(CLI::App* lr) {
     auto t = a->t;
     t.seed = a->seed;
     t.progress = !a->no_progress;
-    fs::create_directories(a->out);
+    const nlohmann::json extra = {
+        {"train", layerroute::to_json(t)}, {"data", a->data}, {"max_len", a->d.max_len}, {"system", a->d.system},
+        {"tokenizer", a->d.tokenizer.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(a->d.tokenizer).string())}};
+    // What a checkpoint must agree with to be continued: everything the run depends on.
+    const nlohmann::json run_json = {{"format", "lol-layerroute-train"},
+                                     {"base", fs::weakly_canonical(fs::absolute(a->base)).string()},
+                                     {"data", fs::weakly_canonical(fs::absolute(a->data)).string()},
+                                     {"samples", train.size()},
+                                     {"samples_fingerprint", examples_fingerprint(train)},
+                                     {"lora", layerroute::to_json(m->lora->config())},
+                                     {"gates", layerroute::to_json(m->gates->config())},
+                                     {"train", layerroute::to_json(t)},
+                                     {"max_len", a->d.max_len},
+                                     {"system", a->d.system},
+                                     {"tokenizer", extra["tokenizer"]}};
+    layerroute::TrainCheckpoints ck;
+    ck.save_every = a->save_every;
+    std::string last_ck, ckdir;
+    ck.save = [&](const training::Optimizer& opt, const training::TrainerState& st) {
+      last_ck = training::save_checkpoint(state_dir.string(), tr, opt, st, run_json, extra, 1);
+    };
+    if (a->resume) {
+      ckdir = training::resolve_checkpoint(state_dir.string());
+      const auto old = io::read_json_file(ckdir + "/run.json");
+      // Field paths ("train.lr") rather than whole sections in the message.
+      auto flat = [](const nlohmann::json& j) {
+        nlohmann::json f = nlohmann::json::object();
+        if (!j.is_object()) return f;
+        const auto flattened = j.flatten();
+        for (const auto& [k, v] : flattened.items()) {
+          std::string key = k.substr(k.empty() ? 0 : 1);
+          std::replace(key.begin(), key.end(), '/', '.');
+          f[key] = v;
+        }
+        return f;
+      };
+      const std::string diff = util::json_difference(flat(old), flat(run_json));
+      if (!diff.empty())
+        throw InputError(ckdir + "/run.json: the unfinished training differs from this command (" + diff +
+                         "); resume with the flags and data it was started with, or --overwrite to start again");
+    }
+    fs::create_directories(out);
     // The log of this run grows in train_log.jsonl.partial; an adapter already in --out
-    // (--overwrite) and its log stay as they were until the new adapter is written.
-    const fs::path log_path = fs::path(a->out) / "train_log.jsonl";
-    const fs::path partial = fs::path(a->out) / "train_log.jsonl.partial";
-    std::ofstream log(partial);
-    if (!log) throw InputError("--out " + a->out + ": cannot write " + partial.string());
-    auto last = layerroute::train_layerroute(tr, train, t, [&](const layerroute::TrainLog& l) {
-      log << layerroute::to_json(l).dump() << "\n" << std::flush;
-    });
+    // (--overwrite) and its log stay as they were until the new adapter is written. A
+    // resumed run keeps the lines up to its checkpoint's step.
+    const fs::path log_path = out / "train_log.jsonl";
+    const fs::path partial = out / "train_log.jsonl.partial";
+    std::ofstream log;
+    auto open_log = [&](std::ios::openmode mode) {
+      log.open(partial, mode);
+      if (!log) throw InputError("--out " + a->out + ": cannot write " + partial.string());
+    };
+    if (a->resume) {
+      ck.resume = [&, ckdir](training::Optimizer& opt) {
+        auto st = training::load_checkpoint(ckdir, tr, opt);
+        truncate_log(partial, st.step);
+        open_log(std::ios::app);
+        return st;
+      };
+    } else {
+      if (fs::exists(state_dir)) fs::remove_all(state_dir);  // --overwrite: an unfinished training's checkpoint
+      open_log(std::ios::trunc);
+    }
+    auto last = layerroute::train_layerroute(
+        tr, train, t, [&](const layerroute::TrainLog& l) { log << layerroute::to_json(l).dump() << "\n" << std::flush; },
+        &ck);
     log.close();
-    layerroute::save_adapter(*m, a->out, a->base,
-                             {{"train", layerroute::to_json(t)}, {"last_step", layerroute::to_json(last)},
-                              {"data", a->data}, {"max_len", a->d.max_len}, {"system", a->d.system},
-                              {"tokenizer", a->d.tokenizer.empty() ? nlohmann::json(nullptr)
-                                                                   : nlohmann::json(fs::absolute(a->d.tokenizer).string())}});
+    if (last.interrupted) {
+      std::cerr << "lol layerroute train: stopped by a signal after step " << last.step << "; saved " << last_ck
+                << " (continue with the same command and --resume)\n";
+      return;
+    }
+    auto final_extra = extra;
+    final_extra["last_step"] = layerroute::to_json(last);
+    layerroute::save_adapter(*m, a->out, a->base, final_extra);
     fs::rename(partial, log_path);
+    fs::remove_all(state_dir);
     std::cout << "trained " << last.step << " steps on " << train.size() << " samples: LM loss " << last.lm_loss
               << ", mean gate " << last.gate_mean << "; adapter written to " << a->out << "\n";
   });

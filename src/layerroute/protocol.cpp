@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "layerroute/adapter_io.h"
+#include "util/json_fields.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -41,14 +42,12 @@ bool load_trained_seed(const ProtocolOptions& opt, const std::string& dir, Gated
     if (e.contains("train")) {
       TrainOptions want = opt.train;
       want.seed = r.seed;
+      // Fields a record lacks count as differences; fields this build no longer writes do not.
+      nlohmann::json there = nlohmann::json::object();
       const auto w = to_json(want);
-      std::string differ;
-      for (const auto& it : w.items()) {
-        const auto h = e["train"].find(it.key());
-        if (h == e["train"].end() || *h != it.value())
-          differ += (differ.empty() ? "" : ", ") + it.key() + " " +
-                    (h == e["train"].end() ? std::string("absent") : h->dump()) + " there, " + it.value().dump() + " here";
-      }
+      for (const auto& it : w.items())
+        if (e.at("train").contains(it.key())) there[it.key()] = e.at("train").at(it.key());
+      const std::string differ = util::json_difference(there, w);
       require(differ.empty(), where, "trained with other options (" + differ + "); remove the directory or drop --reuse");
     }
     if (e.contains("max_len") && opt.max_len > 0)

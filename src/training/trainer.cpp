@@ -25,6 +25,7 @@
 #include "training/train_checkpoint.h"
 #include "training/train_step.h"
 #include "util/error.h"
+#include "util/json_fields.h"
 #include "util/progress.h"
 
 namespace fs = std::filesystem;
@@ -89,21 +90,6 @@ std::vector<std::pair<std::string, std::string>> tokenizer_files(const data::Dat
   const auto tok = tokenizers::load_tokenizer(src.string());
   return {{"tokenizer.json", tok->to_hf_json().dump(2) + "\n"},
           {"tokenizer_config.json", tok->to_hf_config_json().dump(2) + "\n"}};
-}
-
-/// "key = A there, B here; ..." for every top-level field where `there` (a checkpoint's
-/// model config.json) and `here` (the run config's model) differ; "" when none.
-std::string config_difference(const nlohmann::json& there, const nlohmann::json& here) {
-  std::string diff;
-  nlohmann::json keys = there.is_object() ? there : nlohmann::json::object();
-  if (here.is_object()) keys.update(here);
-  for (auto it = keys.begin(); it != keys.end(); ++it) {
-    const auto a = there.find(it.key());
-    const auto b = here.find(it.key());
-    const std::string va = a != there.end() ? a->dump() : "absent", vb = b != here.end() ? b->dump() : "absent";
-    if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
-  }
-  return diff;
 }
 
 /// The run config a checkpoint was saved with (`ck_dir`/run.json); nullopt when it has
@@ -264,7 +250,7 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     const nlohmann::json run_model = model->config_json();
     if (ck_cfg != run_model) {
       // Name what differs (a --set, or a dataset with another vocab_size, changes the model).
-      const std::string diff = config_difference(ck_cfg, run_model);
+      const std::string diff = util::json_difference(ck_cfg, run_model);
       throw InputError(ck + "/config.json: the checkpoint's model configuration differs from the run config's (" + diff +
                        (diff.find("vocab_size") != std::string::npos && !cfg.model.contains("vocab_size")
                             ? "; vocab_size follows data.dir's dataset"

@@ -116,6 +116,22 @@ void JsonFields::reject_unknown() const {
     }
 }
 
+std::string json_difference(const nlohmann::json& there, const nlohmann::json& here) {
+  std::string diff;
+  nlohmann::json keys = there.is_object() ? there : nlohmann::json::object();
+  if (here.is_object()) keys.update(here);
+  const auto empty = nlohmann::json::object();
+  const auto& a_obj = there.is_object() ? there : empty;
+  const auto& b_obj = here.is_object() ? here : empty;
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    const auto a = a_obj.find(it.key());
+    const auto b = b_obj.find(it.key());
+    const std::string va = a != a_obj.end() ? a->dump() : "absent", vb = b != b_obj.end() ? b->dump() : "absent";
+    if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
+  }
+  return diff;
+}
+
 void check_range(const std::string& where, const std::string& key, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
     throw InputError(where + ": field '" + key + "' = " + std::to_string(v) + ": expected " + std::to_string(lo) +

@@ -54,4 +54,9 @@ std::string type_at(const nlohmann::json& j, const std::string& where);
 void check_range(const std::string& where, const std::string& key, int64_t v, int64_t lo, int64_t hi);
 void check_range(const std::string& where, const std::string& key, double v, double lo, double hi);
 
+/// "key = A there, B here; ..." for every top-level field where `there` (e.g. what a
+/// checkpoint was saved with) and `here` (this run's) differ ("absent" for a missing
+/// field); "" when they agree. Non-objects compare as empty objects.
+std::string json_difference(const nlohmann::json& there, const nlohmann::json& here);
+
 }  // namespace lol::util

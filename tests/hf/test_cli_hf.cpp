@@ -296,6 +296,64 @@ TEST(CliLayerRoute, OutputsKeepTheInputsAndAnEarlierAdapter) {
   }
 }
 
+// `lol layerroute train` stopped by SIGTERM keeps a checkpoint in OUT/train_state;
+// `--resume` finishes it with the adapter, gates and log of an uninterrupted run byte
+// for byte, and refuses other flags naming the field (docs/layerroute.md).
+TEST(CliLayerRoute, StoppedTrainingResumesToTheSameAdapter) {
+  TinyShape s;
+  s.vocab = 300;
+  s.layers = 4;
+  TempDir d("cli_lr_resume");
+  const std::string base = d / "base", data = d / "train.jsonl", ref = d / "ref", ad = d / "ad";
+  std::filesystem::create_directories(base);
+  write_tiny_checkpoint(base, s, 5, torch::kFloat32);
+  chat_tokenizer().save(base);
+  std::string jsonl;
+  for (int i = 0; i < 5; ++i)
+    jsonl += "{\"question\": \"what is " + std::to_string(i) + " times two?\", \"answer\": \"" + std::to_string(2 * i) +
+             "\"}\n";
+  write_text(data, jsonl);
+  const std::string lol = "LOL_NUM_THREADS=1 " + quote(LOL_BINARY) + " ";
+  auto train_lr = [&](const std::string& lr) {
+    return "layerroute train --base " + quote(base) + " --data " + quote(data) +
+           " --steps 120 --batch 2 --accum 1 --warmup 5 --max-len 128 --log-every 1 --no-progress --lr " + lr + " ";
+  };
+  const std::string train = train_lr("1e-2");
+  auto r0 = run_lol(train + "--out " + quote(ref));
+  ASSERT_EQ(r0.code, 0) << r0.out;
+  EXPECT_FALSE(std::filesystem::exists(ref + "/train_state")) << "a finished training keeps no checkpoint";
+  // SIGTERM once the first step is logged: the step ends, a checkpoint is saved, exit 0.
+  const std::string partial = ad + "/train_log.jsonl.partial";
+  auto k = reftest::run_cmd(lol + train + "--save-every 1000 --out " + quote(ad) + " 2>&1 & pid=$!; i=0; while [ ! -s " +
+                            quote(partial) + " ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; kill -TERM $pid; "
+                            "wait $pid; echo status $?");
+  EXPECT_NE(k.out.find("status 0"), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("continue with the same command and --resume"), std::string::npos) << k.out;
+  ASSERT_TRUE(std::filesystem::exists(ad + "/train_state/latest")) << k.out;
+  EXPECT_FALSE(std::filesystem::exists(ad + "/layerroute.json"));
+  auto r = run_lol_all({train + "--out " + quote(ad), train_lr("2e-2") + "--out " + quote(ad) + " --resume",
+                        train + "--out " + quote(ad) + " --resume --overwrite", train + "--out " + quote(ref) + " --resume"});
+  const std::vector<std::string> says = {"holds an unfinished training: continue it with --resume",
+                                         "train.lr = 0.01 there, 0.02 here", "--overwrite excludes --resume",
+                                         "holds no unfinished training (no train_state/latest); its training finished"};
+  for (size_t i = 0; i < says.size(); ++i) {
+    EXPECT_EQ(r[i].code, 2) << i << ": " << r[i].out;
+    EXPECT_NE(r[i].out.find(says[i]), std::string::npos) << i << ": " << r[i].out;
+  }
+  // The checkpoint is an adapter: it evaluates as one.
+  const std::string ck = ad + "/train_state/" + read_text(ad + "/train_state/latest").substr(0, 23);
+  auto ev = run_lol("layerroute eval --adapter " + quote(ck) + " --data " + quote(data) + " --timing-samples 0");
+  EXPECT_EQ(ev.code, 0) << ev.out;
+  auto res = run_lol(train + "--out " + quote(ad) + " --resume");
+  ASSERT_EQ(res.code, 0) << res.out;
+  for (const char* f : {"adapter_model.safetensors", "gates.safetensors", "train_log.jsonl"})
+    EXPECT_EQ(read_text(ad + "/" + f), read_text(ref + "/" + f)) << f;
+  EXPECT_EQ(nlohmann::json::parse(read_text(ad + "/layerroute.json"))["extra"],
+            nlohmann::json::parse(read_text(ref + "/layerroute.json"))["extra"]);
+  EXPECT_FALSE(std::filesystem::exists(ad + "/train_state"));
+  EXPECT_FALSE(std::filesystem::exists(partial));
+}
+
 TEST(CliHf, ExportTrainedDenseCheckpoint) {
   baselines::DenseConfig c;
   c.vocab_size = 260;

@@ -2,6 +2,7 @@
 // training loop (only gates + LoRA move; lambda drives the gates) and KV-cached gated
 // generation (equal to the full forward; closed layers keep no cache).
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -10,6 +11,7 @@
 #include "layerroute/decode.h"
 #include "layerroute/eval.h"
 #include "layerroute/train.h"
+#include "training/stop_signal.h"
 #include "layerroute_test_util.h"
 #include "model/file_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
@@ -279,6 +281,84 @@ TEST(LayerRouteTrain, OnlyGatesAndLoraMoveAndLambdaClosesGates) {
   EXPECT_LT(logs.back().gate_mean, logs.front().gate_mean) << "the gate penalty pushes sigma down";
   EXPECT_EQ(last.layer_sigma.size(), 6u);
   EXPECT_FALSE(m->is_training());
+}
+
+// A training stopped by SIGTERM saves a checkpoint; continuing from it gives the
+// adapters, gates, moments and logs of the uninterrupted run bit for bit (the batch
+// order follows from the step, the rest is in the checkpoint).
+TEST(LayerRouteTrain, ResumedTrainingEqualsTheUninterruptedOne) {
+  auto data = test::copy_task(10, 4, 6, 6, 4);  // 10 samples, 3 rows a step: epochs end mid-step
+  TrainOptions o;
+  o.steps = 7;
+  o.batch_size = 3;
+  o.grad_accum = 1;
+  o.lr = 3e-2;
+  o.warmup_steps = 2;
+  o.progress = false;
+  o.log_every = 1;
+  auto adapters = [](GatedModel& m) {
+    std::vector<torch::Tensor> v{m->gates->weight.clone(), m->gates->bias.clone()};
+    for (auto& [n, t] : m->lora->peft_tensors()) v.push_back(t.clone());
+    return v;
+  };
+  GatedModel ref(tiny_base(), LoraConfig{}, GateConfig{}, 5);
+  LayerRouteTrainable ref_tr(ref, "");
+  std::vector<std::string> ref_log;
+  auto ref_last = train_layerroute(ref_tr, data, o, [&](const TrainLog& l) { ref_log.push_back(to_json(l).dump()); });
+
+  TempDir d("lr_resume");
+  const std::string state_dir = d / "train_state";
+  for (int64_t stop_at : {3, 5}) {
+    SCOPED_TRACE(stop_at);
+    std::vector<std::string> log;
+    GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 5);
+    LayerRouteTrainable tr(m, "");
+    TrainCheckpoints ck;
+    ck.save_every = 2;
+    std::vector<int64_t> saved;
+    ck.save = [&](const training::Optimizer& opt, const training::TrainerState& st) {
+      saved.push_back(st.step);
+      training::save_checkpoint(state_dir, tr, opt, st, nlohmann::json::object(), nlohmann::json::object(), 1);
+    };
+    auto first = train_layerroute(tr, data, o, [&](const TrainLog& l) {
+      log.push_back(to_json(l).dump());
+      if (l.step == stop_at) std::raise(SIGTERM);  // caught: stop after this step
+    }, &ck);
+    EXPECT_TRUE(first.interrupted);
+    EXPECT_EQ(first.step, stop_at);
+    EXPECT_EQ(saved.back(), stop_at);
+    EXPECT_EQ(saved.front(), 2) << "--save-every 2";
+    training::clear_stop_request();
+    // A fresh process: another model instance (other init seed: the checkpoint overrides it).
+    GatedModel m2(tiny_base(), LoraConfig{}, GateConfig{}, 99);
+    LayerRouteTrainable tr2(m2, "");
+    TrainCheckpoints ck2;
+    ck2.resume = [&](training::Optimizer& opt) {
+      return training::load_checkpoint(training::resolve_checkpoint(state_dir), tr2, opt);
+    };
+    auto last = train_layerroute(tr2, data, o, [&](const TrainLog& l) { log.push_back(to_json(l).dump()); }, &ck2);
+    EXPECT_FALSE(last.interrupted);
+    EXPECT_EQ(log, ref_log);
+    EXPECT_EQ(to_json(last).dump(), to_json(ref_last).dump());
+    auto a = adapters(ref), b = adapters(m2);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+  }
+  // A checkpoint from other batch options is refused naming the position.
+  GatedModel m3(tiny_base(), LoraConfig{}, GateConfig{}, 5);
+  LayerRouteTrainable tr3(m3, "");
+  TrainCheckpoints ck3;
+  ck3.resume = [&](training::Optimizer& opt) {
+    return training::load_checkpoint(training::resolve_checkpoint(state_dir), tr3, opt);
+  };
+  auto other = o;
+  other.batch_size = 2;
+  try {
+    train_layerroute(tr3, data, other, {}, &ck3);
+    ADD_FAILURE() << "resumed with another batch size";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("data_position"), std::string::npos) << e.what();
+  }
 }
 
 // A non-finite loss stops training (exit 3 in the CLI) before the adapters are stepped

@@ -84,7 +84,7 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.train.lambda = 7.0;
   lol_test::expect_input_error([&] { run_protocol(p, train, held); },
                                {"seed-4/layerroute.json", "trained with other options (", "lr ", " there, 123.0 here",
-                                "lambda 1.0 there, 7.0 here", "drop --reuse"});
+                                "lambda = 1.0 there, 7.0 here", "drop --reuse"});
   p.train.lr = first_lr;
   p.train.lambda = 1.0;
   p.max_len = 32;
