@@ -55,21 +55,33 @@ nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 
 nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std::string>& label_names,
                                 const SeparationOptions& opt, const std::string& out_dir, bool plots) {
-  const int C = int(label_names.size());
-  std::vector<int> labels(std::size_t(f.n_windows()), -1);
-  std::vector<int64_t> groups(std::size_t(f.n_windows()), -1);
-  std::vector<int64_t> per_label(static_cast<std::size_t>(C), 0);
+  // Labels that occur, renumbered 0..C-1 in id order: ids without windows (e.g. 0 of
+  // maze strategies 1..5) take no row or column in the tables.
+  const int64_t n_ids = int64_t(label_names.size());
+  std::vector<int64_t> count_by_id(std::size_t(n_ids), 0);
   for (int64_t i = 0; i < f.n_windows(); ++i) {
     const int64_t l = f.window_label[std::size_t(i)];
-    if (l < 0 || l >= C) continue;
-    labels[std::size_t(i)] = int(l);
-    groups[std::size_t(i)] = f.window_seq[std::size_t(i)];
-    ++per_label[std::size_t(l)];
+    if (l >= 0 && l < n_ids) ++count_by_id[std::size_t(l)];
   }
-  int present = 0;
-  for (auto n : per_label) present += n > 0;
-  if (present < 2) throw InputError("label separation: windows of at least 2 labels are needed, found " +
-                                    std::to_string(present));
+  std::vector<int> index_of(std::size_t(n_ids), -1);
+  std::vector<std::string> names;
+  std::vector<int64_t> per_label;
+  for (int64_t l = 0; l < n_ids; ++l)
+    if (count_by_id[std::size_t(l)] > 0) {
+      index_of[std::size_t(l)] = int(names.size());
+      names.push_back(label_names[std::size_t(l)]);
+      per_label.push_back(count_by_id[std::size_t(l)]);
+    }
+  const int C = int(names.size());
+  if (C < 2) throw InputError("label separation: windows of at least 2 labels are needed, found " + std::to_string(C));
+  std::vector<int> labels(std::size_t(f.n_windows()), -1);
+  std::vector<int64_t> groups(std::size_t(f.n_windows()), -1);
+  for (int64_t i = 0; i < f.n_windows(); ++i) {
+    const int64_t l = f.window_label[std::size_t(i)];
+    if (l < 0 || l >= n_ids) continue;
+    labels[std::size_t(i)] = index_of[std::size_t(l)];
+    groups[std::size_t(i)] = f.window_seq[std::size_t(i)];
+  }
 
   const torch::Tensor x = path_one_hot(f);
   const stats::Matrix xm = to_matrix(x);
@@ -79,13 +91,13 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
   nlohmann::json j;
   j["features"] = "window path one-hot (routed depth x expert)";
   j["classifier"] = "nearest centroid, " + std::to_string(opt.folds) + "-fold CV by document (stratified by label)";
-  j["labels"] = label_names;
+  j["labels"] = names;
   j["windows_per_label"] = per_label;
   j["accuracy"] = cv.accuracy;
   j["balanced_accuracy"] = finite_or_null(cv.balanced_accuracy);
   j["majority_baseline"] = cv.chance;
-  j["shuffled_accuracy_mean"] = cv.shuffled_mean;
-  j["shuffled_accuracy_sd"] = cv.shuffled_sd;
+  j["shuffled_accuracy_mean"] = opt.shuffles > 0 ? nlohmann::json(cv.shuffled_mean) : nlohmann::json(nullptr);
+  j["shuffled_accuracy_sd"] = opt.shuffles > 0 ? nlohmann::json(cv.shuffled_sd) : nlohmann::json(nullptr);
   j["shuffled_accuracy"] = cv.shuffled_accuracy;
   std::vector<nlohmann::json> recall;
   for (double r : cv.recall) recall.push_back(finite_or_null(r));
@@ -103,7 +115,7 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
     int best = -1;
     for (int b = 0; b < C; ++b)
       if (b != a && std::isfinite(dist[a][b]) && (best < 0 || dist[a][b] < dist[a][best])) best = b;
-    nearest.push_back(best < 0 ? nlohmann::json(nullptr) : nlohmann::json(label_names[std::size_t(best)]));
+    nearest.push_back(best < 0 ? nlohmann::json(nullptr) : nlohmann::json(names[std::size_t(best)]));
   }
   j["nearest_label"] = nearest;
 
@@ -120,7 +132,7 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
       std::shuffle(order.begin(), order.end(), rng);
       if (int64_t(order.size()) > opt.max_scatter) order.resize(std::size_t(opt.max_scatter));
       std::vector<util::Series> series(static_cast<std::size_t>(C));
-      for (int c = 0; c < C; ++c) series[std::size_t(c)].name = label_names[std::size_t(c)];
+      for (int c = 0; c < C; ++c) series[std::size_t(c)].name = names[std::size_t(c)];
       // Jitter: one-hot paths take few distinct positions; spread coincident points a little.
       std::normal_distribution<double> jitter(0.0, 0.02);
       const double* pp = proj.data_ptr<double>();
@@ -137,14 +149,8 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
     }
   }
   if (plots) {
-    // The figures show only the labels that occur (label ids may have gaps, e.g. maze S1..S5).
-    std::vector<int> shown;
-    std::vector<std::string> names;
-    for (int c = 0; c < C; ++c)
-      if (per_label[std::size_t(c)] > 0) {
-        shown.push_back(c);
-        names.push_back(label_names[std::size_t(c)]);
-      }
+    std::vector<int> shown;  // every label (each occurs)
+    for (int c = 0; c < C; ++c) shown.push_back(c);
     const std::size_t S = shown.size();
     std::vector<std::vector<double>> conf(S, std::vector<double>(S, 0.0)), dsub(S, std::vector<double>(S, 0.0));
     std::vector<std::vector<std::string>> lab(S, std::vector<std::string>(S)), dl(S, std::vector<std::string>(S));
@@ -163,8 +169,11 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
       }
     }
     char t[160];
-    std::snprintf(t, sizeof t, "Label from window paths, nearest centroid (%% of true label)\naccuracy %.3f, shuffled %.3f",
-                  cv.accuracy, cv.shuffled_mean);
+    if (opt.shuffles > 0)
+      std::snprintf(t, sizeof t, "Label from window paths, nearest centroid (%% of true label)\naccuracy %.3f, shuffled %.3f",
+                    cv.accuracy, cv.shuffled_mean);
+    else
+      std::snprintf(t, sizeof t, "Label from window paths, nearest centroid (%% of true label)\naccuracy %.3f", cv.accuracy);
     util::plot_heatmap(out_dir + "/separation_confusion.png", t, conf, names, names, lab, "predicted label",
                        "true label", 0.0, 100.0);
     util::plot_heatmap(out_dir + "/centroid_distances.png", "Distance between label centroids\nof window paths", dsub,

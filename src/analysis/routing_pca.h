@@ -43,7 +43,8 @@ struct SeparationOptions {
 /// Label separation of window routing paths: nearest-centroid cross-validated accuracy
 /// (one-hot features, groups = documents) vs its shuffled control, per-label recall and
 /// confusion, the label-centroid distance matrix (for "clusters by script"), and a
-/// 2-component PCA. label_names: name of each label id (window_label values index it).
+/// 2-component PCA. label_names: name of each label id (window_label values index it);
+/// the tables hold only the labels with windows, in id order ("labels" names them).
 /// Writes the PNGs pca_paths.png (scatter), separation_confusion.png and
 /// centroid_distances.png into out_dir when `plots` is true. Returns the JSON section
 /// "separation" of routing.json. Throws lol::InputError when fewer than 2 labels occur.

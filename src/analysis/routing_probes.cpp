@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "stats/group_split.h"
@@ -67,6 +68,20 @@ ProbeReport run_routing_probes(const RoutingFeatures& f, const std::vector<int>&
   auto fold = stats::group_kfold(dev_group, opt.folds, opt.seed, wstrata);
   std::vector<int> wpart(N, -1);
   for (int64_t i = 0; i < N; ++i) wpart[i] = test_part[i] == 1 ? opt.folds : fold[i];
+  {
+    // Every development fold and the test part need documents of both classes: a large
+    // test share leaves too few development documents (folds without a class, then a
+    // singular ridge system).
+    std::set<int64_t> seen;
+    int64_t dev[2] = {0, 0}, test[2] = {0, 0};
+    for (int64_t i = 0; i < N; ++i)
+      if (wgroup[i] >= 0 && seen.insert(wgroup[i]).second) (wpart[i] == opt.folds ? test : dev)[wy[i]]++;
+    require(dev[0] >= opt.folds && dev[1] >= opt.folds && test[0] >= 1 && test[1] >= 1, "--test-fraction",
+            std::to_string(opt.test_fraction) + " leaves " + std::to_string(dev[1]) + " positive and " +
+                std::to_string(dev[0]) + " negative development documents (" + std::to_string(test[1]) + " and " +
+                std::to_string(test[0]) + " held out): expected at least --folds " + std::to_string(opt.folds) +
+                " of each for cross-validation and one of each held out; lower --test-fraction or --folds");
+  }
   // Sequence parts from their windows (every labelled sequence has >= 1 window item).
   const int64_t S = f.n_sequences();
   std::vector<int> spart(S, -1), sy(S, 0);

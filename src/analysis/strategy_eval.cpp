@@ -175,6 +175,7 @@ namespace {
 struct Puzzle {
   std::string question;
   std::map<int, tasks::Example> by_strategy;
+  std::string where;  ///< "file:line" of its first record
 };
 
 std::vector<Puzzle> read_puzzles(const std::string& path, int64_t n) {
@@ -198,7 +199,7 @@ std::vector<Puzzle> read_puzzles(const std::string& path, int64_t n) {
     if (it == index.end()) {
       if (int64_t(out.size()) >= n) continue;
       index[e.question] = out.size();
-      out.push_back({e.question, {}});
+      out.push_back({e.question, {}, path + ":" + std::to_string(lineno)});
       it = index.find(e.question);
     }
     out[it->second].by_strategy[e.strategy] = e;
@@ -249,6 +250,13 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     e.answer = "A : <eos>";
     return spec.tokenize(e);
   };
+  for (const auto& p : puzzles) {  // every question in the task's vocabulary, before any generation
+    try {
+      tokenize_prompt(p.question, spec.label(1));
+    } catch (const InputError& err) {
+      throw InputError(p.where + ": field 'question': " + err.what());
+    }
+  }
   if (!opt.filler.empty() && !puzzles.empty()) {  // checked before any generation
     try {
       tokenize_prompt(puzzles[0].question, opt.filler);

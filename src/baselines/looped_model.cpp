@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "baselines/dense_model.h"
 #include "baselines/init.h"
 #include "util/error.h"
@@ -48,6 +50,14 @@ int64_t LoopedModelImpl::sample_recurrence() const {
   return std::min<int64_t>(1 + extra, cfg_.effective_max_recurrence());
 }
 
+torch::Tensor LoopedModelImpl::eval_initial_state(int64_t seq, const torch::Device& device) {
+  if (!eval_state_.defined() || eval_state_.device() != device) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(kEvalStateSeed);
+    eval_state_ = torch::randn({cfg_.max_seq_len, cfg_.d_model}, gen, torch::kFloat32).to(device);
+  }
+  return eval_state_.slice(0, 0, seq).to(embed_tokens->weight.scalar_type());
+}
+
 torch::Tensor LoopedModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids, int64_t recurrence) {
   const auto& c = cfg_;
   check_tokens(tokens, c.vocab_size, c.max_seq_len, "looped model");
@@ -61,7 +71,10 @@ torch::Tensor LoopedModelImpl::forward(const torch::Tensor& tokens, const torch:
   for (auto& m : *prelude) e = block_forward(*m->as<nn::Block>(), e, L, full, rope);
 
   torch::Tensor s = torch::zeros_like(e);
-  if (c.state_init == "random") s = torch::randn_like(e) * c.effective_state_std();
+  if (c.state_init == "random")
+    s = (is_training() ? torch::randn_like(e)
+                       : eval_initial_state(T, dev).unsqueeze(0).expand({B, T, c.d_model}).reshape({B * T, c.d_model})) *
+        c.effective_state_std();
   const int64_t grad_from = (c.backprop_depth > 0 && is_training()) ? std::max<int64_t>(0, R - c.backprop_depth) : 0;
   auto iterate = [&](const torch::Tensor& state) {
     auto x = adapter(torch::cat({state, e}, -1));

@@ -32,8 +32,11 @@ class LoopedModelImpl : public torch::nn::Module {
   /// tokens [batch, seq] int64, doc_ids [batch, seq] or undefined (-1 = padding) ->
   /// logits [batch, seq, vocab]. `recurrence` > 0 runs that many iterations; 0 uses
   /// the training rule in training mode (fixed R or a sample, drawn from the default
-  /// CPU generator) and inference_recurrence() in eval mode. The initial state is drawn
-  /// from the default generator of the model's device. Throws InputError for bad tokens.
+  /// CPU generator) and inference_recurrence() in eval mode. A "random" initial state is
+  /// drawn from the default generator of the model's device in training mode; in eval
+  /// mode it is a fixed draw per position (eval_initial_state()), so evaluations repeat
+  /// exactly and do not depend on the batch or on later tokens. Throws InputError for
+  /// bad tokens.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {}, int64_t recurrence = 0);
 
   /// Iterations used in eval mode when forward() is not told (default config.recurrence).
@@ -46,6 +49,11 @@ class LoopedModelImpl : public torch::nn::Module {
   /// A training-mode R: config.recurrence ("fixed") or a Poisson-lognormal sample.
   int64_t sample_recurrence() const;
   const LoopedConfig& config() const { return cfg_; }
+  /// [seq, d_model] the eval-mode s_0 before scaling by the state std: N(0, 1) drawn once
+  /// for all max_seq_len positions from a CPU generator seeded with kEvalStateSeed (the
+  /// same values on every device), position t's row for token t.
+  torch::Tensor eval_initial_state(int64_t seq, const torch::Device& device);
+  static constexpr uint64_t kEvalStateSeed = 0x5eed;
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList prelude{nullptr}, core{nullptr}, coda{nullptr};
@@ -58,6 +66,7 @@ class LoopedModelImpl : public torch::nn::Module {
   LoopedConfig cfg_;
   std::shared_ptr<torch::nn::Module> body_;
   int64_t inference_r_, last_r_ = 0, last_grad_r_ = 0;
+  torch::Tensor eval_state_;  ///< eval_initial_state()'s table, on the last device asked (not a buffer: not saved)
 };
 TORCH_MODULE(LoopedModel);
 

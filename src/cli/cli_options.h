@@ -2,6 +2,7 @@
 // options of `lol generate` and `lol hf generate`, token-id lists). Header-only.
 #pragma once
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <sstream>
@@ -21,6 +22,29 @@ namespace lol::cli {
 inline CLI::Validator non_empty(const std::string& what) {
   return CLI::Validator(
       [what](std::string& v) { return v.empty() ? "expected a non-empty " + what : std::string(); }, "NONEMPTY");
+}
+
+/// CLI11 check of a real number in [lo, hi] that also refuses nan and inf (CLI::Range
+/// lets nan through: every comparison with it is false).
+inline CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) {
+        double x = 0;
+        try {
+          size_t used = 0;
+          x = std::stod(v, &used);
+          if (used != v.size()) return "'" + v + "': expected a number";
+        } catch (const std::exception&) {
+          return "'" + v + "': expected a number";
+        }
+        if (!std::isfinite(x) || x < lo || x > hi) {
+          std::ostringstream o;
+          o << "Value " << v << " not in range [" << lo << " - " << hi << "]";
+          return o.str();
+        }
+        return std::string();
+      },
+      "FINITE");
 }
 
 /// Token ids from "1,2,3", "1 2 3" (commas and white space both separate) or a JSON

@@ -2,10 +2,12 @@
 // read a per-document binary label from router outputs (paper 4.1.1-4.1.2, Appendix C.2,
 // Figures 4, 6, 21, 22, Table 2). Output: routing.json, heatmap and ROC PNGs, a table.
 // Documentation: docs/analysis.md.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -105,9 +107,16 @@ int64_t parse_positive(const std::string& arg, const std::map<int64_t, std::vect
                        "unlabelled sequences)");
     return id;
   }
+  std::vector<int64_t> ids;
   for (const auto& [k, v] : names)
-    for (const auto& n : v)
-      if (n == arg) return k;
+    if (std::find(v.begin(), v.end(), arg) != v.end()) ids.push_back(k);
+  if (ids.size() == 1) return ids[0];
+  if (ids.size() > 1) {
+    std::string which;
+    for (auto k : ids) which += (which.empty() ? "" : ", ") + std::to_string(k);
+    throw InputError("--label-positive '" + arg + "': names several labels of the dataset (ids " + which +
+                     "); give the label id");
+  }
   std::string known;
   for (const auto& [k, v] : names)
     for (const auto& n : v) known += (known.empty() ? "" : ", ") + n + "=" + std::to_string(k);
@@ -178,6 +187,7 @@ struct AnalyzeArgs {
   double test_fraction = 0.2;
   uint64_t seed = 0;
   bool no_shuffle = false, no_separation = false;
+  bool positive_flag = false;  ///< --label-positive was given (even as "")
 };
 
 void run_analyze_routing(const AnalyzeArgs& a) {
@@ -199,6 +209,8 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   auto ds = data::Dataset::open(a.data);
   require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + a.data);
   auto names = label_names(ds);
+  if (a.positive_flag && a.positive.empty())
+    throw InputError("--label-positive '': expected a label id or name (leave the flag out for the automatic choice)");
   const int64_t positive_given = a.positive.empty() ? -1 : parse_positive(a.positive, names);
   auto split = ds.load(a.split);
   // The labels of the sequences the features will hold (the first --max, empty ones
@@ -214,10 +226,13 @@ void run_analyze_routing(const AnalyzeArgs& a) {
       labels.insert(l);
       ++labelled;
     }
-  if (labels.size() >= 2)
-    require(labelled >= a.folds, "--folds",
-            std::to_string(a.folds) + ": split '" + a.split + "' has " + std::to_string(labelled) +
-                " labelled sequences; expected at most that many folds");
+  // Separation and the probes cross-validate over --folds folds of documents.
+  std::string separation_skipped;
+  if (labels.size() >= 2 && labelled < a.folds) {
+    separation_skipped = "split '" + a.split + "' has " + std::to_string(labelled) +
+                         " labelled sequences, fewer than --folds " + std::to_string(a.folds);
+    require(positive_given < 0, "--folds", std::to_string(a.folds) + ": " + separation_skipped);
+  }
   if (positive_given >= 0) {
     require(labels.count(positive_given) > 0, "--label-positive",
             "label " + std::to_string(positive_given) + " does not occur in split '" + a.split + "'");
@@ -270,6 +285,19 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   auto f = analysis::collect_routing_features(model, split, co, a.max_tokens);
   if (f.seq_label != seq_labels)
     throw std::logic_error("routing analysis: the features hold other sequences than the split's first non-empty ones");
+  // The probes first: options they refuse (a --test-fraction that leaves too few
+  // development documents) stop the command before anything is written.
+  std::optional<analysis::ProbeReport> probes;
+  if (positive >= 0) {
+    std::vector<int> y(f.n_sequences());
+    for (int64_t s = 0; s < f.n_sequences(); ++s) y[s] = f.seq_label[s] < 0 ? -1 : f.seq_label[s] == positive;
+    analysis::ProbeOptions po;
+    po.folds = a.folds;
+    po.test_fraction = a.test_fraction;
+    po.seed = a.seed;
+    po.shuffle = !a.no_shuffle;
+    probes = analysis::run_routing_probes(f, y, po);
+  }
   refused_out.armed = false;
   const bool plots = util::gnuplot_available();
   if (!plots) std::cerr << "note: gnuplot not found, skipping PNGs (apt-get install gnuplot-nox)\n";
@@ -318,7 +346,11 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   }
 
   // ---- label separation of window paths (paper 4.1.1, Figure 3)
-  if (labels.size() >= 2 && !a.no_separation) {
+  if (!separation_skipped.empty() && !a.no_separation) {
+    j["separation"] = nullptr;
+    j["separation_skipped"] = separation_skipped;
+    std::cout << "label separation skipped: " << separation_skipped << "\n";
+  } else if (labels.size() >= 2 && !a.no_separation) {
     // The separation tables index labels by id ([labels] x [labels] confusion and distances).
     constexpr int64_t kMaxLabelId = 1023;
     require(*labels.rbegin() <= kMaxLabelId, a.data,
@@ -330,17 +362,21 @@ void run_analyze_routing(const AnalyzeArgs& a) {
     analysis::SeparationOptions so;
     so.folds = a.folds;
     so.seed = a.seed;
+    so.shuffles = a.no_shuffle ? 0 : so.shuffles;
     auto sj = analysis::label_separation(f, label_names, so, a.out, plots);
     std::printf("\nlabel from window path (nearest centroid, %d-fold CV by document): accuracy %.3f, "
-                "balanced %.3f, majority baseline %.3f, shuffled labels %.3f +- %.3f\n",
+                "balanced %.3f, majority baseline %.3f",
                 a.folds, sj["accuracy"].get<double>(),
                 sj["balanced_accuracy"].is_null() ? NAN : sj["balanced_accuracy"].get<double>(),
-                sj["majority_baseline"].get<double>(), sj["shuffled_accuracy_mean"].get<double>(),
-                sj["shuffled_accuracy_sd"].get<double>());
+                sj["majority_baseline"].get<double>());
+    if (!a.no_shuffle)
+      std::printf(", shuffled labels %.3f +- %.3f", sj["shuffled_accuracy_mean"].get<double>(),
+                  sj["shuffled_accuracy_sd"].get<double>());
+    std::printf("\n");
     std::cout << "nearest label centroid:";
-    for (std::size_t l = 0; l < label_names.size(); ++l)
+    for (std::size_t l = 0; l < sj["labels"].size(); ++l)  // the labels that occur
       if (!sj["nearest_label"][l].is_null())
-        std::cout << " " << label_names[l] << "->" << sj["nearest_label"][l].get<std::string>();
+        std::cout << " " << sj["labels"][l].get<std::string>() << "->" << sj["nearest_label"][l].get<std::string>();
     std::cout << "\n";
     j["separation"] = sj;
   }
@@ -351,14 +387,7 @@ void run_analyze_routing(const AnalyzeArgs& a) {
     j["probes_skipped"] = why_not;
     std::cout << "probes skipped: " << why_not << "\n";
   } else {
-    std::vector<int> y(f.n_sequences());
-    for (int64_t s = 0; s < f.n_sequences(); ++s) y[s] = f.seq_label[s] < 0 ? -1 : f.seq_label[s] == positive;
-    analysis::ProbeOptions po;
-    po.folds = a.folds;
-    po.test_fraction = a.test_fraction;
-    po.seed = a.seed;
-    po.shuffle = !a.no_shuffle;
-    auto rep = analysis::run_routing_probes(f, y, po);
+    const auto& rep = *probes;
     const std::string desc = display_name(names, positive) + " vs rest";
     auto pj = rep.to_json();
     pj["positive_label"] = positive;
@@ -391,7 +420,7 @@ void register_analyze(CLI::App& app) {
       ->default_val(0.2);
   r->add_option("--seed", a->seed, "Seed of the document-level splits (the shuffle control uses seed + 1)")
       ->default_val(0);
-  r->add_flag("--no-shuffle", a->no_shuffle, "Skip the label-shuffling control");
+  r->add_flag("--no-shuffle", a->no_shuffle, "Skip the label-shuffling controls (of the probes and of label separation)");
   r->add_flag("--no-separation", a->no_separation,
               "Skip the multi-label separation score and PCA of window paths (run when >= 2 labels occur)");
   r->add_option("--depth", a->depth,
@@ -406,7 +435,10 @@ void register_analyze(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   r->add_option("--batch", a->batch, "Batch size of the forward passes")->default_val(16)->check(CLI::Range(1, 1 << 16));
   r->add_option("--device", a->device, "cpu, cuda or cuda:N")->default_val("cpu");
-  r->callback([a] { run_analyze_routing(*a); });
+  r->callback([a, r] {
+    a->positive_flag = r->count("--label-positive") > 0;
+    run_analyze_routing(*a);
+  });
 }
 
 }  // namespace lol::cli

@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/environment.h"
 #include "core/runtime.h"
@@ -210,7 +211,7 @@ void register_bench(CLI::App& app) {
   auto* m = bench_command(app)->add_subcommand("matmul", "fp32 matrix product GFLOP/s (the practical peak)");
   // 3 fp32 matrices of n^2: n = 32768 needs 12 GiB.
   m->add_option("--n", ma->n, "Matrix size n (n x n times n x n)")->capture_default_str()->check(CLI::Range(1, 32768));
-  m->add_option("--seconds", ma->seconds, "Minimum timed duration")->capture_default_str();
+  m->add_option("--seconds", ma->seconds, "Minimum timed duration")->capture_default_str()->check(finite_range(0, 86400));
   m->add_option("--threads", ma->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
   m->add_option("--device", ma->device, "cpu | cuda[:N]")->capture_default_str();
   m->add_flag("--json", ma->json, "Print JSON");
@@ -227,12 +228,15 @@ void register_bench(CLI::App& app) {
   t->add_option("--peak-n", ta->peak_n, "Matrix size of the matmul peak measured afterwards (0 = skip)")
       ->capture_default_str()
       ->check(CLI::Range(0, 32768));
-  t->add_option("--peak-gflops", ta->peak_gflops, "Use this matmul peak instead of measuring it");
+  t->add_option("--peak-gflops", ta->peak_gflops, "Use this matmul peak instead of measuring it (GFLOP/s > 0)")
+      ->check(finite_range(1e-9, 1e12));
   t->add_option("--threads", ta->threads, "CPU threads, intra-op and OpenBLAS (default: all available)");
   t->add_option("--profile", ta->profile,
                 "Run N more steps under LibTorch's profiler and print the operators by self time")
       ->check(CLI::NonNegativeNumber);
-  t->add_option("--profile-top", ta->profile_top, "Rows of the --profile table")->capture_default_str();
+  t->add_option("--profile-top", ta->profile_top, "Rows of the --profile table")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   t->add_option("--device", ta->device, "cpu | cuda[:N]")->capture_default_str();
   t->add_flag("--json", ta->json, "Print JSON");
   t->callback([ta] { run_train_bench(*ta); });

@@ -45,6 +45,11 @@ void register_data(CLI::App& app) {
                 << " sequences (" << stats["puzzles_train"] << " / " << stats["puzzles_valid"]
                 << (test ? " / " + stats["puzzles_test"].dump() : std::string()) << " puzzles), "
                 << stats["tokens_train"] << " train tokens, longest " << stats["max_sequence_tokens"] << " tokens\n";
+      // The split is by puzzle hash: few puzzles may leave none for validation.
+      if (opt->valid_fraction > 0 && stats["puzzles_valid"].get<int64_t>() == 0)
+        std::cerr << "note: --n " << opt->n_puzzles << " with --valid-fraction " << opt->valid_fraction
+                  << " put no puzzle in the valid split (the split is by puzzle hash); `lol paths extract` and "
+                     "training's evaluation read valid: raise --n or --valid-fraction\n";
     });
   }
 
@@ -54,6 +59,9 @@ void register_data(CLI::App& app) {
   v->add_option("path", *file, "JSONL file or dataset directory written by `lol data`")->required();
   v->callback([file] {
     std::vector<std::string> files{*file};
+    if (!std::filesystem::exists(*file))
+      throw InputError(*file + ": no such file or directory (expected a JSONL file or a dataset directory written by "
+                               "`lol data maze|sudoku`)");
     if (std::filesystem::is_directory(*file)) {
       files.clear();
       for (const char* name : {"train.jsonl", "valid.jsonl", "test.jsonl"})
@@ -87,17 +95,20 @@ void register_data(CLI::App& app) {
       if (r.malformed > 0) throw InputError(f + ": " + std::to_string(r.malformed) + " malformed record(s)");
       failed = failed || r.failed > 0;
     }
-    // A puzzle belongs to one split (train, valid and test are disjoint by construction).
+    // A puzzle belongs to one split (train, valid and test are disjoint by construction):
+    // compared by question, whatever the records' puzzle_id says.
     if (files.size() > 1) {
-      std::map<uint64_t, std::string> owner;
+      std::map<std::string, std::string> owner;
       for (const std::string& f : files) {
         std::ifstream in(f);
+        int64_t lineno = 0;
         for (std::string line; std::getline(in, line);) {
+          ++lineno;
           const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-          if (!j.is_object() || !j.contains("puzzle_id") || !j["puzzle_id"].is_number_unsigned()) continue;
-          const auto [it, fresh] = owner.emplace(j["puzzle_id"].get<uint64_t>(), f);
+          if (!j.is_object() || !j.contains("question") || !j["question"].is_string()) continue;
+          const auto [it, fresh] = owner.emplace(j["question"].get<std::string>(), f);
           if (!fresh && it->second != f) {
-            std::cerr << f << ": puzzle " << it->first << " is also in " << it->second
+            std::cerr << f << ":" << lineno << ": its puzzle (question) is also in " << it->second
                       << " (the splits must not share puzzles)\n";
             failed = true;
             it->second = f;  // one message per pair of files and puzzle

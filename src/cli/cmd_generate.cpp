@@ -249,6 +249,8 @@ struct BenchArgs {
 LoLModel bench_model(const std::string& path, const torch::Device& dev) {
   if (fs::is_directory(path)) return load_lol(resolve_model_dir(path), dev);
   if (!fs::exists(path)) throw InputError("--model: " + path + " does not exist (expected a checkpoint directory or a config .json)");
+  if (fs::path(path).filename() == "latest")
+    throw InputError("--model " + path + ": a run's `latest` file, not a model config .json (pass the run directory)");
   LoLConfig c = LoLConfig::load(path);
   LoLModel m(c);
   m->to(dev);

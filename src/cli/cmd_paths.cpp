@@ -134,7 +134,13 @@ void register_paths(CLI::App& app) {
     require_model_reads_dataset(model_dir, extra, model->config().vocab_size, ds, "--data " + a->data);
     auto spec = spec_of_dataset(ds);
     auto split = ds.load(a->split);
+    require(split.size() > 0, a->data,
+            "split '" + a->split + "' holds no sequences (the valid split is drawn by puzzle hash: raise `lol data "
+            "--n` or --valid-fraction)");
     require(split.has_labels(), a->data, "split '" + a->split + "' has no strategy labels");
+    if (a->split == "test")
+      std::cerr << "note: --split test: mode paths from the test puzzles; eval-strategies on the same puzzles scores "
+                   "them optimistically (the paper extracts from validation puzzles)\n";
     io::create_dirs(a->out, "--out");
     analysis::CollectOptions co;
     co.batch_size = a->batch;
@@ -151,6 +157,13 @@ void register_paths(CLI::App& app) {
     for (int s = 1; s <= 5; ++s) {
       if (!st.cells.count(s)) {
         std::cerr << "warning: no validation sequences for strategy S" << s << "\n";
+        // An earlier extraction's path for it would be taken for this one's.
+        for (const std::string f : {"/S" + std::to_string(s) + ".json", "/mode_path_S" + std::to_string(s) + ".png",
+                                    "/agreement_S" + std::to_string(s) + ".png"})
+          if (fs::exists(a->out + f)) {
+            fs::remove(a->out + f);
+            std::cerr << "note: removed " << a->out + f << " of an earlier extraction\n";
+          }
         continue;
       }
       auto p = st.mode_path(s, extend_to, rule);

@@ -129,6 +129,21 @@ Dataset Dataset::open(const std::string& dir) {
   if (const auto* t = f.raw("tokenizer"))
     require(t->is_string() && !t->get<std::string>().empty(), path,
             "field 'tokenizer' = " + t->dump() + ": expected the tokenizer's file name (a string, relative to " + dir + ")");
+  // The optional fields' types, so that no later reader meets a wrong-typed value.
+  if (const auto* t = f.raw("task"))
+    require(t->is_string() && !t->get<std::string>().empty(), path,
+            "field 'task' = " + t->dump() + ": expected a task name (\"maze\", \"sudoku\", \"text\", ...)");
+  for (const char* k : {"stats", "meta", "vocab"})
+    if (const auto* o = f.raw(k)) require(o->is_object(), path, std::string("field '") + k + "': expected an object");
+  if (const auto* o = f.raw("labels"))
+    require(o->is_array() || o->is_object(), path, "field 'labels': expected an array of names or an object");
+  if (const auto* m = f.raw("meta"); m && m->contains("size")) {
+    const auto& sz = (*m)["size"];
+    const bool maze = d.task() == "maze";
+    require(sz.is_number_integer() && (!maze || (sz.get<int64_t>() >= 4 && sz.get<int64_t>() <= 16)), path,
+            "field 'meta.size' = " + sz.dump() + (maze ? ": expected the maze side, an integer 4 <= size <= 16"
+                                                       : ": expected an integer"));
+  }
   for (const char* k : {"task", "vocab", "tokenizer", "stats", "meta", "labels"}) f.allow(k);
   f.reject_unknown();
   return d;

@@ -7,11 +7,13 @@
 #include <memory>
 
 #include "dataset/shards.h"
+#include "tasks/maze.h"
 #include "tasks/maze_generate.h"
 #include "tasks/maze_strategies.h"
 #include "tasks/maze_tokenize.h"
 #include "tasks/maze_verify.h"
 #include "tasks/sudoku_generate.h"
+#include "tasks/sudoku_grid.h"
 #include "tasks/sudoku_tokenize.h"
 #include "tasks/sudoku_verify.h"
 #include "io/atomic_file.h"
@@ -209,7 +211,8 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
                          {"splits", splits},
                          {"stats", stats},
                          {"meta",
-                          {{"size", opt.size},
+                          {{"size", spec.size > 0 ? spec.size : 9},  // the grid side (sudoku: 9)
+                           {"max_tokens", opt.max_tokens},
                            {"seed", opt.seed},
                            {"n_puzzles", opt.n_puzzles},
                            {"valid_fraction", opt.valid_fraction},
@@ -256,7 +259,16 @@ VerifyReport verify_task_file(const std::string& path) {
       const std::string want_label = spec.label(e.strategy);
       const auto answer_tokens = tasks::split_tokens(e.answer);
       std::string wrong;
-      if (e.label != want_label)
+      // puzzle_id is the hash of the question (the split assignment and the check that
+      // splits share no puzzle rely on it).
+      uint64_t want_id = e.puzzle_id;
+      if (j.contains("puzzle_id"))
+        want_id = task == "maze" ? tasks::maze_fnv1a(e.question)
+                                 : tasks::sudoku_hash(tasks::parse_sudoku_question(e.question, where));
+      if (e.puzzle_id != want_id)
+        wrong = "puzzle_id " + std::to_string(e.puzzle_id) + " is not the hash of its question (expected " +
+                std::to_string(want_id) + ")";
+      else if (e.label != want_label)
         wrong = "label '" + e.label + "' is not strategy S" + std::to_string(e.strategy) + "'s label '" + want_label + "'";
       else if (answer_tokens.empty() || answer_tokens.back() != "<eos>")
         wrong = "answer: missing <eos> at the end";

@@ -40,6 +40,28 @@ nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlo
 
 }  // namespace
 
+namespace {
+/// Sets every column of `x` that is constant to working precision over the rows with
+/// part >= 0 (standard deviation at most `rel` times the root mean square, e.g. router
+/// probabilities of identical inputs that differ only by the float rounding of batched
+/// matmuls) to its mean: it carries no signal, and no readout should fit its noise.
+void flatten_constant_columns(Matrix& x, const std::vector<int>& part, double rel) {
+  for (int64_t c = 0; c < x.cols; ++c) {
+    double n = 0, sum = 0;
+    for (int64_t r = 0; r < x.rows; ++r)
+      if (part[r] >= 0) n += 1, sum += x(r, c);
+    if (n == 0) continue;
+    const double mean = sum / n;
+    double var = 0;
+    for (int64_t r = 0; r < x.rows; ++r)
+      if (part[r] >= 0) var += (x(r, c) - mean) * (x(r, c) - mean);
+    var /= n;
+    if (var <= rel * rel * (mean * mean + var))
+      for (int64_t r = 0; r < x.rows; ++r) x(r, c) = mean;
+  }
+}
+}  // namespace
+
 // ------------------------------------------------------------------ RidgeReadout
 
 RidgeReadout::RidgeReadout(Matrix x, std::vector<int> part, std::vector<double> relative_lambdas)
@@ -48,6 +70,7 @@ RidgeReadout::RidgeReadout(Matrix x, std::vector<int> part, std::vector<double> 
           std::to_string(part_.size()) + " parts for " + std::to_string(x_.rows) + " rows: expected equal");
   require(!rel_.empty(), "stats::RidgeReadout", "empty penalty grid");
   for (double c : rel_) require(c > 0 && std::isfinite(c), "stats::RidgeReadout", "relative penalties must be > 0");
+  flatten_constant_columns(x_, part_, kConstantFeature);
   const int64_t p = x_.cols;
   std::vector<double> mean(p, 0.0);
   int64_t n = 0, parts = 0;
@@ -141,6 +164,7 @@ BestColumnReadout::BestColumnReadout(Matrix x, std::vector<int> part, int sign)
   require(int64_t(part_.size()) == x_.rows, "stats::BestColumnReadout",
           std::to_string(part_.size()) + " parts for " + std::to_string(x_.rows) + " rows: expected equal");
   require(x_.cols > 0, "stats::BestColumnReadout", "no columns: expected at least one feature");
+  flatten_constant_columns(x_, part_, RidgeReadout::kConstantFeature);
 }
 
 std::vector<double> BestColumnReadout::fit_score(const std::vector<int>& y, const std::vector<int>& train, int eval) {

@@ -43,9 +43,12 @@ class Readout {
 /// `relative_lambdas` (see default_relative_lambdas()) by the mean AUROC of
 /// leave-one-part-out CV over the training parts (ties: the larger penalty); the model
 /// is then refitted on all training parts. Per-part Gram matrices are computed once,
-/// so a fit costs O(|train| |lambdas| p^3) plus O(n p) for the targets.
+/// so a fit costs O(|train| |lambdas| p^3) plus O(n p) for the targets. A feature whose
+/// standard deviation over the included items is at most kConstantFeature times its
+/// root mean square is constant to working precision and is left out (set to its mean).
 class RidgeReadout : public Readout {
  public:
+  static constexpr double kConstantFeature = 1e-5;
   RidgeReadout(Matrix x, std::vector<int> part, std::vector<double> relative_lambdas = default_relative_lambdas());
   std::vector<double> fit_score(const std::vector<int>& y, const std::vector<int>& train, int eval) override;
   nlohmann::json last_fit() const override { return last_; }
@@ -66,7 +69,8 @@ class RidgeReadout : public Readout {
 /// column). `sign` -1 fixes the orientation as the paper's "negative winning-expert
 /// probability at a depth selected on the training folds" (Appendix C.2): the column
 /// is then chosen by the AUROC of -x alone. Throws InputError (exit 2) when `part`
-/// and X differ in rows, X has no columns, or `sign` is not -1, 0 or +1.
+/// and X differ in rows, X has no columns, or `sign` is not -1, 0 or +1. Columns
+/// constant to working precision (as in RidgeReadout) score every item alike.
 class BestColumnReadout : public Readout {
  public:
   BestColumnReadout(Matrix x, std::vector<int> part, int sign = 0);

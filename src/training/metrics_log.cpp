@@ -1,6 +1,7 @@
 #include "training/metrics_log.h"
 
 #include <filesystem>
+#include <cstdio>
 #include <sstream>
 
 #include "io/atomic_file.h"
@@ -34,16 +35,26 @@ void MetricsLog::write(const nlohmann::json& r) {
 }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::istringstream in(io::read_file(path));
+  const std::string text = io::read_file(path);
+  std::istringstream in(text);
   std::vector<nlohmann::json> out;
   std::string line;
   int64_t n = 0;
+  size_t consumed = 0;
   while (std::getline(in, line)) {
     ++n;
+    consumed += line.size() + 1;
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    if (j.is_discarded() || !j.is_object()) {
+      // A last line without its newline is a record cut by a kill mid-write: left out.
+      if (consumed > text.size()) {
+        std::fprintf(stderr, "note: %s:%lld: a partial last line (a run stopped mid-write) is left out\n", path.c_str(),
+                     (long long)n);
+        break;
+      }
       throw InputError(path + ":" + std::to_string(n) + ": not a JSON object");
+    }
     out.push_back(std::move(j));
   }
   return out;

@@ -78,7 +78,15 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
     // A run directory stands for its metrics.jsonl.
     const std::string input =
         fs::is_directory(opt.inputs[i]) ? (fs::path(opt.inputs[i]) / "metrics.jsonl").string() : opt.inputs[i];
+    std::error_code ec;
+    if (fs::exists(opt.out, ec) && fs::equivalent(opt.out, input, ec))
+      throw InputError("--out " + opt.out + ": is the input " + input + " (expected another file for the image)");
     const auto records = read_metrics(input);
+    for (size_t k = 0; k < records.size(); ++k)
+      for (const char* f : {"loss", "valid_loss", "step", opt.x.c_str()})
+        if (records[k].contains(f) && !records[k][f].is_number() && !records[k][f].is_null())
+          throw InputError(input + ": record " + std::to_string(k + 1) + ": field '" + f + "' = " +
+                           records[k][f].dump() + ": expected a number");
     const std::string train_dat = data_dir + "/train-" + std::to_string(i) + ".dat";
     const std::string valid_dat = data_dir + "/valid-" + std::to_string(i) + ".dat";
     std::string tr, va;

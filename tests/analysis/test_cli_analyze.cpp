@@ -89,6 +89,11 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   EXPECT_GE(sep["accuracy"].get<double>(), 0.0);
   EXPECT_LE(sep["accuracy"].get<double>(), 1.0);
   EXPECT_EQ(sep["shuffled_accuracy"].size(), 20u);
+  // Only the labels that occur (maze strategies are 1..5: no row for id 0).
+  ASSERT_EQ(sep["labels"].size(), 5u) << sep["labels"];
+  EXPECT_EQ(sep["labels"][0], "S1 (BFS)");
+  EXPECT_EQ(sep["confusion"].size(), 5u);
+  for (const auto& w : sep["windows_per_label"]) EXPECT_GT(w.get<int64_t>(), 0);
   int64_t confused = 0;
   for (const auto& row : sep["confusion"])
     for (const auto& v : row) confused += v.get<int64_t>();
@@ -144,6 +149,41 @@ TEST(CliAnalyzeRouting, TinyMazeRun) {
   // that cannot be created is not what the message is about.
   EXPECT_EQ(run(two + " --label-positive 1 --out " + (tmp / "two_out/routing.json/x"), log), 2) << slurp(log);
   EXPECT_NE(slurp(log).find("--label-positive 1: label"), std::string::npos) << slurp(log);
+  // Fewer labelled documents than --folds: separation and the automatic probe are
+  // skipped with their reasons, utilization is written.
+  write_relabelled(ds, tmp / "few", 4, [](int64_t i, int64_t) { return i % 2; });
+  ASSERT_EQ(run(lol + " analyze routing --model " + (tmp / "model") + " --data " + (tmp / "few") +
+                    " --split train --out " + (tmp / "few_out"),
+                log),
+            0)
+      << slurp(log);
+  const auto j4 = nlohmann::json::parse(slurp(tmp / "few_out/routing.json"));
+  EXPECT_TRUE(j4["separation"].is_null());
+  EXPECT_NE(j4["separation_skipped"].get<std::string>().find("4 labelled sequences, fewer than --folds 5"),
+            std::string::npos);
+  EXPECT_TRUE(j4["probes"].is_null());
+  EXPECT_EQ(j4["utilization"]["routed_depths"], 2);
+  // A --test-fraction that leaves fewer development documents than folds: refused
+  // before anything is written (it ended in a singular ridge system, exit 1).
+  EXPECT_EQ(run(base + " --label-positive S1 --test-fraction 0.95 --out " + (tmp / "tf_out"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("--test-fraction: 0.95"), std::string::npos) << slurp(log);
+  EXPECT_FALSE(fs::exists(tmp / "tf_out"));
+  // --no-shuffle drops the shuffled controls of separation too; an empty
+  // --label-positive is refused, not taken as "not given".
+  ASSERT_EQ(run(base + " --max 30 --no-shuffle --out " + (tmp / "ns_out"), log), 0) << slurp(log);
+  const auto j5 = nlohmann::json::parse(slurp(tmp / "ns_out/routing.json"));
+  EXPECT_TRUE(j5["separation"]["shuffled_accuracy_mean"].is_null());
+  EXPECT_TRUE(j5["separation"]["shuffled_accuracy"].empty());
+  EXPECT_EQ(run(base + " --label-positive '' --out " + (tmp / "bad"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("--label-positive '': expected a label id or name"), std::string::npos) << slurp(log);
+  // A name shared by two labels is refused, naming their ids.
+  {
+    auto info = nlohmann::json::parse(slurp(tmp / "two/dataset.json"));
+    info["meta"]["labels"] = {"aa", "aa"};
+    std::ofstream(tmp / "two/dataset.json") << info.dump();
+  }
+  EXPECT_EQ(run(two + " --label-positive aa --out " + (tmp / "bad"), log), 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("names several labels of the dataset (ids 0, 1)"), std::string::npos) << slurp(log);
   // A negative id marks unlabelled sequences: not a label to probe.
   EXPECT_EQ(run(two + " --label-positive -1 --out " + (tmp / "two_bad"), log), 2) << slurp(log);
   EXPECT_NE(slurp(log).find("expected a label id >= 0"), std::string::npos) << slurp(log);

@@ -42,6 +42,36 @@ TEST(LoopedModel, ForwardBackwardReachesEveryParameter) {
   EXPECT_EQ(m->named_parameters()["model.adapter.weight"].sizes(), (std::vector<int64_t>{16, 32}));
 }
 
+// state_init "random": training draws a new s_0 each forward; evaluation uses one fixed
+// draw per position, so two evaluations agree, a sequence's logits do not depend on the
+// other rows of its batch, and a prefix's logits are the longer sequence's first ones.
+TEST(LoopedModel, EvalModeInitialStateIsFixedPerPosition) {
+  auto c = tiny_looped();
+  ASSERT_EQ(c.state_init, "random");
+  LoopedModel m(c);
+  m->reset_parameters(5);
+  auto tok = btest::random_tokens(3, 9, c.vocab_size, 4);
+  m->train();
+  EXPECT_FALSE(torch::equal(m->forward(tok), m->forward(tok))) << "training draws s_0 afresh";
+  m->eval();
+  torch::NoGradGuard ng;
+  const auto a = m->forward(tok), b = m->forward(tok);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_TRUE(torch::allclose(m->forward(tok.slice(0, 1, 2)), a.slice(0, 1, 2), 1e-5, 1e-6)) << "batch-independent";
+  EXPECT_TRUE(torch::allclose(m->forward(tok.slice(1, 0, 5)), a.slice(1, 0, 5), 1e-5, 1e-6)) << "prefix-consistent";
+  LoopedModel other(c);  // another instance: the same draw
+  other->reset_parameters(5);
+  other->eval();
+  EXPECT_TRUE(torch::equal(other->forward(tok), a));
+  // Not the zero state: the draw is used.
+  auto z = c;
+  z.state_init = "zero";
+  LoopedModel zero(z);
+  zero->reset_parameters(5);
+  zero->eval();
+  EXPECT_FALSE(torch::allclose(zero->forward(tok), a));
+}
+
 TEST(LoopedModel, OneIterationEqualsDenseStackOfItsLayers) {
   // With the adapter reading only the prelude output (weight [0 | I]), R = 1 runs
   // prelude, the k recurrent blocks and the coda once: a dense model of P + k + C layers.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -75,6 +76,45 @@ TEST(TaskDataset, NegativeTestCountIsRefused) {
   o.n_test = -2;
   o.progress = false;
   lol_test::expect_input_error([&] { build_task_dataset(o, t / "d"); }, {"--n-test -2: expected >= 0"});
+}
+
+// dataset.json's optional fields are type-checked at open: a wrong type named by field
+// and file (an "internal error" from a later reader before), a maze side out of range
+// too; a sudoku dataset records its grid side 9 and the --max-tokens cap.
+TEST(TaskDataset, WrongTypedInfoFieldsAreRefusedAtOpen) {
+  test::TmpDir t;
+  TaskDatasetOptions o;
+  o.task = "sudoku";
+  o.n_puzzles = 3;
+  o.seed = 7;
+  o.max_tokens = 4000;
+  o.progress = false;
+  build_task_dataset(o, t / "s");
+  const auto ds = Dataset::open(t / "s");
+  EXPECT_EQ(ds.info()["meta"]["size"], 9);
+  EXPECT_EQ(ds.info()["meta"]["max_tokens"], 4000);
+  const std::string path = t / "s/dataset.json";
+  const auto good = nlohmann::json::parse(lol_test::read_text(path));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& j) { j["task"] = 7; }, "field 'task' = 7: expected a task name"},
+      {[](nlohmann::json& j) { j["task"] = ""; }, "field 'task' = \"\": expected a task name"},
+      {[](nlohmann::json& j) { j["meta"] = "x"; }, "field 'meta': expected an object"},
+      {[](nlohmann::json& j) { j["stats"] = 1; }, "field 'stats': expected an object"},
+      {[](nlohmann::json& j) { j["vocab"] = "abc"; }, "field 'vocab': expected an object"},
+      {[](nlohmann::json& j) { j["labels"] = 3; }, "field 'labels': expected an array of names or an object"},
+      {[](nlohmann::json& j) { j["meta"]["size"] = "4"; }, "field 'meta.size' = \"4\": expected an integer"},
+      {[](nlohmann::json& j) {
+         j["task"] = "maze";
+         j["meta"]["size"] = 99;
+       },
+       "field 'meta.size' = 99: expected the maze side, an integer 4 <= size <= 16"},
+  };
+  for (const auto& [edit, says] : cases) {
+    auto j = good;
+    edit(j);
+    lol_test::write_text(path, j.dump());
+    lol_test::expect_input_error([&] { Dataset::open(t / "s"); }, {path, says});
+  }
 }
 
 }  // namespace

@@ -444,6 +444,27 @@ TEST(CliErrors, OutOfMemoryExitsWith4AndSaysSo) {
 #endif
 }
 
+// Benchmark flags out of range, nan and inf included, are refused naming the flag
+// (`--seconds inf` never finished; a peak of -5 or nan was ignored silently).
+TEST(CliErrors, BenchFlagsAreChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench matmul --n 8 --seconds inf", "--seconds: Value inf not in range"},
+      {"bench matmul --n 8 --seconds nan", "--seconds: Value nan not in range"},
+      {"bench matmul --n 8 --seconds -1", "--seconds: Value -1 not in range"},
+      {"bench train --steps 1 --warmup 0 --peak-gflops -5", "--peak-gflops: Value -5 not in range"},
+      {"bench train --steps 1 --warmup 0 --peak-gflops nan", "--peak-gflops: Value nan not in range"},
+      {"bench train --steps 1 --warmup 0 --peak-gflops 0", "--peak-gflops: Value 0 not in range"},
+      {"bench train --profile 1 --profile-top -1", "--profile-top: Value -1 not in range"},
+  };
+  std::vector<std::string> args;
+  for (const auto& c : cases) args.push_back(c.first);
+  auto r = run_lol_all(args);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(r[i].code, 2) << cases[i].first << ": " << r[i].out;
+    EXPECT_NE(r[i].out.find(cases[i].second), std::string::npos) << cases[i].first << ": " << r[i].out;
+  }
+}
+
 TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {
   TempDir tmp("cli_init");
   auto c = compat_config(false);

@@ -119,6 +119,21 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   EXPECT_EQ(WEXITSTATUS(run(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir +
                             "/paths_bad --extend some")),
             2);
+  // A new extraction that sees fewer strategies (--max 3: S1..S3 of the first puzzle)
+  // removes the earlier S4/S5 files, which eval-strategies would take for its own.
+  {
+    std::string said;
+    ASSERT_EQ(run_capture(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --max 3 --out " + dir +
+                              "/paths_ext",
+                          &said),
+              0)
+        << said;
+    EXPECT_TRUE(fs::exists(dir + "/paths_ext/S3.json"));
+    EXPECT_FALSE(fs::exists(dir + "/paths_ext/S4.json"));
+    EXPECT_FALSE(fs::exists(dir + "/paths_ext/S5.json"));
+    EXPECT_NE(said.find("note: removed " + dir + "/paths_ext/S5.json of an earlier extraction"), std::string::npos)
+        << said;
+  }
   auto res = eval_and_check_counts(lol, dir, 3, 40);
   // A correct trajectory (paper 4.1.3) is as requested, rule-faithful and correct.
   for (int s = 1; s <= 5; ++s) {
@@ -162,10 +177,15 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   {
     std::string first;
     std::getline(std::ifstream(dir + "/data/train.jsonl"), first);
-    std::ofstream(dir + "/overlap/test.jsonl", std::ios::app) << first << "\n";
+    // The copy's puzzle_id edited: still the same puzzle (and an id that is not its hash).
+    auto rec = nlohmann::json::parse(first);
+    rec["puzzle_id"] = 42;
+    std::ofstream(dir + "/overlap/test.jsonl", std::ios::app) << rec.dump() << "\n";
   }
   EXPECT_EQ(run_capture(lol + " data verify " + dir + "/overlap", &warned), 1) << warned;
-  EXPECT_NE(warned.find("/overlap/test.jsonl: puzzle "), std::string::npos) << warned;
+  EXPECT_NE(warned.find("/overlap/test.jsonl:"), std::string::npos) << warned;
+  EXPECT_NE(warned.find(": its puzzle (question) is also in"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("puzzle_id 42 is not the hash of its question (expected "), std::string::npos) << warned;
   EXPECT_NE(warned.find("is also in " + dir + "/overlap/train.jsonl (the splits must not share puzzles)"),
             std::string::npos)
       << warned;
@@ -273,6 +293,13 @@ TEST(MainJobPipeline, SmallDataFinishedRunsAndUnwritableOutputs) {
   // Resuming the finished run trains nothing and says so (it printed "loss 0.0000").
   EXPECT_EQ(run_capture(lol + " train --resume " + dir + "/run --no-progress", &out), 0);
   EXPECT_NE(out.find("is already at step 2 = train.steps; nothing to do"), std::string::npos) << out;
+  // An empty valid split: paths extract says so (not "no strategy labels"); a dataset
+  // whose hash split leaves valid empty gets a note.
+  EXPECT_EQ(run_capture(lol + " paths extract --model " + dir + "/run --data " + dir + "/data --out " + dir + "/p0", &out),
+            2);
+  EXPECT_NE(out.find("split 'valid' holds no sequences"), std::string::npos) << out;
+  EXPECT_EQ(run_capture(lol + " data maze --n 2 --size 4 --seed 0 --out " + dir + "/two", &out), 0);
+  EXPECT_NE(out.find("put no puzzle in the valid split"), std::string::npos) << out;
   // Regenerating over a dataset, or a length filter that keeps nothing, is refused.
   EXPECT_EQ(run_capture(lol + " data maze --n 6 --size 4 --out " + dir + "/data", &out), 2);
   EXPECT_NE(out.find("already holds a dataset"), std::string::npos) << out;

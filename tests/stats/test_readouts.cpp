@@ -76,6 +76,31 @@ TEST(Readouts, UninformativeFeaturesStayNearChance) {
   EXPECT_NEAR(res.cv_mean, 0.5, 0.1);
 }
 
+// Features equal up to float rounding (identical inputs through batched matmuls) carry
+// no signal: ridge leaves them out instead of fitting the noise with a tiny penalty, so
+// every score ties (AUROC 0.5) whatever the labels.
+TEST(Readouts, RidgeIgnoresFeaturesConstantToWorkingPrecision) {
+  auto s = make(120, 0.0, 4);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> ulp(-1.0, 1.0);
+  for (int64_t r = 0; r < s.x.rows; ++r)
+    for (int64_t c = 0; c < s.x.cols; ++c) s.x(r, c) = (0.25 + 0.1 * double(c)) * (1.0 + 3e-7 * ulp(rng));
+  RidgeReadout r(s.x, s.part);
+  auto scores = r.fit_score(s.y, {0, 1, 2, 3, 4}, 5);
+  ASSERT_FALSE(scores.empty());
+  for (double v : scores) EXPECT_EQ(v, scores[0]);
+  for (int sign : {-1, 0, 1}) {
+    BestColumnReadout b(s.x, s.part, sign);
+    auto bs = b.fit_score(s.y, {0, 1, 2, 3, 4}, 5);
+    for (double v : bs) EXPECT_EQ(v, bs[0]) << "sign " << sign;
+  }
+  // A real (small) spread is kept: column 0, 1e-3 higher for positives, separates them.
+  for (int64_t r = 0; r < s.x.rows; ++r) s.x(r, 0) = 0.25 * (1.0 + 1e-3 * (s.y[size_t(r)] + 0.3 * ulp(rng)));
+  RidgeReadout k(s.x, s.part);
+  auto res = evaluate_readout(k, s.y, s.groups);
+  EXPECT_GT(res.test_auroc, 0.9);
+}
+
 TEST(Readouts, BestColumnChoosesInformativeColumnAndSign) {
   auto s = make(150, 2.0, 3);
   for (int64_t r = 0; r < s.x.rows; ++r) s.x(r, 2) = -s.x(r, 2);  // positives now lower

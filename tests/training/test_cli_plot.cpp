@@ -161,4 +161,25 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   o.inputs = {dir.path() + "/neg.jsonl"};
   o.log_y = true;
   expect_refused("--log-y: " + dir.path() + "/neg.jsonl has loss = -1");
+  o.log_y = false;
+  // A loss that is not a number is refused by record and field (it was skipped silently).
+  std::ofstream(dir.path() + "/str.jsonl") << R"({"step":1,"loss":"1.0","tokens":10})" << "\n";
+  o.inputs = {dir.path() + "/str.jsonl"};
+  expect_refused(dir.path() + "/str.jsonl: record 1: field 'loss' = \"1.0\": expected a number");
+  // An image over its own input is refused (the metrics were overwritten).
+  std::ofstream(dir.path() + "/same.png") << R"({"step":1,"loss":1.0,"tokens":10})" << "\n";
+  o.inputs = {dir.path() + "/same.png"};
+  o.out = dir.path() + "/same.png";
+  try {
+    plot_metrics(o);
+    ADD_FAILURE() << "wrote the image over its input";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is the input"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(lol::io::read_file(o.out), "{\"step\":1,\"loss\":1.0,\"tokens\":10}\n");
+  // A last line cut by a kill mid-write is left out; a bad line before it is refused.
+  std::ofstream(dir.path() + "/cut.jsonl") << "{\"step\":1,\"loss\":2.0,\"tokens\":10}\n{\"step\":2,\"lo";
+  EXPECT_EQ(read_metrics(dir.path() + "/cut.jsonl").size(), 1u);
+  std::ofstream(dir.path() + "/bad.jsonl") << "{\"step\":1,\"lo\n{\"step\":2,\"loss\":2.0}\n";
+  EXPECT_THROW(read_metrics(dir.path() + "/bad.jsonl"), lol::InputError);
 }
