@@ -191,6 +191,10 @@ std::vector<ChoiceExample> read_choice_file(const std::string& path) {
     }
     if (!j.is_object()) throw InputError(where + ": expected a JSON object");
     auto field = [&](const char* name, const char* alias) -> const nlohmann::json* {
+      // Both spellings with different values: which one is meant is unknown.
+      if (alias && j.contains(name) && j.contains(alias) && j[name] != j[alias])
+        throw InputError(where + ": fields '" + name + "' = " + j[name].dump() + " and '" + alias + "' = " +
+                         j[alias].dump() + " differ (expected one of them)");
       if (j.contains(name)) return &j[name];
       if (alias && j.contains(alias)) return &j[alias];
       return nullptr;

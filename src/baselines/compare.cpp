@@ -174,6 +174,16 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
   if (opt.data_dir.empty()) throw InputError("--data: expected a dataset directory");
   if (opt.out_dir.empty()) throw InputError("--out: expected an output directory");
   if (!(opt.flops_budget > 0)) throw InputError("--flops " + fmt("%g", opt.flops_budget) + ": expected > 0");
+  // What the comparison sets itself cannot be overridden (it was dropped silently).
+  for (const auto& o : opt.overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    const std::string owner = key == "data.dir"      ? "--data"
+                              : key == "train.out"   ? "--out (OUT/<config name>)"
+                              : key == "train.steps" ? "--flops (each model's steps are planned to the budget)"
+                                                     : "";
+    if (!owner.empty())
+      throw InputError("--set " + o + ": compare sets " + key + " from " + owner + "; leave it out of --set");
+  }
   // Load and check every config before training anything.
   std::vector<training::RunConfig> cfgs;
   std::vector<std::string> names;

@@ -31,6 +31,9 @@ void DenseConfig::validate(const std::string& w) const {
             "attention = \"full\"");
   }
   if (kind == AttentionKind::Strided) check_range(w, "stride", stride, 0, window - 1);
+  util::check_parameter_estimate(w, "n_layers blocks and the embeddings",
+                                 double(n_layers) * block_parameter_estimate(1, ffn_hidden) +
+                                     2.0 * double(vocab_size) * double(d_model));
 }
 
 DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w) {

@@ -1,5 +1,6 @@
 #include "baselines/looped_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/error.h"
@@ -28,6 +29,10 @@ void LoopedConfig::validate(const std::string& w) const {
                      "\": expected one of fixed, poisson_lognormal");
   if (state_init != "random" && state_init != "zero")
     throw InputError(w + ": field 'state_init' = \"" + state_init + "\": expected one of random, zero");
+  const double r = double(std::max(recurrence, max_recurrence));
+  util::check_parameter_estimate(w, "the blocks applied max(recurrence, max_recurrence) times, and the embeddings",
+                                 (double(n_prelude + n_coda) + r * double(n_recur)) * block_parameter_estimate(1, ffn_hidden) +
+                                     2.0 * double(vocab_size) * double(d_model) + r * 2.0 * double(d_model) * double(d_model));
 }
 
 LoopedConfig LoopedConfig::from_json(const nlohmann::json& j, const std::string& w) {

@@ -38,6 +38,10 @@ void MoEConfig::validate(const std::string& w) const {
   if (k == AttentionKind::Strided) check_range(w, "stride", stride, 0, window - 1);
   check_range(w, "router_noise_std", router_noise_std, 0.0, 1e3);
   check_range(w, "balance_update_rate", balance_update_rate, 0.0, 1.0);
+  util::check_parameter_estimate(
+      w, "n_experts experts in every block, and the embeddings",
+      double(n_prelude + core_depth + n_coda) * block_parameter_estimate(n_experts, expert_ffn_hidden > 0 ? expert_ffn_hidden : ffn_hidden) +
+          2.0 * double(vocab_size) * double(d_model));
 }
 
 MoEConfig MoEConfig::from_json(const nlohmann::json& j, const std::string& w) {

@@ -64,6 +64,7 @@ void TransformerShape::validate(const std::string& w) const {
   require(rope_theta >= 1 && rope_theta <= 1e30, w,
           "field 'rope_theta' = " + std::to_string(rope_theta) + ": expected a value in [1, 1e30]");
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' = " + std::to_string(norm_eps) + ": expected 0 < eps < 1");
+  util::check_parameter_estimate(w, "one block", block_parameter_estimate(1, ffn_hidden));
 }
 
 }  // namespace lol::baselines

@@ -9,6 +9,7 @@
 
 #include "nn/block.h"
 #include "util/json_fields.h"
+#include "util/size_limits.h"
 
 namespace lol::baselines {
 
@@ -25,6 +26,13 @@ struct TransformerShape {
   double rope_theta = 10000;
   double norm_eps = 1e-6;
 
+  /// Parameters of one block with `experts` MLPs of width `ffn`, in floating point
+  /// (util::block_parameter_estimate), for the size checks of the configurations.
+  double block_parameter_estimate(int64_t experts, int64_t ffn) const {
+    const double hd = double(effective_head_dim());
+    return util::block_parameter_estimate(double(d_model), double(n_heads) * hd, double(n_kv_heads) * hd,
+                                          double(experts), double(ffn));
+  }
   /// head_dim, or d_model / n_heads when head_dim = 0.
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : (n_heads > 0 ? d_model / n_heads : 0); }
   /// The nn::Block shape of one layer with `ffn` hidden units (0 = ffn_hidden).

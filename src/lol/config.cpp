@@ -1,11 +1,13 @@
 #include "lol/config.h"
 
+#include <algorithm>
 #include <set>
 
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "util/error.h"
 #include "util/json_fields.h"
+#include "util/size_limits.h"
 
 namespace lol {
 
@@ -41,6 +43,16 @@ void LoLConfig::validate(const std::string& w) const {
     check_range(w, "prelude_coda_top_k", prelude_coda_top_k, 1, prelude_coda_experts);
     check_range(w, "prelude_coda_expert_ffn", prelude_coda_expert_ffn, 0, int64_t(1) << 24);
   }
+  const double d = double(d_model);
+  const double core_block = util::block_parameter_estimate(d, d, d * double(n_kv_heads) / double(n_heads), 1, double(ffn_hidden));
+  const double outer_block =
+      moe_prelude_coda()
+          ? util::block_parameter_estimate(d, d, d * double(n_kv_heads) / double(n_heads), double(prelude_coda_experts),
+                                           double(prelude_coda_expert_ffn > 0 ? prelude_coda_expert_ffn : ffn_hidden))
+          : core_block;
+  util::check_parameter_estimate(w, "the library, prelude and coda blocks, and the embeddings",
+                                 double(std::max(library_size, core_depth)) * core_block + double(n_prelude + n_coda) * outer_block +
+                                     2.0 * double(vocab_size) * d);
 }
 
 nlohmann::json LoLConfig::to_json() const {

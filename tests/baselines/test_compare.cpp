@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../common/test_files.h"
 #include "baseline_test_util.h"
 #include "baselines/compare.h"
 #include "baselines/flops.h"
@@ -133,6 +134,12 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
   } catch (const lol::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("data"), std::string::npos) << e.what();
   }
+  // --set of what compare sets itself is refused, not dropped.
+  for (const std::string set : {"data.dir=/elsewhere", "train.out=/tmp/x", "train.steps=3"}) {
+    o.overrides = {set};
+    lol_test::expect_input_error([&] { run_compare(o); }, {"--set " + set + ": compare sets "});
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.out_dir)) << "refused before anything is written";
 }
 
 TEST(Compare, InfoReportsEveryArchitecture) {

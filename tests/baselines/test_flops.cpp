@@ -7,10 +7,12 @@
 #include <ATen/record_function.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "baseline_test_util.h"
 #include "baselines/dense_model.h"
 #include "baselines/flops.h"
+#include "baselines/looped_config.h"
 #include "baselines/looped_model.h"
 #include "baselines/moe_model.h"
 #include "lol/model.h"
@@ -227,4 +229,37 @@ TEST(BaselinePresets, HaveACostModel) {
     ++n;
   }
   EXPECT_GE(n, 10);
+}
+
+// Each field within its range, but their product beyond what the 64-bit parameter and
+// FLOP counts hold: refused naming the configuration (lol info printed wrapped counts,
+// active parameters larger than all parameters).
+TEST(Flops, ConfigurationsBeyond2To53ParametersAreRefused) {
+  auto expect_refused = [](const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted";
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("more than 2^53"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cfg: about "), std::string::npos) << e.what();
+    }
+  };
+  const nlohmann::json big_shape = {{"vocab_size", 1000}, {"d_model", 1048576}, {"n_heads", 16}, {"n_kv_heads", 16},
+                                    {"ffn_hidden", 16777216}, {"max_seq_len", 1024}};
+  auto moe = big_shape;
+  moe.update({{"architecture", "moe"}, {"n_prelude", 0}, {"core_depth", 4096}, {"n_coda", 0}, {"n_experts", 4096}, {"top_k", 1}});
+  expect_refused([&] { MoEConfig::from_json(moe, "cfg"); });
+  auto dense = big_shape;
+  dense.update({{"architecture", "dense"}, {"n_layers", 4096}});
+  expect_refused([&] { DenseConfig::from_json(dense, "cfg"); });
+  auto looped = big_shape;
+  looped.update({{"architecture", "looped"}, {"n_recur", 64}, {"recurrence", 64}});
+  expect_refused([&] { LoopedConfig::from_json(looped, "cfg"); });
+  auto lol = big_shape;
+  lol.update({{"library_size", 4096}, {"core_depth", 8}, {"window", 8}, {"stride", 4}});
+  expect_refused([&] { lol::LoLConfig::from_json(lol, "cfg"); });
+  // A large but countable model passes (d 8192, 80 layers: about 54e9 parameters).
+  auto ok = dense;
+  ok.update({{"d_model", 8192}, {"n_heads", 64}, {"n_kv_heads", 8}, {"ffn_hidden", 28672}, {"n_layers", 80}});
+  EXPECT_NO_THROW(DenseConfig::from_json(ok, "cfg"));
 }

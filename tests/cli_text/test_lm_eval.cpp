@@ -327,6 +327,16 @@ TEST(LmEval, ChoiceFileErrorsNameTheLine) {
     EXPECT_NE(std::string(e.what()).find("e.jsonl:1: field 'choices': entry 1 is empty"), std::string::npos)
         << e.what();
   }
+  // gold and its alias label with different values: refused (which one was used?); equal: fine.
+  io::write_file_atomic(t / "g.jsonl", "{\"context\": \"x\", \"choices\": [\"a\", \"b\"], \"gold\": 0, \"label\": 0}\n"
+                                       "{\"context\": \"x\", \"choices\": [\"a\", \"b\"], \"gold\": 0, \"label\": 1}\n");
+  try {
+    analysis::read_choice_file(t / "g.jsonl");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("g.jsonl:2: fields 'gold' = 0 and 'label' = 1 differ"), std::string::npos)
+        << e.what();
+  }
   EXPECT_NEAR(analysis::mean_stderr({1, 1, 0, 0}), std::sqrt(1.0 / 3.0) / 2.0, 1e-12);
 }
 

@@ -1,0 +1,32 @@
+// A model configuration's size must fit the 64-bit integer counts (parameters, active
+// and effective parameters per token) that `lol info`, the FLOPs planner and the
+// checkpoint code compute: each range check of a field alone lets products of several
+// large fields (layers x experts x d_model x ffn_hidden) overflow.
+#pragma once
+#include <cstdio>
+#include <string>
+
+#include "util/error.h"
+
+namespace lol::util {
+
+/// Parameters of one transformer block, estimated in floating point (attention
+/// projections of width `q_dim` for queries and outputs and `kv_dim` for keys and
+/// values, `experts` gated MLPs of width `ffn`, norms).
+inline double block_parameter_estimate(double d_model, double q_dim, double kv_dim, double experts, double ffn) {
+  return 2 * d_model * q_dim + 2 * d_model * kv_dim + experts * 3 * d_model * ffn + 2 * d_model;
+}
+
+/// Throws InputError("<where>: about N parameters (<what>): more than 2^53 ...") when
+/// `estimate` exceeds 2^53 (9.0e15, where 64-bit counts of parameters per token and
+/// their FLOPs stop being exact; 4000x the largest models trained today).
+inline void check_parameter_estimate(const std::string& where, const std::string& what, double estimate) {
+  if (estimate <= 0x1p53) return;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", estimate);
+  throw InputError(where + ": about " + buf + " parameters (" + what +
+                   "): more than 2^53 = 9.0e15, beyond what the parameter and FLOP counts hold exactly; "
+                   "expected a smaller model (fewer layers, experts, d_model or ffn_hidden)");
+}
+
+}  // namespace lol::util
