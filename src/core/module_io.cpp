@@ -53,6 +53,12 @@ void load_module(torch::nn::Module& m, const NamedTensors& tensors, const std::s
     if (!used.count(n)) throw InputError(where + ": unexpected tensor '" + n + "' (not part of this model)");
 }
 
-void load_module(torch::nn::Module& m, const std::string& path) { load_module(m, load_tensors(path), path); }
+void load_module(torch::nn::Module& m, const std::string& path) {
+  // Missing or unexpected tensors are named first: a header entry removed by hand also
+  // leaves data bytes that belong to no tensor, a less telling message.
+  std::string layout_problem;
+  load_module(m, load_tensors(path, nullptr, &layout_problem), path);
+  if (!layout_problem.empty()) throw InputError(layout_problem);
+}
 
 }  // namespace lol

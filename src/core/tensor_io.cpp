@@ -69,8 +69,10 @@ torch::Tensor to_tensor(const io::SafetensorsFile& f, const io::TensorEntry& e) 
   throw InputError(f.path() + ": tensor '" + e.name + "': unsupported dtype");
 }
 
-NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  auto f = io::SafetensorsFile::read(path);
+NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata,
+                          std::string* layout_problem) {
+  auto f = io::SafetensorsFile::read(path, /*strict_layout=*/layout_problem == nullptr);
+  if (layout_problem) *layout_problem = f.layout_problem();
   NamedTensors out;
   for (const auto& e : f.entries()) out.emplace_back(e.name, to_tensor(f, e));
   if (metadata) *metadata = f.metadata();

@@ -18,8 +18,11 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 /// to I32/I64/I64 since LibTorch 1.13 lacks unsigned types beyond U8).
 torch::Tensor to_tensor(const io::SafetensorsFile& f, const io::TensorEntry& e);
 
-/// All tensors of a file, in file order.
-NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+/// All tensors of a file, in file order. Throws InputError for a malformed file; with
+/// `layout_problem` given, data bytes outside every tensor are reported there instead
+/// (io::SafetensorsFile::read), for callers that check the tensor names first.
+NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr,
+                          std::string* layout_problem = nullptr);
 
 /// Writes tensors (moved to CPU, made contiguous) atomically. Float tensors keep
 /// their dtype; pass `store_dtype` (e.g. torch::kBFloat16) to convert floating

@@ -66,7 +66,7 @@ const TensorEntry& SafetensorsFile::entry(const std::string& name) const {
   return entries_[it->second];
 }
 
-SafetensorsFile SafetensorsFile::read(const std::string& path) {
+SafetensorsFile SafetensorsFile::read(const std::string& path, bool strict_layout) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);  // follows symbolic links
   if (st.type() == std::filesystem::file_type::directory)
@@ -82,10 +82,10 @@ SafetensorsFile SafetensorsFile::read(const std::string& path) {
   std::vector<uint8_t> bytes(size_t(size < 0 ? 0 : size));
   if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
     throw InputError(path + ": read error");
-  return parse(std::move(bytes), path);
+  return parse(std::move(bytes), path, strict_layout);
 }
 
-SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string& where) {
+SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string& where, bool strict_layout) {
   SafetensorsFile f;
   f.path_ = where;
   if (bytes.size() < 8) throw InputError(where + ": truncated safetensors file (" + std::to_string(bytes.size()) + " bytes, need >= 8)");
@@ -161,8 +161,23 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
     if (e->end == e->begin) continue;
     if (last && e->begin < last->end)
       throw InputError(where + ": tensors '" + last->name + "' and '" + e->name + "' overlap");
+    // The format has no holes (as the reference reader checks): the tensors tile the
+    // data buffer from byte 0 to its end.
+    const uint64_t expected = last ? last->end : 0;
+    if (e->begin > expected && f.layout_problem_.empty())
+      f.layout_problem_ = (where + ": data bytes [" + std::to_string(expected) + ", " + std::to_string(e->begin) +
+                       ") belong to no tensor (" + (last ? "after '" + last->name + "', " : std::string("")) +
+                       "before '" + e->name + "'): expected tensors that tile the data buffer (an entry removed "
+                       "from the header?)");
     if (!last || e->end > last->end) last = e;
   }
+  const uint64_t covered = last ? last->end : 0;
+  if (covered != data_len && f.layout_problem_.empty())
+    f.layout_problem_ = (where + ": " + std::to_string(data_len - covered) + " data bytes after " +
+                     (last ? "the last tensor '" + last->name + "'" : std::string("the header (no tensor has data)")) +
+                     ": expected the data buffer to end with its last tensor (bytes appended to the file, or an "
+                     "entry removed from the header?)");
+  if (strict_layout && !f.layout_problem_.empty()) throw InputError(f.layout_problem_);
   f.bytes_ = std::move(bytes);
   return f;
 }

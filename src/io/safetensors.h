@@ -37,10 +37,15 @@ struct TensorEntry {
 /// VMs memory-mapped weights get paged out by the host).
 class SafetensorsFile {
  public:
-  /// Reads and validates `path`. Throws InputError on any format violation.
-  static SafetensorsFile read(const std::string& path);
+  /// Reads and validates `path`. Throws InputError on any format violation. With
+  /// `strict_layout` false, data bytes outside every tensor (a hole, bytes appended) are
+  /// not thrown but kept in layout_problem(), for a caller that first reports what it
+  /// finds missing by name (a removed header entry leaves a hole).
+  static SafetensorsFile read(const std::string& path, bool strict_layout = true);
   /// Parses an in-memory file image (used by fuzzers and tests). `where` names it.
-  static SafetensorsFile parse(std::vector<uint8_t> bytes, const std::string& where);
+  static SafetensorsFile parse(std::vector<uint8_t> bytes, const std::string& where, bool strict_layout = true);
+  /// "" or the message of data bytes that belong to no tensor (see read()).
+  const std::string& layout_problem() const { return layout_problem_; }
 
   const std::string& path() const { return path_; }
   const std::vector<TensorEntry>& entries() const { return entries_; }
@@ -58,6 +63,7 @@ class SafetensorsFile {
   std::vector<TensorEntry> entries_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  std::string layout_problem_;
 };
 
 /// One tensor to write: raw little-endian bytes of `dtype` in row-major order.

@@ -185,6 +185,29 @@ TEST(Checkpoint, DamagedSafetensorsFailWithClearErrors) {
       {"integer dtype for a float tensor",
        [&] { edit_header(st, [&](auto& j) { j["model.norm.weight"]["dtype"] = "I32"; }); },
        {st, "model.norm.weight", "dtype"}},
+      {"bytes appended after the last tensor",
+       [&] {
+         auto b = good;
+         b.insert(b.end(), 16, 0);
+         write_bytes(st, b);
+       },
+       {st, "16 data bytes after the last tensor"}},
+      {"a hole between two tensors",
+       [&] {
+         // 16 bytes inserted after the embedding, the later offsets shifted past them.
+         auto j = nlohmann::ordered_json::parse(header);
+         const uint64_t at = j[w]["data_offsets"][1].get<uint64_t>();
+         for (auto it = j.begin(); it != j.end(); ++it)
+           if (it.key() != "__metadata__" && it.value()["data_offsets"][0].get<uint64_t>() >= at)
+             it.value()["data_offsets"] = {it.value()["data_offsets"][0].get<uint64_t>() + 16,
+                                           it.value()["data_offsets"][1].get<uint64_t>() + 16};
+         std::vector<uint8_t> data(good.begin() + 8 + n, good.end());
+         data.insert(data.begin() + at, 16, 0);
+         auto b = with_header(std::vector<uint8_t>(good.begin(), good.begin() + 8 + n), j.dump());
+         b.insert(b.end(), data.begin(), data.end());
+         write_bytes(st, b);
+       },
+       {st, "data bytes [", "belong to no tensor (after '" + w + "'"}},
       {"missing file", [&] { std::filesystem::remove(st); }, {st}},
   };
   for (const auto& dmg : damages) {
