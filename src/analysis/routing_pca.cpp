@@ -149,19 +149,17 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
     }
   }
   if (plots) {
-    std::vector<int> shown;  // every label (each occurs)
-    for (int c = 0; c < C; ++c) shown.push_back(c);
-    const std::size_t S = shown.size();
+    const std::size_t S = std::size_t(C);
     std::vector<std::vector<double>> conf(S, std::vector<double>(S, 0.0)), dsub(S, std::vector<double>(S, 0.0));
     std::vector<std::vector<std::string>> lab(S, std::vector<std::string>(S)), dl(S, std::vector<std::string>(S));
     double vmax = 0;
     for (std::size_t a = 0; a < S; ++a) {
       int64_t row = 0;
-      for (int b = 0; b < C; ++b) row += cv.confusion[shown[a]][b];
+      for (int b = 0; b < C; ++b) row += cv.confusion[a][b];
       for (std::size_t b = 0; b < S; ++b) {
-        conf[a][b] = row ? 100.0 * double(cv.confusion[shown[a]][shown[b]]) / double(row) : std::nan("");
+        conf[a][b] = row ? 100.0 * double(cv.confusion[a][b]) / double(row) : std::nan("");
         lab[a][b] = row ? std::to_string(int(std::lround(conf[a][b]))) : "";
-        dsub[a][b] = dist[shown[a]][shown[b]];
+        dsub[a][b] = dist[a][b];
         if (std::isfinite(dsub[a][b])) vmax = std::max(vmax, dsub[a][b]);
         char buf[16];
         std::snprintf(buf, sizeof buf, "%.2f", dsub[a][b]);

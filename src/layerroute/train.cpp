@@ -96,8 +96,9 @@ TrainLog train_layerroute(LayerRouteTrainable& model, const std::vector<Example>
     }
     return rows;
   };
+  const bool saving = checkpoints && checkpoints->save;
   std::optional<training::StopSignalScope> signals;
-  if (checkpoints && checkpoints->save) signals.emplace();
+  if (saving) signals.emplace();
   auto save = [&](int64_t step) {
     state.step = step;
     state.data_position = {{"rows", step * rows_per_step}};
@@ -159,9 +160,9 @@ TrainLog train_layerroute(LayerRouteTrainable& model, const std::vector<Example>
                "loss " + std::to_string(log.lm_loss).substr(0, 6) + " gate " + std::to_string(log.gate_mean).substr(0, 5));
     if (on_log && (log.step % std::max<int64_t>(opt.log_every, 1) == 0 || log.step == opt.steps)) on_log(log);
     const bool last = log.step == opt.steps;
-    const int sig = checkpoints && checkpoints->save ? training::stop_requested() : 0;
+    const int sig = saving ? training::stop_requested() : 0;
     // The last step's state is the adapter the caller writes: no checkpoint for it.
-    if (checkpoints && checkpoints->save && !last &&
+    if (saving && !last &&
         (sig || (checkpoints->save_every > 0 && log.step % checkpoints->save_every == 0)))
       save(log.step);
     if (sig && !last) {
