@@ -195,6 +195,10 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
     auto ov = opt.overrides;
     ov.push_back("data.dir=" + opt.data_dir);
     ov.push_back("train.out=" + (fs::path(opt.out_dir) / name).string());
+    // The budget plans train.steps; until then the config's own value (which may be
+    // smaller than its schedule's warmup) stands in at the largest allowed, and the
+    // warmup is checked against the planned steps below.
+    ov.push_back("train.steps=" + std::to_string(opt.max_steps));
     auto cfg = training::RunConfig::load(path, ov);
     if (!cfgs.empty()) {
       const auto& ref = cfgs.front();
@@ -211,8 +215,6 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
     cfgs.push_back(std::move(cfg));
     names.push_back(name);
   }
-  fs::create_directories(opt.out_dir);
-
   // Plan steps per model.
   auto ds = data::Dataset::open(opt.data_dir);
   std::vector<CompareEntry> entries;
@@ -233,6 +235,11 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
     e.steps = plan.steps_for(opt.flops_budget, opt.max_steps);
     e.planned_flops = plan.run_flops(e.steps);
     cfg.train.steps = e.steps;
+    if (cfg.schedule.warmup_steps > e.steps)
+      throw InputError(opt.configs[i] + ":schedule: field 'warmup_steps' = " + std::to_string(cfg.schedule.warmup_steps) +
+                       ": expected <= the " + std::to_string(e.steps) + " steps planned for --flops " +
+                       fmt("%g", opt.flops_budget) + " (e.g. --set schedule.warmup_steps=" +
+                       std::to_string(e.steps / 10) + ")");
     entries.push_back(e);
     if (opt.progress)
       std::fprintf(stderr, "lol compare: %s (%s, %s parameters): %lld steps, %s FLOPs planned\n", e.name.c_str(),
@@ -240,6 +247,7 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
                    human(e.planned_flops).c_str());
   }
 
+  fs::create_directories(opt.out_dir);  // after every refusal: a refused comparison writes nothing
   std::vector<util::Series> curves;
   for (size_t i = 0; i < cfgs.size(); ++i) {
     auto& e = entries[i];

@@ -222,7 +222,7 @@ void register_eval(CLI::App& app) {
   ch->add_option("--data", ca->data, "JSONL file: {\"context\": str, \"choices\": [str], \"gold\": int} per line")
       ->required();
   ch->add_option("--tokenizer", ca->tokenizer, "Tokenizer (default: the model's or its training dataset's)");
-  ch->add_option("--delimiter", ca->delimiter, "Put between context and each choice")->capture_default_str();
+  ch->add_option("--delimiter", ca->delimiter, "Put between context and each choice (default: one space)");
   ch->add_option("--max-len", ca->seq_len, "Longest input row, cut from the left (default: max_seq_len)")
       ->check(CLI::Range(2, 1 << 20));
   ch->add_option("--batch-size", ca->batch_size, "Rows per forward")->capture_default_str()->check(CLI::Range(1, 1 << 16));

@@ -281,7 +281,8 @@ void register_train_cmd(CLI::App* lr) {
     const fs::path out(a->out), state_dir = out / "train_state";
     if (fs::exists(out, ec) && !fs::is_directory(out, ec))
       throw InputError("--out " + a->out + ": a file (expected the adapter directory to write)");
-    const bool unfinished = fs::exists(state_dir / "latest", ec);
+    // A complete checkpoint without `latest` is unfinished too (killed before the pointer was written).
+    const bool unfinished = fs::exists(state_dir / "latest", ec) || !training::list_checkpoints(state_dir.string()).empty();
     if (a->resume && !unfinished)
       throw InputError("--resume: --out " + a->out + " holds no unfinished training (no train_state/latest); " +
                        (fs::exists(out / "layerroute.json") ? "its training finished" : "start one without --resume"));

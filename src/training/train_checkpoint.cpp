@@ -210,6 +210,12 @@ std::string resolve_checkpoint(const std::string& dir) {
       throw InputError(latest.string() + ": points to '" + rel + "', which is not a checkpoint (no trainer_state.json)");
     return p.string();
   }
+  // A process killed after installing its first checkpoint but before writing `latest`
+  // leaves a complete checkpoint (save_checkpoint installs directories by rename) and no
+  // pointer to it: the newest complete one is the run's latest.
+  const auto all = list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (fs::exists(fs::path(*it) / "trainer_state.json")) return *it;
   throw InputError(dir + ": neither a checkpoint directory (trainer_state.json) nor a run directory (latest)");
 }
 

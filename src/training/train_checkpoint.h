@@ -51,8 +51,10 @@ std::string save_checkpoint(const std::string& run_dir, const TrainableModel& mo
                             const nlohmann::json& extra, int64_t keep_last,
                             const std::vector<std::pair<std::string, std::string>>& files = {});
 
-/// A checkpoint directory from either a checkpoint directory or a run directory
-/// (its `latest`). Throws InputError naming the path when neither.
+/// A checkpoint directory from either a checkpoint directory or a run directory: the
+/// one its `latest` names or, when `latest` is missing (a process killed between
+/// installing its first checkpoint and writing `latest`), the newest complete
+/// checkpoints/step-*. Throws InputError naming the path when neither.
 std::string resolve_checkpoint(const std::string& dir);
 
 /// Loads model weights/buffers, optimizer state and the trainer state. Throws

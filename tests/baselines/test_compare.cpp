@@ -94,8 +94,14 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
   auto dense_json = lol_json;
   dense_json["model"] = dense_model_json();
   dense_json.erase("grow");
-  write_json(dir.path() + "/lol.json", lol_json);
-  write_json(dir.path() + "/dense.json", dense_json);
+  // Each model's train.steps is planned from the budget: a config whose own steps are
+  // fewer than its warmup is fine (the warmup is checked against the planned steps).
+  auto one_step = [](nlohmann::json j) {
+    j["train"]["steps"] = 1;
+    return j;
+  };
+  write_json(dir.path() + "/lol.json", one_step(lol_json));
+  write_json(dir.path() + "/dense.json", one_step(dense_json));
   CompareOptions o;
   o.configs = {dir.path() + "/lol.json", dir.path() + "/dense.json"};
   o.data_dir = dir.path() + "/data";
@@ -139,6 +145,13 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
     o.overrides = {set};
     lol_test::expect_input_error([&] { run_compare(o); }, {"--set " + set + ": compare sets "});
   }
+  o.overrides.clear();
+  dense_json["data"] = lol_json["data"];
+  dense_json["schedule"]["warmup_steps"] = 7;
+  write_json(dir.path() + "/dense.json", dense_json);
+  lol_test::expect_input_error([&] { run_compare(o); },
+                               {"dense.json:schedule: field 'warmup_steps' = 7: expected <= the 6 steps planned for "
+                                "--flops"});
   EXPECT_FALSE(std::filesystem::exists(o.out_dir)) << "refused before anything is written";
 }
 

@@ -152,7 +152,7 @@ TEST(Communicator, PeerThatLeavesOrStallsFailsTheOtherWithinTheTimeout) {
     auto t = torch::ones({4});
     c->all_reduce(t, ReduceOp::Sum, "first");
     // Stall: never join the second all-reduce, then leave after rank 0 gave up.
-    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::this_thread::sleep_for(std::chrono::seconds(8));
   });
   {
     auto c = Communicator::connect(env_for(0, port, 3), c10::kCPU);
@@ -169,7 +169,7 @@ TEST(Communicator, PeerThatLeavesOrStallsFailsTheOtherWithinTheTimeout) {
   t1.join();
   EXPECT_NE(err0.find("rank 0/2: all-reduce (second) failed"), std::string::npos) << err0;
   EXPECT_GE(waited, 2.5);
-  EXPECT_LT(waited, 4.9) << "the stalled peer was noticed only when it left, not at the timeout";
+  EXPECT_LT(waited, 7.0) << "the stalled peer was noticed only when it left, not at the timeout";
 }
 
 TEST(Communicator, RendezvousWithoutPeersTimesOut) {

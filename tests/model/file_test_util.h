@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -82,13 +83,19 @@ inline RunResult run_lol(const std::string& args) {
   return run_cmd(std::string("LOL_NUM_THREADS=1 ") + quote(LOL_BINARY) + " " + args);
 }
 
-/// Runs several lol command lines concurrently (each process is mostly LibTorch
-/// start-up); results in the order of `args`.
+/// Runs several lol command lines concurrently, at most 4 at a time (each process is
+/// mostly LibTorch start-up; dozens of sanitized ones at once could exhaust a small
+/// CI machine's memory); results in the order of `args`. The commands of one call must
+/// not write what another of them reads.
 inline std::vector<RunResult> run_lol_all(const std::vector<std::string>& args) {
-  std::vector<std::future<RunResult>> fs;
-  for (const auto& a : args) fs.push_back(std::async(std::launch::async, [a] { return run_lol(a); }));
-  std::vector<RunResult> out;
-  for (auto& f : fs) out.push_back(f.get());
+  std::vector<RunResult> out(args.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < args.size();) out[i] = run_lol(args[i]);
+  };
+  std::vector<std::future<void>> fs;
+  for (size_t w = 0; w < std::min<size_t>(4, args.size()); ++w) fs.push_back(std::async(std::launch::async, worker));
+  for (auto& f : fs) f.get();
   return out;
 }
 

@@ -28,7 +28,7 @@ namespace {
 using lol_test::expect_all_close;
 using lol_test::max_abs_diff;
 
-double benchmark_sink_ = 0;  // keeps the tasks' products from being optimised away
+std::atomic<double> benchmark_sink_{0};  // keeps the tasks' products from being optimised away
 
 double grouped_tolerance(torch::ScalarType t) { return t == torch::kFloat64 ? 1e-12 : 3e-5; }
 

@@ -78,7 +78,7 @@ nlohmann::json eval_and_check_counts(const std::string& lol, const std::string& 
 
 TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   const std::string lol = LOL_BINARY;
-  const std::string dir = (fs::temp_directory_path() / "lol_pipeline_test").string();
+  const std::string dir = (fs::temp_directory_path() / ("lol_pipeline_test_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   fs::create_directories(dir);
   ASSERT_EQ(run(lol + " data maze --n 40 --size 4 --seed 3 --valid-fraction 0.25 --out " + dir + "/data"), 0);
@@ -343,7 +343,7 @@ TEST(MainJobPipeline, SmallDataFinishedRunsAndUnwritableOutputs) {
 // Issue 3: bad input to `lol data verify` gives an error naming the line, never a crash.
 TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
   const std::string lol = LOL_BINARY;
-  const std::string dir = (fs::temp_directory_path() / "lol_verify_cli_test").string();
+  const std::string dir = (fs::temp_directory_path() / ("lol_verify_cli_test_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   ASSERT_EQ(run(lol + " data maze --n 6 --size 4 --seed 5 --valid-fraction 0 --no-progress --out " + dir + "/data"), 0);
   ASSERT_EQ(run(lol + " data verify " + dir + "/data/train.jsonl"), 0);

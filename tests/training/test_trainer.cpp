@@ -279,6 +279,32 @@ TEST(Trainer, KeepsTheLastKCheckpointsAndRefusesToOverwriteARun) {
   EXPECT_THROW(run_training(c), lol::InputError);
 }
 
+// A process killed after installing its first checkpoint but before writing `latest`
+// (save_checkpoint: rename, fsync, then the pointer) leaves a complete checkpoint and no
+// `latest`: the run is not started over silently, and it resumes from that checkpoint.
+TEST(Trainer, CheckpointWithoutLatestStillResumes) {
+  Fixture f;
+  auto c = f.run("nolatest", 4);
+  c.train.save_every = 2;
+  c.train.eval_every = 0;
+  TrainHooks crash;
+  crash.after_step = [](int64_t done, TrainableModel&) {
+    if (done == 2) throw std::runtime_error("simulated crash after step 2");
+  };
+  EXPECT_THROW(run_training(c, "", crash), std::runtime_error);
+  ASSERT_TRUE(fs::remove(c.train.out + "/latest"));
+  EXPECT_EQ(resolve_checkpoint(c.train.out), c.train.out + "/checkpoints/step-000002");
+  try {
+    run_training(c);
+    ADD_FAILURE() << "a new run over a run's checkpoint was started";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("continue it with --resume"), std::string::npos) << e.what();
+  }
+  auto r = run_training(c, c.train.out);
+  EXPECT_EQ(r.steps_done, 4);
+  EXPECT_EQ(fs::path(resolve_checkpoint(c.train.out)).filename(), "step-000004");
+}
+
 TEST(Trainer, SigtermSavesAndStopsCleanly) {
   Fixture f;
   auto c = f.run("sig", 10);
