@@ -1,7 +1,6 @@
 #include "baselines/compare.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,9 +13,11 @@
 #include "io/json_file.h"
 #include "training/batcher.h"
 #include "training/schedule.h"
+#include "training/train_checkpoint.h"
 #include "training/trainer.h"
 #include "util/error.h"
 #include "util/gnuplot.h"
+#include "util/json_fields.h"
 
 namespace fs = std::filesystem;
 
@@ -129,6 +130,7 @@ struct Curve {
   double valid_loss = -1;
   int64_t tokens = 0, steps = 0;
   double total_flops = 0;
+  double elapsed = 0;  ///< training seconds of the last step, summed over resumed sessions
 };
 
 Curve read_metrics(const std::string& path) {
@@ -149,6 +151,7 @@ Curve read_metrics(const std::string& path) {
     if (j.contains("tokens")) c.tokens = std::max(c.tokens, j["tokens"].get<int64_t>());
     if (j.contains("flops")) c.total_flops = std::max(c.total_flops, j["flops"].get<double>());
     if (j.contains("step")) c.steps = std::max(c.steps, j["step"].get<int64_t>());
+    if (j.contains("elapsed") && j["elapsed"].is_number()) c.elapsed = std::max(c.elapsed, j["elapsed"].get<double>());
   }
   return c;
 }
@@ -169,7 +172,7 @@ std::string compare_markdown(const std::vector<CompareEntry>& es, double budget)
   return s;
 }
 
-std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
+CompareResult run_compare(const CompareOptions& opt) {
   if (opt.configs.empty()) throw InputError("--configs: expected at least one run config");
   if (opt.data_dir.empty()) throw InputError("--data: expected a dataset directory");
   if (opt.out_dir.empty()) throw InputError("--out: expected an output directory");
@@ -184,6 +187,11 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
     if (!owner.empty())
       throw InputError("--set " + o + ": compare sets " + key + " from " + owner + "; leave it out of --set");
   }
+  const fs::path plan_path = fs::path(opt.out_dir) / "compare_plan.json";
+  if (opt.resume && !fs::exists(plan_path))
+    throw InputError("--resume: --out " + opt.out_dir + " holds no comparison (no compare_plan.json); start one without --resume");
+  if (!opt.resume && fs::exists(plan_path))
+    throw InputError("--out " + opt.out_dir + ": holds a comparison (compare_plan.json): continue it with --resume, or choose another --out");
   // Load and check every config before training anything.
   std::vector<training::RunConfig> cfgs;
   std::vector<std::string> names;
@@ -210,8 +218,9 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
         throw InputError(path + ": train.seed / train.grad_accum differ from " + opt.configs.front() +
                          "'s: every model must see the same batches in the same order");
     }
-    if (fs::exists(fs::path(cfg.train.out) / "latest"))
-      throw InputError("--out " + opt.out_dir + ": " + cfg.train.out + " already holds a run (choose another --out)");
+    if (!opt.resume && (fs::exists(fs::path(cfg.train.out) / "latest") || !training::list_checkpoints(cfg.train.out).empty()))
+      throw InputError("--out " + opt.out_dir + ": " + cfg.train.out +
+                       " already holds a run (continue the comparison with --resume, or choose another --out)");
     cfgs.push_back(std::move(cfg));
     names.push_back(name);
   }
@@ -247,15 +256,39 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
                    human(e.planned_flops).c_str());
   }
 
+  // The plan: what --resume must find unchanged (every model's resolved run config
+  // with its planned steps, and the command's own settings).
+  nlohmann::json plan = {{"flops_budget", opt.flops_budget}, {"data", opt.data_dir},     {"configs", opt.configs},
+                         {"overrides", opt.overrides},       {"max_steps", opt.max_steps}, {"models", nlohmann::json::array()}};
+  for (size_t i = 0; i < cfgs.size(); ++i) {
+    auto run = cfgs[i].to_json();
+    run["train"].erase("progress");
+    plan["models"].push_back({{"name", names[i]}, {"steps", entries[i].steps}, {"run", run}});
+  }
+  if (opt.resume) {
+    const std::string diff = util::json_difference(io::read_json_file(plan_path.string()), plan);
+    if (!diff.empty())
+      throw InputError("--resume: " + plan_path.string() + ": the comparison there differs from this command (" + diff +
+                       ")");
+  }
   fs::create_directories(opt.out_dir);  // after every refusal: a refused comparison writes nothing
+  if (!opt.resume) io::write_file_atomic(plan_path.string(), plan.dump(2) + "\n");
+  CompareResult result;
   std::vector<util::Series> curves;
   for (size_t i = 0; i < cfgs.size(); ++i) {
     auto& e = entries[i];
     cfgs[i].train.progress = opt.progress;
-    const auto t0 = std::chrono::steady_clock::now();
-    training::run_training(cfgs[i]);
-    e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // --resume: a model with a checkpoint continues from it (a finished one trains no
+    // further step); one killed before its first checkpoint starts again.
+    const bool started = opt.resume && !training::list_checkpoints(cfgs[i].train.out).empty();
+    if (!started && opt.resume && fs::exists(cfgs[i].train.out)) fs::remove_all(cfgs[i].train.out);
+    const auto r = training::run_training(cfgs[i], started ? cfgs[i].train.out : "", opt.hooks);
+    if (r.interrupted) {
+      result.interrupted = true;
+      break;
+    }
     const Curve c = read_metrics(cfgs[i].train.out + "/metrics.jsonl");
+    e.wall_s = c.elapsed;
     e.tokens = c.tokens;
     e.flops = c.total_flops;
     e.valid_loss = c.valid_loss;
@@ -273,11 +306,13 @@ std::vector<CompareEntry> run_compare(const CompareOptions& opt) {
     io::write_file_atomic(opt.out_dir + "/compare.json", j.dump(2) + "\n");
     std::vector<CompareEntry> done(entries.begin(), entries.begin() + int64_t(i) + 1);
     io::write_file_atomic(opt.out_dir + "/compare.md", compare_markdown(done, opt.flops_budget));
+    result.entries.push_back(e);
   }
+  if (result.interrupted) return result;
   if (util::gnuplot_available())
     util::plot_lines(opt.out_dir + "/loss_vs_flops.png", "training loss vs training FLOPs", curves,
                      "training FLOPs", "training loss", /*logx=*/true, /*logy=*/false);
-  return entries;
+  return result;
 }
 
 }  // namespace lol::baselines

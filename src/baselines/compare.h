@@ -13,6 +13,7 @@
 
 #include "training/run_config.h"
 #include "training/trainable.h"
+#include "training/trainer.h"
 
 namespace lol::baselines {
 
@@ -24,6 +25,11 @@ struct CompareOptions {
   std::vector<std::string> overrides;   ///< "section.key=value" applied to every config (before data.dir)
   int64_t max_steps = 1000000;          ///< InputError when a budget needs more steps
   bool progress = true;
+  /// Continue the comparison in out_dir (same configs, budget, data, overrides and
+  /// max_steps, recorded in out_dir/compare_plan.json): finished models are not trained
+  /// again, a stopped one resumes from its latest checkpoint (bit-identical), the rest start.
+  bool resume = false;
+  training::TrainHooks hooks;  ///< passed to every model's run_training (tests)
 };
 
 /// One trained model's row of the comparison table.
@@ -67,12 +73,23 @@ class FlopsPlanner {
   std::shared_ptr<void> state_;  ///< dataset split + batcher kept alive for next_
 };
 
+/// What run_compare did: the rows of the models trained so far, in config order.
+struct CompareResult {
+  std::vector<CompareEntry> entries;
+  /// SIGINT/SIGTERM stopped a model's training (its checkpoint is saved; `entries`
+  /// holds the models before it): continue with CompareOptions::resume.
+  bool interrupted = false;
+};
+
 /// Runs the comparison (see CompareOptions). Every config must share the same "data"
 /// section (after the overrides and data.dir) and train.seed, so that all models see
 /// the same batches in the same order; otherwise InputError naming both configs.
-/// Writes out_dir/compare.json, out_dir/compare.md and (when gnuplot is available)
-/// out_dir/loss_vs_flops.png. Returns the table rows in config order.
-std::vector<CompareEntry> run_compare(const CompareOptions& opt);
+/// Writes out_dir/compare_plan.json before training, then after every model
+/// out_dir/compare.json and out_dir/compare.md, and at the end (when gnuplot is
+/// available) out_dir/loss_vs_flops.png. Everything is checked before anything is
+/// written. InputError for an out_dir holding a comparison or run (without resume),
+/// or for resume with another plan (naming the field) or none.
+CompareResult run_compare(const CompareOptions& opt);
 
 /// Markdown table of the entries (name, architecture, parameters, active parameters,
 /// steps, tokens, training FLOPs, train loss, validation loss, wall time).

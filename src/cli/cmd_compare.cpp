@@ -19,7 +19,7 @@ struct CompareArgs {
   std::string data, out;
   double flops = 0;
   int64_t max_steps = 1000000;
-  bool no_progress = false;
+  bool no_progress = false, resume = false;
 };
 
 void run_compare_cmd(const CompareArgs& a) {
@@ -36,8 +36,14 @@ void run_compare_cmd(const CompareArgs& a) {
   o.overrides = a.sets;
   o.max_steps = a.max_steps;
   o.progress = !a.no_progress;
-  const auto entries = baselines::run_compare(o);
-  std::cout << baselines::compare_markdown(entries, a.flops);
+  o.resume = a.resume;
+  const auto r = baselines::run_compare(o);
+  if (r.interrupted) {
+    std::fprintf(stderr, "lol compare: stopped after %zu of %zu models (the next one's checkpoint is saved); continue "
+                 "with the same command and --resume\n", r.entries.size(), a.configs.size());
+    return;
+  }
+  std::cout << baselines::compare_markdown(r.entries, a.flops);
   std::cout << "wrote " << a.out << "/compare.md, " << a.out << "/compare.json, " << a.out << "/loss_vs_flops.png\n";
 }
 
@@ -61,6 +67,9 @@ void register_compare(CLI::App& app) {
       ->default_val(1000000)
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   c->add_flag("--no-progress", a->no_progress, "No progress bars");
+  c->add_flag("--resume", a->resume,
+              "Continue the comparison in --out (same command): finished models are kept, a stopped one resumes "
+              "from its checkpoint");
   c->callback([a] { run_compare_cmd(*a); });
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "baselines/looped_config.h"
 #include "io/json_file.h"
 #include "training/train_test_util.h"
+#include "training/train_checkpoint.h"
 #include "training/trainer.h"
 #include "util/error.h"
 
@@ -86,16 +88,17 @@ TEST(Compare, PlannedFlopsEqualTrainerFlops) {
   }
 }
 
-TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
-  btest::TempDir dir("compare");
+/// A LoL and a dense config (files lol.json, dense.json in `dir`) on a reverse-task
+/// dataset, with a budget of 6 dense steps. Each model's train.steps is planned from the
+/// budget: the files' own steps (1) are fewer than their warmup, which is fine (the
+/// warmup is checked against the planned steps).
+CompareOptions two_model_comparison(const btest::TempDir& dir, nlohmann::json& lol_json, nlohmann::json& dense_json) {
   tt::write_reverse_dataset(dir.path() + "/data", 60, 10);
-  auto lol_json = tt::tiny_run_json("unused", "unused");
+  lol_json = tt::tiny_run_json("unused", "unused");
   lol_json["train"]["eval_every"] = 0;
-  auto dense_json = lol_json;
+  dense_json = lol_json;
   dense_json["model"] = dense_model_json();
   dense_json.erase("grow");
-  // Each model's train.steps is planned from the budget: a config whose own steps are
-  // fewer than its warmup is fine (the warmup is checked against the planned steps).
   auto one_step = [](nlohmann::json j) {
     j["train"]["steps"] = 1;
     return j;
@@ -107,13 +110,18 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
   o.data_dir = dir.path() + "/data";
   o.out_dir = dir.path() + "/out";
   o.progress = false;
-  {
-    auto cfg = lol::training::RunConfig::from_json(dense_json, "t");
-    cfg.data.dir = o.data_dir;
-    auto m = lol::training::make_model(cfg.model, "t", 10, 16, 0);
-    o.flops_budget = FlopsPlanner(cfg, *m).run_flops(6) * 0.99;
-  }
-  const auto es = run_compare(o);
+  auto cfg = lol::training::RunConfig::from_json(dense_json, "t");
+  cfg.data.dir = o.data_dir;
+  auto m = lol::training::make_model(cfg.model, "t", 10, 16, 0);
+  o.flops_budget = FlopsPlanner(cfg, *m).run_flops(6) * 0.99;
+  return o;
+}
+
+TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
+  btest::TempDir dir("compare");
+  nlohmann::json lol_json, dense_json;
+  auto o = two_model_comparison(dir, lol_json, dense_json);
+  const auto es = run_compare(o).entries;
   ASSERT_EQ(es.size(), 2u);
   for (const auto& e : es) {
     EXPECT_GE(e.flops, o.flops_budget) << e.name;
@@ -130,7 +138,7 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
   std::string text((std::istreambuf_iterator<char>(md)), {});
   EXPECT_NE(text.find("| dense | dense |"), std::string::npos) << text;
   // Reusing the output directory, or configs with different data, are refused.
-  EXPECT_THROW(run_compare(o), lol::InputError);
+  lol_test::expect_input_error([&] { run_compare(o); }, {"holds a comparison (compare_plan.json): continue it with --resume"});
   dense_json["data"]["batch_size"] = 4;
   write_json(dir.path() + "/dense.json", dense_json);
   o.out_dir = dir.path() + "/out2";
@@ -153,6 +161,54 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
                                {"dense.json:schedule: field 'warmup_steps' = 7: expected <= the 6 steps planned for "
                                 "--flops"});
   EXPECT_FALSE(std::filesystem::exists(o.out_dir)) << "refused before anything is written";
+}
+
+// A comparison stopped by SIGTERM (the model in training saves a checkpoint) continues
+// with --resume to the table of an uninterrupted one: the same steps, tokens, FLOPs and
+// losses to the bit; another budget or a plain rerun in the same --out is refused.
+TEST(Compare, StoppedComparisonResumesToTheSameTable) {
+  btest::TempDir dir("compare_resume");
+  nlohmann::json lol_json, dense_json;
+  auto o = two_model_comparison(dir, lol_json, dense_json);
+  const auto want = run_compare(o).entries;
+  ASSERT_EQ(want.size(), 2u);
+
+  o.out_dir = dir.path() + "/stopped";
+  int calls = 0;
+  o.hooks.before_step = [&calls](int64_t, lol::training::TrainableModel&) {
+    if (++calls == 3) std::raise(SIGTERM);  // the first model, after its third step
+  };
+  const auto stopped = run_compare(o);
+  EXPECT_TRUE(stopped.interrupted);
+  EXPECT_TRUE(stopped.entries.empty());
+  ASSERT_EQ(lol::training::list_checkpoints(o.out_dir + "/lol").size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(o.out_dir + "/dense"));
+  o.hooks = {};
+  lol_test::expect_input_error([&] { run_compare(o); }, {"continue it with --resume"});
+  o.resume = true;
+  const double budget = o.flops_budget;
+  o.flops_budget = budget * 2;
+  lol_test::expect_input_error([&] { run_compare(o); }, {"the comparison there differs from this command", "flops_budget"});
+  o.flops_budget = budget;
+  const auto got = run_compare(o);
+  EXPECT_FALSE(got.interrupted);
+  ASSERT_EQ(got.entries.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(want[i].name);
+    EXPECT_EQ(got.entries[i].steps, want[i].steps);
+    EXPECT_EQ(got.entries[i].tokens, want[i].tokens);
+    EXPECT_EQ(got.entries[i].flops, want[i].flops);
+    EXPECT_EQ(got.entries[i].train_loss, want[i].train_loss);
+    EXPECT_EQ(got.entries[i].last_train_loss, want[i].last_train_loss);
+    EXPECT_EQ(got.entries[i].valid_loss, want[i].valid_loss);
+    EXPECT_GT(got.entries[i].wall_s, 0);
+  }
+  // Resuming a finished comparison trains nothing and gives the same table again.
+  const auto again = run_compare(o);
+  ASSERT_EQ(again.entries.size(), 2u);
+  EXPECT_EQ(again.entries[1].train_loss, want[1].train_loss);
+  o.out_dir = dir.path() + "/none";
+  lol_test::expect_input_error([&] { run_compare(o); }, {"--resume: --out", "holds no comparison"});
 }
 
 TEST(Compare, InfoReportsEveryArchitecture) {
