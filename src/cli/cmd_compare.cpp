@@ -23,11 +23,6 @@ struct CompareArgs {
 };
 
 void run_compare_cmd(const CompareArgs& a) {
-  // Under `lol launch` every rank would run the whole comparison, each planning its
-  // steps for one process: twice the budget, and two writers of --out.
-  if (const char* w = std::getenv("WORLD_SIZE"); w && std::string(w) != "1" && std::string(w) != "")
-    throw InputError("lol compare runs in one process (WORLD_SIZE = " + std::string(w) +
-                     " here, under lol launch or torchrun): run it without a launcher");
   baselines::CompareOptions o;
   o.configs = a.configs;
   o.flops_budget = a.flops;

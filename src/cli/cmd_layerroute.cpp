@@ -34,6 +34,7 @@
 #include "tokenizers/chat_template.h"
 #include "tokenizers/hf_json.h"
 #include "tokenizers/utf8.h"
+#include "training/metrics_log.h"
 #include "training/train_checkpoint.h"
 #include "util/error.h"
 #include "util/json_fields.h"
@@ -221,28 +222,6 @@ std::string examples_fingerprint(const std::vector<layerroute::Example>& ex) {
   return o.str();
 }
 
-/// The part of train_log.jsonl.partial logged up to `step` (a resumed run logs the later
-/// steps again); lines that do not parse end the kept part (a kill mid-write).
-void truncate_log(const fs::path& partial, int64_t step) {
-  std::string kept;
-  if (fs::exists(partial)) {
-    std::ifstream in(partial);
-    for (std::string line; std::getline(in, line);) {
-      if (in.eof()) break;  // no newline: written in part
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception&) {
-        break;
-      }
-      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() || j["step"].get<int64_t>() > step)
-        break;
-      kept += line + "\n";
-    }
-  }
-  write_text(partial.string(), kept);
-}
-
 void register_train_cmd(CLI::App* lr) {
   struct A {
     std::string base, data, out;
@@ -349,26 +328,22 @@ void register_train_cmd(CLI::App* lr) {
     // resumed run keeps the lines up to its checkpoint's step.
     const fs::path log_path = out / "train_log.jsonl";
     const fs::path partial = out / "train_log.jsonl.partial";
-    std::ofstream log;
-    auto open_log = [&](std::ios::openmode mode) {
-      log.open(partial, mode);
-      if (!log) throw InputError("--out " + a->out + ": cannot write " + partial.string());
-    };
+    // Written as lol train writes metrics.jsonl: a failed write stops the training with an
+    // error and leaves no partial line; a resumed run keeps the lines up to its step.
+    std::unique_ptr<training::MetricsLog> log;
     if (a->resume) {
       ck.resume = [&, ckdir](training::Optimizer& opt) {
         auto st = training::load_checkpoint(ckdir, tr, opt);
-        truncate_log(partial, st.step);
-        open_log(std::ios::app);
+        log = std::make_unique<training::MetricsLog>(partial.string(), st.step);
         return st;
       };
     } else {
       if (fs::exists(state_dir)) fs::remove_all(state_dir);  // --overwrite: an unfinished training's checkpoint
-      open_log(std::ios::trunc);
+      log = std::make_unique<training::MetricsLog>(partial.string(), -1);
     }
     auto last = layerroute::train_layerroute(
-        tr, train, t, [&](const layerroute::TrainLog& l) { log << layerroute::to_json(l).dump() << "\n" << std::flush; },
-        &ck);
-    log.close();
+        tr, train, t, [&](const layerroute::TrainLog& l) { log->write(layerroute::to_json(l)); }, &ck);
+    log.reset();
     if (last.interrupted) {
       std::cerr << "lol layerroute train: stopped by a signal after step " << last.step << "; saved " << last_ck
                 << " (continue with the same command and --resume)\n";

@@ -56,6 +56,21 @@ constexpr const char* kOutOfMemoryAdvice =
     "the command needs more memory than this machine gives it; reduce what it was asked to hold (batch size, "
     "sequence length, model size; for generated data --n or --size)";
 
+/// Under `lol launch` / torchrun (WORLD_SIZE > 1) every rank runs the whole command:
+/// only `lol train` divides its work among ranks; any other command would run N times
+/// and its ranks would write the same outputs (two `layerroute train` into one --out).
+static void refuse_data_parallel_launch(int argc, char** argv) {
+  const char* w = std::getenv("WORLD_SIZE");
+  if (!w || std::string(w).empty() || std::string(w) == "1") return;
+  std::string command;
+  for (int i = 1; i < argc && command.empty(); ++i)
+    if (argv[i][0] != '-') command = argv[i];
+  if (command.empty() || command == "train" || command == "env") return;
+  throw lol::InputError("lol " + command + " runs in one process (WORLD_SIZE = " + w +
+                        " here, under lol launch or torchrun; only lol train trains data-parallel): run it without a "
+                        "launcher");
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
@@ -79,6 +94,7 @@ int main(int argc, char** argv) {
   lol::cli::register_env(app);
   refuse_negative_counts(app);
   try {
+    refuse_data_parallel_launch(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);

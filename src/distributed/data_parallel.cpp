@@ -61,13 +61,28 @@ c10::Device DataParallel::rank_device(const c10::Device& requested, const DistEn
 
 void DataParallel::require_same_config(const nlohmann::json& run_config) {
   const auto all = comm_->all_gather_strings(run_config.dump(), "run configuration");
-  std::string differ;
+  std::string differ, first;
   for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+    if (all[r] != all[0]) {
+      differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+      if (first.empty()) {
+        // The fields that differ, as JSON pointers: "/model/vocab_size = 31 on rank 0, 40 on rank 1".
+        const nlohmann::json a = nlohmann::json::parse(all[0]).flatten(), b = nlohmann::json::parse(all[r]).flatten();
+        nlohmann::json keys = a;
+        keys.update(b);
+        for (auto it = keys.begin(); it != keys.end(); ++it) {
+          const std::string va = a.contains(it.key()) ? a.at(it.key()).dump() : "absent";
+          const std::string vb = b.contains(it.key()) ? b.at(it.key()).dump() : "absent";
+          if (va != vb)
+            first += (first.empty() ? "; " : ", ") + it.key() + " = " + va + " on rank 0, " + vb + " on rank " +
+                     std::to_string(r);
+        }
+      }
+    }
   if (!differ.empty())
     throw InputError(comm_->label() + ": rank(s) " + differ +
-                     " were started with a run configuration different from rank 0's; every rank must get the same "
-                     "--config and --set values");
+                     " were started with a run configuration different from rank 0's" + first +
+                     "; every rank must get the same --config and --set values, dataset and environment");
 }
 
 void DataParallel::broadcast_module(torch::nn::Module& m) {

@@ -63,7 +63,9 @@ class DataParallel {
   static c10::Device rank_device(const c10::Device& requested, const DistEnv& env);
 
   /// Throws InputError on every rank when the ranks were given different run
-  /// configurations (their JSON differs), naming the ranks that differ from rank 0.
+  /// configurations (their JSON differs: the trainer passes the run config, the model
+  /// config, fingerprints of the data and LOL_DIST_CHECK_EVERY), naming the ranks that
+  /// differ from rank 0 and the fields of the first one that differ.
   void require_same_config(const nlohmann::json& run_config);
   /// Overwrites every parameter and buffer with rank 0's values.
   void broadcast_module(torch::nn::Module& m);

@@ -1,7 +1,13 @@
 #include "training/metrics_log.h"
 
-#include <filesystem>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "io/atomic_file.h"
@@ -18,20 +24,39 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep) : path_(path) {
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) continue;  // a torn last line from a killed run
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > keep)
-        continue;
+      if (j.is_discarded()) continue;  // a torn line from a killed run
+      const bool has_step = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+      if (has_step && j["step"].get<int64_t>() > keep) continue;
+      if (has_step && j.contains("valid_loss")) evaluated_.insert(j["step"].get<int64_t>());
       kept += line + "\n";
     }
     io::write_file_atomic(path, kept);
   }
-  out_.open(path, std::ios::app);
-  if (!out_) throw InputError(path + ": cannot open for writing");
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd_ < 0) throw InputError(path + ": cannot open for writing: " + std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsLog::write(const nlohmann::json& r) {
-  out_ << r.dump() << "\n";
-  out_.flush();
+  const std::string line = r.dump() + "\n";
+  struct stat st {};
+  const off_t before = ::fstat(fd_, &st) == 0 ? st.st_size : off_t(-1);
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      if (before >= 0 && ::ftruncate(fd_, before) != 0) {
+        // The partial line stays; a resumed run drops lines that do not parse.
+      }
+      throw InputError(path_ + ": write failed: " + std::strerror(err));
+    }
+    done += size_t(n);
+  }
 }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {

@@ -153,9 +153,39 @@ void note_resume_schedule(const RunConfig& cfg, const RunConfig& old, const Trai
 
 }  // namespace
 
+namespace {
+/// 64-bit FNV-1a over a split's sequences (tokens, lengths, prompt lengths, masks,
+/// labels), as hex: ranks that loaded different data under the same data.dir (another
+/// node's copy) disagree here.
+std::string split_fingerprint(const data::SplitData& split) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (int64_t i = 0; i < split.size(); ++i) {
+    const auto v = split.get(i);
+    mix(&v.length, sizeof v.length);
+    mix(&v.prompt_len, sizeof v.prompt_len);
+    mix(&v.label, sizeof v.label);
+    mix(v.tokens, size_t(v.length) * sizeof(int32_t));
+    if (v.loss_mask) mix(v.loss_mask, size_t(v.length));
+    if (v.router_only) mix(v.router_only, size_t(v.length));
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
+}  // namespace
+
 TrainResult run_training(const RunConfig& cfg, const std::string& resume, const TrainHooks& hooks) {
   const auto& tc = cfg.train;
-  if (tc.threads > 0) at::set_num_threads(int(tc.threads));
+  if (tc.threads > 0) {
+    // As LOL_NUM_THREADS does (core/runtime.h): OpenBLAS's own pool too, or train.threads=1
+    // still multiplied on more threads, with other sums than a LOL_NUM_THREADS=1 run.
+    at::set_num_threads(int(tc.threads));
+    set_blas_threads(int(tc.threads));
+  }
   const torch::Device requested_device = parse_device(tc.device, "train.device");
   // Data-parallel job (issue 14, docs/distributed.md); nullptr for a single process.
   auto dp = dist::DataParallel::from_environment(requested_device);
@@ -226,7 +256,14 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   model->module().to(device);
   model->module().train();
   if (dp) {
-    dp->require_same_config(cfg.to_json());
+    // What every rank must share beyond the run config: the model built from its dataset
+    // (vocab_size), the data itself, and the replica-check interval (an environment
+    // variable); a mismatch made the first collective abort inside Gloo.
+    dp->require_same_config({{"run", cfg.to_json()},
+                             {"model", model->config_json()},
+                             {"data_fingerprint", {{"train", split_fingerprint(train_split)},
+                                                   {"valid", has_valid ? split_fingerprint(valid_split) : ""}}},
+                             {"LOL_DIST_CHECK_EVERY", dp->env().check_every}});
     dp->broadcast_module(model->module());
     model->set_statistics_reducer([&dp](const torch::Tensor& t) { return dp->sum(t, "expert load"); });
     dp->seed_rank_generators(uint64_t(tc.seed), device);
@@ -245,6 +282,15 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
                        " or choose another directory");
   } else {
     const std::string ck = resolve_checkpoint(resume);
+    // Continuing into a train.out that holds another run would splice the two (its
+    // metrics, checkpoints and `latest` mixed with this run's).
+    std::error_code ec;
+    const bool out_holds_run = !list_checkpoints(run_dir).empty() || fs::exists(fs::path(run_dir) / "latest");
+    if (out_holds_run && fs::weakly_canonical(fs::path(ck), ec).parent_path() !=
+                             fs::weakly_canonical(fs::path(run_dir) / "checkpoints", ec))
+      throw InputError("train.out = " + run_dir + ": holds another run than the checkpoint " + ck +
+                       " (continuing there would mix the two); choose another train.out, or resume " + run_dir +
+                       " itself");
     nlohmann::json ck_cfg = io::read_json_file(ck + "/config.json");
     ck_cfg.erase("extra");
     const nlohmann::json run_model = model->config_json();
@@ -330,6 +376,16 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
          {"tokens", st.tokens}, {"flops", st.flops}, {"elapsed", st.elapsed}});
   };
 
+  // A process killed between a checkpoint and the evaluation that follows it (the
+  // checkpoint is saved first) resumes without that evaluation in metrics.jsonl: it is
+  // run now, on the checkpoint's weights, as the uninterrupted run ran it.
+  if (!resume.empty() && st.step > 0 && has_valid &&
+      ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || st.step == tc.steps)) {
+    std::vector<double> missing{metrics && !metrics->has_evaluation(st.step) ? 1.0 : 0.0};
+    if (dp) dp->sum(missing, "resume evaluation check");  // rank 0 decides for every rank
+    if (missing[0] > 0) run_eval(st.step);
+  }
+
   const int64_t growable = model->growable_depth();
   if (growable > 0 && cfg.grow.fraction > 0 && cfg.grow.start > growable)
     throw InputError(cfg.attribute(cfg.source + ":grow: field 'start' = " + std::to_string(cfg.grow.start) +
@@ -406,7 +462,8 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     opt.step(lr_scale);
     opt.zero_grad();
     nlohmann::json model_metrics = model->after_optimizer_step();
-    if (dp && dp->check_due(st.step, st.step == tc.steps, tc.save_every > 0 && st.step % tc.save_every == 0))
+    // Every checkpoint is checked, one saved because of a stop signal too (the ranks agree on dist_stop).
+    if (dp && dp->check_due(st.step, st.step == tc.steps, (tc.save_every > 0 && st.step % tc.save_every == 0) || dist_stop))
       rec["replica_check"] = dp->check_module(model->module()).to_json();
     result.last_loss = loss;
     result.steps_done = st.step;

@@ -138,6 +138,13 @@ TEST(DataParallelTrain, TwoRanksOfBatchBMatchOneProcessOfBatch2BAlsoAfterResume)
   // A 2-rank checkpoint is refused by a single process (data shards would not line up).
   EXPECT_EQ(run(lol + " train --resume " + dir.path() + "/two_r --set train.steps=8", &err, dir.path()), 2);
   EXPECT_NE(err.find("resume it with the same number"), std::string::npos) << err;
+  // Ranks that would compute differently are refused before the first collective, naming
+  // the field; a different LOL_DIST_CHECK_EVERY (or another node's copy of the data, or
+  // its vocabulary) aborted inside Gloo (adversarial pass, session 26).
+  EXPECT_EQ(run(lol + " launch --nproc 2 --threads 1 -- sh -c 'if [ \"$RANK\" = 1 ]; then export "
+                    "LOL_DIST_CHECK_EVERY=3; fi; exec " + two_r + " --set train.out=" + dir.path() + "/mismatch'",
+                &err, dir.path()), 2) << err;
+  EXPECT_NE(err.find("/LOL_DIST_CHECK_EVERY = 100 on rank 0, 3 on rank 1"), std::string::npos) << err;
 }
 
 TEST(DataParallelTrain, DeadOrStalledRankEndsTheOtherWithinTheTimeout) {
@@ -241,4 +248,8 @@ TEST(Launcher, SignalsReachEachRankOnceAndTheCauseIsReported) {
   // compare plans for one process: refused under a launcher instead of spending N budgets.
   EXPECT_EQ(run("WORLD_SIZE=2 " + lol + " compare --configs a.json b.json --flops 1e9 --data d --out o", &err, dir), 2);
   EXPECT_NE(err.find("lol compare runs in one process (WORLD_SIZE = 2"), std::string::npos) << err;
+  // So is every command but train (two `layerroute train` ranks wrote one --out).
+  EXPECT_EQ(run("WORLD_SIZE=2 " + lol + " layerroute train --base b --data d --out o", &err, dir), 2);
+  EXPECT_NE(err.find("lol layerroute runs in one process (WORLD_SIZE = 2"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/o"));
 }

@@ -2,6 +2,8 @@
 // signals, non-finite losses.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <filesystem>
 #include <sstream>
@@ -10,6 +12,7 @@
 
 #include "common/test_files.h"
 #include "core/module_io.h"
+#include "core/runtime.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
@@ -208,6 +211,7 @@ TEST(Trainer, ResumeIsBitExact) {
   Fixture f;
   // One run of 8 steps vs. 3 steps (checkpoint) + resume to 8; grad accumulation,
   // router noise, growing and shuffling all active.
+  lol::set_blas_threads(2);  // train.threads = 1 must bound it itself (checked below)
   auto full = f.run("full", 8);
   full.train.grad_accum = 2;
   full.train.eval_every = 4;
@@ -255,6 +259,8 @@ TEST(Trainer, ResumeIsBitExact) {
     EXPECT_EQ(e["world_size"], 1);
     EXPECT_EQ(e["device"], "cpu");
     EXPECT_EQ(e["threads"], at::get_num_threads());
+    // train.threads bounds OpenBLAS's pool as LOL_NUM_THREADS does (it stayed at the core count).
+    if (lol::blas_threads() > 0) EXPECT_EQ(e["blas_threads"], part.train.threads);
     for (const char* key : {"time", "lol", "libtorch", "aten_cpu_capability", "blas", "blas_core", "cpu", "env"})
       EXPECT_TRUE(e.contains(key)) << key;
   }
@@ -303,6 +309,108 @@ TEST(Trainer, CheckpointWithoutLatestStillResumes) {
   auto r = run_training(c, c.train.out);
   EXPECT_EQ(r.steps_done, 4);
   EXPECT_EQ(fs::path(resolve_checkpoint(c.train.out)).filename(), "step-000004");
+}
+
+// The checkpoint of an evaluation step is saved before the evaluation runs: a process
+// killed in between resumed without that step's valid_loss for good (adversarial pass,
+// session 26). The resume now runs the missing evaluation: the same records as an
+// uninterrupted run, the final one included.
+TEST(Trainer, ResumeRunsTheEvaluationAKillSkipped) {
+  Fixture f;
+  auto valid_records = [](const std::string& run) {
+    std::vector<std::pair<int64_t, double>> v;
+    for (const auto& m : read_metrics(run + "/metrics.jsonl"))
+      if (m.contains("valid_loss")) v.emplace_back(m["step"].get<int64_t>(), m["valid_loss"].get<double>());
+    return v;
+  };
+  // Drops step `step`'s evaluation record, as a kill right after its checkpoint would.
+  auto drop_evaluation = [](const std::string& run, int64_t step) {
+    std::istringstream in(lol::io::read_file(run + "/metrics.jsonl"));
+    std::string kept;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (!(j.contains("valid_loss") && j["step"] == step)) kept += line + "\n";
+    }
+    lol::io::write_file_atomic(run + "/metrics.jsonl", kept);
+  };
+  auto full = f.run("full", 6);
+  full.train.eval_every = 2;
+  run_training(full);
+  const auto want = valid_records(full.train.out);
+  ASSERT_EQ(want.size(), 3u);
+
+  auto part = f.run("part", 6);
+  part.train.eval_every = 2;
+  part.train.save_every = 2;
+  TrainHooks crash;
+  crash.after_step = [](int64_t done, TrainableModel&) {
+    if (done == 4) throw std::runtime_error("simulated kill after step 4");
+  };
+  EXPECT_THROW(run_training(part, "", crash), std::runtime_error);
+  drop_evaluation(part.train.out, 4);
+  run_training(part, part.train.out);
+  EXPECT_EQ(valid_records(part.train.out), want);
+  // The final evaluation too: a finished run resumed trains nothing and evaluates once.
+  drop_evaluation(part.train.out, 6);
+  auto r = run_training(part, part.train.out);
+  EXPECT_TRUE(r.already_done);
+  EXPECT_EQ(valid_records(part.train.out), want);
+  run_training(part, part.train.out);
+  EXPECT_EQ(valid_records(part.train.out), want) << "an evaluation that was there is not run again";
+}
+
+// A metrics line that cannot be written (disk full, quota, file size limit) stops the
+// run with an error naming the file, and leaves no partial line behind; it was dropped
+// silently and the run exited 0 with a truncated log (adversarial pass, session 26).
+TEST(MetricsLogFile, FailedWriteThrowsAndLeavesWholeLines) {
+  TempDir dir("metrics_fail");
+  const std::string path = dir.path() + "/metrics.jsonl";
+  MetricsLog log(path, -1);
+  log.write({{"step", 1}, {"loss", 2.5}});
+  const auto before = fs::file_size(path);
+  // RLIMIT_FSIZE makes a write beyond the limit fail with EFBIG (SIGXFSZ ignored).
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* prev = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = before + 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    log.write({{"step", 2}, {"loss", 2.25}, {"note", std::string(100, 'x')}});
+  } catch (const lol::InputError& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, prev);
+  EXPECT_NE(error.find(path + ": write failed: "), std::string::npos) << error;
+  EXPECT_EQ(fs::file_size(path), before) << "a partial line was left";
+  log.write({{"step", 2}, {"loss", 2.25}});
+  EXPECT_EQ(read_metrics(path).size(), 2u);
+}
+
+// --resume A with train.out = B, where B holds another run, spliced the two runs'
+// metrics and checkpoints (adversarial pass, session 26): refused, B untouched.
+TEST(Trainer, ResumeIntoAnotherRunsDirectoryIsRefused) {
+  Fixture f;
+  auto a = f.run("a", 2), b = f.run("b", 2);
+  a.train.eval_every = b.train.eval_every = 0;
+  run_training(a);
+  run_training(b);
+  const std::string b_metrics = lol::io::read_file(b.train.out + "/metrics.jsonl");
+  auto into_b = a;
+  into_b.train.out = b.train.out;
+  into_b.train.steps = 4;
+  try {
+    run_training(into_b, a.train.out);
+    ADD_FAILURE() << "resumed into another run's directory";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds another run than the checkpoint"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(lol::io::read_file(b.train.out + "/metrics.jsonl"), b_metrics);
+  // Into a new directory it continues (a copy of the run from that checkpoint).
+  into_b.train.out = f.dir.path() + "/a_copy";
+  EXPECT_EQ(run_training(into_b, a.train.out).steps_done, 4);
 }
 
 TEST(Trainer, SigtermSavesAndStopsCleanly) {
