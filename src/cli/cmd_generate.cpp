@@ -107,9 +107,12 @@ nlohmann::json trace_json(const std::vector<inference::WindowDecision>& trace) {
 /// entry (with a note on stderr saying which token it is), or a token id. Throws
 /// InputError naming --stop for text of several tokens, a list of ids, or an id >=
 /// `vocab_size`. `codec` may be null (the model has neither tokenizer nor vocabulary).
-int64_t stop_token_id(const TextCodec* codec, const std::string& s, int64_t vocab_size) {
+/// With `ids_mode` (--ids or --tokens) a number is a token id, not text.
+int64_t stop_token_id(const TextCodec* codec, const std::string& s, int64_t vocab_size, bool ids_mode) {
   bool vocab_entry = false;
-  std::optional<int64_t> id = codec ? codec->token_id(s, &vocab_entry) : std::nullopt;
+  // With --ids or --tokens the user works in ids: a number is an id.
+  const bool number = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  std::optional<int64_t> id = codec && !(ids_mode && number) ? codec->token_id(s, &vocab_entry) : std::nullopt;
   if (vocab_entry) {  // not what the text encodes to: say which token it is
     const std::string text = nlohmann::json(codec->decode({*id})).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::cerr << "note: --stop '" << s << "' is the vocabulary entry of token " << *id << " (its text: " << text
@@ -118,6 +121,11 @@ int64_t stop_token_id(const TextCodec* codec, const std::string& s, int64_t voca
   const std::size_t first = s.find_first_not_of(" \t");
   const bool looks_like_ids =
       first != std::string::npos && (std::isdigit(static_cast<unsigned char>(s[first])) || s[first] == '[');
+  // A number that is also one token's text ("2") is read as that text outside ids mode:
+  // say so (it stopped at the token "2", not at id 2).
+  if (id && !vocab_entry && number)
+    std::cerr << "note: --stop '" << s << "' is read as text: token " << *id << " (with --ids or --tokens, numbers "
+              << "are token ids)\n";
   if (!id && !looks_like_ids) {
     std::string split;  // what a text tokenizer makes of it
     if (codec && !codec->words()) {
@@ -199,7 +207,7 @@ void run_generate(const GenerateArgs& a) {
   o.depth_rule = inference::parse_depth_rule(a.depth_rule);
   o.batch_size = 1;
   o.trace = !a.trace_file.empty();
-  for (const auto& s : a.stop) o.stop_tokens.push_back(stop_token_id(codec.get(), s, model->config().vocab_size));
+  for (const auto& s : a.stop) o.stop_tokens.push_back(stop_token_id(codec.get(), s, model->config().vocab_size, a.ids_out || !a.tokens.empty()));
   // --trace's directory must exist before the generation runs.
   if (!a.trace_file.empty()) {
     const fs::path trace_dir = fs::path(a.trace_file).parent_path();

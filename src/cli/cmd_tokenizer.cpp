@@ -107,6 +107,7 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
 struct CodecArgs {
   std::string tokenizer, text, file, ids, jsonl, text_field = "text";
   bool json = false, stats = false, skip_special = false, add_special = false;
+  bool text_given = false, file_given = false, ids_given = false;  ///< given, possibly empty
 };
 
 /// --jsonl: one JSON array of ids per record of a JSON-lines file (blank lines skipped),
@@ -141,10 +142,11 @@ void run_encode(const CodecArgs& a) {
     return;
   }
   std::string text, source;
-  if (!a.file.empty()) {
+  if (a.file_given) {
+    if (a.file.empty()) throw InputError("--file: empty path (expected a file to encode; --text '' encodes no text)");
     text = io::read_file(a.file);
     source = "--file " + a.file;
-  } else if (!a.text.empty()) {
+  } else if (a.text_given) {  // "" too: the empty text (no ids), not standard input
     text = a.text;
     source = "--text";
   } else {
@@ -175,7 +177,8 @@ void run_encode(const CodecArgs& a) {
 
 void run_decode(const CodecArgs& a) {
   auto tok = data::open_text_tokenizer(a.tokenizer);
-  const auto ids64 = a.ids.empty() ? parse_ids(read_all(std::cin), "standard input") : parse_ids(a.ids, "--ids");
+  // --ids '' is no ids (the empty text), not standard input.
+  const auto ids64 = !a.ids_given ? parse_ids(read_all(std::cin), "standard input") : parse_ids(a.ids, "--ids");
   const std::vector<int32_t> ids(ids64.begin(), ids64.end());
   std::cout << tok->decode(ids, a.skip_special);
 }
@@ -232,14 +235,21 @@ void register_tokenizer(CLI::App& app) {
   en->add_flag("--json", ea->json, "Print a JSON array");
   en->add_flag("--stats", ea->stats, "Print token count, bytes per token and encoding speed instead of ids")
       ->excludes(jl);
-  en->callback([ea] { run_encode(*ea); });
+  en->callback([ea, tx, fl] {
+    ea->text_given = tx->count() > 0;
+    ea->file_given = fl->count() > 0;
+    run_encode(*ea);
+  });
 
   auto da = std::make_shared<CodecArgs>();
   auto* de = t->add_subcommand("decode", "Print the text of token ids (from --ids or stdin)");
   de->add_option("--tokenizer", da->tokenizer, "'byte', a tokenizer.json file or its directory")->required();
-  de->add_option("--ids", da->ids, "Token ids separated by spaces or commas (a JSON array works too)");
+  auto* ids = de->add_option("--ids", da->ids, "Token ids separated by spaces or commas (a JSON array works too)");
   de->add_flag("--skip-special", da->skip_special, "Leave special tokens out");
-  de->callback([da] { run_decode(*da); });
+  de->callback([da, ids] {
+    da->ids_given = ids->count() > 0;
+    run_decode(*da);
+  });
 }
 
 }  // namespace lol::cli

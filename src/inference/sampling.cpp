@@ -1,6 +1,7 @@
 #include "inference/sampling.h"
 
 #include <algorithm>
+#include <limits>
 #include <charconv>
 #include <cmath>
 #include <numeric>
@@ -42,7 +43,9 @@ void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_
   for (int64_t id : seen) {
     if (id < 0 || id >= V) continue;
     float& z = logits[id];
-    z = z < 0 ? z * p : z / p;
+    // A tiny penalty (1e-44 is a float32) overflowed z / p to +Inf and the softmax to NaN,
+    // which sampled the same tokens whatever the seed: the largest finite float instead.
+    z = std::clamp(z < 0 ? z * p : z / p, -std::numeric_limits<float>::max(), std::numeric_limits<float>::max());
   }
 }
 

@@ -43,6 +43,13 @@ struct MatchScratch {
   }
 };
 
+// A match that fails (not "no match"): PCRE2's match or depth limit on a pattern that
+// backtracks catastrophically on this text, e.g. (a+)+$ over "aaaa...b".
+std::string match_failure(const std::string& pattern, std::size_t pos, int rc) {
+  return "regex " + pattern + ": matching failed at byte " + std::to_string(pos) + ": " + pcre2_message(rc) +
+         " (the pattern backtracks too much on this text: avoid nested quantifiers such as (a+)+)";
+}
+
 MatchScratch& scratch() {
   thread_local MatchScratch s;
   return s;
@@ -54,8 +61,16 @@ MatchScratch& scratch() {
 const char* const kWhiteSpace =
     R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-std::string rewrite_whitespace_classes(std::string_view p) {
-  const std::string ws = kWhiteSpace;
+// Onig's Unicode word characters (\w): General_Category Letter, Mark, Number or
+// Connector_Punctuation. PCRE2 10.42's \w leaves out marks (U+0301, U+FE0F, Devanagari
+// vowel signs).
+const char* const kWord = R"(\p{L}\p{M}\p{N}\p{Pc})";
+// Onig's \h is a hexadecimal digit (PCRE2's: horizontal white space).
+const char* const kHexDigit = R"(0-9A-Fa-f)";
+
+std::string rewrite_for_onig(std::string_view p) {
+  const std::string ws = kWhiteSpace, word = kWord, hex = kHexDigit;
+  const std::string w = "[" + word + "]", nw = "[^" + word + "]";
   std::string out;
   out.reserve(p.size() + 32);
   bool in_class = false;
@@ -67,6 +82,18 @@ std::string rewrite_whitespace_classes(std::string_view p) {
         out += in_class ? ws : "[" + ws + "]";
       } else if (e == 'S' && !in_class) {
         out += "[^" + ws + "]";
+      } else if (e == 'w') {
+        out += in_class ? word : w;
+      } else if (e == 'W' && !in_class) {
+        out += nw;
+      } else if (e == 'h') {
+        out += in_class ? hex : "[" + hex + "]";
+      } else if (e == 'H' && !in_class) {
+        out += "[^" + hex + "]";
+      } else if (e == 'b' && !in_class) {  // word boundary by onig's \w
+        out += "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))";
+      } else if (e == 'B' && !in_class) {
+        out += "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
       } else {
         out += c;
         out += e;
@@ -98,8 +125,9 @@ std::string rewrite_whitespace_classes(std::string_view p) {
 
 RegexSplitter::RegexSplitter(std::string pattern, bool literal, const std::string& where)
     : pattern_(std::move(pattern)), literal_(literal) {
-  const std::string compiled = literal_ ? pattern_ : rewrite_whitespace_classes(pattern_);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
+  const std::string compiled = literal_ ? pattern_ : rewrite_for_onig(pattern_);
+  // Onig's (Ruby syntax) ^ and $ are line anchors: PCRE2's multiline mode.
+  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE;
   if (literal_) options = PCRE2_UTF | PCRE2_LITERAL;
   int err = 0;
   PCRE2_SIZE err_off = 0;
@@ -123,8 +151,7 @@ bool RegexSplitter::matches_at(std::string_view text, std::size_t pos) const {
                              PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, s.md, nullptr);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0)
-    throw std::runtime_error("regex " + pattern_ + ": matching failed at byte " + std::to_string(pos) + ": " +
-                             pcre2_message(rc));
+    throw InputError(match_failure(pattern_, pos, rc));
   return true;
 }
 
@@ -147,8 +174,7 @@ void RegexSplitter::for_each_piece(std::string_view text, Emit&& emit) const {
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
-      throw std::runtime_error("regex " + pattern_ + ": matching failed at byte " + std::to_string(pos) +
-                               ": " + pcre2_message(rc));
+      throw InputError(match_failure(pattern_, pos, rc));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.md);
     const std::size_t b = ov[0], e = ov[1];

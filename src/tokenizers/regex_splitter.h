@@ -40,7 +40,8 @@ class RegexSplitter {
   /// Appends to `out` the pieces of `text` in order (matches and the gaps between
   /// them; empty matches are dropped), as views into `text`. The concatenation of
   /// the pieces is `text`. `text` must be valid UTF-8 (checked by the caller; it is
-  /// not re-checked here). Thread-safe.
+  /// not re-checked here). Thread-safe. Throws InputError naming the pattern when
+  /// matching fails (PCRE2's match limit, a catastrophically backtracking pattern).
   void split(std::string_view text, std::vector<std::string_view>& out) const;
 
   /// As split, each piece flagged true for a match, false for a gap between matches.
@@ -50,7 +51,7 @@ class RegexSplitter {
   /// (anchored there; the match may be empty). Thread-safe.
   bool matches_at(std::string_view text, std::size_t pos) const;
 
-  /// The pattern as given (before the \s rewrite).
+  /// The pattern as given (before rewrite_for_onig).
   const std::string& pattern() const { return pattern_; }
   bool literal() const { return literal_; }
   /// True when PCRE2's JIT compiler accepted the pattern.
@@ -66,7 +67,10 @@ class RegexSplitter {
   void* code_ = nullptr;  // pcre2_code_8*
 };
 
-/// The `\s`/`\S` rewrite described above (exposed for tests).
-std::string rewrite_whitespace_classes(std::string_view pattern);
+/// The rewrite to Oniguruma's meanings described above (exposed for tests): `\s`, `\S`
+/// (Unicode White_Space), `\w`, `\W`, `\b`, `\B` (onig's word characters: Letter, Mark,
+/// Number, Connector_Punctuation), `\h`, `\H` (a hexadecimal digit). POSIX bracket
+/// classes are left to PCRE2 (docs/tokenizers.md).
+std::string rewrite_for_onig(std::string_view pattern);
 
 }  // namespace lol::tokenizers

@@ -125,6 +125,9 @@ std::string Tokenizer::decode_inner(const int32_t* ids, std::size_t n, bool skip
 }
 
 std::string DecodeStream::push(int32_t id) {
+  // An id the tokenizer has no token for (a model vocabulary padded beyond the
+  // tokenizer's, as Qwen2's is) prints nothing, as Hugging Face's decode skips it.
+  if (!tok_.id_to_token(id)) return "";
   std::string bytes = tok_.decode_inner(&id, 1, skip_);
   if (!started_) {  // decode() strips up to decode_strip_spaces() spaces from the start of the text
     std::size_t cut = 0;

@@ -181,7 +181,8 @@ class Tokenizer {
 class DecodeStream {
  public:
   DecodeStream(const Tokenizer& tok, bool skip_special_tokens) : tok_(tok), skip_(skip_special_tokens) {}
-  /// Text to print after id `id`. Throws as decode for an unknown id.
+  /// Text to print after id `id`; nothing for an id the tokenizer has no token for
+  /// (a generated id of a padded model vocabulary: Hugging Face's decode skips it).
   std::string push(int32_t id);
   /// What is still held back (an incomplete character, as U+FFFD).
   std::string finish() { return utf8_.finish(); }

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
+#include <set>
 
 #include "inference/generate.h"
+#include "inference/sampling.h"
 #include "tiny_models.h"
 #include "util/error.h"
 
@@ -233,6 +236,26 @@ TEST(Generate, RepetitionPenaltyEqualsFullForwardReference) {
     o.sampling.repetition_penalty = bad;
     EXPECT_THROW(generate(m, prompts, o), InputError) << bad;
   }
+}
+
+// A penalty float32 holds but tiny (1e-44) made z / p +Inf and the softmax NaN: every
+// seed sampled the same tokens (adversarial pass, session 26). Scores stay finite, and
+// sampling among the boosted tokens follows the seed.
+TEST(Generate, TinyRepetitionPenaltyKeepsScoresFinite) {
+  std::vector<float> z = {2.0f, -3.0f, 1.0f, 0.5f};
+  apply_repetition_penalty(z.data(), 4, {0, 1, 2}, 1e-44);
+  for (float v : z) EXPECT_TRUE(std::isfinite(v)) << v;
+  EXPECT_EQ(z[0], std::numeric_limits<float>::max());
+  EXPECT_EQ(z[2], std::numeric_limits<float>::max());
+  EXPECT_LT(z[1], 0.0f);  // -3e-44: multiplied, as transformers does for negative scores
+  SamplingOptions o;
+  o.temperature = 1;
+  std::set<int64_t> drawn;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    std::mt19937_64 rng(seed);
+    drawn.insert(sample_token(z.data(), 4, o, rng));
+  }
+  EXPECT_EQ(drawn, (std::set<int64_t>{0, 2})) << "the two boosted tokens, by the seed";
 }
 
 TEST(Generate, BadOptionsThrow) {

@@ -7,6 +7,7 @@
 //          G5 \s+(?!\S)  G6 \s+
 #include <numeric>
 
+#include "common/test_files.h"
 #include "tok_test_util.h"
 #include "tokenizers/regex_splitter.h"
 #include "tokenizers/utf8.h"
@@ -104,13 +105,46 @@ TEST(PreTokenizer, PiecesCoverCorpora) {
   }
 }
 
+// Oniguruma's (Hugging Face's) meanings of \w, \b, \h, ^ and $, which PCRE2 reads
+// otherwise (adversarial pass, session 26: a tokenizer lol trained with
+// --regex '\w+|[^\w\s]+|\s+' split Hindi text differently in transformers).
+TEST(PreTokenizer, OnigurumaClassesAndAnchors) {
+  auto pieces = [](const std::string& pattern, const std::string& text) {
+    RegexSplitter r(pattern);
+    std::vector<std::pair<std::string_view, bool>> v;
+    r.split_flagged(text, v);
+    std::vector<std::string> out;
+    for (const auto& [p, m] : v)
+      if (m) out.emplace_back(p);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  // A combining acute accent (U+0301), a Devanagari vowel sign (U+0947), a variation
+  // selector (U+FE0F) are marks: word characters in onig; superscript two is a Number.
+  EXPECT_EQ(pieces(R"(\w+)", "e\u0301t\u00e9 \u0939\u0948 \u2764\ufe0f x\u00b2"),
+            (V{"e\u0301t\u00e9", "\u0939\u0948", "\ufe0f", "x\u00b2"}));
+  EXPECT_EQ(pieces(R"(\W+)", "a\u0301, b"), (V{", "}));
+  EXPECT_EQ(pieces(R"([\w]+)", "a\u0301b"), (V{"a\u0301b"}));
+  EXPECT_EQ(pieces(R"(\b\w)", "ab c\u0301d"), (V{"a", "c"}));
+  EXPECT_EQ(pieces(R"(\B\w)", "ab c\u0301"), (V{"b", "\u0301"}));
+  // \h: a hexadecimal digit, not horizontal white space.
+  EXPECT_EQ(pieces(R"(\h+)", "0xBEEF g\t"), (V{"0", "BEEF"}));
+  EXPECT_EQ(pieces(R"(\H+)", "0x1 "), (V{"x", " "}));
+  // ^ and $ anchor at every line.
+  EXPECT_EQ(pieces(R"(^[a-z]+)", "ab cd\nef"), (V{"ab", "ef"}));
+  EXPECT_EQ(pieces(R"([a-z]+$)", "ab cd\nef"), (V{"cd", "ef"}));
+  // A pattern that backtracks catastrophically: an input error naming it, not a crash.
+  lol_test::expect_input_error([&] { pieces(R"((a+)+$)", std::string(40, 'a') + "b"); },
+                               {"regex (a+)+$: matching failed", "avoid nested quantifiers"});
+}
+
 TEST(PreTokenizer, WhitespaceRewrite) {
   const std::string w = R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
-  EXPECT_EQ(rewrite_whitespace_classes(R"(\s+(?!\S))"), "[" + w + "]+(?![^" + w + "])");
-  EXPECT_EQ(rewrite_whitespace_classes(R"([^\s\p{L}])"), "[^" + w + R"(\p{L}])");
-  EXPECT_EQ(rewrite_whitespace_classes(R"([]\s])"), "[]" + w + "]");
-  EXPECT_EQ(rewrite_whitespace_classes(R"([[:alpha:]]\s)"), "[[:alpha:]][" + w + "]");
-  EXPECT_EQ(rewrite_whitespace_classes(R"(\\s)"), R"(\\s)");  // an escaped backslash, then 's'
+  EXPECT_EQ(rewrite_for_onig(R"(\s+(?!\S))"), "[" + w + "]+(?![^" + w + "])");
+  EXPECT_EQ(rewrite_for_onig(R"([^\s\p{L}])"), "[^" + w + R"(\p{L}])");
+  EXPECT_EQ(rewrite_for_onig(R"([]\s])"), "[]" + w + "]");
+  EXPECT_EQ(rewrite_for_onig(R"([[:alpha:]]\s)"), "[[:alpha:]][" + w + "]");
+  EXPECT_EQ(rewrite_for_onig(R"(\\s)"), R"(\\s)");  // an escaped backslash, then 's'
   // The rewritten \s is exactly Unicode White_Space.
   RegexSplitter ws(R"(\s)");
   for (char32_t cp : {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x200A, 0x2028, 0x2029, 0x202F,
