@@ -165,7 +165,7 @@ bool DocumentReader::next_text(Document& doc) {
   std::string line;
   doc.text.clear();
   doc.label.clear();
-  bool in_doc = false;
+  bool in_doc = false, cr = false;  // cr: the previous line ended "\r\n"
   while (std::getline(*in_, line)) {
     ++line_no_;
     file_bytes_ += int64_t(line.size()) + (in_->eof() ? 0 : 1);
@@ -177,8 +177,12 @@ bool DocumentReader::next_text(Document& doc) {
       in_doc = true;
       doc.where = path + ":" + std::to_string(line_no_);
     } else {
-      doc.text += '\n';
+      doc.text += cr ? "\r\n" : "\n";
     }
+    // A CRLF file's line ends are kept inside a document, and its last one dropped as
+    // an LF file's is (documents ended in a stray '\r').
+    cr = !line.empty() && line.back() == '\r';
+    if (cr) line.pop_back();
     doc.text += line;
     if (o_.doc_split == DocSplit::kLine) break;
   }

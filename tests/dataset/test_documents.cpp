@@ -51,6 +51,18 @@ TEST(Documents, BlankLineAndLineSplits) {
   EXPECT_EQ(docs[1].text, "In the beginning");
   EXPECT_EQ(docs[3].text, "Thus the heavens");
   EXPECT_EQ(docs[4].index, 4);
+
+  // CRLF line ends: kept inside a document, the last one dropped as an LF file's is
+  // (every document ended in a stray '\r'; adversarial pass, session 26).
+  const auto c = t.file("c.txt", "Genesis 1\r\nIn the beginning\r\n\r\nGenesis 2\r\n");
+  docs = read_all({c}, DocumentSourceOptions{});
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0].text, "Genesis 1\r\nIn the beginning");
+  EXPECT_EQ(docs[1].text, "Genesis 2");
+  o.doc_split = DocSplit::kLine;
+  docs = read_all({c}, o);
+  ASSERT_EQ(docs.size(), 3u);
+  EXPECT_EQ(docs[1].text, "In the beginning");
 }
 
 TEST(Documents, JsonlTextAndLabels) {
