@@ -47,6 +47,16 @@ lol::NamedTensors checkpoint_tensors(const std::string& ck) {
   return t;
 }
 
+/// Hooks that throw after optimizer step `step` completed (its checkpoint, if any, and
+/// evaluation done): a process killed there.
+TrainHooks crash_after(int64_t step) {
+  TrainHooks h;
+  h.after_step = [step](int64_t done, TrainableModel&) {
+    if (done == step) throw std::runtime_error("simulated crash after step " + std::to_string(step));
+  };
+  return h;
+}
+
 }  // namespace
 
 TEST(Trainer, LossFallsOnATinyTask) {
@@ -221,11 +231,7 @@ TEST(Trainer, ResumeIsBitExact) {
   part.train.grad_accum = 2;
   part.train.eval_every = 4;
   part.train.save_every = 3;
-  TrainHooks stop_at_3;
-  stop_at_3.after_step = [](int64_t done, TrainableModel&) {
-    if (done == 3) throw std::runtime_error("simulated crash after step 3");
-  };
-  EXPECT_THROW(run_training(part, "", stop_at_3), std::runtime_error);
+  EXPECT_THROW(run_training(part, "", crash_after(3)), std::runtime_error);
   ASSERT_TRUE(fs::exists(part.train.out + "/checkpoints/step-000003"));
   auto r_part = run_training(part, part.train.out);
   EXPECT_EQ(r_part.steps_done, 8);
@@ -293,11 +299,7 @@ TEST(Trainer, CheckpointWithoutLatestStillResumes) {
   auto c = f.run("nolatest", 4);
   c.train.save_every = 2;
   c.train.eval_every = 0;
-  TrainHooks crash;
-  crash.after_step = [](int64_t done, TrainableModel&) {
-    if (done == 2) throw std::runtime_error("simulated crash after step 2");
-  };
-  EXPECT_THROW(run_training(c, "", crash), std::runtime_error);
+  EXPECT_THROW(run_training(c, "", crash_after(2)), std::runtime_error);
   ASSERT_TRUE(fs::remove(c.train.out + "/latest"));
   EXPECT_EQ(resolve_checkpoint(c.train.out), c.train.out + "/checkpoints/step-000002");
   try {
@@ -342,11 +344,7 @@ TEST(Trainer, ResumeRunsTheEvaluationAKillSkipped) {
   auto part = f.run("part", 6);
   part.train.eval_every = 2;
   part.train.save_every = 2;
-  TrainHooks crash;
-  crash.after_step = [](int64_t done, TrainableModel&) {
-    if (done == 4) throw std::runtime_error("simulated kill after step 4");
-  };
-  EXPECT_THROW(run_training(part, "", crash), std::runtime_error);
+  EXPECT_THROW(run_training(part, "", crash_after(4)), std::runtime_error);
   drop_evaluation(part.train.out, 4);
   run_training(part, part.train.out);
   EXPECT_EQ(valid_records(part.train.out), want);
