@@ -110,7 +110,16 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
     so.numWorkers = size_t(env.world_size);
     so.waitWorkers = true;
     so.timeout = env.timeout;
-    c->impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    try {
+      c->impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    } catch (const std::exception& e) {
+      // Rank 0 cannot host the rendezvous: a bad flag, not a failed peer (exit 2, not 4).
+      const std::string what = e.what();
+      if (env.rank == 0 && (what.find("Address already in use") != std::string::npos || what.find("errno: 98") != std::string::npos))
+        throw InputError(where + ": port " + std::to_string(env.master_port) +
+                         " is in use (another job or program listens there); choose another --master-port (MASTER_PORT)");
+      throw;
+    }
     if (!device.is_cuda()) {
       auto opts = c10d::ProcessGroupGloo::Options::create(env.timeout);
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
@@ -131,6 +140,8 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
 #endif
     }
   } catch (const DistributedError&) {
+    throw;
+  } catch (const InputError&) {
     throw;
   } catch (const std::exception& e) {
     std::string cause = e.what();

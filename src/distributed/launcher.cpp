@@ -145,14 +145,17 @@ int launch(const LaunchOptions& o) {
         // Every failed rank is reported. Status 4 is a collective that failed because
         // another rank went away: the job's status is that of the first rank that
         // failed for another reason (bad input 2, killed 128 + signal, ...), else 4.
+        // A rank the launcher itself stopped (after the grace period) did not fail on its
+        // own: it does not replace the status (a rank 0 that could not bind the port was
+        // blamed on the rank it left waiting).
         const bool first = !failed;
-        if (first || (result == kCollectiveFailedStatus && code != kCollectiveFailedStatus)) result = code;
+        if (first || (!termed && result == kCollectiveFailedStatus && code != kCollectiveFailedStatus)) result = code;
         if (first) {
           failed = true;
           fail_time = Clock::now();
         }
-        std::fprintf(stderr, "lol launch: rank %d (pid %d) %s%s\n", o.node_rank * o.nproc + r, int(pid),
-                     describe(st).c_str(),
+        std::fprintf(stderr, "lol launch: rank %d (pid %d) %s%s%s\n", o.node_rank * o.nproc + r, int(pid),
+                     describe(st).c_str(), termed ? " (stopped by the launcher)" : "",
                      first && running > 0 ? ("; the other ranks get " + std::to_string(o.grace_s) +
                                              " s to stop on their own").c_str()
                                           : "");
