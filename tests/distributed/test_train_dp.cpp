@@ -245,6 +245,11 @@ TEST(Launcher, SignalsReachEachRankOnceAndTheCauseIsReported) {
   EXPECT_NE(err.find("rank 1 (pid"), std::string::npos) << err;
   EXPECT_NE(err.find("exited with status 2"), std::string::npos) << err;
   EXPECT_NE(err.find("exited with status 4"), std::string::npos) << err;
+  // A rank the launcher stops after the grace period did not fail on its own: it does not
+  // replace the status of the rank that failed first (it made the job exit 143).
+  std::ofstream(dir + "/wait.sh") << "if [ \"$RANK\" = 0 ]; then exit 4; fi\nexec sleep 60\n";
+  EXPECT_EQ(run("cd " + dir + " && " + lol + " launch --nproc 2 --grace 1 -- sh wait.sh", &err, dir), 4) << err;
+  EXPECT_NE(err.find("(stopped by the launcher)"), std::string::npos) << err;
   // compare plans for one process: refused under a launcher instead of spending N budgets.
   EXPECT_EQ(run("WORLD_SIZE=2 " + lol + " compare --configs a.json b.json --flops 1e9 --data d --out o", &err, dir), 2);
   EXPECT_NE(err.find("lol compare runs in one process (WORLD_SIZE = 2"), std::string::npos) << err;
