@@ -131,6 +131,43 @@ TEST(CliHf, InfoGeneratePpl) {
 // Finite weights whose products overflow float32 (a final norm weight of 3e38): generation
 // and perplexity stop with exit status 3 naming what held NaN/Inf, instead of sampling
 // from NaN logits or reporting a NaN perplexity.
+
+// `hf ppl`'s bytes are the predicted tokens' bytes as they stand in the text. With a
+// SentencePiece tokenizer (Prepend normalizer, Strip decoder) decoding the predicted
+// tokens alone lost the leading space the decoder strips: one byte per window too few
+// (adversarial pass, session 26).
+TEST(CliHf, PplCountsThePredictedBytesOfSentencePieceText) {
+  TinyShape s;
+  s.vocab = 1287;
+  TempDir d("cli_ppl_spm");
+  write_tiny_checkpoint(d.path(), s, 23, torch::kFloat32);
+  const std::string spm = std::string(LOL_SOURCE_DIR) + "/tests/tokenizers/data/spm_bpe_tokenizer.json";
+  std::filesystem::copy_file(spm, d / "tokenizer.json");
+  const std::string text = "In the beginning God created the heaven and the earth. And the earth was without form.";
+  write_text(d / "text.txt", text);
+  auto r = run_lol("hf ppl " + quote(d.path()) + " --data " + quote(d / "text.txt") + " --context 4 --out " +
+                   quote(d / "ppl.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The bytes of each piece (U+2581 is a space, <0xNN> one byte), summed over every
+  // window's predicted tokens (all but the first of each window of 4).
+  const auto tok = tokenizers::load_tokenizer(spm);
+  const auto ids = tok->encode(text);
+  int64_t want = 0;
+  for (size_t b = 0; b + 1 < ids.size(); b += 4)
+    for (size_t i = b + 1; i < std::min(ids.size(), b + 4); ++i) {
+      const std::string piece = *tok->id_to_token(ids[i]);
+      if (piece.size() == 6 && piece.rfind("<0x", 0) == 0) {
+        want += 1;
+        continue;
+      }
+      for (size_t k = 0; k < piece.size(); ++k) {
+        if (piece.compare(k, 3, "\u2581") == 0) k += 2;  // one space
+        ++want;
+      }
+    }
+  const auto ppl = nlohmann::json::parse(read_text(d / "ppl.json"));
+  EXPECT_EQ(ppl["bytes"].get<int64_t>(), want);
+}
 TEST(CliHf, OverflowingWeightsExitWith3) {
   TinyShape s;
   s.vocab = 300;
