@@ -186,9 +186,16 @@ std::string save_checkpoint(const std::string& run_dir, const TrainableModel& mo
   install_dir(ckdir, tmp, final_dir);
   io::fsync_dir(ckdir.string());
   io::write_file_atomic((fs::path(run_dir) / "latest").string(), "checkpoints/" + name + "\n");
-  // Oldest first; the checkpoint just written (which `latest` names) is always kept, even
-  // when later steps exist from before a resume.
+  // Checkpoints numbered after this one belong to a timeline abandoned by resuming from
+  // an earlier step (whose metrics lines the resume dropped): removed, so that `latest`
+  // is the newest and keep_last counts this timeline (a stale later checkpoint survived
+  // pruning and looked newer than `latest`).
   auto all = list_checkpoints(run_dir);
+  while (!all.empty() && fs::path(all.back()).filename() != name) {
+    discard_dir(ckdir, all.back());
+    all.pop_back();
+  }
+  // Oldest first; the checkpoint just written (which `latest` names) is always kept.
   int64_t excess = int64_t(all.size()) - keep_last;
   for (size_t i = 0; i < all.size() && excess > 0; ++i) {
     if (fs::path(all[i]).filename() == name) continue;

@@ -411,6 +411,26 @@ TEST(Trainer, ResumeIntoAnotherRunsDirectoryIsRefused) {
   EXPECT_EQ(run_training(into_b, a.train.out).steps_done, 4);
 }
 
+// Resuming from an earlier checkpoint of the run abandons its later ones (their metrics
+// lines are dropped): they are removed at the first save, so that keep_last counts the
+// new timeline and no stale checkpoint looks newer than `latest` (adversarial pass,
+// session 26).
+TEST(Trainer, ResumingFromAnEarlierStepRemovesTheAbandonedLaterCheckpoints) {
+  Fixture f;
+  auto c = f.run("branch", 6);
+  c.train.save_every = 1;
+  c.train.keep_last = 10;
+  c.train.eval_every = 0;
+  run_training(c);
+  ASSERT_EQ(list_checkpoints(c.train.out).size(), 6u);
+  c.train.steps = 4;
+  run_training(c, c.train.out + "/checkpoints/step-000003");
+  std::vector<std::string> names;
+  for (const auto& ck : list_checkpoints(c.train.out)) names.push_back(fs::path(ck).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-000001", "step-000002", "step-000003", "step-000004"}));
+  EXPECT_EQ(fs::path(resolve_checkpoint(c.train.out)).filename(), "step-000004");
+}
+
 TEST(Trainer, SigtermSavesAndStopsCleanly) {
   Fixture f;
   auto c = f.run("sig", 10);
