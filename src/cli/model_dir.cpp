@@ -105,11 +105,9 @@ std::string find_model_dir(const std::string& dir) {
     std::getline(in, name);
     for (const std::string& cand : {name, dir + "/" + name, dir + "/checkpoints/" + name})
       if (!name.empty() && fs::exists(cand + "/config.json")) return cand;
-  } else if (!fs::exists(latest)) {
-    // A run killed before writing `latest` for its first checkpoint (see resolve_checkpoint).
-    const auto all = training::list_checkpoints(dir);
-    for (auto it = all.rbegin(); it != all.rend(); ++it)
-      if (fs::exists(*it + "/config.json")) return *it;
+  } else if (!fs::exists(latest) && !training::list_checkpoints(dir).empty()) {
+    // A run killed before writing `latest` for its first checkpoint: its newest one.
+    return training::resolve_checkpoint(dir);
   }
   throw InputError(dir + ": not a model directory (no config.json) and not a run directory with a 'latest' checkpoint");
 }

@@ -6,6 +6,7 @@
 
 #include "distributed/grad_sync.h"
 #include "util/error.h"
+#include "util/json_fields.h"
 
 namespace lol::dist {
 
@@ -65,19 +66,10 @@ void DataParallel::require_same_config(const nlohmann::json& run_config) {
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0]) {
       differ += (differ.empty() ? "" : ", ") + std::to_string(r);
-      if (first.empty()) {
-        // The fields that differ, as JSON pointers: "/model/vocab_size = 31 on rank 0, 40 on rank 1".
-        const nlohmann::json a = nlohmann::json::parse(all[0]).flatten(), b = nlohmann::json::parse(all[r]).flatten();
-        nlohmann::json keys = a;
-        keys.update(b);
-        for (auto it = keys.begin(); it != keys.end(); ++it) {
-          const std::string va = a.contains(it.key()) ? a.at(it.key()).dump() : "absent";
-          const std::string vb = b.contains(it.key()) ? b.at(it.key()).dump() : "absent";
-          if (va != vb)
-            first += (first.empty() ? "; " : ", ") + it.key() + " = " + va + " on rank 0, " + vb + " on rank " +
-                     std::to_string(r);
-        }
-      }
+      if (first.empty())  // the fields that differ, as JSON pointers: "/model/vocab_size = 31 on rank 0, 40 on rank 1"
+        first = "; " + util::json_difference(nlohmann::json::parse(all[0]).flatten(),
+                                             nlohmann::json::parse(all[r]).flatten(), "on rank 0",
+                                             "on rank " + std::to_string(r));
     }
   if (!differ.empty())
     throw InputError(comm_->label() + ": rank(s) " + differ +

@@ -116,7 +116,8 @@ void JsonFields::reject_unknown() const {
     }
 }
 
-std::string json_difference(const nlohmann::json& there, const nlohmann::json& here) {
+std::string json_difference(const nlohmann::json& there, const nlohmann::json& here, const std::string& there_label,
+                            const std::string& here_label) {
   std::string diff;
   nlohmann::json keys = there.is_object() ? there : nlohmann::json::object();
   if (here.is_object()) keys.update(here);
@@ -127,7 +128,7 @@ std::string json_difference(const nlohmann::json& there, const nlohmann::json& h
     const auto a = a_obj.find(it.key());
     const auto b = b_obj.find(it.key());
     const std::string va = a != a_obj.end() ? a->dump() : "absent", vb = b != b_obj.end() ? b->dump() : "absent";
-    if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " there, " + vb + " here";
+    if (va != vb) diff += (diff.empty() ? "" : "; ") + it.key() + " = " + va + " " + there_label + ", " + vb + " " + here_label;
   }
   return diff;
 }

@@ -56,7 +56,9 @@ void check_range(const std::string& where, const std::string& key, double v, dou
 
 /// "key = A there, B here; ..." for every top-level field where `there` (e.g. what a
 /// checkpoint was saved with) and `here` (this run's) differ ("absent" for a missing
-/// field); "" when they agree. Non-objects compare as empty objects.
-std::string json_difference(const nlohmann::json& there, const nlohmann::json& here);
+/// field); "" when they agree. Non-objects compare as empty objects. `there_label` /
+/// `here_label` replace "there" / "here" (e.g. "on rank 0", "on rank 1").
+std::string json_difference(const nlohmann::json& there, const nlohmann::json& here,
+                            const std::string& there_label = "there", const std::string& here_label = "here");
 
 }  // namespace lol::util
