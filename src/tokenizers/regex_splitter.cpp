@@ -3,7 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cctype>
 #include <stdexcept>
+#include <vector>
 
 #include "tokenizers/utf8.h"
 #include "util/error.h"
@@ -61,12 +63,86 @@ MatchScratch& scratch() {
 const char* const kWhiteSpace =
     R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-// Onig's Unicode word characters (\w): General_Category Letter, Mark, Number or
-// Connector_Punctuation. PCRE2 10.42's \w leaves out marks (U+0301, U+FE0F, Devanagari
-// vowel signs).
-const char* const kWord = R"(\p{L}\p{M}\p{N}\p{Pc})";
+// Onig's (Hugging Face tokenizers 0.23, onig 6.9) Unicode word characters, measured
+// code point by code point against it: Alphabetic, Mark, Decimal_Number,
+// Connector_Punctuation, and (\w and \b only, from onig's Latin-1 table) the
+// superscripts and fractions U+00B2 U+00B3 U+00B9 U+00BC-U+00BE. PCRE2 10.42's \w
+// leaves out marks (U+0301, U+FE0F, Devanagari vowel signs) and the alphabetic symbols
+// (circled letters U+24B6..), and takes in every Number (U+2460 circled digits).
+const char* const kWord = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
 // Onig's \h is a hexadecimal digit (PCRE2's: horizontal white space).
 const char* const kHexDigit = R"(0-9A-Fa-f)";
+
+namespace {
+
+// One onig character class by POSIX name (lower case): the members of a bracket
+// expression, and the members of its complement when PCRE2 can write them inside a
+// class (empty when it cannot).
+struct OnigClass {
+  const char* name;
+  std::string members;
+  std::string complement;
+};
+
+// Onig's Unicode POSIX classes ([[:name:]], \p{Name}), measured code point by code
+// point against Hugging Face tokenizers 0.23 (onig's documentation in doc/RE
+// describes alpha, cntrl, graph and punct otherwise). `word` here is the bracket
+// class, without \w's Latin-1 extras; \p{Word} is \w, \p{Punct} is \p{P}.
+const std::vector<OnigClass>& onig_classes() {
+  static const std::vector<OnigClass> table = {
+      {"alnum", R"(\p{Alphabetic}\p{Nd})", ""},
+      {"alpha", R"(\p{Alphabetic})", R"(\P{Alphabetic})"},
+      {"ascii", R"(\x00-\x7F)", R"(\x{80}-\x{10FFFF})"},
+      {"blank", R"(\p{Zs}\t)", ""},
+      {"cntrl", R"(\p{Cc})", R"(\P{Cc})"},
+      {"digit", R"(\p{Nd})", R"(\P{Nd})"},
+      // Everything but separators, controls, unassigned and surrogates (private use
+      // and format characters included, unlike PCRE2's [:graph:]).
+      {"graph", R"(\p{L}\p{M}\p{N}\p{P}\p{S}\p{Cf}\p{Co})", R"(\p{Z}\p{Cc}\p{Cn}\p{Cs})"},
+      {"lower", R"(\p{Lowercase})", R"(\P{Lowercase})"},
+      {"print", R"(\p{L}\p{M}\p{N}\p{P}\p{S}\p{Cf}\p{Co}\p{Zs})", R"(\p{Zl}\p{Zp}\p{Cc}\p{Cn}\p{Cs})"},
+      {"punct", R"(\p{P}\p{S})", R"(\p{L}\p{M}\p{N}\p{Z}\p{C})"},
+      {"space", kWhiteSpace, R"(\P{White_Space})"},
+      {"upper", R"(\p{Uppercase})", R"(\P{Uppercase})"},
+      {"xdigit", kHexDigit, R"(\x00-/:-@G-`g-\x{10FFFF})"},
+      {"word", R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc})", ""},
+  };
+  return table;
+}
+
+// The class of onig's POSIX-named property \p{name} (name compared as onig does:
+// letter case, spaces, '_' and '-' ignored), or nullptr for another property.
+const OnigClass* onig_property(std::string_view name, bool bracket) {
+  std::string key;
+  for (char ch : name)
+    if (ch != ' ' && ch != '_' && ch != '-') key += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  static const OnigClass word_property{"word", kWord, ""};
+  static const OnigClass punct_property{"punct", R"(\p{P})", R"(\P{P})"};
+  if (!bracket && key == "word") return &word_property;
+  if (!bracket && key == "punct") return &punct_property;
+  for (const auto& c : onig_classes())
+    if (key == c.name) return &c;
+  return nullptr;
+}
+
+// Appends the class `c` (negated when `negate`) at a point of the pattern inside a
+// bracket expression (`in_class`) or outside one. Returns false when PCRE2 cannot say
+// it there (a negated multi-property class inside a bracket expression).
+bool append_class(std::string& out, const OnigClass& c, bool negate, bool in_class) {
+  if (!in_class) {
+    out += (negate ? "[^" : "[") + c.members + "]";
+    return true;
+  }
+  if (!negate) {
+    out += c.members;
+    return true;
+  }
+  if (c.complement.empty()) return false;
+  out += c.complement;
+  return true;
+}
+
+}  // namespace
 
 std::string rewrite_for_onig(std::string_view p) {
   const std::string ws = kWhiteSpace, word = kWord, hex = kHexDigit;
@@ -82,6 +158,8 @@ std::string rewrite_for_onig(std::string_view p) {
         out += in_class ? ws : "[" + ws + "]";
       } else if (e == 'S' && !in_class) {
         out += "[^" + ws + "]";
+      } else if (e == 'S') {
+        out += R"(\P{White_Space})";
       } else if (e == 'w') {
         out += in_class ? word : w;
       } else if (e == 'W' && !in_class) {
@@ -94,12 +172,45 @@ std::string rewrite_for_onig(std::string_view p) {
         out += "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))";
       } else if (e == 'B' && !in_class) {
         out += "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
+      } else if ((e == 'p' || e == 'P') && i + 2 < p.size() && p[i + 2] == '{') {
+        // \p{Name} / \P{Name} / \p{^Name}: onig's POSIX-named properties.
+        const std::size_t close = p.find('}', i + 3);
+        if (close == std::string_view::npos) {
+          out += c;
+          out += e;
+        } else {
+          std::string_view name = p.substr(i + 3, close - i - 3);
+          bool negate = e == 'P';
+          if (!name.empty() && name[0] == '^') {
+            negate = !negate;
+            name.remove_prefix(1);
+          }
+          const OnigClass* oc = onig_property(name, false);
+          if (oc && append_class(out, *oc, negate, in_class)) {
+            i = close;
+            continue;
+          }
+          out.append(p.substr(i, close + 1 - i));  // PCRE2's own property (\p{L}, \p{Han}, ...)
+          i = close;
+          continue;
+        }
       } else {
         out += c;
         out += e;
       }
       ++i;
       continue;
+    }
+    if (!in_class && c == '[' && p.substr(i, 4) == "[[:^") {
+      // A bracket expression holding only a negated POSIX class, [[:^name:]]: the
+      // complement of any class can be written as [^...].
+      const std::size_t end = p.find(":]]", i + 4);
+      const OnigClass* oc = end == std::string_view::npos ? nullptr : onig_property(p.substr(i + 4, end - i - 4), true);
+      if (oc) {
+        append_class(out, *oc, true, false);
+        i = end + 2;
+        continue;
+      }
     }
     if (!in_class && c == '[') {
       in_class = true;
@@ -111,8 +222,12 @@ std::string rewrite_for_onig(std::string_view p) {
     }
     if (in_class && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {
       const std::size_t end = p.find(":]", i + 2);
-      if (end != std::string_view::npos) {  // POSIX class [:name:]
-        out.append(p.substr(i, end + 2 - i));
+      if (end != std::string_view::npos) {  // POSIX class [:name:] or [:^name:]
+        std::string_view name = p.substr(i + 2, end - i - 2);
+        const bool negate = !name.empty() && name[0] == '^';
+        if (negate) name.remove_prefix(1);
+        const OnigClass* oc = onig_property(name, true);
+        if (!(oc && append_class(out, *oc, negate, true))) out.append(p.substr(i, end + 2 - i));
         i = end + 1;
         continue;
       }

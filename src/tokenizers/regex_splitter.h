@@ -9,10 +9,11 @@
 // the opposite for both. The pattern is therefore rewritten before compilation,
 // with W = the White_Space list `\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}
 // \x{2028}\x{2029}\x{202F}\x{205F}\x{3000}`: `\s` -> `[W]` outside a character class,
-// `\s` -> `W` inside one, `\S` -> `[^W]` outside a class. (`\S` inside a class is
-// left as is; no tokenizer pattern in use needs it.) Everything else (\p{L},
-// \p{N}, (?i:...), (?!...), leftmost-first alternation, greedy backtracking) has
-// the same semantics in PCRE2 as in onig.
+// `\s` -> `W` inside one, `\S` -> `[^W]` outside a class (`\P{White_Space}` inside).
+// `\w`, `\b`, `\h`, POSIX classes and onig's POSIX-named properties are rewritten to
+// onig's sets too (rewrite_for_onig below). Everything else (\p{L}, \p{N},
+// (?i:...), (?!...), leftmost-first alternation, greedy backtracking) has the same
+// semantics in PCRE2 as in onig.
 #pragma once
 #include <memory>
 #include <string>
@@ -68,9 +69,12 @@ class RegexSplitter {
 };
 
 /// The rewrite to Oniguruma's meanings described above (exposed for tests): `\s`, `\S`
-/// (Unicode White_Space), `\w`, `\W`, `\b`, `\B` (onig's word characters: Letter, Mark,
-/// Number, Connector_Punctuation), `\h`, `\H` (a hexadecimal digit). POSIX bracket
-/// classes are left to PCRE2 (docs/tokenizers.md).
+/// (Unicode White_Space), `\w`, `\W`, `\b`, `\B` (onig's word characters: Alphabetic,
+/// Mark, Decimal_Number, Connector_Punctuation, and U+00B2 U+00B3 U+00B9 U+00BC-U+00BE),
+/// `\h`, `\H` (a hexadecimal digit), POSIX bracket classes `[:name:]` / `[:^name:]` and
+/// onig's POSIX-named properties (`\p{Alpha}`, `\p{Word}`, `\p{Punct}`, ...). A negated
+/// alnum, blank or word class beside other members of a bracket expression has no
+/// PCRE2 spelling and keeps PCRE2's meaning (docs/tokenizers.md).
 std::string rewrite_for_onig(std::string_view pattern);
 
 }  // namespace lol::tokenizers

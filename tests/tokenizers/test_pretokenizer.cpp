@@ -133,6 +133,23 @@ TEST(PreTokenizer, OnigurumaClassesAndAnchors) {
   // ^ and $ anchor at every line.
   EXPECT_EQ(pieces(R"(^[a-z]+)", "ab cd\nef"), (V{"ab", "ef"}));
   EXPECT_EQ(pieces(R"([a-z]+$)", "ab cd\nef"), (V{"cd", "ef"}));
+  // Onig's word characters, measured against Hugging Face tokenizers 0.23 code point
+  // by code point (session 27): alphabetic symbols (circled letters) are in, Numbers
+  // other than decimal digits are out, except Latin-1's superscripts and fractions.
+  EXPECT_EQ(pieces(R"(\w+)", "\u24b6b \u2460 \u00bd \u2153"), (V{"\u24b6b", "\u00bd"}));
+  EXPECT_EQ(pieces(R"(\p{Word}+)", "\u24b6b \u2460"), (V{"\u24b6b"}));
+  // POSIX bracket classes (and onig's \p{Alpha}, \p{Punct}, ...) get onig's meanings:
+  // alpha is Alphabetic (letter numbers, circled letters; not U+0301), punct takes in
+  // symbols (\p{Punct} does not), graph takes in private use and format characters.
+  EXPECT_EQ(pieces(R"([[:alpha:]]+)", "\u216bx \u24d0 e\u0301"), (V{"\u216bx", "\u24d0", "e"}));
+  EXPECT_EQ(pieces(R"(\p{Alpha}+)", "\u216bx e\u0301"), (V{"\u216bx", "e"}));
+  EXPECT_EQ(pieces(R"([[:punct:]]+)", "a+b\u20acc!"), (V{"+", "\u20ac", "!"}));
+  EXPECT_EQ(pieces(R"(\p{Punct}+)", "a+b!"), (V{"!"}));
+  EXPECT_EQ(pieces(R"([[:graph:]]+)", "a\u00a0b\ue000\u200b c"), (V{"a", "b\ue000\u200b", "c"}));
+  EXPECT_EQ(pieces(R"([[:^alpha:]]+)", "ab12 c"), (V{"12 "}));
+  EXPECT_EQ(pieces(R"([[:^word:]]+)", "a\u0301, b"), (V{", "}));
+  EXPECT_EQ(pieces(R"([x[:^digit:]]+)", "12ab3"), (V{"ab"}));
+  EXPECT_EQ(pieces(R"([[:xdigit:][:space:]]+)", "0xBEEF g"), (V{"0", "BEEF "}));
   // A pattern that backtracks catastrophically: an input error naming it, not a crash.
   lol_test::expect_input_error([&] { pieces(R"((a+)+$)", std::string(40, 'a') + "b"); },
                                {"regex (a+)+$: matching failed", "avoid nested quantifiers"});
@@ -143,7 +160,7 @@ TEST(PreTokenizer, WhitespaceRewrite) {
   EXPECT_EQ(rewrite_for_onig(R"(\s+(?!\S))"), "[" + w + "]+(?![^" + w + "])");
   EXPECT_EQ(rewrite_for_onig(R"([^\s\p{L}])"), "[^" + w + R"(\p{L}])");
   EXPECT_EQ(rewrite_for_onig(R"([]\s])"), "[]" + w + "]");
-  EXPECT_EQ(rewrite_for_onig(R"([[:alpha:]]\s)"), "[[:alpha:]][" + w + "]");
+  EXPECT_EQ(rewrite_for_onig(R"([[:alpha:]]\s)"), R"([\p{Alphabetic}][)" + w + "]");
   EXPECT_EQ(rewrite_for_onig(R"(\\s)"), R"(\\s)");  // an escaped backslash, then 's'
   // The rewritten \s is exactly Unicode White_Space.
   RegexSplitter ws(R"(\s)");
