@@ -175,7 +175,7 @@ void run_generate(const GenerateArgs& a) {
     p.tokens = parse_ids(a.tokens, "--tokens");
     check_prompt_ids(p.tokens, model->config().vocab_size, "--tokens");
   }
-  if (p.tokens.empty()) throw InputError("the prompt has no tokens");
+  if (p.tokens.empty()) throw InputError(std::string(a.prompt.empty() ? "--tokens" : "--prompt") + ": the prompt has no tokens");
   const int64_t n = int64_t(p.tokens.size());
   const int64_t max_seq_len = model->config().max_seq_len;
   // The context ends at max_seq_len positions, as in `forward`: generation stops there.
@@ -321,7 +321,8 @@ void register_generate(CLI::App& app) {
   auto* stop = g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
   g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)")->excludes(stop);
   auto* plen = g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")
-                   ->capture_default_str();
+                   ->capture_default_str()
+                   ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)")
       ->excludes(plen);
   g->add_option("--router-only-last", ga->router_only_last,
@@ -331,8 +332,10 @@ void register_generate(CLI::App& app) {
   g->add_flag("--ids", ga->ids_out, "Print token ids instead of text");
   g->add_option("--device", ga->device, "cpu | cuda[:N]")->capture_default_str();
   g->add_option("--threads", ga->threads, "CPU threads (default: all available)");
-  g->callback([ga, pr] {
+  g->callback([ga, pr, tk] {
     if (pr->count() > 0 && ga->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
+    if (tk->count() > 0 && ga->tokens.find_first_not_of(" ,\t") == std::string::npos)
+      throw InputError("--tokens '" + ga->tokens + "': no ids (expected ids separated by spaces or commas)");
     if (ga->prompt.empty() && ga->tokens.empty()) throw InputError("generate: give --prompt TEXT or --tokens IDS");
     run_generate(*ga);
   });

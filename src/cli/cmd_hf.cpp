@@ -111,6 +111,7 @@ void run_info(const std::string& dir, bool check) {
     std::cout << "tokenizer     none\n";
   }
   const auto stops = hf::stop_tokens(dir, c, tok.get());
+  note_unreachable_stops(stops, c.vocab_size, dir + ": eos_token_id");
   std::cout << "stop tokens  ";
   for (auto s : stops) std::cout << " " << s;
   std::cout << "\n";
@@ -120,6 +121,16 @@ void run_info(const std::string& dir, bool check) {
     std::cout << "check         all tensors present with the expected shapes, finite (loaded in " << std::setprecision(1)
               << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
   }
+}
+
+// The cached decoder (hf generate, hf bench) packs attention as d_model = heads x
+// head_dim; hf info and hf ppl run any head_dim. Refused before the weights load.
+void require_cached_decoding(const hf::HfConfig& c, const std::string& config_source, const std::string& command) {
+  if (c.head_dim <= 0 || c.head_dim * c.num_attention_heads == c.hidden_size) return;
+  throw InputError(config_source + ": field 'head_dim' " + std::to_string(c.head_dim) + ": " + command +
+                   " (cached decoding) needs head_dim = hidden_size / num_attention_heads = " +
+                   std::to_string(c.hidden_size / c.num_attention_heads) +
+                   "; lol hf info and lol hf ppl run this model");
 }
 
 // ---------------------------------------------------------------- generate
@@ -145,6 +156,7 @@ void run_generate(const GenArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   hf::HfConfig cfg;
   auto t_load = std::chrono::steady_clock::now();
+  require_cached_decoding(hf::HfConfig::load_dir(a.dir), (fs::path(a.dir) / "config.json").string(), "lol hf generate");
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   auto tok = folder_tokenizer(a.dir, !a.prompt.empty());
@@ -156,6 +168,9 @@ void run_generate(const GenArgs& a) {
       if (a.system_set) msgs.push_back({"system", a.system});  // "" too: an empty system turn, as transformers
       msgs.push_back({"user", a.prompt});
       text = hf::format_chat(*tok, msgs, true, a.dir + "/tokenizer_config.json");
+      if (!hf::chat_template_opens_assistant_turn(*tok))
+        std::cerr << "note: " << a.dir << "/tokenizer_config.json: the chat template has no add_generation_prompt "
+                     "branch (a base model's): no assistant turn is opened, as transformers renders it\n";
     }
     // As transformers: tokenizer(prompt) adds the post-processor's special tokens (e.g.
     // a BOS); the chat template's text already holds its own, so none are added.
@@ -165,7 +180,7 @@ void run_generate(const GenArgs& a) {
     prompt = parse_ids(a.tokens, "--tokens");
     check_prompt_ids(prompt, cfg.vocab_size, "--tokens");
   }
-  if (prompt.empty()) throw InputError("the prompt has no tokens");
+  if (prompt.empty()) throw InputError(std::string(a.prompt.empty() ? "--tokens" : "--prompt") + ": the prompt has no tokens");
   inference::GenerateOptions o;
   o.max_new_tokens = room_for_new_tokens(int64_t(prompt.size()), a.max_new, cfg.max_position_embeddings,
                                          "max_position_embeddings", a.prompt.empty() ? "--tokens" : "--prompt");
@@ -177,6 +192,10 @@ void run_generate(const GenArgs& a) {
     if (!a.set_top_k) o.sampling.top_k = d->top_k;
     if (!a.set_top_p) o.sampling.top_p = d->top_p;
     if (!a.set_repetition_penalty) o.sampling.repetition_penalty = d->repetition_penalty;
+    for (const auto& f : hf::generation_config_unapplied(a.dir))
+      std::cerr << "note: " << a.dir << "/generation_config.json: " << f
+                << " is not applied (lol samples with temperature, top_k, top_p and repetition_penalty; "
+                   "--max-new sets the length)\n";
     const auto& sp = o.sampling;
     std::cerr << "sampling: " << (sp.temperature == 0 ? std::string("greedy") : "temperature " + fmt_g(sp.temperature))
               << ", top_k " << sp.top_k << ", top_p " << fmt_g(sp.top_p) << ", repetition_penalty "
@@ -186,6 +205,7 @@ void run_generate(const GenArgs& a) {
   o.batch_size = 1;
   if (!a.no_stop) {
     o.stop_tokens = hf::stop_tokens(a.dir, cfg, tok.get());
+    note_unreachable_stops(o.stop_tokens, cfg.vocab_size, a.dir + ": eos_token_id");
     if (a.chat) hf::add_chatml_stop(tok.get(), o.stop_tokens);
   }
   std::vector<int32_t> generated;
@@ -219,7 +239,9 @@ void run_generate(const GenArgs& a) {
   if (prefill_s > 0) std::cerr << " (" << std::setprecision(1) << double(prompt.size()) / prefill_s << " tok/s)";
   std::cerr << "; " << n << " new tokens";
   if (n > 1 && total_s > prefill_s) std::cerr << ", decode " << double(n - 1) / (total_s - prefill_s) << " tok/s";
-  std::cerr << " (" << (gens[0].stopped ? "stop token" : "max new tokens") << ")\n";
+  std::cerr << " ("
+            << (gens[0].stopped ? "stop token" : o.max_new_tokens < a.max_new ? "max_position_embeddings reached" : "max new tokens")
+            << ")\n";
 }
 
 // ---------------------------------------------------------------- ppl
@@ -334,10 +356,12 @@ void run_hf_bench(const HfBenchArgs& a) {
   const bool random = !fs::is_directory(a.model);
   if (random) {
     cfg = hf::HfConfig::from_json(io::read_json_file(a.model), a.model);
+    require_cached_decoding(cfg, a.model, "lol hf bench");
     model = baselines::DenseModel(hf::to_dense_config(cfg));
     model->to(dtype);
     model->eval();
   } else {
+    require_cached_decoding(hf::HfConfig::load_dir(a.model), (fs::path(a.model) / "config.json").string(), "lol hf bench");
     model = hf::load_hf_model(a.model, dtype, c10::Device(c10::kCPU), &cfg);
   }
   inference::DecodeBenchOptions o;
@@ -398,7 +422,7 @@ void register_hf(CLI::App& app) {
                 "Sample as transformers' generate() does by default: generation_config.json's do_sample, temperature, "
                 "top_k, top_p, repetition_penalty (sampling flags given here override them)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g, pr, gen, sy] {
+  gen->callback([g, pr, tk, gen, sy] {
     g->system_set = sy->count() > 0;
     if (g->system_set && !g->chat) throw InputError("--system needs --chat");
     g->set_temperature = gen->get_option("--temperature")->count() > 0;
@@ -406,6 +430,8 @@ void register_hf(CLI::App& app) {
     g->set_top_p = gen->get_option("--top-p")->count() > 0;
     g->set_repetition_penalty = gen->get_option("--repetition-penalty")->count() > 0;
     if (pr->count() > 0 && g->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
+    if (tk->count() > 0 && g->tokens.find_first_not_of(" ,\t") == std::string::npos)
+      throw InputError("--tokens '" + g->tokens + "': no ids (expected ids separated by spaces or commas)");
     if (g->prompt.empty() && g->tokens.empty()) throw InputError("hf generate: give --prompt TEXT or --tokens IDS");
     run_generate(*g);
   });

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/model_dir.h"
 #include "cli/prompt_room.h"
+#include "dataset/text_tokenizer.h"
 #include "core/runtime.h"
 #include "hf/hf_chat.h"
 #include "hf/hf_export.h"
@@ -57,7 +58,10 @@ struct DataArgs {
 /// template, is refused here (hf::chatml_system_prompt).
 std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, const DataArgs& d) {
   std::unique_ptr<tokenizers::Tokenizer> tok;
-  if (!d.tokenizer.empty()) {
+  if (d.tokenizer == "byte") {
+    throw InputError("--tokenizer byte: LayerRoute renders samples as ChatML and needs the base model's tokenizer "
+                     "(a tokenizer.json with <|im_start|>/<|im_end|> tokens)");
+  } else if (!d.tokenizer.empty()) {
     tok = tokenizers::load_tokenizer(d.tokenizer);
   } else if (fs::exists(fs::path(base) / "tokenizer.json")) {
     tok = tokenizers::load_tokenizer(base);
@@ -442,7 +446,9 @@ void register_eval_cmd(CLI::App* lr) {
     const std::string base = a->base.empty() ? info.base_dir : a->base;
     for (const auto& dir : {a->adapter, base}) require_output_outside_model(a->json, dir, "--json");
     require_output_is_not_input(a->json, a->data, "--json", "--data");
-    auto m = layerroute::load_gated_model(a->adapter, a->base);
+    std::string base_note;
+    auto m = layerroute::load_gated_model(a->adapter, a->base, &base_note);
+    if (!base_note.empty()) std::cerr << "warning: " << base_note << "\n";
     DataArgs d = a->d;
     // Samples are rendered as in training (its --system and --tokenizer, recorded in
     // layerroute.json) unless the flags say otherwise.
@@ -488,7 +494,9 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
-    auto m = layerroute::load_gated_model(a->adapter, a->base);
+    std::string base_note;
+    auto m = layerroute::load_gated_model(a->adapter, a->base, &base_note);
+    if (!base_note.empty()) std::cerr << "warning: " << base_note << "\n";
     const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
@@ -602,11 +610,13 @@ void register_generate_cmd(CLI::App* lr) {
   c->add_flag("--ids", a->ids, "print token ids instead of text");
   c->add_flag("--no-stop", a->no_stop, "ignore EOS tokens (always generate --max-new tokens)");
   c->add_option("--threads", a->threads, "CPU threads (0 = default)");
-  c->callback([a, pr, sy] {
+  c->callback([a, pr, tk, sy] {
     init_runtime(a->threads);
     a->system_set = sy->count() > 0;
     if (a->system_set && !a->chat) throw InputError("--system needs --chat");
     if (pr->count() > 0 && a->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
+    if (tk->count() > 0 && a->tokens.find_first_not_of(" ,\t") == std::string::npos)
+      throw InputError("--tokens '" + a->tokens + "': no ids (expected ids separated by spaces or commas)");
     if (a->prompt.empty() && a->tokens.empty()) throw InputError("layerroute generate: give --prompt TEXT or --tokens IDS");
     if (a->chat && a->prompt.empty()) throw InputError("--chat needs --prompt TEXT");
     layerroute::GatedGenerateOptions o;
@@ -616,12 +626,14 @@ void register_generate_cmd(CLI::App* lr) {
     o.seed = a->seed;
     inference::validate_sampling(o.sampling, "layerroute generate");
     const auto t_load = std::chrono::steady_clock::now();
-    auto m = layerroute::load_gated_model(a->adapter, a->base);
+    std::string base_note;
+    auto m = layerroute::load_gated_model(a->adapter, a->base, &base_note);
+    if (!base_note.empty()) std::cerr << "warning: " << base_note << "\n";
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     const auto info = layerroute::read_adapter_info(a->adapter);
     const std::string base = info.merged ? a->adapter : (a->base.empty() ? info.base_dir : a->base);
     std::unique_ptr<tokenizers::Tokenizer> tok;
-    if (!a->tokenizer.empty()) tok = tokenizers::load_tokenizer(a->tokenizer);
+    if (!a->tokenizer.empty()) tok = data::open_text_tokenizer(a->tokenizer);  // "byte" too, as lol generate
     else if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
     else if (!a->prompt.empty()) throw InputError(base + ": no tokenizer.json (needed for text prompts; pass --tokenizer or use --tokens)");
     std::vector<int64_t> prompt;
@@ -641,11 +653,12 @@ void register_generate_cmd(CLI::App* lr) {
       prompt = parse_ids(a->tokens, "--tokens");
       check_prompt_ids(prompt, m->base->config().vocab_size, "--tokens");
     }
-    if (prompt.empty()) throw InputError("the prompt has no tokens");
+    if (prompt.empty()) throw InputError(std::string(a->prompt.empty() ? "--tokens" : "--prompt") + ": the prompt has no tokens");
     o.max_new_tokens = room_for_new_tokens(int64_t(prompt.size()), o.max_new_tokens, m->base->config().max_seq_len,
                                            "max_seq_len", a->prompt.empty() ? "--tokens" : "--prompt");
     if (!a->no_stop) {
       o.stop_tokens = base_stop_tokens(base, tok.get());
+      note_unreachable_stops(o.stop_tokens, m->base->config().vocab_size, base + ": eos_token_id");
       if (a->chat) hf::add_chatml_stop(tok.get(), o.stop_tokens);  // what LayerRoute trains the model to end with
     }
     std::vector<int32_t> generated;

@@ -27,4 +27,11 @@ int64_t room_for_new_tokens(int64_t prompt_tokens, int64_t max_new, int64_t cont
   return room;
 }
 
+void note_unreachable_stops(const std::vector<int64_t>& stops, int64_t vocab_size, const std::string& source) {
+  for (int64_t id : stops)
+    if (id < 0 || id >= vocab_size)
+      std::cerr << "note: " << source << " " << id << " is outside the vocabulary (vocab_size " << vocab_size
+                << "): the model can never generate it, so it never stops generation\n";
+}
+
 }  // namespace lol::cli

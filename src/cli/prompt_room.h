@@ -21,4 +21,9 @@ void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const
 int64_t room_for_new_tokens(int64_t prompt_tokens, int64_t max_new, int64_t context, const std::string& context_name,
                             const std::string& prompt_flag);
 
+/// Prints a note on stderr for each stop id of `stops` outside [0, vocab_size): the
+/// model can never generate it (a config's eos_token_id beyond vocab_size). `source`
+/// names where the ids come from (e.g. "DIR: eos_token_id").
+void note_unreachable_stops(const std::vector<int64_t>& stops, int64_t vocab_size, const std::string& source);
+
 }  // namespace lol::cli

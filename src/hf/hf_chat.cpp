@@ -106,12 +106,19 @@ std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::st
   return *system;
 }
 
+bool chat_template_opens_assistant_turn(const tokenizers::Tokenizer& tok) {
+  return tok.chat_template().find("add_generation_prompt") != std::string::npos;
+}
+
 std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
                         bool add_generation_prompt, const std::string& where) {
   if (tok.chat_template().empty())
     throw InputError(where + ": no \"chat_template\" (expected the ChatML template of a Qwen2/Qwen2.5 instruct model; "
                              "without --chat the prompt is used as plain text)");
-  return tokenizers::apply_chatml(messages, add_generation_prompt, chatml_system_prompt(tok, where));
+  // As transformers renders the template: a template without an add_generation_prompt
+  // branch (a base model's) opens no assistant turn.
+  return tokenizers::apply_chatml(messages, add_generation_prompt && chat_template_opens_assistant_turn(tok),
+                                  chatml_system_prompt(tok, where));
 }
 
 void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& stops) {
@@ -174,6 +181,55 @@ std::optional<inference::SamplingOptions> generation_sampling_defaults(const std
   o.top_p = number("top_p", 1.0, 1.0);
   ensure(o.top_p >= 0 && o.top_p <= 1, "top_p", "expected 0 <= top_p <= 1");
   return o;
+}
+
+std::vector<std::string> generation_config_unapplied(const std::string& dir) {
+  const std::string path = dir + "/generation_config.json";
+  std::vector<std::string> out;
+  if (!std::filesystem::exists(path)) return out;
+  const auto j = io::read_json_file(path);
+  if (!j.is_object()) return out;
+  // transformers' GenerationConfig defaults of the fields that change what generate()
+  // does and that lol does not implement (null: None).
+  static const std::vector<std::pair<const char*, nlohmann::json>> fields = {
+      {"max_length", nullptr},  // listed whenever set: --max-new decides
+      {"max_new_tokens", nullptr},
+      {"min_length", 0},
+      {"min_new_tokens", nullptr},
+      {"num_beams", 1},
+      {"num_beam_groups", 1},
+      {"num_return_sequences", 1},
+      {"penalty_alpha", nullptr},
+      {"typical_p", 1.0},
+      {"min_p", nullptr},
+      {"epsilon_cutoff", 0.0},
+      {"eta_cutoff", 0.0},
+      {"diversity_penalty", 0.0},
+      {"encoder_repetition_penalty", 1.0},
+      {"no_repeat_ngram_size", 0},
+      {"bad_words_ids", nullptr},
+      {"force_words_ids", nullptr},
+      {"forced_bos_token_id", nullptr},
+      {"forced_eos_token_id", nullptr},
+      {"suppress_tokens", nullptr},
+      {"begin_suppress_tokens", nullptr},
+      {"sequence_bias", nullptr},
+      {"exponential_decay_length_penalty", nullptr},
+      {"guidance_scale", nullptr},
+      {"stop_strings", nullptr},
+      {"max_time", nullptr},
+      {"dola_layers", nullptr},
+      {"renormalize_logits", false},
+  };
+  for (const auto& [key, def] : fields) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    const bool is_default = !def.is_null() && (it->is_number() && def.is_number()
+                                                   ? it->get<double>() == def.get<double>()
+                                                   : *it == def);
+    if (!is_default) out.push_back(std::string("field '") + key + "' = " + it->dump());
+  }
+  return out;
 }
 
 }  // namespace lol::hf

@@ -35,8 +35,13 @@ std::optional<std::string> chatml_default_system(const std::string& jinja);
 /// <|im_start|>/<|im_end|> tokens or its template is not ChatML.
 std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::string& where);
 
+/// True when the tokenizer's chat template has an add_generation_prompt branch (the
+/// instruct templates); a template without one opens no assistant turn.
+bool chat_template_opens_assistant_turn(const tokenizers::Tokenizer& tok);
+
 /// The prompt text of `messages` as the tokenizer's chat template formats it, with
-/// the assistant turn opened when add_generation_prompt. Throws InputError when the
+/// the assistant turn opened when add_generation_prompt and the template has that
+/// branch (chat_template_opens_assistant_turn; as transformers' apply_chat_template). Throws InputError when the
 /// tokenizer has no chat template or a template other than ChatML (naming `where`,
 /// e.g. the tokenizer_config.json path), or for a role other than
 /// system/user/assistant.
@@ -64,5 +69,12 @@ void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& sto
 /// or a value transformers refuses (do_sample with temperature <= 0, top_p outside
 /// [0, 1], top_k < 0) or float32 cannot hold (a repetition penalty of 1e39).
 std::optional<inference::SamplingOptions> generation_sampling_defaults(const std::string& dir);
+
+/// The fields of `dir`/generation_config.json that transformers' generate() would apply
+/// and lol does not implement, each as "field 'min_p' = 0.05" (those at transformers'
+/// default, null or absent are not listed; max_length / max_new_tokens are listed
+/// because lol's --max-new decides the length). Empty when there is no such file.
+/// Source: transformers' GenerationConfig defaults.
+std::vector<std::string> generation_config_unapplied(const std::string& dir);
 
 }  // namespace lol::hf

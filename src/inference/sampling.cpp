@@ -65,8 +65,14 @@ int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, s
   auto before = [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   size_t keep = ids.size();
   if (o.top_k > 0 && size_t(o.top_k) < keep) {
-    keep = size_t(o.top_k);
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), before);
+    // transformers' TopKLogitsWarper keeps every token scoring at least the k-th
+    // largest score: tokens tied with the k-th all stay.
+    const size_t k = size_t(o.top_k);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), before);
+    const float kth = logits[ids[k - 1]];
+    const auto tied_end = std::partition(ids.begin() + k, ids.end(), [&](int64_t i) { return logits[i] == kth; });
+    std::sort(ids.begin() + k, tied_end, before);
+    keep = size_t(tied_end - ids.begin());
     ids.resize(keep);
   } else {
     std::sort(ids.begin(), ids.end(), before);

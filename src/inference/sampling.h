@@ -10,7 +10,7 @@ namespace lol::inference {
 
 struct SamplingOptions {
   double temperature = 0.0;  ///< 0: greedy (argmax, lowest id on ties); > 0: softmax(logits / T)
-  int64_t top_k = 0;         ///< keep the k most likely tokens (0: all)
+  int64_t top_k = 0;         ///< keep the k most likely tokens and those tied with the k-th (0: all)
   double top_p = 1.0;        ///< keep the smallest set of most likely tokens with mass >= top_p (1: all; 0: the top one)
   /// CTRL's repetition penalty as transformers applies it (RepetitionPenaltyLogitsProcessor):
   /// before any other step, also when greedy, the logit z of every token id already in
@@ -27,8 +27,9 @@ void validate_sampling(const SamplingOptions& o, const std::string& where);
 bool valid_repetition_penalty(double p);
 
 /// Picks a token from logits [V] (contiguous float32). Sampling order: temperature,
-/// top-k, then top-p over the renormalised remainder; ties in probability keep the
-/// lower id first. Uses one draw of `rng` when sampling, none when greedy.
+/// top-k (every token scoring at least the k-th largest, so tokens tied with the k-th
+/// all stay, as transformers' TopKLogitsWarper), then top-p over the renormalised
+/// remainder; ties in probability keep the lower id first. Uses one draw of `rng` when sampling, none when greedy.
 /// NaN logits are never chosen; all-NaN logits give token 0.
 int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng);
 

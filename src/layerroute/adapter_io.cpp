@@ -1,6 +1,7 @@
 #include "layerroute/adapter_io.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "baselines/dense_trainable.h"
@@ -35,6 +36,28 @@ baselines::DenseModel load_base_model(const std::string& dir) {
   return m;
 }
 
+std::string base_weights_fingerprint(const baselines::DenseModelImpl& base) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  torch::NoGradGuard ng;
+  for (const auto& p : base.named_parameters(/*recurse=*/true)) {
+    mix(p.key().data(), p.key().size());
+    for (int64_t s : p.value().sizes()) mix(&s, sizeof s);
+    const auto flat = p.value().detach().reshape({-1});
+    const int64_t n = flat.numel(), k = std::min<int64_t>(n, 4096);
+    for (const auto& part : {flat.slice(0, 0, k), flat.slice(0, std::max<int64_t>(k, n - 4096), n)}) {
+      const auto v = part.to(torch::kCPU, torch::kFloat).contiguous();
+      mix(v.data_ptr<float>(), size_t(v.numel()) * sizeof(float));
+    }
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("fnv1a64:") + buf;
+}
+
 void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::string& base_dir_given,
                   const nlohmann::json& extra) {
   // Absolute, so that the adapter finds its base from any working directory.
@@ -60,6 +83,7 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
                          {"inference_mode", true}};
   write_json((fs::path(dir) / "adapter_config.json").string(), peft);
   write_json((fs::path(dir) / "layerroute.json").string(), {{"base", base_dir},
+                                                            {"base_fingerprint", base_weights_fingerprint(*m.base)},
                                                             {"lora", to_json(lc)},
                                                             {"gates", to_json(m.gates->config())},
                                                             {"extra", extra}});
@@ -161,6 +185,7 @@ AdapterInfo read_adapter_info(const std::string& dir) {
   util::JsonFields f(j, p);
   AdapterInfo a;
   f.get("base", a.base_dir);
+  f.get("base_fingerprint", a.base_fingerprint);
   const auto* l = f.raw("lora");
   const auto* g = f.raw("gates");
   require(l && g, p, "fields 'lora' and 'gates' are required");
@@ -172,7 +197,8 @@ AdapterInfo read_adapter_info(const std::string& dir) {
   return a;
 }
 
-GatedModel load_gated_model(const std::string& dir, const std::string& base_dir) {
+GatedModel load_gated_model(const std::string& dir, const std::string& base_dir, std::string* note) {
+  if (note) note->clear();
   auto info = read_adapter_info(dir);
   if (info.merged) {
     if (!base_dir.empty() && fs::weakly_canonical(base_dir) != fs::weakly_canonical(dir))
@@ -190,6 +216,13 @@ GatedModel load_gated_model(const std::string& dir, const std::string& base_dir)
                      (fs::path(b).is_relative() ? " (a path relative to where training ran)" : std::string()) +
                      "; pass --base DIR");
   GatedModel m(load_base_model(b), info.lora, info.gates, 0);
+  if (note && !info.base_fingerprint.empty()) {
+    const std::string got = base_weights_fingerprint(*m->base);
+    if (got != info.base_fingerprint)
+      *note = "the base " + b + " has other weights than the one " + dir + " was trained on (" + dir +
+              "/layerroute.json: base_fingerprint " + info.base_fingerprint + ", this base " + got +
+              "): the adapters and gates were fitted to that model";
+  }
   load_adapter_weights(*m, dir);
   m->eval();
   return m;

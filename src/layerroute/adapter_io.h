@@ -55,7 +55,14 @@ struct AdapterInfo {
   GateConfig gates;
   nlohmann::json extra;
   bool merged = false;   ///< `dir` is a merged folder (no adapter files, adapters folded in)
+  std::string base_fingerprint;  ///< base_weights_fingerprint at training time ("" in older adapters)
 };
+
+/// A fingerprint of a base model's weights ("fnv1a64:" + 16 hex digits): FNV-1a over
+/// each parameter's name, shape, and its first and last 4096 float32 values. Tells
+/// another base of the same shapes from the one an adapter was trained on (it does not
+/// prove equality). Reads the weights on any device.
+std::string base_weights_fingerprint(const baselines::DenseModelImpl& base);
 /// Parses dir/layerroute.json (strict), or dir/layerroute_gates.json of a merged
 /// folder. InputError when neither exists or the file is malformed.
 AdapterInfo read_adapter_info(const std::string& dir);
@@ -63,6 +70,8 @@ AdapterInfo read_adapter_info(const std::string& dir);
 /// Base model (base_dir, or the recorded one when base_dir is empty) + adapter `dir`.
 /// For a merged folder the base is the folder itself; InputError if base_dir names
 /// another one (the adapters would be applied twice).
-GatedModel load_gated_model(const std::string& dir, const std::string& base_dir = "");
+/// `note`, when given, receives a warning (else "") when layerroute.json records a base
+/// fingerprint and the loaded base's differs: the adapter was trained on other weights.
+GatedModel load_gated_model(const std::string& dir, const std::string& base_dir = "", std::string* note = nullptr);
 
 }  // namespace lol::layerroute

@@ -20,7 +20,8 @@ using reftest::run_lol_all;
 const char* kChatTemplate =
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
     "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";  // Qwen2-Instruct's
 
 tokenizers::ByteTokenizer chat_tokenizer() {
   tokenizers::ByteTokenizer tok(std::vector<std::string>{});
@@ -223,6 +224,39 @@ TEST(CliHf, GenerationConfigSampling) {
   EXPECT_NE(none.out.find("--generation-config: " + d.path() + "/generation_config.json does not exist"),
             std::string::npos)
       << none.out;
+}
+
+// The cached decoder (hf generate, hf bench) needs head_dim = hidden / heads: another
+// head_dim is refused before the weights load, naming config.json's field (session 27:
+// an internal "dense model: head_dim" message). An eos_token_id beyond the vocabulary
+// gets a note (it can never stop generation). generation_config.json fields lol does
+// not apply get a note each.
+TEST(CliHf, CachedDecodingLimitsAndUnappliedSettingsAreNamed) {
+  TinyShape s;
+  TempDir d("hdim");
+  write_tiny_checkpoint(d.path(), s, 3, torch::kFloat32, 1);
+  auto cfg = tiny_config_json(s);
+  cfg["head_dim"] = 16;
+  write_text(d / "config.json", cfg.dump());
+  auto r = run_lol_all({"hf generate " + quote(d.path()) + " --tokens 1,2 --max-new 2",
+                        "hf bench " + quote(d / "config.json") + " --context 4 --new 2"});
+  for (const auto& x : r) {
+    EXPECT_EQ(x.code, 2) << x.out;
+    EXPECT_NE(x.out.find("config.json: field 'head_dim' 16"), std::string::npos) << x.out;
+    EXPECT_NE(x.out.find("needs head_dim = hidden_size / num_attention_heads = 8"), std::string::npos) << x.out;
+  }
+  cfg.erase("head_dim");
+  cfg["eos_token_id"] = s.vocab;
+  write_text(d / "config.json", cfg.dump());
+  write_text(d / "generation_config.json", R"({"do_sample": true, "min_p": 0.5, "max_new_tokens": 2})");
+  const auto g = run_lol("hf generate " + quote(d.path()) + " --tokens 1,2 --max-new 2 --ids --generation-config");
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("eos_token_id " + std::to_string(s.vocab) + " is outside the vocabulary (vocab_size " +
+                       std::to_string(s.vocab) + ")"),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("generation_config.json: field 'min_p' = 0.5 is not applied"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("field 'max_new_tokens' = 2 is not applied"), std::string::npos) << g.out;
 }
 
 // A plain --prompt is encoded as transformers' tokenizer(prompt) does, with the

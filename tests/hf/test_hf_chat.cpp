@@ -99,6 +99,11 @@ TEST(HfChat, FormatsAsTransformersWould) {
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(format_chat(*chatml_bytes(kNoSystemTemplate), msgs, false, "t"), "<|im_start|>user\nHi<|im_end|>\n");
+  // A template without an add_generation_prompt branch opens no assistant turn, even
+  // when asked to (transformers renders the template as written).
+  EXPECT_FALSE(chat_template_opens_assistant_turn(*chatml_bytes(kNoSystemTemplate)));
+  EXPECT_TRUE(chat_template_opens_assistant_turn(*chatml_bytes(kQwen2Template)));
+  EXPECT_EQ(format_chat(*chatml_bytes(kNoSystemTemplate), msgs, true, "t"), "<|im_start|>user\nHi<|im_end|>\n");
   // An explicit system message replaces the default.
   EXPECT_EQ(format_chat(*chatml_bytes(kQwen25Template), {{"system", "S"}, {"user", "Q"}}, false, "t"),
             "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n");
@@ -171,6 +176,25 @@ TEST(HfChat, GenerationSamplingDefaults) {
     write_text(d / "generation_config.json", bad);
     expect_input_error([&] { generation_sampling_defaults(d.path()); }, {"generation_config.json"});
   }
+}
+
+// Fields transformers' generate() would apply and lol does not are named (session 27:
+// min_p, no_repeat_ngram_size and max_new_tokens were silently ignored).
+TEST(HfChat, GenerationConfigFieldsLolDoesNotApplyAreListed) {
+  TempDir d("gencfg_unapplied");
+  EXPECT_TRUE(generation_config_unapplied(d.path()).empty()) << "no file";
+  write_text(d / "generation_config.json",
+             R"({"do_sample": true, "temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.05,
+                 "eos_token_id": [2], "bos_token_id": 1, "transformers_version": "4.37.0", "typical_p": 1.0,
+                 "num_beams": 1, "no_repeat_ngram_size": 0, "min_p": null})");
+  EXPECT_TRUE(generation_config_unapplied(d.path()).empty()) << "defaults, nulls and implemented fields";
+  write_text(d / "generation_config.json",
+             R"({"do_sample": true, "min_p": 0.99, "no_repeat_ngram_size": 1, "max_new_tokens": 2, "num_beams": 4,
+                 "typical_p": 0.5})");
+  const auto f = generation_config_unapplied(d.path());
+  EXPECT_EQ(f, (std::vector<std::string>{"field 'max_new_tokens' = 2", "field 'num_beams' = 4",
+                                         "field 'typical_p' = 0.5", "field 'min_p' = 0.99",
+                                         "field 'no_repeat_ngram_size' = 1"}));
 }
 
 }  // namespace

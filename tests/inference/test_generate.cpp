@@ -284,7 +284,26 @@ TEST(Sampling, GreedyTopKTopPAndDistribution) {
   SamplingOptions k1;
   k1.temperature = 1.0;
   k1.top_k = 1;
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(l.data(), 5, k1, rng), 1);
+  std::vector<float> unique_top = {0.5f, 2.0f, 1.5f, -1.0f, 1.0f};
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(unique_top.data(), 5, k1, rng), 1);
+  // Tokens tied with the k-th score all stay (transformers' TopKLogitsWarper): top_k 1
+  // over two equal maxima samples both, half each.
+  {
+    int ones = 0, twos = 0;
+    for (int i = 0; i < 2000; ++i) {
+      const auto id = sample_token(l.data(), 5, k1, rng);
+      ASSERT_TRUE(id == 1 || id == 2) << id;
+      (id == 1 ? ones : twos)++;
+    }
+    EXPECT_NEAR(ones / 2000.0, 0.5, 0.06);
+    std::vector<float> three_tied = {1.0f, 2.0f, 2.0f, 2.0f, 0.0f};
+    SamplingOptions k2t = k1;
+    k2t.top_k = 2;
+    std::vector<int> seen(5, 0);
+    for (int i = 0; i < 3000; ++i) seen[sample_token(three_tied.data(), 5, k2t, rng)]++;
+    EXPECT_EQ(seen[0] + seen[4], 0);
+    for (int id : {1, 2, 3}) EXPECT_NEAR(seen[id] / 3000.0, 1.0 / 3, 0.05) << id;
+  }
   SamplingOptions p;
   p.temperature = 1.0;
   p.top_p = 0.3;  // the top token alone has mass ~0.38

@@ -120,7 +120,8 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   std::string long_prompt;  // 128 tokens: no room left in max_seq_len 128
   for (int i = 0; i < 128; ++i) long_prompt += "7 ";
   // Processes run side by side (each is mostly LibTorch start-up).
-  const std::vector<std::string> bad = {"--gates sometimes", "--top-p 2", "--max-new 16777217", "--tokens '5 9999'", "--tokens '" + long_prompt + "'"};
+  const std::vector<std::string> bad = {"--gates sometimes", "--top-p 2", "--max-new 16777217", "--tokens '5 9999'",
+                                        "--tokens '" + long_prompt + "'", "--tokens ' , '"};
   std::vector<std::string> args = {
       "--tokens '5 9 13 2 7' --max-new 6 --no-stop --ids", "--prompt hi", "--tokens '5 9' --ids",
       // Byte ids of "12" (49, 50) fit the tiny model's 61-id vocabulary.
@@ -131,6 +132,7 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
       // A prompt that fills the context, with no new token asked for.
       "--tokens '" + long_prompt + "' --max-new 0"};
   for (const auto& b : bad) args.push_back((b.find("--tokens") == 0 ? "" : "--tokens 5 ") + b);
+  args.push_back("--tokens '5 9' --ids --max-new 1 --tokenizer byte");  // "byte" as lol generate takes it
   std::vector<std::future<reftest::RunResult>> runs;
   for (const auto& a : args)
     runs.push_back(
@@ -163,7 +165,8 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
                                          "top_p 2: expected 0 <= top_p <= 1", "--max-new: Value 16777217 not in range",
                                          "--tokens: id 9999 at position 1: expected 0 <= id < vocab_size = 61",
                                          "the prompt has 128 tokens and the model's context (max_seq_len) is 128: "
-                                         "no room for a new token"};
+                                         "no room for a new token",
+                                         "--tokens ' , ': no ids (expected ids separated by spaces or commas)"};
   EXPECT_EQ(r[4].code, 0) << r[4].out;
   EXPECT_EQ(r[4].out.substr(0, r[4].out.find("gates")), "\n") << "no token printed: " << r[4].out;
   EXPECT_NE(r[4].out.find("gates learned: " + std::to_string(open) + " of "), std::string::npos) << r[4].out;
@@ -175,6 +178,7 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
     EXPECT_EQ(r[6 + i].code, 2) << bad[i] << ": " << r[6 + i].out;
     EXPECT_NE(r[6 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[6 + i].out;
   }
+  EXPECT_EQ(r.back().code, 0) << r.back().out;
 }
 
 }  // namespace

@@ -61,5 +61,27 @@ TEST(LayerRouteMergedFolder, RefusesAnotherBase) {
   EXPECT_NO_THROW(load_gated_model(d.path() + "/out", d.path() + "/out"));
 }
 
+// An adapter records its base's weights fingerprint; loading it on a base of the same
+// shapes but other weights gives a warning note (session 27: accepted silently).
+TEST(LayerRouteAdapter, AnotherBaseOfTheSameShapesIsNoted) {
+  TempDir d("adapter_base");
+  GatedModel m1(tiny_base(4), LoraConfig{}, GateConfig{}, 2), m2(tiny_base(5), LoraConfig{}, GateConfig{}, 2);
+  hf::export_hf(*m1->base, nullptr, d.path() + "/base", hf::ExportOptions{});
+  hf::export_hf(*m2->base, nullptr, d.path() + "/other", hf::ExportOptions{});
+  auto trained_on = load_base_model(d.path() + "/base");
+  GatedModel g(trained_on, LoraConfig{}, GateConfig{}, 3);
+  save_adapter(*g, d.path() + "/ad", d.path() + "/base");
+  const auto info = read_adapter_info(d.path() + "/ad");
+  EXPECT_EQ(info.base_fingerprint, base_weights_fingerprint(*m1->base)) << "the exported base reloads bit for bit";
+  EXPECT_EQ(info.base_fingerprint.rfind("fnv1a64:", 0), 0u);
+  EXPECT_NE(base_weights_fingerprint(*m1->base), base_weights_fingerprint(*m2->base));
+  std::string note = "stale";
+  load_gated_model(d.path() + "/ad", "", &note);
+  EXPECT_EQ(note, "") << "its own base";
+  load_gated_model(d.path() + "/ad", d.path() + "/other", &note);
+  EXPECT_NE(note.find("has other weights than the one " + d.path() + "/ad was trained on"), std::string::npos) << note;
+  EXPECT_NE(note.find(info.base_fingerprint), std::string::npos) << note;
+}
+
 }  // namespace
 }  // namespace lol::layerroute
