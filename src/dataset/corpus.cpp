@@ -109,7 +109,9 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
       if (bad != std::string::npos) {
         char byte[8];
         std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(doc.text[bad]));
-        throw InputError(doc.where + ": invalid UTF-8 at byte offset " + std::to_string(bad) + " of the document (byte " +
+        // doc_bytes: the bytes of the document's earlier parts (--doc-split file).
+        throw InputError(doc.where + ": invalid UTF-8 at byte offset " + std::to_string(doc_bytes + int64_t(bad)) +
+                         " of the document (byte " +
                          byte + "); expected UTF-8 text (convert the file, e.g. iconv -f latin1 -t utf-8)");
       }
       try {

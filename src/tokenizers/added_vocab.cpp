@@ -145,7 +145,11 @@ void AddedVocab::split(std::string_view text, std::vector<Segment>& out, bool no
     }
     if (b > seg_start) out.push_back({text.substr(seg_start, b - seg_start), -1});
     out.push_back({text.substr(b, e - b), t.id});
-    seg_start = i = e;
+    // As Hugging Face's find_matches: the matches are those of the text itself, so the
+    // scan resumes at the match's own end even when rstrip took the white space after it
+    // (an added token inside that white space, " <S>" or "\n\n", is still found).
+    seg_start = e;
+    i += hit.length;
   }
   if (seg_start < n) out.push_back({text.substr(seg_start), -1});
 }

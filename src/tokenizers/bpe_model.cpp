@@ -132,8 +132,11 @@ BpeModel::BpeModel(const std::unordered_map<std::string, int32_t>& vocab,
     unk_id_ = it->second;
   }
   if (options_.ignore_merges) {
+    // Hugging Face looks the piece up by its byte-level spelling: a token that is not a
+    // byte-level spelling (a raw space in "a b") never matches a piece.
     for (int32_t id = 0; id <= max_id; ++id)
-      if (used_[id]) bytes_to_id_.emplace(bytes_[id], id);
+      if (used_[id] && (!options_.byte_level || bytes_to_token(bytes_[id]) == tokens_[id]))
+        bytes_to_id_.emplace(bytes_[id], id);
   }
 }
 

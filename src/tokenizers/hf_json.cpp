@@ -171,8 +171,28 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   // Byte-level BPE (GPT-2, Qwen2, Llama 3) has a ByteLevel decoder; the SentencePiece
   // conversions (Llama 2, Mistral, Gemma) spell tokens in UTF-8 with byte fallback.
   const bool byte_fallback = opt_bool(m, "byte_fallback", mw);
-  const bool byte_level = j.contains("decoder") && j["decoder"].is_object() &&
-                          j["decoder"].value("type", std::string()) == "ByteLevel";
+  // The decoder tells byte-level BPE from SentencePiece-style BPE: ByteLevel, or a
+  // Sequence holding only ByteLevel (the same decoding).
+  auto is_byte_level_step = [](const nlohmann::json& d) {
+    return d.is_object() && d.value("type", std::string()) == "ByteLevel";
+  };
+  const nlohmann::json decoder = j.value("decoder", nlohmann::json(nullptr));
+  const bool byte_level =
+      is_byte_level_step(decoder) ||
+      (decoder.is_object() && decoder.value("type", std::string()) == "Sequence" && decoder.contains("decoders") &&
+       decoder["decoders"].is_array() && decoder["decoders"].size() == 1 && is_byte_level_step(decoder["decoders"][0]));
+  if (!byte_level) {
+    // A ByteLevel pre-tokenizer without a ByteLevel decoder: Hugging Face would decode
+    // to the byte-level spellings joined by spaces ("Ġhello Ġworld"), which lol does not.
+    const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json(nullptr));
+    bool pre_byte_level = is_byte_level_step(pre);
+    if (pre.is_object() && pre.value("type", std::string()) == "Sequence" && pre.contains("pretokenizers") &&
+        pre["pretokenizers"].is_array())
+      for (const auto& step : pre["pretokenizers"]) pre_byte_level = pre_byte_level || is_byte_level_step(step);
+    require(!pre_byte_level, where + ": decoder",
+            decoder.dump() + " with a ByteLevel pre_tokenizer: expected a ByteLevel decoder (byte-level BPE; "
+            "Hugging Face would decode to the byte-level token spellings joined by spaces)");
+  }
   require(!(byte_level && byte_fallback), mw + ".byte_fallback",
           "expected false with a ByteLevel decoder (byte-level BPE needs no byte fallback)");
   if (m.contains("dropout") && !m["dropout"].is_null()) {
@@ -206,9 +226,11 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   PreTokenizer pre = PreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json(nullptr)), where + ": pre_tokenizer");
 
   std::unique_ptr<Tokenizer> tok;
+  // A 256-byte vocabulary without merges gives one id per byte whatever the splits,
+  // unless a step adds a space or removes text (Split with behavior Removed).
   const bool plain_pre = [&] {
     for (const auto& s : pre.steps())
-      if (s.add_prefix_space) return false;
+      if (s.add_prefix_space || s.behavior == PreTokenizer::Step::Behavior::kRemoved) return false;
     return true;
   }();
   if (is_byte_vocab(vocab, merges.size()) && plain_pre && normalizer_json.is_null() && opts.unk_token.empty()) {

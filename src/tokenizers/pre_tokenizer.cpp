@@ -218,7 +218,7 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
   for (const Step& s : steps_) {
     next.clear();
     for (std::string_view piece : cur) {
-      if (s.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+      if (s.add_prefix_space && !piece.empty() && piece[0] != ' ') {  // HF's prepend leaves an empty string empty
         arena.push_back(" " + std::string(piece));
         piece = arena.back();
       }

@@ -173,6 +173,47 @@ TEST(HfJson, IgnoreMergesAndUnk) {
   EXPECT_EQ(tokenizer_from_hf_json(j, "tiny.json")->encode("abc"), (std::vector<int32_t>{4, 3}));
 }
 
+// Cases where lol differed from Hugging Face tokenizers 0.23.2 (session 26 pass, fixed
+// in session 27; expected ids are HF's).
+TEST(HfJson, CornerCasesMatchHuggingFace) {
+  // ignore_merges looks a piece up by its byte-level spelling: "a b" (a raw space, not
+  // a byte-level spelling) never matches the piece "aĠb".
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "x|y"}, "behavior": "Isolated", "invert": false},
+    "post_processor": null, "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "ignore_merges": true,
+              "vocab": {"a": 0, "b": 1, "x": 2, "y": 3, "Ġ": 4, "Ġb": 5, "a b": 6}, "merges": ["Ġ b"]}})");
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers", {j["pre_tokenizer"], {{"type", "ByteLevel"}, {"add_prefix_space", false},
+                                                                {"use_regex", false}}}}};
+  EXPECT_EQ(tokenizer_from_hf_json(j, "im.json")->encode("xa by"), (std::vector<int32_t>{2, 0, 5, 3}));
+  // A normalizer that empties the text: ByteLevel's prefix space is not added to nothing.
+  nlohmann::json n = j;
+  n["model"]["ignore_merges"] = false;
+  n["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "x"}}}, {"content", ""}};
+  n["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}};
+  EXPECT_EQ(tokenizer_from_hf_json(n, "norm.json")->encode("x"), std::vector<int32_t>{});
+  EXPECT_EQ(tokenizer_from_hf_json(n, "norm.json")->encode("xb"), (std::vector<int32_t>{5}));
+  // A 256-byte vocabulary without merges still applies a Split that removes text.
+  ByteTokenizer bytes(std::vector<std::string>{});
+  nlohmann::json b = nlohmann::json::parse(bytes.to_hf_json().dump());
+  b["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}, {"invert", false}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  EXPECT_EQ(tokenizer_from_hf_json(b, "bytes.json")->encode("a b  c"), (std::vector<int32_t>{97, 98, 99}));
+  // A Sequence holding only a ByteLevel decoder is a ByteLevel decoder; no decoder with
+  // a ByteLevel pre-tokenizer is refused, naming the decoder.
+  nlohmann::json d = nlohmann::json::parse(bytes.to_hf_json().dump());
+  d["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteLevel"}}}}};
+  auto seq = tokenizer_from_hf_json(d, "seq.json");
+  EXPECT_EQ(seq->decode(seq->encode("héllo wörld")), "héllo wörld");
+  d["decoder"] = nullptr;
+  expect_input_error([&] { tokenizer_from_hf_json(d, "null.json"); },
+                     {"null.json: decoder", "null with a ByteLevel pre_tokenizer", "expected a ByteLevel decoder"});
+}
+
 TEST(HfJson, ErrorsNameFileAndField) {
   LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
   auto ref = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");

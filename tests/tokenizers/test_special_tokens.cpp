@@ -97,6 +97,29 @@ TEST(SpecialTokens, LstripRstripAndSingleWord) {
   EXPECT_EQ(seg[1].added_id, 8);
 }
 
+// The matches are the text's own (Hugging Face's find_matches): an rstrip token's white
+// space does not hide an added token that starts inside it (HF tokenizers 0.23.2 gives
+// [<R>, " <S>"] and [<R>, "\n\n", x]; lol gave <R> then "<S>" as plain text).
+TEST(SpecialTokens, RstripDoesNotHideTheNextAddedToken) {
+  AddedVocab v;
+  AddedToken r{"<R>", 1};
+  r.rstrip = true;
+  v.add(r);
+  v.add({" <S>", 2});
+  v.add({"\n\n", 3});
+  auto ids = [&](std::string_view text) {
+    std::vector<Segment> seg;
+    v.split(text, seg);
+    std::vector<std::pair<std::string, int>> out;
+    for (const auto& s : seg) out.emplace_back(std::string(s.text), s.added_id);
+    return out;
+  };
+  using P = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(ids("<R> <S>"), (P{{"<R> ", 1}, {" <S>", 2}}));
+  EXPECT_EQ(ids("<R>\n\nx"), (P{{"<R>\n\n", 1}, {"\n\n", 3}, {"x", -1}}));
+  EXPECT_EQ(ids("<R>  y"), (P{{"<R>  ", 1}, {"y", -1}}));
+}
+
 TEST(SpecialTokens, DuplicatesRejected) {
   AddedVocab v;
   v.add({"<a>", 1});
