@@ -115,7 +115,8 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
                          byte + "); expected UTF-8 text (convert the file, e.g. iconv -f latin1 -t utf-8)");
       }
       try {
-        tok->encode_append(doc.text, ids);
+        // A later part of a --doc-split file document continues the text (no ▁ prepended).
+        tok->encode_append(doc.text, ids, /*add_special_tokens=*/false, /*continuation=*/doc.part > 0);
       } catch (const InputError& e) {
         throw InputError(doc.where + ": " + e.what());
       }

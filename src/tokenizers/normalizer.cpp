@@ -153,7 +153,7 @@ Normalizer Normalizer::from_json(const nlohmann::json& j, const std::string& whe
   return n;
 }
 
-std::string_view Normalizer::apply(std::string_view text, std::string& scratch) const {
+std::string_view Normalizer::apply(std::string_view text, std::string& scratch, bool prepend) const {
   bool copied = false;  // scratch holds the current text
   for (const Step& s : steps_) {
     std::string_view cur = copied ? std::string_view(scratch) : text;
@@ -164,7 +164,7 @@ std::string_view Normalizer::apply(std::string_view text, std::string& scratch) 
         copied = true;
         break;
       case Step::Kind::kPrepend:
-        if (cur.empty()) break;
+        if (cur.empty() || !prepend) break;
         if (copied) {
           scratch.insert(0, s.to);
         } else {

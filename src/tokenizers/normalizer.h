@@ -66,7 +66,8 @@ class Normalizer {
   /// changes it, else a view of `scratch` (overwritten). Prepend acts on non-empty
   /// text only; Replace replaces non-overlapping occurrences left to right, as
   /// Hugging Face does. Thread-safe. Throws std::runtime_error when ICU fails.
-  std::string_view apply(std::string_view text, std::string& scratch) const;
+  /// `prepend` false skips the Prepend steps (a piece that continues a text).
+  std::string_view apply(std::string_view text, std::string& scratch, bool prepend = true) const;
   /// apply() returning a string.
   std::string apply(std::string_view text) const;
 

@@ -85,7 +85,9 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
     Pipeline::Prepend prepend;
     parse_metaspace(p.decoder_json, dw, repl, prepend);
     p.decode_replace.emplace_back(repl, " ");
-    p.strip_spaces = prepend == Pipeline::Prepend::kNever ? 0 : 1;
+    // Hugging Face's Metaspace decoder drops every replacement of the first token
+    // (prepend_scheme first or always), not one leading space.
+    if (prepend != Pipeline::Prepend::kNever) p.first_token_drop = repl;
     return p;
   }
   std::vector<nlohmann::json> steps;
@@ -139,6 +141,7 @@ SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::shared_ptr<const BpeMo
     : BpeModelTokenizer(std::move(model)), p_(std::move(pipeline)) {
   require(!model_->options().byte_level, "SentencePieceBpeTokenizer", "expected a character-level BpeModel");
   decode_strip_spaces_ = p_.strip_spaces;
+  first_token_drop_ = p_.first_token_drop;
   normalizer_ = p_.normalizer;
   decoded_.assign(std::size_t(model_->size()), std::string());
   for (int32_t id = 0; id < model_->size(); ++id) {

@@ -43,6 +43,7 @@ struct SentencePiecePipeline {
   std::vector<std::pair<std::string, std::string>> decode_replace;  ///< applied per token, in order
   bool decode_byte_fallback = false;
   int strip_spaces = 0;  ///< leading ' ' removed from decoded text
+  std::string first_token_drop;  ///< Metaspace decoder that prepends: its replacement, dropped from the first token
   /// The objects as read, written back by save().
   nlohmann::json pre_tokenizer_json, decoder_json;
 

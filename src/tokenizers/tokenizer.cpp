@@ -18,7 +18,8 @@ std::string hex_byte(unsigned char c) {
 
 }  // namespace
 
-void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens) const {
+void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens,
+                              bool continuation) const {
   if (add_special_tokens) out.insert(out.end(), template_prefix_.begin(), template_prefix_.end());
   thread_local std::vector<Segment> segments;
   const std::size_t first = segments.size();  // re-entrancy safe: only our tail is used
@@ -34,9 +35,11 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
       std::string_view rest = seg.text;
       while (!rest.empty()) {
         const std::size_t bad = find_invalid_utf8(rest);
-        const bool at_start = rest.data() == text.data();
+        const bool first_piece = rest.data() == text.data();
+        const bool at_start = first_piece && !continuation;
+        const bool prepend = !(first_piece && continuation);
         if (bad == std::string_view::npos) {
-          encode_piece(rest, out, at_start);
+          encode_piece(rest, out, at_start, prepend);
           break;
         }
         if (utf8_policy_ == InvalidUtf8Policy::kThrow) {
@@ -45,7 +48,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
                            " (byte 0x" + hex_byte(static_cast<unsigned char>(rest[bad])) +
                            "); expected valid UTF-8 text");
         }
-        if (bad > 0) encode_piece(rest.substr(0, bad), out, at_start);
+        if (bad > 0) encode_piece(rest.substr(0, bad), out, at_start, prepend);
         encode_raw_byte(static_cast<uint8_t>(rest[bad]), out);
         rest.remove_prefix(bad + 1);
       }
@@ -58,10 +61,10 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
   if (add_special_tokens) out.insert(out.end(), template_suffix_.begin(), template_suffix_.end());
 }
 
-void Tokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
+void Tokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start, bool prepend) const {
   thread_local std::string scratch;  // only this function writes it; it does not recurse
   thread_local std::vector<Segment> segments;
-  const std::string_view normalized = normalizer_.apply(text, scratch);
+  const std::string_view normalized = normalizer_.apply(text, scratch, prepend);
   if (!added_.has_normalized()) {
     encode_normalized(normalized, out, at_start);
     return;
@@ -93,7 +96,44 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   return decode(ids.data(), ids.size(), skip_special_tokens);
 }
 
+bool Tokenizer::skipped_in_decode(int32_t id, bool skip_special_tokens) const {
+  if (!skip_special_tokens || added_.empty()) return false;
+  const AddedToken* t = added_.find_id(id);
+  if (!t) return false;
+  std::string scratch;
+  const std::string_view text = t->normalized ? normalizer_.apply(t->content, scratch) : t->content;
+  const AddedToken* named = text == t->content ? t : added_.find_content(text);
+  return named && named->special;
+}
+
+std::string Tokenizer::decode_first(int32_t id, bool skip_special_tokens) const {
+  auto erase_all = [](std::string& s, const std::string& what) {
+    for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at)) s.erase(at, what.size());
+  };
+  const AddedToken* t = added_.empty() ? nullptr : added_.find_id(id);
+  if (first_token_drop_.empty() || (t && skipped_in_decode(id, skip_special_tokens)))
+    return decode_inner(&id, 1, skip_special_tokens);
+  if (t) {  // its text as written (raw spaces kept), less the replacement, then decoded
+    std::string scratch;
+    std::string text(t->normalized ? normalizer_.apply(t->content, scratch) : std::string_view(t->content));
+    erase_all(text, first_token_drop_);
+    std::string out;
+    append_added_text(text, out);
+    return out;
+  }
+  // A model token's replacements are spaces by now (the decoder's Replace step).
+  std::string s = decode_inner(&id, 1, skip_special_tokens);
+  erase_all(s, " ");
+  return s;
+}
+
 std::string Tokenizer::decode(const int32_t* ids, std::size_t n, bool skip_special_tokens) const {
+  if (!first_token_drop_.empty()) {
+    std::size_t k = 0;
+    while (k < n && skipped_in_decode(ids[k], skip_special_tokens)) ++k;
+    if (k == n) return decode_inner(ids, n, skip_special_tokens);  // "" (checks the ids)
+    return decode_first(ids[k], skip_special_tokens) + decode_inner(ids + k + 1, n - k - 1, skip_special_tokens);
+  }
   std::string out = decode_inner(ids, n, skip_special_tokens);
   std::size_t cut = 0;
   while (cut < std::size_t(decode_strip_spaces_) && cut < out.size() && out[cut] == ' ') ++cut;
@@ -128,6 +168,11 @@ std::string DecodeStream::push(int32_t id) {
   // An id the tokenizer has no token for (a model vocabulary padded beyond the
   // tokenizer's, as Qwen2's is) prints nothing, as Hugging Face's decode skips it.
   if (!tok_.id_to_token(id)) return "";
+  if (tok_.decode_drops_first_token_replacement()) {
+    if (first_seen_ || tok_.skipped_in_decode(id, skip_)) return utf8_.push(tok_.decode_inner(&id, 1, skip_));
+    first_seen_ = true;
+    return utf8_.push(tok_.decode_first(id, skip_));
+  }
   std::string bytes = tok_.decode_inner(&id, 1, skip_);
   if (!started_) {  // decode() strips up to decode_strip_spaces() spaces from the start of the text
     std::size_t cut = 0;

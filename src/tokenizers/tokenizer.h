@@ -49,8 +49,13 @@ class Tokenizer {
   /// is false so that callers add BOS/EOS explicitly). Throws lol::InputError on
   /// invalid UTF-8 under InvalidUtf8Policy::kThrow. Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
-  /// As encode, appending to `out`.
-  void encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens = false) const;
+  /// As encode, appending to `out`. With `continuation`, `text` continues an earlier
+  /// text (a later part of one long document): what a tokenizer adds at the start of a
+  /// text is not added (Metaspace's prepend_scheme "first", a Prepend normalizer's
+  /// prefix on the first piece), so the parts' ids are those of the whole text where
+  /// a part boundary falls between pre-tokenized words.
+  void encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens = false,
+                     bool continuation = false) const;
 
   /// The bytes that `ids` stand for, concatenated. decode(encode(x)) == x for every
   /// valid UTF-8 x (tokenizers whose pre-tokenizer adds a prefix space excepted).
@@ -67,6 +72,17 @@ class Tokenizer {
   std::string decode_inner(const int32_t* ids, std::size_t n, bool skip_special_tokens = false) const;
   /// Leading ' ' characters decode() removes from a decoded text (0 for byte-level BPE).
   int decode_strip_spaces() const { return decode_strip_spaces_; }
+  /// True when skip_special_tokens leaves id `id` out of decoded text (an added token
+  /// flagged special, by its normalized content for a normalized token).
+  bool skipped_in_decode(int32_t id, bool skip_special_tokens) const;
+  /// The bytes of `id` as the first token of a decoded text: decode_inner, less what the
+  /// decoder removes from a first token (a Metaspace decoder that prepends drops every
+  /// U+2581 of it, as Hugging Face's; a Strip decoder's leading spaces are not removed
+  /// here). Same errors as decode.
+  std::string decode_first(int32_t id, bool skip_special_tokens = false) const;
+  /// True for a Metaspace decoder that prepends: decode() drops every U+2581 of the
+  /// first token it emits instead of stripping leading spaces.
+  bool decode_drops_first_token_replacement() const { return !first_token_drop_.empty(); }
 
   /// 1 + the largest id in use (model vocabulary and added tokens): the size an
   /// embedding table needs.
@@ -154,7 +170,8 @@ class Tokenizer {
   virtual void fill_hf_json(nlohmann::ordered_json& j) const = 0;
 
   /// Steps 3-4 of encode for one valid UTF-8 piece between raw-text added tokens.
-  void encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start) const;
+  /// `prepend`: the normalizer's Prepend steps apply (not to a continuation's first piece).
+  void encode_piece(std::string_view text, std::vector<int32_t>& out, bool at_start, bool prepend = true) const;
 
   AddedVocab added_;
   /// Applied to the text between added tokens (set by the subclass constructor,
@@ -163,6 +180,9 @@ class Tokenizer {
   /// Leading ' ' characters decode() removes (at most this many; the Strip decoder's
   /// `start`, or 1 for a Metaspace decoder that prepends); 0 for byte-level BPE.
   int decode_strip_spaces_ = 0;
+  /// Metaspace decoder with a prepend scheme: its replacement (U+2581), dropped from
+  /// the first decoded token (Hugging Face's Metaspace::decode_chain); "" otherwise.
+  std::string first_token_drop_;
 
  private:
   std::optional<int32_t> role_id(std::string_view token, const char* role) const;
@@ -191,6 +211,7 @@ class DecodeStream {
   const Tokenizer& tok_;
   bool skip_;
   int stripped_ = 0;     // leading spaces removed so far (decode_strip_spaces)
+  bool first_seen_ = false;  // the first emitted token went through decode_first
   bool started_ = false; // a non-space byte was seen
   Utf8Stream utf8_;
 };

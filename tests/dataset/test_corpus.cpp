@@ -9,6 +9,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "dataset/corpus.h"
 #include "dataset/shards.h"
 #include "io/atomic_file.h"
@@ -250,6 +252,31 @@ TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {
   const auto v = split.get(0);
   EXPECT_EQ(std::vector<int32_t>(v.tokens, v.tokens + v.length), tok->encode(text));
   EXPECT_FALSE(split.has_labels());
+  // SentencePiece-style tokenizers add a U+2581 at the start of a text only (a Prepend
+  // normalizer, Llama 2; Metaspace prepend_scheme "first"): the later parts continue the
+  // text (session 27: every part began with one).
+  {
+    std::ifstream jf(std::string(LOL_SOURCE_DIR) + "/tests/tokenizers/data/spm_bpe_tokenizer.json");
+    auto legacy = nlohmann::json::parse(jf);
+    auto first = legacy;
+    first["normalizer"] = nullptr;
+    first["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"},
+                              {"split", false}};
+    first["decoder"] = first["pre_tokenizer"];
+    for (const auto& [name, j] : {std::pair{"legacy", legacy}, std::pair{"metaspace_first", first}}) {
+      const std::string dir = t / name;
+      fs::create_directories(dir);
+      io::write_file_atomic(dir + "/tokenizer.json", j.dump());
+      CorpusOptions so = o;
+      so.tokenizer = dir;
+      build_corpus(so, t / (std::string(name) + "_corpus"));
+      const auto parts = Dataset::open(t / (std::string(name) + "_corpus")).load("train");
+      const auto part_ids = parts.get(0);
+      EXPECT_EQ(std::vector<int32_t>(part_ids.tokens, part_ids.tokens + part_ids.length),
+                tokenizers::load_tokenizer(dir)->encode(text))
+          << name;
+    }
+  }
 
   o.source.doc_split = DocSplit::kBlankLine;
   o.valid_fraction = 0.5;

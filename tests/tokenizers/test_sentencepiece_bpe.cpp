@@ -116,6 +116,36 @@ TEST(SentencePieceBpe, AddedTokensAreDecodedThroughTheReplaceSteps) {
   EXPECT_EQ(tok->decode({1, 1287, 385, 441}, /*skip_special_tokens=*/true), " y");
 }
 
+// A Metaspace decoder (prepend_scheme first) drops every U+2581 of the first token
+// emitted, not one leading space (Hugging Face tokenizers 0.23.2 on this file gave
+// each expected string; lol gave " hello" for the first).
+TEST(SentencePieceBpe, MetaspaceDecoderDropsTheFirstTokensReplacements) {
+  std::ifstream f(kData + "spm_golden_metaspace_first.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  auto j = variant(nlohmann::json::parse(line));
+  j["model"]["vocab"]["\xE2\x96\x81\xE2\x96\x81"] = 1287;  // "▁▁"
+  j["added_tokens"].push_back({{"id", 1288}, {"content", "\xE2\x96\x81<PRE>"}, {"single_word", false},
+                               {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const auto tok = tokenizer_from_hf_json(j, "spm_meta");
+  const std::vector<std::pair<std::vector<int32_t>, std::pair<std::string, std::string>>> cases = {
+      {{1287, 330, 707, 337}, {"hello", "hello"}},
+      {{1, 1287, 330}, {"<s>  h", "h"}},
+      {{1288, 330}, {"<PRE>h", "h"}},
+      {{1, 1288, 330}, {"<s> <PRE>h", "h"}},
+      {{330, 1287, 330}, {"h  h", "h  h"}}};
+  for (const auto& [ids, want] : cases) {
+    EXPECT_EQ(tok->decode(ids), want.first) << ::testing::PrintToString(ids);
+    EXPECT_EQ(tok->decode(ids, /*skip_special_tokens=*/true), want.second) << ::testing::PrintToString(ids);
+    for (bool skip : {false, true}) {
+      DecodeStream stream(*tok, skip);
+      std::string printed;
+      for (int32_t id : ids) printed += stream.push(id);
+      EXPECT_EQ(printed + stream.finish(), skip ? want.second : want.first) << ::testing::PrintToString(ids);
+    }
+  }
+}
+
 // Streamed decoding (one id at a time, as the generate commands print) gives exactly
 // decode() of all ids: the stripped leading space, <0xXX> bytes of one character.
 TEST(SentencePieceBpe, DecodeStreamEqualsDecodingAllIds) {
