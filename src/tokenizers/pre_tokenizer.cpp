@@ -102,7 +102,7 @@ void PreTokenizer::split_step(const Step& s, std::string_view text, std::vector<
       break;
     case B::kRemoved:
       for (const auto& [p, m] : parts)
-        if (!m) out.push_back(p);
+        if (!m && !p.empty()) out.push_back(p);
       return;
     case B::kMergedWithPrevious:
       for (const auto& [p, m] : parts) {
@@ -127,7 +127,8 @@ void PreTokenizer::split_step(const Step& s, std::string_view text, std::vector<
       }
       break;
   }
-  for (const auto& r : res) out.push_back(r.first);
+  for (const auto& r : res)
+    if (!r.first.empty()) out.push_back(r.first);  // empty matches leave no piece
 }
 
 PreTokenizer PreTokenizer::splits_from_json(const nlohmann::json& j, const std::string& where) {

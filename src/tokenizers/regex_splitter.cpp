@@ -276,7 +276,8 @@ void RegexSplitter::for_each_piece(std::string_view text, Emit&& emit) const {
   MatchScratch& s = scratch();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const std::size_t n = text.size();
-  std::size_t pos = 0, last_end = 0;
+  std::size_t pos = 0, last_end = 0, last_match_end = 0;
+  bool matched = false;
   while (pos <= n) {
     int rc = PCRE2_ERROR_NOMATCH;
     if (jit_) {
@@ -293,25 +294,36 @@ void RegexSplitter::for_each_piece(std::string_view text, Emit&& emit) const {
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.md);
     const std::size_t b = ov[0], e = ov[1];
-    if (b > last_end) emit(text.substr(last_end, b - last_end), false);
-    if (e > b) {
-      emit(text.substr(b, e - b), true);
-      pos = e;
-    } else {  // empty match: step over one character
-      if (b >= n) {
-        last_end = e;  // the text before it was emitted just above: not again after the loop
-        break;
-      }
+    auto step_over = [&] {  // past the character at b
       const int len = utf8_sequence_length(text, b);
       pos = b + std::size_t(len > 0 ? len : 1);
+    };
+    // As onig's find_iter (Hugging Face's Split): an empty match right where the
+    // previous match ended is skipped; other empty matches are matches (they separate
+    // the runs of the Contiguous behaviour).
+    if (e == b && matched && b == last_match_end) {
+      if (b >= n) break;
+      step_over();
+      continue;
     }
-    last_end = e;
+    if (b > last_end) emit(text.substr(last_end, b - last_end), false);
+    emit(text.substr(b, e - b), true);
+    matched = true;
+    last_match_end = last_end = e;
+    if (e > b) {
+      pos = e;
+    } else {
+      if (b >= n) break;
+      step_over();
+    }
   }
   if (last_end < n) emit(text.substr(last_end), false);
 }
 
 void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
-  for_each_piece(text, [&](std::string_view piece, bool) { out.push_back(piece); });
+  for_each_piece(text, [&](std::string_view piece, bool) {
+    if (!piece.empty()) out.push_back(piece);
+  });
 }
 
 void RegexSplitter::split_flagged(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const {

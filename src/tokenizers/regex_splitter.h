@@ -45,7 +45,9 @@ class RegexSplitter {
   /// matching fails (PCRE2's match limit, a catastrophically backtracking pattern).
   void split(std::string_view text, std::vector<std::string_view>& out) const;
 
-  /// As split, each piece flagged true for a match, false for a gap between matches.
+  /// As split, each piece flagged true for a match, false for a gap between matches;
+  /// empty matches are kept here (as onig's find_iter gives them, an empty match right
+  /// after the previous match excepted), since they separate Contiguous runs.
   void split_flagged(std::string_view text, std::vector<std::pair<std::string_view, bool>>& out) const;
 
   /// True when a match starts exactly at byte `pos` of valid UTF-8 `text`

@@ -5,10 +5,12 @@
 //          A4  ?[^\s\p{L}\p{N}]+[\r\n]*  A5 \s*[\r\n]+  A6 \s+(?!\S)  A7 \s+
 //   GPT-2: G1 's|'t|'re|'ve|'m|'ll|'d  G2  ?\p{L}+  G3  ?\p{N}+  G4  ?[^\s\p{L}\p{N}]+
 //          G5 \s+(?!\S)  G6 \s+
+#include <deque>
 #include <numeric>
 
 #include "common/test_files.h"
 #include "tok_test_util.h"
+#include "tokenizers/pre_tokenizer.h"
 #include "tokenizers/regex_splitter.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
@@ -153,6 +155,29 @@ TEST(PreTokenizer, OnigurumaClassesAndAnchors) {
   // A pattern that backtracks catastrophically: an input error naming it, not a crash.
   lol_test::expect_input_error([&] { pieces(R"((a+)+$)", std::string(40, 'a') + "b"); },
                                {"regex (a+)+$: matching failed", "avoid nested quantifiers"});
+}
+
+// Empty matches are matches (onig's find_iter, as Hugging Face's Split sees them): with
+// Contiguous they separate runs. HF tokenizers 0.23.2 splits "Hello World" on
+// (?=[A-Z]) into "Hello ", "World" (lol joined it into one piece, session 27); an empty
+// match right after a match does not count ("aa" then the end of "baab").
+TEST(PreTokenizer, EmptyMatchesSeparateContiguousRuns) {
+  auto pieces = [](const std::string& pattern, const std::string& behavior, bool invert, const std::string& text) {
+    const nlohmann::json j = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", behavior},
+                              {"invert", invert}};
+    const PreTokenizer pre = PreTokenizer::splits_from_json(j, "t");
+    std::vector<std::string_view> out;
+    std::deque<std::string> arena;
+    pre.split(text, out, arena);
+    return std::vector<std::string>(out.begin(), out.end());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces("(?=[A-Z])", "Contiguous", false, "Hello World"), (V{"Hello ", "World"}));
+  EXPECT_EQ(pieces("(?=[A-Z])", "Contiguous", true, "Hello World"), (V{"Hello ", "World"}));
+  EXPECT_EQ(pieces("(?=[A-Z])", "Isolated", false, "Hello World"), (V{"Hello ", "World"}));
+  EXPECT_EQ(pieces("(?=[A-Z])", "Removed", true, "Hello World"), V{}) << "inverted: the text is the match";
+  EXPECT_EQ(pieces("a*", "Contiguous", false, "baab"), (V{"b", "aa", "b"}));
+  EXPECT_EQ(pieces("a*", "Isolated", false, "baab"), (V{"b", "aa", "b"}));
 }
 
 TEST(PreTokenizer, WhitespaceRewrite) {
