@@ -333,9 +333,7 @@ void register_generate(CLI::App& app) {
   g->add_option("--device", ga->device, "cpu | cuda[:N]")->capture_default_str();
   g->add_option("--threads", ga->threads, "CPU threads (default: all available)");
   g->callback([ga, pr, tk] {
-    if (pr->count() > 0 && ga->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
-    if (tk->count() > 0 && ga->tokens.find_first_not_of(" ,\t") == std::string::npos)
-      throw InputError("--tokens '" + ga->tokens + "': no ids (expected ids separated by spaces or commas)");
+    check_prompt_flags(pr->count() > 0, ga->prompt, tk->count() > 0, ga->tokens);
     if (ga->prompt.empty() && ga->tokens.empty()) throw InputError("generate: give --prompt TEXT or --tokens IDS");
     run_generate(*ga);
   });

@@ -429,9 +429,7 @@ void register_hf(CLI::App& app) {
     g->set_top_k = gen->get_option("--top-k")->count() > 0;
     g->set_top_p = gen->get_option("--top-p")->count() > 0;
     g->set_repetition_penalty = gen->get_option("--repetition-penalty")->count() > 0;
-    if (pr->count() > 0 && g->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
-    if (tk->count() > 0 && g->tokens.find_first_not_of(" ,\t") == std::string::npos)
-      throw InputError("--tokens '" + g->tokens + "': no ids (expected ids separated by spaces or commas)");
+    check_prompt_flags(pr->count() > 0, g->prompt, tk->count() > 0, g->tokens);
     if (g->prompt.empty() && g->tokens.empty()) throw InputError("hf generate: give --prompt TEXT or --tokens IDS");
     run_generate(*g);
   });

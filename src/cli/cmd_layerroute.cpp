@@ -226,6 +226,15 @@ std::string examples_fingerprint(const std::vector<layerroute::Example>& ex) {
   return o.str();
 }
 
+/// layerroute::load_gated_model, with a warning on stderr when `base` has other weights
+/// than the adapter was trained on (its recorded base fingerprint).
+layerroute::GatedModel load_gated_model_noting_base(const std::string& adapter, const std::string& base) {
+  std::string note;
+  auto m = layerroute::load_gated_model(adapter, base, &note);
+  if (!note.empty()) std::cerr << "warning: " << note << "\n";
+  return m;
+}
+
 void register_train_cmd(CLI::App* lr) {
   struct A {
     std::string base, data, out;
@@ -446,9 +455,7 @@ void register_eval_cmd(CLI::App* lr) {
     const std::string base = a->base.empty() ? info.base_dir : a->base;
     for (const auto& dir : {a->adapter, base}) require_output_outside_model(a->json, dir, "--json");
     require_output_is_not_input(a->json, a->data, "--json", "--data");
-    std::string base_note;
-    auto m = layerroute::load_gated_model(a->adapter, a->base, &base_note);
-    if (!base_note.empty()) std::cerr << "warning: " << base_note << "\n";
+    auto m = load_gated_model_noting_base(a->adapter, a->base);
     DataArgs d = a->d;
     // Samples are rendered as in training (its --system and --tokenizer, recorded in
     // layerroute.json) unless the flags say otherwise.
@@ -494,9 +501,7 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
-    std::string base_note;
-    auto m = layerroute::load_gated_model(a->adapter, a->base, &base_note);
-    if (!base_note.empty()) std::cerr << "warning: " << base_note << "\n";
+    auto m = load_gated_model_noting_base(a->adapter, a->base);
     const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
@@ -614,9 +619,7 @@ void register_generate_cmd(CLI::App* lr) {
     init_runtime(a->threads);
     a->system_set = sy->count() > 0;
     if (a->system_set && !a->chat) throw InputError("--system needs --chat");
-    if (pr->count() > 0 && a->prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
-    if (tk->count() > 0 && a->tokens.find_first_not_of(" ,\t") == std::string::npos)
-      throw InputError("--tokens '" + a->tokens + "': no ids (expected ids separated by spaces or commas)");
+    check_prompt_flags(pr->count() > 0, a->prompt, tk->count() > 0, a->tokens);
     if (a->prompt.empty() && a->tokens.empty()) throw InputError("layerroute generate: give --prompt TEXT or --tokens IDS");
     if (a->chat && a->prompt.empty()) throw InputError("--chat needs --prompt TEXT");
     layerroute::GatedGenerateOptions o;
@@ -626,9 +629,7 @@ void register_generate_cmd(CLI::App* lr) {
     o.seed = a->seed;
     inference::validate_sampling(o.sampling, "layerroute generate");
     const auto t_load = std::chrono::steady_clock::now();
-    std::string base_note;
-    auto m = layerroute::load_gated_model(a->adapter, a->base, &base_note);
-    if (!base_note.empty()) std::cerr << "warning: " << base_note << "\n";
+    auto m = load_gated_model_noting_base(a->adapter, a->base);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     const auto info = layerroute::read_adapter_info(a->adapter);
     const std::string base = info.merged ? a->adapter : (a->base.empty() ? info.base_dir : a->base);

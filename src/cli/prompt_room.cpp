@@ -6,6 +6,12 @@
 
 namespace lol::cli {
 
+void check_prompt_flags(bool prompt_given, const std::string& prompt, bool tokens_given, const std::string& tokens) {
+  if (prompt_given && prompt.empty()) throw InputError("--prompt: the text is empty (expected at least one character)");
+  if (tokens_given && tokens.find_first_not_of(" ,\t") == std::string::npos)
+    throw InputError("--tokens '" + tokens + "': no ids (expected ids separated by spaces or commas)");
+}
+
 void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& flag) {
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= vocab_size)

@@ -8,6 +8,10 @@
 
 namespace lol::cli {
 
+/// Throws InputError naming the flag when --prompt was given empty (`prompt_given`) or
+/// --tokens was given without an id (`tokens_given`; only spaces and commas).
+void check_prompt_flags(bool prompt_given, const std::string& prompt, bool tokens_given, const std::string& tokens);
+
 /// Throws InputError naming `flag` (e.g. "--tokens"), the id and its position when an
 /// id of `ids` is outside [0, vocab_size).
 void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::string& flag);
