@@ -59,6 +59,8 @@ class BpeModel {
 
   /// 1 + largest id.
   int32_t size() const { return int32_t(tokens_.size()); }
+  /// Number of vocabulary entries (size() when the ids have no gaps).
+  int32_t entry_count() const { return int32_t(vocab_.size()); }
   std::optional<int32_t> token_to_id(std::string_view token) const;
   /// The vocabulary spelling of id, or nullptr when unused.
   const std::string* id_to_token(int32_t id) const;

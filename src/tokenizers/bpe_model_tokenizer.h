@@ -19,6 +19,7 @@ class BpeModelTokenizer : public Tokenizer {
  protected:
   explicit BpeModelTokenizer(std::shared_ptr<const BpeModel> model) : model_(std::move(model)) {}
   int32_t model_vocab_size() const override { return model_->size(); }
+  int32_t model_entry_count() const override { return model_->entry_count(); }
   std::optional<int32_t> model_token_to_id(std::string_view token) const override { return model_->token_to_id(token); }
   std::optional<std::string> model_id_to_token(int32_t id) const override {
     const std::string* t = model_->id_to_token(id);

@@ -14,12 +14,13 @@ BpeTokenizer::BpeTokenizer(std::shared_ptr<const BpeModel> model, PreTokenizer p
   normalizer_ = std::move(normalizer);
 }
 
-void BpeTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool /*at_start*/) const {
+void BpeTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool /*at_start*/,
+                                     bool continues) const {
   thread_local std::vector<std::string_view> pieces;
   thread_local std::deque<std::string> arena;
   pieces.clear();
   arena.clear();
-  pre_.split(text, pieces, arena);
+  pre_.split(text, pieces, arena, /*first_step_prefix=*/!continues);
   for (std::string_view p : pieces) model_->encode_word(p, out);
 }
 

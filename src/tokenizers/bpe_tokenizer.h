@@ -28,7 +28,8 @@ class BpeTokenizer : public BpeModelTokenizer {
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
  protected:
-  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start,
+                         bool continues) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
   /// Hugging Face's ByteLevel decoder: a token whose characters are all in GPT-2's

@@ -22,7 +22,8 @@ ByteTokenizer::ByteTokenizer(const std::vector<std::string>& specials) {
   else if (has("</s>")) set_eos_token("</s>");
 }
 
-void ByteTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool /*at_start*/) const {
+void ByteTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool /*at_start*/,
+                                     bool /*continues*/) const {
   for (unsigned char c : text) out.push_back(int32_t(c));
 }
 

@@ -21,7 +21,8 @@ class ByteTokenizer : public Tokenizer {
   std::string type() const override { return "bytes"; }
 
  protected:
-  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start,
+                         bool continues) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
   int32_t model_vocab_size() const override { return 256; }

@@ -133,9 +133,8 @@ void add_tokens_and_post_processor(const nlohmann::json& j, const std::string& w
       AddedToken t = AddedToken::from_json(j["added_tokens"][i], w);
       // The id Hugging Face gives it, whatever the file says (the same for files
       // Hugging Face wrote; a file with gaps or clashes gets the ids HF would use).
-      t.id = tok.hf_added_token_id(t.content);
       try {
-        tok.add_token(t);
+        tok.add_token_as_hf(t);
       } catch (const InputError& e) {
         throw InputError(w + ": " + e.what());
       }
@@ -318,9 +317,8 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
     // lists ids that the vocabulary gives to other strings).
     std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [id, t] : entries) {
-      t.id = tok.hf_added_token_id(t.content);
       try {
-        tok.add_token(t);
+        tok.add_token_as_hf(t);
       } catch (const InputError& ex) {
         throw InputError(config_file + ": added_tokens_decoder[\"" + std::to_string(id) + "\"]: " + ex.what());
       }

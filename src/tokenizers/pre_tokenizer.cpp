@@ -196,14 +196,14 @@ nlohmann::ordered_json PreTokenizer::to_json() const {
   return seq;
 }
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
-                         std::deque<std::string>& arena) const {
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena,
+                         bool first_step_prefix) const {
   // Fast path: no prefix space, at most one regex, only Isolated splits (GPT-2 and Qwen2 style).
   const RegexSplitter* only = nullptr;
   int n_regex = 0;
   bool prefix = false, isolated = true;
   for (const Step& s : steps_) {
-    prefix = prefix || s.add_prefix_space;
+    prefix = prefix || (s.add_prefix_space && (first_step_prefix || &s != &steps_.front()));
     isolated = isolated && s.behavior == Step::Behavior::kIsolated;  // invert changes nothing then
     if (s.regex) {
       only = s.regex.get();
@@ -219,7 +219,8 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
   for (const Step& s : steps_) {
     next.clear();
     for (std::string_view piece : cur) {
-      if (s.add_prefix_space && !piece.empty() && piece[0] != ' ') {  // HF's prepend leaves an empty string empty
+      const bool add_prefix = s.add_prefix_space && (first_step_prefix || &s != &steps_.front());
+      if (add_prefix && !piece.empty() && piece[0] != ' ') {  // HF's prepend leaves an empty string empty
         arena.push_back(" " + std::string(piece));
         piece = arena.back();
       }

@@ -54,8 +54,11 @@ class PreTokenizer {
 
   /// Appends the pre-tokens of `text` (valid UTF-8) to `out`. Pieces are views of
   /// `text` or of strings kept in `arena` (prefix spaces); keep both alive while
-  /// using them. Thread-safe.
-  void split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena) const;
+  /// using them. `first_step_prefix` false: a ByteLevel first step adds no prefix space
+  /// (`text` continues an earlier text; a ByteLevel step after a Split still adds
+  /// one to every piece, as it would in the whole text). Thread-safe.
+  void split(std::string_view text, std::vector<std::string_view>& out, std::deque<std::string>& arena,
+             bool first_step_prefix = true) const;
 
   const std::vector<Step>& steps() const { return steps_; }
 

@@ -158,7 +158,8 @@ SentencePieceBpeTokenizer::SentencePieceBpeTokenizer(std::shared_ptr<const BpeMo
   }
 }
 
-void SentencePieceBpeTokenizer::words(std::string_view normalized, bool at_start, std::vector<std::string>& out) const {
+void SentencePieceBpeTokenizer::words(std::string_view normalized, bool at_start, bool continues,
+                                      std::vector<std::string>& out) const {
   std::string s(normalized);
   if (s.empty()) return;
   if (!p_.metaspace) {
@@ -173,8 +174,8 @@ void SentencePieceBpeTokenizer::words(std::string_view normalized, bool at_start
     return;
   }
   replace_all(s, " ", p_.replacement);
-  const bool prepend = p_.prepend == SentencePiecePipeline::Prepend::kAlways ||
-                       (p_.prepend == SentencePiecePipeline::Prepend::kFirst && at_start);
+  const bool prepend = !continues && (p_.prepend == SentencePiecePipeline::Prepend::kAlways ||
+                                      (p_.prepend == SentencePiecePipeline::Prepend::kFirst && at_start));
   if (prepend && !starts_with(s, p_.replacement)) s.insert(0, p_.replacement);
   if (!p_.split) {
     out.push_back(std::move(s));
@@ -189,10 +190,11 @@ void SentencePieceBpeTokenizer::words(std::string_view normalized, bool at_start
   out.push_back(s.substr(begin));
 }
 
-void SentencePieceBpeTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const {
+void SentencePieceBpeTokenizer::encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start,
+                                                  bool continues) const {
   thread_local std::vector<std::string> ws;
   ws.clear();
-  words(text, at_start, ws);
+  words(text, at_start, continues, ws);
   for (const auto& w : ws) model_->encode_word(w, out);
 }
 
@@ -218,7 +220,7 @@ std::vector<std::string> SentencePieceBpeTokenizer::pre_tokenize(std::string_vie
   require(bad == std::string_view::npos, "pre_tokenize", "invalid UTF-8 at byte offset " + std::to_string(bad));
   std::vector<std::string> out;
   std::string scratch;
-  words(normalizer_.apply(text, scratch), true, out);
+  words(normalizer_.apply(text, scratch), true, false, out);
   return out;
 }
 

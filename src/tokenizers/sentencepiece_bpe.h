@@ -62,7 +62,8 @@ class SentencePieceBpeTokenizer : public BpeModelTokenizer {
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
  protected:
-  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const override;
+  void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start,
+                         bool continues) const override;
   void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const override;
   bool append_model_bytes(int32_t id, std::string& out) const override;
   /// Hugging Face runs added tokens through the decoder too (CodeLlama's "▁<PRE>"
@@ -72,7 +73,7 @@ class SentencePieceBpeTokenizer : public BpeModelTokenizer {
 
  private:
   /// Metaspace pre-tokenization of normalized text.
-  void words(std::string_view normalized, bool at_start, std::vector<std::string>& out) const;
+  void words(std::string_view normalized, bool at_start, bool continues, std::vector<std::string>& out) const;
 
   SentencePiecePipeline p_;
   std::vector<std::string> decoded_;  // id -> bytes in decoded text

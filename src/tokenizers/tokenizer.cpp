@@ -37,7 +37,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out, 
         const std::size_t bad = find_invalid_utf8(rest);
         const bool first_piece = rest.data() == text.data();
         const bool at_start = first_piece && !continuation;
-        const bool prepend = !(first_piece && continuation);
+        const bool prepend = !(first_piece && continuation);  // false: the first piece of a continuation
         if (bad == std::string_view::npos) {
           encode_piece(rest, out, at_start, prepend);
           break;
@@ -66,7 +66,7 @@ void Tokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out, b
   thread_local std::vector<Segment> segments;
   const std::string_view normalized = normalizer_.apply(text, scratch, prepend);
   if (!added_.has_normalized()) {
-    encode_normalized(normalized, out, at_start);
+    encode_normalized(normalized, out, at_start, !prepend);
     return;
   }
   const std::size_t first = segments.size();
@@ -76,7 +76,10 @@ void Tokenizer::encode_piece(std::string_view text, std::vector<int32_t>& out, b
     for (std::size_t k = first; k < last; ++k) {
       const Segment seg = segments[k];
       if (seg.added_id >= 0) out.push_back(seg.added_id);
-      else encode_normalized(seg.text, out, at_start && seg.text.data() == normalized.data());
+      else {
+        const bool first = seg.text.data() == normalized.data();
+        encode_normalized(seg.text, out, at_start && first, !prepend && first);
+      }
     }
   } catch (...) {
     segments.resize(first);
@@ -197,7 +200,14 @@ std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
   return model_id_to_token(id);
 }
 
-int32_t Tokenizer::add_token(AddedToken token) {
+int32_t Tokenizer::add_token(AddedToken token) { return add_token_checked(std::move(token), false); }
+
+int32_t Tokenizer::add_token_as_hf(AddedToken token) {
+  token.id = hf_added_token_id(token.content);
+  return add_token_checked(std::move(token), true);
+}
+
+int32_t Tokenizer::add_token_checked(AddedToken token, bool allow_model_id_of_other_string) {
   if (const AddedToken* t = added_.find_content(token.content)) {
     if (token.id < 0 || token.id == t->id) return t->id;
   }
@@ -211,7 +221,7 @@ int32_t Tokenizer::add_token(AddedToken token) {
             "id " + std::to_string(token.id) + ": this string is the model vocabulary's id " +
                 std::to_string(*model_id) + "; expected that id");
     const auto model_token = model_id_to_token(token.id);
-    require(!model_token || *model_token == token.content, who,
+    require(allow_model_id_of_other_string || !model_token || *model_token == token.content, who,
             "id " + std::to_string(token.id) + " is the model vocabulary's '" + model_token.value_or("") +
                 "'; expected an id the model vocabulary does not use, or that string's own id");
   }
@@ -227,7 +237,7 @@ int32_t Tokenizer::add_token(AddedToken token) {
 int32_t Tokenizer::hf_added_token_id(std::string_view content) const {
   if (const AddedToken* t = added_.find_content(content)) return t->id;
   if (const auto id = model_token_to_id(content)) return *id;
-  const int32_t model_size = model_vocab_size();
+  const int32_t model_size = model_entry_count();
   const int32_t max_id = added_.max_id();
   if (max_id < 0) return model_size;
   return (max_id >= model_size || model_size == 0) ? max_id + 1 : model_size;

@@ -51,9 +51,10 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
   /// As encode, appending to `out`. With `continuation`, `text` continues an earlier
   /// text (a later part of one long document): what a tokenizer adds at the start of a
-  /// text is not added (Metaspace's prepend_scheme "first", a Prepend normalizer's
-  /// prefix on the first piece), so the parts' ids are those of the whole text where
-  /// a part boundary falls between pre-tokenized words.
+  /// text is not added to its first piece (Metaspace's prepend, a Prepend normalizer's
+  /// prefix, a ByteLevel pre-tokenizer's add_prefix_space when it is the first step), so
+  /// the parts' ids are those of the whole text where a part boundary falls between
+  /// pre-tokenized words.
   void encode_append(std::string_view text, std::vector<int32_t>& out, bool add_special_tokens = false,
                      bool continuation = false) const;
 
@@ -107,8 +108,16 @@ class Tokenizer {
   /// The id Hugging Face `tokenizers` gives an entry of tokenizer.json's added_tokens
   /// when it loads the file, whatever id the file lists: the id of an added token with
   /// this content, else the model vocabulary's id of the content, else the next new id
-  /// (the model vocabulary's size, or 1 + the largest added id when that is larger).
+  /// (the number of model vocabulary entries, or 1 + the largest added id when that is
+  /// larger). With ids that have gaps the entry count can be the model's id of
+  /// another string (tokenizers/AddedVocabulary::add_tokens does not check).
   int32_t hf_added_token_id(std::string_view content) const;
+  /// Registers `token` under hf_added_token_id(token.content), as Hugging Face loads
+  /// an added_tokens entry. Unlike add_token, that id may be the model vocabulary's id
+  /// of another string, as in Hugging Face: the id then decodes as the added token,
+  /// and the model's string still encodes to it. Returns the id. Throws
+  /// lol::InputError as add_token for the other cases.
+  int32_t add_token_as_hf(AddedToken token);
 
   std::optional<int32_t> bos_id() const { return bos_; }
   std::optional<int32_t> eos_id() const { return eos_; }
@@ -154,8 +163,11 @@ class Tokenizer {
  protected:
   /// Encodes valid UTF-8 text that is already normalized and holds no added tokens:
   /// pre-tokenization and the model. `at_start`: the text begins at offset 0 of the
-  /// encoded input (Metaspace's prepend_scheme "first").
-  virtual void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start) const = 0;
+  /// encoded input (Metaspace's prepend_scheme "first"). `continues`: the text is
+  /// the first piece of a continuation (encode_append): no prefix is added to it
+  /// (Metaspace's prepend, ByteLevel's add_prefix_space as a first step).
+  virtual void encode_normalized(std::string_view text, std::vector<int32_t>& out, bool at_start,
+                                 bool continues) const = 0;
   /// Encodes one byte that is not part of a valid UTF-8 sequence (byte fallback).
   virtual void encode_raw_byte(uint8_t byte, std::vector<int32_t>& out) const = 0;
   /// Appends the bytes of model token `id`; false when the model has no such id.
@@ -163,7 +175,11 @@ class Tokenizer {
   /// Appends the decoded text of an added token whose content (normalized content for
   /// a normalized token) is `text` (default: `text` as written).
   virtual void append_added_text(std::string_view text, std::string& out) const { out += text; }
+  /// 1 + the model vocabulary's largest id.
   virtual int32_t model_vocab_size() const = 0;
+  /// Number of model vocabulary entries (Hugging Face's Model::get_vocab_size; smaller
+  /// than model_vocab_size() when the ids have gaps).
+  virtual int32_t model_entry_count() const { return model_vocab_size(); }
   virtual std::optional<int32_t> model_token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> model_id_to_token(int32_t id) const = 0;
   /// Fills "pre_tokenizer", "decoder" and "model" of tokenizer.json.
@@ -186,6 +202,7 @@ class Tokenizer {
 
  private:
   std::optional<int32_t> role_id(std::string_view token, const char* role) const;
+  int32_t add_token_checked(AddedToken token, bool allow_model_id_of_other_string);
 
   std::optional<int32_t> bos_, eos_, pad_;
   InvalidUtf8Policy utf8_policy_ = InvalidUtf8Policy::kThrow;

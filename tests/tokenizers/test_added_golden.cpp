@@ -82,6 +82,106 @@ INSTANTIATE_TEST_SUITE_P(Pipelines, AddedTokenGolden,
                          ::testing::Values("bl_nfc", "bl_deepseek", "bl_nfkc", "bl_gpt4", "bl_split_behaviors",
                                            "spm_gemma2_split", "spm_legacy", "spm_metaspace_first"));
 
+// A model vocabulary whose ids have gaps (data/make_vocab_gap_golden.py): a new added
+// token gets the number of vocabulary entries, as in Hugging Face, not 1 + the largest
+// id; in "clash" that number is the id of the model token "Ġthe", which the added token
+// "<x>" then shares (" the" encodes to it and it decodes as "<x>").
+class VocabGapGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabGapGolden, AddedIdsEncodingAndDecodingEqualHuggingFace) {
+  std::ifstream f(kAddedDir + "vocab_gap_golden_" + GetParam() + ".jsonl");
+  ASSERT_TRUE(f) << GetParam();
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  const auto header = nlohmann::json::parse(line);
+  auto j = read_data_json("bl_bpe_tokenizer.json");
+  const int32_t entries = int32_t(j["model"]["vocab"].size());
+  int32_t max_id = entries - 1;
+  for (const auto& [token, id] : header.at("move").items()) {
+    j["model"]["vocab"][token] = id;
+    max_id = std::max(max_id, id.get<int32_t>());
+  }
+  j["added_tokens"] = header.at("added_tokens");
+  const auto tok = tokenizer_from_hf_json(j, GetParam());
+  ASSERT_TRUE(std::getline(f, line));
+  const auto ids = nlohmann::json::parse(line).at("added_ids");
+  const auto& listed = header.at("added_tokens");
+  ASSERT_EQ(listed.size(), ids.size());
+  for (std::size_t i = 0; i < listed.size(); ++i)
+    EXPECT_EQ(tok->token_to_id(listed[i].at("content").get<std::string>()), ids[i].get<int32_t>())
+        << listed[i].dump();
+  EXPECT_EQ(ids[3].get<int32_t>(), entries) << "the first new added token gets the entry count";
+  // vocab_size() stays the embedding table's size: 1 + the largest id in use.
+  EXPECT_EQ(tok->vocab_size(), std::max(max_id, ids[4].get<int32_t>()) + 1);
+  int cases = 0;
+  while (std::getline(f, line)) {
+    const auto c = nlohmann::json::parse(line);
+    const std::string text = c.at("text").get<std::string>();
+    const auto want = c.at("ids").get<std::vector<int32_t>>();
+    EXPECT_EQ(tok->encode(text), want) << text;
+    EXPECT_EQ(tok->encode(text, true), c.at("ids_special").get<std::vector<int32_t>>()) << text;
+    EXPECT_EQ(tok->decode(want), c.at("decoded").get<std::string>()) << text;
+    EXPECT_EQ(tok->decode(c.at("ids_special").get<std::vector<int32_t>>(), true), c.at("decoded_skip").get<std::string>())
+        << text;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 13);
+  // Saved and loaded again: the same ids.
+  const auto again = tokenizer_from_hf_json(nlohmann::json::parse(tok->to_hf_json().dump()), "saved");
+  for (const char* text : {"a<x> the<y>the", "<x>and the"}) EXPECT_EQ(again->encode(text), tok->encode(text)) << text;
+  EXPECT_EQ(again->decode(tok->encode(" the")), tok->decode(tok->encode(" the")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Moves, VocabGapGolden, ::testing::Values("gap", "clash"));
+
+TEST(AddedTokens, OwnAddTokenStillRefusesAnotherStringsModelId) {
+  // Only loading a Hugging Face file shares an id; add_token keeps one id, one string.
+  auto j = read_data_json("bl_bpe_tokenizer.json");
+  const auto tok = tokenizer_from_hf_json(j, "bl");
+  const int32_t the = *tok->token_to_id("\xC4\xA0the");
+  EXPECT_THROW(tok->add_token({"<z>", the}), InputError);
+  const int32_t next = tok->vocab_size();
+  EXPECT_EQ(tok->add_token({"<z>", -1}), next);
+}
+
+TEST(Continuation, PartsEncodeAsTheWholeTextWhateverThePipelineAddsAtTheStart) {
+  // encode_append(..., continuation) of the later parts of a text cut after a '\n' before a
+  // word (corpus --doc-split file) gives the whole text's ids, for the pipelines that add
+  // something at the start of a text: ByteLevel(add_prefix_space) alone or as the first
+  // step (a space), Metaspace always / first (U+2581); and keeps
+  // the space that ByteLevel(add_prefix_space) after a Split adds to every piece.
+  const nlohmann::json bl_prefix = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
+                                    {"use_regex", true}};
+  const nlohmann::json split_then_bl = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", "\\n"}}}, {"behavior", "Isolated"}, {"invert", false}},
+        bl_prefix}}};
+  std::vector<std::pair<std::string, nlohmann::json>> variants;
+  for (const auto& pre : {bl_prefix, split_then_bl}) {
+    auto j = read_data_json("bl_bpe_tokenizer.json");
+    j["pre_tokenizer"] = pre;
+    variants.emplace_back(pre.dump(), j);
+  }
+  for (const char* scheme : {"always", "first"}) {
+    auto j = read_data_json("spm_bpe_tokenizer.json");
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", scheme},
+                          {"split", true}};
+    variants.emplace_back(std::string("metaspace ") + scheme, j);
+  }
+  const std::string parts[] = {"The LORD said\n", "Wherefore art thou\n", "and the sea"};
+  for (const auto& [name, j] : variants) {
+    const auto tok = tokenizer_from_hf_json(j, name);
+    std::vector<int32_t> ids;
+    for (std::size_t i = 0; i < 3; ++i) tok->encode_append(parts[i], ids, false, /*continuation=*/i > 0);
+    EXPECT_EQ(ids, tok->encode(parts[0] + parts[1] + parts[2])) << name;
+    std::vector<int32_t> fresh;  // without continuation each part gets its own start
+    for (const auto& p : parts) tok->encode_append(p, fresh);
+    if (name.find("Split") == std::string::npos) EXPECT_NE(fresh, ids) << name;
+  }
+}
+
 TEST(AddedTokens, WordCharactersAreTheRegexWordClass) {
   // Rust regex \w: Alphabetic, marks, Nd, Pc, ZWNJ/ZWJ (the class Hugging Face's
   // single_word test uses); not other numbers, symbols, punctuation or spaces.
