@@ -10,6 +10,7 @@
 #include "stats/centroid.h"
 #include "util/error.h"
 #include "util/gnuplot.h"
+#include "util/json_finite.h"
 
 namespace lol::analysis {
 
@@ -47,11 +48,7 @@ Pca fit_pca(const torch::Tensor& x_in, int64_t k) {
   return p;
 }
 
-namespace {
-
-nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-}  // namespace
+using util::finite_or_null;
 
 nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std::string>& label_names,
                                 const SeparationOptions& opt, const std::string& out_dir, bool plots) {

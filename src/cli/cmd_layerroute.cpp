@@ -8,6 +8,7 @@
 // See docs/layerroute.md.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -185,7 +186,10 @@ void print_report(const layerroute::EvalReport& r) {
             << "perplexity  backbone " << r.ppl_base << "  open " << r.ppl_open << "  gated " << r.ppl_gated
             << "  (gated - backbone " << std::showpos << r.ppl_gated - r.ppl_base << ", gated - open "
             << r.ppl_gated - r.ppl_open << std::noshowpos << ")\n"
-            << "executed layers per sample " << r.executed_mean << " -> ideal speedup " << r.ideal_speedup << "x\n";
+            << "executed layers per sample " << r.executed_mean << " -> ideal speedup " << r.ideal_speedup << "x\n"
+            << "gates decided from the prompt (as generation decides): perplexity " << r.ppl_gated_prompt
+            << " (gated - open " << std::showpos << r.ppl_gated_prompt - r.ppl_open << std::noshowpos
+            << "), executed layers per sample " << r.executed_mean_prompt << "\n";
   for (const auto& s : r.sources)
     std::cout << "  source " << (s.source.empty() ? "(none)" : s.source) << ": " << s.samples
               << " samples, perplexity backbone " << s.ppl_base << "  open " << s.ppl_open << "  gated " << s.ppl_gated
@@ -200,9 +204,13 @@ void print_report(const layerroute::EvalReport& r) {
               << " ms; wall-clock speedup " << r.speedup << "x; realized / ideal " << 100 * r.realized_over_ideal
               << "% (layer ratio), " << 100 * r.realized_over_ideal_flops << "% (FLOPs)\n";
   std::cout << "layer  sigma  open  non-trivial\n";
-  for (int64_t i = 0; i < r.n_layers; ++i)
+  for (int64_t i = 0; i < r.n_layers; ++i) {
+    const double nontrivial = r.nontrivial[size_t(i)];
     std::cout << std::setw(5) << i << "  " << std::setprecision(3) << r.layer_sigma[size_t(i)] << "  "
-              << std::setprecision(2) << r.layer_open[size_t(i)] << "  " << r.nontrivial[size_t(i)] << "\n";
+              << std::setprecision(2) << r.layer_open[size_t(i)] << "  ";
+    if (std::isnan(nontrivial)) std::cout << "n/a (gates forced)\n";
+    else std::cout << nontrivial << "\n";
+  }
 }
 
 /// 64-bit FNV-1a over the training examples as trained on (token ids, loss masks, prompt

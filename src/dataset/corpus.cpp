@@ -15,6 +15,7 @@
 #include "tokenizers/utf8.h"
 #include "util/error.h"
 #include "util/progress.h"
+#include "util/random.h"
 
 namespace fs = std::filesystem;
 
@@ -22,12 +23,7 @@ namespace lol::data {
 
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using util::splitmix64;
 
 struct SplitCounts {
   int64_t documents = 0, tokens = 0, bytes = 0;

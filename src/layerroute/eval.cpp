@@ -11,6 +11,7 @@
 #include "training/batcher.h"
 #include "training/loss.h"
 #include "util/error.h"
+#include "util/json_finite.h"
 
 namespace lol::layerroute {
 
@@ -85,7 +86,9 @@ nlohmann::json EvalReport::to_json() const {
                          {"ppl_gated", s.ppl_gated},
                          {"ppl_delta_vs_base", s.ppl_gated - s.ppl_base},
                          {"ppl_delta_vs_open", s.ppl_gated - s.ppl_open},
-                         {"executed_mean", s.executed_mean}});
+                         {"executed_mean", s.executed_mean},
+                         {"ppl_gated_prompt", s.ppl_gated_prompt},
+                         {"ppl_prompt_delta_vs_open", s.ppl_gated_prompt - s.ppl_open}});
   return {{"n_layers", n_layers},
           {"sources", by_source},
           {"samples", samples},
@@ -96,11 +99,14 @@ nlohmann::json EvalReport::to_json() const {
           {"ppl_delta_vs_open", ppl_gated - ppl_open},
           {"layer_sigma", layer_sigma},
           {"layer_open", layer_open},
-          {"nontrivial", nontrivial},
+          {"nontrivial", util::finite_or_null(nontrivial)},
           {"executed_mean", executed_mean},
-          {"ideal_speedup", ideal_speedup},
+          {"ppl_gated_prompt", ppl_gated_prompt},
+          {"ppl_prompt_delta_vs_open", ppl_gated_prompt - ppl_open},
+          {"executed_mean_prompt", executed_mean_prompt},
+          {"ideal_speedup", util::finite_or_null(ideal_speedup)},
           {"decode_executed_mean", decode_executed_mean},
-          {"decode_ideal_speedup", decode_ideal_speedup},
+          {"decode_ideal_speedup", util::finite_or_null(decode_ideal_speedup)},
           {"flops_ideal_speedup", flops_ideal_speedup},
           {"flops_fixed_share", flops_fixed_share},
           {"ideal_speedup_fixed", ideal_speedup_fixed},
@@ -129,8 +135,8 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   const auto dev = m.base->embed_tokens->weight.device();
   // Cross-entropy sums per source (batches never mix sources), then the totals.
   struct Sums {
-    double ce_base = 0, ce_open = 0, ce_gated = 0;
-    int64_t samples = 0, targets = 0, executed = 0;
+    double ce_base = 0, ce_open = 0, ce_gated = 0, ce_prompt = 0;
+    int64_t samples = 0, targets = 0, executed = 0, executed_prompt = 0;
   };
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> groups;
@@ -159,6 +165,19 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
         acc.ce_open += ce(m.forward(b.tokens, b.doc_ids, open_o).logits, "all-open adapted");
         auto g = m.forward(b.tokens, b.doc_ids, gated_o);
         acc.ce_gated += ce(g.logits, "gated");
+        if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
+          // The decisions generation makes: pooled over each sample's prompt only.
+          std::vector<int64_t> prompt_lens;
+          for (const Example* e : rows) prompt_lens.push_back(e->prompt_len);
+          GatedOptions prompt_o = gated_o;
+          prompt_o.gate_tokens = torch::arange(b.tokens.size(1)).unsqueeze(0) < torch::tensor(prompt_lens).unsqueeze(1);
+          auto gp = m.forward(b.tokens, b.doc_ids, prompt_o);
+          acc.ce_prompt += ce(gp.logits, "gated (prompt-decided)");
+          acc.executed_prompt += gp.executed_blocks;
+        } else {
+          acc.ce_prompt += ce(g.logits, "gated");
+          acc.executed_prompt += g.executed_blocks;
+        }
         acc.samples += int64_t(rows.size());
         acc.targets += b.n_targets;
         acc.executed += g.executed_blocks;
@@ -175,6 +194,8 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
     all.ce_base += a.ce_base;
     all.ce_open += a.ce_open;
     all.ce_gated += a.ce_gated;
+    all.ce_prompt += a.ce_prompt;
+    all.executed_prompt += a.executed_prompt;
     all.targets += a.targets;
     all.executed += a.executed;
   }
@@ -183,12 +204,14 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
     for (size_t g_i = 0; g_i < names.size(); ++g_i) {
       const auto& a = by_source[g_i];
       r.sources.push_back({names[g_i], a.samples, ppl(a.ce_base, a.targets), ppl(a.ce_open, a.targets),
-                           ppl(a.ce_gated, a.targets), double(a.executed) / double(a.samples)});
+                           ppl(a.ce_gated, a.targets), double(a.executed) / double(a.samples),
+                           ppl(a.ce_prompt, a.targets)});
     }
   const double n = double(samples.size());
   r.ppl_base = ppl(all.ce_base, all.targets);
   r.ppl_open = ppl(all.ce_open, all.targets);
   r.ppl_gated = ppl(all.ce_gated, all.targets);
+  r.ppl_gated_prompt = ppl(all.ce_prompt, all.targets);
   const int64_t executed = all.executed;
   auto vec = [&](const torch::Tensor& t) {
     auto c = (t / n).contiguous();
@@ -199,8 +222,12 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   r.layer_sigma = vec(sigma_sum);
   r.layer_open = vec(open_sum);
   r.nontrivial = vec(flip_sum);
+  // Forced gates flip against the bias by the forcing, not by w_i . h: not a measure.
+  if (opt.mode == GateMode::Open || opt.mode == GateMode::Closed)
+    r.nontrivial.assign(size_t(L), std::numeric_limits<double>::quiet_NaN());
   r.executed_mean = double(executed) / n;
-  r.ideal_speedup = r.executed_mean > 0 ? double(L) / r.executed_mean : 0;
+  r.executed_mean_prompt = double(all.executed_prompt) / n;
+  r.ideal_speedup = r.executed_mean > 0 ? double(L) / r.executed_mean : std::numeric_limits<double>::infinity();
 
   if (opt.timing_samples <= 0) return r;
   // Timing on merged weights (no LoRA side path): the same kernels for both arms.

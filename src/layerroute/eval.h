@@ -47,17 +47,26 @@ struct SourceReport {
   int64_t samples = 0;
   double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
   double executed_mean = 0;  ///< executed layers per sample (perplexity forward)
+  double ppl_gated_prompt = 0;  ///< gated, gates decided from the prompt (EvalReport::ppl_gated_prompt)
 };
 
 struct EvalReport {
   int64_t n_layers = 0, samples = 0, timing_pairs = 0;
   std::vector<SourceReport> sources;  ///< per source, in order of first appearance; empty with fewer than 2 sources
   double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
+  /// Perplexity of the gated model with each sample's gates decided from its prompt
+  /// tokens only, as generation decides them (decode.h): the quality of the decisions
+  /// the speed measurement runs. ppl_gated pools over the whole sample, answer included,
+  /// as training does. Equal to ppl_gated for forced gates.
+  double ppl_gated_prompt = 0;
+  double executed_mean_prompt = 0;  ///< executed layers per sample with prompt-decided gates
   std::vector<double> layer_sigma;   ///< [L] mean sigma over samples
   std::vector<double> layer_open;    ///< [L] share of samples whose gate is open
-  std::vector<double> nontrivial;    ///< [L] share of samples whose decision flips without w_i . h
+  /// [L] share of samples whose decision flips without w_i . h (paper 5.4); NaN for
+  /// forced gates (GateMode Open / Closed: no decision is made; null in to_json)
+  std::vector<double> nontrivial;
   double executed_mean = 0;          ///< executed layers per sample (perplexity forward)
-  double ideal_speedup = 0;          ///< n_layers / executed_mean
+  double ideal_speedup = 0;          ///< n_layers / executed_mean (infinity when no layer runs; null in to_json)
   double decode_executed_mean = 0;   ///< executed layers per timed generation (prefill decisions)
   double decode_ideal_speedup = 0;   ///< median over pairs of n_layers / executed (plain layer ratio)
   double flops_ideal_speedup = 0;    ///< median over pairs of open FLOPs / gated FLOPs (cost.h)

@@ -5,6 +5,7 @@
 #include "baselines/attention_layout.h"
 #include "layerroute/block_lora.h"
 #include "util/error.h"
+#include "util/random.h"
 
 namespace lol::layerroute {
 
@@ -39,7 +40,7 @@ GatedModelImpl::GatedModelImpl(baselines::DenseModel b, const LoraConfig& lc, co
   for (auto& p : base->parameters()) p.set_requires_grad(false);
   register_module("base", base);
   lora = register_module("lora", Lora(*base, lc, seed));
-  gates = register_module("gates", Gates(base->config().n_layers, base->config().d_model, gc, seed + 1,
+  gates = register_module("gates", Gates(base->config().n_layers, base->config().d_model, gc, util::derive_seed(seed, kGateSeedStream),
                                          base->embed_tokens->weight.device()));
 }
 
@@ -52,6 +53,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
   auto docs = doc_ids.defined() ? doc_ids.to(dev) : torch::zeros({B, T}, torch::TensorOptions(torch::kInt64).device(dev));
   baselines::TokenLayout full(B, T, docs, dev);
   auto valid = docs >= 0;  // [B, T]
+  const auto pooled = opt.gate_tokens.defined() ? valid & opt.gate_tokens.to(dev) : valid;  // [B, T]
   const LoraImpl* lo = opt.use_lora ? lora.get() : nullptr;
 
   auto h = base->embed_tokens(tokens.to(dev));  // [B, T, d]
@@ -64,7 +66,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     auto& blk = *base->layers[i]->as<nn::Block>();
     torch::Tensor s, sigma, open;
     if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
-      s = gates->score(i, mean_pool(h, valid), opt.mode == GateMode::BiasOnly);
+      s = gates->score(i, mean_pool(h, pooled), opt.mode == GateMode::BiasOnly);
       sigma = torch::sigmoid(s);
       open = gate_open(sigma);
     } else {

@@ -39,6 +39,11 @@ struct GatedOptions {
   GateMode mode = GateMode::Learned;
   bool ste = false;      ///< true: run every block, straight-through gates (training); false: skip closed rows
   bool use_lora = true;  ///< false: the frozen backbone's own projections
+  /// [batch, seq] bool: the tokens each row's gates pool over (paper eq. 1's mean),
+  /// padding excluded either way. Undefined: every token of the row (training, the
+  /// whole-sample perplexity). Generation decides from the prompt only; eval passes
+  /// the prompt tokens to measure perplexity under those decisions.
+  torch::Tensor gate_tokens;
 };
 
 struct GatedOutput {
@@ -49,10 +54,14 @@ struct GatedOutput {
   int64_t executed_blocks = 0;  ///< block evaluations on samples (rows): sum over layers of rows run
 };
 
+/// The random stream of the gates' initialisation (util::derive_seed).
+constexpr uint64_t kGateSeedStream = 1;
+
 class GatedModelImpl : public torch::nn::Module {
  public:
   /// Wraps `base` (frozen: its parameters get requires_grad = false) with fresh
-  /// adapters (seed) and gates (seed + 1). Throws InputError unless every layer of
+  /// adapters (seed) and gates (util::derive_seed(seed, kGateSeedStream): seed s's
+  /// gates draw no values that seed s + 1's adapters draw). Throws InputError unless every layer of
   /// the base uses full attention, or for invalid configs.
   GatedModelImpl(baselines::DenseModel base, const LoraConfig& lora, const GateConfig& gates, uint64_t seed);
 

@@ -218,7 +218,9 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
     mean_std(op, mo, so);
     mean_std(nt, mn, sn);
     o << "| " << i << " | " << std::setprecision(3) << ms << " | " << std::setprecision(4) << ss << " | "
-      << std::setprecision(2) << mo << " | " << mn << " |\n";
+      << std::setprecision(2) << mo << " | ";
+    if (std::isnan(mn)) o << "n/a (gates forced) |\n";
+    else o << mn << " |\n";
   }
   return o.str();
 }

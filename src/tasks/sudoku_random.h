@@ -9,6 +9,8 @@
 #include <random>
 #include <utility>
 
+#include "util/random.h"
+
 namespace lol::tasks {
 
 /// Uniform integer in [0, n) for n >= 1, by rejection sampling: draws 64-bit words
@@ -35,13 +37,8 @@ void portable_shuffle(It first, It last, std::mt19937_64& rng) {
   }
 }
 
-/// SplitMix64 finaliser: a bijective 64-bit mix used to derive independent
-/// per-puzzle seeds from (dataset seed, candidate index).
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+/// SplitMix64 (util/random.h): derives independent per-puzzle seeds from (dataset
+/// seed, candidate index).
+using util::splitmix64;
 
 }  // namespace lol::tasks

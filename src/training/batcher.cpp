@@ -3,17 +3,9 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/random.h"
 
 namespace lol::training {
-
-namespace {
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> p(size_t(std::max<int64_t>(n, 0)));
@@ -24,8 +16,10 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
     const uint64_t bound = uint64_t(i) + 1;
     const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
     uint64_t r;
-    do r = splitmix64(s);
-    while (r >= limit);
+    do {
+      r = util::splitmix64(s);
+      s += 0x9E3779B97F4A7C15ull;
+    } while (r >= limit);
     std::swap(p[size_t(i)], p[size_t(r % bound)]);
   }
   return p;

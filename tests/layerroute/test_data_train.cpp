@@ -467,6 +467,66 @@ TEST(LayerRouteEval, ReportIsConsistent) {
   EXPECT_EQ(median({4.0, 1.0, 2.0, 3.0}), 2.5);
 }
 
+TEST(LayerRouteEval, PromptDecidedGatesAreTheDecisionsGenerationMakes) {
+  // ppl_gated_prompt is measured under the decisions generation holds: each sample's
+  // gates pooled over its prompt only (the whole-sample pooling of ppl_gated also sees
+  // the answer being scored).
+  auto data = test::copy_task(12, 3, 6, 6, 4);
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 7);
+  randomize_adapters(*m, 43, 2.0);
+  torch::NoGradGuard ng;
+  m->gates->bias.zero_();  // decisions by the input term alone: an answer can tip them
+  int differ = 0;
+  double ce_sum = 0;
+  int64_t targets = 0, executed = 0;
+  for (const auto& e : data) {
+    const int64_t T = int64_t(e.tokens.size());
+    auto tokens = torch::tensor(std::vector<int64_t>(e.tokens.begin(), e.tokens.end())).unsqueeze(0);
+    GatedOptions o{GateMode::Learned, false, true};
+    o.gate_tokens = (torch::arange(T) < e.prompt_len).unsqueeze(0);
+    const auto out = m->forward(tokens, {}, o);
+    const std::vector<int64_t> prompt(e.tokens.begin(), e.tokens.begin() + e.prompt_len);
+    const auto gen = generate_gated(*m, prompt, 1, GateMode::Learned, true);
+    for (int64_t i = 0; i < m->n_layers(); ++i)
+      EXPECT_EQ(out.open[0][i].item<bool>(), gen.open[size_t(i)] != 0) << "layer " << i;
+    differ += !torch::equal(out.open, m->forward(tokens, {}, GatedOptions{GateMode::Learned, false, true}).open);
+    // Its cross-entropy over the loss mask, summed as eval sums it.
+    auto logp = torch::log_softmax(out.logits[0].slice(0, 0, T - 1), -1);
+    for (int64_t t = 0; t + 1 < T; ++t)
+      if (e.loss_mask[size_t(t + 1)]) {
+        ce_sum -= logp[t][e.tokens[size_t(t + 1)]].item<double>();
+        ++targets;
+      }
+    executed += out.executed_blocks;
+  }
+  EXPECT_GT(differ, 0) << "the fixture should have samples whose answer changes a decision";
+  EvalOptions eo;
+  eo.timing_samples = 0;
+  const auto r = evaluate_layerroute(*m, data, eo);
+  EXPECT_NEAR(r.ppl_gated_prompt, std::exp(ce_sum / double(targets)), 1e-4 * r.ppl_gated_prompt);
+  EXPECT_NEAR(r.executed_mean_prompt, double(executed) / double(data.size()), 1e-9);
+  EXPECT_NE(r.ppl_gated_prompt, r.ppl_gated);
+  EXPECT_TRUE(r.to_json().contains("ppl_gated_prompt"));
+}
+
+TEST(LayerRouteEval, ForcedGatesReportNoNonTriviality) {
+  // Forced gates make no decision: non-triviality is not defined (NaN, null in JSON),
+  // and all-closed gates have an infinite ideal speedup, as the generation line says.
+  auto data = test::copy_task(4, 3, 6, 6, 4);
+  GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 7);
+  EvalOptions o;
+  o.timing_samples = 0;
+  for (GateMode mode : {GateMode::Open, GateMode::Closed}) {
+    o.mode = mode;
+    const auto r = evaluate_layerroute(*m, data, o);
+    for (double x : r.nontrivial) EXPECT_TRUE(std::isnan(x)) << gate_mode_name(mode);
+    EXPECT_TRUE(r.to_json().at("nontrivial").at(0).is_null());
+    EXPECT_EQ(r.ppl_gated_prompt, r.ppl_gated);
+    if (mode == GateMode::Open) EXPECT_EQ(r.ideal_speedup, 1.0);
+    else EXPECT_TRUE(std::isinf(r.ideal_speedup));
+  }
+}
+
 // Paper section 4: "100 held-out samples (50 from each of two evaluation sources)",
 // selected by the run's seed.
 TEST(LayerRouteEval, HeldOutSelectionTakesEqualSharesPerSource) {

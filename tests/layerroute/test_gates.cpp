@@ -181,5 +181,25 @@ TEST(LayerRouteGatedModel, GenerationAndForwardDecideAlikeAtTheThreshold) {
   for (double x : r.nontrivial) EXPECT_EQ(x, 0.0);
 }
 
+TEST(LayerRouteGatedModel, NeighbouringSeedsDrawIndependentInitialValues) {
+  // The protocol trains seeds s, s + 1, ...: seed s's gates must not start from the
+  // values seed s + 1's adapters draw (they did when the gates used seed + 1).
+  torch::NoGradGuard ng;
+  GatedModel a(tiny_base(), LoraConfig{}, GateConfig{}, 5), b(tiny_base(), LoraConfig{}, GateConfig{}, 6);
+  const auto gates = a->gates->weight.flatten();
+  int64_t compared = 0;
+  for (const auto& p : b->lora->named_parameters()) {
+    const auto v = p.value().flatten();
+    const int64_t n = std::min(v.numel(), gates.numel());
+    const int64_t equal = v.slice(0, 0, n).eq(gates.slice(0, 0, n)).sum().item<int64_t>();
+    EXPECT_LT(equal, 2) << p.key() << ": " << equal << " of " << n << " initial values equal seed 5's gates";
+    compared += p.key().rfind("A_", 0) == 0;
+  }
+  EXPECT_GT(compared, 0);
+  // Same seed, same model.
+  GatedModel c(tiny_base(), LoraConfig{}, GateConfig{}, 5);
+  EXPECT_TRUE(torch::equal(c->gates->weight, a->gates->weight));
+}
+
 }  // namespace
 }  // namespace lol::layerroute::test
