@@ -90,6 +90,7 @@ GrowConfig parse_grow(const nlohmann::json& j, const std::string& w) {
   GrowConfig g;
   f.get("start", g.start);
   f.get("fraction", g.fraction);
+  g.shape = f.get("shape", g.shape, {"1-sqrt", "sqrt", "linear"});
   f.reject_unknown();
   check_range(w, "start", g.start, 0, 4096);
   check_range(w, "fraction", g.fraction, 0.0, 1.0);
@@ -185,7 +186,7 @@ nlohmann::json RunConfig::to_json() const {
                    {"min_lr_ratio", schedule.min_lr_ratio},
                    {"decay_fraction", schedule.decay_fraction},
                    {"decay_shape", schedule.decay_shape}};
-  j["grow"] = {{"start", grow.start}, {"fraction", grow.fraction}};
+  j["grow"] = {{"start", grow.start}, {"fraction", grow.fraction}, {"shape", grow.shape}};
   j["train"] = {{"steps", train.steps},         {"grad_accum", train.grad_accum},
                 {"clip", train.clip},           {"eval_every", train.eval_every},
                 {"eval_batches", train.eval_batches}, {"save_every", train.save_every},

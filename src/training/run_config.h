@@ -7,7 +7,7 @@
 //              "momentum", "nesterov", "ns_steps", "ns_dtype"},
 //    "schedule": {"type": "cosine"|"wsd"|"constant", "warmup_steps", "min_lr_ratio",
 //                 "decay_fraction", "decay_shape": "linear"|"1-sqrt"},
-//    "grow": {"start", "fraction"},
+//    "grow": {"start", "fraction", "shape"},
 //    "train": {"steps", "grad_accum", "clip", "eval_every", "eval_batches", "save_every",
 //              "keep_last", "log_every", "seed", "device", "threads", "out", "on_nonfinite",
 //              "progress"}}
@@ -55,6 +55,10 @@ struct ScheduleConfig {
 struct GrowConfig {
   int64_t start = 1;        ///< active core depth at step 0 (clamped to the model's depth)
   double fraction = 0.75;   ///< growing lasts this fraction of training (0 = no growing), paper 4.2
+  /// The curve f(x), x = step / growing steps, that the depth follows (paper 4.2 names
+  /// "a 1-sqrt schedule" without a formula): "1-sqrt" f = 1 - sqrt(1 - x) (slow start:
+  /// the reversed 1-sqrt cooldown), "sqrt" f = sqrt(x) (fast start), "linear" f = x.
+  std::string shape = "1-sqrt";
 };
 
 struct TrainConfig {

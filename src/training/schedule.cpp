@@ -28,7 +28,8 @@ int64_t grown_depth(const GrowConfig& g, int64_t depth, int64_t step, int64_t to
   const int64_t start = std::clamp<int64_t>(g.start, 0, depth);
   const int64_t G = int64_t(std::ceil(g.fraction * double(total) - 1e-9));
   if (G <= 0 || step >= G) return depth;
-  const double f = 1.0 - std::sqrt(1.0 - double(step) / double(G));
+  const double x = double(step) / double(G);
+  const double f = g.shape == "sqrt" ? std::sqrt(x) : g.shape == "linear" ? x : 1.0 - std::sqrt(1.0 - x);
   // Small epsilon so that exact share boundaries are not lost to rounding.
   const int64_t add = int64_t(std::floor(double(depth - start + 1) * f + 1e-9));
   return std::min(depth, start + add);

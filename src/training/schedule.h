@@ -17,9 +17,11 @@ namespace lol::training {
 double lr_factor(const ScheduleConfig& s, int64_t step, int64_t total);
 
 /// Growing (paper 3.3, 4.2): active core depth for optimizer step `step` of `total`.
-/// Over the first G = ceil(fraction * total) steps a progress curve rises on the
-/// 1-sqrt shape (the "1-sqrt" warmup of McLeish et al. 2025, whose recurrence
-/// curriculum LoL follows): f = 1 - sqrt(1 - step / G), slow at first, fast at the end.
+/// Over the first G = ceil(fraction * total) steps a progress curve f rises from 0 to 1
+/// on GrowConfig::shape: by default "1-sqrt" (the "1-sqrt" schedule of McLeish et al.
+/// 2025, whose recurrence curriculum LoL follows; read as the reversed 1-sqrt cooldown)
+/// f = 1 - sqrt(1 - step / G), slow at first, fast at the end; "sqrt" f = sqrt(step / G),
+/// fast at first; "linear" f = step / G.
 /// Each depth start..depth gets an equal share of f's range:
 ///   depth(step) = min(depth, start + floor((depth - start + 1) * f))  for step < G
 ///   depth(step) = depth                                              otherwise

@@ -36,6 +36,18 @@ TEST(RunConfig, ParsesAndResolvesDefaults) {
   EXPECT_EQ(again.to_json(), j);
 }
 
+TEST(RunConfig, GrowShapeIsOneOfThree) {
+  auto j = base();
+  EXPECT_EQ(RunConfig::from_json(j, "run.json").grow.shape, "1-sqrt");
+  j["grow"]["shape"] = "sqrt";
+  EXPECT_EQ(RunConfig::from_json(j, "run.json").grow.shape, "sqrt");
+  j["grow"]["shape"] = "cubic";
+  const auto e = error_of([&] { RunConfig::from_json(j, "run.json"); });
+  EXPECT_NE(e.find("run.json:grow"), std::string::npos) << e;
+  EXPECT_NE(e.find("shape"), std::string::npos) << e;
+  EXPECT_NE(e.find("1-sqrt"), std::string::npos) << e;
+}
+
 TEST(RunConfig, UnknownKeysAreRejectedByName) {
   auto j = base();
   j["train"]["stepz"] = 5;

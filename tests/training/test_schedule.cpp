@@ -101,3 +101,28 @@ TEST(Growing, FractionZeroAndStartClamp) {
   EXPECT_EQ(grown_depth(g, 8, 49, 100), 7);  // f = 1 - sqrt(1/50) = 0.859 -> floor(9 f) = 7
   EXPECT_EQ(grown_depth(g, 8, 50, 100), 8);
 }
+
+TEST(Growing, ShapesAndTheirMeanDepth) {
+  // grow.shape: "1-sqrt" (slow start, the default), "sqrt" (fast start), "linear".
+  // The mean depth over the growing phase (docs/training.md "Growing") with D = 16.
+  const int64_t D = 16, total = 1000, G = 750;
+  auto mean_depth = [&](const std::string& shape) {
+    GrowConfig g;
+    g.shape = shape;
+    double sum = 0;
+    for (int64_t s = 0; s < G; ++s) sum += double(grown_depth(g, D, s, total));
+    return sum / double(G);
+  };
+  EXPECT_NEAR(mean_depth("1-sqrt"), 5.83, 0.01);
+  EXPECT_NEAR(mean_depth("sqrt"), 11.15, 0.01);
+  EXPECT_NEAR(mean_depth("linear"), 8.49, 0.01);
+  GrowConfig fast;
+  fast.shape = "sqrt";
+  // f = sqrt(s / 750): depth 1 + floor(16 f); at s = 188 (a quarter) f = 0.5007 -> 9.
+  EXPECT_EQ(grown_depth(fast, D, 188, total), 9);
+  EXPECT_EQ(grown_depth(fast, D, 0, total), 1);
+  EXPECT_EQ(grown_depth(fast, D, G, total), D);
+  GrowConfig lin;
+  lin.shape = "linear";
+  EXPECT_EQ(grown_depth(lin, D, 375, total), 1 + 8);
+}
