@@ -47,11 +47,12 @@ namespace lol::cli {
 namespace {
 
 struct DataArgs {
-  std::string tokenizer, system = "auto";
+  std::string tokenizer, system = "auto", loss_tokens = "assistant";
   int64_t max_len = 512;
   CLI::Option* max_len_flag = nullptr;  ///< to tell a given --max-len from the default
   CLI::Option* system_flag = nullptr;   ///< to tell a given --system from the default
   CLI::Option* tokenizer_flag = nullptr;
+  CLI::Option* loss_tokens_flag = nullptr;
 };
 
 /// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
@@ -89,7 +90,7 @@ std::vector<layerroute::Example> load_examples(const std::string& path, const to
   std::vector<layerroute::Example> out;
   const auto samples = layerroute::read_samples(path);
   for (const auto& s : samples) {
-    auto e = layerroute::tokenize_sample(s, tok, d.max_len, sys);
+    auto e = layerroute::tokenize_sample(s, tok, d.max_len, sys, layerroute::parse_loss_tokens(d.loss_tokens));
     bool any = false;
     for (auto m : e.loss_mask) any = any || m;
     if (any) out.push_back(std::move(e));
@@ -111,6 +112,9 @@ void add_data_flags(CLI::App* c, DataArgs& d) {
   d.max_len_flag = c->add_option("--max-len", d.max_len,
                                  "samples are cut to this many tokens (default 512; eval --adapter: the training's)")
                        ->check(CLI::Range(8, 1 << 20));
+  d.loss_tokens_flag = c->add_option("--loss-tokens", d.loss_tokens,
+                                     "tokens the LM loss and perplexities count: assistant (their content and "
+                                     "<|im_end|>) or all (eval --adapter: the training's)");
 }
 
 struct ModelArgs {
@@ -304,6 +308,7 @@ void register_train_cmd(CLI::App* lr) {
     t.progress = !a->no_progress;
     const nlohmann::json extra = {
         {"train", layerroute::to_json(t)}, {"data", a->data}, {"max_len", a->d.max_len}, {"system", a->d.system},
+        {"loss_tokens", a->d.loss_tokens},
         {"tokenizer", a->d.tokenizer.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(a->d.tokenizer).string())}};
     // What a checkpoint must agree with to be continued: everything the run depends on.
     const nlohmann::json run_json = {{"format", "lol-layerroute-train"},
@@ -316,6 +321,7 @@ void register_train_cmd(CLI::App* lr) {
                                      {"train", layerroute::to_json(t)},
                                      {"max_len", a->d.max_len},
                                      {"system", a->d.system},
+                                     {"loss_tokens", a->d.loss_tokens},
                                      {"tokenizer", extra["tokenizer"]}};
     layerroute::TrainCheckpoints ck;
     ck.save_every = a->save_every;
@@ -443,6 +449,7 @@ void register_eval_cmd(CLI::App* lr) {
       p.eval = a->e;
       p.reuse_trained = a->reuse;
       p.max_len = a->d.max_len;
+      p.loss_tokens = layerroute::parse_loss_tokens(a->d.loss_tokens);
       auto train = load_examples(a->train_data, *tok, a->d);
       auto held = load_examples(a->data, *tok, a->d);
       fs::create_directories(a->out);
@@ -470,6 +477,9 @@ void register_eval_cmd(CLI::App* lr) {
     const auto& trained = info.extra;
     if (d.system_flag->count() == 0 && trained.is_object() && trained.contains("system") && trained["system"].is_string())
       d.system = trained["system"].get<std::string>();
+    if (d.loss_tokens_flag->count() == 0 && trained.is_object() && trained.contains("loss_tokens") &&
+        trained["loss_tokens"].is_string())
+      d.loss_tokens = trained["loss_tokens"].get<std::string>();
     if (d.tokenizer_flag->count() == 0 && trained.is_object() && trained.contains("tokenizer") &&
         trained["tokenizer"].is_string())
       d.tokenizer = trained["tokenizer"].get<std::string>();
@@ -489,8 +499,14 @@ void register_eval_cmd(CLI::App* lr) {
     }
     auto held = layerroute::select_heldout(load_examples(a->data, *tok, d), a->samples, seed);
     auto r = layerroute::evaluate_layerroute(*m, held, a->e);
+    std::cout << "loss tokens: " << d.loss_tokens << " (the perplexities count "
+              << (d.loss_tokens == "all" ? "every token" : "the assistant tokens") << ")\n";
     print_report(r);
-    if (!a->json.empty()) write_text(a->json, r.to_json().dump(2) + "\n");
+    if (!a->json.empty()) {
+      auto j = r.to_json();
+      j["loss_tokens"] = d.loss_tokens;
+      write_text(a->json, j.dump(2) + "\n");
+    }
   });
 }
 
@@ -571,7 +587,8 @@ void register_render_cmd(CLI::App* lr) {
         if (i + 1 < end) std::cout << "\n";
         continue;
       }
-      const auto e = layerroute::tokenize_sample(s, *tok, a->d.max_len, sys);
+      const auto e =
+          layerroute::tokenize_sample(s, *tok, a->d.max_len, sys, layerroute::parse_loss_tokens(a->d.loss_tokens));
       std::cout << nlohmann::json{{"sample", i},
                                   {"source", e.source},
                                   {"tokens", e.tokens},

@@ -1,5 +1,6 @@
 #include "layerroute/data.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -263,8 +264,16 @@ std::string render_chatml(const Sample& s, const std::string& default_system) {
   return out;
 }
 
+LossTokens parse_loss_tokens(const std::string& s, const std::string& flag) {
+  if (s == "assistant") return LossTokens::Assistant;
+  if (s == "all") return LossTokens::All;
+  throw InputError(flag + " '" + s + "': expected assistant or all");
+}
+
+const char* loss_tokens_name(LossTokens l) { return l == LossTokens::All ? "all" : "assistant"; }
+
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len,
-                        const std::string& default_system) {
+                        const std::string& default_system, LossTokens loss) {
   Example e;
   e.source = s.source;
   e.where = s.where;
@@ -299,6 +308,8 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
     e.loss_mask.resize(size_t(max_len));
     e.prompt_len = std::min(e.prompt_len, max_len);
   }
+  if (loss == LossTokens::All && std::find(e.loss_mask.begin(), e.loss_mask.end(), 1) != e.loss_mask.end())
+    std::fill(e.loss_mask.begin(), e.loss_mask.end(), 1);
   return e;
 }
 

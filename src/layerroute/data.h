@@ -77,6 +77,15 @@ struct Example {
   std::string where;               ///< "file:line" of the sample when read from a file
 };
 
+/// The tokens the language-model loss and the perplexities count (`--loss-tokens`).
+/// Paper eq. 4 names "the standard autoregressive cross-entropy loss" without saying
+/// over which tokens: Assistant (the default) is the supervised fine-tuning reading for
+/// chat data, All counts every token of the sample.
+enum class LossTokens { Assistant, All };
+/// "assistant" | "all"; InputError naming `flag` otherwise.
+LossTokens parse_loss_tokens(const std::string& s, const std::string& flag = "--loss-tokens");
+const char* loss_tokens_name(LossTokens l);
+
 /// The turns as rendered: a system turn `default_system` first when the sample has
 /// none and it is not empty (or the sample has tools), the tools block appended to the
 /// system turn.
@@ -91,9 +100,11 @@ std::string render_chatml(const Sample& s, const std::string& default_system);
 /// the whole string at once), truncated to max_len tokens (0 = no limit). The loss mask
 /// covers every token of an assistant turn's content that holds a content byte (a
 /// token the pre-tokenizer merges across the role line's "\n" and the content counts
-/// as content) and its <|im_end|>.
+/// as content) and its <|im_end|>; with LossTokens::All every token, when the sample
+/// keeps an assistant token within max_len (else the mask stays empty: callers drop
+/// such samples either way).
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len,
-                        const std::string& default_system);
+                        const std::string& default_system, LossTokens loss = LossTokens::Assistant);
 
 /// Throws InputError (naming `what`, the first example longer than `max_positions` (by
 /// its file:line when known), its length and the --max-len that fits) when an example has more tokens than the

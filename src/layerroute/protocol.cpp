@@ -54,6 +54,11 @@ bool load_trained_seed(const ProtocolOptions& opt, const std::string& dir, Gated
       require(e.at("max_len").get<int64_t>() == opt.max_len, where,
               "samples were cut to --max-len " + e.at("max_len").dump() + ", this run's is " +
                   std::to_string(opt.max_len) + "; remove the directory or drop --reuse");
+    // Records before session 28 hold no loss_tokens: they counted assistant tokens.
+    const std::string loss = e.contains("loss_tokens") ? e.at("loss_tokens").get<std::string>() : "assistant";
+    require(loss == loss_tokens_name(opt.loss_tokens), where,
+            "the loss counted --loss-tokens " + loss + ", this run's is " + loss_tokens_name(opt.loss_tokens) +
+                "; remove the directory or drop --reuse");
     const auto& l = e.at("last_step");
     require(l.at("step").get<int64_t>() == opt.train.steps, where,
             "trained for " + l.at("step").dump() + " steps, this run asks for " + std::to_string(opt.train.steps));
@@ -100,6 +105,7 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
       used.seed = r.seed;
       extra["train"] = to_json(used);
       if (opt.max_len > 0) extra["max_len"] = opt.max_len;
+      extra["loss_tokens"] = loss_tokens_name(opt.loss_tokens);
       save_adapter(*m, seed_dir, opt.base_dir, extra);
     }
     if (on_seed) on_seed(r);

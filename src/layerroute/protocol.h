@@ -32,6 +32,9 @@ struct ProtocolOptions {
   /// --max-len the samples were cut to; recorded as `max_len` in each seed's
   /// layerroute.json `extra`, so that `eval --adapter` cuts alike (0 = not recorded).
   int64_t max_len = 0;
+  /// The tokens the loss counted (`--loss-tokens`); recorded as `loss_tokens` in each
+  /// seed's `extra` (eval --adapter counts alike; --reuse refuses another).
+  LossTokens loss_tokens = LossTokens::Assistant;
 };
 
 struct SeedResult {

@@ -350,6 +350,19 @@ TEST(CliLayerRoute, OutputsKeepTheInputsAndAnEarlierAdapter) {
              e3 = nlohmann::json::parse(read_text(d / "e3.json"));
   EXPECT_EQ(e1["ppl_base"], e2["ppl_base"]);
   EXPECT_NE(e1["ppl_base"], e3["ppl_base"]) << "the default system prompt changes the rendered samples";
+  EXPECT_EQ(e1["loss_tokens"], "assistant");
+  // --loss-tokens all is recorded and the adapter's evaluation counts alike: every token.
+  auto r2 = run_lol(train + quote(ad) + " --overwrite --seed 3 --system '' --loss-tokens all");
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  EXPECT_EQ(nlohmann::json::parse(read_text(ad + "/layerroute.json"))["extra"]["loss_tokens"], "all");
+  auto ev2 = run_lol_all({eval + "--json " + quote(d / "e4.json"), eval + "--loss-tokens assistant --json " + quote(d / "e5.json")});
+  for (const auto& x : ev2) ASSERT_EQ(x.code, 0) << x.out;
+  const auto e4 = nlohmann::json::parse(read_text(d / "e4.json")), e5 = nlohmann::json::parse(read_text(d / "e5.json"));
+  EXPECT_EQ(e4["loss_tokens"], "all");
+  EXPECT_NE(ev2[0].out.find("loss tokens: all (the perplexities count every token)"), std::string::npos) << ev2[0].out;
+  EXPECT_EQ(e5["loss_tokens"], "assistant");
+  EXPECT_EQ(e5["ppl_base"], e1["ppl_base"]) << "the backbone does not depend on the adapter";
+  EXPECT_NE(e4["ppl_base"], e5["ppl_base"]) << "all tokens: another perplexity";
   // A tokenizer with more ids (259) than the model's vocab_size (258) belongs to another
   // model: refused at load, naming both files, not later as "token id N outside".
   TinyShape small = s;

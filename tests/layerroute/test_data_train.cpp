@@ -72,6 +72,16 @@ TEST(LayerRouteData, RendersAsTheQwen25ChatTemplate) {
   // Batch: targets count exactly on masked tokens (position t predicts t+1).
   auto b = make_batch({&e});
   EXPECT_EQ(b.n_targets, int64_t(m.size()));
+  // --loss-tokens all: the same tokens, every one after the first a target.
+  const auto all = tokenize_sample(s, tok, 0, "SYS", LossTokens::All);
+  EXPECT_EQ(all.tokens, e.tokens);
+  EXPECT_EQ(all.prompt_len, e.prompt_len);
+  EXPECT_EQ(make_batch({&all}).n_targets, int64_t(e.tokens.size()) - 1);
+  // A sample cut before its answer keeps an empty mask either way (callers drop it).
+  const auto cut = tokenize_sample(s, tok, 3, "SYS", LossTokens::All);
+  EXPECT_EQ(std::count(cut.loss_mask.begin(), cut.loss_mask.end(), 1), 0);
+  EXPECT_EQ(parse_loss_tokens("all"), LossTokens::All);
+  lol_test::expect_input_error([] { parse_loss_tokens("prompt"); }, {"--loss-tokens 'prompt'", "assistant or all"});
 
   // Without tools and with no default system prompt: no system turn at all.
   auto plain = parse_sample(nlohmann::ordered_json::parse(R"({"question": "q", "answer": "a"})"), "t:2");
@@ -135,6 +145,15 @@ TEST(LayerRouteData, RenderCommandPrintsTextAndIds) {
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), e.tokens);
   EXPECT_EQ(j["loss_mask"].get<std::vector<uint8_t>>(), e.loss_mask);
   EXPECT_EQ(j["prompt_len"].get<int64_t>(), e.prompt_len);
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
+                       reftest::quote(d.path() + "/tok") + " --system SYS --ids --first 1 --loss-tokens all 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["loss_mask"].get<std::vector<uint8_t>>(),
+            std::vector<uint8_t>(e.tokens.size(), 1));
+  r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
+                       reftest::quote(d.path() + "/tok") + " --ids --loss-tokens prompt");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--loss-tokens 'prompt': expected assistant or all"), std::string::npos) << r.out;
   r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --ids");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--tokenizer"), std::string::npos) << r.out;

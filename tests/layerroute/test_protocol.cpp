@@ -90,6 +90,11 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.max_len = 32;
   lol_test::expect_input_error([&] { run_protocol(p, train, held); }, {"--max-len 64, this run's is 32"});
   p.max_len = 64;
+  EXPECT_EQ(read_adapter_info(p.out_dir + "/seed-4").extra.at("loss_tokens"), "assistant");
+  p.loss_tokens = LossTokens::All;
+  lol_test::expect_input_error([&] { run_protocol(p, train, held); },
+                               {"--loss-tokens assistant, this run's is all", "drop --reuse"});
+  p.loss_tokens = LossTokens::Assistant;
   hf::export_hf(*base, nullptr, d.path() + "/base_copy");
   p.base_dir = d.path() + "/base_copy";
   lol_test::expect_input_error([&] { run_protocol(p, train, held); }, {"trained on base ", "base_copy"});
