@@ -407,9 +407,11 @@ void register_eval_cmd(CLI::App* lr) {
                 "held-out samples: a seeded selection, equal shares per \"source\" label (0 = all)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   auto* seed_flag = c->add_option("--seed", a->seed,
-                                  "--adapter: seed of the held-out selection (default: the adapter's training seed)");
+                                  "--adapter: seed of the held-out selection (default: the adapter's training seed)")
+                        ->default_str("");
   c->add_option("--seeds", a->seeds, "run the whole protocol (train + eval) over N seeds")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->default_str("");
   c->add_option("--first-seed", a->first_seed, "first protocol seed");
   c->add_option("--train-data", a->train_data, "training JSONL for --seeds");
   c->add_option("--out", a->out, "protocol output directory (seed-S adapters, protocol.json, tables.md)");
@@ -722,6 +724,8 @@ void register_generate_cmd(CLI::App* lr) {
 void register_layerroute(CLI::App& app) {
   auto* lr = app.add_subcommand("layerroute", "LayerRoute: learned layer skipping with LoRA (docs/layerroute.md)");
   lr->require_subcommand(1);
+  // Every option's --help shows its default (the subcommands inherit this).
+  lr->option_defaults()->always_capture_default();
   register_train_cmd(lr);
   register_eval_cmd(lr);
   register_merge_cmd(lr);

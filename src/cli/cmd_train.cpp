@@ -87,8 +87,8 @@ void register_train(CLI::App& app) {
   t->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
   t->footer(
       "Exit status: 0 done or stopped by SIGINT/SIGTERM (checkpoint saved), 2 bad input, "
-      "3 non-finite loss (last good checkpoint kept), 4 data-parallel peer failed or timed out "
-      "(docs/distributed.md).");
+      "3 non-finite loss (last good checkpoint kept), 4 out of memory, or a data-parallel peer failed or timed "
+      "out (docs/distributed.md).");
   t->callback([args] { run_train(*args); });
 
   auto popts = std::make_shared<training::PlotOptions>();

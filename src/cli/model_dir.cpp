@@ -134,7 +134,7 @@ std::string resolve_model_dir(const std::string& dir) {
     if (active < core_depth)
       std::fprintf(stderr,
                    "note: %s was saved while its routed core was growing: it runs %lld of its %lld routed depths, "
-                   "as its last training step did (trainer_state.json active_depth)\n",
+                   "as its last training step did (trainer_state.json active_depth), unless --depth says otherwise\n",
                    found.c_str(), (long long)active, (long long)core_depth);
   }
   return found;
