@@ -238,7 +238,13 @@ int32_t Tokenizer::hf_added_token_id(std::string_view content) const {
   if (const AddedToken* t = added_.find_content(content)) return t->id;
   if (const auto id = model_token_to_id(content)) return *id;
   const int32_t model_size = model_entry_count();
-  const int32_t max_id = added_.max_id();
+  // The largest id of an added token the model lacks: Hugging Face's maximum leaves out
+  // added tokens that took the model's id of their content (with gaps in the ids such
+  // an id can exceed the entry count). Only scanned when some id reaches the entry count.
+  int32_t max_id = -1;
+  if (added_.max_id() >= model_size)
+    for (const AddedToken& t : added_.tokens())
+      if (t.id > max_id && !model_token_to_id(t.content)) max_id = t.id;
   if (max_id < 0) return model_size;
   return (max_id >= model_size || model_size == 0) ? max_id + 1 : model_size;
 }

@@ -24,7 +24,11 @@ ADDED = [tok("<unk>", 0, True), tok("<s>", 1, True), tok("</s>", 2, True),
          tok("<x>", 5000, True), tok("<y>", 5001), tok("and", 7)]
 TEXTS = ["", "the", " the", "The the", "<x>", "<y>", "a<x> the<y>the", " the<x> the", "<s> the</s>",
          "then the there", "Hello world the end<x>", "and band", "<x>and the"]
-VARIANTS = {"gap": {"\u0120the": 1300}, "clash": {"\u0120the": 1159}}
+# variant: (model tokens moved to new ids, added tokens). "high": an added token whose
+# content is a model token above the entry count ("and" at 1300) does not raise the next
+# new id ("<x>" still gets the entry count, 1159, shared with "Ġthe").
+VARIANTS = {"gap": ({"\u0120the": 1300}, ADDED), "clash": ({"\u0120the": 1159}, ADDED),
+            "high": ({"\u0120the": 1159, "and": 1300}, ADDED[:3] + [ADDED[5]] + ADDED[3:5])}
 
 
 def main():
@@ -34,16 +38,16 @@ def main():
         with open(tpath, "w", encoding="utf-8") as f:
             for t in TEXTS:
                 f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
-        for name, move in VARIANTS.items():
+        for name, (move, added) in VARIANTS.items():
             j = json.loads(json.dumps(base))
             j["model"]["vocab"].update(move)
-            j["added_tokens"] = ADDED
+            j["added_tokens"] = added
             jpath = os.path.join(tmp, name + ".json")
             json.dump(j, open(jpath, "w", encoding="utf-8"), ensure_ascii=False)
             golden = subprocess.run(["node", os.path.join(HERE, "hf_golden.js"), jpath, tpath, "--added"],
                                     check=True, capture_output=True, text=True).stdout
             with open(os.path.join(HERE, "vocab_gap_golden_" + name + ".jsonl"), "w", encoding="utf-8") as f:
-                f.write(json.dumps({"variant": name, "move": move, "added_tokens": ADDED}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"variant": name, "move": move, "added_tokens": added}, ensure_ascii=False) + "\n")
                 f.write(golden)
             print(name, golden.count("\n") - 1, "texts", file=sys.stderr)
 
