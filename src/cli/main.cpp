@@ -9,6 +9,7 @@
 #include <iostream>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/environment.h"
@@ -71,6 +72,27 @@ static void refuse_data_parallel_launch(int argc, char** argv) {
                         "launcher");
 }
 
+/// `--name=` (an empty value written with '='): CLI11 reads the argument after it as the
+/// value (`--system= --no-progress` trained with the system prompt "--no-progress"), so
+/// each such argument becomes `--name` followed by an empty argument, as `--name ''` is
+/// read. Arguments after a bare `--` are left as they are.
+static std::vector<std::string> split_empty_equals_values(int argc, char** argv) {
+  std::vector<std::string> args;
+  bool options_ended = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") options_ended = true;
+    const auto eq = a.find('=');
+    if (i > 0 && !options_ended && a.size() > 3 && a.compare(0, 2, "--") == 0 && eq == a.size() - 1) {
+      args.push_back(a.substr(0, eq));
+      args.emplace_back();
+    } else {
+      args.push_back(a);
+    }
+  }
+  return args;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
@@ -95,7 +117,10 @@ int main(int argc, char** argv) {
   refuse_negative_counts(app);
   try {
     refuse_data_parallel_launch(argc, argv);
-    app.parse(argc, argv);
+    std::vector<std::string> args = split_empty_equals_values(argc, argv);
+    std::vector<char*> arg_ptrs;
+    for (std::string& a : args) arg_ptrs.push_back(a.data());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;

@@ -228,3 +228,20 @@ TEST(InputRegressions, TrainingSplitWithoutTargetsIsRefused) {
   EXPECT_EQ(res.status, 2) << res.output;
   EXPECT_NE(res.output.find("split 'train': no token is a training target"), std::string::npos) << res.output;
 }
+
+// `--text=` (an empty value written with '=') took the next argument as its value:
+// `layerroute train --system= --no-progress` trained with the system prompt
+// "--no-progress". It is now the empty value, as `--text ''` is.
+TEST(InputRegressions, AnEmptyValueWrittenWithEqualsIsEmpty) {
+  TempDir t("emptyeq");
+  auto res = run_lol({"tokenizer", "encode", "--text=", "--tokenizer", "byte"}, t.path() + "/a.log");
+  EXPECT_EQ(res.status, 0) << res.output;
+  EXPECT_EQ(res.output.find("required"), std::string::npos) << res.output;
+  // A value that ends with '=' is kept whole; a number option given '' is refused by name.
+  res = run_lol({"tokenizer", "encode", "--text=a=", "--tokenizer", "byte"}, t.path() + "/b.log");
+  EXPECT_EQ(res.status, 0) << res.output;
+  EXPECT_NE(res.output.find("97 61"), std::string::npos) << res.output;
+  res = run_lol({"generate", "--model", "none", "--tokens", "1 2", "--depth=", "--max-new", "1"}, t.path() + "/c.log");
+  EXPECT_EQ(res.status, 2) << res.output;
+  EXPECT_NE(res.output.find("--depth"), std::string::npos) << res.output;
+}
