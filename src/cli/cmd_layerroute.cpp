@@ -546,7 +546,7 @@ void register_merge_cmd(CLI::App* lr) {
     eo.overwrite = a->overwrite;
     eo.read_from = {a->adapter};
     eo.derived_from = base;  // keeps the base's generation_config.json, token ids and tokenizer files
-    layerroute::save_merged(*m, tok.get(), a->out, eo, a->adapter);
+    layerroute::save_merged(*m, tok.get(), a->out, eo, a->adapter, layerroute::read_adapter_info(a->adapter).extra);
     std::cout << "merged " << a->adapter << " into " << a->out << " (" << a->dtype << ") + gates.safetensors\n";
   });
 }

@@ -114,13 +114,15 @@ void load_gate_weights(GatedModelImpl& m, const std::string& dir) {
 }
 
 void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
-                 const hf::ExportOptions& eo, const std::string& merged_from) {
+                 const hf::ExportOptions& eo, const std::string& merged_from, const nlohmann::json& extra) {
   m.lora->merge_into(*m.base);
   hf::export_hf(*m.base, tok, out_dir, eo);
   save_tensors((fs::path(out_dir) / "gates.safetensors").string(),
                {{"gates.weight", m.gates->weight}, {"gates.bias", m.gates->bias}}, {{"format", "pt"}});
   write_json((fs::path(out_dir) / "layerroute_gates.json").string(),
-             {{"gates", to_json(m.gates->config())}, {"merged_from", merged_from}});
+             {{"gates", to_json(m.gates->config())},
+              {"merged_from", merged_from},
+              {"extra", extra.is_object() ? extra : nlohmann::json::object()}});
 }
 
 /// The PEFT adapter_config.json written next to layerroute.json (for Python users) must
@@ -172,7 +174,13 @@ AdapterInfo read_adapter_info(const std::string& dir) {
     a.gates = gate_config_from_json(*g, mp + ": gates");
     std::string from;
     f.get("merged_from", from);
-    a.extra = {{"merged_from", from}};
+    // The adapter's training record (folders merged before it was kept have none).
+    a.extra = nlohmann::json::object();
+    if (const auto* e = f.raw("extra")) {
+      require(e->is_object(), mp, "field 'extra': expected a JSON object (the adapter's layerroute.json extra)");
+      a.extra = *e;
+    }
+    a.extra["merged_from"] = from;
     f.reject_unknown();
     return a;
   }

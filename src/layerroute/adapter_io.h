@@ -10,7 +10,7 @@
 // A merged folder (`lol layerroute merge`, save_merged) is a Hugging Face folder whose
 // weights have the adapters folded in, plus
 //   gates.safetensors          as above
-//   layerroute_gates.json      {"gates": {...}, "merged_from": adapter dir}
+//   layerroute_gates.json      {"gates": {...}, "merged_from": adapter dir, "extra": the adapter's}
 // It loads as a gated model on its own (load_gated_model(dir)): base = the folder,
 // fresh adapters with B = 0 (they add exactly zero), the stored gates.
 #pragma once
@@ -45,9 +45,12 @@ void load_gate_weights(GatedModelImpl& m, const std::string& dir);
 
 /// Folds `m`'s adapters into its base weights (m.base is modified) and writes the merged
 /// folder `out_dir`: hf::export_hf(m.base, tok, out_dir, eo) + gates.safetensors +
-/// layerroute_gates.json recording `merged_from`. Throws what export_hf throws.
+/// layerroute_gates.json recording `merged_from` and the adapter's layerroute.json
+/// "extra" (its training's --system, --max-len, --loss-tokens, seed: eval --adapter
+/// reads them from a merged folder as from the adapter). Throws what export_hf throws.
 void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std::string& out_dir,
-                 const hf::ExportOptions& eo, const std::string& merged_from);
+                 const hf::ExportOptions& eo, const std::string& merged_from,
+                 const nlohmann::json& extra = nlohmann::json::object());
 
 struct AdapterInfo {
   std::string base_dir;  ///< as recorded in layerroute.json; a merged folder: the folder itself

@@ -28,13 +28,18 @@ TEST(LayerRouteMergedFolder, ReloadsWithItsGatesAndComputesTheUnmergedModel) {
 
   TempDir d("merged");
   const auto dir = d.path() + "/out";
-  save_merged(*m, nullptr, dir, hf::ExportOptions{}, "some/adapter");
+  save_merged(*m, nullptr, dir, hf::ExportOptions{}, "some/adapter",
+              {{"system", ""}, {"loss_tokens", "all"}, {"max_len", 64}});
   for (const char* f : {"config.json", "model.safetensors", "gates.safetensors", "layerroute_gates.json"})
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / f)) << f;
   const auto info = read_adapter_info(dir);
   EXPECT_TRUE(info.merged);
   EXPECT_EQ(info.base_dir, dir);
   EXPECT_EQ(info.extra["merged_from"], "some/adapter");
+  // The adapter's training record travels with the folder (eval --adapter reads it).
+  EXPECT_EQ(info.extra["loss_tokens"], "all");
+  EXPECT_EQ(info.extra["system"], "");
+  EXPECT_EQ(info.extra["max_len"], 64);
 
   auto r = load_gated_model(dir);
   EXPECT_TRUE(torch::equal(r->gates->weight, m->gates->weight));
