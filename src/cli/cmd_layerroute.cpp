@@ -198,15 +198,20 @@ void print_report(const layerroute::EvalReport& r) {
     std::cout << "  source " << (s.source.empty() ? "(none)" : s.source) << ": " << s.samples
               << " samples, perplexity backbone " << s.ppl_base << "  open " << s.ppl_open << "  gated " << s.ppl_gated
               << "  (gated - open " << std::showpos << s.ppl_gated - s.ppl_open << std::noshowpos << "), executed "
-              << s.executed_mean << "\n";
-  if (r.timing_pairs > 0)
+              << s.executed_mean << "; prompt-decided gated " << s.ppl_gated_prompt << ", executed "
+              << s.executed_mean_prompt << "\n";
+  if (r.timing_pairs > 0) {
+    std::ostringstream over_layers;  // a ratio to an infinite ideal (no layer run) is undefined
+    if (std::isfinite(r.realized_over_ideal)) over_layers << std::fixed << std::setprecision(4) << 100 * r.realized_over_ideal << "%";
+    else over_layers << "n/a (no layer executed)";
     std::cout << "generation: " << r.timing_pairs << " pairs, executed " << r.decode_executed_mean
               << " layers; ideal speedup " << r.decode_ideal_speedup << "x (layer ratio), " << r.flops_ideal_speedup
               << "x (FLOPs, LM head " << 100 * r.flops_fixed_share << "% of the open run), " << r.ideal_speedup_fixed
               << "x (measured fixed time)\n"
               << "median t_open " << r.t_open_ms << " ms, t_gated " << r.t_gated_ms << " ms, t_closed " << r.t_closed_ms
-              << " ms; wall-clock speedup " << r.speedup << "x; realized / ideal " << 100 * r.realized_over_ideal
-              << "% (layer ratio), " << 100 * r.realized_over_ideal_flops << "% (FLOPs)\n";
+              << " ms; wall-clock speedup " << r.speedup << "x; realized / ideal " << over_layers.str()
+              << " (layer ratio), " << 100 * r.realized_over_ideal_flops << "% (FLOPs)\n";
+  }
   std::cout << "layer  sigma  open  non-trivial\n";
   for (int64_t i = 0; i < r.n_layers; ++i) {
     const double nontrivial = r.nontrivial[size_t(i)];
@@ -459,10 +464,12 @@ void register_eval_cmd(CLI::App* lr) {
       auto rs = layerroute::run_protocol(p, train, held, [&](const layerroute::SeedResult& r) {
         std::cerr << "seed " << r.seed << ": trained in " << r.train_seconds << " s, LM loss " << r.last.lm_loss
                   << ", speedup " << r.report.speedup << "x, ppl gated " << r.report.ppl_gated << "\n";
-        all.push_back(layerroute::to_json(r));
+        auto seed_json = layerroute::to_json(r);
+        seed_json["eval"]["loss_tokens"] = a->d.loss_tokens;  // as single eval --json writes it
+        all.push_back(std::move(seed_json));
         write_text((fs::path(a->out) / "protocol.json").string(), all.dump(2) + "\n");
       });
-      const auto tables = layerroute::protocol_tables(rs);
+      const auto tables = layerroute::protocol_tables(rs, p.loss_tokens);
       write_text((fs::path(a->out) / "tables.md").string(), tables);
       std::cout << tables;
       return;

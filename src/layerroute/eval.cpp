@@ -88,7 +88,8 @@ nlohmann::json EvalReport::to_json() const {
                          {"ppl_delta_vs_open", s.ppl_gated - s.ppl_open},
                          {"executed_mean", s.executed_mean},
                          {"ppl_gated_prompt", s.ppl_gated_prompt},
-                         {"ppl_prompt_delta_vs_open", s.ppl_gated_prompt - s.ppl_open}});
+                         {"ppl_prompt_delta_vs_open", s.ppl_gated_prompt - s.ppl_open},
+                         {"executed_mean_prompt", s.executed_mean_prompt}});
   return {{"n_layers", n_layers},
           {"sources", by_source},
           {"samples", samples},
@@ -111,7 +112,7 @@ nlohmann::json EvalReport::to_json() const {
           {"flops_fixed_share", flops_fixed_share},
           {"ideal_speedup_fixed", ideal_speedup_fixed},
           {"speedup", speedup},
-          {"speedup_over_ideal", realized_over_ideal},
+          {"speedup_over_ideal", util::finite_or_null(realized_over_ideal)},
           {"speedup_over_ideal_flops", realized_over_ideal_flops},
           {"speedup_over_ideal_fixed", ideal_speedup_fixed > 0 ? speedup / ideal_speedup_fixed : 0.0},
           {"t_open_ms", t_open_ms},
@@ -121,6 +122,14 @@ nlohmann::json EvalReport::to_json() const {
           {"pair_ratios", pair_ratios},
           {"pair_executed", pair_executed}};
 }
+
+namespace {
+/// Prompt tokens a timed generation starts from (before the max_prompt cut): the
+/// prompt, or the whole sample when it has none; at least one token.
+int64_t timed_prompt_len(const Example& e) {
+  return std::max<int64_t>(1, e.prompt_len > 0 ? e.prompt_len : int64_t(e.tokens.size()));
+}
+}  // namespace
 
 EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& samples, const EvalOptions& opt) {
   require(!samples.empty(), "layerroute eval", "no evaluation samples");
@@ -133,6 +142,8 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   r.n_layers = L;
   r.samples = int64_t(samples.size());
   const auto dev = m.base->embed_tokens->weight.device();
+  // The timed generations keep each prompt's last max_prompt tokens (room for new_tokens).
+  const int64_t max_prompt = std::max<int64_t>(1, std::min(opt.max_prompt, m.base->config().max_seq_len - opt.new_tokens));
   // Cross-entropy sums per source (batches never mix sources), then the totals.
   struct Sums {
     double ce_base = 0, ce_open = 0, ce_gated = 0, ce_prompt = 0;
@@ -166,11 +177,20 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
         auto g = m.forward(b.tokens, b.doc_ids, gated_o);
         acc.ce_gated += ce(g.logits, "gated");
         if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
-          // The decisions generation makes: pooled over each sample's prompt only.
-          std::vector<int64_t> prompt_lens;
-          for (const Example* e : rows) prompt_lens.push_back(e->prompt_len);
+          // The decisions the timed generation makes: each sample's prefill over the
+          // prompt tokens it keeps (the last max_prompt; the whole sample when it has no
+          // prompt), then the perplexity of the whole sample under them.
+          std::vector<int64_t> decided;  // [rows, L] row-major
+          for (size_t k = 0; k < rows.size(); ++k) {
+            const Example& e = *rows[k];
+            const int64_t plen = timed_prompt_len(e);
+            const std::vector<int64_t> prompt(e.tokens.begin() + std::max<int64_t>(0, plen - max_prompt),
+                                              e.tokens.begin() + plen);
+            const auto gen = generate_gated(m, prompt, 0, opt.mode, true);
+            decided.insert(decided.end(), gen.open.begin(), gen.open.end());
+          }
           GatedOptions prompt_o = gated_o;
-          prompt_o.gate_tokens = torch::arange(b.tokens.size(1)).unsqueeze(0) < torch::tensor(prompt_lens).unsqueeze(1);
+          prompt_o.forced_open = torch::tensor(decided).view({int64_t(rows.size()), L}) != 0;
           auto gp = m.forward(b.tokens, b.doc_ids, prompt_o);
           acc.ce_prompt += ce(gp.logits, "gated (prompt-decided)");
           acc.executed_prompt += gp.executed_blocks;
@@ -205,7 +225,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
       const auto& a = by_source[g_i];
       r.sources.push_back({names[g_i], a.samples, ppl(a.ce_base, a.targets), ppl(a.ce_open, a.targets),
                            ppl(a.ce_gated, a.targets), double(a.executed) / double(a.samples),
-                           ppl(a.ce_prompt, a.targets)});
+                           ppl(a.ce_prompt, a.targets), double(a.executed_prompt) / double(a.samples)});
     }
   const double n = double(samples.size());
   r.ppl_base = ppl(all.ce_base, all.targets);
@@ -247,8 +267,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   const auto& cfg = m.base->config();
   const bool gates_evaluated = opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly;
   const int64_t nts = std::min<int64_t>(opt.timing_samples, r.samples);
-  const int64_t max_prompt = std::min(opt.max_prompt, cfg.max_seq_len - opt.new_tokens);
-  require(max_prompt >= 1, "layerroute eval", "new_tokens leaves no room for a prompt within max_seq_len");
+  require(cfg.max_seq_len - opt.new_tokens >= 1, "layerroute eval", "new_tokens leaves no room for a prompt within max_seq_len");
   // Warm-up (allocator, thread pool).
   {
     const auto& e = samples[0];
@@ -258,7 +277,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   const std::vector<uint8_t> all_open(size_t(L), 1);
   for (int64_t s = 0; s < nts; ++s) {
     const auto& e = samples[size_t(s)];
-    int64_t plen = std::max<int64_t>(1, e.prompt_len > 0 ? e.prompt_len : int64_t(e.tokens.size()));
+    const int64_t plen = timed_prompt_len(e);
     const int64_t start = std::max<int64_t>(0, plen - max_prompt);
     std::vector<int64_t> prompt(e.tokens.begin() + start, e.tokens.begin() + plen);
     const auto open_cost = generation_cost(cfg, int64_t(prompt.size()), opt.new_tokens, all_open, false);
@@ -283,7 +302,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
       ratios.push_back(ratio);
       ideal_plain.push_back(plain);
       ideal_flops.push_back(fl);
-      over_plain.push_back(ratio / plain);
+      if (std::isfinite(plain)) over_plain.push_back(ratio / plain);  // no layer run: no ratio to it
       over_flops.push_back(ratio / fl);
       r.pair_executed.push_back(gg.executed_layers);
       dec_exec += double(gg.executed_layers);
@@ -299,7 +318,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   r.decode_executed_mean = dec_exec / double(ratios.size());
   r.decode_ideal_speedup = median(ideal_plain);
   r.flops_ideal_speedup = median(ideal_flops);
-  r.realized_over_ideal = median(over_plain);
+  r.realized_over_ideal = over_plain.empty() ? std::numeric_limits<double>::quiet_NaN() : median(over_plain);
   r.realized_over_ideal_flops = median(over_flops);
   r.flops_fixed_share = median(fixed_share);
   const double t_layer = (r.t_open_ms - r.t_closed_ms) / double(L);

@@ -48,6 +48,7 @@ struct SourceReport {
   double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
   double executed_mean = 0;  ///< executed layers per sample (perplexity forward)
   double ppl_gated_prompt = 0;  ///< gated, gates decided from the prompt (EvalReport::ppl_gated_prompt)
+  double executed_mean_prompt = 0;  ///< executed layers per sample with prompt-decided gates
 };
 
 struct EvalReport {
@@ -56,7 +57,10 @@ struct EvalReport {
   double ppl_base = 0, ppl_open = 0, ppl_gated = 0;
   /// Perplexity of the gated model with each sample's gates decided from its prompt
   /// tokens only, as generation decides them (decode.h): the quality of the decisions
-  /// the speed measurement runs. ppl_gated pools over the whole sample, answer included,
+  /// the speed measurement runs: generate_gated's prefill over the prompt tokens the
+  /// timed generation keeps (the last EvalOptions::max_prompt, capped by max_seq_len -
+  /// new_tokens) decides, then the whole sample is scored under those decisions
+  /// (GatedOptions::forced_open). ppl_gated pools over the whole sample, answer included,
   /// as training does. Equal to ppl_gated for forced gates.
   double ppl_gated_prompt = 0;
   double executed_mean_prompt = 0;  ///< executed layers per sample with prompt-decided gates
@@ -72,7 +76,9 @@ struct EvalReport {
   double flops_ideal_speedup = 0;    ///< median over pairs of open FLOPs / gated FLOPs (cost.h)
   double ideal_speedup_fixed = 0;    ///< (t_closed + L t_layer) / (t_closed + E t_layer) from the measured medians
   double speedup = 0;                ///< median over pairs of t_open / t_gated
-  double realized_over_ideal = 0;    ///< median over pairs of (t_open / t_gated) / (n_layers / executed)
+  /// Median over pairs of (t_open / t_gated) / (n_layers / executed), over the pairs
+  /// whose gated run executed a layer; NaN when none did (null in to_json, "n/a" printed).
+  double realized_over_ideal = 0;
   double realized_over_ideal_flops = 0;  ///< median over pairs of (t_open / t_gated) / (FLOPs ratio)
   double flops_fixed_share = 0;      ///< share of the forced-open run's FLOPs outside the layers (LM head)
   double t_open_ms = 0, t_gated_ms = 0, t_closed_ms = 0;  ///< medians per run

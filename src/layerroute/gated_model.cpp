@@ -53,7 +53,11 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
   auto docs = doc_ids.defined() ? doc_ids.to(dev) : torch::zeros({B, T}, torch::TensorOptions(torch::kInt64).device(dev));
   baselines::TokenLayout full(B, T, docs, dev);
   auto valid = docs >= 0;  // [B, T]
-  const auto pooled = opt.gate_tokens.defined() ? valid & opt.gate_tokens.to(dev) : valid;  // [B, T]
+  if (opt.forced_open.defined())
+    require(opt.forced_open.dim() == 2 && opt.forced_open.size(0) == B && opt.forced_open.size(1) == L,
+            "LayerRoute model", "forced_open must be [batch, n_layers] = [" + std::to_string(B) + ", " +
+                                    std::to_string(L) + "], got " + c10::str(opt.forced_open.sizes()));
+  const auto forced = opt.forced_open.defined() ? opt.forced_open.to(dev).to(torch::kBool) : torch::Tensor();
   const LoraImpl* lo = opt.use_lora ? lora.get() : nullptr;
 
   auto h = base->embed_tokens(tokens.to(dev));  // [B, T, d]
@@ -65,8 +69,12 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
   for (int64_t i = 0; i < L; ++i) {
     auto& blk = *base->layers[i]->as<nn::Block>();
     torch::Tensor s, sigma, open;
-    if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
-      s = gates->score(i, mean_pool(h, pooled), opt.mode == GateMode::BiasOnly);
+    if (forced.defined()) {
+      s = torch::zeros({B}, f32);
+      open = forced.select(1, i);
+      sigma = open.to(torch::kFloat32);
+    } else if (opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly) {
+      s = gates->score(i, mean_pool(h, valid), opt.mode == GateMode::BiasOnly);
       sigma = torch::sigmoid(s);
       open = gate_open(sigma);
     } else {
@@ -79,7 +87,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     opens.push_back(open);
     if (opt.ste) {
       auto delta = block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope);
-      auto g = (opt.mode == GateMode::Open || opt.mode == GateMode::Closed) ? sigma : ste_gate(sigma);
+      auto g = (forced.defined() || opt.mode == GateMode::Open || opt.mode == GateMode::Closed) ? sigma : ste_gate(sigma);
       h = h + g.to(h.scalar_type()).view({B, 1, 1}) * delta.view({B, T, d});
       out.executed_blocks += B;
       continue;

@@ -39,11 +39,11 @@ struct GatedOptions {
   GateMode mode = GateMode::Learned;
   bool ste = false;      ///< true: run every block, straight-through gates (training); false: skip closed rows
   bool use_lora = true;  ///< false: the frozen backbone's own projections
-  /// [batch, seq] bool: the tokens each row's gates pool over (paper eq. 1's mean),
-  /// padding excluded either way. Undefined: every token of the row (training, the
-  /// whole-sample perplexity). Generation decides from the prompt only; eval passes
-  /// the prompt tokens to measure perplexity under those decisions.
-  torch::Tensor gate_tokens;
+  /// [batch, n_layers] bool: decisions given rather than computed (any device; `mode`
+  /// is then ignored; scores 0, sigma = the decision). Undefined: decided by `mode`.
+  /// Eval passes the decisions generation made from each sample's prompt
+  /// (generate_gated's prefill) to measure perplexity under them.
+  torch::Tensor forced_open;
 };
 
 struct GatedOutput {

@@ -115,6 +115,10 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
 }
 
 namespace {
+/// "m% +- s%" over the finite values of `v` (a seed whose gated runs executed no layer
+/// has no layer-ratio realized/ideal), "n/a" when none is.
+std::string percent_mean_std(const std::vector<double>& v);
+
 void mean_std(const std::vector<double>& v, double& mean, double& sd) {
   mean = 0;
   for (double x : v) mean += x;
@@ -123,21 +127,36 @@ void mean_std(const std::vector<double>& v, double& mean, double& sd) {
   for (double x : v) sd += (x - mean) * (x - mean);
   sd = v.size() > 1 ? std::sqrt(sd / double(v.size() - 1)) : 0.0;
 }
+std::string percent_mean_std(const std::vector<double>& v) {
+  std::vector<double> finite;
+  for (double x : v)
+    if (std::isfinite(x)) finite.push_back(x);
+  if (finite.empty()) return "n/a";
+  double m, s;
+  mean_std(finite, m, s);
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << 100 * m << "% +- " << 100 * s;
+  if (finite.size() < v.size()) o << " (" << finite.size() << " of " << v.size() << " seeds)";
+  return o.str();
+}
 }  // namespace
 
-std::string protocol_tables(const std::vector<SeedResult>& rs) {
+std::string protocol_tables(const std::vector<SeedResult>& rs, LossTokens loss_tokens) {
   require(!rs.empty(), "protocol tables", "no results");
   std::ostringstream o;
   o << std::fixed;
+  o << "Perplexities count " << (loss_tokens == LossTokens::All ? "every token" : "the assistant tokens")
+    << " (--loss-tokens " << loss_tokens_name(loss_tokens) << "). \"prompt-decided\": each sample's gates decided "
+       "from the prompt tokens the timed generation keeps, as generation decides them.\n\n";
   o << "| seed | train s | final LM loss | gate mean | executed layers | ideal (layers) | ideal (FLOPs) | "
        "wall-clock speedup | realized / ideal (layers) | realized / ideal (FLOPs) | ppl backbone | ppl open | "
-       "ppl gated | delta vs backbone | delta vs open |\n"
-    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "ppl gated | delta vs backbone | delta vs open | ppl gated (prompt-decided) | executed (prompt-decided) |\n"
+    << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   // Without timing (--timing-samples 0) the executed layers and the layer-ratio ideal are
   // the perplexity forward's, and the timing columns are "-".
   bool timed = true;
   for (const auto& r : rs) timed = timed && r.report.timing_pairs > 0;
-  std::vector<double> sp, ppl_db, ppl_do, ex, ratio, ratio_f;
+  std::vector<double> sp, ppl_db, ppl_do, ppl_dp, ex, ratio, ratio_f;
   for (const auto& r : rs) {
     const auto& e = r.report;
     const double ri = e.realized_over_ideal, rf = e.realized_over_ideal_flops;
@@ -145,16 +164,21 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
     o << "| " << r.seed << " | " << std::setprecision(0) << r.train_seconds << " | " << std::setprecision(3)
       << r.last.lm_loss << " | " << r.last.gate_mean << " | " << std::setprecision(2) << executed << " / "
       << e.n_layers << " | " << std::setprecision(3) << (timed ? e.decode_ideal_speedup : e.ideal_speedup) << "x | ";
-    if (timed)
-      o << e.flops_ideal_speedup << "x | " << e.speedup << "x | " << std::setprecision(1) << 100 * ri << "% | "
-        << 100 * rf << "% | ";
-    else
+    if (timed) {
+      o << e.flops_ideal_speedup << "x | " << e.speedup << "x | " << std::setprecision(1);
+      if (std::isfinite(ri)) o << 100 * ri << "% | ";
+      else o << "n/a | ";
+      o << 100 * rf << "% | ";
+    } else {
       o << "- | - | - | - | ";
+    }
     o << std::setprecision(3) << e.ppl_base << " | " << e.ppl_open << " | " << e.ppl_gated << " | " << std::showpos
-      << e.ppl_gated - e.ppl_base << " | " << e.ppl_gated - e.ppl_open << std::noshowpos << " |\n";
+      << e.ppl_gated - e.ppl_base << " | " << e.ppl_gated - e.ppl_open << std::noshowpos << " | " << e.ppl_gated_prompt
+      << " | " << std::setprecision(2) << e.executed_mean_prompt << " / " << e.n_layers << " |\n";
     sp.push_back(e.speedup);
     ppl_db.push_back(e.ppl_gated - e.ppl_base);
     ppl_do.push_back(e.ppl_gated - e.ppl_open);
+    ppl_dp.push_back(e.ppl_gated_prompt - e.ppl_open);
     ex.push_back(executed);
     ratio.push_back(ri);
     ratio_f.push_back(rf);
@@ -165,10 +189,8 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
     mean_std(sp, m, s);
     o << std::setprecision(3) << " speedup " << m << " +- " << s << " (min " << *std::min_element(sp.begin(), sp.end())
       << ", max " << *std::max_element(sp.begin(), sp.end()) << ");";
-    mean_std(ratio, m, s);
-    o << std::setprecision(1) << " realized/ideal (layers) " << 100 * m << "% +- " << 100 * s << ";";
-    mean_std(ratio_f, m, s);
-    o << " realized/ideal (FLOPs) " << 100 * m << "% +- " << 100 * s << ";";
+    o << " realized/ideal (layers) " << percent_mean_std(ratio) << ";";
+    o << " realized/ideal (FLOPs) " << percent_mean_std(ratio_f) << ";";
   } else {
     o << " no wall-clock timing (--timing-samples 0);";
   }
@@ -177,15 +199,17 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
   mean_std(ppl_db, m, s);
   o << std::setprecision(3) << " ppl delta vs backbone " << std::showpos << m << std::noshowpos << " +- " << s << ";";
   mean_std(ppl_do, m, s);
-  o << " ppl delta vs open " << std::showpos << m << std::noshowpos << " +- " << s << ".\n\n";
+  o << " ppl delta vs open " << std::showpos << m << std::noshowpos << " +- " << s << ";";
+  mean_std(ppl_dp, m, s);
+  o << " prompt-decided ppl delta vs open " << std::showpos << m << std::noshowpos << " +- " << s << ".\n\n";
 
   // Paper Table 3: perplexity delta (gated - full, the same LoRA) per evaluation split.
   const auto& src = rs[0].report.sources;
   if (!src.empty()) {
     o << "| source | samples | ppl open | ppl gated | delta vs open (mean +- std) | negative in | delta vs backbone "
-         "(mean +- std) |\n|---|---|---|---|---|---|---|\n";
+         "(mean +- std) | prompt-decided delta vs open (mean +- std) |\n|---|---|---|---|---|---|---|---|\n";
     for (size_t k = 0; k < src.size(); ++k) {
-      std::vector<double> po, pg, d_open, d_base;
+      std::vector<double> po, pg, d_open, d_base, d_prompt;
       int64_t negative = 0;
       for (const auto& r : rs) {
         const auto& e = r.report.sources;
@@ -195,9 +219,11 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
         pg.push_back(e[k].ppl_gated);
         d_open.push_back(e[k].ppl_gated - e[k].ppl_open);
         d_base.push_back(e[k].ppl_gated - e[k].ppl_base);
+        d_prompt.push_back(e[k].ppl_gated_prompt - e[k].ppl_open);
         negative += d_open.back() < 0;
       }
-      double mo, so, mg, sg, md, sd, mb, sb;
+      double mo, so, mg, sg, md, sd, mb, sb, mp, sp_;
+      mean_std(d_prompt, mp, sp_);
       mean_std(po, mo, so);
       mean_std(pg, mg, sg);
       mean_std(d_open, md, sd);
@@ -205,7 +231,7 @@ std::string protocol_tables(const std::vector<SeedResult>& rs) {
       o << "| " << (src[k].source.empty() ? "(none)" : src[k].source) << " | " << src[k].samples << " | "
         << std::setprecision(3) << mo << " | " << mg << " | " << std::showpos << md << std::noshowpos << " +- " << sd
         << " | " << negative << " / " << rs.size() << " seeds | " << std::showpos << mb << std::noshowpos << " +- "
-        << sb << " |\n";
+        << sb << " | " << std::showpos << mp << std::noshowpos << " +- " << sp_ << " |\n";
     }
     o << "\n";
   }

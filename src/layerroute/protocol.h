@@ -51,8 +51,11 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
                                      const std::function<void(const SeedResult&)>& on_seed = {});
 
 /// Markdown tables: per-seed summary, per-layer gate mean/std over seeds (with the
-/// band and non-triviality), and the means over seeds.
-std::string protocol_tables(const std::vector<SeedResult>& results);
+/// band and non-triviality), and the means over seeds; the first line names which tokens
+/// the perplexities count (`loss_tokens`, the run's --loss-tokens). A seed whose timed
+/// gated runs executed no layer has no layer-ratio realized/ideal ("n/a"; the mean is
+/// over the other seeds).
+std::string protocol_tables(const std::vector<SeedResult>& results, LossTokens loss_tokens);
 
 nlohmann::json to_json(const SeedResult& r);
 

@@ -488,44 +488,67 @@ TEST(LayerRouteEval, ReportIsConsistent) {
 
 TEST(LayerRouteEval, PromptDecidedGatesAreTheDecisionsGenerationMakes) {
   // ppl_gated_prompt is measured under the decisions generation holds: each sample's
-  // gates pooled over its prompt only (the whole-sample pooling of ppl_gated also sees
-  // the answer being scored).
+  // gates decided by generation's prefill over its prompt only (the whole-sample pooling
+  // of ppl_gated also sees the answer being scored), and only over the prompt tokens the
+  // timed generation keeps (--max-prompt: its last max_prompt tokens).
   auto data = test::copy_task(12, 3, 6, 6, 4);
+  for (size_t i = 0; i < data.size(); ++i) data[i].source = i % 3 == 0 ? "b" : "a";
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 7);
   randomize_adapters(*m, 43, 2.0);
   torch::NoGradGuard ng;
   m->gates->bias.zero_();  // decisions by the input term alone: an answer can tip them
-  int differ = 0;
-  double ce_sum = 0;
-  int64_t targets = 0, executed = 0;
-  for (const auto& e : data) {
-    const int64_t T = int64_t(e.tokens.size());
-    auto tokens = torch::tensor(std::vector<int64_t>(e.tokens.begin(), e.tokens.end())).unsqueeze(0);
-    GatedOptions o{GateMode::Learned, false, true};
-    o.gate_tokens = (torch::arange(T) < e.prompt_len).unsqueeze(0);
-    const auto out = m->forward(tokens, {}, o);
-    const std::vector<int64_t> prompt(e.tokens.begin(), e.tokens.begin() + e.prompt_len);
-    const auto gen = generate_gated(*m, prompt, 1, GateMode::Learned, true);
-    for (int64_t i = 0; i < m->n_layers(); ++i)
-      EXPECT_EQ(out.open[0][i].item<bool>(), gen.open[size_t(i)] != 0) << "layer " << i;
-    differ += !torch::equal(out.open, m->forward(tokens, {}, GatedOptions{GateMode::Learned, false, true}).open);
-    // Its cross-entropy over the loss mask, summed as eval sums it.
-    auto logp = torch::log_softmax(out.logits[0].slice(0, 0, T - 1), -1);
-    for (int64_t t = 0; t + 1 < T; ++t)
-      if (e.loss_mask[size_t(t + 1)]) {
-        ce_sum -= logp[t][e.tokens[size_t(t + 1)]].item<double>();
-        ++targets;
-      }
-    executed += out.executed_blocks;
+  double executed_whole_prompt = 0;
+  for (const int64_t keep : {int64_t(256), int64_t(2)}) {
+    int differ = 0;
+    double ce_sum = 0;
+    int64_t targets = 0, executed = 0;
+    for (const auto& e : data) {
+      ASSERT_GT(e.prompt_len, keep == 2 ? 2 : 0) << "the cut must drop prompt tokens";
+      const int64_t T = int64_t(e.tokens.size());
+      auto tokens = torch::tensor(std::vector<int64_t>(e.tokens.begin(), e.tokens.end())).unsqueeze(0);
+      // Generation's prefill over the prompt tokens it keeps decides; the whole sample is
+      // then scored under those decisions.
+      const std::vector<int64_t> prompt(e.tokens.begin() + std::max<int64_t>(0, e.prompt_len - keep),
+                                        e.tokens.begin() + e.prompt_len);
+      const auto gen = generate_gated(*m, prompt, 0, GateMode::Learned, true);
+      // The batched forward over the kept prompt alone decides the same (another code path).
+      const auto on_prompt =
+          m->forward(torch::tensor(prompt).unsqueeze(0), {}, GatedOptions{GateMode::Learned, false, true}).open;
+      for (int64_t i = 0; i < m->n_layers(); ++i)
+        EXPECT_EQ(on_prompt[0][i].item<bool>(), gen.open[size_t(i)] != 0) << "layer " << i;
+      GatedOptions o{GateMode::Learned, false, true};
+      o.forced_open = torch::tensor(std::vector<int64_t>(gen.open.begin(), gen.open.end())).unsqueeze(0) != 0;
+      const auto out = m->forward(tokens, {}, o);
+      for (int64_t i = 0; i < m->n_layers(); ++i)
+        EXPECT_EQ(out.open[0][i].item<bool>(), gen.open[size_t(i)] != 0) << "layer " << i;
+      differ += !torch::equal(out.open, m->forward(tokens, {}, GatedOptions{GateMode::Learned, false, true}).open);
+      // Its cross-entropy over the loss mask, summed as eval sums it.
+      auto logp = torch::log_softmax(out.logits[0].slice(0, 0, T - 1), -1);
+      for (int64_t t = 0; t + 1 < T; ++t)
+        if (e.loss_mask[size_t(t + 1)]) {
+          ce_sum -= logp[t][e.tokens[size_t(t + 1)]].item<double>();
+          ++targets;
+        }
+      executed += out.executed_blocks;
+    }
+    EXPECT_GT(differ, 0) << "the fixture should have samples whose answer changes a decision";
+    EvalOptions eo;
+    eo.timing_samples = 0;
+    eo.max_prompt = keep;
+    const auto r = evaluate_layerroute(*m, data, eo);
+    EXPECT_NEAR(r.ppl_gated_prompt, std::exp(ce_sum / double(targets)), 1e-4 * r.ppl_gated_prompt) << keep;
+    EXPECT_NEAR(r.executed_mean_prompt, double(executed) / double(data.size()), 1e-9) << keep;
+    EXPECT_NE(r.ppl_gated_prompt, r.ppl_gated);
+    EXPECT_TRUE(r.to_json().contains("ppl_gated_prompt"));
+    // Per source: the same counts, split (text and JSON carry both).
+    ASSERT_EQ(r.sources.size(), 2u);
+    double per_source = 0;
+    for (const auto& src : r.sources) per_source += src.executed_mean_prompt * double(src.samples);
+    EXPECT_NEAR(per_source, double(executed), 1e-9);
+    EXPECT_TRUE(r.to_json().at("sources").at(0).contains("executed_mean_prompt"));
+    if (keep == 256) executed_whole_prompt = r.executed_mean_prompt;
+    else EXPECT_NE(r.executed_mean_prompt, executed_whole_prompt) << "the cut changes some decisions here";
   }
-  EXPECT_GT(differ, 0) << "the fixture should have samples whose answer changes a decision";
-  EvalOptions eo;
-  eo.timing_samples = 0;
-  const auto r = evaluate_layerroute(*m, data, eo);
-  EXPECT_NEAR(r.ppl_gated_prompt, std::exp(ce_sum / double(targets)), 1e-4 * r.ppl_gated_prompt);
-  EXPECT_NEAR(r.executed_mean_prompt, double(executed) / double(data.size()), 1e-9);
-  EXPECT_NE(r.ppl_gated_prompt, r.ppl_gated);
-  EXPECT_TRUE(r.to_json().contains("ppl_gated_prompt"));
 }
 
 TEST(LayerRouteEval, ForcedGatesReportNoNonTriviality) {
@@ -544,6 +567,16 @@ TEST(LayerRouteEval, ForcedGatesReportNoNonTriviality) {
     if (mode == GateMode::Open) EXPECT_EQ(r.ideal_speedup, 1.0);
     else EXPECT_TRUE(std::isinf(r.ideal_speedup));
   }
+  // Timed with every gate closed: the ratio to an infinite ideal is undefined (NaN,
+  // null in JSON), not 0% (session 28).
+  o.mode = GateMode::Closed;
+  o.timing_samples = 1;
+  o.repeats = 1;
+  o.new_tokens = 1;
+  const auto r = evaluate_layerroute(*m, data, o);
+  EXPECT_TRUE(std::isnan(r.realized_over_ideal));
+  EXPECT_TRUE(r.to_json().at("speedup_over_ideal").is_null());
+  EXPECT_TRUE(r.to_json().at("decode_ideal_speedup").is_null());
 }
 
 // Paper section 4: "100 held-out samples (50 from each of two evaluation sources)",

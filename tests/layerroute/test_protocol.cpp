@@ -1,6 +1,7 @@
 // The N-seed protocol (protocol.h): per-seed adapters on disk, tables, and re-evaluation
 // of already trained seeds (--reuse).
 #include <filesystem>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -43,11 +44,23 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   EXPECT_EQ(first[1].seed, 5u);
   for (uint64_t s : {4, 5})
     EXPECT_TRUE(std::filesystem::exists(p.out_dir + "/seed-" + std::to_string(s) + "/adapter_model.safetensors"));
-  const auto tables = protocol_tables(first);
+  const auto tables = protocol_tables(first, LossTokens::Assistant);
   EXPECT_NE(tables.find("| 4 | "), std::string::npos);
   EXPECT_NE(tables.find("| 5 | "), std::string::npos);
   EXPECT_NE(tables.find("| 5 | 0."), std::string::npos) << "per-layer row of layer 5";
   EXPECT_NE(tables.find("realized/ideal (FLOPs)"), std::string::npos);
+  EXPECT_NE(tables.find("(--loss-tokens assistant)"), std::string::npos);
+  EXPECT_NE(tables.find("ppl gated (prompt-decided)"), std::string::npos);
+  EXPECT_NE(tables.find("prompt-decided ppl delta vs open"), std::string::npos);
+  // A seed whose gated runs executed no layer has no layer-ratio realized/ideal: "n/a",
+  // and the mean is over the other seed (session 28: 0%, dragging the mean down).
+  {
+    auto closed = first;
+    closed[0].report.realized_over_ideal = std::numeric_limits<double>::quiet_NaN();
+    const auto tc = protocol_tables(closed, LossTokens::Assistant);
+    EXPECT_NE(tc.find("x | n/a | "), std::string::npos) << tc;
+    EXPECT_NE(tc.find("(1 of 2 seeds)"), std::string::npos) << tc;
+  }
   // Per-source perplexity deltas (paper Table 3), 3 + 3 held-out samples.
   for (const auto& r : first) {
     ASSERT_EQ(r.report.sources.size(), 2u);
@@ -62,8 +75,9 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   // Without timing the timing columns say so instead of showing zeros.
   auto untimed = first;
   for (auto& r : untimed) r.report.timing_pairs = 0;
-  const auto t0 = protocol_tables(untimed);
+  const auto t0 = protocol_tables(untimed, LossTokens::All);
   EXPECT_NE(t0.find("no wall-clock timing"), std::string::npos);
+  EXPECT_NE(t0.find("count every token (--loss-tokens all)"), std::string::npos);
   EXPECT_NE(t0.find("| - | - | - | - |"), std::string::npos);
 
   // Reuse: the trained seeds are loaded, not retrained, and evaluate to the same values.
