@@ -151,6 +151,20 @@ void note_resume_schedule(const RunConfig& cfg, const RunConfig& old, const Trai
   std::fprintf(stderr, "\n");
 }
 
+/// A resume whose growing schedule (grow.shape, start, fraction) differs from the
+/// checkpoint's run: a note on stderr, since the depth from here follows the new one
+/// (never below the checkpoint's depth) and run.json is rewritten with it.
+void note_resume_growing(const RunConfig& cfg, const RunConfig& old, const TrainerState& st, int64_t growable) {
+  const GrowConfig &g = cfg.grow, &o = old.grow;
+  if (growable <= 0 || (g.shape == o.shape && g.start == o.start && g.fraction == o.fraction)) return;
+  std::fprintf(stderr,
+               "note: resuming with grow.shape %s, grow.start %lld, grow.fraction %g (the checkpoint's run: %s, "
+               "%lld, %g): the depth from step %lld follows the new schedule, never below the checkpoint's depth "
+               "%lld; run.json now records the new one\n",
+               g.shape.c_str(), (long long)g.start, g.fraction, o.shape.c_str(), (long long)o.start, o.fraction,
+               (long long)st.step + 1, (long long)st.active_depth);
+}
+
 }  // namespace
 
 namespace {
@@ -403,7 +417,10 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
   if (!resume.empty() && st.step > 0 && is_root) {
     const std::string ck = resolve_checkpoint(resume);
     const auto old = checkpoint_run_config(ck);
-    if (old && st.step < tc.steps) note_resume_schedule(cfg, *old, st, growable);
+    if (old && st.step < tc.steps) {
+      note_resume_schedule(cfg, *old, st, growable);
+      note_resume_growing(cfg, *old, st, growable);
+    }
     note_resume_data(cfg, ck, old);
   }
   if (show_progress)

@@ -164,6 +164,7 @@ TEST(Trainer, ResumingWithMoreStepsNeverShrinksTheGrownCore) {
   EXPECT_EQ(depths, (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 2, 2})) << "grown depth of steps 1..8 (the schedule: 1 at 5)";
   EXPECT_EQ(err.find("note: resuming on data.dir"), std::string::npos) << err;
   EXPECT_EQ(err.find("note: resuming with train.seed"), std::string::npos) << err;
+  EXPECT_EQ(err.find("note: resuming with grow.shape"), std::string::npos) << err;
   // Another dataset (a copy elsewhere) or seed: the saved data position continues in
   // another order, and a note says so.
   const std::string other = f.dir.path() + "/other_data";
@@ -171,6 +172,7 @@ TEST(Trainer, ResumingWithMoreStepsNeverShrinksTheGrownCore) {
   c.train.steps = 9;
   c.train.seed += 7;
   c.data.dir = other;
+  c.grow.shape = "linear";
   testing::internal::CaptureStderr();
   run_training(c, c.train.out);
   const std::string err2 = testing::internal::GetCapturedStderr();
@@ -180,6 +182,11 @@ TEST(Trainer, ResumingWithMoreStepsNeverShrinksTheGrownCore) {
       << err2;
   EXPECT_NE(err2.find("note: resuming with train.seed " + std::to_string(c.train.seed) + " (the checkpoint's run: " +
                       std::to_string(c.train.seed - 7) + ")"),
+            std::string::npos)
+      << err2;
+  EXPECT_NE(err2.find("note: resuming with grow.shape linear, grow.start 1, grow.fraction 1 (the checkpoint's run: "
+                      "1-sqrt, 1, 1): the depth from step 9 follows the new schedule, never below the checkpoint's "
+                      "depth 2"),
             std::string::npos)
       << err2;
   // Another model configuration is refused, naming what differs.
