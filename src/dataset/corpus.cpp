@@ -37,6 +37,41 @@ bool is_valid_document(int64_t index, uint64_t seed, double fraction) {
   return double(h >> 11) * 0x1.0p-53 < fraction;
 }
 
+namespace {
+/// DocumentSourceOptions::cut_ok for `tok`: the line before a candidate cut and the
+/// line after it (each at most 4 KiB, cut at character starts) encode to the same ids
+/// as one text and as two parts, the second a continuation. A local check: it sees what
+/// the cut changes near it (an lstrip added token that would take the '\n', a Split
+/// step that starts no piece there, so the next step adds a prefix the whole text has
+/// not). Text the tokenizer refuses (invalid UTF-8) passes: encoding the part reports it.
+std::function<bool(std::string_view, std::size_t)> cut_check(const tokenizers::Tokenizer& tok) {
+  return [&tok](std::string_view text, std::size_t cut) {
+    constexpr std::size_t kSpan = 4096;
+    auto char_start = [&](std::size_t p) {
+      while (p < text.size() && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) ++p;
+      return p;
+    };
+    // From the start of the line that ends at the cut ('\n' at cut - 1 or at cut).
+    const std::size_t nl = text[cut] == '\n' ? cut : cut - 1;
+    std::size_t begin = nl == 0 ? 0 : text.rfind('\n', nl - 1);
+    begin = begin == std::string_view::npos ? 0 : begin + 1;
+    if (cut - begin > kSpan) begin = char_start(cut - kSpan);
+    // To the end of the line after it.
+    std::size_t end = text.find('\n', nl + 1);
+    if (end == std::string_view::npos) end = text.size();
+    if (end - cut > kSpan) end = char_start(cut + kSpan);
+    try {
+      std::vector<int32_t> parts;
+      tok.encode_append(text.substr(begin, cut - begin), parts, false, false);
+      tok.encode_append(text.substr(cut, end - cut), parts, false, /*continuation=*/true);
+      return parts == tok.encode(text.substr(begin, end - begin));
+    } catch (const InputError&) {
+      return true;
+    }
+  };
+}
+}  // namespace
+
 nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) {
   if (!(o.valid_fraction >= 0.0 && o.valid_fraction < 1.0))
     throw InputError("--valid-fraction " + std::to_string(o.valid_fraction) + ": expected 0 <= fraction < 1");
@@ -52,7 +87,9 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
     if (!tok->eos_id()) throw InputError("--eos: tokenizer '" + o.tokenizer + "' has no EOS token");
     suffix.push_back(*tok->eos_id());
   }
-  DocumentReader reader(o.files, o.source);  // checks the inputs before anything is written
+  DocumentSourceOptions source = o.source;
+  source.cut_ok = cut_check(*tok);  // --doc-split file: parts encode as the whole file
+  DocumentReader reader(o.files, source);  // checks the inputs before anything is written
   std::unique_ptr<DocumentReader> held_out;
   // A file named twice (in one list, or in both) would repeat its documents, or put
   // them in training and validation both.
@@ -68,7 +105,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
                        (inputs[i].first == inputs[k].first ? "read twice" : "both trained on and held out"));
     }
   if (!o.valid_files.empty()) {
-    DocumentSourceOptions vo = o.source;
+    DocumentSourceOptions vo = source;
     vo.max_bytes_per_label = 0;
     held_out = std::make_unique<DocumentReader>(o.valid_files, vo);
   }

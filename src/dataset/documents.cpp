@@ -202,12 +202,17 @@ bool DocumentReader::next_part(Document& doc) {
   const std::size_t block = std::size_t(o_.block_bytes);
   while (true) {
     if (carry_.size() >= block) {
-      // A '\n' with a non-whitespace byte on both sides, at or after block_bytes - 1.
+      // A '\n' with a non-whitespace byte on both sides, at or after block_bytes - 1:
+      // the cut after it, else before it, unless cut_ok refuses both.
       std::size_t pos = std::max(search_from, block - 1);
       while ((pos = carry_.find('\n', pos)) != std::string::npos && pos + 1 < carry_.size()) {
         if (pos > 0 && !is_space_byte(carry_[pos - 1]) && !is_space_byte(carry_[pos + 1])) {
-          cut = pos + 1;
-          break;
+          for (const std::size_t c : {pos + 1, pos})
+            if (!o_.cut_ok || o_.cut_ok(carry_, c)) {
+              cut = c;
+              break;
+            }
+          if (cut != std::string::npos) break;
         }
         ++pos;
       }

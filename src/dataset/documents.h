@@ -15,20 +15,26 @@
 //     kLine       every non-blank line is a document (without its '\n').
 //     kFile       the whole file is one document, delivered in parts of about
 //                 `block_bytes` each (Document::part / Document::last). Parts are
-//                 cut after a '\n' that has a non-whitespace byte on both sides:
-//                 the GPT-2 and Qwen2 pre-tokenizer regexes never match across
-//                 such a point, so encoding the parts one by one gives the tokens
-//                 of the whole text. Text without such a point for 16 blocks (e.g.
-//                 CRLF line ends) is cut after any newline before a non-whitespace
-//                 byte, else at a UTF-8 character boundary (tokens at that cut may
-//                 then differ from encoding the whole text).
+//                 cut next to a '\n' that has a non-whitespace byte on both sides
+//                 (after it, else before it): the GPT-2 and Qwen2 pre-tokenizer
+//                 regexes never match across such a point, so encoding the parts
+//                 one by one gives the tokens of the whole text. With `cut_ok` set
+//                 (corpus: the tokenizer's check of the lines around the cut) a
+//                 point it refuses is passed over (an lstrip added token that would
+//                 take the '\n', a Split step that does not cut there). Text without
+//                 such a point for 16 blocks (e.g. CRLF line ends) is cut after any
+//                 newline before a non-whitespace byte, else at a UTF-8 character
+//                 boundary (tokens at that cut may then differ from encoding the
+//                 whole text).
 // Documents are numbered 0, 1, 2, ... over all files in the order given.
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lol::data {
@@ -52,6 +58,9 @@ struct DocumentSourceOptions {
   std::string label_field;          ///< JSONL: field holding the label ("" = no labels)
   DocSplit doc_split = DocSplit::kBlankLine;  ///< plain text files
   int64_t block_bytes = 1 << 20;    ///< kFile: bytes per part (at least; see above)
+  /// kFile: whether the parts text[0, cut) and text[cut, ...) of the buffered text
+  /// encode as the whole would (see above); unset: every clean point is taken.
+  std::function<bool(std::string_view text, std::size_t cut)> cut_ok;
   /// Balanced mixes (e.g. an equal share of each language): when > 0, a JSONL document
   /// whose label has already reached this many text bytes is skipped (it still uses
   /// up its document index, so splits stay stable). 0 = no cap. Needs label_field.
