@@ -20,7 +20,8 @@ namespace {
 
 /// CLI11 parses "-1" into an unsigned option by wrapping it to 2^64 - 1 and saturates
 /// values beyond it; every unsigned option (type UINT: seeds, counts) and every --threads
-/// refuses a negative value, and unsigned options a value above 2^64 - 1, instead.
+/// refuses a negative value, and unsigned options a value above 2^64 - 1, instead. Every
+/// number option (INT, UINT, FLOAT) refuses an empty value, which CLI11 reads as 0.
 void refuse_negative_counts(CLI::App& app) {
   const CLI::Validator non_negative(
       [](std::string& v) {
@@ -37,9 +38,17 @@ void refuse_negative_counts(CLI::App& app) {
         return errno == ERANGE ? "Value " + v + ": expected an integer in [0, 18446744073709551615]" : std::string();
       },
       "", "UINT64");
+  // CLI11 converts an empty string to 0 (`--lr ""`, `--lr=$UNSET`): a number option
+  // refuses it instead.
+  const CLI::Validator not_empty(
+      [](std::string& v) { return v.find_first_not_of(" \t") == std::string::npos ? std::string("empty value: expected a number") : std::string(); },
+      "", "NOT_EMPTY");
   // --threads: 0 means "all available"; a negative count is a typo, not a request.
   for (CLI::Option* o : app.get_options()) {
-    const bool is_unsigned = o->get_type_name().rfind("UINT", 0) == 0;
+    const std::string type = o->get_type_name();
+    const bool is_unsigned = type.rfind("UINT", 0) == 0;
+    if (is_unsigned || type.rfind("INT", 0) == 0 || type.rfind("FLOAT", 0) == 0 || type.rfind("NUMBER", 0) == 0)
+      o->check(not_empty);
     if (is_unsigned || o->check_lname("threads")) o->check(non_negative);
     if (is_unsigned) o->check(fits_uint64);
   }
@@ -72,23 +81,46 @@ static void refuse_data_parallel_launch(int argc, char** argv) {
                         "launcher");
 }
 
-/// `--name=` (an empty value written with '='): CLI11 reads the argument after it as the
+/// `--name=` (an empty value written with '='), where `name` is an option of the
+/// subcommand being parsed that takes a value: CLI11 reads the argument after it as the
 /// value (`--system= --no-progress` trained with the system prompt "--no-progress"), so
-/// each such argument becomes `--name` followed by an empty argument, as `--name ''` is
-/// read. Arguments after a bare `--` are left as they are.
-static std::vector<std::string> split_empty_equals_values(int argc, char** argv) {
+/// it becomes `--name` followed by an empty argument, as `--name ''` is read. Left alone:
+/// flags (`--json=` stays CLI11's), an argument that is the value of the option before
+/// it (`--text --a=`), and everything after a bare `--`. Number options refuse an empty
+/// value (refuse_negative_counts).
+static std::vector<std::string> split_empty_equals_values(CLI::App& app, int argc, char** argv) {
   std::vector<std::string> args;
-  bool options_ended = false;
+  CLI::App* cur = &app;  // the subcommand the arguments so far selected
+  auto takes_value = [&](const std::string& a, std::size_t name_end) {
+    if (a.size() <= 2 || a.compare(0, 2, "--") != 0) return false;
+    const CLI::Option* o = cur->get_option_no_throw(a.substr(0, name_end));
+    return o != nullptr && !o->get_positional() && o->get_items_expected_max() > 0;
+  };
+  bool options_ended = false, is_value = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
+    const bool value_of_previous = is_value;
+    is_value = false;
+    if (i == 0 || options_ended || value_of_previous) {
+      args.push_back(a);
+      continue;
+    }
     if (a == "--") options_ended = true;
+    if (!a.empty() && a[0] != '-')
+      for (CLI::App* sub : cur->get_subcommands([](CLI::App*) { return true; }))
+        if (sub->check_name(a)) {
+          cur = sub;
+          break;
+        }
     const auto eq = a.find('=');
-    if (i > 0 && !options_ended && a.size() > 3 && a.compare(0, 2, "--") == 0 && eq == a.size() - 1) {
+    if (eq != std::string::npos && eq + 1 == a.size() && takes_value(a, eq)) {
       args.push_back(a.substr(0, eq));
       args.emplace_back();
-    } else {
-      args.push_back(a);
+      continue;
     }
+    // `--name VALUE`: the next argument is a value, whatever it looks like.
+    is_value = eq == std::string::npos && takes_value(a, a.size());
+    args.push_back(a);
   }
   return args;
 }
@@ -117,7 +149,7 @@ int main(int argc, char** argv) {
   refuse_negative_counts(app);
   try {
     refuse_data_parallel_launch(argc, argv);
-    std::vector<std::string> args = split_empty_equals_values(argc, argv);
+    std::vector<std::string> args = split_empty_equals_values(app, argc, argv);
     std::vector<char*> arg_ptrs;
     for (std::string& a : args) arg_ptrs.push_back(a.data());
     app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());

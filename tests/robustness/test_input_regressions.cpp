@@ -244,4 +244,19 @@ TEST(InputRegressions, AnEmptyValueWrittenWithEqualsIsEmpty) {
   res = run_lol({"generate", "--model", "none", "--tokens", "1 2", "--depth=", "--max-new", "1"}, t.path() + "/c.log");
   EXPECT_EQ(res.status, 2) << res.output;
   EXPECT_NE(res.output.find("--depth"), std::string::npos) << res.output;
+  // Only options that take a value are rewritten: the value of the option before
+  // ("--text --a=") and a flag ("--json=", CLI11's true) are as they were.
+  res = run_lol({"tokenizer", "encode", "--tokenizer", "byte", "--text", "--a="}, t.path() + "/d.log");
+  EXPECT_EQ(res.status, 0) << res.output;
+  EXPECT_NE(res.output.find("45 45 97 61"), std::string::npos) << res.output;
+  res = run_lol({"tokenizer", "encode", "--tokenizer", "byte", "--text", "a", "--json="}, t.path() + "/e.log");
+  EXPECT_EQ(res.status, 0) << res.output;
+  EXPECT_NE(res.output.find("[97]"), std::string::npos) << res.output;
+  // A number option given an empty value is refused (CLI11 read it as 0: --lr=$UNSET
+  // trained with learning rate 0).
+  res = run_lol({"layerroute", "train", "--lr="}, t.path() + "/f.log");
+  EXPECT_EQ(res.status, 2) << res.output;
+  EXPECT_NE(res.output.find("--lr: empty value: expected a number"), std::string::npos) << res.output;
+  res = run_lol({"layerroute", "train", "--lambda", ""}, t.path() + "/g.log");
+  EXPECT_NE(res.output.find("--lambda: empty value: expected a number"), std::string::npos) << res.output;
 }
