@@ -1,5 +1,6 @@
 #include "dataset/corpus.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -38,28 +39,37 @@ bool is_valid_document(int64_t index, uint64_t seed, double fraction) {
 }
 
 namespace {
-/// DocumentSourceOptions::cut_ok for `tok`: the line before a candidate cut and the
-/// line after it (each at most 4 KiB, cut at character starts) encode to the same ids
-/// as one text and as two parts, the second a continuation. A local check: it sees what
+/// DocumentSourceOptions::cut_ok for `tok`: the text around a candidate cut encodes to
+/// the same ids as one text and as two parts, the second a continuation. The window
+/// holds the line before and the line after the cut, widened to whole lines covering
+/// the longest added token on each side (a token with newlines in it), each side at most
+/// max(4 KiB, that length) bytes, cut at character starts. A local check: it sees what
 /// the cut changes near it (an lstrip added token that would take the '\n', a Split
 /// step that starts no piece there, so the next step adds a prefix the whole text has
 /// not). Text the tokenizer refuses (invalid UTF-8) passes: encoding the part reports it.
 std::function<bool(std::string_view, std::size_t)> cut_check(const tokenizers::Tokenizer& tok) {
-  return [&tok](std::string_view text, std::size_t cut) {
-    constexpr std::size_t kSpan = 4096;
+  std::size_t longest_added = 0;
+  for (const auto& t : tok.added_tokens()) longest_added = std::max(longest_added, t.content.size());
+  return [&tok, longest_added](std::string_view text, std::size_t cut) {
+    const std::size_t span = std::max<std::size_t>(4096, 2 * longest_added);
     auto char_start = [&](std::size_t p) {
       while (p < text.size() && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) ++p;
       return p;
     };
-    // From the start of the line that ends at the cut ('\n' at cut - 1 or at cut).
+    auto line_start = [&](std::size_t p) {  // of the line holding text[p]
+      const std::size_t nl = p == 0 ? std::string_view::npos : text.rfind('\n', p - 1);
+      return nl == std::string_view::npos ? std::size_t(0) : nl + 1;
+    };
+    auto line_end = [&](std::size_t p) {  // the '\n' ending the line holding text[p], or the end
+      const std::size_t nl = text.find('\n', p);
+      return nl == std::string_view::npos ? text.size() : nl;
+    };
+    // The '\n' at the cut (at cut - 1 or at cut); the line ending there and the next one.
     const std::size_t nl = text[cut] == '\n' ? cut : cut - 1;
-    std::size_t begin = nl == 0 ? 0 : text.rfind('\n', nl - 1);
-    begin = begin == std::string_view::npos ? 0 : begin + 1;
-    if (cut - begin > kSpan) begin = char_start(cut - kSpan);
-    // To the end of the line after it.
-    std::size_t end = text.find('\n', nl + 1);
-    if (end == std::string_view::npos) end = text.size();
-    if (end - cut > kSpan) end = char_start(cut + kSpan);
+    std::size_t begin = line_start(std::min(nl, cut > longest_added ? cut - longest_added : 0));
+    if (cut - begin > span) begin = char_start(cut - span);
+    std::size_t end = line_end(std::max(nl + 1, std::min(text.size(), cut + longest_added)));
+    if (end - cut > span) end = char_start(cut + span);
     try {
       std::vector<int32_t> parts;
       tok.encode_append(text.substr(begin, cut - begin), parts, false, false);
@@ -193,6 +203,13 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
   bar.finish(std::to_string(n_docs) + " docs, " + std::to_string(counts[0].tokens + counts[1].tokens) + " tokens");
   if (counts[0].documents + counts[1].documents == 0)
     throw InputError("--in: the input files hold no non-empty document");
+  const int64_t unchecked_cuts = reader.unchecked_cuts() + (held_out ? held_out->unchecked_cuts() : 0);
+  if (unchecked_cuts > 0)
+    std::fprintf(stderr,
+                 "note: --doc-split file: %lld part boundaries were cut where the tokenizer's check refused every point "
+                 "near them (e.g. a Split pre-tokenizer step whose pattern never matches, so the text is one piece); "
+                 "the ids next to them may differ from encoding the whole file by a token\n",
+                 (long long)unchecked_cuts);
 
   nlohmann::json splits = nlohmann::json::object();
   auto train_files = train.finish(), valid_files = valid.finish();
@@ -203,6 +220,7 @@ nlohmann::json build_corpus(const CorpusOptions& o, const std::string& out_dir) 
                           {"valid", counts[1].to_json()},
                           {"skipped_empty_documents", skipped_empty},
                           {"skipped_over_label_cap", reader.skipped_over_cap()},
+                          {"unchecked_part_cuts", unchecked_cuts},
                           {"token_dtype", vocab <= 65536 ? "uint16" : "uint32"},
                           {"bytes_per_token", double(counts[0].bytes + counts[1].bytes) /
                                                   double(std::max<int64_t>(1, counts[0].tokens + counts[1].tokens))},

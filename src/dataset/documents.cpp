@@ -199,6 +199,8 @@ bool DocumentReader::next_part(Document& doc) {
   // (or the file ends).
   std::size_t cut = std::string::npos;
   std::size_t search_from = 0;
+  constexpr int kMaxRefusedCuts = 1024;
+  int refused = 0;
   const std::size_t block = std::size_t(o_.block_bytes);
   while (true) {
     if (carry_.size() >= block) {
@@ -213,6 +215,13 @@ bool DocumentReader::next_part(Document& doc) {
               break;
             }
           if (cut != std::string::npos) break;
+          // A check that refuses this many points in a row refuses them all (the text
+          // is one pre-tokenizer piece): cut here unchecked rather than check on.
+          if (++refused >= kMaxRefusedCuts) {
+            cut = pos + 1;
+            ++unchecked_cuts_;
+            break;
+          }
         }
         ++pos;
       }
@@ -221,6 +230,14 @@ bool DocumentReader::next_part(Document& doc) {
       // No clean cut in 16 blocks (e.g. CRLF line ends): cut after any newline
       // before a non-whitespace byte, then at a UTF-8 character boundary.
       if (carry_.size() >= 16 * block) {
+        // The last 64 such newlines with cut_ok's check (CRLF text), then unchecked.
+        int checked = 0;
+        for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos && checked < 64; --p)
+          if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p]) && o_.cut_ok) {
+            ++checked;
+            if (o_.cut_ok(carry_, p)) cut = p;
+          }
+        if (cut == std::string::npos && o_.cut_ok) ++unchecked_cuts_;
         for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)
           if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p])) cut = p;
         for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)

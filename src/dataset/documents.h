@@ -21,10 +21,14 @@
 //                 one by one gives the tokens of the whole text. With `cut_ok` set
 //                 (corpus: the tokenizer's check of the lines around the cut) a
 //                 point it refuses is passed over (an lstrip added token that would
-//                 take the '\n', a Split step that does not cut there). Text without
-//                 such a point for 16 blocks (e.g. CRLF line ends) is cut after any
-//                 newline before a non-whitespace byte, else at a UTF-8 character
-//                 boundary (tokens at that cut may then differ from encoding the
+//                 take the '\n', a Split step that does not cut there; after 1024
+//                 refused points in one part the next one is taken unchecked and
+//                 counted: unchecked_cuts()). Text without
+//                 such a point for 16 blocks (e.g. CRLF line ends, or every point
+//                 refused) is cut after one of the last 64 newlines before a
+//                 non-whitespace byte that cut_ok accepts, else after the last such
+//                 newline (counted: unchecked_cuts()), else at a UTF-8 character
+//                 boundary (tokens at an unchecked cut may differ from encoding the
 //                 whole text).
 // Documents are numbered 0, 1, 2, ... over all files in the order given.
 #pragma once
@@ -99,6 +103,9 @@ class DocumentReader {
   const std::vector<std::string>& files() const { return files_; }
   /// Documents skipped so far because their label had reached max_bytes_per_label.
   int64_t skipped_over_cap() const { return skipped_over_cap_; }
+  /// kFile with cut_ok: parts cut where cut_ok refused 1024 points in a row or every
+  /// point for 16 blocks (the ids next to such a cut may differ from the whole text's).
+  int64_t unchecked_cuts() const { return unchecked_cuts_; }
 
  private:
   bool open_next_file();
@@ -117,6 +124,7 @@ class DocumentReader {
   int64_t doc_index_ = 0;
   std::map<std::string, int64_t> label_bytes_;  // max_bytes_per_label: text bytes kept per label
   int64_t skipped_over_cap_ = 0;
+  int64_t unchecked_cuts_ = 0;
   // kFile state
   std::string carry_;
   int64_t part_ = 0;

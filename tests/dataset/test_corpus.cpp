@@ -305,8 +305,20 @@ TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {
       if (b < text.size()) marked += '\n';
       a = b + 1;
     }
+    auto multiline = bl;  // an added token spanning three lines
+    multiline["added_tokens"].push_back({{"id", 9001}, {"content", "<a>\n<b>\n<c>"}, {"single_word", false},
+                                         {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+                                         {"special", true}});
+    std::string spanning;  // "line<a>", "<b>", "<c>line", ...
+    for (std::size_t a = 0, k = 0; a < text.size(); ++k) {
+      const std::size_t b = std::min(text.find('\n', a), text.size());
+      spanning.append(text, a, b - a);
+      spanning += k % 2 == 0 ? "<a>\n<b>\n<c>" : "\n";
+      a = b + 1;
+    }
     const std::pair<std::string, nlohmann::json> pipelines[] = {
         {"lstrip", lstrip},
+        {"multiline", multiline},
         {"split_digits", split_then({{"type", "Split"}, {"pattern", {{"Regex", "\\d+"}}}, {"behavior", "Isolated"},
                                      {"invert", false}})},
         {"split_nl_merged", split_then({{"type", "Split"}, {"pattern", {{"String", "\n"}}},
@@ -315,19 +327,36 @@ TEST(Corpus, TextFilePartsAndBlankLineDocumentsWithBpe) {
       const std::string dir = t / name;
       fs::create_directories(dir);
       io::write_file_atomic(dir + "/tokenizer.json", j.dump());
-      const std::string& input = name == "lstrip" ? marked : text;
+      const std::string& input = name == "lstrip" ? marked : name == "multiline" ? spanning : text;
       const std::string in_file = t / (name + ".txt");
       io::write_file_atomic(in_file, input);
       CorpusOptions so = o;
       so.files = {in_file};
       so.tokenizer = dir;
-      build_corpus(so, t / (name + "_corpus"));
+      const auto stats = build_corpus(so, t / (name + "_corpus"));
+      EXPECT_EQ(stats.at("unchecked_part_cuts"), 0) << name;
       const auto parts = Dataset::open(t / (name + "_corpus")).load("train");
       ASSERT_EQ(parts.size(), 1) << name;
       const auto part_ids = parts.get(0);
       const auto whole = tokenizers::load_tokenizer(dir)->encode(input);
       EXPECT_EQ(std::vector<int32_t>(part_ids.tokens, part_ids.tokens + part_ids.length), whole) << name;
     }
+    // Without digits the Split(\d+) step never cuts: the whole text is one piece and no
+    // point passes the check. After 1024 refused points the reader cuts anyway, and says so.
+    std::string no_digits;
+    for (char ch : text)
+      if (ch < '0' || ch > '9') no_digits += ch;
+    const std::string in_file = t / "no_digits.txt";
+    io::write_file_atomic(in_file, no_digits);
+    CorpusOptions so = o;
+    so.files = {in_file};
+    so.tokenizer = t / "split_digits";
+    testing::internal::CaptureStderr();
+    const auto stats = build_corpus(so, t / "no_digits_corpus");
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_GT(stats.at("unchecked_part_cuts").get<int64_t>(), 0);
+    EXPECT_NE(err.find("part boundaries were cut where the tokenizer's check refused every point"), std::string::npos)
+        << err;
   }
 
   o.source.doc_split = DocSplit::kBlankLine;
