@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "cli/cli_options.h"
@@ -54,6 +55,12 @@ struct DataArgs {
   CLI::Option* tokenizer_flag = nullptr;
   CLI::Option* loss_tokens_flag = nullptr;
 };
+
+/// --tokenizer as recorded in an adapter's layerroute.json: its absolute path, or null
+/// (the base folder's).
+nlohmann::json tokenizer_record(const DataArgs& d) {
+  return d.tokenizer.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(d.tokenizer).string());
+}
 
 /// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
 /// as ChatML (paper 5.1), so one without ChatML tokens, or with another chat
@@ -314,7 +321,7 @@ void register_train_cmd(CLI::App* lr) {
     const nlohmann::json extra = {
         {"train", layerroute::to_json(t)}, {"data", a->data}, {"max_len", a->d.max_len}, {"system", a->d.system},
         {"loss_tokens", a->d.loss_tokens},
-        {"tokenizer", a->d.tokenizer.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(a->d.tokenizer).string())}};
+        {"tokenizer", tokenizer_record(a->d)}};
     // What a checkpoint must agree with to be continued: everything the run depends on.
     const nlohmann::json run_json = {{"format", "lol-layerroute-train"},
                                      {"base", fs::weakly_canonical(fs::absolute(a->base)).string()},
@@ -457,6 +464,7 @@ void register_eval_cmd(CLI::App* lr) {
       p.reuse_trained = a->reuse;
       p.max_len = a->d.max_len;
       p.loss_tokens = layerroute::parse_loss_tokens(a->d.loss_tokens);
+      p.data_record = {{"system", a->d.system}, {"tokenizer", tokenizer_record(a->d)}};
       auto train = load_examples(a->train_data, *tok, a->d);
       auto held = load_examples(a->data, *tok, a->d);
       fs::create_directories(a->out);
@@ -639,7 +647,7 @@ void register_generate_cmd(CLI::App* lr) {
   pr->excludes(tk);
   c->add_flag("--chat", a->chat, "format the prompt as a ChatML user turn (as LayerRoute trains)");
   auto* sy = c->add_option("--system", a->system,
-                           "system message for --chat (\"\": no system turn; default: the chat template's, as in training)");
+                           "system message for --chat (\"\": no system turn; default: the training's --system, else the chat template's)");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json or folder (default: the base folder's)");
   c->add_option("--max-new", a->max_new, "maximum new tokens (0: decide the gates and run the prompt only)")
       ->capture_default_str()
@@ -667,6 +675,15 @@ void register_generate_cmd(CLI::App* lr) {
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     const auto info = layerroute::read_adapter_info(a->adapter);
     const std::string base = info.merged ? a->adapter : (a->base.empty() ? info.base_dir : a->base);
+    // As eval does: the training's --tokenizer and --system (layerroute.json "extra")
+    // unless given here, so that the decisions are those eval reports.
+    const auto& trained = info.extra;
+    if (a->tokenizer.empty() && trained.is_object() && trained.contains("tokenizer") && trained["tokenizer"].is_string())
+      a->tokenizer = trained["tokenizer"].get<std::string>();
+    std::optional<std::string> trained_system;
+    if (trained.is_object() && trained.contains("system") && trained["system"].is_string() &&
+        trained["system"].get<std::string>() != "auto")
+      trained_system = trained["system"].get<std::string>();
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (!a->tokenizer.empty()) tok = data::open_text_tokenizer(a->tokenizer);  // "byte" too, as lol generate
     else if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
@@ -676,12 +693,14 @@ void register_generate_cmd(CLI::App* lr) {
       std::string text = a->prompt;
       if (a->chat) {
         // The ChatML of training (layerroute/data.h render_chatml): the system turn of
-        // --system (also ""), else the chat template's default, else none.
+        // --system (also ""), else the training's, else the chat template's default,
+        // else none.
         const std::string where = a->tokenizer.empty() ? base : a->tokenizer;
         const std::string default_system = hf::chatml_system_prompt(*tok, where);  // checks the ChatML tokens
         layerroute::Sample s;
         s.turns.push_back({"user", a->prompt});
-        text = layerroute::render_chatml(s, a->system_set ? a->system : default_system) + "<|im_start|>assistant\n";
+        const std::string system = a->system_set ? a->system : trained_system.value_or(default_system);
+        text = layerroute::render_chatml(s, system) + "<|im_start|>assistant\n";
       }
       for (int32_t id : tok->encode(text, !a->chat)) prompt.push_back(id);  // as hf generate
     } else {

@@ -142,8 +142,13 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   r.n_layers = L;
   r.samples = int64_t(samples.size());
   const auto dev = m.base->embed_tokens->weight.device();
-  // The timed generations keep each prompt's last max_prompt tokens (room for new_tokens).
-  const int64_t max_prompt = std::max<int64_t>(1, std::min(opt.max_prompt, m.base->config().max_seq_len - opt.new_tokens));
+  // The timed generations keep each prompt's last max_prompt tokens (room for new_tokens);
+  // the prompt-decided perplexity decides from the same tokens, timed or not.
+  const int64_t room = m.base->config().max_seq_len - opt.new_tokens;
+  require(room >= 1, "layerroute eval",
+          "--new " + std::to_string(opt.new_tokens) + " leaves no room for a prompt within max_seq_len " +
+              std::to_string(m.base->config().max_seq_len));
+  const int64_t max_prompt = std::min(opt.max_prompt, room);
   // Cross-entropy sums per source (batches never mix sources), then the totals.
   struct Sums {
     double ce_base = 0, ce_open = 0, ce_gated = 0, ce_prompt = 0;
@@ -267,7 +272,7 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   const auto& cfg = m.base->config();
   const bool gates_evaluated = opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly;
   const int64_t nts = std::min<int64_t>(opt.timing_samples, r.samples);
-  require(cfg.max_seq_len - opt.new_tokens >= 1, "layerroute eval", "new_tokens leaves no room for a prompt within max_seq_len");
+
   // Warm-up (allocator, thread pool).
   {
     const auto& e = samples[0];

@@ -59,6 +59,11 @@ bool load_trained_seed(const ProtocolOptions& opt, const std::string& dir, Gated
     require(loss == loss_tokens_name(opt.loss_tokens), where,
             "the loss counted --loss-tokens " + loss + ", this run's is " + loss_tokens_name(opt.loss_tokens) +
                 "; remove the directory or drop --reuse");
+    for (const auto& [key, value] : opt.data_record.items())
+      if (e.contains(key))
+        require(e.at(key) == value, where,
+                "samples were rendered with " + key + " " + e.at(key).dump() + ", this run's is " + value.dump() +
+                    "; remove the directory or drop --reuse");
     const auto& l = e.at("last_step");
     require(l.at("step").get<int64_t>() == opt.train.steps, where,
             "trained for " + l.at("step").dump() + " steps, this run asks for " + std::to_string(opt.train.steps));
@@ -106,6 +111,7 @@ std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vect
       extra["train"] = to_json(used);
       if (opt.max_len > 0) extra["max_len"] = opt.max_len;
       extra["loss_tokens"] = loss_tokens_name(opt.loss_tokens);
+      for (const auto& [key, value] : opt.data_record.items()) extra[key] = value;
       save_adapter(*m, seed_dir, opt.base_dir, extra);
     }
     if (on_seed) on_seed(r);

@@ -35,6 +35,11 @@ struct ProtocolOptions {
   /// The tokens the loss counted (`--loss-tokens`); recorded as `loss_tokens` in each
   /// seed's `extra` (eval --adapter counts alike; --reuse refuses another).
   LossTokens loss_tokens = LossTokens::Assistant;
+  /// Data options recorded in each seed's `extra` as `layerroute train` records them
+  /// (the CLI's "system" and "tokenizer"), so that `eval --adapter seed-S` and
+  /// `generate` render samples alike; --reuse refuses a record that holds another value
+  /// (records without the key, before session 29, are not checked).
+  nlohmann::json data_record = nlohmann::json::object();
 };
 
 struct SeedResult {

@@ -158,8 +158,8 @@ void note_resume_growing(const RunConfig& cfg, const RunConfig& old, const Train
   const GrowConfig &g = cfg.grow, &o = old.grow;
   if (growable <= 0 || (g.shape == o.shape && g.start == o.start && g.fraction == o.fraction)) return;
   std::fprintf(stderr,
-               "note: resuming with grow.shape %s, grow.start %lld, grow.fraction %g (the checkpoint's run: %s, "
-               "%lld, %g): the depth from step %lld follows the new schedule, never below the checkpoint's depth "
+               "note: resuming with grow.shape %s, grow.start %lld, grow.fraction %.10g (the checkpoint's run: %s, "
+               "%lld, %.10g): the depth from step %lld follows the new schedule, never below the checkpoint's depth "
                "%lld; run.json now records the new one\n",
                g.shape.c_str(), (long long)g.start, g.fraction, o.shape.c_str(), (long long)o.start, o.fraction,
                (long long)st.step + 1, (long long)st.active_depth);

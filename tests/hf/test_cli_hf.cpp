@@ -363,6 +363,19 @@ TEST(CliLayerRoute, OutputsKeepTheInputsAndAnEarlierAdapter) {
   EXPECT_EQ(e5["loss_tokens"], "assistant");
   EXPECT_EQ(e5["ppl_base"], e1["ppl_base"]) << "the backbone does not depend on the adapter";
   EXPECT_NE(e4["ppl_base"], e5["ppl_base"]) << "all tokens: another perplexity";
+  // layerroute generate --chat renders the prompt with the training's --system too
+  // (session 29: the chat template's default, so its gates were not eval's).
+  const std::string gen = "layerroute generate --adapter " + quote(ad) + " --chat --prompt hi --max-new 0 ";
+  auto g = run_lol_all({gen, gen + "--system ''", gen + "--system 'You are a helpful assistant.'"});
+  std::vector<std::string> prompt_lens;
+  for (const auto& x : g) {
+    ASSERT_EQ(x.code, 0) << x.out;
+    const auto at = x.out.find("prompt ");
+    ASSERT_NE(at, std::string::npos) << x.out;
+    prompt_lens.push_back(x.out.substr(at, x.out.find(" tokens", at) - at));
+  }
+  EXPECT_EQ(prompt_lens[0], prompt_lens[1]);
+  EXPECT_NE(prompt_lens[0], prompt_lens[2]);
   // A tokenizer with more ids (259) than the model's vocab_size (258) belongs to another
   // model: refused at load, naming both files, not later as "token id N outside".
   TinyShape small = s;

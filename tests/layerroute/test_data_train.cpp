@@ -549,6 +549,13 @@ TEST(LayerRouteEval, PromptDecidedGatesAreTheDecisionsGenerationMakes) {
     if (keep == 256) executed_whole_prompt = r.executed_mean_prompt;
     else EXPECT_NE(r.executed_mean_prompt, executed_whole_prompt) << "the cut changes some decisions here";
   }
+  // The kept prompt leaves room for --new tokens, timed or not; no room is refused
+  // before any work (session 29: only when timing, after the perplexity pass).
+  EvalOptions no_room;
+  no_room.timing_samples = 0;
+  no_room.new_tokens = m->base->config().max_seq_len;
+  lol_test::expect_input_error([&] { evaluate_layerroute(*m, data, no_room); },
+                               {"--new " + std::to_string(no_room.new_tokens) + " leaves no room for a prompt"});
 }
 
 TEST(LayerRouteEval, ForcedGatesReportNoNonTriviality) {

@@ -33,6 +33,7 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   p.eval.repeats = 1;
   p.eval.new_tokens = 2;
   p.max_len = 64;
+  p.data_record = {{"system", ""}, {"tokenizer", nullptr}};
   const double first_lr = p.train.lr;
   const auto train = test::copy_task(8, 1, 5, 5, 3);
   auto held = test::copy_task(10, 2, 5, 5, 3);
@@ -109,6 +110,12 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   lol_test::expect_input_error([&] { run_protocol(p, train, held); },
                                {"--loss-tokens assistant, this run's is all", "drop --reuse"});
   p.loss_tokens = LossTokens::Assistant;
+  // The data options are recorded (eval --adapter and generate render alike) and checked.
+  EXPECT_EQ(read_adapter_info(p.out_dir + "/seed-4").extra.at("system"), "");
+  p.data_record["system"] = "auto";
+  lol_test::expect_input_error([&] { run_protocol(p, train, held); },
+                               {"samples were rendered with system \"\", this run's is \"auto\"", "drop --reuse"});
+  p.data_record["system"] = "";
   hf::export_hf(*base, nullptr, d.path() + "/base_copy");
   p.base_dir = d.path() + "/base_copy";
   lol_test::expect_input_error([&] { run_protocol(p, train, held); }, {"trained on base ", "base_copy"});
