@@ -108,8 +108,8 @@ class Tokenizer {
   /// The id Hugging Face `tokenizers` gives an entry of tokenizer.json's added_tokens
   /// when it loads the file, whatever id the file lists: the id of an added token with
   /// this content, else the model vocabulary's id of the content, else the next new id
-  /// (the number of model vocabulary entries, or 1 + the largest added id when that is
-  /// larger). With ids that have gaps the entry count can be the model's id of
+  /// (the number of model vocabulary entries, or 1 + the largest id of an added token
+  /// whose content the model lacks, when that is larger). With ids that have gaps the entry count can be the model's id of
   /// another string (tokenizers/AddedVocabulary::add_tokens does not check).
   int32_t hf_added_token_id(std::string_view content) const;
   /// Registers `token` under hf_added_token_id(token.content), as Hugging Face loads
