@@ -62,6 +62,13 @@ nlohmann::json tokenizer_record(const DataArgs& d) {
   return d.tokenizer.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(d.tokenizer).string());
 }
 
+/// The string an adapter's layerroute.json "extra" records under `key` (a training
+/// flag: "system", "tokenizer", "loss_tokens"), or nullopt when it records none.
+std::optional<std::string> recorded_string(const nlohmann::json& extra, const char* key) {
+  if (!extra.is_object() || !extra.contains(key) || !extra[key].is_string()) return std::nullopt;
+  return extra[key].get<std::string>();
+}
+
 /// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
 /// as ChatML (paper 5.1), so one without ChatML tokens, or with another chat
 /// template, is refused here (hf::chatml_system_prompt).
@@ -492,14 +499,9 @@ void register_eval_cmd(CLI::App* lr) {
     // Samples are rendered as in training (its --system and --tokenizer, recorded in
     // layerroute.json) unless the flags say otherwise.
     const auto& trained = info.extra;
-    if (d.system_flag->count() == 0 && trained.is_object() && trained.contains("system") && trained["system"].is_string())
-      d.system = trained["system"].get<std::string>();
-    if (d.loss_tokens_flag->count() == 0 && trained.is_object() && trained.contains("loss_tokens") &&
-        trained["loss_tokens"].is_string())
-      d.loss_tokens = trained["loss_tokens"].get<std::string>();
-    if (d.tokenizer_flag->count() == 0 && trained.is_object() && trained.contains("tokenizer") &&
-        trained["tokenizer"].is_string())
-      d.tokenizer = trained["tokenizer"].get<std::string>();
+    if (d.system_flag->count() == 0) d.system = recorded_string(trained, "system").value_or(d.system);
+    if (d.loss_tokens_flag->count() == 0) d.loss_tokens = recorded_string(trained, "loss_tokens").value_or(d.loss_tokens);
+    if (d.tokenizer_flag->count() == 0) d.tokenizer = recorded_string(trained, "tokenizer").value_or(d.tokenizer);
     auto tok = open_tokenizer(base, d);
     // Samples are cut as in training unless --max-len says otherwise.
     if (d.max_len_flag->count() == 0 && info.extra.is_object() && info.extra.contains("max_len") &&
@@ -677,13 +679,9 @@ void register_generate_cmd(CLI::App* lr) {
     const std::string base = info.merged ? a->adapter : (a->base.empty() ? info.base_dir : a->base);
     // As eval does: the training's --tokenizer and --system (layerroute.json "extra")
     // unless given here, so that the decisions are those eval reports.
-    const auto& trained = info.extra;
-    if (a->tokenizer.empty() && trained.is_object() && trained.contains("tokenizer") && trained["tokenizer"].is_string())
-      a->tokenizer = trained["tokenizer"].get<std::string>();
-    std::optional<std::string> trained_system;
-    if (trained.is_object() && trained.contains("system") && trained["system"].is_string() &&
-        trained["system"].get<std::string>() != "auto")
-      trained_system = trained["system"].get<std::string>();
+    if (a->tokenizer.empty()) a->tokenizer = recorded_string(info.extra, "tokenizer").value_or("");
+    std::optional<std::string> trained_system = recorded_string(info.extra, "system");
+    if (trained_system == "auto") trained_system.reset();  // the chat template's default
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (!a->tokenizer.empty()) tok = data::open_text_tokenizer(a->tokenizer);  // "byte" too, as lol generate
     else if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);

@@ -231,13 +231,12 @@ bool DocumentReader::next_part(Document& doc) {
       // before a non-whitespace byte, then at a UTF-8 character boundary.
       if (carry_.size() >= 16 * block) {
         // The last 64 such newlines with cut_ok's check (CRLF text), then unchecked.
-        int checked = 0;
-        for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos && checked < 64; --p)
-          if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p]) && o_.cut_ok) {
-            ++checked;
-            if (o_.cut_ok(carry_, p)) cut = p;
-          }
-        if (cut == std::string::npos && o_.cut_ok) ++unchecked_cuts_;
+        if (o_.cut_ok) {
+          int checked = 0;
+          for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos && checked < 64; --p)
+            if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p]) && ++checked && o_.cut_ok(carry_, p)) cut = p;
+          if (cut == std::string::npos) ++unchecked_cuts_;
+        }
         for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)
           if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p])) cut = p;
         for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)

@@ -272,7 +272,6 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
   const auto& cfg = m.base->config();
   const bool gates_evaluated = opt.mode == GateMode::Learned || opt.mode == GateMode::BiasOnly;
   const int64_t nts = std::min<int64_t>(opt.timing_samples, r.samples);
-
   // Warm-up (allocator, thread pool).
   {
     const auto& e = samples[0];
