@@ -12,7 +12,7 @@
 namespace lol::baselines {
 
 LoopedModelImpl::LoopedModelImpl(const LoopedConfig& c)
-    : rope(c.effective_head_dim(), c.rope_theta), cfg_(c), inference_r_(c.recurrence) {
+    : rope(c.effective_head_dim(), c.rope_theta, c.rope_scaling), cfg_(c), inference_r_(c.recurrence) {
   c.validate("looped model config");
   body_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));

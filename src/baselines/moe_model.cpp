@@ -9,7 +9,7 @@
 
 namespace lol::baselines {
 
-MoEModelImpl::MoEModelImpl(const MoEConfig& c) : rope(c.effective_head_dim(), c.rope_theta), cfg_(c) {
+MoEModelImpl::MoEModelImpl(const MoEConfig& c) : rope(c.effective_head_dim(), c.rope_theta, c.rope_scaling), cfg_(c) {
   c.validate("moe model config");
   body_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));

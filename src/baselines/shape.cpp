@@ -27,6 +27,8 @@ void TransformerShape::read(util::JsonFields& f) {
   f.get("qkv_bias", qkv_bias);
   f.get("tie_word_embeddings", tie_word_embeddings);
   f.get("rope_theta", rope_theta);
+  if (const auto* r = f.raw("rope_scaling"); r && !r->is_null())
+    rope_scaling = nn::RopeScaling::from_json(*r, f.where(), "rope_scaling", max_seq_len, false);
   f.get("norm_eps", norm_eps);
 }
 
@@ -41,6 +43,7 @@ void TransformerShape::write(nlohmann::json& j) const {
   j["qkv_bias"] = qkv_bias;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["rope_theta"] = rope_theta;
+  if (!rope_scaling.is_default()) j["rope_scaling"] = rope_scaling.to_json(max_seq_len);
   j["norm_eps"] = norm_eps;
 }
 

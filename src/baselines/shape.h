@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/block.h"
+#include "nn/rope_scaling.h"
 #include "util/json_fields.h"
 #include "util/size_limits.h"
 
@@ -24,6 +25,9 @@ struct TransformerShape {
   bool qkv_bias = false;             ///< q/k/v projection biases (Qwen2)
   bool tie_word_embeddings = false;  ///< LM head shares the token embedding
   double rope_theta = 10000;
+  /// RoPE frequency scaling of a loaded Hugging Face model (config key "rope_scaling",
+  /// written only when not default; nn/rope_scaling.h).
+  nn::RopeScaling rope_scaling;
   double norm_eps = 1e-6;
 
   /// Parameters of one block with `experts` MLPs of width `ffn`, in floating point
@@ -38,9 +42,10 @@ struct TransformerShape {
   /// The nn::Block shape of one layer with `ffn` hidden units (0 = ffn_hidden).
   nn::BlockShape block_shape(int64_t ffn = 0) const;
 
-  /// Reads the shape fields present in `f` (marking them as known).
+  /// Reads the shape fields present in `f` (marking them as known). "rope_scaling" is
+  /// read after max_seq_len, its default original / dynamic length.
   void read(util::JsonFields& f);
-  /// Writes every shape field into `j`.
+  /// Writes every shape field into `j` (rope_scaling only when not default).
   void write(nlohmann::json& j) const;
   /// Throws InputError("<where>: field '<name>' = v: expected ...") for invalid values:
   /// sizes >= 1, n_kv_heads divides n_heads, an even head dimension (RoPE), head_dim = 0

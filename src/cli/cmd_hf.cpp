@@ -83,6 +83,7 @@ void run_info(const std::string& dir, bool check) {
             << "\n"
             << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
             << c.rms_norm_eps << "\n"
+            << "rope scaling  " << c.rope_scaling.describe() << "\n"
             << "stored dtype  " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype) << "\n";
   uint64_t bytes = 0;
   for (const auto& s : files.shards) {

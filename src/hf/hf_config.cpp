@@ -1,5 +1,6 @@
 #include "hf/hf_config.h"
 
+#include <optional>
 #include <tuple>
 
 #include "io/json_file.h"
@@ -17,6 +18,8 @@ std::string field(const std::string& key) { return "field '" + key + "'"; }
                               const std::string& why) {
   throw InputError(where + ": " + field(key) + " = " + value + ": not supported (" + why + ")");
 }
+
+std::string num_text(double v) { return nlohmann::json(v).dump(); }
 
 void require_positive(const std::string& where, const std::string& key, int64_t v) {
   if (v < 1) throw InputError(where + ": " + field(key) + " = " + std::to_string(v) + ": expected >= 1");
@@ -104,39 +107,38 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     throw InputError(where + ": " + field("rms_norm_eps") + ": expected 0 < rms_norm_eps < 1");
   c.rope_theta = 10000.0;  // both architectures' transformers defaults
   f.get("rope_theta", c.rope_theta);
-  // transformers >= 5 writes RoPE settings as rope_parameters {rope_type, rope_theta, ...}
-  // instead of top-level rope_theta / rope_scaling.
-  if (f.has("rope_parameters") && !j["rope_parameters"].is_null()) {
-    const auto& rp = j["rope_parameters"];
-    if (!rp.is_object())
-      throw InputError(where + ": " + field("rope_parameters") + " = " + rp.dump() +
-                       ": expected an object {\"rope_type\": \"default\", \"rope_theta\": ...}");
-    std::string type = "default";
-    for (const char* k : {"rope_type", "type"})
-      if (rp.contains(k)) {
-        if (!rp[k].is_string())
-          throw InputError(where + ": " + field(std::string("rope_parameters.") + k) + " = " + rp[k].dump() +
-                           ": expected a string");
-        type = rp[k].get<std::string>();
-      }
-    if (type != "default")
-      unsupported(where, "rope_parameters", rp.dump(),
-                  "RoPE scaling type \"" + type + "\" is not implemented; only plain RoPE (rope_type \"default\")");
-    for (const auto& [k, v] : rp.items()) {
-      if (k == "rope_type" || k == "type") continue;
-      if (k != "rope_theta")
-        unsupported(where, "rope_parameters." + k, v.dump(),
-                    "only rope_type \"default\" and rope_theta are implemented");
-      if (!v.is_number())
-        throw InputError(where + ": " + field("rope_parameters.rope_theta") + " = " + v.dump() + ": expected a number");
-      const double theta = v.get<double>();
-      if (f.has("rope_theta") && !j["rope_theta"].is_null() && theta != c.rope_theta)
-        throw InputError(where + ": " + field("rope_parameters.rope_theta") + " = " + v.dump() +
-                         " differs from " + field("rope_theta") + " = " + j["rope_theta"].dump() +
+  // RoPE: transformers 4.x writes rope_theta and rope_scaling {rope_type, factor, ...};
+  // transformers >= 5 writes rope_parameters {rope_type, rope_theta, factor, ...}. Either
+  // object may carry the base; when both objects are given, transformers uses rope_scaling.
+  const bool theta_top = f.has("rope_theta") && !j["rope_theta"].is_null();
+  std::optional<nn::RopeScaling> scaling;
+  std::string scaling_key, theta_key;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!f.has(key) || j[key].is_null()) continue;
+    const auto& rp = j[key];
+    auto s = nn::RopeScaling::from_json(rp, where, key, c.max_position_embeddings, true);
+    if (scaling && *scaling != s)
+      throw InputError(where + ": " + field(key) + " = " + rp.dump() + " differs from " + field(scaling_key) + " = " +
+                       j[scaling_key].dump() + ": expected one RoPE setting");
+    scaling = s;
+    scaling_key = key;
+    if (rp.contains("rope_theta") && !rp["rope_theta"].is_null()) {
+      const auto& v = rp["rope_theta"];
+      const std::string tk = std::string(key) + ".rope_theta";
+      if (!v.is_number()) throw InputError(where + ": " + field(tk) + " = " + v.dump() + ": expected a number");
+      if ((theta_top || !theta_key.empty()) && v.get<double>() != c.rope_theta)
+        throw InputError(where + ": " + field(tk) + " = " + v.dump() + " differs from " +
+                         field(theta_top ? std::string("rope_theta") : theta_key) + " = " + num_text(c.rope_theta) +
                          ": expected one RoPE base");
-      c.rope_theta = theta;
+      c.rope_theta = v.get<double>();
+      theta_key = tk;
     }
   }
+  if (scaling) c.rope_scaling = *scaling;
+  if (f.has("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() &&
+      !(j["partial_rotary_factor"].is_number() && j["partial_rotary_factor"].get<double>() == 1.0))
+    unsupported(where, "partial_rotary_factor", j["partial_rotary_factor"].dump(),
+                "RoPE is applied to every dimension of a head");
   // Below 1 the RoPE frequencies grow with the dimension and overflow (1e-44: every
   // logit NaN); no model uses such a base.
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
@@ -157,15 +159,6 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   c.eos_token_id = token_id_list(j, "eos_token_id", where);
 
   // ---- features that change the computed function: refuse unless neutral
-  if (f.has("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const auto& rs = j["rope_scaling"];
-    std::string type = "?";
-    for (const char* k : {"rope_type", "type"})
-      if (rs.is_object() && rs.contains(k) && rs[k].is_string()) type = rs[k].get<std::string>();
-    if (type != "default")
-      unsupported(where, "rope_scaling", rs.dump(), "RoPE scaling type \"" + type +
-                                                       "\" is not implemented; only plain RoPE (rope_scaling: null)");
-  }
   std::string act = "silu";
   f.get("hidden_act", act);
   if (act != "silu") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU");
@@ -226,7 +219,10 @@ nlohmann::ordered_json HfConfig::to_json() const {
   if (head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0) j["head_dim"] = head_dim;
   j["max_position_embeddings"] = max_position_embeddings;
   j["rope_theta"] = rope_theta;
-  j["rope_scaling"] = nullptr;
+  if (rope_scaling.is_default())
+    j["rope_scaling"] = nullptr;
+  else
+    j["rope_scaling"] = rope_scaling.to_json(max_position_embeddings);
   j["rms_norm_eps"] = rms_norm_eps;
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = tie_word_embeddings;

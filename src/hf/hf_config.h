@@ -9,7 +9,8 @@
 //
 // Features that would change the computed function and that the dense model does
 // not implement are refused with an InputError naming config.json and the field,
-// never silently ignored: rope_scaling (linear, dynamic, yarn, llama3, ...),
+// never silently ignored: RoPE types other than default, linear, llama3, yarn and
+// dynamic (nn/rope_scaling.h; longrope, ...), partial rotary embeddings,
 // sliding-window layers (Qwen2 use_sliding_window with max_window_layers <
 // num_hidden_layers, or "sliding_attention" in layer_types), attention_bias or
 // mlp_bias on Llama, an activation other than SiLU, quantized weights.
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "nn/rope_scaling.h"
 
 namespace lol::hf {
 
@@ -37,6 +40,7 @@ struct HfConfig {
   int64_t head_dim = 0;                   ///< hd; hidden_size / H unless config.json says otherwise
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
+  nn::RopeScaling rope_scaling;           ///< "rope_scaling" / "rope_parameters" (default: none)
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
   bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)

@@ -52,6 +52,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.qkv_bias = h.qkv_bias;
   c.tie_word_embeddings = h.tie_word_embeddings;
   c.rope_theta = h.rope_theta;
+  c.rope_scaling = h.rope_scaling;
   c.norm_eps = h.rms_norm_eps;
   c.attention = "full";
   c.window = 0;
@@ -80,6 +81,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.head_dim = c.effective_head_dim();
   h.max_position_embeddings = c.max_seq_len;
   h.rope_theta = c.rope_theta;
+  h.rope_scaling = c.rope_scaling;
   h.rms_norm_eps = c.norm_eps;
   h.tie_word_embeddings = c.tie_word_embeddings;
   h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)

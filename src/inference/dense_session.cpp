@@ -31,6 +31,7 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   k.library_size = 0;
   k.core_depth = 0;
   k.rope_theta = c.rope_theta;
+  p.rope_scaling = c.rope_scaling;
   k.norm_eps = c.norm_eps;
   k.tie_embeddings = c.tie_word_embeddings;
   k.max_seq_len = c.max_seq_len;

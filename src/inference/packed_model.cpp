@@ -3,6 +3,7 @@
 #include "lol/model.h"
 #include "nn/block.h"
 #include "nn/mlp.h"
+#include "nn/rope.h"
 
 namespace lol::inference {
 
@@ -71,14 +72,11 @@ PackedModel PackedModel::from(LoLModelImpl& m, int64_t positions) {
 
 void PackedModel::ensure_rope(int64_t positions) {
   if (rope_cos.defined() && rope_cos.size(0) >= positions) return;
-  // Same arithmetic as nn::RoPE (float32 tables, then cast), so values match bit for bit.
-  const int64_t hd = head_dim();
-  auto idx = torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd);
-  auto inv_freq = 1.0 / torch::pow(torch::tensor(cfg.rope_theta, torch::kFloat32), idx);
-  auto pos = torch::arange(std::max<int64_t>(positions, 1), torch::kInt64).to(torch::kFloat32);
-  auto freqs = torch::outer(pos, inv_freq);
-  rope_cos = freqs.cos().to(embed.device(), embed.scalar_type()).contiguous();
-  rope_sin = freqs.sin().to(embed.device(), embed.scalar_type()).contiguous();
+  // The tables of nn::RoPE (float32, then cast), so values match bit for bit.
+  nn::check_rope_positions(rope_scaling, positions);
+  auto [c, s] = nn::rope_tables(head_dim(), cfg.rope_theta, rope_scaling, std::max<int64_t>(positions, 1));
+  rope_cos = c.to(embed.device(), embed.scalar_type()).contiguous();
+  rope_sin = s.to(embed.device(), embed.scalar_type()).contiguous();
 }
 
 }  // namespace lol::inference

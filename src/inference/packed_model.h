@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include "lol/config.h"
+#include "nn/rope_scaling.h"
 
 namespace lol {
 class LoLModelImpl;
@@ -62,6 +63,7 @@ struct PackedModel {
   torch::Tensor depth_embed;         ///< [core_depth, d]: row l-1 is e^(l)
   torch::Tensor balance_bias;        ///< [L]
   torch::Tensor rope_cos, rope_sin;  ///< [positions, hd/2] in the model dtype
+  nn::RopeScaling rope_scaling;      ///< frequency scaling of a loaded Hugging Face model (LoL: none)
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }
@@ -69,7 +71,8 @@ struct PackedModel {
   /// Snapshot of `m` (same device and dtype as its embedding), RoPE tables for
   /// `positions` positions. Call under NoGradGuard or InferenceMode.
   static PackedModel from(LoLModelImpl& m, int64_t positions);
-  /// Grows the RoPE tables to at least `positions` rows.
+  /// Grows the RoPE tables to at least `positions` rows (nn::rope_tables). Throws
+  /// InputError beyond rope_scaling's position limit.
   void ensure_rope(int64_t positions);
 
   int64_t head_dim() const { return cfg.head_dim(); }

@@ -1,9 +1,14 @@
 #include "nn/rope.h"
 #include "nn/vec_math.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include "util/error.h"
 
 namespace lol::nn {
 
@@ -90,18 +95,80 @@ struct RotaryFunction : public torch::autograd::Function<RotaryFunction> {
 
 }  // namespace
 
-RoPE::RoPE(int64_t head_dim, double theta) : head_dim_(head_dim), theta_(theta) {}
+RopeFrequencies rope_frequencies(int64_t head_dim, double theta, const RopeScaling& s) {
+  // transformers computes these in float32 tensors with Python scalars; the same
+  // operations in the same order here (a Python `scalar / tensor` is reciprocal * scalar).
+  const double hd = double(head_dim);
+  auto pos_freqs = torch::pow(torch::tensor(theta, torch::kFloat32),
+                              torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) / hd);
+  auto inv = pos_freqs.reciprocal();
+  RopeFrequencies out;
+  if (s.type == "linear") {
+    inv = inv / s.factor;
+  } else if (s.type == "llama3") {
+    const double old_len = double(s.original_max_position_embeddings);
+    const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+    auto wavelen = inv.reciprocal() * (2 * M_PI);
+    auto scaled = torch::where(wavelen > low_wavelen, inv / s.factor, inv);
+    auto smooth = (wavelen.reciprocal() * old_len - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+    auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+    inv = torch::where(medium, smoothed, scaled);
+  } else if (s.type == "yarn") {
+    auto correction_dim = [&](double rotations) {
+      return (hd * std::log(double(s.original_max_position_embeddings) / (rotations * 2 * M_PI))) / (2 * std::log(theta));
+    };
+    double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, hd - 1);
+    if (low == high) high += 0.001;  // transformers: no division by zero
+    auto ramp = ((torch::arange(head_dim / 2, torch::kFloat32) - low) / (high - low)).clamp(0, 1);
+    auto extrapolation = 1 - ramp;  // share of the original frequency per dimension
+    auto interpolated = (pos_freqs * s.factor).reciprocal();
+    inv = interpolated * (1 - extrapolation) + inv * extrapolation;
+  }
+  out.inv_freq = inv;
+  out.attention_factor = s.cos_sin_factor();
+  return out;
+}
+
+std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t head_dim, double theta, const RopeScaling& scaling,
+                                                    int64_t positions) {
+  auto f = rope_frequencies(head_dim, theta, scaling);
+  auto p = torch::arange(positions, torch::kInt64).to(torch::kFloat32);
+  auto freqs = torch::outer(p, f.inv_freq);  // [positions, hd/2]
+  auto c = freqs.cos(), s = freqs.sin();
+  if (f.attention_factor != 1.0) {
+    c = c * f.attention_factor;
+    s = s * f.attention_factor;
+  }
+  return {c, s};
+}
+
+void check_rope_positions(const RopeScaling& scaling, int64_t positions) {
+  const int64_t limit = scaling.position_limit();
+  if (limit > 0 && positions > limit)
+    throw InputError("RoPE scaling \"" + scaling.type + "\": " + std::to_string(positions) +
+                     " positions, more than max_position_embeddings = " + std::to_string(limit) +
+                     " (beyond it transformers recomputes the frequencies from the sequence length; not implemented)");
+}
+
+RoPE::RoPE(int64_t head_dim, double theta, RopeScaling scaling)
+    : head_dim_(head_dim), theta_(theta), scaling_(std::move(scaling)) {}
 
 void RoPE::ensure(int64_t max_pos, const torch::Device& dev, torch::ScalarType dtype) {
   if (cos_.defined() && cos_.size(0) >= max_pos && cos_.device() == dev && cos_.scalar_type() == dtype) return;
+  check_rope_positions(scaling_, max_pos);
   int64_t n = 256;
   while (n < max_pos) n *= 2;
-  auto idx = torch::arange(0, head_dim_, 2, torch::kInt64).to(torch::kFloat32) / double(head_dim_);
-  auto inv_freq = 1.0 / torch::pow(torch::tensor(theta_, torch::kFloat32), idx);
-  auto p = torch::arange(n, torch::kInt64).to(torch::kFloat32);
-  auto freqs = torch::outer(p, inv_freq);  // [n, hd/2]
-  cos_ = freqs.cos().to(dev, dtype).contiguous();
-  sin_ = freqs.sin().to(dev, dtype).contiguous();
+  if (scaling_.position_limit() > 0) n = std::max(max_pos, std::min(n, scaling_.position_limit()));
+  auto [c, s] = rope_tables(head_dim_, theta_, scaling_, n);
+  cos_ = c.to(dev, dtype).contiguous();
+  sin_ = s.to(dev, dtype).contiguous();
 }
 
 torch::Tensor RoPE::apply(const torch::Tensor& x, const torch::Tensor& pos) {

@@ -33,6 +33,11 @@ struct TinyShape {
   int64_t vocab = 61, hidden = 32, ffn = 40, layers = 2, heads = 4, kv_heads = 2, max_pos = 128;
   bool tied = true;
   double rope_theta = 10000.0, eps = 1e-6;
+  nlohmann::json rope_scaling = nullptr;  ///< config.json "rope_scaling" as written
+  /// The reference's inverse frequencies [hd / 2] when rope_scaling is set (computed by
+  /// the test from transformers' formulas) and its cos/sin multiplier.
+  std::vector<double> ref_inv_freq;
+  double ref_attention_factor = 1.0;
 };
 
 /// config.json text of `s` as transformers writes it for Qwen2 / Llama.
@@ -53,7 +58,7 @@ inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& to
                       {"torch_dtype", torch_dtype},
                       {"bos_token_id", 1},
                       {"eos_token_id", 2},
-                      {"rope_scaling", nullptr}};
+                      {"rope_scaling", s.rope_scaling}};
   if (s.arch == "Qwen2ForCausalLM") {
     j["use_sliding_window"] = false;
     j["sliding_window"] = s.max_pos;
@@ -143,10 +148,15 @@ inline torch::Tensor reference_logits(const TinyShape& s, const NamedTensors& na
     return g * x / torch::sqrt(x.pow(2).mean(-1, true) + s.eps);
   };
   // transformers: inv_freq = 1 / theta^(arange(0, hd, 2) / hd) and the angles in float32.
-  auto inv = 1.0 / torch::pow(torch::tensor(s.rope_theta, torch::kFloat32),
-                              torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd));
+  // A scaled RoPE: the test's own frequencies (rounded to float32, as transformers keeps
+  // them) and cos/sin times the attention factor.
+  auto inv = s.ref_inv_freq.empty()
+                 ? 1.0 / torch::pow(torch::tensor(s.rope_theta, torch::kFloat32),
+                                    torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / double(hd))
+                 : torch::tensor(s.ref_inv_freq, torch::kFloat64).to(torch::kFloat32);
   auto ang = torch::outer(torch::arange(T, torch::kInt64).to(torch::kFloat32), inv);
-  auto c = ang.cos().to(torch::kFloat64), sn = ang.sin().to(torch::kFloat64);
+  auto c = ang.cos().to(torch::kFloat64) * s.ref_attention_factor,
+       sn = ang.sin().to(torch::kFloat64) * s.ref_attention_factor;
   auto cos = torch::cat({c, c}, -1).unsqueeze(1), sin = torch::cat({sn, sn}, -1).unsqueeze(1);
   auto rope = [&](const torch::Tensor& x) {  // [T, heads, hd]
     auto rot = torch::cat({-x.narrow(-1, hd / 2, hd / 2), x.narrow(-1, 0, hd / 2)}, -1);

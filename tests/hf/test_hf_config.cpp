@@ -121,11 +121,12 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
   };
   const std::vector<Case> cases = {
       {kQwen25, R"({"rms_norm_eps": 1e30})", {"rms_norm_eps", "expected 0 < rms_norm_eps < 1"}},
-      {kLlama, R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", {"rope_scaling", "llama3", "not supported"}},
-      {kQwen25, R"({"rope_scaling": {"type": "yarn", "factor": 4.0}})", {"rope_scaling", "yarn"}},
+      // RoPE scaling types that are not implemented (test_rope_scaling.cpp: the implemented ones).
+      {kLlama, R"({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}})", {"rope_scaling", "longrope", "not supported"}},
+      {kLlama, R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", {"rope_scaling.low_freq_factor", "missing"}},
       // transformers >= 5: rope_parameters instead of rope_scaling / rope_theta.
-      {kQwen25, R"({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1000000.0}})",
-       {"rope_parameters", "yarn", "not supported"}},
+      {kQwen25, R"({"rope_parameters": {"rope_type": "su", "factor": 4.0, "rope_theta": 1000000.0}})",
+       {"rope_parameters", "su", "not supported"}},
       {kQwen25, R"({"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.5}})",
        {"rope_parameters.partial_rotary_factor", "not supported"}},
       {kQwen25, R"({"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})",
