@@ -257,6 +257,24 @@ std::vector<ScaledCase> scaled_cases(const TinyShape& s) {
   return c;
 }
 
+/// A tiny checkpoint of `t` (weights of `seed`) written, loaded in float64, and its
+/// logits [n, vocab] on n tokens.
+struct LoadedTiny {
+  baselines::DenseModel model{nullptr};
+  std::vector<int64_t> tokens;
+  torch::Tensor logits;
+};
+LoadedTiny load_and_run(const TinyShape& t, uint64_t seed, int64_t n) {
+  TempDir d("rope_scaled");
+  write_tiny_checkpoint(d.path(), t, seed, torch::kFloat32);
+  LoadedTiny r;
+  r.model = load_hf_model(d.path(), torch::kFloat64);
+  for (int64_t i = 0; i < n; ++i) r.tokens.push_back((i * 17 + 5) % t.vocab);
+  torch::NoGradGuard ng;
+  r.logits = r.model->forward(torch::tensor(r.tokens, torch::kInt64).unsqueeze(0)).squeeze(0);
+  return r;
+}
+
 TEST(RopeScaling, ScaledCheckpointLogitsMatchTheReference) {
   for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM"}) {
     TinyShape s;
@@ -268,16 +286,7 @@ TEST(RopeScaling, ScaledCheckpointLogitsMatchTheReference) {
       t.rope_scaling = sc.rope_scaling;
       t.ref_inv_freq = sc.inv;
       t.ref_attention_factor = sc.attention_factor;
-      TempDir d("rope_scaled");
-      write_tiny_checkpoint(d.path(), t, 21, torch::kFloat32);
-      auto m = load_hf_model(d.path(), torch::kFloat64);
-      std::vector<int64_t> tokens;
-      for (int64_t i = 0; i < 60; ++i) tokens.push_back((i * 17 + 5) % s.vocab);
-      torch::Tensor got;
-      {
-        torch::NoGradGuard ng;
-        got = m->forward(torch::tensor(tokens, torch::kInt64).unsqueeze(0)).squeeze(0);
-      }
+      auto [m, tokens, got] = load_and_run(t, 21, 60);
       const auto w = tiny_weights(t, 21);
       EXPECT_LT((got - reference_logits(t, w, tokens)).abs().max().item<double>(), 2e-5);
       // The unscaled model computes something else: the comparison can fail.
@@ -298,13 +307,10 @@ TEST(RopeScaling, DynamicCheckpointIsPlainWithinItsLengthAndRefusesBeyond) {
   s.arch = "LlamaForCausalLM";
   TinyShape t = s;
   t.rope_scaling = {{"rope_type", "dynamic"}, {"factor", 2.0}};
-  TempDir d("rope_dynamic");
-  write_tiny_checkpoint(d.path(), t, 4, torch::kFloat32);
-  auto m = load_hf_model(d.path(), torch::kFloat64);
-  std::vector<int64_t> tokens;
-  for (int64_t i = 0; i < 30; ++i) tokens.push_back((i * 7 + 3) % s.vocab);
-  torch::NoGradGuard ng;
-  auto got = m->forward(torch::tensor(tokens, torch::kInt64).unsqueeze(0)).squeeze(0);
+  const auto run = load_and_run(t, 4, 30);
+  auto m = run.model;
+  const auto& tokens = run.tokens;
+  const auto& got = run.logits;
   EXPECT_LT((got - reference_logits(s, tiny_weights(s, 4), tokens)).abs().max().item<double>(), 1e-9);
   inference::DenseSessionOptions so;
   so.max_len = s.max_pos + 1;
