@@ -135,6 +135,18 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     }
   }
   if (scaling) c.rope_scaling = *scaling;
+  // A top-level original_max_position_embeddings (Phi-3 style): transformers 5 puts it
+  // into the RoPE object of llama3 / yarn, 4.x ignores it. Accepted only when both agree.
+  if (f.has("original_max_position_embeddings") && !j["original_max_position_embeddings"].is_null() &&
+      (c.rope_scaling.type == "llama3" || c.rope_scaling.type == "yarn")) {
+    const auto& v = j["original_max_position_embeddings"];
+    if (!v.is_number() || v.get<double>() != double(c.rope_scaling.original_max_position_embeddings))
+      throw InputError(where + ": " + field("original_max_position_embeddings") + " = " + v.dump() + " differs from " +
+                       field(scaling_key + ".original_max_position_embeddings") + " = " +
+                       std::to_string(c.rope_scaling.original_max_position_embeddings) +
+                       (j[scaling_key].contains("original_max_position_embeddings") ? "" : " (its default)") +
+                       ": transformers 5 uses the top-level value, 4.x the other; expected one value");
+  }
   if (f.has("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() &&
       !(j["partial_rotary_factor"].is_number() && j["partial_rotary_factor"].get<double>() == 1.0))
     unsupported(where, "partial_rotary_factor", j["partial_rotary_factor"].dump(),

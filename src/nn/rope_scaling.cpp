@@ -95,8 +95,14 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
   if (s.is_default()) return s;
 
   s.original_max_position_embeddings = max_position_embeddings;
+  // transformers fills an absent value with max_position_embeddings; a null one stays
+  // null and fails in its arithmetic (TypeError).
+  if (s.type != "dynamic" && j.contains("original_max_position_embeddings") &&
+      j["original_max_position_embeddings"].is_null())
+    throw InputError(field("original_max_position_embeddings") +
+                     " = null: expected an integer in [1, 16777216] (or no field: max_position_embeddings)");
   if (auto o = number("original_max_position_embeddings"); o && s.type != "dynamic") {
-    if (!j["original_max_position_embeddings"].is_number_integer() || *o < 1 || *o > double(int64_t(1) << 24))
+    if (*o != std::floor(*o) || *o < 1 || *o > double(int64_t(1) << 24))
       throw InputError(field("original_max_position_embeddings") + " = " + j["original_max_position_embeddings"].dump() +
                        ": expected an integer in [1, 16777216]");
     s.original_max_position_embeddings = int64_t(*o);
@@ -136,10 +142,11 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
     }
     if (auto m = number("mscale")) s.mscale = *m;
     if (auto m = number("mscale_all_dim")) s.mscale_all_dim = *m;
-    if (j.contains("truncate") && !j["truncate"].is_null()) {
-      if (!j["truncate"].is_boolean())
-        throw InputError(field("truncate") + " = " + j["truncate"].dump() + ": expected true or false");
-      s.truncate = j["truncate"].get<bool>();
+    // transformers: `get("truncate", True)`: absent is true, null (None) is false.
+    if (j.contains("truncate")) {
+      if (!j["truncate"].is_boolean() && !j["truncate"].is_null())
+        throw InputError(field("truncate") + " = " + j["truncate"].dump() + ": expected true, false or null");
+      s.truncate = j["truncate"].is_boolean() && j["truncate"].get<bool>();
     }
     if (!(s.cos_sin_factor() > 0) || !std::isfinite(s.cos_sin_factor()))
       throw InputError(field("mscale") + " = " + num(s.mscale) + ", mscale_all_dim = " + num(s.mscale_all_dim) +

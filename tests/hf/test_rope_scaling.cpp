@@ -116,6 +116,9 @@ TEST(RopeScaling, YarnFrequenciesAndAttentionFactor) {
   // (transformers 5: max_position_embeddings).
   const auto u = parse_scaling(R"({"rope_type": "yarn", "factor": 8, "beta_fast": 16, "beta_slow": 2, "truncate": false})", 4096);
   EXPECT_EQ(u.original_max_position_embeddings, 4096);
+  EXPECT_EQ(parse_scaling(R"({"rope_type": "yarn", "factor": 2, "original_max_position_embeddings": 2048.0})")
+                .original_max_position_embeddings,
+            2048);
   expect_close(nn::rope_frequencies(64, 10000.0, u).inv_freq, ref_yarn(64, 10000.0, 8, 4096, 16, 2, false));
   EXPECT_NEAR(nn::rope_frequencies(64, 10000.0, u).attention_factor, 0.1 * std::log(8.0) + 1.0, 1e-15);
   // The attention factor: given; or DeepSeek's mscale ratio; 1 for factor <= 1.
@@ -124,6 +127,10 @@ TEST(RopeScaling, YarnFrequenciesAndAttentionFactor) {
   EXPECT_NEAR(parse_scaling(R"({"rope_type": "yarn", "factor": 40, "mscale": 0.8, "mscale_all_dim": 0.5})").cos_sin_factor(), ms,
               1e-15);
   EXPECT_EQ(parse_scaling(R"({"rope_type": "yarn", "factor": 1.0})").cos_sin_factor(), 1.0);
+  // truncate null is transformers' None: no truncation, as false.
+  const auto tn = parse_scaling(R"({"rope_type": "yarn", "factor": 8, "beta_fast": 16, "beta_slow": 2, "truncate": null})", 4096);
+  EXPECT_FALSE(tn.truncate);
+  EXPECT_TRUE(nn::rope_frequencies(64, 10000.0, tn).inv_freq.equal(nn::rope_frequencies(64, 10000.0, u).inv_freq));
   // factor null with original given: the ratio max_position_embeddings / original (transformers 5).
   EXPECT_EQ(parse_scaling(R"({"rope_type": "yarn", "factor": null, "original_max_position_embeddings": 4096})", 16384).factor,
             4.0);
@@ -163,7 +170,10 @@ TEST(RopeScaling, RefusedSettingsNameTheField) {
       {R"({"rope_type": "linear", "factor": 0})", {"rope_scaling.factor", "(0, 1e6]"}},
       {R"({"rope_type": "linear", "factor": "2"})", {"rope_scaling.factor", "finite number"}},
       {R"({"rope_type": "linear", "factor": 2, "low_freq_factor": 1})", {"rope_scaling.low_freq_factor", "not used", "linear"}},
-      {R"({"rope_type": "yarn", "factor": 4, "truncate": 1})", {"rope_scaling.truncate", "true or false"}},
+      {R"({"rope_type": "yarn", "factor": 4, "truncate": 1})", {"rope_scaling.truncate", "true, false or null"}},
+      {R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+           "original_max_position_embeddings": null})",
+       {"rope_scaling.original_max_position_embeddings", "= null"}},
       {R"({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 0.5})",
        {"rope_scaling.original_max_position_embeddings", "integer"}},
       {R"({"rope_type": "default", "factor": 2})", {"rope_scaling.factor", "not used", "default"}},
@@ -227,6 +237,13 @@ TEST(RopeScaling, ConfigFormsOfTransformers4And5) {
   theta["rope_theta"] = 10000.0;
   expect_input_error([&] { HfConfig::from_json(theta, "config.json"); },
                      {"rope_parameters.rope_theta", "differs from field 'rope_theta'"});
+  // A top-level original_max_position_embeddings (transformers 5 uses it, 4.x not): only when equal.
+  auto top = llama32_config();
+  top["original_max_position_embeddings"] = 8192;
+  EXPECT_EQ(HfConfig::from_json(top, "config.json").rope_scaling, c.rope_scaling);
+  top["original_max_position_embeddings"] = 4096;
+  expect_input_error([&] { HfConfig::from_json(top, "config.json"); },
+                     {"field 'original_max_position_embeddings' = 4096", "rope_scaling.original_max_position_embeddings' = 8192"});
   auto partial = llama32_config();
   partial["partial_rotary_factor"] = 0.5;
   expect_input_error([&] { HfConfig::from_json(partial, "config.json"); }, {"partial_rotary_factor", "not supported"});
