@@ -35,7 +35,6 @@ class RoPE {
   /// position at or beyond the scaling's position_limit() (dynamic NTK).
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& pos);
   int64_t head_dim() const { return head_dim_; }
-  const RopeScaling& scaling() const { return scaling_; }
 
  private:
   void ensure(int64_t max_pos, const torch::Device& dev, torch::ScalarType dtype);

@@ -77,6 +77,9 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
       throw InputError(field(k) + " = " + j[k].dump() + ": expected a finite number");
     return j[k].get<double>();
   };
+  std::string used_list;  // for the error below
+  for (const auto& u : used)
+    if (u != "type") used_list += (used_list.empty() ? "" : ", ") + u;
   for (const auto& [k, v] : j.items()) {
     if (used.count(k)) continue;
     if (k == "rope_theta" && theta_key_allowed) continue;
@@ -85,12 +88,8 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
       if (!p || *p == 1.0) continue;
       throw InputError(field(k) + " = " + v.dump() + ": not supported (RoPE is applied to every dimension of a head)");
     }
-    throw InputError(field(k) + " = " + v.dump() + ": not used by RoPE type \"" + s.type + "\" (its fields: " + [&] {
-                       std::string l;
-                       for (const auto& u : used)
-                         if (u != "type") l += (l.empty() ? "" : ", ") + u;
-                       return l;
-                     }() + ")");
+    throw InputError(field(k) + " = " + v.dump() + ": not used by RoPE type \"" + s.type + "\" (its fields: " +
+                     used_list + ")");
   }
   if (s.is_default()) return s;
 
