@@ -158,7 +158,7 @@ void register_paths(CLI::App& app) {
       if (!st.cells.count(s)) {
         std::cerr << "warning: no validation sequences for strategy S" << s << "\n";
         // An earlier extraction's path for it would be taken for this one's.
-        for (const std::string f : {"/S" + std::to_string(s) + ".json", "/mode_path_S" + std::to_string(s) + ".png",
+        for (const std::string& f : {"/S" + std::to_string(s) + ".json", "/mode_path_S" + std::to_string(s) + ".png",
                                     "/agreement_S" + std::to_string(s) + ".png"})
           if (fs::exists(a->out + f)) {
             fs::remove(a->out + f);

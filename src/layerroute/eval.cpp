@@ -170,8 +170,8 @@ EvalReport evaluate_layerroute(GatedModelImpl& m, const std::vector<Example>& sa
         for (size_t k = s; k < std::min(grp.size(), s + size_t(opt.batch_size)); ++k)
           rows.push_back(&samples[size_t(grp[k])]);
         auto b = training::to_device(make_batch(rows), dev);
-        GatedOptions base_o{GateMode::Open, false, false}, open_o{GateMode::Open, false, true},
-            gated_o{opt.mode, false, true};
+        GatedOptions base_o{GateMode::Open, false, false, {}}, open_o{GateMode::Open, false, true, {}},
+            gated_o{opt.mode, false, true, {}};
         auto ce = [&](const torch::Tensor& logits, const char* model) {
           const double v = training::masked_ce_sum(logits, b.targets, b.target_mask).item<double>();
           require_finite(v, std::string("layerroute evaluation: the loss of the ") + model + " model");
