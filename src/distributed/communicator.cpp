@@ -5,12 +5,22 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <torch/version.h>
+
 // Debian's libtorch (and the official CPU/CUDA builds) compile c10d with Gloo; the
-// header only declares ProcessGroupGloo under this macro.
+// header only declares ProcessGroupGloo under this macro. LOL_C10D_GLOO: CMake found
+// Gloo's headers beside LibTorch's (CMakeLists.txt).
+#ifdef LOL_C10D_GLOO
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef LOL_C10D_NCCL
 #ifndef USE_C10D_NCCL
@@ -43,9 +53,18 @@ bool is_loopback(const std::string& host) {
 
 }  // namespace
 
+// LibTorch 2 split c10d's process group into a dispatching ProcessGroup and the
+// per-device Backends (Gloo, NCCL) it holds; the collectives used here are the
+// Backend's own. LibTorch 1.x's ProcessGroupGloo/NCCL are ProcessGroups.
+#if TORCH_VERSION_MAJOR >= 2
+using C10dGroup = c10d::Backend;
+#else
+using C10dGroup = c10d::ProcessGroup;
+#endif
+
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  c10::intrusive_ptr<C10dGroup> pg;
   bool broken = false;
 };
 
@@ -121,6 +140,10 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
       throw;
     }
     if (!device.is_cuda()) {
+#ifndef LOL_C10D_GLOO
+      throw InputError("distributed training on the CPU needs c10d's Gloo backend, whose headers this build did "
+                       "not find beside LibTorch's (Debian: install libgloo-dev and reconfigure; docs/distributed.md)");
+#else
       auto opts = c10d::ProcessGroupGloo::Options::create(env.timeout);
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
@@ -130,6 +153,7 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
         opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       opts->threads = 2;
       c->impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c->impl_->store, env.rank, env.world_size, opts);
+#endif
     } else {
 #ifdef LOL_C10D_NCCL
       // Without async error handling a NCCL collective with a dead peer blocks forever.

@@ -4,7 +4,7 @@
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/csrc/autograd/profiler.h>  // the legacy profiler (profiler_legacy.h until LibTorch 1.13)
 #include <torch/torch.h>
 
 #include <algorithm>

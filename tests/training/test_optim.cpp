@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include <torch/linalg.h>
 #include <torch/torch.h>
 
 #include "lol/model.h"
