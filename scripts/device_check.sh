@@ -3,6 +3,7 @@
 # runs the device tests (tests/device: CPU against GPU), the GPU benchmarks (matmul
 # peak, training tiny/small LoL and dense, decoding) and then as much of the CPU suite
 # as the time left allows (it checks the newer LibTorch too), in about 8 minutes.
+# Run on an NVIDIA H200 with PyTorch 2.11.0+cu130 (docs/benchmarks.md "CUDA").
 #
 # Usage: [TORCH_DIR=...] scripts/device_check.sh [build-dir]
 #   TORCH_DIR: a CUDA LibTorch (cxx11 ABI) or a Python torch's cmake prefix

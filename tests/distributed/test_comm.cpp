@@ -2,6 +2,8 @@
 // process (one thread per rank, loopback TCPStore + Gloo), plus the pure helpers.
 #include <gtest/gtest.h>
 
+#include "gloo_required.h"
+
 #include <torch/torch.h>
 
 #include <chrono>
@@ -60,6 +62,7 @@ void two_ranks(const std::function<void(int, Communicator&)>& body, int timeout_
 }  // namespace
 
 TEST(Communicator, AllReduceBroadcastAndGatherOnTwoRanks) {
+  LOL_REQUIRE_GLOO();
   two_ranks([](int r, Communicator& c) {
     EXPECT_EQ(c.rank(), r);
     EXPECT_EQ(c.world_size(), 2);
@@ -102,6 +105,7 @@ TEST(GradSync, BucketsSplitByDtypeAndSize) {
 }
 
 TEST(GradSync, ScaledSumOverRanksWithMissingGradients) {
+  LOL_REQUIRE_GLOO();
   two_ranks([](int r, Communicator& c) {
     // a: gradient on both ranks; b: only on rank 1; d: on none (stays undefined).
     auto a = torch::zeros({3, 2}, torch::requires_grad());
@@ -119,6 +123,7 @@ TEST(GradSync, ScaledSumOverRanksWithMissingGradients) {
 }
 
 TEST(ReplicaCheck, IdenticalPassesSmallDriftIsResyncedLargeDriftFails) {
+  LOL_REQUIRE_GLOO();
   two_ranks([](int r, Communicator& c) {
     auto w = torch::arange(12, torch::kFloat32).view({3, 4});
     auto bias = torch::tensor({0.5f, -0.25f, 0.0f});
@@ -144,6 +149,7 @@ TEST(ReplicaCheck, IdenticalPassesSmallDriftIsResyncedLargeDriftFails) {
 }
 
 TEST(Communicator, PeerThatLeavesOrStallsFailsTheOtherWithinTheTimeout) {
+  LOL_REQUIRE_GLOO();
   const int port = free_tcp_port();
   std::string err0;
   double waited = 0;
@@ -182,6 +188,14 @@ TEST(Communicator, RendezvousWithoutPeersTimesOut) {
     EXPECT_NE(std::string(err.what()).find("rendezvous"), std::string::npos) << err.what();
   }
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+}
+
+TEST(Communicator, CpuWithoutGlooIsAnInputError) {
+#ifndef LOL_C10D_GLOO
+  EXPECT_THROW(Communicator::connect(env_for(0, free_tcp_port(), 1), c10::Device(c10::kCPU)), lol::InputError);
+#else
+  GTEST_SKIP() << "Gloo build";
+#endif
 }
 
 TEST(Communicator, CudaWithoutNcclIsAnInputError) {

@@ -3,6 +3,8 @@
 // dead or stalled rank ending the other with an error within the timeout.
 #include <gtest/gtest.h>
 
+#include "gloo_required.h"
+
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -78,6 +80,7 @@ pid_t spawn_rank(const std::vector<std::string>& args, int rank, int port, const
 }  // namespace
 
 TEST(DataParallelTrain, TwoRanksOfBatchBMatchOneProcessOfBatch2BAlsoAfterResume) {
+  LOL_REQUIRE_GLOO();
   test::TempDir dir("dp");
   const std::string data = dir.path() + "/data";
   // 32 sequences, 8 per global batch: the 6 steps cross an epoch boundary.
@@ -148,6 +151,7 @@ TEST(DataParallelTrain, TwoRanksOfBatchBMatchOneProcessOfBatch2BAlsoAfterResume)
 }
 
 TEST(DataParallelTrain, DeadOrStalledRankEndsTheOtherWithinTheTimeout) {
+  LOL_REQUIRE_GLOO();
   test::TempDir dir("dpfail");
   const std::string data = dir.path() + "/data";
   test::write_reverse_dataset(data, 32, 8);
@@ -191,6 +195,7 @@ TEST(DataParallelTrain, DeadOrStalledRankEndsTheOtherWithinTheTimeout) {
 // is the status of the rank that failed on its own, not of one whose collective failed
 // because of it (4), whichever is reaped first.
 TEST(Launcher, SignalsReachEachRankOnceAndTheCauseIsReported) {
+  LOL_REQUIRE_GLOO();
   test::TempDir tmp("launch_signals");
   const std::string lol = LOL_BINARY, dir = tmp.path();
   // A rank that exits with the number of SIGINTs it got (it runs about 2 s).
