@@ -2,12 +2,14 @@
 // runs (aten::mm/addmm/bmm seen through RecordFunction) equal the formulas of
 // baselines/flops.h; parameter counts equal the modules'.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
 
 #include <ATen/record_function.h>
 
 #include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include "baseline_test_util.h"
 #include "baselines/dense_model.h"
@@ -24,7 +26,11 @@ using namespace lol::baselines;
 
 namespace {
 
-thread_local double g_linear = 0, g_attention = 0;
+// Totals over every thread: grouped expert products run on the intra-op threads
+// (lol::run_tasks), which inherit the thread-local callback but would each count into
+// their own copy of a thread_local total (seen on 16 cores: 65% of the MoE products).
+std::mutex g_mutex;
+double g_linear = 0, g_attention = 0;
 
 double numel_prod(const c10::IValue& v, std::initializer_list<int> dims) {
   const auto& t = v.toTensor();
@@ -39,6 +45,7 @@ double numel_prod(const c10::IValue& v, std::initializer_list<int> dims) {
 std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
   const std::string name = fn.name();
   const auto in = fn.inputs();
+  std::lock_guard<std::mutex> lock(g_mutex);
   if (name == "aten::mm") {
     g_linear += 2 * numel_prod(in[0], {0, 1}) * double(in[1].toTensor().size(1));
   } else if (name == "aten::addmm") {

@@ -54,6 +54,16 @@ lol::LoLBatch to(const lol::LoLBatch& b, const c10::Device& d) {
   return o;
 }
 
+/// The tiny LoL model (float64, seeded weights: tests/inference/tiny_models.h) on the
+/// CPU, and an identical copy on the test device.
+std::pair<lol::LoLModel, lol::LoLModel> cpu_and_device_models(uint64_t seed) {
+  const auto c = lol::test::tiny_config();
+  auto cpu = lol::test::tiny_model(c, seed);
+  auto dev = lol::test::tiny_model(c, seed);
+  dev->to(test_device());
+  return {cpu, dev};
+}
+
 /// Next-token cross-entropy of logits [batch, seq, V] against tokens [batch, seq].
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& tokens) {
   const int64_t V = logits.size(-1);
@@ -70,9 +80,7 @@ TEST(Cuda, LoLForwardRoutingAndGradientsMatchCpu) {
   REQUIRE_CUDA();
   const auto dev = test_device();
   const auto c = lol::test::tiny_config();
-  auto cpu = lol::test::tiny_model(c, 11);
-  auto gpu = lol::test::tiny_model(c, 11);
-  gpu->to(dev);
+  auto [cpu, gpu] = cpu_and_device_models(11);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   lol::LoLBatch b;
   b.tokens = torch::randint(c.vocab_size, {3, 50}, gen, torch::kInt64);
@@ -108,11 +116,8 @@ TEST(Cuda, LoLForwardRoutingAndGradientsMatchCpu) {
 // full forward pass at every position.
 TEST(Cuda, CachedDecodingMatchesCpuForward) {
   REQUIRE_CUDA();
-  const auto dev = test_device();
   const auto c = lol::test::tiny_config();
-  auto cpu = lol::test::tiny_model(c, 12);
-  auto gpu = lol::test::tiny_model(c, 12);
-  gpu->to(dev);
+  auto [cpu, gpu] = cpu_and_device_models(12);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(6);
   auto tok = torch::randint(c.vocab_size, {40}, gen, torch::kInt64);
   std::vector<int64_t> seq(tok.data_ptr<int64_t>(), tok.data_ptr<int64_t>() + 40);
