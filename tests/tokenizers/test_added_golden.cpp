@@ -36,6 +36,10 @@ nlohmann::json added_variant(const nlohmann::json& header) {
 class AddedTokenGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AddedTokenGolden, IdsAndDecodingEqualHuggingFace) {
+  // The NFC/NFKC variants' Hugging Face ids assume the normalizer ran; a build without
+  // ICU records it but cannot apply it (normalizer.h; CMake warns when configuring).
+  if (GetParam().find("nf") != std::string::npos && !unicode_forms_available())
+    GTEST_SKIP() << "built without ICU: Unicode normalization forms are not applied";
   std::ifstream f(kAddedDir + "added_golden_" + GetParam() + ".jsonl");
   ASSERT_TRUE(f) << GetParam();
   std::string line;
