@@ -28,54 +28,81 @@ Optimizer::Optimizer(std::vector<GroupedParam> params, const OptimConfig& cfg) :
 
 void Optimizer::step(double lr_scale) {
   torch::NoGradGuard ng;
-  // Each parameter's update is independent of the others: on the CPU they run side by
-  // side over the intra-op threads (lol::run_tasks), each with a single-threaded BLAS;
-  // the cost estimate (Newton-Schulz FLOPs, or elements for AdamW) balances the threads.
-  std::vector<int64_t> cost(params_.size(), 0);
+  // Parameters are updated in groups by the multi-tensor updates. On a GPU a group is
+  // every parameter of one device and dtype (AdamW) or of one device, dtype and shape
+  // (Muon: one batched Newton-Schulz iteration per shape): a GPU step's host time is its
+  // operator calls (docs/benchmarks.md "CUDA"), a few per group instead of a few per
+  // parameter. On the CPU each parameter is its own group and the groups run
+  // concurrently over the intra-op threads (lol::run_tasks, each with a single-threaded
+  // BLAS): there the cost is the arithmetic, and LibTorch's CPU batched products loop
+  // over the batch anyway (measured in docs/benchmarks.md).
+  std::map<std::string, std::vector<size_t>> groups;
   bool cpu = true;
   for (size_t i = 0; i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i].tensor;
     if (!p.grad().defined()) continue;
     cpu = cpu && p.device().is_cpu();
-    if (slots_[i].algo == "muon") {
-      const int64_t m = std::min(p.size(0), p.size(1)), n = std::max(p.size(0), p.size(1));
-      cost[i] = std::max<int64_t>(1, cfg_.ns_steps * (4 * m * m * n + 2 * m * m * m));
-    } else {
-      cost[i] = std::max<int64_t>(1, 10 * p.numel());
-    }
-  }
-  run_tasks(cost, cpu, [&](int64_t i) { update(size_t(i), lr_scale); });
-}
-
-void Optimizer::update(size_t i, double lr_scale) {
-  torch::Tensor p = params_[i].tensor;
-  const torch::Tensor& g = p.grad();
-  Slot& s = slots_[i];
-  if (s.algo == "muon") {
-    if (!s.buf.defined()) s.buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-    MuonHyper h;
-    h.lr = cfg_.effective_muon_lr() * lr_scale;
-    h.momentum = cfg_.momentum;
-    h.nesterov = cfg_.nesterov;
-    h.weight_decay = s.weight_decay;
-    h.ns_steps = cfg_.ns_steps;
-    h.ns_dtype = cfg_.ns_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-    muon_update(p, g, s.buf, h);
-    s.step++;
-  } else {
-    if (!s.exp_avg.defined()) {
+    Slot& s = slots_[i];
+    if (s.algo == "muon" && !s.buf.defined()) s.buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
+    if (s.algo != "muon" && !s.exp_avg.defined()) {
       s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
       s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
     }
-    AdamWHyper h;
-    h.lr = cfg_.lr * lr_scale;
-    h.beta1 = cfg_.beta1;
-    h.beta2 = cfg_.beta2;
-    h.eps = cfg_.eps;
-    h.weight_decay = s.weight_decay;
+    std::string key = s.algo + "|" + p.device().str() + "|" + std::string(c10::toString(p.scalar_type()));
+    if (p.device().is_cpu())
+      key = std::to_string(i);
+    else if (s.algo == "muon")
+      for (auto d : p.sizes()) key += "|" + std::to_string(d);
     s.step++;
-    adamw_update(p, g, s.exp_avg, s.exp_avg_sq, s.step, h);
+    groups[key].push_back(i);
   }
+  std::vector<const std::vector<size_t>*> list;
+  std::vector<int64_t> cost;
+  for (const auto& kv : groups) {
+    list.push_back(&kv.second);
+    int64_t c = 0;  // the balancing estimate: Newton-Schulz FLOPs, or elements for AdamW
+    for (size_t i : kv.second) {
+      const torch::Tensor& p = params_[i].tensor;
+      if (slots_[i].algo == "muon") {
+        const int64_t m = std::min(p.size(0), p.size(1)), n = std::max(p.size(0), p.size(1));
+        c += cfg_.ns_steps * (4 * m * m * n + 2 * m * m * m);
+      } else {
+        c += 10 * p.numel();
+      }
+    }
+    cost.push_back(std::max<int64_t>(1, c));
+  }
+  run_tasks(cost, cpu, [&](int64_t k) {
+    const std::vector<size_t>& idx = *list[size_t(k)];
+    std::vector<torch::Tensor> p, g, a, b;
+    std::vector<double> wd;
+    std::vector<int64_t> steps;
+    for (size_t i : idx) {
+      const Slot& s = slots_[i];
+      p.push_back(params_[i].tensor);
+      g.push_back(params_[i].tensor.grad());
+      wd.push_back(s.weight_decay);
+      steps.push_back(s.step);
+      a.push_back(s.algo == "muon" ? s.buf : s.exp_avg);
+      if (s.algo != "muon") b.push_back(s.exp_avg_sq);
+    }
+    if (slots_[idx[0]].algo == "muon") {
+      MuonHyper h;
+      h.lr = cfg_.effective_muon_lr() * lr_scale;
+      h.momentum = cfg_.momentum;
+      h.nesterov = cfg_.nesterov;
+      h.ns_steps = cfg_.ns_steps;
+      h.ns_dtype = cfg_.ns_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+      muon_update(p, g, a, wd, h);
+    } else {
+      AdamWHyper h;
+      h.lr = cfg_.lr * lr_scale;
+      h.beta1 = cfg_.beta1;
+      h.beta2 = cfg_.beta2;
+      h.eps = cfg_.eps;
+      adamw_update(p, g, a, b, steps, wd, h);
+    }
+  });
 }
 
 void Optimizer::zero_grad() {

@@ -20,9 +20,12 @@ class Optimizer {
 
   /// One update of every parameter that has a gradient (parameters without one --
   /// e.g. experts no window chose -- are left untouched, state included, as in
-  /// torch.optim). Learning rates are the configured peaks times `lr_scale`. On the CPU
-  /// the parameters' updates run concurrently over the intra-op threads (each is
-  /// independent of the others, so the result does not depend on the thread count).
+  /// torch.optim). Learning rates are the configured peaks times `lr_scale`. Parameters
+  /// are updated in groups by multi-tensor operators: on a GPU, AdamW per device and
+  /// dtype and Muon per device, dtype and shape (one batched Newton-Schulz iteration per
+  /// group); on the CPU one parameter per group, the groups running concurrently over the
+  /// intra-op threads. Each update is independent of the others, so the result does not
+  /// depend on the grouping or the thread count beyond the rounding of the products.
   void step(double lr_scale);
   /// Drops all gradients (set to undefined).
   void zero_grad();
@@ -47,8 +50,6 @@ class Optimizer {
     torch::Tensor exp_avg, exp_avg_sq;
     int64_t step = 0;
   };
-  /// Updates parameter i (it has a gradient).
-  void update(size_t i, double lr_scale);
   std::vector<GroupedParam> params_;
   std::vector<Slot> slots_;
   OptimConfig cfg_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "training/batcher.h"
 #include "training/loss.h"
@@ -28,17 +29,24 @@ StepTotals forward_backward(TrainableModel& model, const std::vector<TrainBatch>
 }
 
 double clip_gradients(const std::vector<GroupedParam>& params, double clip) {
-  std::vector<torch::Tensor> norms;
+  // Multi-tensor norms per dtype (one operator call per dtype, not one per parameter),
+  // combined in float64.
+  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
+  std::vector<torch::Tensor> grads;
   for (const auto& p : params)
-    if (p.tensor.grad().defined()) norms.push_back(p.tensor.grad().detach().to(torch::kFloat32).norm());
-  if (norms.empty()) return 0.0;
-  const double total = torch::stack(norms).norm().item<double>();
+    if (p.tensor.grad().defined()) {
+      grads.push_back(p.tensor.grad());
+      by_dtype[p.tensor.grad().scalar_type()].push_back(p.tensor.grad().detach());
+    }
+  if (grads.empty()) return 0.0;
+  std::vector<torch::Tensor> norms;
+  for (const auto& [dtype, list] : by_dtype) norms.push_back(torch::stack(at::_foreach_norm(list)).to(torch::kFloat64));
+  const double total = torch::cat(norms).norm().item<double>();
   if (clip > 0 && std::isfinite(total)) {
     const double coef = clip / (total + 1e-6);
     if (coef < 1.0) {
       torch::NoGradGuard ng;
-      for (const auto& p : params)
-        if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+      at::_foreach_mul_(grads, coef);
     }
   }
   return total;

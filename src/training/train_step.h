@@ -26,8 +26,8 @@ struct StepTotals {
 StepTotals forward_backward(TrainableModel& model, const std::vector<TrainBatch>& micro_batches,
                             const torch::Device& device);
 
-/// Global L2 norm of all gradients of `params` (those that have one), computed in
-/// float32; when `clip` > 0 and the norm is finite and larger than `clip`, every
+/// Global L2 norm of all gradients of `params` (those that have one): each gradient's
+/// norm in its dtype (multi-tensor, one call per dtype), combined in float64; when `clip` > 0 and the norm is finite and larger than `clip`, every
 /// gradient is scaled by clip / (norm + 1e-6) (the rule of torch.nn.utils.clip_grad_norm_).
 /// Returns the norm before clipping (0 when no parameter has a gradient).
 double clip_gradients(const std::vector<GroupedParam>& params, double clip);

@@ -41,6 +41,35 @@ TEST(NewtonSchulz, SingularValuesNearOne) {
 
 TEST(NewtonSchulz, RejectsNon2D) { EXPECT_THROW(newton_schulz(torch::ones({3})), std::invalid_argument); }
 
+// The batched iteration (one bmm per product for a whole group of matrices) against the
+// iteration written out for each matrix with 2-D products, in float64: each matrix is
+// normalised by its own norm and a tall batch is transposed as a whole.
+TEST(NewtonSchulz, BatchedEqualsTheIterationWrittenOutPerMatrix) {
+  torch::manual_seed(3);
+  for (auto shape : std::vector<std::pair<int64_t, int64_t>>{{6, 10}, {10, 6}, {7, 7}}) {
+    auto g = torch::randn({3, shape.first, shape.second}, torch::kFloat64);
+    g[1].mul_(40.0);  // a different scale per matrix
+    g[2].mul_(1e-3);
+    auto o = newton_schulz_batched(g, 5, torch::kFloat64);
+    ASSERT_EQ(o.sizes(), g.sizes());
+    for (int64_t i = 0; i < 3; ++i) {
+      auto x = g[i];
+      const bool tall = x.size(0) > x.size(1);
+      if (tall) x = x.t();
+      x = x / x.norm();
+      for (int s = 0; s < 5; ++s) {
+        auto a = torch::mm(x, x.t());
+        auto b = kNsB * a + kNsC * torch::mm(a, a);
+        x = kNsA * x + torch::mm(b, x);
+      }
+      if (tall) x = x.t();
+      EXPECT_LT((o[i] - x).abs().max().item<double>(), 1e-12) << shape.first << "x" << shape.second << " #" << i;
+      EXPECT_LT((newton_schulz(g[i], 5, torch::kFloat64) - x).abs().max().item<double>(), 1e-12);
+    }
+  }
+  EXPECT_THROW(newton_schulz_batched(torch::ones({3, 3})), std::invalid_argument);
+}
+
 TEST(Muon, AdjustedLearningRateMatchesAdamWRms) {
   EXPECT_DOUBLE_EQ(muon_adjusted_lr(0.01, 1024, 4096), 0.01 * 0.2 * 64.0);
   EXPECT_DOUBLE_EQ(muon_adjusted_lr(0.01, 4096, 1024), 0.01 * 0.2 * 64.0);
@@ -146,6 +175,111 @@ TEST(Grouping, EveryParameterExactlyOnceWithTheRightGroup) {
     // 7 projections per block, blocks = prelude + coda + library.
     EXPECT_EQ(n_muon, 7 * (1 + 1 + 3));
     if (untied) EXPECT_TRUE(names.count("lm_head.weight") && names.count("model.routers.1.weight"));
+  }
+}
+
+// Optimizer::step updates its parameters in multi-tensor groups (AdamW by dtype and
+// device, Muon by shape too): every parameter must end where the one-parameter updates,
+// run one at a time, take it, with per-parameter step counts (an expert without a
+// gradient in step 1 starts its bias correction a step later) and weight decays.
+TEST(Optimizer, GroupedStepEqualsOneParameterAtATime) {
+  auto c = tiny_cfg();
+  torch::manual_seed(5);
+  LoLTrainable m{lol::LoLModel(c)};
+  auto params = m.grouped_parameters();
+  OptimConfig oc;
+  oc.weight_decay = 0.3;
+  Optimizer opt(params, oc);
+  std::vector<torch::Tensor> ref, buf, m1, m2;
+  std::vector<int64_t> steps(params.size(), 0);
+  for (auto& p : params) {
+    ref.push_back(p.tensor.detach().clone());
+    buf.push_back(torch::zeros_like(p.tensor));
+    m1.push_back(torch::zeros_like(p.tensor));
+    m2.push_back(torch::zeros_like(p.tensor));
+  }
+  int64_t skipped = 0;
+  for (int step = 0; step < 3; ++step) {
+    torch::manual_seed(50 + step);
+    for (size_t i = 0; i < params.size(); ++i) {
+      // Library expert 1 has no gradient in the first step.
+      const bool none = step == 0 && params[i].name.find("library.1.") != std::string::npos;
+      skipped += none;
+      params[i].tensor.mutable_grad() = none ? torch::Tensor() : torch::randn_like(params[i].tensor);
+    }
+    const double lr_scale = 0.5 + 0.25 * step;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto& g = params[i].tensor.grad();
+      if (!g.defined()) continue;
+      const double wd = params[i].group == ParamGroup::AdamWNoDecay ? 0.0 : oc.weight_decay;
+      if (opt.algorithm(i) == "muon") {
+        MuonHyper h;
+        h.lr = oc.effective_muon_lr() * lr_scale;
+        h.momentum = oc.momentum;
+        h.nesterov = oc.nesterov;
+        h.ns_steps = oc.ns_steps;
+        h.weight_decay = wd;
+        muon_update(ref[i], g, buf[i], h);
+      } else {
+        AdamWHyper h{oc.lr * lr_scale, oc.beta1, oc.beta2, oc.eps, wd};
+        adamw_update(ref[i], g, m1[i], m2[i], ++steps[i], h);
+      }
+    }
+    opt.step(lr_scale);
+  }
+  EXPECT_GT(skipped, 0);
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_LT((params[i].tensor.detach() - ref[i]).abs().max().item<double>(), 1e-6) << params[i].name;
+  int64_t found = 0;
+  for (const auto& [n, t] : opt.state())
+    if (n == "model.library.1.mlp.down_proj.weight.step" || n == "model.library.0.mlp.down_proj.weight.step") {
+      EXPECT_EQ(t.item<int64_t>(), n[14] == '1' ? 2 : 3) << n;
+      ++found;
+    }
+  EXPECT_EQ(found, 2);
+  auto a = torch::zeros({2, 3}), b = torch::zeros({3, 2});
+  EXPECT_THROW(adamw_update({a}, {}, {a}, {a}, {1}, {0.0}, AdamWHyper{}), std::invalid_argument);
+  EXPECT_THROW(muon_update({a, b}, {a, b}, {a, b}, {0.0, 0.0}, MuonHyper{}), std::invalid_argument);
+}
+
+// The multi-tensor updates a GPU step uses for whole groups (on the CPU the optimizer
+// passes one parameter at a time), on lists of three, against one call per tensor.
+TEST(Optimizer, MultiTensorUpdatesEqualOneTensorAtATime) {
+  torch::manual_seed(9);
+  std::vector<torch::Tensor> p, g, b, p1, b1, m, v, m1, v1;
+  for (int i = 0; i < 3; ++i) {
+    p.push_back(torch::randn({6, 9}, torch::kFloat64));
+    g.push_back(torch::randn({6, 9}, torch::kFloat64) * double(i + 1));
+    b.push_back(torch::randn({6, 9}, torch::kFloat64));
+    m.push_back(torch::randn({6, 9}, torch::kFloat64));
+    v.push_back(torch::rand({6, 9}, torch::kFloat64));
+    p1.push_back(p.back().clone());
+    b1.push_back(b.back().clone());
+    m1.push_back(m.back().clone());
+    v1.push_back(v.back().clone());
+  }
+  MuonHyper mh;
+  mh.ns_dtype = torch::kFloat64;
+  const std::vector<double> wd{0.0, 0.1, 0.3};
+  const std::vector<int64_t> steps{1, 4, 9};
+  auto q = p;  // the same tensors: updated by both calls below, once each
+  for (auto& t : q) t = t.clone();
+  muon_update(p, g, b, wd, mh);
+  AdamWHyper ah{0.01, 0.9, 0.95, 1e-8, 0.0};
+  adamw_update(q, g, m, v, steps, wd, ah);
+  for (int i = 0; i < 3; ++i) {
+    MuonHyper h1 = mh;
+    h1.weight_decay = wd[size_t(i)];
+    auto a = p1[size_t(i)].clone();
+    muon_update(p1[size_t(i)], g[size_t(i)], b1[size_t(i)], h1);
+    AdamWHyper a1 = ah;
+    a1.weight_decay = wd[size_t(i)];
+    adamw_update(a, g[size_t(i)], m1[size_t(i)], v1[size_t(i)], steps[size_t(i)], a1);
+    EXPECT_LT((p[size_t(i)] - p1[size_t(i)]).abs().max().item<double>(), 1e-12) << i;
+    EXPECT_TRUE(torch::equal(b[size_t(i)], b1[size_t(i)])) << i;
+    EXPECT_LT((q[size_t(i)] - a).abs().max().item<double>(), 1e-14) << i;
+    EXPECT_TRUE(torch::equal(m[size_t(i)], m1[size_t(i)]));
+    EXPECT_TRUE(torch::equal(v[size_t(i)], v1[size_t(i)]));
   }
 }
 
