@@ -26,7 +26,7 @@ Optimizer::Optimizer(std::vector<GroupedParam> params, const OptimConfig& cfg) :
   }
 }
 
-void Optimizer::step(double lr_scale) {
+void Optimizer::step(double lr_scale, Grouping grouping) {
   torch::NoGradGuard ng;
   // Parameters are updated in groups by the multi-tensor updates. On a GPU a group is
   // every parameter of one device and dtype (AdamW) or of one device, dtype and shape
@@ -38,10 +38,12 @@ void Optimizer::step(double lr_scale) {
   // over the batch anyway (measured in docs/benchmarks.md).
   std::map<std::string, std::vector<size_t>> groups;
   bool cpu = true;
+  for (const auto& gp : params_)
+    if (gp.tensor.grad().defined()) cpu = cpu && gp.tensor.device().is_cpu();
+  const bool batched = grouping == Grouping::Batched || (grouping == Grouping::Auto && !cpu);
   for (size_t i = 0; i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i].tensor;
     if (!p.grad().defined()) continue;
-    cpu = cpu && p.device().is_cpu();
     Slot& s = slots_[i];
     if (s.algo == "muon" && !s.buf.defined()) s.buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
     if (s.algo != "muon" && !s.exp_avg.defined()) {
@@ -49,7 +51,7 @@ void Optimizer::step(double lr_scale) {
       s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
     }
     std::string key = s.algo + "|" + p.device().str() + "|" + std::string(c10::toString(p.scalar_type()));
-    if (p.device().is_cpu())
+    if (!batched)
       key = std::to_string(i);
     else if (s.algo == "muon")
       for (auto d : p.sizes()) key += "|" + std::to_string(d);
@@ -72,7 +74,7 @@ void Optimizer::step(double lr_scale) {
     }
     cost.push_back(std::max<int64_t>(1, c));
   }
-  run_tasks(cost, cpu, [&](int64_t k) {
+  run_tasks(cost, cpu && !batched, [&](int64_t k) {
     const std::vector<size_t>& idx = *list[size_t(k)];
     std::vector<torch::Tensor> p, g, a, b;
     std::vector<double> wd;

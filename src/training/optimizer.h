@@ -26,7 +26,14 @@ class Optimizer {
   /// group); on the CPU one parameter per group, the groups running concurrently over the
   /// intra-op threads. Each update is independent of the others, so the result does not
   /// depend on the grouping or the thread count beyond the rounding of the products.
-  void step(double lr_scale);
+  void step(double lr_scale) { step(lr_scale, Grouping::Auto); }
+
+  /// How step() groups the parameters: Auto = PerParameter on the CPU, Batched otherwise.
+  /// Batched: one group per algorithm, device, dtype and (Muon) shape; PerParameter: one
+  /// parameter per group, groups run concurrently over the intra-op threads.
+  enum class Grouping { Auto, PerParameter, Batched };
+  /// step() with an explicit grouping (the tests run the GPU's Batched grouping on the CPU).
+  void step(double lr_scale, Grouping grouping);
   /// Drops all gradients (set to undefined).
   void zero_grad();
 

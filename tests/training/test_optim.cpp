@@ -242,6 +242,34 @@ TEST(Optimizer, GroupedStepEqualsOneParameterAtATime) {
   EXPECT_THROW(muon_update({a, b}, {a, b}, {a, b}, {0.0, 0.0}, MuonHyper{}), std::invalid_argument);
 }
 
+// The GPU's grouping (AdamW by dtype, Muon by shape: batched Newton-Schulz over every
+// matrix of a shape) run on the CPU against the CPU's one-parameter groups.
+TEST(Optimizer, BatchedGroupingEqualsPerParameterGrouping) {
+  auto c = tiny_cfg();
+  auto run = [&](Optimizer::Grouping grouping) {
+    torch::manual_seed(11);
+    LoLTrainable m{lol::LoLModel(c)};
+    OptimConfig oc;
+    oc.weight_decay = 0.2;
+    Optimizer opt(m.grouped_parameters(), oc);
+    for (int step = 0; step < 3; ++step) {
+      torch::manual_seed(70 + step);
+      for (auto& p : m.grouped_parameters())
+        p.tensor.mutable_grad() = step == 1 && p.name.find("library.2.") != std::string::npos
+                                      ? torch::Tensor()
+                                      : torch::randn_like(p.tensor);
+      opt.step(1.0, grouping);
+    }
+    std::vector<torch::Tensor> out;
+    for (auto& p : m.grouped_parameters()) out.push_back(p.tensor.detach().clone());
+    for (auto& [n, t] : opt.state()) out.push_back(t.to(torch::kFloat64));
+    return out;
+  };
+  auto per = run(Optimizer::Grouping::PerParameter), bat = run(Optimizer::Grouping::Batched);
+  ASSERT_EQ(per.size(), bat.size());
+  for (size_t i = 0; i < per.size(); ++i) EXPECT_LT((per[i] - bat[i]).abs().max().item<double>(), 1e-6) << i;
+}
+
 // The multi-tensor updates a GPU step uses for whole groups (on the CPU the optimizer
 // passes one parameter at a time), on lists of three, against one call per tensor.
 TEST(Optimizer, MultiTensorUpdatesEqualOneTensorAtATime) {
