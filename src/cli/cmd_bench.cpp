@@ -38,7 +38,7 @@ struct MatmulArgs {
 };
 
 struct TrainBenchArgs {
-  std::string preset = "tiny", arch = "lol", device = "cpu";
+  std::string preset = "tiny", arch = "lol", device = "cpu", optimizer_grouping = "auto";
   int64_t steps = 10, warmup = 2, peak_n = 1024, profile = 0, profile_top = 25;
   uint64_t seed = 0;
   double peak_gflops = 0;
@@ -97,6 +97,7 @@ nlohmann::json train_json(const training::TrainBenchResult& r, const TrainBenchA
                       {"batch", r.preset.batch},
                       {"seq_len", r.preset.seq_len},
                       {"steps", r.steps},
+                      {"optimizer_grouping", a.optimizer_grouping},
                       {"step_s", r.step_s},
                       {"fwd_bwd_s", r.fwd_bwd_s},
                       {"optimizer_s", r.optimizer_s},
@@ -132,7 +133,8 @@ void print_train(const training::TrainBenchResult& r, const TrainBenchArgs& a, d
             << r.preset.seq_len << "; " << r.threads << " threads, " << a.device << "; "
             << kernels_summary(runtime_environment(parse_device(a.device))) << "\n";
   std::cout << "step (median of " << r.steps << "): " << std::setprecision(2) << 1000.0 * r.step_s << " ms = fwd+bwd "
-            << 1000.0 * r.fwd_bwd_s << " ms + optimizer " << 1000.0 * r.optimizer_s << " ms\n"
+            << 1000.0 * r.fwd_bwd_s << " ms + optimizer " << 1000.0 * r.optimizer_s << " ms ("
+            << a.optimizer_grouping << " grouping)\n"
             << std::setprecision(1);
   std::cout << "tokens/s: " << r.tokens_per_s << " (full step), " << r.fwd_bwd_tokens_per_s << " (fwd+bwd only)\n";
   std::cout << "counted GFLOP per step: " << std::setprecision(3) << r.flops.total() / 1e9 << " (linear "
@@ -160,6 +162,7 @@ void run_train_bench(const TrainBenchArgs& a) {
   o.steps = a.steps;
   o.warmup = a.warmup;
   o.profile_steps = a.profile;
+  o.optimizer_grouping = a.optimizer_grouping;
   o.seed = a.seed;
   o.device = parse_device(a.device);
   const bool both = a.arch == "both";
@@ -238,6 +241,11 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   t->add_option("--device", ta->device, "cpu | cuda[:N]")->capture_default_str();
+  t->add_option("--optimizer-grouping", ta->optimizer_grouping,
+                "auto (per parameter on the CPU, batched on a GPU) | per-parameter | batched: how the "
+                "optimizer groups its multi-tensor updates")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "per-parameter", "batched"}));
   t->add_flag("--json", ta->json, "Print JSON");
   t->callback([ta] { run_train_bench(*ta); });
 }

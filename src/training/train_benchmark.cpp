@@ -203,10 +203,19 @@ MatmulBenchResult bench_matmul(int64_t n, double min_seconds, const c10::Device&
 
 namespace {
 
+/// The --optimizer-grouping value as Optimizer::Grouping; throws InputError otherwise.
+Optimizer::Grouping optimizer_grouping(const std::string& g) {
+  if (g == "auto") return Optimizer::Grouping::Auto;
+  if (g == "per-parameter") return Optimizer::Grouping::PerParameter;
+  if (g == "batched") return Optimizer::Grouping::Batched;
+  throw InputError("--optimizer-grouping: '" + g + "': expected auto, per-parameter or batched");
+}
+
 void check_bench_options(const TrainBenchOptions& o) {
   if (o.steps < 1) throw InputError("--steps: " + std::to_string(o.steps) + ": expected >= 1");
   if (o.warmup < 0) throw InputError("--warmup: " + std::to_string(o.warmup) + ": expected >= 0");
   if (o.profile_steps < 0) throw InputError("--profile: " + std::to_string(o.profile_steps) + ": expected >= 0");
+  optimizer_grouping(o.optimizer_grouping);
 }
 
 /// One architecture's benchmark: the preset's model, an Optimizer with the default
@@ -231,6 +240,7 @@ class StepRunner {
     model_->module().train();
     params_ = model_->grouped_parameters();
     opt_ = std::make_unique<Optimizer>(params_, oc_);
+    grouping_ = optimizer_grouping(o.optimizer_grouping);
     std::mt19937_64 rng(o.seed + 1);
     for (int64_t i = 0; i < o.warmup + o.steps; ++i) batches_.push_back(synthetic_batch(B, T, cfg.vocab_size, rng));
     r_.parameters = model_->num_parameters();
@@ -292,7 +302,7 @@ class StepRunner {
     if (count_optimizer_flops) r_.flops.optimizer = count_muon_flops(params_, oc_.ns_steps);  // needs the gradients
     const auto t1 = Clock::now();
     clip_gradients(params_, clip_);
-    opt_->step(1.0);
+    opt_->step(1.0, grouping_);
     opt_->zero_grad();
     model_->after_optimizer_step();
     sync(o_.device);
@@ -306,6 +316,7 @@ class StepRunner {
   std::vector<GroupedParam> params_;
   OptimConfig oc_;  // defaults: Muon + AdamW
   std::unique_ptr<Optimizer> opt_;
+  Optimizer::Grouping grouping_ = Optimizer::Grouping::Auto;
   const double clip_ = TrainConfig().clip;
   std::vector<TrainBatch> batches_;
   std::vector<double> step_t_, fb_t_, opt_t_;

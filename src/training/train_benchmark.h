@@ -81,6 +81,9 @@ struct TrainBenchOptions {
   uint64_t seed = 0;            ///< weights and token streams
   c10::Device device = c10::Device(c10::kCPU);
   int64_t profile_steps = 0;    ///< extra steps run under LibTorch's profiler after the timed ones (0 = none)
+  /// "auto" (the trainer's: per parameter on the CPU, batched on a GPU), "per-parameter"
+  /// or "batched" (Optimizer::Grouping): the optimizer's host cost, measured both ways.
+  std::string optimizer_grouping = "auto";
 };
 
 /// One LibTorch operator's share of the profiled steps (LibTorch's legacy CPU profiler,

@@ -458,6 +458,7 @@ TEST(CliErrors, BenchFlagsAreChecked) {
       {"bench train --steps 1 --warmup 0 --peak-gflops nan", "--peak-gflops: Value nan not in range"},
       {"bench train --steps 1 --warmup 0 --peak-gflops 0", "--peak-gflops: Value 0 not in range"},
       {"bench train --profile 1 --profile-top -1", "--profile-top: Value -1 not in range"},
+      {"bench train --optimizer-grouping fused", "--optimizer-grouping: fused not in"},
   };
   std::vector<std::string> args;
   for (const auto& c : cases) args.push_back(c.first);

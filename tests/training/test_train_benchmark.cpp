@@ -108,11 +108,24 @@ TEST(TrainBenchmark, RunsTrainingStepsOfBothArchitectures) {
     EXPECT_NEAR(r.first_loss, std::log(512.0), 0.5);  // random tokens, fresh model
     EXPECT_GT(r.peak_rss_bytes, 0);
   }
+  // The optimizer's two groupings (per parameter: the CPU's; batched: the GPU's) train alike.
+  std::vector<double> last;
+  for (const std::string grouping : {"per-parameter", "batched"}) {
+    TrainBenchOptions o;
+    o.steps = 3;
+    o.warmup = 0;
+    o.optimizer_grouping = grouping;
+    last.push_back(bench_train(o).last_loss);
+  }
+  EXPECT_NEAR(last[0], last[1], 1e-4);
   TrainBenchOptions bad;
   bad.arch = "moe";
   EXPECT_THROW(bench_train(bad), lol::InputError);
   bad.arch = "lol";
   bad.steps = 0;
+  EXPECT_THROW(bench_train(bad), lol::InputError);
+  bad.steps = 1;
+  bad.optimizer_grouping = "fused";
   EXPECT_THROW(bench_train(bad), lol::InputError);
 }
 
