@@ -79,6 +79,12 @@ step "benchmarks"
 {
   "$BUILD/lol" bench matmul --device cuda --n 8192 --seconds 2
   "$BUILD/lol" bench train --preset tiny --arch both --device cuda --steps 50 --warmup 5 --peak-n 0
+  # The optimizer's grouping (auto = batched on a GPU) against one parameter per group,
+  # and where the host time of a LoL step goes (operator calls and their host time).
+  "$BUILD/lol" bench train --preset tiny --arch lol --device cuda --steps 20 --warmup 5 --peak-n 0 \
+    --optimizer-grouping per-parameter
+  "$BUILD/lol" bench train --preset tiny --arch lol --device cuda --steps 20 --warmup 5 --peak-n 0 \
+    --profile 3 --profile-top 40
   "$BUILD/lol" bench train --preset small --arch both --device cuda --steps 20 --warmup 3 --peak-n 8192
   "$BUILD/lol" bench generate --model bench/small_model.json --device cuda --context 256 --new 64 --full-steps 4
 } 2>&1 | tee "$LOG/bench.log" || fail=1
