@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check (issue 12, docs/benchmarks.md "CUDA"): builds lol against a CUDA LibTorch,
 # runs the device tests (tests/device: CPU against GPU), the GPU benchmarks (matmul
-# peak, training tiny/small LoL and dense, decoding) and then as much of the CPU suite
+# peak, training tiny/small LoL and dense, decoding), the PyTorch eager reference of the
+# training benchmark (bench/torch_reference.py) and then as much of the CPU suite
 # as the time left allows (it checks the newer LibTorch too), in about 8 minutes.
 # Run on an NVIDIA H200 with PyTorch 2.11.0+cu130 (docs/benchmarks.md "CUDA").
 #
@@ -88,6 +89,12 @@ step "benchmarks"
   "$BUILD/lol" bench train --preset small --arch both --device cuda --steps 20 --warmup 3 --peak-n 8192
   "$BUILD/lol" bench generate --model bench/small_model.json --device cuda --context 256 --new 64 --full-steps 4
 } 2>&1 | tee "$LOG/bench.log" || fail=1
+
+step "PyTorch eager reference (bench/torch_reference.py, same presets, same machine)"
+{
+  timeout 150 python3 bench/torch_reference.py --preset tiny --arch both --device cuda --steps 50 --warmup 5
+  timeout 150 python3 bench/torch_reference.py --preset small --arch both --device cuda --steps 20 --warmup 3
+} 2>&1 | tee "$LOG/torch_reference.log" || true
 
 step "CPU suite on this LibTorch (as time allows)"
 if [ "$(left)" -gt 90 ]; then

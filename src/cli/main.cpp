@@ -129,7 +129,12 @@ int main(int argc, char** argv) {
   CLI::App app{"lol: Library of Layers and LayerRoute transformers in C++ (LibTorch)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("lol ") + lol::kLolVersion);
-  lol::init_runtime();
+  try {
+    lol::init_runtime();  // reads LOL_NUM_THREADS and LOL_CPU_KERNELS
+  } catch (const lol::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
   lol::cli::register_model_commands(app);
   lol::cli::register_data(app);
   lol::cli::register_paths(app);

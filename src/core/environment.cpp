@@ -128,6 +128,7 @@ nlohmann::json runtime_environment(const c10::Device& device) {
   j["cpu"] = cpu_info();
   j["cores_available"] = available_cores();
   j["threads"] = at::get_num_threads();
+  j["cpu_kernels"] = cpu_kernels_enabled();
   j["device"] = device.str();
   if (device.is_cuda()) j["cuda_devices"] = torch::cuda::device_count();
   nlohmann::json env = nlohmann::json::object();
@@ -148,6 +149,7 @@ std::string kernels_summary(const nlohmann::json& env) {
   }
   if (env.value("aten_cpu_capability", nlohmann::json()).is_string())
     s += ", ATen " + env["aten_cpu_capability"].get<std::string>();
+  if (env.value("cpu_kernels", true) == false) s += ", fused CPU kernels off";
   return s;
 }
 

@@ -28,7 +28,8 @@ inline constexpr const char* kLolVersion = "0.1.0";
 ///   null without OpenBLAS),
 ///   cpu {vendor, family, model, stepping, name, isa: [the vector extensions of
 ///   /proc/cpuinfo that kernels dispatch on]} (fields absent where /proc/cpuinfo lacks them),
-///   cores_available, threads (at::get_num_threads()), device (`device`.str()),
+///   cores_available, threads (at::get_num_threads()), cpu_kernels (cpu_kernels_enabled()),
+///   device (`device`.str()),
 ///   env {NAME: value} for the variables below that are set.
 /// Reads /proc/cpuinfo; never throws for a missing or unreadable file (cpu is then {}).
 nlohmann::json runtime_environment(const c10::Device& device = c10::Device(c10::kCPU));
@@ -38,10 +39,11 @@ nlohmann::json runtime_environment(const c10::Device& device = c10::Device(c10::
 inline constexpr const char* kEnvironmentVariables[] = {
     "LOL_NUM_THREADS",   "OMP_NUM_THREADS",  "OMP_WAIT_POLICY",        "OPENBLAS_NUM_THREADS",
     "OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_BLOCK_FACTOR",
-    "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES"};
+    "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES", "LOL_CPU_KERNELS"};
 
 /// One line naming the kernels in use, e.g. "OpenBLAS Haswell kernels
-/// (OPENBLAS_CORETYPE=Haswell), ATen AVX2" (benchmark output).
+/// (OPENBLAS_CORETYPE=Haswell), ATen AVX2" (benchmark output); ", fused CPU kernels off"
+/// is appended when cpu_kernels is false.
 std::string kernels_summary(const nlohmann::json& env);
 
 /// The record as aligned "key  value" lines for people (`lol env`).

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -73,6 +74,7 @@ void init_runtime(int threads) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     mallopt(M_TOP_PAD, 64 << 20);
   });
+  cpu_kernels_enabled();  // a bad LOL_CPU_KERNELS is an error at start-up, not mid-run
   int n = threads;
   if (n <= 0) {
     if (const char* env = std::getenv("LOL_NUM_THREADS")) n = std::atoi(env);
@@ -131,5 +133,26 @@ c10::Device parse_device(const std::string& name, const std::string& flag) {
     throw InputError(flag + ": unsupported device '" + name + "' (expected cpu or cuda)");
   return dev;
 }
+
+namespace {
+std::atomic<int> cpu_kernels_state{-1};  // -1: not read yet
+}  // namespace
+
+bool cpu_kernels_enabled() {
+  int v = cpu_kernels_state.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("LOL_CPU_KERNELS");
+    if (env && std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
+      throw InputError(std::string("environment variable LOL_CPU_KERNELS = '") + env +
+                       "': expected 0 (composed LibTorch operations, as on a GPU) or 1 (the fused CPU kernels)");
+    v = env && std::strcmp(env, "0") == 0 ? 0 : 1;
+    cpu_kernels_state.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void set_cpu_kernels_enabled(bool on) { cpu_kernels_state.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+bool cpu_kernel_device(const torch::Tensor& t) { return t.device().is_cpu() && cpu_kernels_enabled(); }
 
 }  // namespace lol

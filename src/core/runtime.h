@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <c10/core/Device.h>
+#include <ATen/core/Tensor.h>
 
 namespace lol {
 
@@ -15,6 +16,7 @@ namespace lol {
 ///   else the number of CPUs available to this process (sched_getaffinity); OpenBLAS's
 ///   own pool gets the same n (openblas_set_num_threads, when the BLAS is OpenBLAS).
 ///   Throws lol::InputError when n > 4096.
+/// - reads LOL_CPU_KERNELS (cpu_kernels_enabled(); InputError when it is not 0 or 1).
 /// Idempotent.
 void init_runtime(int threads = 0);
 
@@ -64,6 +66,24 @@ void set_blas_threads(int n);
 
 /// Number of CPUs this process may run on.
 int available_cores();
+
+/// Whether operators run the project's fused CPU kernels (segment attention, RMSNorm with
+/// FiLM, SwiGLU, RoPE, router inputs, the routed core's row dispatch, the float decoding
+/// kernels) on CPU tensors of the dtypes they support. On by default; LOL_CPU_KERNELS=0
+/// in the environment turns them off, and every operator then runs the composed LibTorch
+/// operations that a GPU runs: the GPU path can be tested, and its operator calls counted,
+/// on a CPU (`LOL_CPU_KERNELS=0 lol bench train --profile 3`; docs/benchmarks.md "CUDA").
+/// Read once, at the first call; throws InputError when LOL_CPU_KERNELS is set to
+/// anything but 0 or 1.
+bool cpu_kernels_enabled();
+
+/// Overrides cpu_kernels_enabled() for this process (tests run both paths). Not
+/// synchronised with operators running concurrently.
+void set_cpu_kernels_enabled(bool on);
+
+/// True when `t` is a CPU tensor and cpu_kernels_enabled(): where the fused CPU kernels
+/// may run (each also checks its dtypes and shapes).
+bool cpu_kernel_device(const torch::Tensor& t);
 
 /// Parses "cpu", "cuda", "cuda:N". Throws InputError naming `flag` when the value is
 /// unknown or CUDA is requested but LibTorch has no CUDA device.

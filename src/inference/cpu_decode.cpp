@@ -1,4 +1,5 @@
 #include "inference/cpu_decode.h"
+#include "core/runtime.h"
 
 #include <cmath>
 #include <vector>
@@ -140,7 +141,7 @@ class Kernels final : public CpuDecoder {
 }  // namespace
 
 std::unique_ptr<CpuDecoder> CpuDecoder::create(const PackedModel& w) {
-  if (!w.embed.is_cpu()) return nullptr;
+  if (!w.embed.is_cpu() || !cpu_kernels_enabled()) return nullptr;
   if (w.moe_prelude_coda()) return nullptr;  // the fused kernels run dense FFNs: block_step's path decodes MoE blocks
   if (w.embed.scalar_type() == torch::kFloat32) return std::make_unique<Kernels<float>>(w);
   if (w.embed.scalar_type() == torch::kFloat64) return std::make_unique<Kernels<double>>(w);

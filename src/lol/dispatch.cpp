@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/index_tensor.h"
+#include "core/runtime.h"
 #include "nn/vec_math.h"
 #include "util/error.h"
 
@@ -26,7 +27,7 @@ void check_rows(const std::vector<int64_t>& idx, int64_t rows, const char* what)
 }
 
 bool cpu_kernel(const torch::Tensor& s) {
-  return s.device().is_cpu() && s.dim() == 2 && (s.scalar_type() == torch::kFloat32 || s.scalar_type() == torch::kFloat64);
+  return cpu_kernel_device(s) && s.dim() == 2 && (s.scalar_type() == torch::kFloat32 || s.scalar_type() == torch::kFloat64);
 }
 
 /// dst[dst_row(i)] = src[src_row(i)] for i in [0, n), rows of d elements.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/index_tensor.h"
+#include "core/runtime.h"
 #include "nn/vec_math.h"
 #include "util/error.h"
 
@@ -194,7 +195,7 @@ torch::Tensor router_inputs_composed(const torch::Tensor& s, const torch::Tensor
 }
 
 torch::Tensor router_inputs(const torch::Tensor& s, const torch::Tensor& depth_embed, const RouterWindows& w) {
-  const bool kernel = s.device().is_cpu() && depth_embed.device().is_cpu() &&
+  const bool kernel = cpu_kernel_device(s) && depth_embed.device().is_cpu() &&
                       (s.scalar_type() == torch::kFloat32 || s.scalar_type() == torch::kFloat64) &&
                       depth_embed.scalar_type() == s.scalar_type();
   if (!kernel) return router_inputs_composed(s, depth_embed, w);

@@ -2,6 +2,7 @@
 #include "nn/linear.h"
 #include "nn/mask_fill.h"
 #include "nn/vec_math.h"
+#include "core/runtime.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -566,7 +567,7 @@ struct SegmentAttentionFunction : public torch::autograd::Function<SegmentAttent
 };
 
 bool direct_kernel_applies(const torch::Tensor& q) {
-  return q.device().is_cpu() && (q.scalar_type() == torch::kFloat32 || q.scalar_type() == torch::kFloat64);
+  return cpu_kernel_device(q) && (q.scalar_type() == torch::kFloat32 || q.scalar_type() == torch::kFloat64);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "nn/mlp.h"
 #include "nn/linear.h"
 #include "nn/vec_math.h"
+#include "core/runtime.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -94,7 +95,7 @@ struct SwiGLUFunction : public torch::autograd::Function<SwiGLUFunction> {
 };
 
 torch::Tensor swiglu(const torch::Tensor& g, const torch::Tensor& u) {
-  const bool cpu_kernel = g.device().is_cpu() && g.sizes() == u.sizes() && g.scalar_type() == u.scalar_type() &&
+  const bool cpu_kernel = cpu_kernel_device(g) && g.sizes() == u.sizes() && g.scalar_type() == u.scalar_type() &&
                           (g.scalar_type() == torch::kFloat32 || g.scalar_type() == torch::kFloat64);
   if (cpu_kernel) return SwiGLUFunction::apply(g, u);
   return torch::silu(g) * u;

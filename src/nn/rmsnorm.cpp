@@ -1,6 +1,7 @@
 #include "nn/rmsnorm.h"
 #include "nn/linear.h"
 #include "nn/vec_math.h"
+#include "core/runtime.h"
 #include "util/error.h"
 
 #include <ATen/Parallel.h>
@@ -31,7 +32,7 @@ bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& w, const to
   auto vector_like_x = [&](const torch::Tensor& t) {
     return t.device().is_cpu() && t.scalar_type() == x.scalar_type() && t.dim() == 1 && t.size(0) == x.size(-1);
   };
-  return x.device().is_cpu() && x.dim() >= 1 && x.numel() > 0 &&
+  return cpu_kernel_device(x) && x.dim() >= 1 && x.numel() > 0 &&
          (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) && vector_like_x(w) &&
          (!s.defined() || vector_like_x(s)) && (!b.defined() || vector_like_x(b));
 }

@@ -1,5 +1,6 @@
 #include "nn/rope.h"
 #include "nn/vec_math.h"
+#include "core/runtime.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,7 +48,7 @@ void rotate_cpu(const torch::Tensor& x, const torch::Tensor& pos, const torch::T
 }
 
 bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& table) {
-  return x.device().is_cpu() && (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) &&
+  return cpu_kernel_device(x) && (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64) &&
          table.scalar_type() == x.scalar_type();
 }
 

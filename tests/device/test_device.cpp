@@ -7,7 +7,9 @@
 //
 // Without a CUDA device (torch::cuda::is_available() false: a CPU LibTorch or no GPU)
 // every test is reported SKIPPED, never passed. scripts/device_check.sh runs them on a
-// GPU machine; LOL_TEST_DEVICE picks another device ("cuda:1").
+// GPU machine; LOL_TEST_DEVICE picks another device ("cuda:1"). LOL_TEST_DEVICE=cpu (CTest's
+// cpu_self_check.*) compares the CPU's fused kernels with the composed LibTorch operations
+// a GPU runs, on the CPU (the "device" side runs with lol::set_cpu_kernels_enabled(false)).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,6 +19,7 @@
 
 #include "baselines/dense_model.h"
 #include "common/test_files.h"
+#include "core/runtime.h"
 #include "core/tensor_io.h"
 #include "hf/hf_model.h"
 #include "hf/hf_test_util.h"
@@ -34,11 +37,24 @@ c10::Device test_device() {
   return c10::Device(e && *e ? e : "cuda");
 }
 
-// LOL_TEST_DEVICE=cpu runs the comparisons CPU against CPU: a check of the tests
-// themselves on a machine without a GPU, not of any device.
+// LOL_TEST_DEVICE=cpu runs the comparisons on the CPU, fused kernels against the composed
+// operations of the GPU path: a check of that path and of the tests on a machine without
+// a GPU, not of any device.
 #define REQUIRE_CUDA()                                                                       \
   if (test_device().is_cuda() && !torch::cuda::is_available())                               \
   GTEST_SKIP() << "no CUDA device: torch::cuda::is_available() is false (CPU LibTorch or no GPU)"
+
+/// Runs f() as the device side of a comparison: on a CPU self-check without the fused CPU
+/// kernels (the composed operations a GPU runs), restoring the setting afterwards.
+template <typename F>
+auto on_device(F&& f) {
+  struct Restore {
+    bool was = lol::cpu_kernels_enabled();
+    ~Restore() { lol::set_cpu_kernels_enabled(was); }
+  } restore;
+  if (test_device().is_cpu()) lol::set_cpu_kernels_enabled(false);
+  return f();
+}
 
 double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
@@ -88,7 +104,7 @@ TEST(Cuda, LoLForwardRoutingAndGradientsMatchCpu) {
   lol::ForwardOptions o;
   o.trace = true;
   auto oc = cpu->forward(b, o);
-  auto og = gpu->forward(to(b, dev), o);
+  auto og = on_device([&] { return gpu->forward(to(b, dev), o); });
   ASSERT_EQ(og.logits.device().type(), dev.type());
   EXPECT_LT(max_diff(oc.logits, og.logits), 1e-9);
   ASSERT_EQ(oc.trace.size(), og.trace.size());
@@ -97,7 +113,10 @@ TEST(Cuda, LoLForwardRoutingAndGradientsMatchCpu) {
     EXPECT_LT(max_diff(oc.trace[d].probs, og.trace[d].probs), 1e-9) << "routed depth " << d + 1;
   }
   next_token_loss(oc.logits, b.tokens).backward();
-  next_token_loss(og.logits, b.tokens).backward();
+  on_device([&] {
+    next_token_loss(og.logits, b.tokens).backward();
+    return 0;
+  });
   auto pc = cpu->named_parameters(), pg = gpu->named_parameters();
   ASSERT_EQ(pc.size(), pg.size());
   int with_grad = 0;
@@ -132,11 +151,14 @@ TEST(Cuda, CachedDecodingMatchesCpuForward) {
   lol::inference::RowInput in;
   in.row = 0;
   in.tokens.assign(seq.begin(), seq.begin() + 16);
-  parts.push_back(sess.feed({in}, /*all_logits=*/true).cpu());
-  for (size_t i = 16; i < seq.size(); ++i) {
-    in.tokens = {seq[i]};
-    parts.push_back(sess.feed({in}).cpu());
-  }
+  on_device([&] {
+    parts.push_back(sess.feed({in}, /*all_logits=*/true).cpu());
+    for (size_t i = 16; i < seq.size(); ++i) {
+      in.tokens = {seq[i]};
+      parts.push_back(sess.feed({in}).cpu());
+    }
+    return 0;
+  });
   EXPECT_LT(max_diff(full, torch::cat(parts, 0)), 1e-8);
 }
 
@@ -170,7 +192,7 @@ TEST(Cuda, TrainingFollowsCpuAndResumes) {
   auto cpu_run = run("cpu", "cpu");
   auto gpu_run = run("gpu", dev);
   auto rc = tr::run_training(cpu_run);
-  auto rg = tr::run_training(gpu_run);
+  auto rg = on_device([&] { return tr::run_training(gpu_run); });
   auto lc = losses(cpu_run.train.out), lg = losses(gpu_run.train.out);
   ASSERT_EQ(lc.size(), 8u);
   ASSERT_EQ(lg.size(), 8u);
@@ -185,8 +207,8 @@ TEST(Cuda, TrainingFollowsCpuAndResumes) {
   crash.after_step = [](int64_t done, tr::TrainableModel&) {
     if (done == 3) throw std::runtime_error("simulated crash after step 3");
   };
-  EXPECT_THROW(tr::run_training(part, "", crash), std::runtime_error);
-  auto rp = tr::run_training(part, part.train.out);
+  EXPECT_THROW(on_device([&] { return tr::run_training(part, "", crash); }), std::runtime_error);
+  auto rp = on_device([&] { return tr::run_training(part, part.train.out); });
   EXPECT_EQ(rp.steps_done, 8);
   auto a = lol::load_tensors(rg.last_checkpoint + "/model.safetensors");
   auto b = lol::load_tensors(rp.last_checkpoint + "/model.safetensors");
@@ -211,7 +233,7 @@ TEST(Cuda, HfCheckpointMatchesCpu) {
   auto tokens = torch::randint(s.vocab, {2, 30}, gen, torch::kInt64);
   torch::NoGradGuard ng;
   auto lc = cpu->forward(tokens);
-  auto lg = gpu->forward(tokens.to(dev));
+  auto lg = on_device([&] { return gpu->forward(tokens.to(dev)); });
   ASSERT_EQ(lg.device().type(), dev.type());
   EXPECT_LT(max_diff(lc, lg), 1e-9);
 }
@@ -237,7 +259,7 @@ TEST(Cuda, LayerRouteGatesSkipAndTrainLikeCpu) {
   {
     torch::NoGradGuard ng;
     auto oc = cpu->forward(tokens, docs, skip);
-    auto og = gpu->forward(tokens.to(dev), docs.to(dev), skip);
+    auto og = on_device([&] { return gpu->forward(tokens.to(dev), docs.to(dev), skip); });
     EXPECT_TRUE(torch::equal(oc.open.cpu(), og.open.cpu()));
     const auto open = oc.open.to(torch::kFloat64).mean().item<double>();
     EXPECT_GT(open, 0.0);
@@ -249,7 +271,10 @@ TEST(Cuda, LayerRouteGatesSkipAndTrainLikeCpu) {
   ste.ste = true;
   auto keep = (docs >= 0).unsqueeze(-1).to(torch::kFloat32);
   (cpu->forward(tokens, docs, ste).logits * keep).square().mean().backward();
-  (gpu->forward(tokens.to(dev), docs.to(dev), ste).logits * keep.to(dev)).square().mean().backward();
+  on_device([&] {
+    (gpu->forward(tokens.to(dev), docs.to(dev), ste).logits * keep.to(dev)).square().mean().backward();
+    return 0;
+  });
   auto pc = cpu->named_parameters(), pg = gpu->named_parameters();
   ASSERT_EQ(pc.size(), pg.size());
   int with_grad = 0;

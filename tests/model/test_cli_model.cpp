@@ -682,4 +682,19 @@ TEST(CliRuntime, EnvReportsVersionsThreadsAndTheKernelsInUse) {
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("blas_core"), std::string::npos) << text.out;
   EXPECT_NE(reftest::run_lol("env --device nonsense").code, 0);
+  EXPECT_EQ(j["cpu_kernels"], true);
+  // LOL_CPU_KERNELS=0: the composed operations a GPU runs (recorded and named); a value
+  // other than 0 or 1, like a thread count beyond the bound, is an error at start-up
+  // (exit 2, naming the variable), not an abort.
+  auto off = reftest::run_cmd("LOL_CPU_KERNELS=0 LOL_NUM_THREADS=1 " + reftest::quote(LOL_BINARY) + " env --json");
+  ASSERT_EQ(off.code, 0) << off.out;
+  const auto oj = nlohmann::json::parse(off.out);
+  EXPECT_EQ(oj["cpu_kernels"], false);
+  EXPECT_EQ(oj["env"]["LOL_CPU_KERNELS"], "0");
+  for (const std::string bad : {"LOL_CPU_KERNELS=2", "LOL_NUM_THREADS=5000"}) {
+    auto b = reftest::run_cmd(bad + " " + reftest::quote(LOL_BINARY) + " env");
+    EXPECT_EQ(b.code, 2) << bad << ": " << b.out;
+    EXPECT_NE(b.out.find("error: "), std::string::npos) << b.out;
+    EXPECT_NE(b.out.find(bad.substr(0, bad.find('='))), std::string::npos) << b.out;
+  }
 }
