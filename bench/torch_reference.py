@@ -57,9 +57,9 @@ PRESETS = {
 EPS = 1e-5
 THETA = 10000.0
 ROUTER_NOISE = 0.1
+BALANCE_RATE = 1e-3
 # F.scaled_dot_product_attention(enable_gqa=...) since PyTorch 2.5; before, K/V are repeated.
 GQA = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
-BALANCE_RATE = 1e-3
 
 
 class RMSNorm(nn.Module):

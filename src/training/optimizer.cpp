@@ -50,11 +50,12 @@ void Optimizer::step(double lr_scale, Grouping grouping) {
       s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
       s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
     }
-    std::string key = s.algo + "|" + p.device().str() + "|" + std::string(c10::toString(p.scalar_type()));
-    if (!batched)
-      key = std::to_string(i);
-    else if (s.algo == "muon")
-      for (auto d : p.sizes()) key += "|" + std::to_string(d);
+    std::string key = std::to_string(i);
+    if (batched) {
+      key = s.algo + "|" + p.device().str() + "|" + std::string(c10::toString(p.scalar_type()));
+      if (s.algo == "muon")
+        for (auto d : p.sizes()) key += "|" + std::to_string(d);
+    }
     s.step++;
     groups[key].push_back(i);
   }
