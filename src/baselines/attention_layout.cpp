@@ -84,14 +84,15 @@ torch::Tensor attend(nn::AttentionImpl& attn, const torch::Tensor& h, TokenLayou
                      nn::RoPE& rope) {
   switch (a.kind) {
     case AttentionKind::Full:
-      return attn.forward(h, L.pos(), L.document_segments(), torch::Tensor(), rope);
+      return nn::grouped_attention({&attn}, {h.size(0)}, h, L.pos(), L.document_segments(), torch::Tensor(), rope, L.seq());
     case AttentionKind::Strided:
-      return attn.forward(h, L.pos(), L.strided_segments(a.depth, a.window, a.stride), torch::Tensor(), rope);
+      return nn::grouped_attention({&attn}, {h.size(0)}, h, L.pos(), L.strided_segments(a.depth, a.window, a.stride),
+                                    torch::Tensor(), rope, L.seq());
     case AttentionKind::Sliding: {
       const auto& seg = L.document_segments();
       const int64_t N = h.size(0);
       torch::Tensor q, k, v;
-      attn.project(h, L.pos(), rope, q, k, v);
+      nn::grouped_project({&attn}, {h.size(0)}, h, L.pos(), rope, q, k, v, L.seq());
       auto qp = seg.to_padded(q).permute({0, 2, 1, 3}).contiguous();  // [S, H, Lmax, hd]
       auto kp = seg.to_padded(k).permute({0, 2, 1, 3}).contiguous();
       auto vp = seg.to_padded(v).permute({0, 2, 1, 3}).contiguous();
@@ -110,7 +111,7 @@ torch::Tensor block_forward(nn::BlockImpl& b, const torch::Tensor& x, TokenLayou
   if (a.kind != AttentionKind::Sliding) {  // the block's own forward on the pattern's segments
     const nn::SegmentLayout& seg = a.kind == AttentionKind::Full ? L.document_segments()
                                                                  : L.strided_segments(a.depth, a.window, a.stride);
-    nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr, ffn_rows};
+    nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr, ffn_rows, L.seq()};
     return b.forward(x, ctx);
   }
   auto h = b.input_layernorm(x);

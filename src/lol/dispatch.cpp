@@ -146,16 +146,19 @@ struct RoutedResidualFunction : public torch::autograd::Function<RoutedResidualF
 
 }  // namespace
 
-torch::Tensor gather_rows(const torch::Tensor& s, const std::vector<int64_t>& idx) {
+torch::Tensor gather_rows(const torch::Tensor& s, const std::vector<int64_t>& idx, const torch::Tensor& idx_t) {
   if (s.dim() != 2) throw InputError("gather_rows: states must be [rows, d_model]");
   check_rows(idx, s.size(0), "gather_rows");
-  if (!cpu_kernel(s)) return s.index_select(0, index_tensor(idx, s.device()));
+  if (idx_t.defined() && idx_t.numel() != int64_t(idx.size()))
+    throw InputError("gather_rows: " + std::to_string(idx_t.numel()) + " device indices for " +
+                     std::to_string(idx.size()) + " rows");
+  if (!cpu_kernel(s)) return s.index_select(0, idx_t.defined() ? idx_t : index_tensor(idx, s.device()));
   return GatherRowsFunction::apply(s, &idx);
 }
 
 torch::Tensor routed_residual(const torch::Tensor& s, const std::vector<int64_t>& idx,
                               const std::vector<int64_t>& window, const torch::Tensor& alpha,
-                              const torch::Tensor& delta) {
+                              const torch::Tensor& delta, const torch::Tensor& idx_t, const torch::Tensor& window_t) {
   if (s.dim() != 2 || delta.dim() != 2 || delta.size(1) != s.size(1) || delta.size(0) != int64_t(idx.size()))
     throw InputError("routed_residual: expected states [rows, d] and updates [" + std::to_string(idx.size()) +
                      ", d] (one per dispatched row)");
@@ -167,11 +170,14 @@ torch::Tensor routed_residual(const torch::Tensor& s, const std::vector<int64_t>
     if (w < 0 || w >= alpha.size(0))
       throw InputError("routed_residual: window " + std::to_string(w) + " outside [0, " +
                        std::to_string(alpha.size(0)) + ")");
+  if ((idx_t.defined() && idx_t.numel() != int64_t(idx.size())) ||
+      (window_t.defined() && window_t.numel() != int64_t(window.size())))
+    throw InputError("routed_residual: the device indices do not match the host indices in length");
   if (!cpu_kernel(s) || alpha.dim() != 1 || !alpha.device().is_cpu() || alpha.scalar_type() != s.scalar_type() ||
       delta.scalar_type() != s.scalar_type()) {
     const auto dev = s.device();
-    auto a = alpha.index_select(0, index_tensor(window, dev)).unsqueeze(1);
-    return s.index_add(0, index_tensor(idx, dev), a * delta);
+    auto a = alpha.index_select(0, window_t.defined() ? window_t : index_tensor(window, dev)).unsqueeze(1);
+    return s.index_add(0, idx_t.defined() ? idx_t : index_tensor(idx, dev), a * delta);
   }
   return RoutedResidualFunction::apply(s, alpha, delta, &idx, &window);
 }

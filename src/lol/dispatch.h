@@ -16,16 +16,20 @@ namespace lol {
 
 /// s [rows, d] -> [n, d] with row i = s[idx[i]]; idx: n distinct flat rows. Differentiable
 /// in s (one autograd node on the CPU). Throws lol::InputError when an index is out of
-/// range or repeated.
-torch::Tensor gather_rows(const torch::Tensor& s, const std::vector<int64_t>& idx);
+/// range or repeated. idx_t: optionally the same indices as an int64 tensor on s's device
+/// (the GPU path then uploads nothing).
+torch::Tensor gather_rows(const torch::Tensor& s, const std::vector<int64_t>& idx,
+                          const torch::Tensor& idx_t = torch::Tensor());
 
 /// s + alpha (E(s) - s) on the dispatched rows: out = s, then out[idx[i]] += alpha[window[i]]
 /// * delta[i]. s [rows, d], delta [n, d], alpha [G] (router probability of each window,
 /// same dtype), idx and window: n entries (distinct rows; windows < G). Differentiable in
 /// s, alpha and delta. Throws lol::InputError on mismatched lengths or out-of-range
-/// indices.
+/// indices. idx_t, window_t: optionally idx and window as int64 tensors on s's device
+/// (the GPU path then uploads nothing).
 torch::Tensor routed_residual(const torch::Tensor& s, const std::vector<int64_t>& idx,
                               const std::vector<int64_t>& window, const torch::Tensor& alpha,
-                              const torch::Tensor& delta);
+                              const torch::Tensor& delta, const torch::Tensor& idx_t = torch::Tensor(),
+                              const torch::Tensor& window_t = torch::Tensor());
 
 }  // namespace lol

@@ -218,7 +218,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
   torch::Tensor kv = L.key_visible;
   // An MoE prelude/coda FFN routes only the tokens (padding is neither run nor counted).
   nn::BlockContext full_ctx{&L.pos, &L.full, kv.defined() ? &kv : nullptr, &rope, nullptr,
-                            L.valid_rows_t.defined() ? &L.valid_rows_t : nullptr};
+                            L.valid_rows_t.defined() ? &L.valid_rows_t : nullptr, /*pos_bound=*/T};
 
   auto s = model->embed_tokens(batch.tokens.to(dev)).reshape({B * T, c.d_model});
   for (auto& m : *model->prelude) s = m->as<nn::Block>()->forward(s, full_ctx);
@@ -238,9 +238,11 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     if (is_training() && c.router_noise_std > 0) logits = logits + torch::randn_like(logits) * c.router_noise_std;
     auto probs = torch::softmax(logits, -1);
     // Top-1 with the balancing bias (selection only); ties -> lowest index.
-    auto sel_t = (probs.detach() + model->balance_bias.unsqueeze(0)).argmax(-1).to(torch::kCPU).contiguous();
+    auto sel_dev = (probs.detach() + model->balance_bias.unsqueeze(0)).argmax(-1);
+    auto sel_t = sel_dev.to(torch::kCPU).contiguous();  // the grouping below is the host's
     std::vector<int64_t> sel(sel_t.data_ptr<int64_t>(), sel_t.data_ptr<int64_t>() + G);
     std::vector<uint8_t> forced(G, 0), fixed_alpha(G, 0);
+    bool any_forced = false;
     std::vector<double> alpha_vals(G, 0.0);
     if (opt.force) {
       for (int64_t g = 0; g < G; ++g) {
@@ -250,6 +252,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
                              std::to_string(c.library_size));
           sel[g] = fc->expert;
           forced[g] = 1;
+          any_forced = true;
           if (fc->alpha) {
             fixed_alpha[g] = 1;
             alpha_vals[g] = *fc->alpha;
@@ -257,7 +260,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
         }
       }
     }
-    auto sel_dev = index_tensor(sel, dev);
+    if (any_forced) sel_dev = index_tensor(sel, dev);
     auto alpha = probs.gather(1, sel_dev.unsqueeze(1)).squeeze(1);
     bool any_fixed = false;
     for (auto f : fixed_alpha) any_fixed |= f != 0;
@@ -290,17 +293,19 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
       sizes.push_back(int64_t(tok.size()) - start);
     }
     const int64_t n = int64_t(tok.size());
-    auto tok_t = index_tensor(tok, dev);
-    auto xs = gather_rows(s, tok);
+    auto tok_dev = index_tensors({&tok, &tok_win}, dev);  // one upload on a GPU
+    const auto& tok_t = tok_dev[0];
+    auto xs = gather_rows(s, tok, tok_t);
     auto pos_e = L.pos.index_select(0, tok_t);
     torch::Tensor kv_e;
     if (kv.defined()) kv_e = kv.index_select(0, tok_t);
     std::vector<int64_t> local(static_cast<size_t>(n));
     std::iota(local.begin(), local.end(), int64_t(0));
     auto layout = nn::SegmentLayout::from_csr(local, seg_offsets, n, dev);
-    nn::BlockContext ctx{&pos_e, &layout, kv.defined() ? &kv_e : nullptr, &rope, model->film[d]->as<nn::FiLM>()};
+    nn::BlockContext ctx{&pos_e, &layout, kv.defined() ? &kv_e : nullptr, &rope, model->film[d]->as<nn::FiLM>(),
+                         nullptr, /*pos_bound=*/T};
     auto delta = nn::grouped_block_delta(used, sizes, xs, ctx);
-    s = routed_residual(s, tok, tok_win, alpha, delta);  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
+    s = routed_residual(s, tok, tok_win, alpha, delta, tok_t, tok_dev[1]);  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
     if (count_load) {
       auto* lp = load.data_ptr<int64_t>();
       for (int64_t g = 0; g < G; ++g)

@@ -181,16 +181,16 @@ torch::Tensor router_inputs_composed(const torch::Tensor& s, const torch::Tensor
       rows.push_back(w.start[size_t(g)] + t);
       win.push_back(g);
     }
-  auto s64 = s.index_select(0, index_tensor(rows, dev)).to(torch::kFloat64);
-  auto sums = torch::zeros({G, d}, s64.options()).index_add(0, index_tensor(win, dev), s64);
-  auto mu = sums / index_tensor(w.len, dev).to(torch::kFloat64).unsqueeze(1);
+  // All index lists in one upload (one host-to-device copy on a GPU).
+  const auto t = index_tensors({&rows, &win, &w.len, &w.k, &w.doc_first_window, &w.start}, dev);
+  const auto &rows_t = t[0], &win_t = t[1], &len_t = t[2], &kk = t[3], &first_t = t[4], &start_t = t[5];
+  auto s64 = s.index_select(0, rows_t).to(torch::kFloat64);
+  auto sums = torch::zeros({G, d}, s64.options()).index_add(0, win_t, s64);
+  auto mu = sums / len_t.to(torch::kFloat64).unsqueeze(1);
   // Running sums over all windows, differenced at each document's first window.
   auto csum = torch::cat({torch::zeros({1, d}, mu.options()), mu.cumsum(0)}, 0);
-  auto kk = index_tensor(w.k, dev);
-  auto r_rest = (csum.narrow(0, 0, G) - csum.index_select(0, index_tensor(w.doc_first_window, dev))) /
-                kk.clamp_min(1).to(torch::kFloat64).unsqueeze(1);
-  auto r_first = 0.5 * (depth_embed.to(torch::kFloat64).unsqueeze(0) +
-                        s.index_select(0, index_tensor(w.start, dev)).to(torch::kFloat64));
+  auto r_rest = (csum.narrow(0, 0, G) - csum.index_select(0, first_t)) / kk.clamp_min(1).to(torch::kFloat64).unsqueeze(1);
+  auto r_first = 0.5 * (depth_embed.to(torch::kFloat64).unsqueeze(0) + s.index_select(0, start_t).to(torch::kFloat64));
   return torch::where((kk == 0).unsqueeze(1), r_first, r_rest).to(s.scalar_type());
 }
 

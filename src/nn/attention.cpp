@@ -594,13 +594,14 @@ std::vector<const torch::nn::LinearImpl*> layers_of(const std::vector<AttentionI
 
 void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                      const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
-                     torch::Tensor& v) {
+                     torch::Tensor& v, int64_t pos_bound) {
   const int64_t N = x.size(0);
   const auto& s = experts.at(0)->shape;
   q = rope.apply(grouped_linear(x, layers_of(experts, &AttentionImpl::q_proj), sizes).view({N, s.n_heads, s.head_dim}),
-                 pos);
+                 pos, pos_bound);
   k = rope.apply(
-      grouped_linear(x, layers_of(experts, &AttentionImpl::k_proj), sizes).view({N, s.n_kv_heads, s.head_dim}), pos);
+      grouped_linear(x, layers_of(experts, &AttentionImpl::k_proj), sizes).view({N, s.n_kv_heads, s.head_dim}), pos,
+      pos_bound);
   v = grouped_linear(x, layers_of(experts, &AttentionImpl::v_proj), sizes).view({N, s.n_kv_heads, s.head_dim});
 }
 
@@ -616,11 +617,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
 
 torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                                 const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
-                                const torch::Tensor& key_visible, RoPE& rope) {
+                                const torch::Tensor& key_visible, RoPE& rope, int64_t pos_bound) {
   const int64_t N = x.size(0);
   const auto& shape = experts.at(0)->shape;
   torch::Tensor q, k, v;
-  grouped_project(experts, sizes, x, pos, rope, q, k, v);
+  grouped_project(experts, sizes, x, pos, rope, q, k, v, pos_bound);
   const auto o_proj = layers_of(experts, &AttentionImpl::o_proj);
   if (direct_kernel_applies(q)) {
     auto vis = key_visible.defined() ? key_visible.to(torch::kCPU, torch::kBool).contiguous()

@@ -55,7 +55,7 @@ torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const s
   const FiLMImpl* f = ctx.film;
   auto h = rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(), f ? f->attn_beta : torch::Tensor(), eps);
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
-  auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope);
+  auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope, ctx.pos_bound);
   auto r = x + a;
   auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : torch::Tensor(), f ? f->ffn_beta : torch::Tensor(), eps);
   return a + (moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in));

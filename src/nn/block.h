@@ -43,6 +43,9 @@ struct BlockContext {
   /// [m] int64 rows that an MoE FFN routes (the others, e.g. padding, get no FFN update
   /// and are not counted in the expert load); nullptr = every row. Dense FFNs ignore it.
   const torch::Tensor* ffn_rows = nullptr;
+  /// Every position in *pos is below it (0 = unknown): spares RoPE a read of max(pos)
+  /// back from a GPU (RoPE::apply).
+  int64_t pos_bound = 0;
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -262,11 +262,14 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
     auto opt = [](const torch::Tensor& t) { return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt; };
     return RMSNormFunction::apply(x, at::TensorList(weights), opt(scale), opt(shift), sizes, eps);
   }
-  // Composed path: one weight row per input row.
+  // Composed path: one weight row per input row (each group's weight broadcast over its
+  // rows; no index upload or host synchronisation on a GPU).
   torch::Tensor w = weights[0];
   if (weights.size() > 1) {
-    auto rows = torch::tensor(sizes, torch::TensorOptions(torch::kInt64).device(x.device()));
-    w = torch::repeat_interleave(torch::stack(weights), rows, 0).view(x.sizes());
+    std::vector<torch::Tensor> rows;
+    rows.reserve(weights.size());
+    for (size_t g = 0; g < weights.size(); ++g) rows.push_back(weights[g].unsqueeze(0).expand({sizes[g], d}));
+    w = torch::cat(rows).view(x.sizes());
   }
   auto y = rms_norm_ops(x, scale.defined() ? w * scale : w, eps);
   return shift.defined() ? y + shift : y;

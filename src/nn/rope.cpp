@@ -172,9 +172,9 @@ void RoPE::ensure(int64_t max_pos, const torch::Device& dev, torch::ScalarType d
   sin_ = s.to(dev, dtype).contiguous();
 }
 
-torch::Tensor RoPE::apply(const torch::Tensor& x, const torch::Tensor& pos) {
+torch::Tensor RoPE::apply(const torch::Tensor& x, const torch::Tensor& pos, int64_t pos_bound) {
   if (x.size(0) == 0) return x;
-  int64_t max_pos = pos.max().item<int64_t>() + 1;
+  const int64_t max_pos = pos_bound > 0 && !pos.device().is_cpu() ? pos_bound : pos.max().item<int64_t>() + 1;
   ensure(max_pos, x.device(), x.scalar_type());
   return RotaryFunction::apply(x, pos, cos_, sin_);
 }

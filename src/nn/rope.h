@@ -33,7 +33,10 @@ class RoPE {
   /// x [N, heads, head_dim], pos [N] int64 (any device) -> rotated x.
   /// Tables grow on demand; built in float32 as HF does. Throws InputError for a
   /// position at or beyond the scaling's position_limit() (dynamic NTK).
-  torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& pos);
+  /// pos_bound > 0: the caller guarantees every position < pos_bound, which sizes the
+  /// tables without reading max(pos) back from a GPU (one host synchronisation per call);
+  /// positions on the CPU are always read.
+  torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& pos, int64_t pos_bound = 0);
   int64_t head_dim() const { return head_dim_; }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/index_tensor.h"
+
 namespace lol::nn {
 
 SegmentLayout SegmentLayout::from_csr(const std::vector<int64_t>& rows, const std::vector<int64_t>& offsets,
@@ -12,23 +14,23 @@ SegmentLayout SegmentLayout::from_csr(const std::vector<int64_t>& rows, const st
   if (L.n_seg < 0) L.n_seg = 0;
   for (int64_t s = 0; s < L.n_seg; ++s) L.max_len = std::max(L.max_len, offsets[s + 1] - offsets[s]);
   const int64_t n_slots = L.n_seg * L.max_len;
-  auto gather = torch::full({n_slots}, n_tokens, torch::kInt64);
-  auto scatter = torch::full({n_tokens}, n_slots, torch::kInt64);
-  auto valid = torch::zeros({L.n_seg, L.max_len}, torch::kBool);
-  auto* g = gather.data_ptr<int64_t>();
-  auto* sc = scatter.data_ptr<int64_t>();
-  auto* v = valid.data_ptr<bool>();
+  // gather and scatter in one buffer: one upload to a GPU; slot_valid is derived there.
+  std::vector<int64_t> both(size_t(n_slots + n_tokens));
+  int64_t* g = both.data();
+  int64_t* sc = g + n_slots;
+  std::fill(g, sc, n_tokens);
+  std::fill(sc, sc + n_tokens, n_slots);
   for (int64_t s = 0; s < L.n_seg; ++s) {
     for (int64_t j = offsets[s]; j < offsets[s + 1]; ++j) {
       int64_t slot = s * L.max_len + (j - offsets[s]);
       g[slot] = rows[j];
       sc[rows[j]] = slot;
-      v[slot] = true;
     }
   }
-  L.gather = gather.to(device);
-  L.scatter = scatter.to(device);
-  L.slot_valid = valid.to(device);
+  auto buf = index_tensor(both, device);
+  L.gather = buf.narrow(0, 0, n_slots);
+  L.scatter = buf.narrow(0, n_slots, n_tokens);
+  L.slot_valid = L.gather.ne(n_tokens).view({L.n_seg, L.max_len});
   return L;
 }
 

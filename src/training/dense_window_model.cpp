@@ -61,11 +61,11 @@ torch::Tensor DenseWindowModelImpl::forward(const torch::Tensor& tokens) {
     throw InputError("sequence length " + std::to_string(T) + " exceeds max_seq_len = " + std::to_string(c.max_seq_len));
   const auto dev = embed_tokens->weight.device();
   const Layout& L = layout(B, T, dev);
-  nn::BlockContext full{&L.pos, &L.full, nullptr, &rope, nullptr};
+  nn::BlockContext full{&L.pos, &L.full, nullptr, &rope, nullptr, nullptr, T};
   auto s = embed_tokens(tokens.to(dev)).reshape({B * T, c.d_model});
   for (auto& m : *prelude) s = m->as<nn::Block>()->forward(s, full);
   for (int64_t d = 0; d < c.core_depth; ++d) {
-    nn::BlockContext ctx{&L.pos, &L.core[d], nullptr, &rope, nullptr};
+    nn::BlockContext ctx{&L.pos, &L.core[d], nullptr, &rope, nullptr, nullptr, T};
     s = core[d]->as<nn::Block>()->forward(s, ctx);
   }
   for (auto& m : *coda) s = m->as<nn::Block>()->forward(s, full);

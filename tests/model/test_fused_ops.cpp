@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/index_tensor.h"
 #include "nn/attention.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -257,6 +258,42 @@ TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
   (ref * w).sum().backward();
   EXPECT_LT(max_abs_diff(out, ref), fused_tolerance(dt));
   EXPECT_LT(max_abs_diff(g, x.grad()), fused_tolerance(dt));
+  // A position bound only spares a GPU the read of max(pos): CPU positions are always read,
+  // so a bound below them (a caller's bug) still rotates correctly here.
+  torch::NoGradGuard ng;
+  EXPECT_LT(max_abs_diff(rope.apply(x, pos, 1001), out), fused_tolerance(dt));
+  EXPECT_LT(max_abs_diff(lol::nn::RoPE(hd, 500.0).apply(x, pos, 2), out), fused_tolerance(dt));
+}
+
+// The layout's gather and scatter tables share one buffer (one upload to a GPU) and the
+// valid slots are derived from the gather table.
+TEST(SegmentLayout, TablesMatchTheSegments) {
+  const auto L = test_layout();
+  ASSERT_EQ(L.n_seg, 4);
+  ASSERT_EQ(L.max_len, 7);
+  ASSERT_EQ(L.gather.numel(), 28);
+  ASSERT_EQ(L.scatter.numel(), 23);
+  const std::vector<std::vector<int64_t>> segs{{0, 1, 2, 4, 5}, {6}, {7, 8, 9, 10, 12, 13, 14}, {21, 19, 18, 17, 16, 15}};
+  std::vector<int64_t> slot_of(23, 28);
+  for (int64_t s = 0; s < 4; ++s)
+    for (int64_t j = 0; j < 7; ++j) {
+      const int64_t slot = s * 7 + j;
+      const bool valid = j < int64_t(segs[size_t(s)].size());
+      EXPECT_EQ(L.slot_valid[s][j].item<bool>(), valid) << "slot " << slot;
+      EXPECT_EQ(L.gather[slot].item<int64_t>(), valid ? segs[size_t(s)][size_t(j)] : 23) << "slot " << slot;
+      if (valid) slot_of[size_t(segs[size_t(s)][size_t(j)])] = slot;
+    }
+  for (int64_t r = 0; r < 23; ++r) EXPECT_EQ(L.scatter[r].item<int64_t>(), slot_of[size_t(r)]) << "row " << r;
+}
+
+TEST(IndexTensors, OneUploadSplitIntoTheLists) {
+  const std::vector<int64_t> a{3, 1, 4}, empty, b{1, 5, 9, 2};
+  const auto t = lol::index_tensors({&a, &empty, &b}, torch::kCPU);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_TRUE(torch::equal(t[0], torch::tensor(a, torch::kInt64)));
+  EXPECT_EQ(t[1].numel(), 0);
+  EXPECT_TRUE(torch::equal(t[2], torch::tensor(b, torch::kInt64)));
+  EXPECT_EQ(t[2].scalar_type(), torch::kInt64);
 }
 
 TEST_P(FusedOps, SwiGLUEqualsFormula) {

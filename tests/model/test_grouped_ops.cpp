@@ -310,6 +310,16 @@ TEST_P(GroupedOps, DispatchEqualsIndexOperations) {
       expect_all_close(out_and_grads(lol::gather_rows(s, idx), wg, {s}), ref_gather, grouped_tolerance(dt),
                        padded ? "gather, padded" : "gather");
     });
+    // The GPU's path (index operations on device index tensors the caller uploaded), run
+    // on the CPU with the fused kernels off.
+    lol::set_cpu_kernels_enabled(false);
+    auto got = out_and_grads(lol::routed_residual(s, idx, win, alpha, delta, it, wt), w, {s, alpha, delta});
+    auto got_gather = out_and_grads(lol::gather_rows(s, idx, it), wg, {s});
+    lol::set_cpu_kernels_enabled(true);
+    expect_all_close(got, ref, grouped_tolerance(dt), "residual, device indices");
+    expect_all_close(got_gather, ref_gather, grouped_tolerance(dt), "gather, device indices");
+    EXPECT_THROW(lol::gather_rows(s, idx, it.narrow(0, 0, n - 1)), lol::InputError);
+    EXPECT_THROW(lol::routed_residual(s, idx, win, alpha, delta, it, wt.narrow(0, 0, n - 1)), lol::InputError);
   }
   auto s = torch::randn({4, 3}, opt);
   EXPECT_THROW(lol::gather_rows(s, {0, 2, 0}), lol::InputError);
