@@ -258,8 +258,8 @@ TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
   (ref * w).sum().backward();
   EXPECT_LT(max_abs_diff(out, ref), fused_tolerance(dt));
   EXPECT_LT(max_abs_diff(g, x.grad()), fused_tolerance(dt));
-  // A position bound only spares a GPU the read of max(pos): CPU positions are always read,
-  // so a bound below them (a caller's bug) still rotates correctly here.
+  // A position bound only spares a GPU the read of max(pos): the CPU kernel always reads
+  // the positions, so a bound below them (a caller's bug) still rotates correctly here.
   torch::NoGradGuard ng;
   EXPECT_LT(max_abs_diff(rope.apply(x, pos, 1001), out), fused_tolerance(dt));
   EXPECT_LT(max_abs_diff(lol::nn::RoPE(hd, 500.0).apply(x, pos, 2), out), fused_tolerance(dt));

@@ -1,0 +1,101 @@
+// Operator calls of one training forward + backward on the GPU's code path (issue 12).
+// A GPU step of the presets is bound by the host's time to dispatch and launch each
+// operator (docs/benchmarks.md, "Where a GPU step's time goes"), so the number of
+// operator calls is what a change to that path must lower. This runs the path on the
+// CPU (the fused CPU kernels off, as LOL_CPU_KERNELS=0 does) and counts every operator
+// LibTorch's dispatcher records (RecordFunction), forward and backward:
+//   arg 0: preset (0 = tiny, 1 = small);
+//   arg 1: model (0 = LoL with the preset's library size, 1 = LoL with a library of one
+//          expert: routing and dispatch without grouping, 2 = the equal-depth dense
+//          strided-window model).
+// Counters per iteration: calls (all), calls_no_views (without select / as_strided /
+// resolve_conj: the CPU's batched matmul dispatches one select per matrix, a GPU's does
+// not), gemm (mm, addmm, addmm_, bmm, baddbmm) and item (reads of a scalar: host
+// synchronisations on a GPU). Counts, not timings: they do not depend on the machine.
+//
+//   ./build/lol_bench --benchmark_filter=GpuPath_OperatorCalls
+#include <benchmark/benchmark.h>
+
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "core/runtime.h"
+#include "lol/model.h"
+#include "training/dense_window_model.h"
+#include "training/train_benchmark.h"
+
+namespace {
+
+struct OpCounts {
+  std::atomic<int64_t> calls{0}, views{0}, gemm{0}, item{0};
+};
+OpCounts* g_counts = nullptr;  // set only while a counted iteration runs
+
+std::unique_ptr<at::ObserverContext> count_op(const at::RecordFunction& fn) {
+  OpCounts* c = g_counts;
+  if (!c) return nullptr;
+  const std::string name = fn.name();
+  c->calls++;
+  if (name == "aten::select" || name == "aten::as_strided" || name == "aten::resolve_conj") c->views++;
+  if (name == "aten::mm" || name == "aten::addmm" || name == "aten::addmm_" || name == "aten::bmm" ||
+      name == "aten::baddbmm")
+    c->gemm++;
+  if (name == "aten::_local_scalar_dense") c->item++;
+  return nullptr;
+}
+
+void GpuPath_OperatorCalls(benchmark::State& st) {
+  auto p = lol::training::train_bench_preset(st.range(0) == 0 ? "tiny" : "small");
+  const int64_t B = p.batch, T = p.seq_len, which = st.range(1);
+  auto cfg = p.model;
+  if (which == 1) cfg.library_size = 1;
+  torch::manual_seed(0);
+  auto tokens = torch::randint(cfg.vocab_size, {B, T}, torch::kInt64);
+  lol::LoLModel lol_model{nullptr};
+  lol::training::DenseWindowModel dense{nullptr};
+  lol::LoLBatch batch;
+  if (which == 2) {
+    dense = lol::training::DenseWindowModel(cfg);
+  } else {
+    lol_model = lol::LoLModel(cfg);
+    lol_model->train();
+    batch.tokens = tokens;
+    batch.router_only = torch::zeros({B, T}, torch::kBool);  // as the trainer passes it
+  }
+  const bool kernels = lol::cpu_kernels_enabled();
+  lol::set_cpu_kernels_enabled(false);
+  auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(count_op).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  // Each counted pass starts without gradients, as a training step's does after zero_grad.
+  auto pass = [&] {
+    for (auto& t : which == 2 ? dense->parameters() : lol_model->parameters()) t.mutable_grad() = torch::Tensor();
+    auto logits = which == 2 ? dense->forward(tokens) : lol_model->forward(batch).logits;
+    logits.mean().backward();
+  };
+  pass();  // warm-up: tables and caches built once
+  OpCounts counts;
+  int64_t iterations = 0;
+  for (auto _ : st) {
+    g_counts = &counts;
+    pass();
+    g_counts = nullptr;
+    ++iterations;
+  }
+  at::removeCallback(handle);
+  lol::set_cpu_kernels_enabled(kernels);
+  const double n = double(std::max<int64_t>(iterations, 1));
+  st.counters["calls"] = double(counts.calls) / n;
+  st.counters["calls_no_views"] = double(counts.calls - counts.views) / n;
+  st.counters["gemm"] = double(counts.gemm) / n;
+  st.counters["item"] = double(counts.item) / n;
+  static const char* kModel[] = {"LoL", "LoL, library of 1", "dense strided-window"};
+  st.SetLabel(std::string(st.range(0) == 0 ? "tiny " : "small ") + kModel[which] + ", fwd+bwd, GPU path on the CPU");
+}
+
+}  // namespace
+
+BENCHMARK(GpuPath_OperatorCalls)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->Iterations(2);
