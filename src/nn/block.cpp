@@ -1,7 +1,10 @@
 #include "nn/block.h"
 
+#include <algorithm>
 #include <string>
 
+#include "core/index_tensor.h"
+#include "core/runtime.h"
 #include "util/error.h"
 
 namespace lol::nn {
@@ -35,8 +38,84 @@ torch::Tensor BlockImpl::ffn(const torch::Tensor& h, const torch::Tensor* rows) 
   return torch::zeros_like(h).index_add(0, *rows, moe(h.index_select(0, *rows)));
 }
 
+namespace {
+
+/// The routed depth's rows laid out as G equal groups of m = max(sizes) rows (group g's
+/// rows first, then padding slots that copy row 0: finite, in no attention segment, and
+/// dropped at the end, so they change no output and no gradient).
+struct PaddedGroups {
+  int64_t m = 0;
+  torch::Tensor slot_of_row;  ///< [N] int64: padded row of each row
+  torch::Tensor source_row;   ///< [G * m] int64: row each padded row copies
+};
+
+PaddedGroups pad_groups(const std::vector<int64_t>& sizes, const torch::Device& dev) {
+  PaddedGroups p;
+  p.m = *std::max_element(sizes.begin(), sizes.end());
+  const int64_t G = int64_t(sizes.size());
+  std::vector<int64_t> slot, source(size_t(G * p.m), 0);
+  int64_t row = 0;
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < sizes[size_t(g)]; ++j, ++row) {
+      slot.push_back(g * p.m + j);
+      source[size_t(g * p.m + j)] = row;
+    }
+  auto t = index_tensors({&slot, &source}, dev);  // one upload
+  p.slot_of_row = t[0];
+  p.source_row = t[1];
+  return p;
+}
+
+/// `layout` (over the N rows) re-indexed to the padded rows.
+SegmentLayout pad_layout(const SegmentLayout& layout, const PaddedGroups& p, int64_t padded_rows) {
+  SegmentLayout out;
+  out.n_tokens = padded_rows;
+  out.n_seg = layout.n_seg;
+  out.max_len = layout.max_len;
+  auto end = torch::full({1}, padded_rows, p.slot_of_row.options());
+  out.gather = torch::cat({p.slot_of_row, end}).index_select(0, layout.gather);
+  out.scatter = torch::full({padded_rows}, layout.n_seg * layout.max_len, p.slot_of_row.options())
+                    .index_copy_(0, p.slot_of_row, layout.scatter);
+  out.slot_valid = layout.slot_valid;
+  return out;
+}
+
+torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
+                               const torch::Tensor& x, const BlockContext& ctx);
+
+}  // namespace
+
 torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
                                   const torch::Tensor& x, const BlockContext& ctx) {
+  if (blocks.empty()) throw InputError("grouped_block_delta: no blocks");
+  check_groups(sizes, x.size(0), blocks.size(), "grouped_block_delta");
+  const int64_t G = int64_t(blocks.size()), N = x.size(0);
+  const int64_t m = G > 1 ? *std::max_element(sizes.begin(), sizes.end()) : N;
+  // Off the fused CPU kernels (a GPU) several experts run as equal, padded groups: every
+  // projection is then one batched product (nn::grouped_linear) instead of one per expert.
+  // Only while the padding at most doubles the rows (the FLOPs an unbalanced routing
+  // would waste); the per-expert products otherwise.
+  if (G > 1 && !cpu_kernel_device(x) && !blocks[0]->is_moe() && N > 0 && G * m <= 2 * N &&
+      !std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == m; })) {
+    const auto p = pad_groups(sizes, x.device());
+    const auto pos = ctx.pos->index_select(0, p.source_row);
+    const auto layout = pad_layout(*ctx.layout, p, G * m);
+    torch::Tensor kv;
+    if (ctx.key_visible) kv = ctx.key_visible->index_select(0, p.source_row);
+    BlockContext padded = ctx;
+    padded.pos = &pos;
+    padded.layout = &layout;
+    padded.key_visible = ctx.key_visible ? &kv : nullptr;
+    const auto delta = block_delta_body(blocks, std::vector<int64_t>(size_t(G), m), x.index_select(0, p.source_row), padded);
+    return delta.index_select(0, p.slot_of_row);
+  }
+  return block_delta_body(blocks, sizes, x, ctx);
+}
+
+namespace {
+
+torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
+                               const torch::Tensor& x, const BlockContext& ctx) {
   std::vector<torch::Tensor> ln1, ln2;
   std::vector<AttentionImpl*> attn;
   std::vector<MLPImpl*> mlp;
@@ -60,5 +139,7 @@ torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const s
   auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : torch::Tensor(), f ? f->ffn_beta : torch::Tensor(), eps);
   return a + (moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in));
 }
+
+}  // namespace
 
 }  // namespace lol::nn

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/runtime.h"
 #include "core/task_parallel.h"
 #include "util/error.h"
 
@@ -160,6 +161,17 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Te
   if (!biases.empty() && biases.size() != weights.size())
     throw InputError("grouped_linear: " + std::to_string(biases.size()) + " biases for " +
                      std::to_string(weights.size()) + " weights (expected none or one per weight)");
+  const int64_t G = int64_t(weights.size());
+  if (G > 1 && !cpu_kernel_device(x) && x.size(0) > 0 &&
+      std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == sizes[0]; })) {
+    // Equal groups off the CPU kernels (a GPU; nn::grouped_block_delta pads a routed
+    // depth's experts to equal groups there): one batched product for all groups instead
+    // of one product, and its views, per group. Autograd differentiates it.
+    auto xg = x.reshape({G, sizes[0], x.size(1)});
+    auto wt = torch::stack(weights).transpose(1, 2);  // [G, in, out]
+    auto y = biases.empty() ? at::bmm(xg, wt) : at::baddbmm(torch::stack(biases).unsqueeze(1), xg, wt);
+    return y.view({x.size(0), weights[0].size(0)});
+  }
   return GroupedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(biases), sizes);
 }
 

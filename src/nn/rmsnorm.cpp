@@ -265,7 +265,11 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
   // Composed path: one weight row per input row (each group's weight broadcast over its
   // rows; no index upload or host synchronisation on a GPU).
   torch::Tensor w = weights[0];
-  if (weights.size() > 1) {
+  const int64_t G = int64_t(weights.size());
+  if (G > 1 && std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == sizes[0]; })) {
+    // Equal groups (the padded expert layout of nn::grouped_block_delta): [G, rows/G, d].
+    w = torch::stack(weights).unsqueeze(1).expand({G, sizes[0], d}).reshape(x.sizes());
+  } else if (G > 1) {
     std::vector<torch::Tensor> rows;
     rows.reserve(weights.size());
     for (size_t g = 0; g < weights.size(); ++g) rows.push_back(weights[g].unsqueeze(0).expand({sizes[g], d}));

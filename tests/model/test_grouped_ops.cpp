@@ -64,6 +64,46 @@ void at_one_and_two_threads(const F& f) {
 
 class GroupedOps : public ::testing::TestWithParam<torch::ScalarType> {};
 
+/// The GPU's code path on the CPU while in scope (as LOL_CPU_KERNELS=0).
+struct CpuKernelsOff {
+  const bool was = lol::cpu_kernels_enabled();
+  CpuKernelsOff() { lol::set_cpu_kernels_enabled(false); }
+  ~CpuKernelsOff() { lol::set_cpu_kernels_enabled(was); }
+};
+
+// Equal groups off the CPU kernels (a GPU) run as one batched product: equal to one
+// product per group, with and without biases, and with one weight in two groups.
+TEST_P(GroupedOps, GroupedLinearEqualGroupsAsOneBatchedProduct) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(38);
+  const std::vector<int64_t> sizes{5, 5, 5};
+  for (bool bias : {false, true}) {
+    std::vector<torch::Tensor> ws, bs, params;
+    for (int g = 0; g < 2; ++g) {
+      ws.push_back(torch::randn({7, 6}, opt).requires_grad_(true));
+      params.push_back(ws.back());
+      if (bias) {
+        bs.push_back(torch::randn({7}, opt).requires_grad_(true));
+        params.push_back(bs.back());
+      }
+    }
+    ws.insert(ws.begin() + 1, ws[0]);  // groups: weight 0, weight 0 again, weight 1
+    if (bias) bs.insert(bs.begin() + 1, bs[0]);
+    auto x = torch::randn({15, 6}, opt).requires_grad_(true);
+    auto w = torch::randn({15, 7}, opt);
+    std::vector<torch::Tensor> wrt{x};
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    std::vector<torch::Tensor> parts;
+    for (size_t g = 0; g < 3; ++g)
+      parts.push_back(torch::nn::functional::linear(x.narrow(0, 5 * int64_t(g), 5), ws[g], bias ? bs[g] : torch::Tensor()));
+    auto ref = out_and_grads(torch::cat(parts), w, wrt);
+    CpuKernelsOff kernels_off;
+    expect_all_close(out_and_grads(lol::nn::grouped_linear(x, ws, bs, sizes), w, wrt), ref, grouped_tolerance(dt),
+                     bias ? "batched, bias" : "batched");
+  }
+}
+
 TEST_P(GroupedOps, GroupedLinearEqualsOneLinearPerGroup) {
   const auto dt = GetParam();
   const auto opt = torch::TensorOptions(dt);
@@ -207,9 +247,6 @@ TEST_P(GroupedOps, GroupedBlockDeltaEqualsEachExpertsBlock) {
     for (auto& p : film->parameters()) p.add_(0.2 * torch::randn_like(p));
   }
   for (auto& p : film->parameters()) params.push_back(p);
-  // Groups of 9, 0 and 14 rows; windows of 4 + 5 rows and 6 + 3 + 5 rows.
-  const std::vector<int64_t> sizes{9, 0, 14};
-  const std::vector<std::vector<int64_t>> windows{{4, 5}, {}, {6, 3, 5}};
   const int64_t N = 23;
   lol::nn::RoPE rope(4, 10000.0);
   auto pos = torch::randint(0, 30, {N}, torch::kInt64);
@@ -218,6 +255,14 @@ TEST_P(GroupedOps, GroupedBlockDeltaEqualsEachExpertsBlock) {
   auto w = torch::randn({N, 16}, opt);
   std::vector<torch::Tensor> wrt{x};
   wrt.insert(wrt.end(), params.begin(), params.end());
+  // Groups of 9, 0 and 14 rows (windows of 4 + 5 and 6 + 3 + 5 rows), then of 20, 1 and 2.
+  // Off the CPU kernels (the GPU's path) the first runs as 3 padded groups of 14 rows, the
+  // second (3 x 20 rows would be more than twice the 23) one expert at a time.
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<std::vector<int64_t>>>> configs{
+      {{9, 0, 14}, {{4, 5}, {}, {6, 3, 5}}}, {{20, 1, 2}, {{6, 8, 6}, {1}, {2}}}};
+  for (const auto& config : configs) {
+  const std::vector<int64_t>& sizes = config.first;
+  const std::vector<std::vector<int64_t>>& windows = config.second;
   // Reference: each block on its own rows with its own layout.
   std::vector<torch::Tensor> parts;
   std::vector<int64_t> all_rows(N), all_offsets{0};
@@ -242,10 +287,16 @@ TEST_P(GroupedOps, GroupedBlockDeltaEqualsEachExpertsBlock) {
   lol::nn::BlockContext ctx{&pos, &layout, &visible, &rope, film.get()};
   std::vector<lol::nn::BlockImpl*> ptrs;
   for (auto& b : blocks) ptrs.push_back(b.get());
+  const std::string what = "groups of " + std::to_string(sizes[0]) + ", " + std::to_string(sizes[1]) + ", " +
+                           std::to_string(sizes[2]);
   at_one_and_two_threads([&](int t) {
     auto got = out_and_grads(lol::nn::grouped_block_delta(ptrs, sizes, x, ctx), w, wrt);
-    expect_all_close(got, ref, 10 * grouped_tolerance(dt), "threads " + std::to_string(t));
+    expect_all_close(got, ref, 10 * grouped_tolerance(dt), what + ", threads " + std::to_string(t));
   });
+  CpuKernelsOff kernels_off;
+  auto got = out_and_grads(lol::nn::grouped_block_delta(ptrs, sizes, x, ctx), w, wrt);
+  expect_all_close(got, ref, 10 * grouped_tolerance(dt), what + ", the GPU's path");
+  }
 }
 
 /// Windows over 40 rows: a document of 3 windows in rows 0..12, one of 1 window (rows
