@@ -66,10 +66,21 @@ void GpuPath_OperatorCalls(benchmark::State& st) {
     batch.tokens = tokens;
     batch.router_only = torch::zeros({B, T}, torch::kBool);  // as the trainer passes it
   }
-  const bool kernels = lol::cpu_kernels_enabled();
-  lol::set_cpu_kernels_enabled(false);
-  auto handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(count_op).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  // The GPU's path and the counting callback while in scope (also when a pass throws).
+  struct Scope {
+    const bool kernels = lol::cpu_kernels_enabled();
+    at::CallbackHandle handle = 0;
+    Scope() {
+      lol::set_cpu_kernels_enabled(false);
+      handle = at::addGlobalCallback(at::RecordFunctionCallback(count_op).scopes(
+          {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    }
+    ~Scope() {
+      g_counts = nullptr;
+      at::removeCallback(handle);
+      lol::set_cpu_kernels_enabled(kernels);
+    }
+  } scope;
   // Each counted pass starts without gradients, as a training step's does after zero_grad.
   auto pass = [&] {
     for (auto& t : which == 2 ? dense->parameters() : lol_model->parameters()) t.mutable_grad() = torch::Tensor();
@@ -85,8 +96,6 @@ void GpuPath_OperatorCalls(benchmark::State& st) {
     g_counts = nullptr;
     ++iterations;
   }
-  at::removeCallback(handle);
-  lol::set_cpu_kernels_enabled(kernels);
   const double n = double(std::max<int64_t>(iterations, 1));
   st.counters["calls"] = double(counts.calls) / n;
   st.counters["calls_no_views"] = double(counts.calls - counts.views) / n;

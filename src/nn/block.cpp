@@ -40,20 +40,21 @@ torch::Tensor BlockImpl::ffn(const torch::Tensor& h, const torch::Tensor* rows) 
 
 namespace {
 
-/// The routed depth's rows laid out as G equal groups of m = max(sizes) rows (group g's
-/// rows first, then padding slots that copy row 0: finite, in no attention segment, and
-/// dropped at the end, so they change no output and no gradient).
+/// The routed depth's N rows laid out as G equal groups of m = max(sizes) rows (group g's
+/// rows first, then padding slots). Padding slots copy an appended zero row (position 0):
+/// they stay finite through every expert, lie in no attention segment and are dropped at
+/// the end, so they change no output and no gradient.
 struct PaddedGroups {
   int64_t m = 0;
   torch::Tensor slot_of_row;  ///< [N] int64: padded row of each row
-  torch::Tensor source_row;   ///< [G * m] int64: row each padded row copies
+  torch::Tensor source_row;   ///< [G * m] int64: row each padded row copies (N: the zero row)
 };
 
-PaddedGroups pad_groups(const std::vector<int64_t>& sizes, const torch::Device& dev) {
+PaddedGroups pad_groups(const std::vector<int64_t>& sizes, int64_t rows, const torch::Device& dev) {
   PaddedGroups p;
   p.m = *std::max_element(sizes.begin(), sizes.end());
   const int64_t G = int64_t(sizes.size());
-  std::vector<int64_t> slot, source(size_t(G * p.m), 0);
+  std::vector<int64_t> slot, source(size_t(G * p.m), rows);
   int64_t row = 0;
   for (int64_t g = 0; g < G; ++g)
     for (int64_t j = 0; j < sizes[size_t(g)]; ++j, ++row) {
@@ -97,16 +98,23 @@ torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const s
   // would waste); the per-expert products otherwise.
   if (G > 1 && !cpu_kernel_device(x) && !blocks[0]->is_moe() && N > 0 && G * m <= 2 * N &&
       !std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == m; })) {
-    const auto p = pad_groups(sizes, x.device());
-    const auto pos = ctx.pos->index_select(0, p.source_row);
+    const auto p = pad_groups(sizes, N, x.device());
+    // Each input with one more row for the padding slots to copy: zeros, position 0.
+    auto with_row = [](const torch::Tensor& t, double value) {
+      auto sizes = t.sizes().vec();
+      sizes[0] = 1;
+      return torch::cat({t, torch::full(sizes, value, t.options())});
+    };
+    const auto pos = with_row(*ctx.pos, 0).index_select(0, p.source_row);
     const auto layout = pad_layout(*ctx.layout, p, G * m);
     torch::Tensor kv;
-    if (ctx.key_visible) kv = ctx.key_visible->index_select(0, p.source_row);
+    if (ctx.key_visible) kv = with_row(*ctx.key_visible, 1).index_select(0, p.source_row);
     BlockContext padded = ctx;
     padded.pos = &pos;
     padded.layout = &layout;
     padded.key_visible = ctx.key_visible ? &kv : nullptr;
-    const auto delta = block_delta_body(blocks, std::vector<int64_t>(size_t(G), m), x.index_select(0, p.source_row), padded);
+    const auto delta =
+        block_delta_body(blocks, std::vector<int64_t>(size_t(G), m), with_row(x, 0).index_select(0, p.source_row), padded);
     return delta.index_select(0, p.slot_of_row);
   }
   return block_delta_body(blocks, sizes, x, ctx);

@@ -174,8 +174,9 @@ void RoPE::ensure(int64_t max_pos, const torch::Device& dev, torch::ScalarType d
 
 torch::Tensor RoPE::apply(const torch::Tensor& x, const torch::Tensor& pos, int64_t pos_bound) {
   if (x.size(0) == 0) return x;
-  // The fused CPU kernel indexes the tables unchecked: its positions are always read. The
-  // composed path's index_select checks them itself.
+  // The fused CPU kernel indexes the tables unchecked: its positions are always read. On
+  // the composed path a position beyond the tables fails in index_select (c10::Error on the
+  // CPU, a device-side assert on a GPU): the bound is the caller's promise.
   const bool kernel = cpu_kernel_device(x) && (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64);
   const int64_t max_pos = pos_bound > 0 && !kernel ? pos_bound : pos.max().item<int64_t>() + 1;
   ensure(max_pos, x.device(), x.scalar_type());

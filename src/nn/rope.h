@@ -35,7 +35,9 @@ class RoPE {
   /// position at or beyond the scaling's position_limit() (dynamic NTK).
   /// pos_bound > 0: the caller guarantees every position < pos_bound, which sizes the
   /// tables without reading max(pos) back from a GPU (one host synchronisation per call);
-  /// the fused CPU kernel, which indexes the tables unchecked, always reads them.
+  /// the fused CPU kernel, which indexes the tables unchecked, always reads them. A broken
+  /// promise on the composed path fails in index_select (c10::Error on the CPU, a fatal
+  /// device-side assert on a GPU): pass only bounds that hold by construction.
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& pos, int64_t pos_bound = 0);
   int64_t head_dim() const { return head_dim_; }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/index_tensor.h"
+#include "core/runtime.h"
 #include "nn/attention.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
@@ -263,6 +264,20 @@ TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
   torch::NoGradGuard ng;
   EXPECT_LT(max_abs_diff(rope.apply(x, pos, 1001), out), fused_tolerance(dt));
   EXPECT_LT(max_abs_diff(lol::nn::RoPE(hd, 500.0).apply(x, pos, 2), out), fused_tolerance(dt));
+  // The composed path (a GPU's) sizes its tables from a bound that holds and rotates as the
+  // kernel does; a bound that does not hold fails in its checked index_select on the CPU.
+  const bool kernels = lol::cpu_kernels_enabled();
+  lol::set_cpu_kernels_enabled(false);
+  auto composed = lol::nn::RoPE(hd, 500.0).apply(x, pos, 1001);
+  bool threw = false;
+  try {
+    lol::nn::RoPE(hd, 500.0).apply(x, pos, 2);
+  } catch (const c10::Error&) {
+    threw = true;
+  }
+  lol::set_cpu_kernels_enabled(kernels);
+  EXPECT_LT(max_abs_diff(composed, out), fused_tolerance(dt));
+  EXPECT_TRUE(threw) << "positions up to 1000 in a table sized for 2";
 }
 
 // The layout's gather and scatter tables share one buffer (one upload to a GPU) and the

@@ -363,10 +363,12 @@ TEST_P(GroupedOps, DispatchEqualsIndexOperations) {
     });
     // The GPU's path (index operations on device index tensors the caller uploaded), run
     // on the CPU with the fused kernels off.
-    lol::set_cpu_kernels_enabled(false);
-    auto got = out_and_grads(lol::routed_residual(s, idx, win, alpha, delta, it, wt), w, {s, alpha, delta});
-    auto got_gather = out_and_grads(lol::gather_rows(s, idx, it), wg, {s});
-    lol::set_cpu_kernels_enabled(true);
+    std::vector<torch::Tensor> got, got_gather;
+    {
+      CpuKernelsOff kernels_off;
+      got = out_and_grads(lol::routed_residual(s, idx, win, alpha, delta, it, wt), w, {s, alpha, delta});
+      got_gather = out_and_grads(lol::gather_rows(s, idx, it), wg, {s});
+    }
     expect_all_close(got, ref, grouped_tolerance(dt), "residual, device indices");
     expect_all_close(got_gather, ref_gather, grouped_tolerance(dt), "gather, device indices");
     EXPECT_THROW(lol::gather_rows(s, idx, it.narrow(0, 0, n - 1)), lol::InputError);
