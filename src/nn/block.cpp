@@ -45,21 +45,19 @@ namespace {
 /// they stay finite through every expert, lie in no attention segment and are dropped at
 /// the end, so they change no output and no gradient.
 struct PaddedGroups {
-  int64_t m = 0;
   torch::Tensor slot_of_row;  ///< [N] int64: padded row of each row
   torch::Tensor source_row;   ///< [G * m] int64: row each padded row copies (N: the zero row)
 };
 
-PaddedGroups pad_groups(const std::vector<int64_t>& sizes, int64_t rows, const torch::Device& dev) {
+PaddedGroups pad_groups(const std::vector<int64_t>& sizes, int64_t m, int64_t rows, const torch::Device& dev) {
   PaddedGroups p;
-  p.m = *std::max_element(sizes.begin(), sizes.end());
   const int64_t G = int64_t(sizes.size());
-  std::vector<int64_t> slot, source(size_t(G * p.m), rows);
+  std::vector<int64_t> slot, source(size_t(G * m), rows);
   int64_t row = 0;
   for (int64_t g = 0; g < G; ++g)
     for (int64_t j = 0; j < sizes[size_t(g)]; ++j, ++row) {
-      slot.push_back(g * p.m + j);
-      source[size_t(g * p.m + j)] = row;
+      slot.push_back(g * m + j);
+      source[size_t(g * m + j)] = row;
     }
   auto t = index_tensors({&slot, &source}, dev);  // one upload
   p.slot_of_row = t[0];
@@ -97,8 +95,8 @@ torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const s
   // Only while the padding at most doubles the rows (the FLOPs an unbalanced routing
   // would waste); the per-expert products otherwise.
   if (G > 1 && !cpu_kernel_device(x) && !blocks[0]->is_moe() && N > 0 && G * m <= 2 * N &&
-      !std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == m; })) {
-    const auto p = pad_groups(sizes, N, x.device());
+      !equal_groups(sizes)) {
+    const auto p = pad_groups(sizes, m, N, x.device());
     // Each input with one more row for the padding slots to copy: zeros, position 0.
     auto with_row = [](const torch::Tensor& t, double value) {
       auto sizes = t.sizes().vec();

@@ -153,6 +153,10 @@ void check_groups(const std::vector<int64_t>& sizes, int64_t rows, size_t groups
                      std::to_string(rows) + " rows of the input");
 }
 
+bool equal_groups(const std::vector<int64_t>& sizes) {
+  return std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == sizes[0]; });
+}
+
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                              const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes) {
   if (x.dim() != 2) throw InputError("grouped_linear: input must be [rows, in], got " + std::to_string(x.dim()) + " dims");
@@ -162,8 +166,7 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Te
     throw InputError("grouped_linear: " + std::to_string(biases.size()) + " biases for " +
                      std::to_string(weights.size()) + " weights (expected none or one per weight)");
   const int64_t G = int64_t(weights.size());
-  if (G > 1 && !cpu_kernel_device(x) && x.size(0) > 0 &&
-      std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == sizes[0]; })) {
+  if (G > 1 && !cpu_kernel_device(x) && x.size(0) > 0 && equal_groups(sizes)) {
     // Equal groups off the CPU kernels (a GPU; nn::grouped_block_delta pads a routed
     // depth's experts to equal groups there): one batched product for all groups instead
     // of one product, and its views, per group. Autograd differentiates it.

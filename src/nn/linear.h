@@ -38,8 +38,10 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 /// (sum = N) and block g is multiplied by weights[g] [out, in] (+ biases[g] [out]):
 /// y[rows of g] = x[rows of g] W_g^T + b_g, y [N, out]. biases is empty (no bias) or has
 /// one tensor per group. The same weight may appear in several groups. Equal to calling
-/// linear() on each block and concatenating. Throws lol::InputError when the sizes do not
-/// sum to N, a size is negative, or the list lengths differ; c10::Error on shape mismatch.
+/// linear() on each block and concatenating. Off the fused CPU kernels (a GPU) equal
+/// groups run as one batched product with the stacked weights ([G, N/G, in] x [G, in, out]).
+/// Throws lol::InputError when the sizes do not sum to N, a size is negative, or the list
+/// lengths differ; c10::Error on shape mismatch.
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                              const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes);
 
@@ -51,5 +53,9 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<const tor
 /// Checks a grouped call's row blocks: sizes non-negative, sum == rows, sizes.size() ==
 /// groups. Throws lol::InputError naming `what` otherwise.
 void check_groups(const std::vector<int64_t>& sizes, int64_t rows, size_t groups, const char* what);
+
+/// True when every group has as many rows as the first (an empty list included): the
+/// grouped operators then run off the fused CPU kernels as one batched operation.
+bool equal_groups(const std::vector<int64_t>& sizes);
 
 }  // namespace lol::nn

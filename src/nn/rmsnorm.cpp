@@ -266,7 +266,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
   // rows; no index upload or host synchronisation on a GPU).
   torch::Tensor w = weights[0];
   const int64_t G = int64_t(weights.size());
-  if (G > 1 && std::all_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n == sizes[0]; })) {
+  if (G > 1 && equal_groups(sizes)) {
     // Equal groups (the padded expert layout of nn::grouped_block_delta): [G, rows/G, d].
     w = torch::stack(weights).unsqueeze(1).expand({G, sizes[0], d}).reshape(x.sizes());
   } else if (G > 1) {
