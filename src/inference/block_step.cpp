@@ -1,9 +1,12 @@
 #include "inference/block_step.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/index_tensor.h"
+#include "core/runtime.h"
 #include "inference/ops.h"
+#include "nn/rmsnorm.h"
 #include "nn/moe_routing.h"
 
 namespace lol::inference {
@@ -56,32 +59,126 @@ torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::
 
 }  // namespace
 
+namespace {
+
+/// The padded layout of several experts' rows: G equal groups of m rows (group g's rows,
+/// then padding slots that copy an appended zero row).
+struct Padding {
+  int64_t G = 0, m = 0;
+  torch::Tensor source;  ///< [G m] row of x each padded row copies (n: the zero row)
+  torch::Tensor slot;    ///< [n] padded row of each row of x
+  torch::Tensor experts; ///< [G] the groups' experts (rows of the stacked weights)
+};
+
+/// A padded layout when it applies (see block_delta), else G = 0.
+Padding plan_padding(const std::vector<BlockGroup>& groups, const PackedLibrary* stacked, const torch::Tensor& x) {
+  Padding p;
+  const int64_t n = x.size(0), G = int64_t(groups.size());
+  if (G < 2 || !stacked || !stacked->defined() || cpu_kernel_device(x) || n == 0) return p;
+  int64_t m = 0;
+  for (const auto& g : groups) {
+    if (g.expert < 0 || g.rows.empty()) return p;
+    m = std::max(m, int64_t(g.rows.size()));
+  }
+  if (G * m > 2 * n) return p;
+  std::vector<int64_t> source(size_t(G * m), n), slot(size_t(n), 0), experts;
+  for (int64_t g = 0; g < G; ++g) {
+    const auto& rows = groups[size_t(g)].rows;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      source[size_t(g * m) + j] = rows[j];
+      slot[size_t(rows[j])] = g * m + int64_t(j);
+    }
+    experts.push_back(groups[size_t(g)].expert);
+  }
+  auto t = index_tensors({&source, &slot, &experts}, x.device());  // one upload
+  p.G = G;
+  p.m = m;
+  p.source = t[0];
+  p.slot = t[1];
+  p.experts = t[2];
+  return p;
+}
+
+/// rows [n, k] -> [G, m, k]: each padded row a copy of its source row (or zeros).
+torch::Tensor pad(const torch::Tensor& rows, const Padding& p) {
+  return torch::cat({rows, torch::zeros({1, rows.size(1)}, rows.options())})
+      .index_select(0, p.source)
+      .view({p.G, p.m, rows.size(1)});
+}
+
+/// [G, m, k] -> the n rows of x, in x's order.
+torch::Tensor unpad(const torch::Tensor& padded, const Padding& p) {
+  return padded.view({p.G * p.m, padded.size(2)}).index_select(0, p.slot);
+}
+
+/// RMSNorm of [G, m, d] rows with each group's weight [G, d] (and FiLM's gamma/beta):
+/// the arithmetic of nn::rms_norm's composed path (w * gamma per element, then + beta).
+torch::Tensor grouped_norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& gamma,
+                           const torch::Tensor& beta, double eps) {
+  auto y = nn::rms_norm_composed(x, (gamma.defined() ? w * gamma : w).unsqueeze(1), eps);  // w: [G, 1, d]
+  return beta.defined() ? y + beta : y;
+}
+
+/// x [G, m, in] times each group's weight [G, out, in] (+ bias [G, out]) -> [G, m, out].
+torch::Tensor grouped_dense(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  auto wt = w.transpose(1, 2);
+  return b.defined() ? at::baddbmm(b.unsqueeze(1), x, wt) : at::bmm(x, wt);
+}
+
+}  // namespace
+
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
                           KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
-                          const LoLConfig& cfg) {
+                          const LoLConfig& cfg, const PackedLibrary* stacked) {
   const int64_t n = x.size(0), H = cfg.n_heads, Hkv = cfg.n_kv_heads, hd = cfg.head_dim();
   const double eps = cfg.norm_eps;
-  const bool single = groups.size() == 1 && !groups[0].idx.defined();
-  std::vector<torch::Tensor> xs(groups.size());
-  torch::Tensor qkv;
+  const bool single = groups.size() == 1 && groups[0].rows.empty();
+  auto attend = [&](const torch::Tensor& qkv) {
+    auto heads = qkv.view({n, H + 2 * Hkv, hd});
+    auto qk = rope(heads.narrow(1, 0, H + Hkv), cos, sin);
+    return cached_attention(qk.narrow(1, 0, H), qk.narrow(1, H, Hkv), heads.narrow(1, H + Hkv, Hkv), cache, plan);
+  };
   if (single) {
-    xs[0] = x;
-    qkv = dense(attn_norm(*groups[0].block, film, x, eps), groups[0].block->w_qkv, groups[0].block->b_qkv);
-  } else {
-    qkv = torch::empty({n, (H + 2 * Hkv) * hd}, x.options());
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const auto& b = *groups[g].block;
-      xs[g] = x.index_select(0, groups[g].idx);
-      qkv.index_copy_(0, groups[g].idx, dense(attn_norm(b, film, xs[g], eps), b.w_qkv, b.b_qkv));
-    }
+    const auto& b = *groups[0].block;
+    return finish(b, film, x, attend(dense(attn_norm(b, film, x, eps), b.w_qkv, b.b_qkv)), eps);
   }
-  auto heads = qkv.view({n, H + 2 * Hkv, hd});
-  auto qk = rope(heads.narrow(1, 0, H + Hkv), cos, sin);
-  auto o = cached_attention(qk.narrow(1, 0, H), qk.narrow(1, H, Hkv), heads.narrow(1, H + Hkv, Hkv), cache, plan);
-  if (single) return finish(*groups[0].block, film, x, o, eps);
+  const Padding p = plan_padding(groups, stacked, x);
+  if (p.G > 0) {
+    // The used experts' stacked weights (all of them, in order: the tensors themselves).
+    const bool all = p.G == stacked->w_qkv.size(0) && [&] {
+      for (int64_t g = 0; g < p.G; ++g)
+        if (groups[size_t(g)].expert != g) return false;
+      return true;
+    }();
+    auto pick = [&](const torch::Tensor& t) { return !t.defined() || all ? t : t.index_select(0, p.experts); };
+    const torch::Tensor none;
+    auto xp = pad(x, p);
+    auto qkv = grouped_dense(grouped_norm(xp, pick(stacked->ln1), film ? film->attn_gamma : none,
+                                          film ? film->attn_beta : none, eps),
+                             pick(stacked->w_qkv), pick(stacked->b_qkv));
+    auto a = grouped_dense(pad(attend(unpad(qkv, p)), p), pick(stacked->w_o), none);
+    auto m = grouped_norm(xp + a, pick(stacked->ln2), film ? film->ffn_gamma : none, film ? film->ffn_beta : none, eps);
+    auto gu = grouped_dense(m, pick(stacked->w_gate_up), none);
+    const int64_t F = gu.size(2) / 2;
+    auto ffn = grouped_dense(torch::silu(gu.narrow(2, 0, F)) * gu.narrow(2, F, F), pick(stacked->w_down), none);
+    return unpad(a + ffn, p);
+  }
+  // One product per expert on its rows.
+  std::vector<torch::Tensor> idx(groups.size()), xs(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    idx[g] = groups[g].rows.empty() ? torch::arange(n, x.options().dtype(torch::kInt64))
+                                    : index_tensor(groups[g].rows, x.device());
+    xs[g] = x.index_select(0, idx[g]);
+  }
+  auto qkv = torch::empty({n, (H + 2 * Hkv) * hd}, x.options());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& b = *groups[g].block;
+    qkv.index_copy_(0, idx[g], dense(attn_norm(b, film, xs[g], eps), b.w_qkv, b.b_qkv));
+  }
+  auto o = attend(qkv);
   auto delta = torch::empty_like(x);
   for (size_t g = 0; g < groups.size(); ++g)
-    delta.index_copy_(0, groups[g].idx, finish(*groups[g].block, film, xs[g], o.index_select(0, groups[g].idx), eps));
+    delta.index_copy_(0, idx[g], finish(*groups[g].block, film, xs[g], o.index_select(0, idx[g]), eps));
   return delta;
 }
 

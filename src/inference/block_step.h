@@ -13,18 +13,24 @@
 
 namespace lol::inference {
 
-/// Rows that run one block: idx [m] int64 row indices into x, undefined = every row.
+/// Rows that run one block: `rows` (indices into x), empty = every row. `expert`: the
+/// block's row in PackedModel::stacked (-1 outside the library).
 struct BlockGroup {
   const PackedBlock* block = nullptr;
-  torch::Tensor idx;
+  std::vector<int64_t> rows;
+  int64_t expert = -1;
 };
 
 /// Residual update y - x = attn + mlp of the block(s) for rows x [n, d].
 /// groups partition the rows; film is null outside the routed core; cos/sin
 /// [n, 1, hd/2] are the RoPE table rows of the tokens' positions. Writes the visible
 /// tokens' keys/values into `cache` (see cached_attention). Returns [n, d].
+/// Off the fused CPU kernels (a GPU) several library experts (`stacked` given, every
+/// group's expert set) run as equal groups padded to the largest one, each projection
+/// one batched product with the stacked weights, while the padding at most doubles the
+/// rows (as nn::grouped_block_delta in training); one product per expert otherwise.
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
                           KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
-                          const LoLConfig& cfg);
+                          const LoLConfig& cfg, const PackedLibrary* stacked = nullptr);
 
 }  // namespace lol::inference

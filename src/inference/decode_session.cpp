@@ -127,10 +127,14 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   st.all_rows = (A == batch_size() && N == A);
   for (int64_t a = 0; a < A && st.all_rows; ++a) st.all_rows = st.row[a] == a;
   st.fast = cpu_ && N == A;  // a decoding step: the fused CPU kernels apply
+  torch::Tensor tokens_t;
   if (!st.fast) {
-    auto pos_t = index_tensor(st.pos, dev);
-    st.cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
-    st.sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
+    const auto t = index_tensors({&tokens, &st.pos}, dev);  // one upload on a GPU
+    tokens_t = t[0];
+    st.cos = w_.rope_cos.index_select(0, t[1]).unsqueeze(1);
+    st.sin = w_.rope_sin.index_select(0, t[1]).unsqueeze(1);
+  } else {
+    tokens_t = index_tensor(tokens, dev);
   }
 
   // ---- prelude and coda (full causal attention within the row)
@@ -152,7 +156,7 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   }
   for (auto& kv : prelude_cache_) kv.reserve(need);
   for (auto& kv : coda_cache_) kv.reserve(need);
-  torch::Tensor x = w_.embed.index_select(0, index_tensor(tokens, dev));
+  torch::Tensor x = w_.embed.index_select(0, tokens_t);
   auto full_block = [&](const PackedBlock& blk, KVCache& cache) {
     if (!st.fast) return x + block_delta({{&blk, {}}}, nullptr, x, cache, full_plan, st.cos, st.sin, c);
     auto y = torch::empty_like(x);
@@ -408,13 +412,13 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     std::vector<BlockGroup> groups;
     for (int64_t e = 0; e < c.library_size; ++e) {
       if (by_expert[e].empty()) continue;
-      groups.push_back({&w_.library[e], int64_t(by_expert[e].size()) == n ? torch::Tensor() : index_tensor(by_expert[e], dev)});
+      groups.push_back({&w_.library[e], int64_t(by_expert[e].size()) == n ? std::vector<int64_t>() : by_expert[e], e});
     }
     torch::Tensor tok_t = whole ? torch::Tensor() : index_tensor(tok, dev);
     auto xr = whole ? x : x.index_select(0, tok_t);
     auto cos = whole ? st.cos : st.cos.index_select(0, tok_t);
     auto sin = whole ? st.sin : st.sin.index_select(0, tok_t);
-    auto delta = block_delta(groups, &w_.film[pd], xr, core_cache_[d], plan, cos, sin, c);
+    auto delta = block_delta(groups, &w_.film[pd], xr, core_cache_[d], plan, cos, sin, c, &w_.stacked);
     // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
     auto out = same_alpha ? xr + delta * alpha_tok[0] : xr + column(alpha_tok, opt) * delta;
     if (rounds == 1) return out;

@@ -104,16 +104,19 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     need = std::max(need, len_[rows[a]] + segs[a].count);
   }
   AttnPlan plan;
-  torch::Tensor cos, sin;
+  torch::Tensor cos, sin, tokens_t;
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
-    auto pos_t = index_tensor(pos, dev);
-    cos = w_.rope_cos.index_select(0, pos_t).unsqueeze(1);
-    sin = w_.rope_sin.index_select(0, pos_t).unsqueeze(1);
+    const auto t = index_tensors({&tokens, &pos}, dev);  // one upload on a GPU
+    tokens_t = t[0];
+    cos = w_.rope_cos.index_select(0, t[1]).unsqueeze(1);
+    sin = w_.rope_sin.index_select(0, t[1]).unsqueeze(1);
+  } else {
+    tokens_t = index_tensor(tokens, dev);
   }
   for (auto& kv : cache_) kv.reserve(need);
 
-  torch::Tensor x = w_.embed.index_select(0, index_tensor(tokens, dev));
+  torch::Tensor x = w_.embed.index_select(0, tokens_t);
   for (int64_t l = 0; l < c.n_prelude; ++l) {
     if (fast) {
       auto y = torch::empty_like(x);

@@ -76,14 +76,16 @@ AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const 
   p.n_write = int64_t(w_tok.size());
   p.write_all = p.n_write == n;
   for (int64_t i = 0; i < p.n_write && p.write_all; ++i) p.write_all = w_tok[i] == i;
-  if (p.n_write == 1) {
+  if (p.n_write == 1) {  // written through views: no index upload
     p.single_tok = w_tok[0];
     p.single_row = w_row[0];
     p.single_slot = w_slot[0];
+  } else if (p.n_write > 1) {
+    const auto t = index_tensors({&w_tok, &w_row, &w_slot}, dev);  // one upload on a GPU
+    if (!p.write_all) p.write_tok = t[0];
+    p.write_row = t[1];
+    p.write_slot = t[2];
   }
-  if (!p.write_all) p.write_tok = index_tensor(w_tok, dev);
-  p.write_row = index_tensor(w_row, dev);
-  p.write_slot = index_tensor(w_slot, dev);
   // Masks: a padded query slot, or a key slot >= the query's limit, is blocked.
   bool any_blocked = false, any_empty = false;
   std::vector<uint8_t> blocked(p.S * p.Lq * p.Lk, 1);

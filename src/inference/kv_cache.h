@@ -46,7 +46,7 @@ struct AttnPlan {
   int64_t n_write = 0;         ///< visible tokens (written to the cache)
   bool write_all = false;      ///< every token is written, in token order
   torch::Tensor write_tok;     ///< [n_write] token index (when !write_all)
-  torch::Tensor write_row, write_slot;  ///< [n_write] destination row and slot
+  torch::Tensor write_row, write_slot;  ///< [n_write] destination row and slot (when n_write > 1)
   int64_t single_tok = -1, single_row = -1, single_slot = -1;  ///< the write when n_write == 1
   torch::Tensor blocked;       ///< [S, 1, 1, Lq, Lk] bool: key not allowed (undefined: all allowed)
   torch::Tensor keep;          ///< [S, 1, 1, Lq, Lk] 0/1 in the model dtype, only when a query has no key

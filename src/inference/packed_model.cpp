@@ -15,6 +15,28 @@ std::vector<PackedBlock> pack_list(torch::nn::ModuleList& list) {
   return out;
 }
 
+/// Stacks the library's tensors by expert and points each block's tensors at its row.
+void stack_library(std::vector<PackedBlock>& lib, PackedLibrary& out) {
+  if (lib.empty()) return;
+  for (const auto& b : lib)
+    if (b.is_moe()) return;
+  auto stack = [&](torch::Tensor PackedBlock::*member) {
+    if (!(lib[0].*member).defined()) return torch::Tensor();
+    std::vector<torch::Tensor> parts;
+    for (const auto& b : lib) parts.push_back(b.*member);
+    auto t = torch::stack(parts).contiguous();
+    for (size_t e = 0; e < lib.size(); ++e) lib[e].*member = t.select(0, int64_t(e));
+    return t;
+  };
+  out.ln1 = stack(&PackedBlock::ln1);
+  out.ln2 = stack(&PackedBlock::ln2);
+  out.w_qkv = stack(&PackedBlock::w_qkv);
+  out.b_qkv = stack(&PackedBlock::b_qkv);
+  out.w_o = stack(&PackedBlock::w_o);
+  out.w_gate_up = stack(&PackedBlock::w_gate_up);
+  out.w_down = stack(&PackedBlock::w_down);
+}
+
 }  // namespace
 
 PackedBlock pack_block(nn::BlockImpl& b) {
@@ -54,6 +76,7 @@ PackedModel PackedModel::from(LoLModelImpl& m, int64_t positions) {
   p.norm = body.norm->weight.detach().clone();
   p.prelude = pack_list(body.prelude);
   p.library = pack_list(body.library);
+  stack_library(p.library, p.stacked);
   p.coda = pack_list(body.coda);
   for (int64_t d = 0; d < p.cfg.core_depth; ++d) {
     auto* f = body.film[d]->as<nn::FiLM>();

@@ -51,6 +51,20 @@ struct PackedFiLM {
   torch::Tensor attn_gamma, attn_beta, ffn_gamma, ffn_beta;
 };
 
+/// The library's blocks (PackedBlock) stacked along a leading expert dimension [L, ...]
+/// (PackedModel::library[e]'s tensors are views of row e: no second copy). A decoding
+/// step off the fused CPU kernels runs several experts' projections as one batched
+/// product with them (block_delta). Undefined when the library is empty or MoE.
+struct PackedLibrary {
+  torch::Tensor ln1, ln2;    ///< [L, d]
+  torch::Tensor w_qkv;       ///< [L, (H + 2 Hkv) hd, d]
+  torch::Tensor b_qkv;       ///< [L, (H + 2 Hkv) hd] or undefined
+  torch::Tensor w_o;         ///< [L, d, H hd]
+  torch::Tensor w_gate_up;   ///< [L, 2 F, d]
+  torch::Tensor w_down;      ///< [L, d, F]
+  bool defined() const { return w_qkv.defined(); }
+};
+
 struct PackedModel {
   LoLConfig cfg;
   int64_t trained_depth = 0;         ///< routed depths the model runs (LoLModelImpl::active_depth)
@@ -58,6 +72,7 @@ struct PackedModel {
   torch::Tensor head;                ///< [V, d] (the embedding when tied)
   torch::Tensor norm;                ///< [d] final RMSNorm weight
   std::vector<PackedBlock> prelude, library, coda;
+  PackedLibrary stacked;             ///< the library stacked by expert (library[e] views row e)
   std::vector<PackedFiLM> film;      ///< [core_depth]
   std::vector<torch::Tensor> router; ///< [core_depth] each [L, d] (the same tensor when tied)
   torch::Tensor depth_embed;         ///< [core_depth, d]: row l-1 is e^(l)

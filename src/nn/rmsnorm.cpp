@@ -279,4 +279,8 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
   return shift.defined() ? y + shift : y;
 }
 
+torch::Tensor rms_norm_composed(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  return rms_norm_ops(x, w, eps);
+}
+
 }  // namespace lol::nn

@@ -35,4 +35,10 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
                        const std::vector<int64_t>& sizes, const torch::Tensor& scale, const torch::Tensor& shift,
                        double eps);
 
+/// The composed-operation formula of rms_norm (any device): w * x / sqrt(mean(x^2) + eps)
+/// over the last dimension of x [..., dim], with w broadcastable to x (e.g. [G, 1, dim]
+/// per group of rows of x [G, m, dim]); float32 arithmetic for half-precision x, float64
+/// for float64 (paper Appendix A; Llama/Qwen2's RMSNorm). No FiLM shift: add it after.
+torch::Tensor rms_norm_composed(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
 }  // namespace lol::nn

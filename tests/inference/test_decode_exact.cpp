@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "core/runtime.h"
 #include "inference/decode_session.h"
 #include "tiny_models.h"
 #include "util/error.h"
@@ -202,7 +203,11 @@ TEST(DecodeExact, ChunkedPrefillEqualsSinglePrefill) {
   }
 }
 
-TEST(DecodeExact, BatchOfDifferentLengthsEqualsOneByOne) {
+namespace {
+
+/// A batch of four rows (prompts in one feed, then decoding together until each row
+/// runs out) against each row decoded alone and the full forward pass.
+void check_batch_of_different_lengths() {
   auto c = test::tiny_config();
   c.n_kv_heads = 2;
   auto m = test::tiny_model(c, 31);
@@ -261,6 +266,21 @@ TEST(DecodeExact, BatchOfDifferentLengthsEqualsOneByOne) {
     EXPECT_LT(max_diff(b, single), 1e-5);
     EXPECT_LT(max_diff(b, full_logits(m, seqs[i])), 1e-5);
   }
+}
+
+}  // namespace
+
+TEST(DecodeExact, BatchOfDifferentLengthsEqualsOneByOne) { check_batch_of_different_lengths(); }
+
+// The GPU's path (fused CPU kernels off): rows of one step routed to different experts
+// run as padded equal groups with the library's stacked weights (block_delta).
+TEST(DecodeExact, BatchOnTheGpuPathEqualsOneByOne) {
+  struct KernelsOff {
+    const bool was = lol::cpu_kernels_enabled();
+    KernelsOff() { lol::set_cpu_kernels_enabled(false); }
+    ~KernelsOff() { lol::set_cpu_kernels_enabled(was); }
+  } off;
+  check_batch_of_different_lengths();
 }
 
 TEST(DecodeExact, FloatModelWithinRelativeTolerance) {
