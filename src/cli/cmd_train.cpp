@@ -6,12 +6,15 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/model_dir.h"
+#include "dataset/shards.h"
 #include "distributed/communicator.h"
 #include "distributed/env.h"
 #include "training/plot.h"
 #include "training/run_config.h"
 #include "training/train_checkpoint.h"
 #include "training/trainer.h"
+#include "io/json_file.h"
 #include "util/error.h"
 
 namespace lol::cli {
@@ -52,6 +55,15 @@ void run_train(const TrainArgs& a) {
     }
   }
   if (a.no_progress) cfg.train.progress = false;
+  if (!cfg.init_from.empty() && a.resume.empty() && fs::exists(fs::path(cfg.init_from) / "config.json")) {
+    // A model continued on new data must read it as it was trained to (task, task
+    // vocabulary, text tokenizer), as `lol eval` requires.
+    const auto mc = io::read_json_file(cfg.init_from + "/config.json");
+    if (mc.is_object())
+      require_model_reads_dataset(cfg.init_from, mc.contains("extra") ? mc["extra"] : nlohmann::json(),
+                                  mc.value("vocab_size", int64_t(0)), data::Dataset::open(cfg.data.dir),
+                                  cfg.source + ": data.dir = " + cfg.data.dir + " (with init_from " + cfg.init_from + ")");
+  }
   try {
     auto r = training::run_training(cfg, a.resume);
     if (r.interrupted || dist::read_dist_env().rank != 0) return;  // rank 0 reports for the job

@@ -587,6 +587,25 @@ TEST(LmEval, WrongTokenizerAndOverflowingWeights) {
       << foreign.out;
   std::string latest = reftest::read_text(t / "run/latest");
   latest.erase(latest.find_last_not_of("\n ") + 1);
+  // `lol train` with init_from refuses that data too (it trained and then labelled the
+  // new checkpoint with the other tokenizer), and accepts the model's own.
+  const std::string start = (fs::path(t / "run") / latest).string();
+  auto continue_on = [&](const std::string& data, const std::string& name) {
+    const nlohmann::json rc = {{"init_from", start},
+                               {"data", {{"dir", data}, {"seq_len", 32}, {"batch_size", 2}, {"packing", "pack"}}},
+                               {"train", {{"steps", 1}, {"threads", 1}, {"eval_batches", 1}, {"out", t / name}}}};
+    lol::io::write_file_atomic(t / (name + ".json"), rc.dump());
+    return reftest::run_lol("train --config " + reftest::quote(t / (name + ".json")) + " --no-progress");
+  };
+  auto cont = continue_on(t / "ds259", "cont259");
+  EXPECT_EQ(cont.code, 2) << cont.out;
+  EXPECT_NE(cont.out.find("data.dir = " + (t / "ds259") + " (with init_from " + start + "): its tokenizer (" +
+                          (t / "ds259") + "/tokenizer.json) is not the one"),
+            std::string::npos)
+      << cont.out;
+  EXPECT_FALSE(fs::exists(t / "cont259"));
+  auto same = continue_on(t / "ds", "cont");
+  EXPECT_EQ(same.code, 0) << same.out;
   const std::string weights = (fs::path(t / "run") / latest / "model.safetensors").string();
   std::map<std::string, std::string> meta;
   auto ts = lol::load_tensors(weights, &meta);
