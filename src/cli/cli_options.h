@@ -50,7 +50,8 @@ inline CLI::Validator finite_range(double lo, double hi) {
 /// Token ids from "1,2,3", "1 2 3" (commas and white space both separate) or a JSON
 /// array "[1, 2, 3]" (as `lol tokenizer encode --json` prints). Ids are int32 token ids.
 /// Throws InputError naming `flag` for anything that is not an integer in [0, 2^31 - 1],
-/// and for a bracket outside a complete JSON array (e.g. "[1,2").
+/// an empty field ("1,,2", ",1"; a trailing comma is fine), and a bracket outside a complete JSON array
+/// (e.g. "[1,2").
 inline std::vector<int64_t> parse_ids(const std::string& s, const std::string& flag) {
   std::vector<int64_t> out;
   const std::size_t first = s.find_first_not_of(" \t\r\n");
@@ -71,7 +72,13 @@ inline std::vector<int64_t> parse_ids(const std::string& s, const std::string& f
   }
   std::string cur;
   std::istringstream in(s);
+  const bool commas = s.find(',') != std::string::npos;
   while (std::getline(in, cur, ',')) {
+    // A blank field is a missing id ("1,,2", ",1"); after the last comma ("1,2, ") it is
+    // a trailing comma, as "1,2," is.
+    if (commas && cur.find_first_not_of(" \t\r\n") == std::string::npos && !in.eof())
+      throw InputError(flag + ": an empty field (a leading comma or two commas in a row) in '" + s +
+                       "' (expected token ids separated by spaces or commas, or a JSON array)");
     std::istringstream words(cur);
     std::string w;
     while (words >> w) {

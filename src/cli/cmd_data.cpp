@@ -50,6 +50,10 @@ void register_data(CLI::App& app) {
         std::cerr << "note: --n " << opt->n_puzzles << " with --valid-fraction " << opt->valid_fraction
                   << " put no puzzle in the valid split (the split is by puzzle hash); `lol paths extract` and "
                      "training's evaluation read valid: raise --n or --valid-fraction\n";
+      if (opt->n_puzzles > 0 && stats["puzzles_train"].get<int64_t>() == 0)
+        std::cerr << "note: --n " << opt->n_puzzles
+                  << " put no puzzle in the train split (the split is by puzzle hash): `lol train` needs one; "
+                     "raise --n\n";
     });
   }
 

@@ -86,6 +86,13 @@ void verify_export(baselines::DenseModel& model, const std::string& out, const s
 
 void run_export(const ExportArgs& a) {
   if (!a.hf) throw InputError("export: only --hf (Hugging Face folder) is implemented; pass --hf");
+  // A Hugging Face folder stores float32, bfloat16 or float16 (checked before anything is read).
+  c10::ScalarType dtype = c10::kDouble;
+  try {
+    dtype = hf::parse_dtype_name(a.dtype, "--dtype");
+  } catch (const InputError&) {
+  }
+  if (dtype == c10::kDouble) throw InputError("--dtype \"" + a.dtype + "\": expected float32, bfloat16 or float16");
   const std::string dir = resolve_model_dir(a.model);
   const auto cfg = io::read_json_file(dir + "/config.json");
   const std::string arch = cfg.is_object() && cfg.contains("architecture") && cfg["architecture"].is_string()
@@ -106,7 +113,7 @@ void run_export(const ExportArgs& a) {
   if (a.arch == "qwen2") o.architecture = hf::kQwen2Arch;
   else if (a.arch == "llama") o.architecture = hf::kLlamaArch;
   else throw InputError("--arch \"" + a.arch + "\": expected qwen2 or llama");
-  o.dtype = hf::parse_dtype_name(a.dtype);
+  o.dtype = dtype;
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;
   o.read_from = {a.model, dir};
@@ -120,7 +127,11 @@ void run_export(const ExportArgs& a) {
     } catch (const InputError& e) {
       throw InputError(std::string("--verify: ") + e.what());
     }
-    verify_ids = tok->encode(verify_text);
+    try {
+      verify_ids = tok->encode(verify_text);
+    } catch (const InputError& e) {
+      throw InputError("--verify " + a.verify + ": " + e.what());
+    }
     if (verify_ids.empty()) throw InputError("--verify " + a.verify + ": no tokens");
   }
   // A failed export or verification removes what it wrote into a new (or empty) --out.

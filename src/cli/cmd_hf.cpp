@@ -282,6 +282,9 @@ void run_ppl(const PplArgs& given) {
   if (a.threads > 0) init_runtime(a.threads);
   if (a.context == 1 || a.context < 0)
     throw InputError("--context " + std::to_string(a.context) + ": expected 0 (= min(512, max_position_embeddings)) or >= 2");
+  if (a.max_tokens == 1 || a.max_tokens < 0)
+    throw InputError("--max-tokens " + std::to_string(a.max_tokens) +
+                     ": expected 0 (= all) or >= 2 (a context token and a predicted one)");
   require_output_outside_model(a.out, a.dir, "--out");
   require_output_is_not_input(a.out, a.data, "--out", "--data");
   hf::HfConfig cfg;
@@ -299,7 +302,12 @@ void run_ppl(const PplArgs& given) {
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> req;
   int64_t used = 0, bytes = 0;
   for (const auto& doc : read_documents(a.data)) {
-    const auto ids = tok->encode(doc);
+    std::vector<int32_t> ids;
+    try {
+      ids = tok->encode(doc);
+    } catch (const InputError& e) {
+      throw InputError("--data " + a.data + ": " + e.what());
+    }
     for (size_t b = 0; b + 1 < ids.size(); b += size_t(a.context)) {
       size_t e = std::min(ids.size(), b + size_t(a.context));
       if (a.max_tokens > 0) e = std::min<size_t>(e, b + size_t(std::max<int64_t>(a.max_tokens - used, 0)));

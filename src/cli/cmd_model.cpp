@@ -23,6 +23,7 @@
 #include "lol/model.h"
 #include "nn/block_cost.h"
 #include "training/model_sections.h"
+#include "util/size_limits.h"
 #include "training/run_config.h"
 #include "training/trainable.h"
 #include "util/error.h"
@@ -136,6 +137,8 @@ void run_init(const InitArgs& a) {
                      "would be loaded instead of the run's latest one: choose another directory");
   if (fs::exists(a.out + "/model.safetensors") && !a.force)
     throw InputError("--out " + a.out + ": already holds a checkpoint (pass --force to overwrite)");
+  util::require_fits_in_memory(a.config, "the model's float32 weights",
+                               4.0 * double(baselines::cost_model(cfg, cfg.core_depth).parameters));
   LoLModel m(cfg);
   m->reset_parameters(a.seed);
   save_lol(m, a.out, extra);
@@ -151,6 +154,7 @@ struct InfoArgs {
   int64_t context = 0;
   int64_t recurrence = 0;
   int64_t vocab_size = 0;  ///< config files without vocab_size (0: the dataset's)
+  bool vocab_size_given = false;
   bool json = false;
 };
 
@@ -287,9 +291,9 @@ void run_info_baseline(const InfoArgs& a, const InfoSubject& s) {
 }
 
 void run_info(const InfoArgs& a) {
-  if (a.vocab_size < 0 || a.vocab_size > (int64_t(1) << 31))
+  if (a.vocab_size_given && (a.vocab_size < 1 || a.vocab_size > (int64_t(1) << 31)))
     throw InputError("--vocab-size " + std::to_string(a.vocab_size) + ": expected 1 <= vocab_size <= 2^31");
-  if (a.vocab_size != 0 && !fs::is_regular_file(a.dir))
+  if (a.vocab_size_given && !fs::is_regular_file(a.dir))
     throw InputError("--vocab-size applies to config files (" + a.dir + " is a saved model: its vocab_size is fixed)");
   const InfoSubject s =
       fs::is_regular_file(a.dir) ? info_subject_from_file(a.dir, a.vocab_size) : info_subject_from_dir(a.dir);
@@ -472,11 +476,15 @@ void register_model_commands(CLI::App& app) {
                                      "sizes of a model not trained yet)")
       ->required();
   info->add_option("--context", na->context, "Sequence length for the attention FLOPs (default max_seq_len)");
-  info->add_option("--vocab-size", na->vocab_size,
-                   "Config files without vocab_size: the vocabulary (default: the dataset of the run config's data.dir)");
+  auto* vocab = info->add_option(
+      "--vocab-size", na->vocab_size,
+      "Config files without vocab_size: the vocabulary (default: the dataset of the run config's data.dir)");
   info->add_option("--recurrence", na->recurrence, "Looped models: iterations R (0 = the config's recurrence)");
   info->add_flag("--json", na->json, "Print one JSON object instead of text");
-  info->callback([na] { run_info(*na); });
+  info->callback([na, vocab] {
+    na->vocab_size_given = vocab->count() > 0;
+    run_info(*na);
+  });
 
   auto fa = std::make_shared<ForwardArgs>();
   auto* fwd = app.add_subcommand("forward", "Run one token sequence; write logits and the routing trace (safetensors)");

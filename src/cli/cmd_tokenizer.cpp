@@ -102,6 +102,11 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
             << " special, 256 bytes, " << st.merges << " merges), trained on " << st.texts << " texts, " << st.bytes
             << " bytes, " << st.unique_words << " unique pre-tokens in " << std::fixed << std::setprecision(1) << secs
             << " s\n";
+  if (tok->vocab_size() < a.vocab_size)
+    std::cerr << "note: --vocab-size " << a.vocab_size << " asked for " << a.vocab_size - tok->vocab_size()
+              << " more ids than the training text gives (" << st.merges << " merges: after them no pair of tokens "
+              << "occurs --min-frequency " << a.min_frequency << " times); more text or a lower --min-frequency "
+              << "gives more merges\n";
 }
 
 struct CodecArgs {

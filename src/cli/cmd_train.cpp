@@ -55,7 +55,8 @@ void run_train(const TrainArgs& a) {
     }
   }
   if (a.no_progress) cfg.train.progress = false;
-  if (!cfg.init_from.empty() && a.resume.empty() && fs::exists(fs::path(cfg.init_from) / "config.json")) {
+  if (!cfg.init_from.empty() && a.resume.empty() && fs::exists(fs::path(cfg.init_from) / "config.json") &&
+      fs::exists(fs::path(cfg.data.dir) / "dataset.json")) {  // else the trainer names what is missing
     // A model continued on new data must read it as it was trained to (task, task
     // vocabulary, text tokenizer), as `lol eval` requires.
     const auto mc = io::read_json_file(cfg.init_from + "/config.json");

@@ -9,6 +9,8 @@
 #include <torch/cuda.h>
 
 #include <atomic>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -77,7 +79,16 @@ void init_runtime(int threads) {
   cpu_kernels_enabled();  // a bad LOL_CPU_KERNELS is an error at start-up, not mid-run
   int n = threads;
   if (n <= 0) {
-    if (const char* env = std::getenv("LOL_NUM_THREADS")) n = std::atoi(env);
+    const char* env = std::getenv("LOL_NUM_THREADS");
+    if (env && *env) {
+      char* end = nullptr;
+      errno = 0;
+      const long v = std::strtol(env, &end, 10);
+      if (*end != '\0' || errno != 0 || v < 0 || v > INT_MAX)
+        throw InputError(std::string("environment variable LOL_NUM_THREADS = '") + env +
+                         "': expected a whole number of threads >= 1 (0 or unset: one per available core)");
+      n = int(v);
+    }
   }
   if (n <= 0) n = available_cores();
   // The bound of train.threads (run_config.cpp): thousands of threads only thrash, and

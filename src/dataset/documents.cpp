@@ -39,7 +39,7 @@ void check_source_flags_apply(const std::vector<std::string>& files, bool text_f
   if (files.empty()) return;
   if (text_field_given && jsonl == 0)
     throw InputError("--text-field applies to JSON lines files (*.jsonl, *.ndjson), and none of the " +
-                     std::to_string(files.size()) + " input file(s) is one (plain text is read whole: see --doc-split)");
+                     std::to_string(files.size()) + " input file(s) is one (plain text is cut into documents by --doc-split)");
   if (doc_split_given && jsonl == files.size())
     throw InputError("--doc-split applies to plain text files, and every input file is JSON lines (one document per "
                      "line: see --text-field)");

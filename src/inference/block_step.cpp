@@ -1,6 +1,7 @@
 #include "inference/block_step.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/index_tensor.h"
@@ -61,10 +62,18 @@ torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::
 
 namespace {
 
+std::atomic<int64_t> padded_calls{0};
+
+/// Weights gathered per call at most (the used experts' rows of the stacked tensors when
+/// they are not the whole library): beyond it, copying them costs more memory traffic
+/// than the per-expert products' launches (a heuristic, not timed on a GPU).
+constexpr double kMaxGatheredWeightBytes = 256.0 * (1 << 20);
+
 /// The padded layout of several experts' rows: G equal groups of m rows (group g's rows,
 /// then padding slots that copy an appended zero row).
 struct Padding {
   int64_t G = 0, m = 0;
+  bool all = false;      ///< the groups are experts 0..L-1 in order: the stacked tensors as they are
   torch::Tensor source;  ///< [G m] row of x each padded row copies (n: the zero row)
   torch::Tensor slot;    ///< [n] padded row of each row of x
   torch::Tensor experts; ///< [G] the groups' experts (rows of the stacked weights)
@@ -81,6 +90,15 @@ Padding plan_padding(const std::vector<BlockGroup>& groups, const PackedLibrary*
     m = std::max(m, int64_t(g.rows.size()));
   }
   if (G * m > 2 * n) return p;
+  bool all = G == stacked->w_qkv.size(0);
+  for (int64_t g = 0; g < G && all; ++g) all = groups[size_t(g)].expert == g;
+  if (!all) {
+    double bytes = 0;
+    for (const auto* t : {&stacked->ln1, &stacked->ln2, &stacked->w_qkv, &stacked->b_qkv, &stacked->w_o,
+                          &stacked->w_gate_up, &stacked->w_down})
+      if (t->defined()) bytes += double(t->numel() / t->size(0)) * double(t->element_size());
+    if (double(G) * bytes > kMaxGatheredWeightBytes) return p;
+  }
   std::vector<int64_t> source(size_t(G * m), n), slot(size_t(n), 0), experts;
   for (int64_t g = 0; g < G; ++g) {
     const auto& rows = groups[size_t(g)].rows;
@@ -93,6 +111,7 @@ Padding plan_padding(const std::vector<BlockGroup>& groups, const PackedLibrary*
   auto t = index_tensors({&source, &slot, &experts}, x.device());  // one upload
   p.G = G;
   p.m = m;
+  p.all = all;
   p.source = t[0];
   p.slot = t[1];
   p.experts = t[2];
@@ -127,6 +146,8 @@ torch::Tensor grouped_dense(const torch::Tensor& x, const torch::Tensor& w, cons
 
 }  // namespace
 
+int64_t padded_block_delta_calls() { return padded_calls.load(std::memory_order_relaxed); }
+
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
                           KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
                           const LoLConfig& cfg, const PackedLibrary* stacked) {
@@ -144,13 +165,9 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   }
   const Padding p = plan_padding(groups, stacked, x);
   if (p.G > 0) {
+    padded_calls.fetch_add(1, std::memory_order_relaxed);
     // The used experts' stacked weights (all of them, in order: the tensors themselves).
-    const bool all = p.G == stacked->w_qkv.size(0) && [&] {
-      for (int64_t g = 0; g < p.G; ++g)
-        if (groups[size_t(g)].expert != g) return false;
-      return true;
-    }();
-    auto pick = [&](const torch::Tensor& t) { return !t.defined() || all ? t : t.index_select(0, p.experts); };
+    auto pick = [&](const torch::Tensor& t) { return !t.defined() || p.all ? t : t.index_select(0, p.experts); };
     const torch::Tensor none;
     auto xp = pad(x, p);
     auto qkv = grouped_dense(grouped_norm(xp, pick(stacked->ln1), film ? film->attn_gamma : none,

@@ -28,9 +28,14 @@ struct BlockGroup {
 /// Off the fused CPU kernels (a GPU) several library experts (`stacked` given, every
 /// group's expert set) run as equal groups padded to the largest one, each projection
 /// one batched product with the stacked weights, while the padding at most doubles the
-/// rows (as nn::grouped_block_delta in training); one product per expert otherwise.
+/// rows (as nn::grouped_block_delta in training) and, when the groups are not the whole
+/// library in order, the used experts' weights (copied out of the stack) stay under
+/// 256 MiB; one product per expert otherwise.
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
                           KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
                           const LoLConfig& cfg, const PackedLibrary* stacked = nullptr);
+
+/// Calls of block_delta that ran padded expert groups, since the process started (for tests).
+int64_t padded_block_delta_calls();
 
 }  // namespace lol::inference

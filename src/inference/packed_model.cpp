@@ -15,26 +15,39 @@ std::vector<PackedBlock> pack_list(torch::nn::ModuleList& list) {
   return out;
 }
 
-/// Stacks the library's tensors by expert and points each block's tensors at its row.
-void stack_library(std::vector<PackedBlock>& lib, PackedLibrary& out) {
-  if (lib.empty()) return;
-  for (const auto& b : lib)
-    if (b.is_moe()) return;
-  auto stack = [&](torch::Tensor PackedBlock::*member) {
-    if (!(lib[0].*member).defined()) return torch::Tensor();
-    std::vector<torch::Tensor> parts;
-    for (const auto& b : lib) parts.push_back(b.*member);
-    auto t = torch::stack(parts).contiguous();
-    for (size_t e = 0; e < lib.size(); ++e) lib[e].*member = t.select(0, int64_t(e));
-    return t;
-  };
-  out.ln1 = stack(&PackedBlock::ln1);
-  out.ln2 = stack(&PackedBlock::ln2);
-  out.w_qkv = stack(&PackedBlock::w_qkv);
-  out.b_qkv = stack(&PackedBlock::b_qkv);
-  out.w_o = stack(&PackedBlock::w_o);
-  out.w_gate_up = stack(&PackedBlock::w_gate_up);
-  out.w_down = stack(&PackedBlock::w_down);
+/// The library's blocks, each member stacked by expert into `out` ([L, ...], allocated
+/// once; block e's tensors become views of row e), so building it holds one block's
+/// copies at a time besides the stack. An MoE library is packed per block (out stays
+/// undefined).
+std::vector<PackedBlock> pack_library(torch::nn::ModuleList& list, PackedLibrary& out) {
+  std::vector<PackedBlock> lib;
+  const int64_t L = int64_t(list->size());
+  for (int64_t e = 0; e < L; ++e) {
+    PackedBlock b = pack_block(*list[size_t(e)]->as<nn::Block>());
+    if (!b.is_moe()) {
+      auto place = [&](torch::Tensor PackedBlock::*member, torch::Tensor PackedLibrary::*stacked) {
+        torch::Tensor& t = b.*member;
+        if (!t.defined()) return;
+        torch::Tensor& s = out.*stacked;
+        if (!s.defined()) {
+          auto sizes = t.sizes().vec();
+          sizes.insert(sizes.begin(), L);
+          s = torch::empty(sizes, t.options());
+        }
+        s.select(0, e).copy_(t);
+        t = s.select(0, e);
+      };
+      place(&PackedBlock::ln1, &PackedLibrary::ln1);
+      place(&PackedBlock::ln2, &PackedLibrary::ln2);
+      place(&PackedBlock::w_qkv, &PackedLibrary::w_qkv);
+      place(&PackedBlock::b_qkv, &PackedLibrary::b_qkv);
+      place(&PackedBlock::w_o, &PackedLibrary::w_o);
+      place(&PackedBlock::w_gate_up, &PackedLibrary::w_gate_up);
+      place(&PackedBlock::w_down, &PackedLibrary::w_down);
+    }
+    lib.push_back(std::move(b));
+  }
+  return lib;
 }
 
 }  // namespace
@@ -75,8 +88,7 @@ PackedModel PackedModel::from(LoLModelImpl& m, int64_t positions) {
   p.head = p.cfg.tie_embeddings ? p.embed : m.lm_head->weight.detach().clone();
   p.norm = body.norm->weight.detach().clone();
   p.prelude = pack_list(body.prelude);
-  p.library = pack_list(body.library);
-  stack_library(p.library, p.stacked);
+  p.library = pack_library(body.library, p.stacked);
   p.coda = pack_list(body.coda);
   for (int64_t d = 0; d < p.cfg.core_depth; ++d) {
     auto* f = body.film[d]->as<nn::FiLM>();

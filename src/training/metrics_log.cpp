@@ -78,7 +78,11 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
                      (long long)n);
         break;
       }
-      throw InputError(path + ":" + std::to_string(n) + ": not a JSON object");
+      throw InputError(path + ":" + std::to_string(n) + ": " +
+                       (!j.is_discarded() ? "a JSON " + std::string(j.type_name()) + ", expected an object"
+                        : line.find("NaN") != std::string::npos || line.find("Infinity") != std::string::npos
+                            ? "not valid JSON (NaN and Infinity are not JSON numbers; null is)"
+                            : "not valid JSON"));
     }
     out.push_back(std::move(j));
   }

@@ -3,12 +3,14 @@
 #include <filesystem>
 
 #include "baselines/factory.h"
+#include "baselines/flops.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lol/checkpoint.h"
 #include "training/model_sections.h"
 #include "training/lol_trainable.h"
 #include "util/error.h"
+#include "util/size_limits.h"
 
 namespace lol::training {
 
@@ -45,6 +47,10 @@ std::unique_ptr<TrainableModel> make_model(const nlohmann::json& section, const 
     if (cfg.max_seq_len < max_seq_len)
       throw InputError(where + ": field 'max_seq_len' = " + std::to_string(cfg.max_seq_len) +
                        ": expected >= the training sequence length " + std::to_string(max_seq_len));
+    // Weights, gradients and two optimizer moments: refused up front when even the
+    // weights cannot be allocated.
+    util::require_fits_in_memory(where, "the model's float32 weights",
+                                 4.0 * double(baselines::cost_model(cfg, cfg.core_depth).parameters));
     LoLModel m(cfg);
     m->reset_parameters(seed);
     return std::make_unique<LoLTrainable>(m);

@@ -43,10 +43,7 @@ std::string label_of(const std::string& path) {
   // A run's metrics.jsonl is named by its run directory, any other file by its stem.
   fs::path p = fs::absolute(path).lexically_normal();
   std::string parent = p.parent_path().filename().string();
-  std::string l = p.filename() != "metrics.jsonl" || parent.empty() ? p.stem().string() : parent;
-  std::string o;
-  for (char c : l) o += (c == '_' ? std::string("\\\\_") : std::string(1, c));  // enhanced-text escape
-  return o;
+  return p.filename() != "metrics.jsonl" || parent.empty() ? p.stem().string() : parent;
 }
 }  // namespace
 
@@ -68,7 +65,9 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
   std::string s;
   s += svg ? "set terminal svg size 1000,600 dynamic enhanced\n" : "set terminal pngcairo size 1000,600 enhanced\n";
   s += "set output " + quote(opt.out) + "\n";
-  s += "set title " + quote(opt.title) + "\n";
+  // Titles and run names are literal text (noenhanced): no sub/superscripts from _ or ^,
+  // no escapes from a backslash.
+  s += "set title " + quote(opt.title) + " noenhanced\n";
   s += "set xlabel " + quote(opt.x == "elapsed" ? "elapsed (s)" : opt.x) + "\nset ylabel 'cross entropy (nats/token)'\n";
   s += "set grid\nset key top right\n";
   if (opt.log_y) s += "set logscale y\n";
@@ -129,9 +128,9 @@ std::string gnuplot_script(const PlotOptions& opt, const std::string& data_dir) 
     const std::string label = label_of(input);
     const std::string lc = " lc " + std::to_string(i + 1);
     if (n_train) plots += std::string(plots.empty() ? "" : ", ") + quote(train_dat) + " using 1:2 with lines" + lc +
-                          " title " + quote(label + " train");
+                          " title " + quote(label + " train") + " noenhanced";
     if (n_valid) plots += std::string(plots.empty() ? "" : ", ") + quote(valid_dat) + " using 1:2 with linespoints pt 7" +
-                          lc + " dt 2 title " + quote(label + " valid");
+                          lc + " dt 2 title " + quote(label + " valid") + " noenhanced";
   }
   s += "plot " + plots + "\n";
   return s;

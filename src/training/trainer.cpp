@@ -223,6 +223,10 @@ TrainResult run_training(const RunConfig& cfg, const std::string& resume, const 
     const auto s = train_split.get(i);
     for (int64_t j = 1; j < s.length && !any_target; ++j) any_target = !s.loss_mask || s.loss_mask[j];
   }
+  if (train_split.size() == 0)
+    throw InputError(cfg.data.dir + " split '" + cfg.data.train_split +
+                     "': holds no sequences (expected a dataset with training data, e.g. `lol data maze` with a larger "
+                     "--n, or data.train_split naming another split)");
   if (!any_target)
     throw InputError(cfg.data.dir + " split '" + cfg.data.train_split +
                      "': no token is a training target (every loss_mask is 0 after the first token of its "

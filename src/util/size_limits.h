@@ -3,6 +3,8 @@
 // checkpoint code compute: each range check of a field alone lets products of several
 // large fields (layers x experts x d_model x ffn_hidden) overflow.
 #pragma once
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -27,6 +29,21 @@ inline void check_parameter_estimate(const std::string& where, const std::string
   throw InputError(where + ": about " + buf + " parameters (" + what +
                    "): more than 2^53 = 9.0e15, beyond what the parameter and FLOP counts hold exactly; "
                    "expected a smaller model (fewer layers, experts, d_model or ffn_hidden)");
+}
+
+/// Throws InputError("<where>: <what> need about X GiB, more than the Y GiB of memory
+/// this machine has ...") when `bytes` exceed the physical memory (sysconf), so that a
+/// model that cannot be allocated is refused before minutes of allocation end in the
+/// kernel's out-of-memory kill. No check when the memory size is unknown.
+inline void require_fits_in_memory(const std::string& where, const std::string& what, double bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;
+  const double memory = double(pages) * double(page);
+  if (bytes <= memory) return;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " need about %.1f GiB, more than the %.1f GiB of memory this machine has", bytes / 0x1p30,
+                memory / 0x1p30);
+  throw InputError(where + ": " + what + buf + " (expected a smaller model: fewer layers, experts, d_model or ffn_hidden)");
 }
 
 }  // namespace lol::util

@@ -167,7 +167,8 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
        // and an --out that holds a tokenizer (it was replaced).
        "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 300 --eos '<eos>' --out " + quote(*dir_ / "bad"),
        "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 300 --out " + quote(*dir_ / "tok"),
-       "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 300 --bos '<s>' --out " + quote(*dir_ / "bad")});
+       "tokenizer train --in " + quote((*train_files_)[1]) + " --vocab-size 300 --bos '<s>' --out " + quote(*dir_ / "bad"),
+       "tokenizer decode --tokenizer byte --ids 1,,2"});
   for (const auto& x : r) EXPECT_EQ(x.code, 2) << x.out;
   EXPECT_NE(r[0].out.find("/nonexistent/x.txt: no such file"), std::string::npos) << r[0].out;
   EXPECT_NE(r[1].out.find("vocab_size"), std::string::npos) << r[1].out;
@@ -185,10 +186,16 @@ TEST_F(CliTokenizer, BadInputExitsTwoNamingTheProblem) {
   EXPECT_NE(r[8].out.find("/tok: already holds a tokenizer.json"), std::string::npos) << r[8].out;
   EXPECT_NE(r[9].out.find("--bos '<s>': not one of the --special tokens (<|endoftext|>)"), std::string::npos)
       << r[9].out;
-  // A JSON array (as `encode --json` prints) decodes like the plain list.
-  const auto ok = run_lol("tokenizer decode --tokenizer byte --ids '[104, 105]'");
-  EXPECT_EQ(ok.code, 0) << ok.out;
-  EXPECT_EQ(ok.out, "hi");
+  EXPECT_NE(r[10].out.find("--ids: an empty field (a leading comma or two commas in a row) in '1,,2'"),
+            std::string::npos)
+      << r[10].out;
+  // A JSON array (as `encode --json` prints) decodes like the plain list, and so does a
+  // list with a trailing comma.
+  for (const std::string ids : {"'[104, 105]'", "'104, 105, '", "104,105,"}) {
+    const auto ok = run_lol("tokenizer decode --tokenizer byte --ids " + ids);
+    EXPECT_EQ(ok.code, 0) << ids << ": " << ok.out;
+    EXPECT_EQ(ok.out, "hi") << ids;
+  }
 }
 
 }  // namespace

@@ -127,6 +127,14 @@ TEST(CliHf, InfoGeneratePpl) {
               std::string::npos)
         << r[7].out;
   }
+  // --max-tokens below 2 (a negative value evaluated everything; 1 blamed the data file).
+  const std::string ppl_cmd = "hf ppl " + quote(d.path()) + " --context 16 --data " + quote(d / "text.txt");
+  auto e = run_lol_all({ppl_cmd + " --max-tokens -5", ppl_cmd + " --max-tokens 1"});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(e[i].code, 2) << e[i].out;
+    EXPECT_NE(e[i].out.find(": expected 0 (= all) or >= 2"), std::string::npos) << e[i].out;
+  }
+  EXPECT_NE(e[0].out.find("--max-tokens -5"), std::string::npos) << e[0].out;
 }
 
 // Finite weights whose products overflow float32 (a final norm weight of 3e38): generation
@@ -501,12 +509,19 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
   // vocabulary than the checkpoint's (byte ids fit this 260-id model) is refused.
   auto bad = run_lol_all({"export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --verify " +
                               quote(d / "missing.txt"),
-                          "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --tokenizer byte"});
+                          "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --tokenizer byte",
+                          "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --dtype float64",
+                          "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --dtype int8"});
   EXPECT_EQ(bad[0].code, 2) << bad[0].out;
   EXPECT_NE(bad[0].out.find("--verify: " + (d / "missing.txt") + ": cannot open file"), std::string::npos)
       << bad[0].out;
   EXPECT_EQ(bad[1].code, 2) << bad[1].out;
   EXPECT_NE(bad[1].out.find("--tokenizer byte: not the vocabulary"), std::string::npos) << bad[1].out;
+  for (int i = 2; i < 4; ++i) {  // only the dtypes a Hugging Face folder stores, named before any writing
+    EXPECT_EQ(bad[i].code, 2) << bad[i].out;
+    EXPECT_NE(bad[i].out.find("\": expected float32, bfloat16 or float16"), std::string::npos) << bad[i].out;
+    EXPECT_EQ(bad[i].out.find("removed what was written"), std::string::npos) << bad[i].out;
+  }
   EXPECT_FALSE(std::filesystem::exists(d / "bad"));
 
   // Outputs never replace what is being read (docs/robustness.md, seventh pass): the

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/runtime.h"
+#include "inference/block_step.h"
 #include "inference/decode_session.h"
 #include "tiny_models.h"
 #include "util/error.h"
@@ -272,15 +273,60 @@ void check_batch_of_different_lengths() {
 
 TEST(DecodeExact, BatchOfDifferentLengthsEqualsOneByOne) { check_batch_of_different_lengths(); }
 
+namespace {
+
+struct KernelsOff {  // the GPU's code path on the CPU
+  const bool was = lol::cpu_kernels_enabled();
+  KernelsOff() { lol::set_cpu_kernels_enabled(false); }
+  ~KernelsOff() { lol::set_cpu_kernels_enabled(was); }
+};
+
+}  // namespace
+
 // The GPU's path (fused CPU kernels off): rows of one step routed to different experts
 // run as padded equal groups with the library's stacked weights (block_delta).
 TEST(DecodeExact, BatchOnTheGpuPathEqualsOneByOne) {
-  struct KernelsOff {
-    const bool was = lol::cpu_kernels_enabled();
-    KernelsOff() { lol::set_cpu_kernels_enabled(false); }
-    ~KernelsOff() { lol::set_cpu_kernels_enabled(was); }
-  } off;
+  KernelsOff off;
+  const int64_t padded = padded_block_delta_calls();
   check_batch_of_different_lengths();
+  EXPECT_GT(padded_block_delta_calls(), padded) << "no step ran padded expert groups";
+}
+
+// Both forms of the padded groups, forced: every expert of the library in order (the
+// stacked weights as they are) and a subset out of order (the used experts' rows
+// gathered), each row decoding its own forced expert, against the full forward pass.
+TEST(DecodeExact, PaddedExpertGroupsEqualTheFullForward) {
+  KernelsOff off;
+  auto c = test::tiny_config();  // library_size 3
+  auto m = test::tiny_model(c, 61);
+  for (const std::vector<int64_t>& experts : {std::vector<int64_t>{0, 1, 2}, std::vector<int64_t>{2, 0}}) {
+    SCOPED_TRACE(::testing::PrintToString(experts));
+    const int64_t B = int64_t(experts.size()), n = 29;
+    std::vector<RoutingPath> paths(static_cast<size_t>(B));
+    std::vector<Seq> seqs;
+    for (int64_t r = 0; r < B; ++r) {
+      paths[size_t(r)].library_size = c.library_size;
+      for (int64_t d = 0; d < c.core_depth; ++d)
+        for (int64_t k = 0; k <= n / c.window + 1; ++k) paths[size_t(r)].set(d, k, experts[size_t(r)], std::nullopt);
+      seqs.push_back(random_seq(n, c.vocab_size, 70 + uint64_t(r)));
+      seqs.back().force = &paths[size_t(r)];
+    }
+    SessionOptions so;
+    so.batch_size = B;
+    DecodeSession sess(m, so);
+    std::vector<std::vector<torch::Tensor>> got(static_cast<size_t>(B));
+    for (int64_t r = 0; r < B; ++r) sess.reset(r, 0, &paths[size_t(r)]);
+    const int64_t padded = padded_block_delta_calls();
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<RowInput> in;
+      for (int64_t r = 0; r < B; ++r) in.push_back(slice(seqs[size_t(r)], r, t, t + 1));
+      auto lg = sess.feed(in);
+      for (int64_t r = 0; r < B; ++r) got[size_t(r)].push_back(lg[r].unsqueeze(0).clone());
+    }
+    EXPECT_EQ(padded_block_delta_calls() - padded, n * c.core_depth) << "every routed depth of every step";
+    for (int64_t r = 0; r < B; ++r)
+      EXPECT_LT(max_diff(torch::cat(got[size_t(r)], 0), full_logits(m, seqs[size_t(r)])), 1e-5) << "row " << r;
+  }
 }
 
 TEST(DecodeExact, FloatModelWithinRelativeTolerance) {

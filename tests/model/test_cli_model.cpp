@@ -3,6 +3,7 @@
 // implementation following docs/checkpoint-format.md would (config.json written as
 // JSON, tensors written with the raw safetensors writer in arbitrary order), and
 // checks `lol forward` against the per-window reference of ref_lol.cpp.
+#include <map>
 #include <random>
 
 #include "io/safetensors.h"
@@ -483,12 +484,21 @@ TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {
   bad = c.to_json();
   bad["n_layers"] = 4;
   write_text(tmp / "bad2.json", bad.dump());
+  // 345 G parameters (1.4 TB of float32): refused before allocating (it ran minutes into
+  // the kernel's out-of-memory kill).
+  auto huge = c.to_json();
+  for (const auto& [k, v] : std::map<std::string, int64_t>{{"vocab_size", 100000}, {"d_model", 16384}, {"n_heads", 128},
+                                                           {"n_kv_heads", 128}, {"ffn_hidden", 65536}, {"library_size", 64},
+                                                           {"core_depth", 64}, {"n_prelude", 8}, {"n_coda", 8}})
+    huge[k] = v;
+  write_text(tmp / "huge.json", huge.dump());
   const std::string ck = tmp / "ck", ck2 = tmp / "ck2", init = "init --config " + quote(tmp / "c.json");
 
-  // Round 1: two inits with the same seed, two bad configs (exit 2, file and field named).
+  // Round 1: two inits with the same seed, bad configs (exit 2, file and field named).
   auto r1 = run_lol_all({init + " --seed 7 --out " + quote(ck), init + " --seed 7 --out " + quote(ck2),
                          "init --config " + quote(tmp / "bad1.json") + " --out " + quote(tmp / "x"),
-                         "init --config " + quote(tmp / "bad2.json") + " --out " + quote(tmp / "x")});
+                         "init --config " + quote(tmp / "bad2.json") + " --out " + quote(tmp / "x"),
+                         "init --config " + quote(tmp / "huge.json") + " --out " + quote(tmp / "x")});
   ASSERT_EQ(r1[0].code, 0) << r1[0].out;
   ASSERT_EQ(r1[1].code, 0) << r1[1].out;
   EXPECT_EQ(read_bytes(ck + "/model.safetensors"), read_bytes(ck2 + "/model.safetensors")) << "init not deterministic";
@@ -497,6 +507,9 @@ TEST(CliInitInfo, InitWritesALoadableCheckpointAndInfoCountsHonestly) {
   EXPECT_NE(r1[2].out.find("stride"), std::string::npos) << r1[2].out;
   EXPECT_EQ(r1[3].code, 2);
   EXPECT_NE(r1[3].out.find("n_layers"), std::string::npos) << r1[3].out;
+  EXPECT_EQ(r1[4].code, 2) << r1[4].out;
+  EXPECT_NE(r1[4].out.find("huge.json: the model's float32 weights need about 12"), std::string::npos) << r1[4].out;
+  EXPECT_NE(r1[4].out.find(" GiB, more than the "), std::string::npos) << r1[4].out;
   EXPECT_FALSE(std::filesystem::exists(tmp / "x"));
   nlohmann::json extra;
   auto m = lol::load_lol(ck, torch::kCPU, &extra);
@@ -569,7 +582,7 @@ TEST(CliInitInfo, InfoOnAConfigFileGivesTheNumbersOfTheModelItMakes) {
                         "info --json " + quote(tmp / "run.json"),
                         "info --json " + quote(tmp / "run.json") + " --vocab-size " + std::to_string(c.vocab_size),
                         "info " + quote(tmp / "c.json") + " --vocab-size 99", "info " + quote(ck) + " --vocab-size 99",
-                        "info " + quote(tmp / "c.json")});
+                        "info " + quote(tmp / "c.json"), "info " + quote(tmp / "run.json") + " --vocab-size 0"});
   ASSERT_EQ(r[0].code, 0) << r[0].out;
   ASSERT_EQ(r[1].code, 0) << r[1].out;
   auto from_ck = nlohmann::json::parse(r[0].out), from_cfg = nlohmann::json::parse(r[1].out);
@@ -594,6 +607,8 @@ TEST(CliInitInfo, InfoOnAConfigFileGivesTheNumbersOfTheModelItMakes) {
   EXPECT_NE(r[5].out.find("applies to config files"), std::string::npos) << r[5].out;
   ASSERT_EQ(r[6].code, 0) << r[6].out;
   EXPECT_NE(r[6].out.find("not trained"), std::string::npos) << r[6].out;
+  EXPECT_EQ(r[7].code, 2) << r[7].out;  // given as 0: refused (it was ignored)
+  EXPECT_NE(r[7].out.find("--vocab-size 0: expected 1 <= vocab_size"), std::string::npos) << r[7].out;
   // With the dataset in place the vocabulary is the dataset's.
   ASSERT_EQ(run_lol("data maze --n 4 --size 4 --no-progress --out " + quote(tmp / "data")).code, 0);
   auto r2 = run_lol("info --json " + quote(tmp / "run.json"));
@@ -691,7 +706,7 @@ TEST(CliRuntime, EnvReportsVersionsThreadsAndTheKernelsInUse) {
   const auto oj = nlohmann::json::parse(off.out);
   EXPECT_EQ(oj["cpu_kernels"], false);
   EXPECT_EQ(oj["env"]["LOL_CPU_KERNELS"], "0");
-  for (const std::string bad : {"LOL_CPU_KERNELS=2", "LOL_NUM_THREADS=5000"}) {
+  for (const std::string bad : {"LOL_CPU_KERNELS=2", "LOL_NUM_THREADS=5000", "LOL_NUM_THREADS=abc", "LOL_NUM_THREADS=-1"}) {
     auto b = reftest::run_cmd(bad + " " + reftest::quote(LOL_BINARY) + " env");
     EXPECT_EQ(b.code, 2) << bad << ": " << b.out;
     EXPECT_NE(b.out.find("error: "), std::string::npos) << b.out;

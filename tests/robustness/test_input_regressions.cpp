@@ -227,6 +227,15 @@ TEST(InputRegressions, TrainingSplitWithoutTargetsIsRefused) {
   auto res = run_lol({"train", "--config", t.path() + "/run.json", "--no-progress"}, t.path() + "/a.log");
   EXPECT_EQ(res.status, 2) << res.output;
   EXPECT_NE(res.output.find("split 'train': no token is a training target"), std::string::npos) << res.output;
+  // An empty train split (`lol data maze --n 1` can write one) says so.
+  const std::string empty = t.path() + "/empty";
+  lol::data::ShardWriter e(empty, "train", 256);
+  lol::data::write_dataset_info(empty, {{"format", "lol-dataset"}, {"version", 1}, {"vocab_size", 256},
+                                        {"splits", {{"train", e.finish()}}}});
+  std::ofstream(t.path() + "/empty.json") << tiny_run_config(empty, t.path() + "/run2", 2).dump(2);
+  auto none = run_lol({"train", "--config", t.path() + "/empty.json", "--no-progress"}, t.path() + "/b.log");
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_NE(none.output.find("split 'train': holds no sequences"), std::string::npos) << none.output;
 }
 
 // `--text=` (an empty value written with '=') took the next argument as its value:

@@ -121,7 +121,7 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   e.inputs = {m3, dir.path() + "/c/old_run.jsonl"};
   const auto two = gnuplot_script(e, dir.path());
   EXPECT_NE(two.find("'c valid'"), std::string::npos) << two;
-  EXPECT_NE(two.find("old\\\\_run valid"), std::string::npos) << two;
+  EXPECT_NE(two.find("'old_run valid' noenhanced"), std::string::npos) << two;  // literal: no subscript
   o.x = "bogus";
   EXPECT_THROW(gnuplot_script(o, dir.path()), lol::InputError);
   o.x = "flops";  // no record has flops
@@ -142,7 +142,7 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   // A line break in the title cannot start a gnuplot command of its own.
   o.title = "x\nsystem(\"touch pwned\")";
   const std::string injected = gnuplot_script(o, dir.path());
-  EXPECT_NE(injected.find("set title 'x system(\"touch pwned\")'\n"), std::string::npos) << injected;
+  EXPECT_NE(injected.find("set title 'x system(\"touch pwned\")' noenhanced\n"), std::string::npos) << injected;
   // Problems gnuplot would hit are input errors named before it runs (and no empty image).
   o.title = "t";
   auto expect_refused = [&](const std::string& needle) {
@@ -182,4 +182,17 @@ TEST(Plot, ScriptHasTrainAndValidSeriesPerInput) {
   EXPECT_EQ(read_metrics(dir.path() + "/cut.jsonl").size(), 1u);
   std::ofstream(dir.path() + "/bad.jsonl") << "{\"step\":1,\"lo\n{\"step\":2,\"loss\":2.0}\n";
   EXPECT_THROW(read_metrics(dir.path() + "/bad.jsonl"), lol::InputError);
+  // The message says what is wrong with the line: invalid JSON (NaN), or not an object.
+  std::ofstream(dir.path() + "/nan.jsonl") << "{\"step\":1,\"loss\":NaN}\n[1]\n";
+  std::ofstream(dir.path() + "/list.jsonl") << "[1]\n{\"step\":1,\"loss\":2.0}\n";
+  for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
+           {"/nan.jsonl", "nan.jsonl:1: not valid JSON (NaN and Infinity are not JSON numbers; null is)"},
+           {"/list.jsonl", "list.jsonl:1: a JSON array, expected an object"}}) {
+    try {
+      read_metrics(dir.path() + file);
+      ADD_FAILURE() << "accepted " << file;
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
 }
