@@ -1,7 +1,9 @@
 #include "dataset/documents.h"
 
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +78,19 @@ DocumentReader::DocumentReader(std::vector<std::string> files, DocumentSourceOpt
       throw InputError(f + ": --label-field '" + o_.label_field +
                        "' needs JSON lines input (*.jsonl); plain text files carry no labels");
     total_bytes_ += int64_t(fs::file_size(f, ec));
+    // A *.json file of JSON records is read as plain text (JSON lines files are named
+    // *.jsonl or *.ndjson): its braces and field names would become training text.
+    std::string ext = fs::path(f).extension().string();
+    for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".json") {
+      std::ifstream in(f, std::ios::binary);
+      char c = 0;
+      while (in.get(c) && is_space_byte(c)) {
+      }
+      if (in && (c == '{' || c == '['))
+        std::fprintf(stderr, "note: %s is read as plain text, JSON syntax and all (JSON lines files are named *.jsonl "
+                             "or *.ndjson: rename it to read one document per line)\n", f.c_str());
+    }
   }
 }
 

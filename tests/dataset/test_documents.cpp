@@ -113,6 +113,15 @@ TEST(Documents, ErrorsNameFileAndLine) {
   EXPECT_NO_THROW(check_source_flags_apply({f}, true, false));
   EXPECT_TRUE(is_jsonl_file("dir/Data.JSONL"));
   EXPECT_FALSE(is_jsonl_file("dir/data.json"));
+  // JSON records in a *.json file are read as plain text, with a note saying so.
+  const auto records = t.file("records.json", "  {\"text\": \"a\"}\n{\"text\": \"b\"}\n");
+  const auto prose = t.file("prose.json", "plain words\n");
+  for (const auto& [file, noted] : std::vector<std::pair<std::string, bool>>{{records, true}, {prose, false}}) {
+    testing::internal::CaptureStderr();
+    read_all({file}, o);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err.find(file + " is read as plain text, JSON syntax and all") != std::string::npos, noted) << err;
+  }
   EXPECT_THROW(parse_doc_split("para"), InputError);
   EXPECT_EQ(parse_doc_split("line"), DocSplit::kLine);
 }
