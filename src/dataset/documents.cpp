@@ -29,9 +29,19 @@ const char* doc_split_name(DocSplit s) {
   return "?";
 }
 
-bool is_jsonl_file(const std::string& path) {
+namespace {
+
+/// The file name's extension in lower case (data.JSONL too), dot included.
+std::string lower_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
-  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));  // data.JSONL too
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
+}  // namespace
+
+bool is_jsonl_file(const std::string& path) {
+  const std::string ext = lower_extension(path);
   return ext == ".jsonl" || ext == ".ndjson";
 }
 
@@ -80,9 +90,7 @@ DocumentReader::DocumentReader(std::vector<std::string> files, DocumentSourceOpt
     total_bytes_ += int64_t(fs::file_size(f, ec));
     // A *.json file of JSON records is read as plain text (JSON lines files are named
     // *.jsonl or *.ndjson): its braces and field names would become training text.
-    std::string ext = fs::path(f).extension().string();
-    for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-    if (ext == ".json") {
+    if (lower_extension(f) == ".json") {
       std::ifstream in(f, std::ios::binary);
       char c = 0;
       while (in.get(c) && is_space_byte(c)) {

@@ -58,10 +58,6 @@ torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::
   return a + (b.is_moe() ? moe_ffn(b, m) : swiglu(m, b.w_gate_up, b.w_down));
 }
 
-}  // namespace
-
-namespace {
-
 std::atomic<int64_t> padded_calls{0};
 
 /// Weights gathered per call at most (the used experts' rows of the stacked tensors when
