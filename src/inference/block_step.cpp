@@ -8,6 +8,7 @@
 #include "core/runtime.h"
 #include "inference/ops.h"
 #include "nn/rmsnorm.h"
+#include "nn/rope.h"
 #include "nn/moe_routing.h"
 
 namespace lol::inference {
@@ -145,14 +146,14 @@ torch::Tensor grouped_dense(const torch::Tensor& x, const torch::Tensor& w, cons
 int64_t padded_block_delta_calls() { return padded_calls.load(std::memory_order_relaxed); }
 
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
-                          KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
+                          KVCache& cache, const AttnPlan& plan, const std::pair<torch::Tensor, torch::Tensor>& rope,
                           const LoLConfig& cfg, const PackedLibrary* stacked) {
   const int64_t n = x.size(0), H = cfg.n_heads, Hkv = cfg.n_kv_heads, hd = cfg.head_dim();
   const double eps = cfg.norm_eps;
   const bool single = groups.size() == 1 && groups[0].rows.empty();
   auto attend = [&](const torch::Tensor& qkv) {
     auto heads = qkv.view({n, H + 2 * Hkv, hd});
-    auto qk = rope(heads.narrow(1, 0, H + Hkv), cos, sin);
+    auto qk = nn::rotate_with_factors(heads.narrow(1, 0, H + Hkv), rope.first, rope.second);
     return cached_attention(qk.narrow(1, 0, H), qk.narrow(1, H, Hkv), heads.narrow(1, H + Hkv, Hkv), cache, plan);
   };
   if (single) {

@@ -4,6 +4,7 @@
 // (it does not depend on the expert once q/k/v are projected), and FiLM follows both
 // norms (paper Appendix A).
 #pragma once
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -22,8 +23,8 @@ struct BlockGroup {
 };
 
 /// Residual update y - x = attn + mlp of the block(s) for rows x [n, d].
-/// groups partition the rows; film is null outside the routed core; cos/sin
-/// [n, 1, hd/2] are the RoPE table rows of the tokens' positions. Writes the visible
+/// groups partition the rows; film is null outside the routed core; rope holds the
+/// RoPE factors C and S [n, 1, 2, hd/2] of the tokens' positions (nn::rotation_factors). Writes the visible
 /// tokens' keys/values into `cache` (see cached_attention). Returns [n, d].
 /// Off the fused CPU kernels (a GPU) several library experts (`stacked` given, every
 /// group's expert set) run as equal groups padded to the largest one, each projection
@@ -32,7 +33,7 @@ struct BlockGroup {
 /// library in order, the used experts' weights (copied out of the stack) stay under
 /// 256 MiB; one product per expert otherwise.
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
-                          KVCache& cache, const AttnPlan& plan, const torch::Tensor& cos, const torch::Tensor& sin,
+                          KVCache& cache, const AttnPlan& plan, const std::pair<torch::Tensor, torch::Tensor>& rope,
                           const LoLConfig& cfg, const PackedLibrary* stacked = nullptr);
 
 /// Calls of block_delta that ran padded expert groups, since the process started (for tests).

@@ -36,16 +36,17 @@ class Kernels final : public CpuDecoder {
     // 2. RoPE, cache write, attention over the segment's cached keys
     T* K = cache.k.data_ptr<T>();
     T* V = cache.v.data_ptr<T>();
-    const T* cos = w_.rope_cos.data_ptr<T>();
-    const T* sin = w_.rope_sin.data_ptr<T>();
+    const T* table = w_.rope_table.data_ptr<T>();  // row p: [cos, cos, -sin, sin]
     const T scale = T(1.0 / std::sqrt(double(hd)));
     for (int64_t r = 0; r < n; ++r) {
       const DecodeToken& tk = toks[r];
       T* q = qkv_.data() + r * QKV;
       T* k = q + H * hd;
       const T* v = k + Hkv * hd;
-      rope(q, H, cos + tk.pos * (hd / 2), sin + tk.pos * (hd / 2));
-      rope(k, Hkv, cos + tk.pos * (hd / 2), sin + tk.pos * (hd / 2));
+      const T* cos = table + tk.pos * 2 * hd;
+      const T* sin = cos + hd + hd / 2;
+      rope(q, H, cos, sin);
+      rope(k, Hkv, cos, sin);
       const int64_t nk = tk.base + (tk.visible ? 1 : 0);
       T* out = att_.data() + r * H * hd;
       if (nk == 0) {

@@ -7,6 +7,7 @@
 #include "inference/block_step.h"
 #include "inference/feed_checks.h"
 #include "inference/ops.h"
+#include "nn/rope.h"
 #include "lol/windows.h"
 #include "util/error.h"
 
@@ -30,7 +31,8 @@ struct DecodeSession::Step {
   bool all_visible = true;
   bool all_rows = false;        ///< inputs are rows 0..B-1 in order, one token each
   bool fast = false;            ///< one token per input and CPU kernels available
-  torch::Tensor cos, sin;       ///< [N, 1, hd/2]
+  torch::Tensor rope_rows;      ///< [N, 2, hd] (nn::rope_rotation_table)
+  std::pair<torch::Tensor, torch::Tensor> rope;  ///< their factors (nn::rotation_factors)
   int64_t N() const { return int64_t(pos.size()); }
   int64_t A() const { return int64_t(row.size()); }
 };
@@ -131,8 +133,8 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   if (!st.fast) {
     const auto t = index_tensors({&tokens, &st.pos}, dev);  // one upload on a GPU
     tokens_t = t[0];
-    st.cos = w_.rope_cos.index_select(0, t[1]).unsqueeze(1);
-    st.sin = w_.rope_sin.index_select(0, t[1]).unsqueeze(1);
+    st.rope_rows = w_.rope_table.index_select(0, t[1]);
+    st.rope = nn::rotation_factors(st.rope_rows);
   } else {
     tokens_t = index_tensor(tokens, dev);
   }
@@ -158,7 +160,7 @@ torch::Tensor DecodeSession::feed(const std::vector<RowInput>& inputs, bool all_
   for (auto& kv : coda_cache_) kv.reserve(need);
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
   auto full_block = [&](const PackedBlock& blk, KVCache& cache) {
-    if (!st.fast) return x + block_delta({{&blk, {}}}, nullptr, x, cache, full_plan, st.cos, st.sin, c);
+    if (!st.fast) return x + block_delta({{&blk, {}}}, nullptr, x, cache, full_plan, st.rope, c);
     auto y = torch::empty_like(x);
     cpu_->block(blk, nullptr, x, y, toks.data(), nullptr, cache);
     return y;
@@ -416,9 +418,8 @@ torch::Tensor DecodeSession::run_core_depth(int64_t d, const torch::Tensor& x, c
     }
     torch::Tensor tok_t = whole ? torch::Tensor() : index_tensor(tok, dev);
     auto xr = whole ? x : x.index_select(0, tok_t);
-    auto cos = whole ? st.cos : st.cos.index_select(0, tok_t);
-    auto sin = whole ? st.sin : st.sin.index_select(0, tok_t);
-    auto delta = block_delta(groups, &w_.film[pd], xr, core_cache_[d], plan, cos, sin, c, &w_.stacked);
+    auto rope = whole ? st.rope : nn::rotation_factors(st.rope_rows.index_select(0, tok_t));
+    auto delta = block_delta(groups, &w_.film[pd], xr, core_cache_[d], plan, rope, c, &w_.stacked);
     // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
     auto out = same_alpha ? xr + delta * alpha_tok[0] : xr + column(alpha_tok, opt) * delta;
     if (rounds == 1) return out;

@@ -6,6 +6,7 @@
 #include "inference/block_step.h"
 #include "inference/feed_checks.h"
 #include "inference/ops.h"
+#include "nn/rope.h"
 #include "nn/block.h"
 #include "util/error.h"
 
@@ -104,13 +105,13 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     need = std::max(need, len_[rows[a]] + segs[a].count);
   }
   AttnPlan plan;
-  torch::Tensor cos, sin, tokens_t;
+  std::pair<torch::Tensor, torch::Tensor> rope;
+  torch::Tensor tokens_t;
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
     const auto t = index_tensors({&tokens, &pos}, dev);  // one upload on a GPU
     tokens_t = t[0];
-    cos = w_.rope_cos.index_select(0, t[1]).unsqueeze(1);
-    sin = w_.rope_sin.index_select(0, t[1]).unsqueeze(1);
+    rope = nn::rotation_factors(w_.rope_table.index_select(0, t[1]));
   } else {
     tokens_t = index_tensor(tokens, dev);
   }
@@ -123,7 +124,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
       cpu_->block(w_.prelude[l], nullptr, x, y, toks.data(), nullptr, cache_[l]);
       x = y;
     } else {
-      x = x + block_delta({{&w_.prelude[l], {}}}, nullptr, x, cache_[l], plan, cos, sin, c);
+      x = x + block_delta({{&w_.prelude[l], {}}}, nullptr, x, cache_[l], plan, rope, c);
     }
   }
   for (int64_t a = 0; a < A; ++a) len_[rows[a]] += offset[a + 1] - offset[a];

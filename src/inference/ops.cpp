@@ -25,11 +25,4 @@ torch::Tensor rms_norm_film(const torch::Tensor& x, const torch::Tensor& w, doub
   return nn::rms_norm(x, {w}, {d == 0 ? 0 : x.numel() / d}, gamma, beta, eps);
 }
 
-torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  auto x1 = x.narrow(-1, 0, half);
-  auto x2 = x.narrow(-1, half, half);
-  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
-}
-
 }  // namespace lol::inference

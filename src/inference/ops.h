@@ -19,8 +19,5 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 torch::Tensor rms_norm_film(const torch::Tensor& x, const torch::Tensor& w, double eps, const torch::Tensor& gamma,
                             const torch::Tensor& beta);
 
-/// Rotary embedding, rotate-half convention (nn::RoPE): x [n, heads, hd],
-/// cos/sin [n, 1, hd/2] (table rows of each token's position) -> [n, heads, hd].
-torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
 }  // namespace lol::inference

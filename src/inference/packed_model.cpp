@@ -106,12 +106,11 @@ PackedModel PackedModel::from(LoLModelImpl& m, int64_t positions) {
 }
 
 void PackedModel::ensure_rope(int64_t positions) {
-  if (rope_cos.defined() && rope_cos.size(0) >= positions) return;
-  // The tables of nn::RoPE (float32, then cast), so values match bit for bit.
+  if (rope_table.defined() && rope_table.size(0) >= positions) return;
+  // The table of nn::RoPE (float32, then cast), so values match bit for bit.
   nn::check_rope_positions(rope_scaling, positions);
-  auto [c, s] = nn::rope_tables(head_dim(), cfg.rope_theta, rope_scaling, std::max<int64_t>(positions, 1));
-  rope_cos = c.to(embed.device(), embed.scalar_type()).contiguous();
-  rope_sin = s.to(embed.device(), embed.scalar_type()).contiguous();
+  rope_table = nn::rope_rotation_table(head_dim(), cfg.rope_theta, rope_scaling, std::max<int64_t>(positions, 1),
+                                       embed.scalar_type(), embed.device());
 }
 
 }  // namespace lol::inference

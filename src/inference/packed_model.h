@@ -77,7 +77,7 @@ struct PackedModel {
   std::vector<torch::Tensor> router; ///< [core_depth] each [L, d] (the same tensor when tied)
   torch::Tensor depth_embed;         ///< [core_depth, d]: row l-1 is e^(l)
   torch::Tensor balance_bias;        ///< [L]
-  torch::Tensor rope_cos, rope_sin;  ///< [positions, hd/2] in the model dtype
+  torch::Tensor rope_table;          ///< [positions, 2, hd] in the model dtype (nn::rope_rotation_table)
   nn::RopeScaling rope_scaling;      ///< frequency scaling of a loaded Hugging Face model (LoL: none)
 
   /// True when a prelude or coda block has an MoE FFN.
@@ -86,7 +86,7 @@ struct PackedModel {
   /// Snapshot of `m` (same device and dtype as its embedding), RoPE tables for
   /// `positions` positions. Call under NoGradGuard or InferenceMode.
   static PackedModel from(LoLModelImpl& m, int64_t positions);
-  /// Grows the RoPE tables to at least `positions` rows (nn::rope_tables). Throws
+  /// Grows the RoPE table to at least `positions` rows (nn::rope_rotation_table). Throws
   /// InputError beyond rope_scaling's position limit.
   void ensure_rope(int64_t positions);
 

@@ -16,22 +16,22 @@ namespace lol::nn {
 namespace {
 
 /// out[n, h, :] = rotate(x[n, h, :], sign * angle(pos[n])) on contiguous CPU tensors:
-/// out1 = x1 c - sign x2 s, out2 = x2 c + sign x1 s. sign = -1 is the inverse rotation
-/// (the backward of a rotation is its transpose).
+/// out1 = x1 c - sign x2 s, out2 = x2 c + sign x1 s, with c and s read from the halves of
+/// the rotation table's row (rope_rotation_table). sign = -1 is the inverse rotation (the
+/// backward of a rotation is its transpose).
 template <typename T>
-void rotate_cpu(const torch::Tensor& x, const torch::Tensor& pos, const torch::Tensor& cos_t,
-                const torch::Tensor& sin_t, double sign, torch::Tensor& out) {
+void rotate_cpu(const torch::Tensor& x, const torch::Tensor& pos, const torch::Tensor& table, double sign,
+                torch::Tensor& out) {
   const int64_t N = x.size(0), H = x.size(1), hd = x.size(2), half = hd / 2;
   const T* xp = x.data_ptr<T>();
   const int64_t* pp = pos.data_ptr<int64_t>();
-  const T* cp = cos_t.data_ptr<T>();
-  const T* sp = sin_t.data_ptr<T>();
+  const T* tp = table.data_ptr<T>();
   T* op = out.data_ptr<T>();
   const T sg = T(sign);
   at::parallel_for(0, N, rows_per_task(H * hd), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
-      const T* c = cp + pp[n] * half;
-      const T* s = sp + pp[n] * half;
+      const T* c = tp + pp[n] * 2 * hd;   // C's first half: cos
+      const T* s = c + hd + half;         // S's second half: +sin
       for (int64_t h = 0; h < H; ++h) {
         const T* x1 = xp + (n * H + h) * hd;
         const T* x2 = x1 + half;
@@ -52,45 +52,41 @@ bool cpu_kernel_applies(const torch::Tensor& x, const torch::Tensor& table) {
          table.scalar_type() == x.scalar_type();
 }
 
-/// Composed-operation rotation (any device and dtype): the reference formula.
-torch::Tensor rotate_ops(const torch::Tensor& x, const torch::Tensor& pos, const torch::Tensor& cos_t,
-                         const torch::Tensor& sin_t, double sign) {
-  auto c = cos_t.index_select(0, pos).unsqueeze(1);  // [N, 1, hd/2]
-  auto s = sin_t.index_select(0, pos).unsqueeze(1) * sign;
-  auto halves = x.chunk(2, -1);
-  const auto& x1 = halves[0];
-  const auto& x2 = halves[1];
-  return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
-}
-
-torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& pos, const torch::Tensor& cos_t,
-                     const torch::Tensor& sin_t, double sign) {
-  if (!cpu_kernel_applies(x, cos_t)) return rotate_ops(x, pos, cos_t, sin_t, sign);
+torch::Tensor rotate_cpu_kernel(const torch::Tensor& x, const torch::Tensor& pos, const torch::Tensor& table,
+                                double sign) {
   auto xc = x.contiguous();
   auto pc = pos.contiguous();
   auto out = torch::empty_like(xc);
   if (x.scalar_type() == torch::kFloat32)
-    rotate_cpu<float>(xc, pc, cos_t, sin_t, sign, out);
+    rotate_cpu<float>(xc, pc, table, sign, out);
   else
-    rotate_cpu<double>(xc, pc, cos_t, sin_t, sign, out);
+    rotate_cpu<double>(xc, pc, table, sign, out);
   return out;
 }
 
 /// One autograd node per rotation (instead of ~10 for the composed formula); the
-/// gradient is the inverse rotation of the incoming gradient. Tables and positions
-/// receive no gradient.
+/// gradient is the inverse rotation of the incoming gradient. The table and positions
+/// receive no gradient. Off the CPU kernels the gathered factors (views of the table's
+/// rows [N, 2, hd]) are saved for the backward, so that it gathers nothing.
 struct RotaryFunction : public torch::autograd::Function<RotaryFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& pos,
-                               const torch::Tensor& cos_t, const torch::Tensor& sin_t) {
+                               const torch::Tensor& table) {
     RECORD_FUNCTION("lol::rotary", std::vector<c10::IValue>());
-    ctx->save_for_backward({pos, cos_t, sin_t});
-    return rotate(x, pos, cos_t, sin_t, 1.0);
+    if (cpu_kernel_applies(x, table)) {
+      ctx->save_for_backward({pos, table});
+      return rotate_cpu_kernel(x, pos, table, 1.0);
+    }
+    auto [c, s] = rotation_factors(table.index_select(0, pos));
+    ctx->save_for_backward({c, s});
+    return rotate_with_factors(x, c, s);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     RECORD_FUNCTION("lol::rotary_backward", std::vector<c10::IValue>());
     auto saved = ctx->get_saved_variables();
-    return {rotate(grads[0], saved[0], saved[1], saved[2], -1.0), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    auto g = saved[0].dim() == 1 ? rotate_cpu_kernel(grads[0], saved[0], saved[1], -1.0)
+                                 : rotate_with_factors(grads[0], saved[0], saved[1], /*inverse=*/true);
+    return {g, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -150,6 +146,29 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t head_dim, double the
   return {c, s};
 }
 
+torch::Tensor rope_rotation_table(int64_t head_dim, double theta, const RopeScaling& scaling, int64_t positions,
+                                  torch::ScalarType dtype, const torch::Device& device) {
+  auto [c, s] = rope_tables(head_dim, theta, scaling, positions);
+  auto table = torch::stack({torch::cat({c, c}, -1), torch::cat({-s, s}, -1)}, 1);  // [positions, 2, hd]
+  return table.to(device, dtype).contiguous();
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotation_factors(const torch::Tensor& rows) {
+  const int64_t n = rows.size(0), half = rows.size(2) / 2;
+  auto f = rows.view({n, 2, 2, half});
+  return {f.select(1, 0).unsqueeze(1), f.select(1, 1).unsqueeze(1)};  // [N, 1, 2, half]
+}
+
+torch::Tensor rotate_with_factors(const torch::Tensor& x, const torch::Tensor& c, const torch::Tensor& s,
+                                  bool inverse) {
+  const int64_t hd = x.size(-1);
+  auto x4 = x.view({x.size(0), x.size(1), 2, hd / 2});  // [N, heads, 2 halves, half]
+  // Forward: [x1 c + x2 (-s), x2 c + x1 s]. Inverse (the transpose):
+  // [x1 c + x2 s, x2 c + x1 (-s)] = x C + swap_halves(x S).
+  auto y = inverse ? x4 * c + (x4 * s).flip(2) : x4 * c + x4.flip(2) * s;
+  return y.reshape(x.sizes());  // a view unless an incoming gradient had an odd layout
+}
+
 void check_rope_positions(const RopeScaling& scaling, int64_t positions) {
   const int64_t limit = scaling.position_limit();
   if (limit > 0 && positions > limit)
@@ -162,25 +181,23 @@ RoPE::RoPE(int64_t head_dim, double theta, RopeScaling scaling)
     : head_dim_(head_dim), theta_(theta), scaling_(std::move(scaling)) {}
 
 void RoPE::ensure(int64_t max_pos, const torch::Device& dev, torch::ScalarType dtype) {
-  if (cos_.defined() && cos_.size(0) >= max_pos && cos_.device() == dev && cos_.scalar_type() == dtype) return;
+  if (table_.defined() && table_.size(0) >= max_pos && table_.device() == dev && table_.scalar_type() == dtype) return;
   check_rope_positions(scaling_, max_pos);
   int64_t n = 256;
   while (n < max_pos) n *= 2;
   if (scaling_.position_limit() > 0) n = std::max(max_pos, std::min(n, scaling_.position_limit()));
-  auto [c, s] = rope_tables(head_dim_, theta_, scaling_, n);
-  cos_ = c.to(dev, dtype).contiguous();
-  sin_ = s.to(dev, dtype).contiguous();
+  table_ = rope_rotation_table(head_dim_, theta_, scaling_, n, dtype, dev);
 }
 
 torch::Tensor RoPE::apply(const torch::Tensor& x, const torch::Tensor& pos, int64_t pos_bound) {
   if (x.size(0) == 0) return x;
-  // The fused CPU kernel indexes the tables unchecked: its positions are always read. On
-  // the composed path a position beyond the tables fails in index_select (c10::Error on the
+  // The fused CPU kernel indexes the table unchecked: its positions are always read. On
+  // the composed path a position beyond the table fails in index_select (c10::Error on the
   // CPU, a device-side assert on a GPU): the bound is the caller's promise.
   const bool kernel = cpu_kernel_device(x) && (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64);
   const int64_t max_pos = pos_bound > 0 && !kernel ? pos_bound : pos.max().item<int64_t>() + 1;
   ensure(max_pos, x.device(), x.scalar_type());
-  return RotaryFunction::apply(x, pos, cos_, sin_);
+  return RotaryFunction::apply(x, pos, table_);
 }
 
 }  // namespace lol::nn

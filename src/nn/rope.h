@@ -26,6 +26,29 @@ RopeFrequencies rope_frequencies(int64_t head_dim, double theta, const RopeScali
 std::pair<torch::Tensor, torch::Tensor> rope_tables(int64_t head_dim, double theta, const RopeScaling& scaling,
                                                     int64_t positions);
 
+/// The rotation table [positions, 2, head_dim] in `dtype` on `device`, built from
+/// rope_tables (float32, then cast, so values equal HF's bit for bit): row p holds
+/// C = [cos, cos] and S = [-sin, sin] of position p, so that
+/// rotate(x, p) = x * C + swap_halves(x) * S, which is x1 c - x2 s, x2 c + x1 s exactly
+/// (negation is exact): one gather per call and four element-wise operations on a GPU,
+/// where each operation is a kernel launch. The fused CPU kernels read the
+/// halves they need: cos at p * 2 * head_dim, sin at p * 2 * head_dim + 3 * head_dim / 2.
+torch::Tensor rope_rotation_table(int64_t head_dim, double theta, const RopeScaling& scaling, int64_t positions,
+                                  torch::ScalarType dtype, const torch::Device& device);
+
+/// The factors C and S of rotate_with_factors, views [N, 1, 2, head_dim / 2] of table
+/// rows [N, 2, head_dim] gathered from rope_rotation_table (one per token).
+std::pair<torch::Tensor, torch::Tensor> rotation_factors(const torch::Tensor& rows);
+
+/// rotate(x, positions) = x * C + swap_halves(x) * S with the factors of the tokens'
+/// positions (rotation_factors): x [N, heads, head_dim] (the last dimension contiguous),
+/// -> [N, heads, head_dim]. inverse = true rotates back (the transpose, the backward of a
+/// rotation): x * C + swap_halves(x * S). Composed operations (a flip, two products and
+/// a sum: four kernels on a GPU), any device and dtype; HF's x cos + rotate_half(x) sin
+/// bit for bit.
+torch::Tensor rotate_with_factors(const torch::Tensor& x, const torch::Tensor& c, const torch::Tensor& s,
+                                  bool inverse = false);
+
 class RoPE {
  public:
   RoPE() = default;
@@ -46,7 +69,7 @@ class RoPE {
   int64_t head_dim_ = 0;
   double theta_ = 10000.0;
   RopeScaling scaling_;
-  torch::Tensor cos_, sin_;  // [max_pos, head_dim/2]
+  torch::Tensor table_;  // [max_pos, 2, head_dim]: rope_rotation_table
 };
 
 /// Throws InputError when `positions` positions exceed `scaling`'s position_limit().

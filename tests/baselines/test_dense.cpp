@@ -8,6 +8,7 @@
 #include "baseline_test_util.h"
 #include "baselines/dense_model.h"
 #include "baselines/dense_trainable.h"
+#include "baselines/looped_config.h"
 #include "util/error.h"
 
 using namespace lol::baselines;
@@ -175,4 +176,35 @@ TEST(DenseTrainable, SaveLoadRoundTripThroughFactory) {
   auto w = [](lol::training::TrainableModel& m) { return m.module().named_parameters()["model.layers.0.mlp.up_proj.weight"]; };
   EXPECT_TRUE(torch::equal(w(*m1), w(*lol::training::make_model(section, "test", c.vocab_size, 32, 11))));
   EXPECT_FALSE(torch::equal(w(*m1), w(*m2)));
+}
+
+// A baseline whose float32 weights exceed this machine's memory is refused before any
+// allocation (as LoL is), naming the config and the size.
+TEST(BaselineFactory, RefusesWeightsBeyondPhysicalMemory) {
+  auto grow = [](lol::baselines::TransformerShape& s) {
+    s.d_model = 16384;
+    s.n_heads = 128;
+    s.n_kv_heads = 128;
+    s.ffn_hidden = 65536;
+  };
+  auto dense = btest::tiny_dense("full");
+  grow(dense);
+  dense.n_layers = 200;
+  lol::baselines::LoopedConfig looped;
+  static_cast<lol::baselines::TransformerShape&>(looped) = btest::tiny_dense("full");
+  grow(looped);
+  looped.n_recur = 200;
+  auto moe = btest::tiny_moe();
+  grow(moe);
+  moe.n_experts = 64;
+  moe.core_depth = 16;
+  for (const auto& section : {dense.to_json(), looped.to_json(), moe.to_json()}) {
+    try {
+      lol::training::make_model(section, "big.json", 16, 32, 1);
+      ADD_FAILURE() << section.dump() << " was built";
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("big.json: the model's float32 weights need about "), std::string::npos)
+          << e.what();
+    }
+  }
 }

@@ -280,6 +280,36 @@ TEST_P(FusedOps, RoPEEqualsRotateHalfFormula) {
   EXPECT_TRUE(threw) << "positions up to 1000 in a table sized for 2";
 }
 
+// The composed path (a GPU's: one gather, x C + roll(x) S, and the transpose in the
+// backward) computes HF's formula x cos + rotate_half(x) sin bit for bit, forward and
+// gradient: the signed table only moves exact negations.
+TEST_P(FusedOps, ComposedRoPEIsHfFormulaBitForBit) {
+  const auto dt = GetParam();
+  torch::manual_seed(6);
+  const int64_t hd = 16;
+  auto x = torch::randn({7, 3, hd}, torch::TensorOptions(dt)).requires_grad_(true);
+  auto pos = torch::tensor({0, 1, 5, 5, 200, 3, 77}, torch::kInt64);
+  auto w = torch::randn({7, 3, hd}, torch::TensorOptions(dt));
+  const bool kernels = lol::cpu_kernels_enabled();
+  lol::set_cpu_kernels_enabled(false);
+  auto out = lol::nn::RoPE(hd, 10000.0).apply(x, pos);
+  lol::set_cpu_kernels_enabled(kernels);
+  (out * w).sum().backward();
+  auto g = x.grad().clone();
+  x.mutable_grad() = torch::Tensor();
+  auto [c0, s0] = lol::nn::rope_tables(hd, 10000.0, {}, 256);
+  auto c = torch::cat({c0, c0}, -1).index_select(0, pos).to(dt).unsqueeze(1);
+  auto s = torch::cat({s0, s0}, -1).index_select(0, pos).to(dt).unsqueeze(1);
+  auto halves = x.chunk(2, -1);
+  auto ref = x * c + torch::cat({-halves[1], halves[0]}, -1) * s;
+  (ref * w).sum().backward();
+  EXPECT_TRUE(out.equal(ref)) << max_abs_diff(out, ref);
+  EXPECT_TRUE(g.equal(x.grad())) << max_abs_diff(g, x.grad());
+  // The fused CPU kernel reads the same table's halves.
+  torch::NoGradGuard ng;
+  EXPECT_LT(max_abs_diff(lol::nn::RoPE(hd, 10000.0).apply(x, pos), ref), fused_tolerance(dt));
+}
+
 // The layout's gather and scatter tables share one buffer (one upload to a GPU) and the
 // valid slots are derived from the gather table.
 TEST(SegmentLayout, TablesMatchTheSegments) {
