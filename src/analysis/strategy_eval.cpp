@@ -1,5 +1,6 @@
 #include "analysis/strategy_eval.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iomanip>
@@ -80,8 +81,13 @@ nlohmann::json StrategyEvalResult::to_json(const data::TaskSpec& spec) const {
   nlohmann::json j;
   j["task"] = spec.name;
   j["filler"] = filler;
-  j["confusion"] = confusion;
+  // Rows: the forced strategies S1..S5 (confusion_rows); columns: the strategy the trace
+  // follows, "none" first (confusion_columns).
+  j["confusion"] = std::vector<std::vector<int64_t>>(confusion.begin() + 1, confusion.end());
+  j["confusion_rows"] = {"S1", "S2", "S3", "S4", "S5"};
   j["confusion_columns"] = {"none", "S1", "S2", "S3", "S4", "S5"};
+  j["max_new_tokens"] = max_new_tokens;
+  j["capped_generations"] = capped_generations;
   nlohmann::json f = nlohmann::json::object(), u = nlohmann::json::object();
   StrategyMetrics fa, ua;
   for (const auto& [s, m] : forced) {
@@ -224,7 +230,7 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     max_new = longest + longest / 4 + 8;
   }
   StrategyEvalResult res;
-  res.confusion.assign(6, std::vector<int64_t>(6, 0));
+  res.confusion.assign(6, std::vector<int64_t>(6, 0));  // row 0 unused: rows are the forced strategies 1..5
 
   struct Job {
     size_t puzzle;
@@ -250,13 +256,25 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     e.answer = "A : <eos>";
     return spec.tokenize(e);
   };
-  for (const auto& p : puzzles) {  // every question in the task's vocabulary, before any generation
+  // Every question in the task's vocabulary and a valid puzzle (the verifier's own
+  // check), before any generation: a malformed test puzzle is the data's fault, not a
+  // wrong generation.
+  int64_t longest_prompt = 0;
+  for (const auto& p : puzzles) {
     try {
-      tokenize_prompt(p.question, spec.label(1));
+      longest_prompt = std::max(longest_prompt, int64_t(tokenize_prompt(p.question, spec.label(1)).prompt_len));
+      spec.verify(p.question + " " + spec.label(1), 1, "R : A : <eos>");
     } catch (const InputError& err) {
       throw InputError(p.where + ": field 'question': " + err.what());
     }
   }
+  // Generation stops at the model's context (max_seq_len positions): a trace cut there
+  // has no <eos> and is judged as such; results count the capped generations.
+  const int64_t context = model->config().max_seq_len;
+  if (longest_prompt >= context)
+    throw InputError(jsonl + ": a prompt of " + std::to_string(longest_prompt) + " tokens leaves no room in the model's " +
+                     "max_seq_len = " + std::to_string(context));
+  res.max_new_tokens = max_new;
   if (!opt.filler.empty() && !puzzles.empty()) {  // checked before any generation
     try {
       tokenize_prompt(puzzles[0].question, opt.filler);
@@ -292,7 +310,10 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     }
     const Job& j0 = jobs[start];
     const RoutingPath* force = j0.forced ? &paths.at(j0.strategy) : nullptr;
-    auto gen = generate(model, prompts, force, max_new, eos);
+    int64_t batch_prompt = 0;
+    for (const auto& p : prompts) batch_prompt = std::max<int64_t>(batch_prompt, int64_t(p.tokens.size()));
+    const int64_t batch_new = std::min(max_new, context - batch_prompt);
+    auto gen = generate(model, prompts, force, batch_new, eos);
     for (size_t i = 0; i < gen.size(); ++i) {
       const Job& j = jobs[start + i];
       std::vector<int32_t> ids(gen[i].begin(), gen[i].end());
@@ -302,6 +323,9 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
         text += (t ? " " : "") + spec.vocab.token(ids[t]);
       }
       res.generated_tokens += int64_t(ids.size());
+      if (batch_new < max_new && int64_t(ids.size()) >= batch_new &&
+          std::find(ids.begin(), ids.end(), int32_t(eos)) == ids.end())
+        res.capped_generations++;
       tasks::Verdict v;
       try {
         v = spec.verify(questions[i], j.strategy, text);

@@ -54,6 +54,10 @@ struct StrategyEvalResult {
   std::string filler;                               ///< filler rule used (option or "length-matched")
   double seconds = 0;
   int64_t generated_tokens = 0;
+  int64_t max_new_tokens = 0;      ///< the limit asked for (option or longest reference + 25%)
+  /// Generations cut at the model's max_seq_len before their <eos> (judged as they are:
+  /// no <eos>).
+  int64_t capped_generations = 0;
   nlohmann::json to_json(const data::TaskSpec& spec) const;
   /// Human-readable tables (confusion matrix and metrics).
   std::string format(const data::TaskSpec& spec) const;
@@ -80,7 +84,10 @@ struct StrategyEvalOptions {
 std::string neutral_label(const data::TaskSpec& spec, int strategy);
 
 /// Evaluates on the puzzles of a JSONL file (records of `lol data`): the first
-/// n_puzzles distinct puzzles; paths[s] is strategy s's mode path (1..5).
+/// n_puzzles distinct puzzles; paths[s] is strategy s's mode path (1..5). Generation
+/// stops at the model's max_seq_len (counted in capped_generations). Throws InputError
+/// naming the file and line for a question outside the task's vocabulary or not a valid
+/// puzzle (the task's verifier), and for a prompt that fills max_seq_len.
 StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& spec,
                                        const std::map<int, RoutingPath>& paths, const std::string& jsonl,
                                        const StrategyEvalOptions& opt, const GenerateFn& generate);

@@ -208,6 +208,10 @@ CompareResult run_compare(const CompareOptions& opt) {
     // warmup is checked against the planned steps below.
     ov.push_back("train.steps=" + std::to_string(opt.max_steps));
     auto cfg = training::RunConfig::load(path, ov);
+    if (!cfg.init_from.empty())
+      throw InputError(path + ": field 'init_from' = \"" + cfg.init_from +
+                       "\": lol compare trains each model from a new initialisation, planned from its 'model' section "
+                       "(expected a 'model' section)");
     if (!cfgs.empty()) {
       const auto& ref = cfgs.front();
       const auto a = ref.to_json(), b = cfg.to_json();
@@ -217,6 +221,10 @@ CompareResult run_compare(const CompareOptions& opt) {
       if (ref.train.seed != cfg.train.seed || ref.train.grad_accum != cfg.train.grad_accum)
         throw InputError(path + ": train.seed / train.grad_accum differ from " + opt.configs.front() +
                          "'s: every model must see the same batches in the same order");
+      if (ref.train.eval_batches != cfg.train.eval_batches)
+        throw InputError(path + ": train.eval_batches = " + std::to_string(cfg.train.eval_batches) + " differs from " +
+                         opt.configs.front() + "'s " + std::to_string(ref.train.eval_batches) +
+                         ": every model's validation loss must be measured on the same batches");
     }
     if (!opt.resume && (fs::exists(fs::path(cfg.train.out) / "latest") || !training::list_checkpoints(cfg.train.out).empty()))
       throw InputError("--out " + opt.out_dir + ": " + cfg.train.out +

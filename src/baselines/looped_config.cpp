@@ -8,6 +8,35 @@
 
 namespace lol::baselines {
 
+std::pair<double, double> LoopedConfig::expected_iterations() const {
+  const int64_t R = recurrence, cap = effective_max_recurrence();
+  auto grad = [&](double r) { return backprop_depth > 0 ? std::min(double(backprop_depth), r) : r; };
+  if (recurrence_sampling == "fixed" || R <= 1) return {double(R), grad(double(R))};
+  const double s = recurrence_sigma, mu = std::log(double(R - 1)) - 0.5 * s * s;
+  constexpr int kPoints = 2001;
+  double weight_sum = 0, er = 0, eg = 0;
+  for (int i = 0; i < kPoints; ++i) {
+    const double z = -8.0 + 16.0 * double(i) / double(kPoints - 1);
+    const double w = std::exp(-0.5 * z * z);  // normal density up to a constant
+    const double lambda = std::exp(mu + s * z), log_lambda = std::log(lambda);
+    // R' = 1 + k for k < cap - 1, cap for the rest of the Poisson mass.
+    double below = 0, r = 0, g = 0;
+    for (int64_t k = 0; k + 1 < cap; ++k) {
+      const double p = std::exp(-lambda + double(k) * log_lambda - std::lgamma(double(k) + 1.0));
+      below += p;
+      r += p * double(1 + k);
+      g += p * grad(double(1 + k));
+    }
+    const double tail = std::max(0.0, 1.0 - below);
+    r += tail * double(cap);
+    g += tail * grad(double(cap));
+    weight_sum += w;
+    er += w * r;
+    eg += w * g;
+  }
+  return {er / weight_sum, eg / weight_sum};
+}
+
 double LoopedConfig::effective_state_std() const {
   return state_init_std > 0 ? state_init_std : std::sqrt(2.0 / (5.0 * double(d_model)));
 }

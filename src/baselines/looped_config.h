@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,16 @@ struct LoopedConfig : TransformerShape {
   static LoopedConfig from_json(const nlohmann::json& j, const std::string& where);
   nlohmann::json to_json() const;
   void validate(const std::string& where) const;
+
+  /// Expected iterations of a training step under recurrence_sampling: {E[R'], E[R_g]}
+  /// with R' = min(1 + Poisson(exp(tau)), effective_max_recurrence()),
+  /// tau ~ N(log(R - 1) - sigma^2 / 2, sigma) (Huginn), and R_g = min(backprop_depth, R')
+  /// the iterations that receive gradients (R' when backprop_depth = 0). "fixed" (or
+  /// R = 1): exactly {R, R_g}. Computed by quadrature over tau (2001 points on
+  /// +-8 sigma) with the Poisson probabilities in log space; the cap makes E[R'] < R.
+  /// lol compare plans a sampled model's steps with these (its FLOPs meet the budget in
+  /// expectation; the steps' own FLOPs are counted from the iterations they ran).
+  std::pair<double, double> expected_iterations() const;
 };
 
 }  // namespace lol::baselines

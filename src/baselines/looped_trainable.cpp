@@ -20,15 +20,16 @@ std::vector<training::GroupedParam> LoopedTrainable::grouped_parameters() {
 double LoopedTrainable::train_flops_per_token(int64_t seq_len) const {
   const auto& c = model_->config();
   const int64_t T = std::max<int64_t>(1, seq_len);
-  const int64_t R = model_->last_recurrence() > 0 ? model_->last_recurrence() : c.recurrence;
-  // Before any forward (lol compare's planning): backward through the last
-  // backprop_depth iterations, as the forward will run it (0 = all).
-  const int64_t Rg = model_->last_recurrence() > 0 ? model_->last_backprop_iterations()
-                     : c.backprop_depth > 0      ? std::min(c.backprop_depth, R)
-                                                 : R;
+  // After a forward: the iterations it ran. Before any (lol compare's planning): the
+  // expected ones (LoopedConfig::expected_iterations: R and min(backprop_depth, R) when
+  // fixed; under sampling the cap lowers both).
+  const bool ran = model_->last_recurrence() > 0;
+  const auto expected = c.expected_iterations();
+  const double R = ran ? double(model_->last_recurrence()) : expected.first;
+  const double Rg = ran ? double(model_->last_backprop_iterations()) : expected.second;
   const double outer = flops_report(cost_model(c, 0), T).forward_flops;
   const double per_iter = flops_report(cost_model(c, 1), T).forward_flops - outer;
-  return 3.0 * outer + (double(R) + 2.0 * double(Rg)) * per_iter;
+  return 3.0 * outer + (R + 2.0 * Rg) * per_iter;
 }
 
 void LoopedTrainable::save(const std::string& dir, const nlohmann::json& extra) const {

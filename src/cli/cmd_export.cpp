@@ -41,9 +41,14 @@ int64_t parse_size(const std::string& s) {
   else if (unit == "KB") mult = 1e3;
   else if (unit == "MB") mult = 1e6;
   else if (unit == "GB") mult = 1e9;
-  if (used == 0 || mult == 0 || !(v > 0))
-    throw InputError("--max-shard-size \"" + s + "\": expected a positive size such as 2GB, 500MB or 100000");
-  return int64_t(v * mult);
+  const double bytes = v * mult;
+  // At least one byte, and within 64 bits (an exabyte: larger means "no limit" and is
+  // what leaving the flag out does).
+  if (used == 0 || mult == 0 || !(bytes >= 1) || !(bytes <= 1e18))
+    throw InputError("--max-shard-size \"" + s +
+                     "\": expected a size of 1 byte to 1e18 bytes such as 2GB, 500MB or 100000 (leave the flag out "
+                     "for one unsharded file)");
+  return int64_t(bytes);
 }
 
 /// Reloads `out` through the Hugging Face loader and compares its logits with the

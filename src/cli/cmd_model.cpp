@@ -12,6 +12,7 @@
 
 #include "baselines/flops.h"
 #include "baselines/looped_config.h"
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
 #include "core/finite.h"
@@ -385,7 +386,7 @@ void run_forward(const ForwardArgs& a) {
   m->eval();
   const auto& c = m->config();
 
-  const auto toks = parse_int_list(a.tokens, "--tokens");
+  const auto toks = parse_ids(a.tokens, "--tokens");  // as `lol generate --ids` reads them
   const int64_t n = int64_t(toks.size());
   if (n == 0) throw InputError("--tokens: no token ids given");
   if (n > c.max_seq_len)

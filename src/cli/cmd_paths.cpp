@@ -264,11 +264,23 @@ void register_paths(CLI::App& app) {
     for (int s = 1; s <= 5; ++s)
       paths[s] = load_routing_path_for(e->paths + "/S" + std::to_string(s) + ".json", model->config().library_size,
                                        model->active_depth());
-    // Paper 4.1.3: mode paths from validation puzzles, tested on new ones.
     const auto meta_string = [](const RoutingPath& p, const char* key) {
       const auto it = p.meta.is_object() ? p.meta.find(key) : p.meta.end();
       return it != p.meta.end() && it->is_string() ? it->get<std::string>() : std::string();
     };
+    // Paths of another task route another algorithm: refused. A path with fewer rows than
+    // the routed depths the model runs leaves the deeper ones to the router: noted.
+    for (const auto& [s, p] : paths) {
+      const std::string file = e->paths + "/S" + std::to_string(s) + ".json";
+      const std::string task = meta_string(p, "task");
+      if (!task.empty() && task != spec.name)
+        throw InputError(file + ": field 'meta.task' = \"" + task + "\": expected \"" + spec.name + "\", the task of --data " +
+                         e->data + " (mode paths of another task)");
+      if (p.depth() < model->active_depth())
+        std::cerr << "note: " << file << " forces " << p.depth() << " of the " << model->active_depth()
+                  << " routed depths " << e->model << " runs; the router picks the experts of the others\n";
+    }
+    // Paper 4.1.3: mode paths from validation puzzles, tested on new ones.
     for (const auto& [s, p] : paths)
       if (meta_string(p, "split") == e->split && same_path(meta_string(p, "data"), e->data)) {
         std::cerr << "warning: the mode paths were extracted from split '" << e->split << "' of " << e->data

@@ -55,6 +55,9 @@ void run_train(const TrainArgs& a) {
     }
   }
   if (a.no_progress) cfg.train.progress = false;
+  // A run directory starts from its latest checkpoint, as `lol eval` reads it; a Hugging
+  // Face folder is named as such (resolve_model_dir).
+  if (!cfg.init_from.empty() && fs::is_directory(cfg.init_from)) cfg.init_from = resolve_model_dir(cfg.init_from);
   if (!cfg.init_from.empty() && a.resume.empty() && fs::exists(fs::path(cfg.init_from) / "config.json") &&
       fs::exists(fs::path(cfg.data.dir) / "dataset.json")) {  // else the trainer names what is missing
     // A model continued on new data must read it as it was trained to (task, task

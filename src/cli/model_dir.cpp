@@ -234,7 +234,7 @@ RoutingPath load_routing_path_for(const std::string& file, int64_t library_size,
   if (path.library_size != library_size)
     throw InputError(file + ": field 'library_size' = " + std::to_string(path.library_size) +
                      ": the model has library_size = " + std::to_string(library_size) + " (a path of another model?)");
-  if (active_depth > 0 && path.depth() > active_depth)
+  if (path.depth() > active_depth)
     throw InputError(file + ": field 'expert' has " + std::to_string(path.depth()) +
                      " rows (one per routed depth): expected at most the " + std::to_string(active_depth) +
                      " routed depths the model runs");

@@ -121,6 +121,9 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   require(opt.n_test >= -1, "--n-test " + std::to_string(opt.n_test), "expected >= 0 (or -1 = --n / 10)");
   const int64_t n_test = opt.n_test >= 0 ? opt.n_test : std::max<int64_t>(1, opt.n_puzzles / 10);
   require_no_dataset(out, "--out");
+  // Checked before minutes of generation: the directory is created only after it.
+  if (std::filesystem::exists(out) && !std::filesystem::is_directory(out))
+    throw InputError("--out " + out + ": exists and is not a directory (expected a new or empty dataset directory)");
   ProgressBar bar("generate " + opt.task, 0, opt.progress);
   std::vector<tasks::Example> examples;
   nlohmann::json gen_stats = nlohmann::json::object();

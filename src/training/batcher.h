@@ -19,6 +19,8 @@
 // r, r + count, r + 2 count, ... of each epoch's order, so the ranks' streams are
 // disjoint and together are the single-process stream (training drops the last
 // n mod count sequences of each epoch so that every rank's epoch has the same length).
+// That holds for "pad" rows; with "pack" each rank packs its own sequences, so its rows
+// are cut elsewhere than one process's (docs/distributed.md).
 #pragma once
 #include <cstdint>
 #include <string>

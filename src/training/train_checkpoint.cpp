@@ -230,7 +230,17 @@ TrainerState load_checkpoint(const std::string& ck, TrainableModel& model, Optim
   const std::string state_path = ck + "/trainer_state.json";
   nlohmann::json j = io::read_json_file(state_path);
   TrainerState s = TrainerState::from_json(j, state_path);
+  // The directory is named after the step it holds (save_checkpoint): an edited or
+  // misplaced trainer_state.json would resume other optimizer moments at another step.
+  const std::string dir_name = fs::path(ck).filename().string();
+  if (dir_name.rfind("step-", 0) == 0 && dir_name != checkpoint_name(s.step))
+    throw InputError(state_path + ": field 'step' = " + std::to_string(s.step) + ": expected the step of its directory " +
+                     dir_name);
   model.load(ck);
+  const int64_t growable = model.growable_depth();
+  if (growable > 0 && (s.active_depth < 0 || s.active_depth > growable))
+    throw InputError(state_path + ": field 'active_depth' = " + std::to_string(s.active_depth) + ": expected 0 <= " +
+                     "active_depth <= core_depth = " + std::to_string(growable));
   const std::string opt_path = ck + "/optimizer.safetensors";
   opt.load_state(load_tensors(opt_path), opt_path);
   return s;

@@ -2,9 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
 
 namespace lol::util {
 
@@ -27,10 +38,33 @@ static std::string quote(const std::string& s) {
   return r + "\"";
 }
 
+/// Runs `gnuplot script_path` with stderr into script_path.log and waits for it. Spawned
+/// directly, not through std::system, which ignores SIGINT and SIGQUIT in the caller while
+/// the child runs: Ctrl-C during a plot then stops lol as anywhere else (the terminal's
+/// signal reaches the whole process group) instead of being lost or reported as a
+/// gnuplot failure. Throws std::runtime_error when gnuplot cannot start or fails.
 static void run(const std::string& script_path) {
-  std::string cmd = "gnuplot " + quote(script_path) + " 2>" + quote(script_path + ".log");
-  if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error("gnuplot failed on " + script_path + " (see " + script_path + ".log)");
+  const std::string log = script_path + ".log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::string prog = "gnuplot", arg = script_path;
+  char* argv[] = {prog.data(), arg.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start gnuplot for " + script_path + ": " + std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw std::runtime_error("waiting for gnuplot on " + script_path + ": " + std::strerror(errno));
+  if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM)) {
+    // Interrupted with us (a handler that only records the signal, as training's, let
+    // this process go on): the plot is not made; its half-written PNG is removed.
+    std::remove((script_path.substr(0, script_path.size() - 3)).c_str());
+    return;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("gnuplot failed on " + script_path + " (see " + log + ")");
 }
 
 void plot_heatmap(const std::string& png, const std::string& title, const std::vector<std::vector<double>>& values,

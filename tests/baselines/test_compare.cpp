@@ -161,6 +161,19 @@ TEST(Compare, RunsModelsToTheBudgetAndWritesTable) {
                                {"dense.json:schedule: field 'warmup_steps' = 7: expected <= the 6 steps planned for "
                                 "--flops"});
   EXPECT_FALSE(std::filesystem::exists(o.out_dir)) << "refused before anything is written";
+  // The valid loss column compares only losses over the same batches; a model continued
+  // from a directory has no planned initialisation.
+  dense_json["schedule"] = lol_json["schedule"];
+  dense_json["train"]["eval_batches"] = lol_json["train"].value("eval_batches", int64_t(0)) + 1;
+  write_json(dir.path() + "/dense.json", dense_json);
+  lol_test::expect_input_error([&] { run_compare(o); }, {"dense.json: train.eval_batches = ", "same batches"});
+  dense_json["train"]["eval_batches"] = lol_json["train"].value("eval_batches", int64_t(0));
+  dense_json["init_from"] = dir.path() + "/somewhere";
+  const auto model_section = dense_json["model"];
+  dense_json.erase("model");
+  write_json(dir.path() + "/dense.json", dense_json);
+  lol_test::expect_input_error([&] { run_compare(o); }, {"dense.json: field 'init_from'", "expected a 'model' section"});
+  EXPECT_FALSE(std::filesystem::exists(o.out_dir));
 }
 
 // A comparison stopped by SIGTERM (the model in training saves a checkpoint) continues

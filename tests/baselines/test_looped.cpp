@@ -126,15 +126,25 @@ TEST(LoopedModel, RecurrenceRulesAndTruncatedBackprop) {
   c.backprop_depth = 2;
   LoopedModel m(c);
   torch::manual_seed(0);
-  std::vector<int64_t> seen;
-  double sum = 0;
-  for (int i = 0; i < 400; ++i) {
+  // The sampled R' and R_g = min(backprop_depth, R') average to expected_iterations()
+  // (quadrature), below the uncapped mean R = 4 and backprop_depth = 2.
+  constexpr int kSamples = 40000;
+  double sum = 0, sum_g = 0;
+  for (int i = 0; i < kSamples; ++i) {
     const int64_t r = m->sample_recurrence();
     ASSERT_GE(r, 1);
     ASSERT_LE(r, 9);
     sum += double(r);
+    sum_g += double(std::min<int64_t>(r, 2));
   }
-  EXPECT_NEAR(sum / 400, 4.0, 0.5);
+  const auto expected = c.expected_iterations();
+  EXPECT_NEAR(sum / kSamples, expected.first, 0.05);
+  EXPECT_NEAR(sum_g / kSamples, expected.second, 0.02);
+  EXPECT_LT(expected.first, 4.0 - 0.05);
+  EXPECT_LT(expected.second, 2.0 - 0.02);
+  auto fixed = c;
+  fixed.recurrence_sampling = "fixed";
+  EXPECT_EQ(fixed.expected_iterations(), std::make_pair(4.0, 2.0));
   m->eval();
   auto tok = btest::random_tokens(1, 6, 29, 4);
   m->forward(tok);
@@ -149,14 +159,18 @@ TEST(LoopedModel, RecurrenceRulesAndTruncatedBackprop) {
   EXPECT_EQ(m->last_backprop_iterations(), 2);
   // Training FLOPs: outer layers 3x, recurrent block R forwards + 2 x 2 backward.
   LoopedTrainable t(m);
-  // Before any forward (as lol compare plans): the config's mean R = 4, and backward
-  // through backprop_depth = 2 of its iterations, not all 4.
+  // Before any forward (as lol compare plans): the expected iterations, backward through
+  // at most backprop_depth = 2 of them; with "fixed" exactly R = 4 and 2.
   {
     LoopedModel fresh(c);
     LoopedTrainable planned(fresh);
     const double outer = flops_report(cost_model(c, 0), 6).forward_flops;
     const double per_iter = flops_report(cost_model(c, 1), 6).forward_flops - outer;
-    EXPECT_DOUBLE_EQ(planned.train_flops_per_token(6), 3 * outer + (4 + 2 * 2) * per_iter);
+    EXPECT_DOUBLE_EQ(planned.train_flops_per_token(6), 3 * outer + (expected.first + 2 * expected.second) * per_iter);
+    auto fixed_cfg = c;
+    fixed_cfg.recurrence_sampling = "fixed";
+    LoopedModel fixed_model(fixed_cfg);
+    EXPECT_DOUBLE_EQ(LoopedTrainable(fixed_model).train_flops_per_token(6), 3 * outer + (4 + 2 * 2) * per_iter);
   }
   const double f = t.train_flops_per_token(6);
   m->forward(tok, {}, 5);

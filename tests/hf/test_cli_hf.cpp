@@ -225,6 +225,11 @@ TEST(CliHf, GenerationConfigSampling) {
   const auto ids_line = r[1].out.substr(r[1].out.find('\n') + 1);
   EXPECT_EQ(parse_ids(ids_line.substr(0, ids_line.find('\n'))), want) << r[1].out;
   EXPECT_EQ(r[2].code, 2) << r[2].out;
+  for (int i : {3, 4}) {  // under a byte, or beyond 64 bits: refused, not one unsharded file
+    EXPECT_EQ(r[i].code, 2) << r[i].out;
+    EXPECT_NE(r[i].out.find("expected a size of 1 byte to 1e18 bytes"), std::string::npos) << r[i].out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(d / "bad"));
   EXPECT_NE(r[2].out.find("repetition_penalty -1"), std::string::npos) << r[2].out;
   std::filesystem::remove(d / "generation_config.json");
   const auto none = run_lol(gen + "--generation-config");
@@ -482,7 +487,9 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
   auto r = run_lol_all({"export --hf " + quote(d / "run") + " --out " + quote(d / "hf") +
                             " --dtype bfloat16 --max-shard-size 20KB --verify " + quote(d / "verify.txt"),
                         "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --max-shard-size 2XB",
-                        "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --arch gpt2"});
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --arch gpt2",
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --max-shard-size 0.5",
+                        "export --hf " + quote(d / "run") + " --out " + quote(d / "bad") + " --max-shard-size 1e300"});
   ASSERT_EQ(r[0].code, 0) << r[0].out;
   EXPECT_NE(r[0].out.find("Qwen2ForCausalLM"), std::string::npos) << r[0].out;
   EXPECT_NE(r[0].out.find("verify: 40 tokens"), std::string::npos) << r[0].out;

@@ -358,6 +358,13 @@ TEST(CliForward, BadInputExitsWithCode2AndAMessage) {
       {"generate --model " + quote(tmp / "ck") + " --tokens '1 2' --ids --max-new 1 --trace " + quote(tmp / "no/t.json"),
        "--trace " + (tmp / "no/t.json") + ": directory"},
       {base + " --tokens '1 2 3' --depth -5", "--depth: Value -5"},
+      // Break-it pass of session 35: a forced path at --depth 0 is checked too; --tokens
+      // refuses empty fields as `generate --ids` does; --out naming a file is refused
+      // before minutes of generation.
+      {base + " --tokens '1 2 3' --depth 0 --force-path " + quote(tmp / "deep.json"),
+       "rows (one per routed depth): expected at most the 0 routed depths"},
+      {base + " --tokens '1,,2'", "--tokens: an empty field"},
+      {"data maze --n 2 --out " + quote(tmp / "ch.jsonl"), "exists and is not a directory"},
       {"data maze --n 1 --size 4 --seed 18446744073709551616 --out " + quote(tmp / "seed"),
        "--seed: Value 18446744073709551616: expected an integer in [0, 18446744073709551615]"},
       {"launch --nproc 5000 -- true", "--nproc: Value 5000 not in range 1 to 1024"},

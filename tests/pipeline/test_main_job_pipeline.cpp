@@ -9,7 +9,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -64,10 +67,12 @@ nlohmann::json eval_and_check_counts(const std::string& lol, const std::string& 
                 std::to_string(n) + " --max-new " + std::to_string(max_new) + " --out " + dir + "/eval"),
             0);
   auto res = read_json(dir + "/eval/results.json");
-  EXPECT_EQ(res["confusion"].size(), 6u);
+  EXPECT_EQ(res["confusion"].size(), 5u);  // rows S1..S5 (confusion_rows)
+  EXPECT_EQ(res["confusion_rows"], nlohmann::json({"S1", "S2", "S3", "S4", "S5"}));
   for (int s = 1; s <= 5; ++s) {
     int64_t row = 0;
-    for (const auto& x : res["confusion"][s]) row += x.get<int64_t>();
+    EXPECT_EQ(res["confusion"][s - 1].size(), 6u);
+    for (const auto& x : res["confusion"][s - 1]) row += x.get<int64_t>();
     EXPECT_EQ(row, n) << "every forced strategy row counts every puzzle";
     EXPECT_EQ(res["forced"]["S" + std::to_string(s)]["n"].get<int64_t>(), n);
   }
@@ -172,6 +177,72 @@ TEST(MainJobPipeline, TinyMazeRunProducesConsistentFiles) {
   EXPECT_NE(warned.find("--split ../data/valid: expected a split name (train, valid, test), not a path"),
             std::string::npos)
       << warned;
+  // Generation stops at the model's max_seq_len (256 here), whatever --max-new asks.
+  ASSERT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                            "/data --n 1 --no-unforced --max-new 1000 --out " + dir + "/eval_long",
+                        &warned),
+            0)
+      << warned;
+  {
+    auto r = read_json(dir + "/eval_long/results.json");
+    EXPECT_EQ(r["max_new_tokens"], 1000);
+    ASSERT_FALSE(r["samples"].empty());
+    for (const auto& smp : r["samples"]) {
+      std::istringstream q(smp["question"].get<std::string>() + " R : " + smp["generated"].get<std::string>());
+      int64_t n = 0;
+      for (std::string w; q >> w;) ++n;
+      EXPECT_LE(n, 256 + 2) << smp.dump();  // "R :" is counted twice when the generation starts with it
+    }
+  }
+  // A malformed test puzzle is the data's error (exit 2, file and line), not a wrong
+  // generation; mode paths of another task are refused.
+  fs::copy(dir + "/data", dir + "/malformed", fs::copy_options::recursive);
+  fs::remove(dir + "/malformed/.lol.lock");
+  {
+    std::ifstream in(dir + "/data/test.jsonl");
+    std::string first, rest, line;
+    std::getline(in, first);
+    while (std::getline(in, line)) rest += line + "\n";
+    auto rec = nlohmann::json::parse(first);
+    std::istringstream q(rec["question"].get<std::string>());
+    std::vector<std::string> w;
+    for (std::string t; q >> t;) w.push_back(t);
+    auto it = std::find(w.begin(), w.end(), "r1c1");
+    ASSERT_TRUE(it != w.end() && it + 1 != w.end());
+    w.erase(it + 1);  // r1c1 loses a passage its neighbour still has
+    std::string edited;
+    for (const auto& t : w) edited += (edited.empty() ? "" : " ") + t;
+    rec["question"] = edited;
+    std::ofstream(dir + "/malformed/test.jsonl") << rec.dump() << "\n" << rest;
+  }
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths --data " + dir +
+                            "/malformed --n 2 --out " + dir + "/eval_malformed",
+                        &warned),
+            2)
+      << warned;
+  EXPECT_NE(warned.find("/malformed/test.jsonl:1: field 'question': maze"), std::string::npos) << warned;
+  fs::copy(dir + "/paths", dir + "/paths_sudoku", fs::copy_options::recursive);
+  {
+    auto p = read_json(dir + "/paths_sudoku/S2.json");
+    p["meta"]["task"] = "sudoku";
+    std::ofstream(dir + "/paths_sudoku/S2.json") << p.dump();
+  }
+  EXPECT_EQ(run_capture(lol + " eval-strategies --model " + dir + "/run --paths " + dir + "/paths_sudoku --data " + dir +
+                            "/data --n 1 --out " + dir + "/eval_sudoku",
+                        &warned),
+            2)
+      << warned;
+  EXPECT_NE(warned.find("paths_sudoku/S2.json: field 'meta.task' = \"sudoku\": expected \"maze\""), std::string::npos)
+      << warned;
+  // Label separation needs two sequences of every label (one to train on, one held out).
+  ASSERT_EQ(run(lol + " data maze --n 1 --size 4 --seed 3 --valid-fraction 0 --n-test 0 --out " + dir + "/one"), 0);
+  ASSERT_EQ(run_capture(lol + " analyze routing --model " + dir + "/run --data " + dir + "/one --split train --out " + dir +
+                            "/an_one",
+                        &warned),
+            0)
+      << warned;
+  EXPECT_NE(read_json(dir + "/an_one/routing.json")["separation_skipped"].get<std::string>().find("single sequence"),
+            std::string::npos);
   // data verify: the splits share no puzzle, and the files dataset.json lists are there.
   fs::copy(dir + "/data", dir + "/overlap", fs::copy_options::recursive);
   {

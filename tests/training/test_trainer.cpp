@@ -2,6 +2,8 @@
 // signals, non-finite losses.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <sys/resource.h>
 
 #include <csignal>
@@ -281,6 +283,26 @@ TEST(Trainer, ResumeIsBitExact) {
   auto st = nlohmann::json::parse(lol::io::read_file(r_part.last_checkpoint + "/trainer_state.json"));
   EXPECT_EQ(st["step"], 8);
   EXPECT_FALSE(st["rng_cpu"].get<std::string>().empty());
+  // An edited trainer_state.json is refused naming the file: a step that is not its
+  // directory's, an active depth outside 0..core_depth.
+  const std::string state_file = r_part.last_checkpoint + "/trainer_state.json";
+  auto more = part;
+  more.train.steps = 9;
+  for (const auto& [key, value, needle] :
+       std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"step", 0, "field 'step' = 0: expected the step of its directory step-000008"},
+           {"active_depth", 5, "field 'active_depth' = 5: expected 0 <= active_depth <= core_depth"},
+           {"active_depth", -1, "field 'active_depth' = -1"}}) {
+    auto edited = st;
+    edited[key] = value;
+    lol::io::write_file_atomic(state_file, edited.dump());
+    try {
+      run_training(more, part.train.out);
+      ADD_FAILURE() << key << " = " << value << " resumed";
+    } catch (const lol::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(state_file + ": " + needle), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Trainer, KeepsTheLastKCheckpointsAndRefusesToOverwriteARun) {
