@@ -54,7 +54,18 @@ struct DataArgs {
   CLI::Option* system_flag = nullptr;   ///< to tell a given --system from the default
   CLI::Option* tokenizer_flag = nullptr;
   CLI::Option* loss_tokens_flag = nullptr;
+  /// Where max_len came from when no --max-len gave it (eval --adapter: the training's
+  /// record, e.g. "ADAPTER/layerroute.json extra.max_len"); "" = the flag or its default.
+  std::string max_len_origin;
 };
+
+/// max_len as messages name it: "--max-len N", or "max_len N (recorded in FILE ...)"
+/// when it was not given by the flag, so that no message names a flag the user never gave.
+std::string max_len_words(const DataArgs& d) {
+  if (d.max_len_origin.empty()) return "--max-len " + std::to_string(d.max_len);
+  return "max_len " + std::to_string(d.max_len) + " (the training's, from " + d.max_len_origin +
+         "; --max-len overrides it)";
+}
 
 /// --tokenizer as recorded in an adapter's layerroute.json: its absolute path, or null
 /// (the base folder's).
@@ -62,11 +73,24 @@ nlohmann::json tokenizer_record(const DataArgs& d) {
   return d.tokenizer.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(d.tokenizer).string());
 }
 
-/// The string an adapter's layerroute.json "extra" records under `key` (a training
-/// flag: "system", "tokenizer", "loss_tokens"), or nullopt when it records none.
-std::optional<std::string> recorded_string(const nlohmann::json& extra, const char* key) {
-  if (!extra.is_object() || !extra.contains(key) || !extra[key].is_string()) return std::nullopt;
-  return extra[key].get<std::string>();
+/// --base as LayerRoute loads it: a model folder as given, or the checkpoint a `lol
+/// train` run directory names (its `latest`; a note on stderr says which), as eval,
+/// export and info take run directories. Throws InputError (naming --base) for a
+/// directory that is neither, and layerroute::require_dense_base's refusal of a LoL /
+/// MoE / looped checkpoint, before any tokenizer is looked for. "" stays "".
+std::string resolve_base(const std::string& base) {
+  if (base.empty()) return base;
+  std::string dir;
+  try {
+    dir = find_model_dir(base);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--base ") + e.what() +
+                     " (expected a Hugging Face Qwen2/Llama folder, a dense checkpoint or a `lol train` run of one)");
+  }
+  if (dir != base)
+    std::cerr << "note: --base " << base << " is a training run: using its latest checkpoint " << dir << "\n";
+  layerroute::require_dense_base(dir);
+  return dir;
 }
 
 /// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
@@ -109,11 +133,10 @@ std::vector<layerroute::Example> load_examples(const std::string& path, const to
     for (auto m : e.loss_mask) any = any || m;
     if (any) out.push_back(std::move(e));
   }
-  if (out.empty())
-    throw InputError(path + ": no sample keeps an assistant token within --max-len " + std::to_string(d.max_len));
+  if (out.empty()) throw InputError(path + ": no sample keeps an assistant token within " + max_len_words(d));
   if (out.size() < samples.size())
     std::cerr << "note: " << path << ": " << samples.size() - out.size() << " of " << samples.size()
-              << " samples keep no assistant token within --max-len " << d.max_len << " and are left out\n";
+              << " samples keep no assistant token within " << max_len_words(d) << " and are left out\n";
   return out;
 }
 
@@ -125,7 +148,7 @@ void add_data_flags(CLI::App* c, DataArgs& d) {
                                 "eval --adapter: the training's)");
   d.max_len_flag = c->add_option("--max-len", d.max_len,
                                  "samples are cut to this many tokens (default 512; eval --adapter: the training's)")
-                       ->check(CLI::Range(8, 1 << 20));
+                       ->check(CLI::Range(layerroute::kMinMaxLen, layerroute::kMaxMaxLen));
   d.loss_tokens_flag = c->add_option("--loss-tokens", d.loss_tokens,
                                      "tokens the LM loss and perplexities count: assistant (their content and "
                                      "<|im_end|>) or all (eval --adapter: the training's)");
@@ -266,6 +289,31 @@ layerroute::GatedModel load_gated_model_noting_base(const std::string& adapter, 
   return m;
 }
 
+/// `j`'s fields flattened to dotted paths ("train.lr"), so that a difference names the
+/// field rather than a whole section.
+nlohmann::json flat_fields(const nlohmann::json& j) {
+  nlohmann::json f = nlohmann::json::object();
+  if (!j.is_object()) return f;
+  const auto flattened = j.flatten();
+  for (const auto& [k, v] : flattened.items()) {
+    std::string key = k.substr(k.empty() ? 0 : 1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    f[key] = v;
+  }
+  return f;
+}
+
+/// json_difference of a checkpoint's run.json (`recorded`) and this command's (`now`),
+/// by field path. Fields newer builds record (log_every) are not compared when
+/// `recorded` lacks them: a checkpoint of an older build does not say, and is accepted.
+std::string resume_difference(const nlohmann::json& recorded, const nlohmann::json& now) {
+  const auto there = flat_fields(recorded);
+  auto here = flat_fields(now);
+  for (const char* added : {"log_every"})
+    if (!there.contains(added)) here.erase(added);
+  return util::json_difference(there, here);
+}
+
 void register_train_cmd(CLI::App* lr) {
   struct A {
     std::string base, data, out;
@@ -300,6 +348,7 @@ void register_train_cmd(CLI::App* lr) {
   c->callback([a] {
     init_runtime(a->threads);
     if (a->out.empty()) throw InputError("--out: empty path (expected the adapter directory to write)");
+    a->base = resolve_base(a->base);
     std::error_code ec;
     const fs::path out(a->out), state_dir = out / "train_state";
     if (fs::exists(out, ec) && !fs::is_directory(out, ec))
@@ -338,6 +387,9 @@ void register_train_cmd(CLI::App* lr) {
                                      {"lora", layerroute::to_json(m->lora->config())},
                                      {"gates", layerroute::to_json(m->gates->config())},
                                      {"train", layerroute::to_json(t)},
+                                     // The log's cadence: a resumed log equals the uninterrupted one
+                                     // only with the same one (--save-every may change: checkpoints only).
+                                     {"log_every", t.log_every},
                                      {"max_len", a->d.max_len},
                                      {"system", a->d.system},
                                      {"loss_tokens", a->d.loss_tokens},
@@ -350,20 +402,7 @@ void register_train_cmd(CLI::App* lr) {
     };
     if (a->resume) {
       ckdir = training::resolve_checkpoint(state_dir.string());
-      const auto old = io::read_json_file(ckdir + "/run.json");
-      // Field paths ("train.lr") rather than whole sections in the message.
-      auto flat = [](const nlohmann::json& j) {
-        nlohmann::json f = nlohmann::json::object();
-        if (!j.is_object()) return f;
-        const auto flattened = j.flatten();
-        for (const auto& [k, v] : flattened.items()) {
-          std::string key = k.substr(k.empty() ? 0 : 1);
-          std::replace(key.begin(), key.end(), '/', '.');
-          f[key] = v;
-        }
-        return f;
-      };
-      const std::string diff = util::json_difference(flat(old), flat(run_json));
+      const std::string diff = resume_difference(io::read_json_file(ckdir + "/run.json"), run_json);
       if (!diff.empty())
         throw InputError(ckdir + "/run.json: the unfinished training differs from this command (" + diff +
                          "); resume with the flags and data it was started with, or --overwrite to start again");
@@ -409,7 +448,7 @@ void register_eval_cmd(CLI::App* lr) {
   struct A {
     std::string adapter, base, data, train_data, out, json, gates = "learned";
     int64_t samples = 100, seeds = 0;
-    bool reuse = false;
+    bool reuse = false, overwrite = false;
     uint64_t first_seed = 0, seed = 0;
     int threads = 0;
     DataArgs d;
@@ -434,7 +473,11 @@ void register_eval_cmd(CLI::App* lr) {
   c->add_option("--first-seed", a->first_seed, "first protocol seed");
   c->add_option("--train-data", a->train_data, "training JSONL for --seeds");
   c->add_option("--out", a->out, "protocol output directory (seed-S adapters, protocol.json, tables.md)");
-  c->add_flag("--reuse", a->reuse, "--seeds: evaluate again the seeds already trained in --out (same options)");
+  auto* reuse =
+      c->add_flag("--reuse", a->reuse, "--seeds: evaluate again the seeds already trained in --out (same options)");
+  c->add_flag("--overwrite", a->overwrite,
+              "--seeds: allow a non-empty --out: train every seed again, replacing its seed-S/ and protocol.json")
+      ->excludes(reuse);
   c->add_option("--json", a->json, "write the single-evaluation report here");
   c->add_option("--threads", a->threads, "CPU threads (0 = default)");
   add_data_flags(c, a->d);
@@ -445,8 +488,8 @@ void register_eval_cmd(CLI::App* lr) {
     init_runtime(a->threads);
     a->e.mode = layerroute::parse_gate_mode(a->gates);
     if (a->seeds == 0)  // one adapter: its training options are fixed
-      for (const char* f : {"--train-data", "--out", "--first-seed", "--reuse", "--rank", "--alpha", "--targets", "--band",
-                            "--bias-band", "--bias-outside", "--steps", "--batch", "--accum", "--lr", "--warmup",
+      for (const char* f : {"--train-data", "--out", "--first-seed", "--reuse", "--overwrite", "--rank", "--alpha",
+                            "--targets", "--band", "--bias-band", "--bias-outside", "--steps", "--batch", "--accum", "--lr", "--warmup",
                             "--weight-decay", "--clip", "--lambda", "--log-every"})
         if (c->count(f) > 0)
           throw InputError(std::string(f) + " applies to the protocol (--seeds N) only; an adapter (--adapter) is "
@@ -456,10 +499,14 @@ void register_eval_cmd(CLI::App* lr) {
         throw InputError("eval --seeds needs --base, --train-data and --out");
       if (seed_flag->count() > 0)
         throw InputError("--seed: the protocol seeds each run's selection with its own seed (use --first-seed)");
-      auto tok = open_tokenizer(a->base, a->d);
       layerroute::ProtocolOptions p;
-      p.base_dir = a->base;
       p.out_dir = a->out;
+      p.reuse_trained = a->reuse;
+      p.overwrite = a->overwrite;
+      layerroute::check_protocol_out_dir(p);  // before any work
+      a->base = resolve_base(a->base);
+      auto tok = open_tokenizer(a->base, a->d);
+      p.base_dir = a->base;
       p.seeds = a->seeds;
       p.first_seed = a->first_seed;
       p.eval_samples = a->samples;
@@ -468,7 +515,6 @@ void register_eval_cmd(CLI::App* lr) {
       p.train = a->t;
       p.train.progress = false;
       p.eval = a->e;
-      p.reuse_trained = a->reuse;
       p.max_len = a->d.max_len;
       p.loss_tokens = layerroute::parse_loss_tokens(a->d.loss_tokens);
       p.data_record = {{"system", a->d.system}, {"tokenizer", tokenizer_record(a->d)}};
@@ -491,6 +537,8 @@ void register_eval_cmd(CLI::App* lr) {
     }
     if (a->adapter.empty()) throw InputError("eval needs --adapter DIR (or --seeds N for the protocol)");
     const auto info = layerroute::read_adapter_info(a->adapter);
+    const auto trained = layerroute::training_record(info);  // checked before the model is loaded
+    a->base = resolve_base(a->base);
     const std::string base = a->base.empty() ? info.base_dir : a->base;
     for (const auto& dir : {a->adapter, base}) require_output_outside_model(a->json, dir, "--json");
     require_output_is_not_input(a->json, a->data, "--json", "--data");
@@ -498,24 +546,17 @@ void register_eval_cmd(CLI::App* lr) {
     DataArgs d = a->d;
     // Samples are rendered as in training (its --system and --tokenizer, recorded in
     // layerroute.json) unless the flags say otherwise.
-    const auto& trained = info.extra;
-    if (d.system_flag->count() == 0) d.system = recorded_string(trained, "system").value_or(d.system);
-    if (d.loss_tokens_flag->count() == 0) d.loss_tokens = recorded_string(trained, "loss_tokens").value_or(d.loss_tokens);
-    if (d.tokenizer_flag->count() == 0) d.tokenizer = recorded_string(trained, "tokenizer").value_or(d.tokenizer);
+    if (d.system_flag->count() == 0) d.system = trained.system.value_or(d.system);
+    if (d.loss_tokens_flag->count() == 0) d.loss_tokens = trained.loss_tokens.value_or(d.loss_tokens);
+    if (d.tokenizer_flag->count() == 0) d.tokenizer = trained.tokenizer.value_or(d.tokenizer);
     auto tok = open_tokenizer(base, d);
     // Samples are cut as in training unless --max-len says otherwise.
-    if (d.max_len_flag->count() == 0 && info.extra.is_object() && info.extra.contains("max_len") &&
-        info.extra["max_len"].is_number_integer())
-      d.max_len = info.extra["max_len"].get<int64_t>();
-    // The held-out selection is seeded like the protocol's: by the training seed.
-    uint64_t seed = a->seed;
-    if (seed_flag->count() == 0 && info.extra.is_object()) {
-      const auto& x = info.extra;
-      if (x.contains("seed") && x["seed"].is_number_unsigned()) seed = x["seed"].get<uint64_t>();
-      else if (x.contains("train") && x["train"].is_object() && x["train"].contains("seed") &&
-               x["train"]["seed"].is_number_unsigned())
-        seed = x["train"]["seed"].get<uint64_t>();
+    if (d.max_len_flag->count() == 0 && trained.max_len) {
+      d.max_len = *trained.max_len;
+      d.max_len_origin = info.file + " extra.max_len";
     }
+    // The held-out selection is seeded like the protocol's: by the training seed.
+    const uint64_t seed = seed_flag->count() == 0 ? trained.seed.value_or(a->seed) : a->seed;
     auto held = layerroute::select_heldout(load_examples(a->data, *tok, d), a->samples, seed);
     auto r = layerroute::evaluate_layerroute(*m, held, a->e);
     std::cout << "loss tokens: " << d.loss_tokens << " (the perplexities count "
@@ -544,6 +585,7 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
+    a->base = resolve_base(a->base);
     auto m = load_gated_model_noting_base(a->adapter, a->base);
     const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
     std::unique_ptr<tokenizers::Tokenizer> tok;
@@ -591,7 +633,10 @@ void register_render_cmd(CLI::App* lr) {
   c->callback([a] {
     const auto samples = layerroute::read_samples(a->data);
     std::unique_ptr<tokenizers::Tokenizer> tok;
-    if (!a->d.tokenizer.empty() || !a->base.empty()) tok = open_tokenizer(a->base, a->d);
+    // A folder holding tokenizer.json is taken as it is; a run directory is resolved.
+    const bool tok_dir = a->base.empty() || fs::exists(fs::path(a->base) / "tokenizer.json");
+    if (!a->d.tokenizer.empty() || !a->base.empty())
+      tok = open_tokenizer(tok_dir ? a->base : resolve_base(a->base), a->d);
     if (a->ids && !tok) throw InputError("render --ids needs --base DIR or --tokenizer T");
     std::string sys = a->d.system;
     if (sys == "auto")
@@ -672,15 +717,17 @@ void register_generate_cmd(CLI::App* lr) {
     o.sampling = a->sampling;
     o.seed = a->seed;
     inference::validate_sampling(o.sampling, "layerroute generate");
+    const auto info = layerroute::read_adapter_info(a->adapter);
+    const auto trained = layerroute::training_record(info);  // checked before the model is loaded
+    a->base = resolve_base(a->base);
     const auto t_load = std::chrono::steady_clock::now();
     auto m = load_gated_model_noting_base(a->adapter, a->base);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-    const auto info = layerroute::read_adapter_info(a->adapter);
     const std::string base = info.merged ? a->adapter : (a->base.empty() ? info.base_dir : a->base);
     // As eval does: the training's --tokenizer and --system (layerroute.json "extra")
     // unless given here, so that the decisions are those eval reports.
-    if (a->tokenizer.empty()) a->tokenizer = recorded_string(info.extra, "tokenizer").value_or("");
-    std::optional<std::string> trained_system = recorded_string(info.extra, "system");
+    if (a->tokenizer.empty()) a->tokenizer = trained.tokenizer.value_or("");
+    std::optional<std::string> trained_system = trained.system;
     if (trained_system == "auto") trained_system.reset();  // the chat template's default
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (!a->tokenizer.empty()) tok = data::open_text_tokenizer(a->tokenizer);  // "byte" too, as lol generate

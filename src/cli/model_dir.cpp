@@ -90,9 +90,6 @@ void require_tokenizer_fits(const tokenizers::Tokenizer& tok, int64_t model_voca
                      " vocab_size = " + std::to_string(model_vocab) + " (expected a tokenizer of this model)");
 }
 
-namespace {
-
-/// The checkpoint directory `dir` names (see resolve_model_dir), without the note.
 std::string find_model_dir(const std::string& dir) {
   if (fs::exists(dir + "/config.json")) return dir;
   const std::string latest = dir + "/latest";
@@ -111,8 +108,6 @@ std::string find_model_dir(const std::string& dir) {
   }
   throw InputError(dir + ": not a model directory (no config.json) and not a run directory with a 'latest' checkpoint");
 }
-
-}  // namespace
 
 std::string resolve_model_dir(const std::string& dir) {
   const std::string found = find_model_dir(dir);

@@ -18,6 +18,12 @@ namespace lol::cli {
 /// still growing (lol::saved_active_depth < core_depth): load_lol runs it at that depth.
 std::string resolve_model_dir(const std::string& dir);
 
+/// The checkpoint directory `dir` names, without resolve_model_dir's checks and note:
+/// `dir` itself when it holds config.json (any model folder, a Hugging Face one too),
+/// else the checkpoint a run directory's `latest` names (its newest checkpoint when a
+/// run was killed before writing `latest`). Throws InputError otherwise.
+std::string find_model_dir(const std::string& dir);
+
 /// Throws InputError naming `flag` when `out` (an output file about to be written) is
 /// one of the files of `model_dir` (the checkpoint being read) or, for a checkpoint of
 /// a training run (RUN/checkpoints/NAME), one of the run's own files (latest, run.json,

@@ -24,7 +24,24 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 }
 }  // namespace
 
+void require_dense_base(const std::string& dir) {
+  const auto cfg_path = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(cfg_path)) return;
+  const auto j = io::read_json_file(cfg_path);
+  if (!j.is_object()) return;  // the loader names the malformed file
+  std::string arch;
+  if (j.contains("architecture"))
+    arch = j["architecture"].is_string() ? j["architecture"].get<std::string>() : j["architecture"].dump();
+  else if (!j.contains("architectures") && !j.contains("model_type")) arch = "lol";  // lol's loaders' default
+  if (arch.empty() || arch == "dense") return;
+  const std::string name = arch == "lol" ? "LoL" : arch == "moe" ? "MoE" : arch;
+  throw InputError("LayerRoute needs a Qwen2/Llama-architecture dense model (a Hugging Face Qwen2/Llama folder or a "
+                   "dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name + " checkpoint (" +
+                   cfg_path + ": architecture \"" + arch + "\")");
+}
+
 baselines::DenseModel load_base_model(const std::string& dir) {
+  require_dense_base(dir);
   const auto cfg_path = (fs::path(dir) / "config.json").string();
   auto j = io::read_json_file(cfg_path);
   baselines::DenseModel m{nullptr};
@@ -167,6 +184,7 @@ AdapterInfo read_adapter_info(const std::string& dir) {
     auto j = io::read_json_file(mp);
     util::JsonFields f(j, mp);
     AdapterInfo a;
+    a.file = mp;
     a.merged = true;
     a.base_dir = dir;
     const auto* g = f.raw("gates");
@@ -192,6 +210,7 @@ AdapterInfo read_adapter_info(const std::string& dir) {
   auto j = io::read_json_file(p);
   util::JsonFields f(j, p);
   AdapterInfo a;
+  a.file = p;
   f.get("base", a.base_dir);
   f.get("base_fingerprint", a.base_fingerprint);
   const auto* l = f.raw("lora");
@@ -199,10 +218,67 @@ AdapterInfo read_adapter_info(const std::string& dir) {
   require(l && g, p, "fields 'lora' and 'gates' are required");
   a.lora = lora_config_from_json(*l, p + ": lora");
   a.gates = gate_config_from_json(*g, p + ": gates");
-  if (const auto* e = f.raw("extra")) a.extra = *e;
+  if (const auto* e = f.raw("extra")) {
+    require(e->is_object(), p, "field 'extra': expected a JSON object (the training's options)");
+    a.extra = *e;
+  }
   f.reject_unknown();
   check_peft_config(dir, a.lora);
   return a;
+}
+
+namespace {
+/// InputError "FILE: field 'extra.KEY' = VALUE: expected WHAT".
+[[noreturn]] void bad_record_field(const AdapterInfo& info, const std::string& key, const nlohmann::json& v,
+                                   const std::string& what) {
+  throw InputError(info.file + ": field 'extra." + key + "' = " + v.dump() + ": expected " + what);
+}
+
+/// extra[key] as a string: nullopt when absent (or null, where `null_ok`); InputError
+/// for any other type.
+std::optional<std::string> record_string(const AdapterInfo& info, const nlohmann::json& extra, const std::string& key,
+                                         const std::string& what, bool null_ok = false) {
+  if (!extra.contains(key) || (null_ok && extra[key].is_null())) return std::nullopt;
+  if (!extra[key].is_string()) bad_record_field(info, key, extra[key], what);
+  return extra[key].get<std::string>();
+}
+
+/// obj[key] (shown as extra.`path`) as a non-negative integer; nullopt when absent.
+std::optional<uint64_t> record_seed(const AdapterInfo& info, const nlohmann::json& obj, const std::string& key,
+                                    const std::string& path) {
+  if (!obj.contains(key)) return std::nullopt;
+  const auto& v = obj[key];
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+    bad_record_field(info, path, v, "a non-negative integer (the training seed; it selects the held-out samples)");
+  return v.get<uint64_t>();
+}
+}  // namespace
+
+TrainingRecord training_record(const AdapterInfo& info) {
+  TrainingRecord r;
+  const auto& e = info.extra;
+  if (!e.is_object()) return r;
+  r.system = record_string(info, e, "system", "a string (the training's --system)");
+  r.tokenizer = record_string(info, e, "tokenizer", "a string or null (the training's --tokenizer)", true);
+  r.loss_tokens = record_string(info, e, "loss_tokens", "\"assistant\" or \"all\" (the training's --loss-tokens)");
+  if (r.loss_tokens && *r.loss_tokens != "assistant" && *r.loss_tokens != "all")
+    bad_record_field(info, "loss_tokens", e["loss_tokens"], "\"assistant\" or \"all\" (the training's --loss-tokens)");
+  if (e.contains("max_len")) {
+    const auto& v = e["max_len"];
+    if (!v.is_number_integer() || v.get<int64_t>() < kMinMaxLen || v.get<int64_t>() > kMaxMaxLen)
+      bad_record_field(info, "max_len", v,
+                       "an integer in [" + std::to_string(kMinMaxLen) + ", " + std::to_string(kMaxMaxLen) +
+                           "] (the training's --max-len)");
+    r.max_len = v.get<int64_t>();
+  }
+  std::optional<uint64_t> train_seed;
+  if (e.contains("train")) {
+    if (!e["train"].is_object()) bad_record_field(info, "train", e["train"], "a JSON object (the training options)");
+    train_seed = record_seed(info, e["train"], "seed", "train.seed");
+  }
+  r.seed = record_seed(info, e, "seed", "seed");
+  if (!r.seed) r.seed = train_seed;
+  return r;
 }
 
 GatedModel load_gated_model(const std::string& dir, const std::string& base_dir, std::string* note) {

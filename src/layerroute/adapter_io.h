@@ -14,6 +14,8 @@
 // It loads as a gated model on its own (load_gated_model(dir)): base = the folder,
 // fresh adapters with B = 0 (they add exactly zero), the stored gates.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,8 +28,18 @@
 namespace lol::layerroute {
 
 /// Loads a base model directory (see above) in float32 on CPU, eval mode. InputError
-/// naming the directory's files when it is neither kind or is malformed.
+/// naming the directory's files when it is neither kind or is malformed, and the
+/// require_dense_base refusals.
 baselines::DenseModel load_base_model(const std::string& dir);
+
+/// Throws InputError when `dir`'s config.json is a project checkpoint of another
+/// architecture than "dense" (LoL, MoE, looped, ...; a config.json without
+/// "architecture", "architectures" or "model_type" is a LoL checkpoint, as lol's
+/// loaders read it): "LayerRoute needs a Qwen2/Llama-architecture dense model; DIR is
+/// a LoL checkpoint". A Hugging Face folder or dense checkpoint passes (their loaders
+/// check the rest); so does a directory without config.json (the loader names it).
+/// InputError for a config.json that does not parse.
+void require_dense_base(const std::string& dir);
 
 /// Writes the four files into `dir` (created; files replaced atomically). `base_dir`
 /// is recorded in layerroute.json and adapter_config.json, made absolute when it names
@@ -53,6 +65,7 @@ void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std:
                  const nlohmann::json& extra = nlohmann::json::object());
 
 struct AdapterInfo {
+  std::string file;      ///< the file read: DIR/layerroute.json, or a merged folder's DIR/layerroute_gates.json
   std::string base_dir;  ///< as recorded in layerroute.json; a merged folder: the folder itself
   LoraConfig lora;
   GateConfig gates;
@@ -69,6 +82,26 @@ std::string base_weights_fingerprint(const baselines::DenseModelImpl& base);
 /// Parses dir/layerroute.json (strict), or dir/layerroute_gates.json of a merged
 /// folder. InputError when neither exists or the file is malformed.
 AdapterInfo read_adapter_info(const std::string& dir);
+
+/// The training options an adapter's "extra" records (layerroute train, a protocol
+/// seed, a merged folder's copy of its adapter's), each absent when not recorded (older
+/// adapters; then eval --adapter and generate use their own defaults).
+struct TrainingRecord {
+  std::optional<std::string> system;       ///< --system ("auto": the chat template's default)
+  std::optional<std::string> tokenizer;    ///< --tokenizer, absolute (null in the file: the base's)
+  std::optional<std::string> loss_tokens;  ///< --loss-tokens: "assistant" or "all"
+  std::optional<int64_t> max_len;          ///< --max-len, in [kMinMaxLen, kMaxMaxLen]
+  std::optional<uint64_t> seed;            ///< extra.seed (a protocol seed), else extra.train.seed
+};
+constexpr int64_t kMinMaxLen = 8, kMaxMaxLen = int64_t(1) << 20;  ///< --max-len's range
+
+/// Reads info.extra's system, tokenizer, loss_tokens, max_len, seed and train.seed.
+/// A field that is present but malformed (a seed that is not a non-negative integer, a
+/// max_len outside [kMinMaxLen, kMaxMaxLen], a system that is not a string, ...) throws
+/// InputError naming info.file, the field ("extra.train.seed") and the expected type or
+/// range: these values choose the held-out samples and how they are cut and rendered,
+/// so falling back to a default would change the results silently.
+TrainingRecord training_record(const AdapterInfo& info);
 
 /// Base model (base_dir, or the recorded one when base_dir is empty) + adapter `dir`.
 /// For a merged folder the base is the folder itself; InputError if base_dir names

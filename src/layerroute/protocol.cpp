@@ -82,9 +82,37 @@ bool load_trained_seed(const ProtocolOptions& opt, const std::string& dir, Gated
 }
 }  // namespace
 
+void check_protocol_out_dir(const ProtocolOptions& opt) {
+  if (opt.out_dir.empty()) return;
+  const std::string where = "--out " + opt.out_dir;
+  require(!(opt.reuse_trained && opt.overwrite), where, "--reuse and --overwrite exclude each other");
+  std::error_code ec;
+  if (!fs::exists(opt.out_dir, ec)) return;
+  require(fs::is_directory(opt.out_dir, ec), where, "a file (expected the protocol's output directory)");
+  if (opt.reuse_trained || opt.overwrite || fs::is_empty(opt.out_dir, ec)) return;
+  // What an earlier protocol left there, named in the message (seed directories first).
+  std::vector<std::string> seeds, files;
+  for (const auto& e : fs::directory_iterator(opt.out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory(ec) && name.rfind("seed-", 0) == 0) seeds.push_back(name + "/");
+    else if (name == "protocol.json" || name == "tables.md") files.push_back(name);
+  }
+  std::sort(seeds.begin(), seeds.end());
+  std::sort(files.begin(), files.end());
+  seeds.insert(seeds.end(), files.begin(), files.end());
+  std::string held;
+  for (size_t i = 0; i < seeds.size() && i < 6; ++i) held += (i ? ", " : "") + seeds[i];
+  if (seeds.size() > 6) held += ", ...";
+  throw InputError(where + ": not empty" +
+                   (held.empty() ? std::string() : " (it holds an earlier protocol's " + held + ")") +
+                   "; pass --reuse to evaluate its trained seeds again, --overwrite to train every seed again and "
+                   "replace them, or choose a new directory");
+}
+
 std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vector<Example>& train,
                                      const std::vector<Example>& heldout,
                                      const std::function<void(const SeedResult&)>& on_seed) {
+  check_protocol_out_dir(opt);
   require(opt.seeds >= 1, "layerroute protocol", "--seeds must be >= 1");
   require(!train.empty() && !heldout.empty(), "layerroute protocol", "training and held-out data must be non-empty");
   std::vector<SeedResult> out;

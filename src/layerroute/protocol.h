@@ -29,6 +29,9 @@ struct ProtocolOptions {
   /// evaluated again (their recorded training time and last step are kept); InputError
   /// when the recorded run does not match. For re-measuring without retraining.
   bool reuse_trained = false;
+  /// Allows a non-empty out_dir without reuse_trained: every seed is trained again and
+  /// its seed-<s>/ replaced (eval --seeds --overwrite). See check_protocol_out_dir.
+  bool overwrite = false;
   /// --max-len the samples were cut to; recorded as `max_len` in each seed's
   /// layerroute.json `extra`, so that `eval --adapter` cuts alike (0 = not recorded).
   int64_t max_len = 0;
@@ -49,8 +52,15 @@ struct SeedResult {
   EvalReport report;
 };
 
+/// Throws InputError naming out_dir when it is a file, or a non-empty directory and
+/// neither reuse_trained nor overwrite is set (training would replace an earlier
+/// protocol's seed-<s>/ adapters and protocol.json: the message lists what it holds and
+/// says to pass --reuse or --overwrite), or when both are set. An absent or empty
+/// out_dir passes; so does out_dir "" (nothing is written).
+void check_protocol_out_dir(const ProtocolOptions& opt);
+
 /// Runs the protocol. `on_seed` (optional) is called after each seed. InputError for
-/// empty data or bad options.
+/// empty data or bad options, and check_protocol_out_dir's refusals (before any work).
 std::vector<SeedResult> run_protocol(const ProtocolOptions& opt, const std::vector<Example>& train,
                                      const std::vector<Example>& heldout,
                                      const std::function<void(const SeedResult&)>& on_seed = {});

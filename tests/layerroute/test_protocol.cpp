@@ -45,6 +45,25 @@ TEST(LayerRouteProtocol, SeedsTablesAndReuse) {
   EXPECT_EQ(first[1].seed, 5u);
   for (uint64_t s : {4, 5})
     EXPECT_TRUE(std::filesystem::exists(p.out_dir + "/seed-" + std::to_string(s) + "/adapter_model.safetensors"));
+  // Run again into the same directory without --reuse: it would train every seed again
+  // and replace the adapters, so it is refused naming the directory and what it holds,
+  // before any work; --reuse and --overwrite together are refused too.
+  {
+    const std::string record = lol_test::read_text(p.out_dir + "/seed-4/layerroute.json");
+    lol_test::expect_input_error([&] { run_protocol(p, train, held); },
+                                 {"--out " + p.out_dir + ": not empty (it holds an earlier protocol's seed-4/, seed-5/)",
+                                  "pass --reuse", "--overwrite"});
+    EXPECT_EQ(lol_test::read_text(p.out_dir + "/seed-4/layerroute.json"), record);
+    auto both = p;
+    both.reuse_trained = both.overwrite = true;
+    lol_test::expect_input_error([&] { run_protocol(both, train, held); },
+                                 {"--reuse and --overwrite exclude each other"});
+    lol_test::write_text(d.path() + "/a_file", "x");
+    auto file = p;
+    file.out_dir = d.path() + "/a_file";
+    lol_test::expect_input_error([&] { run_protocol(file, train, held); },
+                                 {"a file (expected the protocol's output directory)"});
+  }
   const auto tables = protocol_tables(first, LossTokens::Assistant);
   EXPECT_NE(tables.find("| 4 | "), std::string::npos);
   EXPECT_NE(tables.find("| 5 | "), std::string::npos);
