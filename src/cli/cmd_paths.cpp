@@ -141,6 +141,16 @@ void register_paths(CLI::App& app) {
     if (a->split == "test")
       std::cerr << "note: --split test: mode paths from the test puzzles; eval-strategies on the same puzzles scores "
                    "them optimistically (the paper extracts from validation puzzles)\n";
+    {  // the sequences must fit the model's context, checked before any forward pass
+      const int64_t n = a->max > 0 ? std::min<int64_t>(a->max, split.size()) : split.size();
+      const int64_t limit = model->config().max_seq_len;
+      for (int64_t j = 0; j < n; ++j)
+        if (split.get(j).length > limit)
+          throw InputError("--data " + a->data + ": split '" + a->split + "' sequence " + std::to_string(j) + " has " +
+                           std::to_string(split.get(j).length) + " tokens, more than the max_seq_len = " +
+                           std::to_string(limit) + " of " + model_dir +
+                           " (generate puzzles that fit with `lol data ... --max-tokens`)");
+    }
     io::create_dirs(a->out, "--out");
     analysis::CollectOptions co;
     co.batch_size = a->batch;
