@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "core/tensor_io.h"
+#include "tokenizers/byte_tokenizer.h"
 #include "util/error.h"
 #include "../common/test_files.h"
 
@@ -39,6 +40,23 @@ struct TinyShape {
   std::vector<double> ref_inv_freq;
   double ref_attention_factor = 1.0;
 };
+
+/// Byte-level tokenizer (259 ids) with the ChatML tokens, <|im_end|> as end of sequence
+/// and Qwen2-Instruct's chat template, as a Qwen2-Instruct folder's tokenizer has them.
+inline tokenizers::ByteTokenizer chatml_byte_tokenizer() {
+  static const char* kQwenChatTemplate =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+      "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+      "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+      "'<|im_start|>assistant\\n' }}{% endif %}";
+  tokenizers::ByteTokenizer tok(std::vector<std::string>{});
+  tok.add_token({"<|endoftext|>", -1});
+  tok.add_token({"<|im_start|>", -1});
+  tok.add_token({"<|im_end|>", -1});
+  tok.set_eos_token("<|im_end|>");
+  tok.set_chat_template(kQwenChatTemplate);
+  return tok;
+}
 
 /// config.json text of `s` as transformers writes it for Qwen2 / Llama.
 inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& torch_dtype = "float32") {

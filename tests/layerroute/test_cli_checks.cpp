@@ -25,22 +25,6 @@ using reftest::quote;
 using reftest::run_lol;
 using reftest::run_lol_all;
 
-const char* kQwenChatTemplate =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
-    "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
-    "'<|im_start|>assistant\\n' }}{% endif %}";  // Qwen2-Instruct's
-
-/// Byte-level tokenizer with the ChatML tokens and Qwen2-Instruct's chat template (259 ids).
-tokenizers::ByteTokenizer chatml_tokenizer() {
-  tokenizers::ByteTokenizer tok(std::vector<std::string>{});
-  tok.add_token({"<|endoftext|>", -1});
-  tok.add_token({"<|im_start|>", -1});
-  tok.add_token({"<|im_end|>", -1});
-  tok.set_eos_token("<|im_end|>");
-  tok.set_chat_template(kQwenChatTemplate);
-  return tok;
-}
 
 /// A tiny Qwen2 folder (4 layers, 300 ids, float32) with the ChatML tokenizer in `dir`,
 /// and `n` question/answer samples in `data`.
@@ -50,7 +34,7 @@ void write_base_and_data(const std::string& dir, const std::string& data, int n 
   s.layers = 4;
   fs::create_directories(dir);
   hf::test::write_tiny_checkpoint(dir, s, 5, torch::kFloat32);
-  chatml_tokenizer().save(dir);
+  hf::test::chatml_byte_tokenizer().save(dir);
   std::string jsonl;
   for (int i = 0; i < n; ++i)
     jsonl += "{\"question\": \"what is " + std::to_string(i) + " plus one?\", \"answer\": \"" + std::to_string(i + 1) +
@@ -186,7 +170,7 @@ TEST(CliLayerRouteChecks, BaseRunDirectoryResolvesAndOtherArchitecturesAreRefuse
   fs::create_directories(ckpt);
   baselines::DenseTrainable(m).save(ckpt, nlohmann::json::object());
   write_text(run + "/latest", "step-5\n");
-  chatml_tokenizer().save(ckpt);
+  hf::test::chatml_byte_tokenizer().save(ckpt);
   const std::string lol_run = d / "lol_run", moe = d / "moe";
   fs::create_directories(lol_run + "/checkpoints/step-1");
   write_text(lol_run + "/checkpoints/step-1/config.json", LoLConfig{}.to_json().dump(2));
