@@ -49,7 +49,7 @@ run "$LOL" export --hf "$OUT/base12_run" --out "$OUT/base12_hf" --overwrite --ve
 #    batch 4 x accumulation 4, clip 1, band 8..16 of 24 scaled) except the step count.
 uptime | tee -a "$OUT/commands.txt"
 run nice -n 5 "$LOL" layerroute eval --base "$OUT/base12_hf" --train-data "$OUT/data/train.jsonl" \
-  --data "$OUT/data/heldout.jsonl" --seeds "$SEEDS" --out "$OUT/protocol" --steps "$STEPS" \
+  --data "$OUT/data/heldout.jsonl" --seeds "$SEEDS" --out "$OUT/protocol" --overwrite --steps "$STEPS" \
   --samples 100 --timing-samples 16 --repeats 3 --new 32 --max-len 192 --threads "$THREADS"
 uptime | tee -a "$OUT/commands.txt"
 
