@@ -23,10 +23,10 @@ double LoopedTrainable::train_flops_per_token(int64_t seq_len) const {
   // After a forward: the iterations it ran. Before any (lol compare's planning): the
   // expected ones (LoopedConfig::expected_iterations: R and min(backprop_depth, R) when
   // fixed; under sampling the cap lowers both).
-  const bool ran = model_->last_recurrence() > 0;
-  const auto expected = c.expected_iterations();
-  const double R = ran ? double(model_->last_recurrence()) : expected.first;
-  const double Rg = ran ? double(model_->last_backprop_iterations()) : expected.second;
+  // (Called every training step: the quadrature runs only before the first forward.)
+  const auto [R, Rg] = model_->last_recurrence() > 0
+                           ? std::make_pair(double(model_->last_recurrence()), double(model_->last_backprop_iterations()))
+                           : c.expected_iterations();
   const double outer = flops_report(cost_model(c, 0), T).forward_flops;
   const double per_iter = flops_report(cost_model(c, 1), T).forward_flops - outer;
   return 3.0 * outer + (R + 2.0 * Rg) * per_iter;

@@ -235,13 +235,15 @@ void run_analyze_routing(const AnalyzeArgs& a) {
   }
   // A label held by one sequence is never both trained on and held out: the classifier's
   // accuracy on it would be measured without having seen it.
-  std::map<int64_t, int64_t> per_label;
-  for (auto l : seq_labels)
-    if (l >= 0) per_label[l]++;
-  for (const auto& [l, n] : per_label)
-    if (labels.size() >= 2 && separation_skipped.empty() && n < 2)
-      separation_skipped = "label " + std::to_string(l) + " has a single sequence in split '" + a.split +
+  if (labels.size() >= 2 && separation_skipped.empty()) {
+    std::map<int64_t, int64_t> per_label;
+    for (auto l : seq_labels)
+      if (l >= 0) per_label[l]++;
+    const auto single = std::find_if(per_label.begin(), per_label.end(), [](const auto& e) { return e.second < 2; });
+    if (single != per_label.end())
+      separation_skipped = "label " + std::to_string(single->first) + " has a single sequence in split '" + a.split +
                            "': cross-validation by document cannot both train on it and hold it out";
+  }
   if (positive_given >= 0) {
     require(labels.count(positive_given) > 0, "--label-positive",
             "label " + std::to_string(positive_given) + " does not occur in split '" + a.split + "'");

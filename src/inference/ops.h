@@ -19,5 +19,4 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 torch::Tensor rms_norm_film(const torch::Tensor& x, const torch::Tensor& w, double eps, const torch::Tensor& gamma,
                             const torch::Tensor& beta);
 
-
 }  // namespace lol::inference
