@@ -23,7 +23,7 @@ void register_compare(CLI::App& app);  // compare (cmd_compare.cpp)
 void register_launch(CLI::App& app);  // launch (cmd_launch.cpp, issue 14)
 void register_hf(CLI::App& app);  // hf info|generate|ppl|bench (cmd_hf.cpp, issue 10)
 void register_export(CLI::App& app);  // export --hf (cmd_export.cpp, issue 10)
-void register_layerroute(CLI::App& app);  // layerroute train|eval|merge (cmd_layerroute.cpp, issue 11)
+void register_layerroute(CLI::App& app);  // layerroute train|eval (cmd_layerroute.cpp), merge|render|generate (cmd_layerroute_tools.cpp), issue 11
 void register_env(CLI::App& app);  // env (cmd_env.cpp)
 
 }  // namespace lol::cli
