@@ -17,6 +17,9 @@ STEPS=${STEPS:-2000}
 EVAL_N=${EVAL_N:-200}
 SEED=${SEED:-1}
 TRAIN_SEED=${TRAIN_SEED:-0}
+. scripts/warmup_for_steps.sh
+# shellcheck disable=SC2207
+WARMUP_SET=($(warmup_for_steps configs/maze_demo.json "$STEPS"))
 # A rerun replaces the previous results (lol refuses to overwrite a dataset or a run).
 rm -rf "$DIR"
 mkdir -p "$DIR"
@@ -25,7 +28,7 @@ echo "== 1/4 generate $MAZES ${MAZE_SIZE}x${MAZE_SIZE} mazes (5 strategies each)
 $LOL data maze --n "$MAZES" --size "$MAZE_SIZE" --seed "$SEED" --out "$DIR/data"
 echo "== 2/4 train LoL (configs/maze_demo.json, $STEPS steps)"
 $LOL train --config configs/maze_demo.json --set data.dir="$DIR/data" --set train.out="$DIR/run" \
-  --set train.steps="$STEPS" --set train.seed="$TRAIN_SEED"
+  --set train.steps="$STEPS" "${WARMUP_SET[@]}" --set train.seed="$TRAIN_SEED"
 echo "== 3/4 extract mode paths"
 $LOL paths extract --model "$DIR/run" --data "$DIR/data" --out "$DIR/paths"
 echo "== 4/4 force each strategy's mode path on $EVAL_N new mazes (the test split)"

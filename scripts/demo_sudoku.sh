@@ -18,6 +18,9 @@ BATCH=${BATCH:-16}
 EVAL_N=${EVAL_N:-100}
 SEED=${SEED:-1}
 TRAIN_SEED=${TRAIN_SEED:-0}
+. scripts/warmup_for_steps.sh
+# shellcheck disable=SC2207
+WARMUP_SET=($(warmup_for_steps configs/sudoku_cpu.json "$STEPS"))
 # A rerun replaces the previous results (lol refuses to overwrite a dataset or a run).
 rm -rf "$DIR"
 mkdir -p "$DIR"
@@ -26,7 +29,7 @@ echo "== 1/4 generate $PUZZLES sudoku puzzles (5 strategies each, sequences <= $
 $LOL data sudoku --n "$PUZZLES" --seed "$SEED" --max-tokens "$MAX_TOKENS" --threads "$(nproc)" --out "$DIR/data"
 echo "== 2/4 train LoL (configs/sudoku_cpu.json, $STEPS steps of $BATCH sequences)"
 $LOL train --config configs/sudoku_cpu.json --set data.dir="$DIR/data" --set train.out="$DIR/run" \
-  --set train.steps="$STEPS" --set data.batch_size="$BATCH" --set train.seed="$TRAIN_SEED"
+  --set train.steps="$STEPS" "${WARMUP_SET[@]}" --set data.batch_size="$BATCH" --set train.seed="$TRAIN_SEED"
 echo "== 3/4 extract mode paths"
 $LOL paths extract --model "$DIR/run" --data "$DIR/data" --out "$DIR/paths"
 echo "== 4/4 force each strategy's mode path on $EVAL_N held-out puzzles"

@@ -17,6 +17,9 @@ CORPORA=${CORPORA:-../shared/data/corpora}
 VOCAB=${VOCAB:-1024}
 STEPS=${STEPS:-300}
 PROMPT=${PROMPT:-"And God said"}
+. scripts/warmup_for_steps.sh
+# shellcheck disable=SC2207
+WARMUP_SET=($(warmup_for_steps configs/text_kjv_cpu.json "$STEPS"))
 KJV="$CORPORA/en_kjv.txt"
 [ -x "$LOL" ] || { echo "no $LOL: build first (scripts/build.sh)" >&2; exit 2; }
 [ -f "$KJV" ] || { echo "no $KJV: set CORPORA to the folder holding en_kjv.txt" >&2; exit 2; }
@@ -30,10 +33,10 @@ run "$LOL" corpus --in "$KJV" --tokenizer "$OUT/tokenizer" --doc-split blank-lin
   --out "$OUT/data" --no-progress
 t_train=$(date +%s)
 run "$LOL" train --config configs/text_kjv_cpu.json --set data.dir="$OUT/data" --set train.out="$OUT/run" \
-  --set train.steps="$STEPS" --no-progress 2>&1 | tail -n 3
+  --set train.steps="$STEPS" "${WARMUP_SET[@]}" --no-progress 2>&1 | tail -n 3
 t_eval=$(date +%s)
 run "$LOL" eval lm --model "$OUT/run" --data "$OUT/data" --split valid --out "$OUT/eval_valid.json" --no-progress
-CKPT="$OUT/run/$(cat "$OUT/run/latest")"  # generate takes a checkpoint directory
+CKPT="$OUT/run/$(cat "$OUT/run/latest")"  # the checkpoint (generate also takes the run directory)
 run "$LOL" generate --model "$CKPT" --tokenizer "$OUT/tokenizer" --prompt "$PROMPT" --max-new 120 \
   --temperature 0.8 --top-k 40 --seed 0 | tee "$OUT/sample.txt"
 end=$(date +%s)

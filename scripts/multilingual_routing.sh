@@ -14,6 +14,9 @@ CORPORA=${CORPORA:-../shared/data/corpora}
 CAP=${CAP:-420000}      # text bytes per language: the smallest language (pt) has ~424 KB
 VOCAB=${VOCAB:-4096}
 STEPS=${STEPS:-800}
+. scripts/warmup_for_steps.sh
+# shellcheck disable=SC2207
+WARMUP_SET=($(warmup_for_steps configs/multilingual_cpu.json "$STEPS"))
 [ -x "$LOL" ] || { echo "no $LOL: build first (scripts/build.sh)" >&2; exit 2; }
 [ -f "$CORPORA/multilingual.jsonl" ] || { echo "no $CORPORA/multilingual.jsonl: set CORPORA" >&2; exit 2; }
 rm -rf "$OUT"
@@ -26,7 +29,7 @@ run "$LOL" corpus --in "$CORPORA/multilingual.jsonl" --valid-in "$CORPORA/multil
   --label-field lang --max-bytes-per-label "$CAP" --valid-fraction 0 --tokenizer "$OUT/tokenizer" --eos \
   --out "$OUT/data" --no-progress
 run "$LOL" train --config configs/multilingual_cpu.json --set data.dir="$OUT/data" --set train.out="$OUT/run" \
-  --set train.steps="$STEPS" --no-progress 2>&1 | tail -n 3
+  --set train.steps="$STEPS" "${WARMUP_SET[@]}" --no-progress 2>&1 | tail -n 3
 run "$LOL" eval lm --model "$OUT/run" --data "$OUT/data" --split valid --out "$OUT/eval_valid.json" --no-progress
 run "$LOL" analyze routing --model "$OUT/run" --data "$OUT/data" --split valid --max-tokens 1024 \
   --label-positive ja --out "$OUT/analysis"

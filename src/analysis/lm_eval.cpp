@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <fstream>
 
 #include <torch/torch.h>
@@ -39,7 +40,7 @@ nlohmann::json LmEvalResult::to_json() const {
   const nlohmann::json none;  // null: no tokenizer counted bytes
   return {{"loss", loss},
           {"perplexity", perplexity},
-          {"bits_per_byte", bytes_counted ? nlohmann::json(bits_per_byte) : none},
+          {"bits_per_byte", bytes_counted && bytes > 0 ? nlohmann::json(bits_per_byte) : none},
           {"loss_sum", loss_sum},
           {"targets", targets},
           {"bytes", bytes_counted ? nlohmann::json(bytes) : none},
@@ -311,7 +312,7 @@ std::vector<double> continuation_logliks(training::TrainableModel& model,
 
 double mean_stderr(const std::vector<double>& x) {
   const double n = double(x.size());
-  if (x.size() < 2) return 0.0;
+  if (x.size() < 2) return std::numeric_limits<double>::quiet_NaN();
   double mean = 0;
   for (double v : x) mean += v;
   mean /= n;
@@ -321,7 +322,12 @@ double mean_stderr(const std::vector<double>& x) {
 }
 
 nlohmann::json ChoiceEvalResult::to_json() const {
-  return {{"n", n}, {"acc", acc}, {"acc_stderr", acc_stderr}, {"acc_norm", acc_norm}, {"acc_norm_stderr", acc_norm_stderr}};
+  const auto or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"n", n},
+          {"acc", acc},
+          {"acc_stderr", or_null(acc_stderr)},
+          {"acc_norm", acc_norm},
+          {"acc_norm_stderr", or_null(acc_norm_stderr)}};
 }
 
 ChoiceEvalResult evaluate_choice(training::TrainableModel& model, const tokenizers::Tokenizer& tok,
@@ -343,6 +349,14 @@ ChoiceEvalResult evaluate_choice(training::TrainableModel& model, const tokenize
         } catch (const InputError& err) {
           throw InputError("example " + std::to_string(i) + ": " + err.what());
         }
+        // Tokens before the input window would be left out of the sum, which would make
+        // the choice look far more likely than the others (lm-evaluation-harness fails here).
+        if (int64_t(reqs.back().second.size()) > max_len)
+          throw InputError("example " + std::to_string(i) + ", choice " + std::to_string(&c - examples[i].choices.data()) +
+                           ": the continuation has " + std::to_string(reqs.back().second.size()) +
+                           " tokens, more than the " + std::to_string(max_len) +
+                           " the input holds (--max-len): it cannot be scored whole; raise --max-len or leave the "
+                           "example out");
       }
     const auto ll = continuation_logliks(model, reqs, max_len, device, batch_size);
     std::size_t k = 0;

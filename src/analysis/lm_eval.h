@@ -28,7 +28,7 @@ namespace lol::analysis {
 struct LmEvalResult {
   double loss = 0;           ///< mean cross entropy per counted target, nats
   double perplexity = 0;     ///< exp(loss)
-  double bits_per_byte = 0;  ///< summed loss / ln 2 / bytes (0 when bytes = 0)
+  double bits_per_byte = 0;  ///< summed loss / ln 2 / bytes (0, and null in JSON, when bytes = 0)
   double loss_sum = 0;       ///< summed cross entropy, nats
   int64_t targets = 0;       ///< predicted tokens counted
   int64_t bytes = 0;         ///< decoded bytes of the counted target tokens

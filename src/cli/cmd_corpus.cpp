@@ -48,11 +48,17 @@ void register_corpus(CLI::App& app) {
               << st["bytes_per_token"].get<double>() << " bytes/token)";
     if (st.contains("labels")) std::cout << ", " << st["labels"].size() << " labels";
     std::cout << "\n";
+    if (st["train"]["documents"].get<int64_t>() == 0)
+      std::cerr << "note: the train split has no document (--valid-fraction " << o->valid_fraction
+                << (o->valid_files.empty() ? "" : " and --valid-in") << " took them all): `lol train` needs one; "
+                << "lower --valid-fraction\n";
     if (st["valid"]["documents"].get<int64_t>() == 0)
       std::cerr << "note: no document was held out for validation (--valid-fraction " << o->valid_fraction
-                << " of " << st["train"]["documents"]
-                << " documents), so `lol train` skips evaluation and `lol eval lm` has no valid split: raise "
-                   "--valid-fraction or give --valid-in FILES\n";
+                << " of " << st["train"]["documents"] << " documents"
+                << (o->valid_files.empty() ? "" : "; the --valid-in files hold none")
+                << "), so `lol train` skips evaluation and `lol eval lm` has no valid split: raise "
+                << (o->valid_files.empty() ? "--valid-fraction or give --valid-in FILES" : "--valid-fraction or give --valid-in files with documents")
+                << "\n";
   });
 }
 

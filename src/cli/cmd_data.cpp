@@ -21,7 +21,7 @@ void register_data(CLI::App& app) {
     auto* c = data->add_subcommand(task, std::string("Generate ") + task +
                                              " puzzles solved with all five strategies: JSONL + token shards");
     c->add_option("--n", opt->n_puzzles, "Number of distinct puzzles (5 sequences each)")->default_val(1000);
-    if (std::string(task) == "maze") c->add_option("--size", opt->size, "Maze side, 4..16")->default_val(8);
+    if (std::string(task) == "maze") c->add_option("--size", opt->size, "Maze side, 4..16")->default_val(8)->check(CLI::Range(4, 16));
     c->add_option("--seed", opt->seed, "Random seed (output is deterministic for a seed)")->default_val(0);
     c->add_option("--valid-fraction", opt->valid_fraction, "Share of puzzles held out for validation")->default_val(0.1);
     c->add_option("--n-test", opt->n_test,
@@ -34,10 +34,12 @@ void register_data(CLI::App& app) {
     if (std::string(task) == "sudoku")
       c->add_option("--threads", opt->threads, "Generator threads")->default_val(1)->check(CLI::Range(1, 1024));
     c->add_option("--out", *out, "Output directory")->required();
-    c->add_flag("--no-progress{false}", opt->progress, "No progress bar");
+    auto no_progress = std::make_shared<bool>(false);
+    c->add_flag("--no-progress", *no_progress, "No progress bar");
     std::string t = task;
-    c->callback([opt, out, t] {
+    c->callback([opt, out, t, no_progress] {
       opt->task = t;
+      opt->progress = !*no_progress;
       auto stats = data::build_task_dataset(*opt, *out);
       const bool test = stats.contains("sequences_test");
       std::cout << "wrote " << *out << ": " << stats["sequences_train"] << " train / " << stats["sequences_valid"]
@@ -66,6 +68,10 @@ void register_data(CLI::App& app) {
     if (!std::filesystem::exists(*file))
       throw InputError(*file + ": no such file or directory (expected a JSONL file or a dataset directory written by "
                                "`lol data maze|sudoku`)");
+    const std::filesystem::path given(*file);
+    if (given.filename() == "dataset.json" && std::filesystem::is_regular_file(given))
+      throw InputError(*file + ": the dataset's description file, not its records: pass the directory holding it (`lol data verify " +
+                       (given.has_parent_path() ? given.parent_path().string() : std::string(".")) + "`)");
     if (std::filesystem::is_directory(*file)) {
       files.clear();
       for (const char* name : {"train.jsonl", "valid.jsonl", "test.jsonl"})

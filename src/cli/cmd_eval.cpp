@@ -4,6 +4,8 @@
 // docs/text.md.
 #include <filesystem>
 #include <iomanip>
+#include <sstream>
+#include <cmath>
 #include <iostream>
 
 #include "analysis/lm_eval.h"
@@ -111,6 +113,13 @@ void run_eval_lm(const EvalArgs& a) {
   analysis::LmEvalResult r;
   if (a.stride > 0) {
     layout.seq_len = sliding_window(a, dir, *model);
+    if (a.stride >= layout.seq_len)
+      throw InputError("--stride " + std::to_string(a.stride) + ": expected 1 .. " + std::to_string(layout.seq_len - 1) +
+                       ", less than the window of " + std::to_string(layout.seq_len) + " tokens (" +
+                       (a.seq_len > 0                     ? std::string("--seq-len")
+                        : trained_layout(dir).first > 0 ? "the training's row length; --seq-len sets it"
+                                                          : "min(1024, max_seq_len); --seq-len sets it") +
+                       "): a stride of the whole window would leave the first token of every later window unpredicted");
     r = analysis::evaluate_lm_sliding(*model, split, layout.seq_len, a.stride, a.batch_size, token_bytes, dev,
                                       a.max_batches, !a.no_progress);
   } else {
@@ -136,7 +145,8 @@ void run_eval_lm(const EvalArgs& a) {
   std::cout << std::fixed << std::setprecision(4) << "split " << a.split << ": " << r.targets << " targets";
   if (r.bytes_counted) std::cout << ", " << r.bytes << " bytes";
   std::cout << "; loss " << r.loss << " nats/token, perplexity " << std::setprecision(3) << r.perplexity;
-  if (r.bytes_counted) std::cout << ", bits per byte " << std::setprecision(4) << r.bits_per_byte;
+  if (r.bytes_counted && r.bytes > 0) std::cout << ", bits per byte " << std::setprecision(4) << r.bits_per_byte;
+  else if (r.bytes_counted) std::cout << ", bits per byte n/a (no bytes)";
   std::cout << " (" << std::setprecision(1) << r.seconds << " s)\n";
 }
 
@@ -182,8 +192,14 @@ void run_eval_choice(const EvalArgs& a) {
     std::cout << j.dump(1) << "\n";
     return;
   }
-  std::cout << std::fixed << std::setprecision(4) << r.n << " examples: acc " << r.acc << " +- " << r.acc_stderr
-            << ", acc_norm " << r.acc_norm << " +- " << r.acc_norm_stderr << "\n";
+  const auto err = [](double v) {
+    std::ostringstream o;
+    if (std::isfinite(v)) o << std::fixed << std::setprecision(4) << v;
+    else o << "n/a";  // one example: no sample standard error
+    return o.str();
+  };
+  std::cout << std::fixed << std::setprecision(4) << r.n << " examples: acc " << r.acc << " +- " << err(r.acc_stderr)
+            << ", acc_norm " << r.acc_norm << " +- " << err(r.acc_norm_stderr) << "\n";
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ void register_export(CLI::App& app) {
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
   auto* tokenizer = e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");
   e->add_flag("--no-tokenizer", a->no_tokenizer, "Write no tokenizer files")->excludes(tokenizer);
-  e->add_flag("--overwrite", a->overwrite, "Allow a non-empty --out folder (its weight files are replaced)");
+  e->add_flag("--overwrite", a->overwrite, "Allow an --out folder holding an earlier export (all of its files are replaced; anything else is refused)");
   e->add_option("--verify", a->verify,
                 "Reload the folder and check that its logits equal the checkpoint's on this text file's first tokens");
   e->callback([a] { run_export(*a); });

@@ -304,7 +304,7 @@ void run_bench(const BenchArgs& a) {
 void register_generate(CLI::App& app) {
   auto ga = std::make_shared<GenerateArgs>();
   auto* g = app.add_subcommand("generate", "Generate a continuation of a prompt with a LoL checkpoint (streams output)");
-  g->add_option("--model", ga->model, "Checkpoint directory")->required();
+  g->add_option("--model", ga->model, "LoL checkpoint directory, or a training run directory (its latest checkpoint)")->required();
   auto* pr = g->add_option("--prompt", ga->prompt, "Prompt text (needs a tokenizer)");
   auto* tk = g->add_option("--tokens", ga->tokens, "Prompt token ids, comma or space separated");
   pr->excludes(tk);

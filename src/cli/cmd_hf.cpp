@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "analysis/lm_eval.h"
-#include "baselines/flops.h"
 #include "baselines/dense_trainable.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -31,6 +30,7 @@
 #include "tokenizers/hf_json.h"
 #include "tokenizers/utf8.h"
 #include "util/error.h"
+#include "util/size_limits.h"
 
 namespace fs = std::filesystem;
 
@@ -54,9 +54,11 @@ c10::ScalarType cpu_compute_dtype(const std::string& name) {
   return t;
 }
 
-int64_t parameter_count(const hf::HfConfig& c) { return baselines::cost_model(hf::to_dense_config(c)).parameters; }
+int64_t parameter_count(const hf::HfConfig& c) { return int64_t(c.parameter_count()); }
 
-std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, bool required) {
+/// The folder's tokenizer; when there is none, nullptr, or (`required_for` not empty) an
+/// InputError saying what needs it.
+std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, const std::string& required_for) {
   if (fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "vocab.json")) {
     auto tok = tokenizers::load_tokenizer(dir);
     // Fewer ids than vocab_size is usual (Qwen2 pads its embeddings); more means the
@@ -64,7 +66,7 @@ std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, 
     require_tokenizer_fits(*tok, hf::HfConfig::load_dir(dir).vocab_size, dir + "/tokenizer.json", "config.json");
     return tok;
   }
-  if (required) throw InputError(dir + ": no tokenizer.json (needed for text prompts; use --tokens for ids)");
+  if (!required_for.empty()) throw InputError(dir + ": no tokenizer.json (needed " + required_for + ")");
   return nullptr;
 }
 
@@ -84,7 +86,8 @@ void run_info(const std::string& dir, bool check) {
             << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
             << c.rms_norm_eps << "\n"
             << "rope scaling  " << c.rope_scaling.describe() << "\n"
-            << "stored dtype  " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype) << "\n";
+            << "torch_dtype   " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype)
+            << " (config.json; each tensor keeps its own stored dtype)\n";
   uint64_t bytes = 0;
   for (const auto& s : files.shards) {
     const fs::path f = fs::path(dir) / s;
@@ -94,7 +97,7 @@ void run_info(const std::string& dir, bool check) {
   }
   std::cout << "weights       " << (files.sharded() ? std::to_string(files.shards.size()) + " shards" : "model.safetensors")
             << ", " << std::fixed << std::setprecision(1) << double(bytes) / 1048576.0 << " MiB\n";
-  auto tok = folder_tokenizer(dir, false);
+  auto tok = folder_tokenizer(dir, "");
   if (tok) {
     std::cout << "tokenizer     " << tok->type() << ", " << tok->vocab_size() << " ids, " << tok->added_tokens().size()
               << " added tokens";
@@ -102,11 +105,13 @@ void run_info(const std::string& dir, bool check) {
     if (tok->eos_id()) std::cout << ", eos " << *tok->eos_id();
     std::cout << "\n";
     const auto sys = hf::chatml_default_system(tok->chat_template());
+    const std::string construct = sys ? hf::chatml_unsupported_construct(tok->chat_template()) : std::string();
     std::cout << "chat template "
               << (tok->chat_template().empty() ? "none"
-                  : sys ? "ChatML" + (sys->empty() ? std::string(", no default system prompt")
-                                                   : ", default system \"" + *sys + "\"")
-                        : "not ChatML (--chat unsupported)")
+                  : !sys                       ? "not ChatML (--chat unsupported)"
+                  : !construct.empty()         ? "ChatML, but " + construct + " (--chat unsupported)"
+                  : "ChatML" + (sys->empty() ? std::string(", no default system prompt")
+                                             : ", default system \"" + *sys + "\""))
               << "\n";
   } else {
     std::cout << "tokenizer     none\n";
@@ -160,7 +165,15 @@ void run_generate(const GenArgs& a) {
   require_cached_decoding(hf::HfConfig::load_dir(a.dir), (fs::path(a.dir) / "config.json").string(), "lol hf generate");
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-  auto tok = folder_tokenizer(a.dir, !a.prompt.empty());
+  auto tok = folder_tokenizer(a.dir, a.prompt.empty() ? "" : "for text prompts; use --tokens for ids");
+  const fs::path tok_cfg = fs::path(a.dir) / "tokenizer_config.json";
+  if (tok && fs::is_regular_file(tok_cfg)) {
+    const auto j = io::read_json_file(tok_cfg.string());
+    if (j.is_object() && j.value("clean_up_tokenization_spaces", nlohmann::json(false)) == true)
+      std::cerr << "note: " << tok_cfg.string() << " sets clean_up_tokenization_spaces: transformers' decode would "
+                << "also remove the spaces before punctuation (\" ,\" -> \",\", \" n't\" -> \"n't\"); the text "
+                << "printed here is the tokenizer's decoding, without that clean-up\n";
+  }
   std::vector<int64_t> prompt;
   if (!a.prompt.empty()) {
     std::string text = a.prompt;
@@ -296,7 +309,7 @@ void run_ppl(const PplArgs& given) {
   if (a.context < 2)
     throw InputError(a.dir + "/config.json: max_position_embeddings " + std::to_string(cfg.max_position_embeddings) +
                      ": windows of at least 2 tokens are needed to predict a token");
-  auto tok = folder_tokenizer(a.dir, true);
+  auto tok = folder_tokenizer(a.dir, "to tokenize the text hf ppl scores");
   // Non-overlapping windows of `context` tokens per document; the first token of each
   // window is context only, every other token is predicted from the window before it.
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> req;
@@ -366,6 +379,7 @@ void run_hf_bench(const HfBenchArgs& a) {
   if (random) {
     cfg = hf::HfConfig::from_json(io::read_json_file(a.model), a.model);
     require_cached_decoding(cfg, a.model, "lol hf bench");
+    util::require_fits_in_memory(a.model, "the model's float32 weights", 4.0 * cfg.parameter_count());
     model = baselines::DenseModel(hf::to_dense_config(cfg));
     model->to(dtype);
     model->eval();

@@ -190,7 +190,18 @@ struct InfoSubject {
 /// for a config that sets vocab_size itself. A run config with init_from describes that
 /// model directory.
 InfoSubject info_subject_from_file(const std::string& file, int64_t vocab_size) {
-  nlohmann::json j = io::read_json_file(file);
+  nlohmann::json j;
+  try {
+    j = io::read_json_file(file);
+  } catch (const InputError& e) {
+    const fs::path p(file);
+    const std::string weights = p.extension() == ".safetensors"
+                                    ? " (this is a weights file: pass the checkpoint directory holding it, " +
+                                          (p.has_parent_path() ? p.parent_path().string() : std::string(".")) + ")"
+                                    : "";
+    throw InputError(std::string(e.what()) +
+                     "; lol info takes a checkpoint or run directory, or a run or model config .json" + weights);
+  }
   if (!j.is_object()) throw InputError(file + ": expected a JSON object (a run config or a model config.json)");
   const nlohmann::json* model = j.contains("model") ? &j["model"] : j.contains("init_from") ? nullptr : &j;
   if (vocab_size != 0 && model && model->is_object() && model->contains("vocab_size"))
@@ -489,7 +500,7 @@ void register_model_commands(CLI::App& app) {
 
   auto fa = std::make_shared<ForwardArgs>();
   auto* fwd = app.add_subcommand("forward", "Run one token sequence; write logits and the routing trace (safetensors)");
-  fwd->add_option("--model", fa->model, "Checkpoint directory")->required();
+  fwd->add_option("--model", fa->model, "LoL checkpoint directory, or a training run directory (its latest checkpoint)")->required();
   fwd->add_option("--tokens", fa->tokens, "Token ids separated by blanks or commas, e.g. \"1 2 3\"")->required();
   fwd->add_option("--prompt-len", fa->prompt_len, "Prompt window: positions < P form window 0 at every depth")
       ->default_val(0);

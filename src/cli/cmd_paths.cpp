@@ -270,6 +270,15 @@ void register_paths(CLI::App& app) {
     if (!fs::is_directory(e->paths))
       throw InputError("--paths " + e->paths + ": expected the directory holding S1.json .. S5.json (`lol paths "
                        "extract --out`); " + (fs::exists(e->paths) ? "it is a file" : "it does not exist"));
+    std::vector<std::string> missing;
+    for (int s = 1; s <= 5; ++s)
+      if (!fs::exists(e->paths + "/S" + std::to_string(s) + ".json")) missing.push_back("S" + std::to_string(s) + ".json");
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+      throw InputError("--paths " + e->paths + ": no " + list + " (expected the directory `lol paths extract --out` "
+                       "wrote, with S1.json .. S5.json)");
+    }
     std::map<int, RoutingPath> paths;
     for (int s = 1; s <= 5; ++s)
       paths[s] = load_routing_path_for(e->paths + "/S" + std::to_string(s) + ".json", model->config().library_size,

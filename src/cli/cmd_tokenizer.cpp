@@ -81,8 +81,10 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
   data::DocumentReader reader(a.in, so);
   data::Document doc;
   std::string error_where;
+  int64_t documents = 0;  // a document of --doc-split file is read in parts (st.texts counts them)
   auto next_text = [&](std::string& out) {
     if (!reader.next(doc)) return false;
+    documents += doc.last ? 1 : 0;
     out.swap(doc.text);
     error_where = doc.where;
     return true;
@@ -99,7 +101,8 @@ void run_tokenizer_train(const TokenizerTrainArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tok->save(a.out);
   std::cout << "wrote " << a.out << "/tokenizer.json: vocabulary " << tok->vocab_size() << " (" << a.specials.size()
-            << " special, 256 bytes, " << st.merges << " merges), trained on " << st.texts << " texts, " << st.bytes
+            << " special, 256 bytes, " << st.merges << " merges), trained on " << documents << (documents == 1 ? " document" : " documents")
+            << (st.texts != documents ? " (" + std::to_string(st.texts) + " parts)" : std::string()) << ", " << st.bytes
             << " bytes, " << st.unique_words << " unique pre-tokens in " << std::fixed << std::setprecision(1) << secs
             << " s\n";
   if (tok->vocab_size() < a.vocab_size)

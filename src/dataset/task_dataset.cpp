@@ -124,7 +124,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   // Checked before minutes of generation: the directory is created only after it.
   if (std::filesystem::exists(out) && !std::filesystem::is_directory(out))
     throw InputError("--out " + out + ": exists and is not a directory (expected a new or empty dataset directory)");
-  ProgressBar bar("generate " + opt.task, 0, opt.progress);
+  ProgressBar bar("generate " + opt.task + " puzzles", opt.n_puzzles + n_test, opt.progress);
   std::vector<tasks::Example> examples;
   nlohmann::json gen_stats = nlohmann::json::object();
   if (opt.task == "maze") {
@@ -142,6 +142,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
       throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": " + e.what());
     }
   }
+  bar.update(opt.n_puzzles + n_test);
   bar.finish(std::to_string(examples.size()) + " sequences");
   // Nothing written yet: refuse a filter that keeps no sequence (the scan stops at the
   // first sequence that fits, so it costs one tokenization in the usual case).

@@ -93,6 +93,21 @@ std::optional<std::string> chatml_default_system(const std::string& jinja) {
   return std::string();
 }
 
+std::string chatml_unsupported_construct(const std::string& jinja) {
+  for (const char* filter : {"| trim", "|trim", ".strip(", ".lstrip(", ".rstrip(", ".split("})
+    if (jinja.find(filter) != std::string::npos)
+      return std::string("it changes the message text (") + filter + ")";
+  if (jinja.find("bos_token") != std::string::npos) return "it uses bos_token";
+  if (jinja.find("<think>") != std::string::npos) return "it adds a <think> block";
+  const std::string header = "<|im_start|>assistant\n";
+  for (const auto& piece : jinja_text_pieces(jinja)) {
+    const size_t at = piece.find(header);
+    if (at != std::string::npos && at + header.size() < piece.size())
+      return "its assistant header is followed by more text (\"" + piece.substr(at + header.size(), 20) + "\")";
+  }
+  return std::string();
+}
+
 std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::string& where) {
   if (!tok.token_to_id("<|im_start|>") || !tok.token_to_id("<|im_end|>"))
     throw InputError(where + ": the tokenizer has no <|im_start|>/<|im_end|> tokens: expected a ChatML tokenizer "
@@ -103,6 +118,12 @@ std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::st
   if (!system)
     throw InputError(where + ": chat_template is not ChatML (no <|im_start|>/<|im_end|> turns); only ChatML "
                              "templates (Qwen2/Qwen2.5 instruct) are supported");
+  const std::string construct = chatml_unsupported_construct(t);
+  if (!construct.empty())
+    throw InputError(where + ": chat_template is ChatML, but " + construct +
+                     ", which lol's ChatML rendering does not reproduce (the template is not executed); only plain "
+                     "ChatML templates (Qwen2/Qwen2.5 instruct) are supported, and without --chat the prompt is used "
+                     "as plain text");
   return *system;
 }
 

@@ -29,10 +29,17 @@ namespace lol::hf {
 /// not a ChatML template (no "<|im_start|>" and "<|im_end|>").
 std::optional<std::string> chatml_default_system(const std::string& jinja);
 
+/// Why a ChatML template's output would differ from lol's ChatML rendering, or "" when it
+/// would not: the template changes the message text (`| trim`, `.strip(`, `.split(`...),
+/// uses bos_token, adds a <think> block, or emits more text after its generation prompt's
+/// "<|im_start|>assistant\n" (e.g. Qwen3 / QwQ, or a template that prepends the BOS token).
+std::string chatml_unsupported_construct(const std::string& jinja);
+
 /// The system prompt ChatML rendering inserts for a conversation without one, for
 /// `tok`: its chat template's default (chatml_default_system), or "" when it has no
 /// template. Throws InputError naming `where` when the tokenizer lacks the
-/// <|im_start|>/<|im_end|> tokens or its template is not ChatML.
+/// <|im_start|>/<|im_end|> tokens, its template is not ChatML, or it is ChatML with a
+/// construct lol does not render (chatml_unsupported_construct).
 std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::string& where);
 
 /// True when the tokenizer's chat template has an add_generation_prompt branch (the

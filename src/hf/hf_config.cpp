@@ -1,5 +1,6 @@
 #include "hf/hf_config.h"
 
+#include <filesystem>
 #include <optional>
 #include <tuple>
 
@@ -173,7 +174,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   // ---- features that change the computed function: refuse unless neutral
   std::string act = "silu";
   f.get("hidden_act", act);
-  if (act != "silu") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU");
+  // transformers' ACT2FN maps "swish" to SiLU too.
+  if (act != "silu" && act != "swish") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU (\"silu\" or \"swish\")");
   if (f.has("quantization_config"))
     unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   if (f.has("layer_types") && j["layer_types"].is_array()) {
@@ -213,9 +215,28 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   return c;
 }
 
+double HfConfig::parameter_count(bool with_head) const {
+  const double d = double(hidden_size), hd = double(head_dim), q = double(num_attention_heads) * hd,
+               kv = double(num_key_value_heads) * hd;
+  const double attention = d * q + 2 * d * kv + q * d + (qkv_bias ? q + 2 * kv : 0.0);
+  const double layer = attention + 3 * d * double(intermediate_size) + 2 * d;
+  const double embed = double(vocab_size) * d;
+  return embed + double(num_hidden_layers) * layer + d + (with_head && !tie_word_embeddings ? embed : 0.0);
+}
+
 HfConfig HfConfig::load_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
   const std::string path = dir + "/config.json";
-  return from_json(io::read_json_file(path), path);
+  const std::string convert = "; `lol export --hf " + dir + " --out HF_DIR` writes a dense one as such)";
+  // The two folders of lol's own that users mistake for Hugging Face ones.
+  if (!fs::exists(path) && (fs::exists(fs::path(dir) / "latest") || fs::exists(fs::path(dir) / "run.json")))
+    throw InputError(dir + ": a `lol train` run directory, not a Hugging Face model folder (config.json + "
+                     "safetensors" + convert);
+  const auto j = io::read_json_file(path);
+  if (j.is_object() && !j.contains("architectures") && j.contains("architecture") && j["architecture"].is_string())
+    throw InputError(path + ": a lol checkpoint (field 'architecture' = " + j["architecture"].dump() +
+                     "), not a Hugging Face config (field 'architectures'" + convert);
+  return from_json(j, path);
 }
 
 nlohmann::ordered_json HfConfig::to_json() const {

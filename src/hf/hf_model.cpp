@@ -1,5 +1,7 @@
 #include "hf/hf_model.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -8,6 +10,9 @@
 
 #include "core/tensor_io.h"
 #include "util/error.h"
+#include "util/size_limits.h"
+
+namespace fs = std::filesystem;
 
 namespace lol::hf {
 
@@ -159,6 +164,22 @@ baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtyp
                                     HfConfig* config) {
   const HfConfig cfg = HfConfig::load_dir(dir);
   const WeightFiles files = find_weight_files(dir);
+  // Refused before allocating: a config.json that declares more weights than the files
+  // can hold (each value takes at least 2 bytes: F16/BF16), or more than this machine's memory.
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  uintmax_t stored_bytes = 0;
+  for (const auto& shard : files.shards) stored_bytes += fs::file_size(fs::path(dir) / shard);
+  const double needed = 2.0 * cfg.parameter_count(/*with_head=*/false);
+  if (needed > double(stored_bytes)) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, ": declares %.4g parameters besides lm_head, at least %.4g bytes as 16-bit floats, "
+                  "but the weight files hold %.4g bytes", needed / 2, needed, double(stored_bytes));
+    throw InputError(config_path + buf + " (expected the config.json of these weights: vocab_size " +
+                     std::to_string(cfg.vocab_size) + ", hidden_size " + std::to_string(cfg.hidden_size) +
+                     ", intermediate_size " + std::to_string(cfg.intermediate_size) + ", num_hidden_layers " +
+                     std::to_string(cfg.num_hidden_layers) + ")");
+  }
+  util::require_fits_in_memory(config_path, "the model's float32 weights", 4.0 * cfg.parameter_count());
   baselines::DenseModel m(to_dense_config(cfg));
   m->to(dtype);
   load_hf_weights(*m, cfg, files);

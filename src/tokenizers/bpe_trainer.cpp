@@ -85,13 +85,14 @@ struct HeapLess {
 void check_options(const TrainBpeOptions& o) {
   std::unordered_set<std::string> seen;
   for (const std::string& s : o.special_tokens) {
-    require(!s.empty(), "train_bpe: special_tokens", "empty special token");
-    require(seen.insert(s).second, "train_bpe: special_tokens", "'" + s + "' is listed twice");
+    // Named as `lol tokenizer train` spells them (TrainBpeOptions' fields in brackets).
+    require(!s.empty(), "--special (special_tokens)", "empty special token");
+    require(seen.insert(s).second, "--special (special_tokens)", "'" + s + "' is listed twice");
   }
   const int64_t min_size = int64_t(o.special_tokens.size()) + 256;
-  require(o.vocab_size >= min_size, "train_bpe: vocab_size",
+  require(o.vocab_size >= min_size, "--vocab-size (vocab_size)",
           "expected >= " + std::to_string(min_size) + " (specials + 256 bytes), got " + std::to_string(o.vocab_size));
-  require(o.min_frequency >= 1, "train_bpe: min_frequency", "expected >= 1");
+  require(o.min_frequency >= 1, "--min-frequency (min_frequency)", "expected >= 1");
   for (const std::string* r : {&o.bos_token, &o.eos_token, &o.pad_token}) {
     require(r->empty() || seen.count(*r), "train_bpe: role token '" + *r + "'", "must be one of special_tokens");
   }

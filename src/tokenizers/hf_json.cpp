@@ -115,9 +115,9 @@ void collect_template(const nlohmann::json& p, const std::string& where, const T
         ids.push_back(id.get<int32_t>());
       }
     } else {
-      const auto id = tok.token_to_id(name);
-      require(id.has_value(), w, "special token '" + name + "' is not in the vocabulary");
-      ids.push_back(*id);
+      // Hugging Face refuses such a file ("Missing SpecialToken(s) with id(s)").
+      throw InputError(w + ": special token '" + name + "' is not in " + where +
+                       ".special_tokens (expected an entry {\"id\": name, \"ids\": [...]} for every SpecialToken)");
     }
     auto& dst = seen_a ? suffix : prefix;
     dst.insert(dst.end(), ids.begin(), ids.end());
@@ -290,6 +290,51 @@ std::string role_name(const nlohmann::json& cfg, const char* key, const std::str
 
 }  // namespace
 
+namespace {
+
+/// transformers' Llama-family fast tokenizers (LlamaTokenizerFast, CodeLlama, Gemma)
+/// rebuild the post-processor from tokenizer_config.json when they load
+/// (update_post_processor): `single` = [BOS if add_bos_token (default true)] $A [EOS if
+/// add_eos_token (default false)], whatever tokenizer.json's post_processor says.
+void apply_llama_bos_eos(Tokenizer& tok, const nlohmann::json& cfg, const std::string& config_file) {
+  static const char* kClasses[] = {"LlamaTokenizer", "LlamaTokenizerFast", "CodeLlamaTokenizer",
+                                   "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"};
+  const auto cls = cfg.find("tokenizer_class");
+  if (cls == cfg.end() || !cls->is_string() ||
+      std::none_of(std::begin(kClasses), std::end(kClasses), [&](const char* c) { return *cls == c; }))
+    return;
+  const auto flag = [&](const char* key, bool fallback) {
+    const auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return fallback;
+    require(it->is_boolean(), config_file + ": " + key, "expected true or false");
+    return it->get<bool>();
+  };
+  const bool add_bos = flag("add_bos_token", true), add_eos = flag("add_eos_token", false);
+  nlohmann::json single = nlohmann::json::array(), pair = nlohmann::json::array(), specials = nlohmann::json::object();
+  std::vector<int32_t> prefix, suffix;
+  const auto special = [&](const char* key, std::optional<int32_t> id, int type_id, nlohmann::json& seq,
+                           std::vector<int32_t>* ids) {
+    require(id.has_value(), config_file + ": " + key, std::string("true, but the tokenizer has no ") +
+                                                          (key[4] == 'b' ? "bos_token" : "eos_token") + " (as transformers refuses)");
+    const std::string name = *tok.id_to_token(*id);
+    seq.push_back({{"SpecialToken", {{"id", name}, {"type_id", type_id}}}});
+    specials[name] = {{"id", name}, {"ids", {*id}}, {"tokens", {name}}};
+    if (ids) ids->push_back(*id);
+  };
+  for (int part = 0; part < 2; ++part) {
+    nlohmann::json& seq = part == 0 ? single : pair;
+    for (int type_id = 0; type_id <= part; ++type_id) {
+      if (add_bos) special("add_bos_token", tok.bos_id(), type_id, seq, part == 0 ? &prefix : nullptr);
+      seq.push_back({{"Sequence", {{"id", type_id == 0 ? "A" : "B"}, {"type_id", type_id}}}});
+      if (add_eos) special("add_eos_token", tok.eos_id(), type_id, seq, part == 0 ? &suffix : nullptr);
+    }
+  }
+  tok.set_post_processor({{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}},
+                         std::move(prefix), std::move(suffix));
+}
+
+}  // namespace
+
 void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
   const nlohmann::json cfg = io::read_json_file(config_file);
   require(cfg.is_object(), config_file, "expected a JSON object");
@@ -338,6 +383,12 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
   role("bos_token", &Tokenizer::set_bos_token);
   role("eos_token", &Tokenizer::set_eos_token);
   role("pad_token", &Tokenizer::set_pad_token);
+  apply_llama_bos_eos(tok, cfg, config_file);
+  // Special tokens' text encoded as ordinary text: not implemented, refused rather than ignored.
+  if (cfg.contains("split_special_tokens"))
+    require(cfg["split_special_tokens"] == false || cfg["split_special_tokens"].is_null(),
+            config_file + ": split_special_tokens", "true is not supported (expected false: special tokens' text is "
+                                                    "matched as the special token)");
   // A string, or (transformers) a list of named templates, of which apply_chat_template
   // uses "default" when no name is asked for; null: none.
   if (cfg.contains("chat_template")) {
@@ -358,6 +409,31 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
   }
 }
 
+namespace {
+
+/// vocab.json + merges.txt are read as GPT-2's byte-level BPE. transformers builds the
+/// pipeline from tokenizer_config.json's tokenizer_class (Qwen2Tokenizer: NFC and single
+/// digits) and add_prefix_space: a folder that asks for another one is refused.
+void require_gpt2_class(const fs::path& dir) {
+  const fs::path cfg_path = dir / "tokenizer_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(cfg_path, ec)) return;
+  const auto cfg = io::read_json_file(cfg_path.string());
+  if (!cfg.is_object()) return;  // apply_tokenizer_config names the problem
+  const auto cls = cfg.find("tokenizer_class");
+  if (cls != cfg.end() && cls->is_string() && *cls != "GPT2Tokenizer" && *cls != "GPT2TokenizerFast")
+    throw InputError(cfg_path.string() + ": tokenizer_class " + cls->dump() +
+                     ": vocab.json + merges.txt are read as GPT-2's byte-level BPE, and transformers builds " +
+                     cls->get<std::string>() +
+                     "'s own pipeline from them (expected GPT2Tokenizer, or the folder's tokenizer.json)");
+  const auto aps = cfg.find("add_prefix_space");
+  if (aps != cfg.end() && aps->is_boolean() && aps->get<bool>())
+    throw InputError(cfg_path.string() + ": add_prefix_space true is not supported for vocab.json + merges.txt "
+                     "(expected false, or a tokenizer.json whose ByteLevel pre_tokenizer sets it)");
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   std::error_code ec;
   const fs::path p(dir_or_file);
@@ -371,6 +447,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
     if (fs::is_regular_file(p / "tokenizer.json", ec)) {
       tok = load_hf_tokenizer_json((p / "tokenizer.json").string());
     } else if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec)) {
+      require_gpt2_class(p);
       tok = load_vocab_merges((p / "vocab.json").string(), (p / "merges.txt").string());
     } else {
       throw InputError(dir_or_file + ": no tokenizer found (expected tokenizer.json, or vocab.json + merges.txt)");
@@ -380,10 +457,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   }
   const fs::path cfg = dir / "tokenizer_config.json";
   if (fs::is_regular_file(cfg, ec)) apply_tokenizer_config(*tok, cfg.string());
-  // transformers >= 4.47 saves the template beside the config as chat_template.jinja.
+  // transformers >= 4.47 saves the template beside the config as chat_template.jinja,
+  // and loads that file in preference to a chat_template of tokenizer_config.json.
   const fs::path jinja = dir / "chat_template.jinja";
-  if (tok->chat_template().empty() && fs::is_regular_file(jinja, ec))
-    tok->set_chat_template(io::read_file(jinja.string()));
+  if (fs::is_regular_file(jinja, ec)) tok->set_chat_template(io::read_file(jinja.string()));
   return tok;
 }
 

@@ -59,7 +59,8 @@ void parse_into(const nlohmann::json& j, const std::string& where, std::vector<P
     }
   } else {
     throw InputError(where + ".type: unsupported pre-tokenizer \"" + type +
-                     "\" (supported: ByteLevel, Split, Sequence of them)");
+                     "\" (supported: ByteLevel, Split, Sequence of them; Metaspace only as the whole "
+                     "pre_tokenizer, or a Sequence of it alone)");
   }
   steps.push_back(std::move(s));
 }

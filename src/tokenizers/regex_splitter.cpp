@@ -1,5 +1,7 @@
 #include "tokenizers/regex_splitter.h"
 
+#include <cstring>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -201,6 +203,24 @@ std::string rewrite_for_onig(std::string_view p) {
       ++i;
       continue;
     }
+    if (!in_class && c == '(' && p.substr(i, 2) == "(?") {
+      // Inline options, (?imx-imx) or (?imx-imx:...): in onig's Ruby syntax (the one
+      // Hugging Face tokenizers compiles with) 'm' lets '.' match a newline, PCRE2's 's';
+      // onig has no 's' option (a pattern with it does not compile there).
+      std::size_t j = i + 2;
+      while (j < p.size() && std::strchr("imxs-", p[j]) && p[j] != '\0') ++j;
+      if (j > i + 2 && j < p.size() && (p[j] == ':' || p[j] == ')')) {
+        std::string opts(p.substr(i + 2, j - i - 2));
+        if (opts.find('s') != std::string::npos)
+          throw InputError("inline option (?" + opts + "...): 's' is not an option of Oniguruma's Ruby syntax, which "
+                           "Hugging Face tokenizers uses (its 'm' lets '.' match a newline)");
+        for (char& o : opts)
+          if (o == 'm') o = 's';
+        out += "(?" + opts;
+        i = j - 1;
+        continue;
+      }
+    }
     if (!in_class && c == '[' && p.substr(i, 4) == "[[:^") {
       // A bracket expression holding only a negated POSIX class, [[:^name:]]: the
       // complement of any class can be written as [^...].
@@ -240,7 +260,12 @@ std::string rewrite_for_onig(std::string_view p) {
 
 RegexSplitter::RegexSplitter(std::string pattern, bool literal, const std::string& where)
     : pattern_(std::move(pattern)), literal_(literal) {
-  const std::string compiled = literal_ ? pattern_ : rewrite_for_onig(pattern_);
+  std::string compiled;
+  try {
+    compiled = literal_ ? pattern_ : rewrite_for_onig(pattern_);
+  } catch (const InputError& e) {
+    throw InputError(where + ": pattern " + pattern_ + ": " + e.what());
+  }
   // Onig's (Ruby syntax) ^ and $ are line anchors: PCRE2's multiline mode.
   uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE;
   if (literal_) options = PCRE2_UTF | PCRE2_LITERAL;

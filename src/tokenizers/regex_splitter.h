@@ -77,6 +77,8 @@ class RegexSplitter {
 /// onig's POSIX-named properties (`\p{Alpha}`, `\p{Word}`, `\p{Punct}`, ...). A negated
 /// alnum, blank or word class beside other members of a bracket expression has no
 /// PCRE2 spelling and keeps PCRE2's meaning (docs/tokenizers.md).
+/// Inline options are translated too: onig's (?m) ('.' matches a newline) is PCRE2's
+/// (?s); an onig pattern cannot hold (?s): InputError.
 std::string rewrite_for_onig(std::string_view pattern);
 
 }  // namespace lol::tokenizers

@@ -55,10 +55,18 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
   p.pre_tokenizer_json = j.value("pre_tokenizer", nlohmann::json(nullptr));
   p.decoder_json = j.value("decoder", nlohmann::json(nullptr));
 
-  const std::string pw = where + ": pre_tokenizer";
+  std::string pw = where + ": pre_tokenizer";
+  nlohmann::json metaspace_json = p.pre_tokenizer_json;  // the Metaspace step (p.pre_tokenizer_json is saved as read)
   if (!p.pre_tokenizer_json.is_null()) {
     const std::string type = util::type_at(p.pre_tokenizer_json, pw);
-    if (type == "Split" || type == "Sequence") {
+    const auto& steps = p.pre_tokenizer_json.value("pretokenizers", nlohmann::json(nullptr));
+    if (type == "Sequence" && steps.is_array() && steps.size() == 1 &&
+        util::type_at(steps[0], pw + ".pretokenizers[0]") == "Metaspace") {
+      // A Sequence of one Metaspace is that Metaspace.
+      metaspace_json = steps[0];
+      pw += ".pretokenizers[0]";
+      p.metaspace = true;
+    } else if (type == "Split" || type == "Sequence") {
       p.splits = PreTokenizer::splits_from_json(p.pre_tokenizer_json, pw);
     } else {
       require(type == "Metaspace", pw + ".type",
@@ -67,8 +75,8 @@ SentencePiecePipeline SentencePiecePipeline::from_json(const nlohmann::json& j, 
     }
   }
   if (p.metaspace) {
-    parse_metaspace(p.pre_tokenizer_json, pw, p.replacement, p.prepend);
-    const auto& s = p.pre_tokenizer_json;
+    parse_metaspace(metaspace_json, pw, p.replacement, p.prepend);
+    const auto& s = metaspace_json;
     if (s.contains("split")) {
       require(s["split"].is_boolean(), pw + ".split", "expected true or false");
       p.split = s["split"].get<bool>();

@@ -143,8 +143,12 @@ void note_resume_schedule(const RunConfig& cfg, const RunConfig& old, const Trai
   if (old.train.steps == steps && std::abs(lr_new - lr_old) <= 1e-9 * std::max(std::abs(lr_old), 1e-30)) return;
   std::fprintf(stderr,
                "note: resuming at step %lld with train.steps %lld (the checkpoint's run had %lld): the learning "
-               "rate is %.3g at step %lld (the checkpoint's run: %.3g)",
-               (long long)st.step, (long long)steps, (long long)old.train.steps, lr_new, (long long)st.step + 1, lr_old);
+               "rate is %.3g at step %lld ",
+               (long long)st.step, (long long)steps, (long long)old.train.steps, lr_new, (long long)st.step + 1);
+  if (st.step >= old.train.steps)
+    std::fprintf(stderr, "(the checkpoint's run had finished, at %.3g in its last step)", lr_old);
+  else
+    std::fprintf(stderr, "(the checkpoint's run: %.3g)", lr_old);
   if (growable > 0 && cfg.grow.fraction > 0 && old.train.steps != steps)
     std::fprintf(stderr, "; growing follows the new train.steps, never below the checkpoint's depth %lld",
                  (long long)st.active_depth);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -38,7 +39,7 @@ static std::string quote(const std::string& s) {
   return r + "\"";
 }
 
-/// Runs `gnuplot script_path` with stderr into script_path.log and waits for it. Spawned
+/// Runs `gnuplot script_path` with stderr into script_path.log (removed when empty) and waits for it. Spawned
 /// directly, not through std::system, which ignores SIGINT and SIGQUIT in the caller while
 /// the child runs: Ctrl-C during a plot then stops lol as anywhere else (the terminal's
 /// signal reaches the whole process group) instead of being lost or reported as a
@@ -65,6 +66,9 @@ static void run(const std::string& script_path) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("gnuplot failed on " + script_path + " (see " + log + ")");
+  // Kept only when gnuplot said something (warnings).
+  std::error_code ec;
+  if (std::filesystem::exists(log, ec) && std::filesystem::file_size(log, ec) == 0) std::filesystem::remove(log, ec);
 }
 
 void plot_heatmap(const std::string& png, const std::string& title, const std::vector<std::vector<double>>& values,

@@ -306,6 +306,24 @@ TEST(LmEval, ChoiceScoringPicksTheLargerLogLikelihood) {
   std::vector<int32_t> tail(all.end() - keep, all.end());
   std::vector<int32_t> tctx(tail.begin(), tail.end() - cont.size());
   EXPECT_NEAR(cut[0], manual_loglik(m, tctx, cont), 1e-4);
+
+  // A choice longer than the input is refused, naming the example and choice (its first
+  // tokens were left out of the sum, making it look far more likely); one example has
+  // no standard error (null in JSON, n/a in text), not 0.
+  std::vector<analysis::ChoiceExample> long_choice = {examples[0]};
+  long_choice[0].choices[1] = std::string(40, 'y');
+  try {
+    analysis::evaluate_choice(model, tok, long_choice, 20, torch::kCPU, " ", 4);  // choice 0 has 15 tokens
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("example 0, choice 1: the continuation has"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has 41 tokens, more than the 20 the input holds (--max-len)"), std::string::npos)
+        << e.what();
+  }
+  const auto one = analysis::evaluate_choice(model, tok, {examples[0]}, 512, torch::kCPU, " ", 4);
+  EXPECT_TRUE(std::isnan(one.acc_stderr));
+  EXPECT_TRUE(one.to_json()["acc_stderr"].is_null());
+  EXPECT_TRUE(r.to_json()["acc_stderr"].is_number());
 }
 
 TEST(LmEval, ChoiceFileErrorsNameTheLine) {
@@ -419,7 +437,9 @@ TEST(LmEval, CorpusTrainPackedThenEvalCommands) {
     auto e = reftest::run_lol("eval lm --model " + reftest::quote(t / "run") + " --data " + reftest::quote(t / "ds") +
                               " --no-progress --seq-len 32 " + bad);
     EXPECT_EQ(e.code, 2) << bad << ": " << e.out;
-    EXPECT_NE(e.out.find(bad.find("packing") != std::string::npos ? "--packing pack with --stride" : "stride 32"),
+    EXPECT_NE(e.out.find(bad.find("packing") != std::string::npos
+                             ? "--packing pack with --stride"
+                             : "--stride 32: expected 1 .. 31, less than the window of 32 tokens (--seq-len)"),
               std::string::npos)
         << e.out;
   }

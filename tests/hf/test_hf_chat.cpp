@@ -123,6 +123,26 @@ TEST(HfChat, OtherTemplatesAreRefused) {
   plain.set_chat_template(kQwen25Template);
   expect_input_error([&] { format_chat(plain, msgs, true, "cfg"); }, {"no <|im_start|>"});
   expect_input_error([&] { format_chat(*chatml_bytes(kQwen25Template), {{"tool", "x"}}, true, "cfg"); }, {"role"});
+  // ChatML templates that render something else than plain ChatML (found by the fifteenth
+  // pass: they were rendered as plain ChatML): content trimmed, a BOS token first, a
+  // <think> block or other text after the generation prompt (Qwen3, QwQ).
+  const std::string qwen2 = kQwen2Template;
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = qwen2;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  for (const auto& [t, why] : std::vector<std::pair<std::string, std::string>>{
+           {with("message['content']", "message['content'] | trim"), "(| trim)"},
+           {"{{ bos_token }}" + qwen2, "bos_token"},
+           {with("'<|im_start|>assistant\\n'", "'<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n'"), "<think>"},
+           {with("'<|im_start|>assistant\\n'", "'<|im_start|>assistant\\nSure'"), "followed by more text (\"Sure\")"},
+           {with("message['content']", "message['content'].split('</think>')[-1]"), "(.split()"}}) {
+    EXPECT_NE(chatml_unsupported_construct(t), "") << t;
+    expect_input_error([&] { format_chat(*chatml_bytes(t), msgs, true, "cfg"); }, {"cfg: chat_template is ChatML, but", why});
+  }
+  EXPECT_EQ(chatml_unsupported_construct(kQwen2Template), "");
+  EXPECT_EQ(chatml_unsupported_construct(kQwen25Template), "");
 }
 
 TEST(HfChat, StopTokensFromAllSources) {

@@ -163,6 +163,10 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
   j = nlohmann::json::parse(kLlama);
   j["rope_scaling"] = {{"rope_type", "default"}};
   EXPECT_NO_THROW(parse(j));
+  // "swish" is SiLU in transformers' ACT2FN (it was refused as "not SiLU").
+  j = nlohmann::json::parse(kLlama);
+  j["hidden_act"] = "swish";
+  EXPECT_NO_THROW(parse(j));
 }
 
 TEST(HfConfig, ToJsonRoundTrip) {

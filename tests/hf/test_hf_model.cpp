@@ -121,6 +121,29 @@ TEST(HfModel, StrictValidation) {
   expect_load_error([](NamedTensors& w) { w.erase(find(w, "lm_head.weight")); }, {"missing tensor 'lm_head.weight'"}, u);
 }
 
+// A config.json that declares a far larger model than its weight files is refused before
+// anything is allocated (it allocated the whole model first: 128 GB for vocab_size 2e9,
+// exit 4, or the kernel's out-of-memory kill); parameter_count is the model's.
+TEST(HfModel, ConfigFarLargerThanItsWeightsIsRefusedBeforeAllocating) {
+  for (bool tied : {true, false}) {
+    TinyShape s;
+    s.tied = tied;
+    const auto cfg = HfConfig::from_json(tiny_config_json(s), "config.json");
+    baselines::DenseModel m(to_dense_config(cfg));
+    int64_t n = 0;
+    for (const auto& p : m->parameters()) n += p.numel();
+    EXPECT_EQ(cfg.parameter_count(), double(n)) << "tied " << tied;
+  }
+  TinyShape s;
+  TempDir d("bigconfig");
+  auto big = tiny_config_json(s);
+  big["vocab_size"] = int64_t(2000000000);
+  write_text(d / "config.json", big.dump());
+  write_hf_weights(d.path(), tiny_weights(s, 3), torch::kFloat32);
+  expect_input_error([&] { load_hf_model(d.path()); },
+                     {d.path() + "/config.json: declares 6.4e+10 parameters besides lm_head", "vocab_size 2000000000"});
+}
+
 TEST(HfModel, DenseConfigConversion) {
   TinyShape s;
   const HfConfig h = HfConfig::from_json(tiny_config_json(s), "c");

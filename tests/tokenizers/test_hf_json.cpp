@@ -137,6 +137,78 @@ TEST(HfJson, TemplateProcessingAddsBos) {
   EXPECT_EQ(tok->to_hf_json()["post_processor"]["type"], "Sequence");
 }
 
+// transformers' Llama-family tokenizers rebuild the post-processor from
+// tokenizer_config.json's add_bos_token (default true) / add_eos_token (default false);
+// other classes keep tokenizer.json's (the flags were ignored).
+TEST(HfJson, LlamaTokenizerClassesTakeAddBosAndAddEos) {
+  const lol_test::TempDir dir_tmp("tok_llama_flags");
+  const std::string dir = dir_tmp.path();
+  ByteTokenizer({"<pad>", "<bos>", "<eos>"}).save(dir);  // ids 256, 257, 258; no post-processor
+  const auto ids = [&](const std::string& cfg) {
+    std::ofstream(dir + "/tokenizer_config.json") << cfg;
+    return load_tokenizer(dir)->encode("hi", /*add_special_tokens=*/true);
+  };
+  const std::string roles = R"("bos_token": "<bos>", "eos_token": "<eos>")";
+  EXPECT_EQ(ids(R"({"tokenizer_class": "LlamaTokenizer", )" + roles + "}"), (std::vector<int32_t>{257, 'h', 'i'}));
+  EXPECT_EQ(ids(R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false, "add_eos_token": true, )" + roles + "}"),
+            (std::vector<int32_t>{'h', 'i', 258}));
+  EXPECT_EQ(ids(R"({"tokenizer_class": "GemmaTokenizer", "add_eos_token": true, )" + roles + "}"),
+            (std::vector<int32_t>{257, 'h', 'i', 258}));
+  EXPECT_EQ(ids(R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": true, )" + roles + "}"),
+            (std::vector<int32_t>{'h', 'i'}));
+  // The saved tokenizer.json keeps the template transformers would build.
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"tokenizer_class": "LlamaTokenizer", )" + roles + "}";
+  const auto pp = load_tokenizer(dir)->to_hf_json()["post_processor"];
+  EXPECT_EQ(pp["type"], "TemplateProcessing");
+  EXPECT_EQ(pp["special_tokens"]["<bos>"]["ids"].dump(), "[257]");
+  EXPECT_EQ(pp["pair"].size(), 4u);  // <bos> $A <bos> $B
+  // add_bos_token without a BOS token: refused, as transformers refuses it.
+  const lol_test::TempDir plain_tmp("tok_llama_nobos");
+  ByteTokenizer(std::vector<std::string>{"<x>"}).save(plain_tmp.path());
+  std::ofstream(plain_tmp.path() + "/tokenizer_config.json") << R"({"tokenizer_class": "LlamaTokenizer"})";
+  lol_test::expect_input_error([&] { load_tokenizer(plain_tmp.path()); },
+                               {"tokenizer_config.json: add_bos_token", "the tokenizer has no bos_token"});
+}
+
+// A TemplateProcessing whose SpecialToken is missing from its special_tokens map is
+// refused, as Hugging Face refuses the file (it took the vocabulary's id).
+TEST(HfJson, TemplateSpecialTokenMustBeInTheMap) {
+  ByteTokenizer bytes({"<bos>"});
+  nlohmann::json j = nlohmann::json::parse(bytes.to_hf_json().dump());
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
+                                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                         {"pair", nlohmann::json::array()},
+                         {"special_tokens", nlohmann::json::object()}};
+  lol_test::expect_input_error([&] { tokenizer_from_hf_json(j, "t.json"); },
+                               {"t.json: post_processor.single[0]", "special token '<bos>' is not in", "special_tokens"});
+}
+
+// A vocab.json + merges.txt folder is read as GPT-2's pipeline: one whose
+// tokenizer_config.json asks transformers for another (Qwen2Tokenizer, add_prefix_space)
+// is refused, as is split_special_tokens (not implemented; it was ignored).
+TEST(HfJson, VocabMergesFolderOfAnotherClassIsRefused) {
+  const lol_test::TempDir t("tok_vm_class");
+  const std::string dir = t.path();
+  nlohmann::json vocab = nlohmann::json::object();
+  ByteTokenizer bytes(std::vector<std::string>{});
+  for (int b = 0; b < 256; ++b) vocab[*bytes.id_to_token(b)] = b;
+  std::ofstream(dir + "/vocab.json") << vocab.dump();
+  std::ofstream(dir + "/merges.txt") << "#version: 0.2\n";
+  EXPECT_EQ(load_tokenizer(dir)->encode("12"), (std::vector<int32_t>{'1', '2'}));
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"tokenizer_class": "GPT2Tokenizer"})";
+  EXPECT_NO_THROW(load_tokenizer(dir));
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"tokenizer_class": "Qwen2Tokenizer"})";
+  lol_test::expect_input_error([&] { load_tokenizer(dir); },
+                               {"tokenizer_config.json: tokenizer_class \"Qwen2Tokenizer\"", "GPT-2's byte-level BPE"});
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"add_prefix_space": true})";
+  lol_test::expect_input_error([&] { load_tokenizer(dir); }, {"add_prefix_space true is not supported"});
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"split_special_tokens": true})";
+  lol_test::expect_input_error([&] { load_tokenizer(dir); }, {"split_special_tokens", "true is not supported"});
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"split_special_tokens": false})";
+  EXPECT_NO_THROW(load_tokenizer(dir));
+}
+
 TEST(HfJson, ByteTokenizerSavesAsPlainBpe) {
   ByteTokenizer tok({"<pad>", "<bos>", "<eos>", "<|im_start|>"});
   EXPECT_EQ(tok.vocab_size(), 260);
@@ -327,7 +399,11 @@ TEST(HfJson, TokenizerConfigRolesAndAddedTokens) {
   write(dir + "/tokenizer_config.json", R"({"chat_template": null})");
   write(dir + "/chat_template.jinja", "J");
   EXPECT_EQ(load_tokenizer(dir)->chat_template(), "J");
+  // The file wins over the config's template, as in transformers.
+  write(dir + "/tokenizer_config.json", R"({"chat_template": "C"})");
+  EXPECT_EQ(load_tokenizer(dir)->chat_template(), "J");
   std::filesystem::remove(dir + "/chat_template.jinja");
+  EXPECT_EQ(load_tokenizer(dir)->chat_template(), "C");
   write(dir + "/tokenizer_config.json", R"({"chat_template": 5})");
   lol_test::expect_input_error([&] { load_tokenizer(dir); },
                                {"tokenizer_config.json: chat_template", "expected a string or a list of"});

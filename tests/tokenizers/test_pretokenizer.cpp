@@ -208,6 +208,27 @@ TEST(PreTokenizer, BadPatternNamesWhere) {
   }
 }
 
+// Inline options take onig's (Ruby syntax) meaning, as Hugging Face compiles them: (?m)
+// lets '.' match a newline (PCRE2's (?s); it was PCRE2's line anchors), (?i) is as in
+// PCRE2, and (?s), which onig lacks, is refused.
+TEST(PreTokenizer, InlineOptionsHaveOnigsMeaning) {
+  EXPECT_EQ(rewrite_for_onig("(?m)a.b"), "(?s)a.b");
+  EXPECT_EQ(rewrite_for_onig("(?i-m:x.y)(?:z)"), "(?i-s:x.y)(?:z)");
+  EXPECT_EQ(rewrite_for_onig(R"(\(?m))"), R"(\(?m))");  // an escaped parenthesis
+  RegexSplitter dotall("(?m)a.b");
+  EXPECT_EQ(split(dotall, "xa\nby"), (Pieces{"x", "a\nb", "y"}));
+  RegexSplitter plain("a.b");
+  EXPECT_EQ(split(plain, "xa\nby"), (Pieces{"xa\nby"}));
+  try {
+    RegexSplitter r("(?s)a.b", false, "tokenizer.json: pre_tokenizer.pattern.Regex");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pre_tokenizer.pattern.Regex: pattern (?s)a.b: inline option (?s"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PreTokenizer, LiteralSplit) {
   RegexSplitter r("a.b", /*literal=*/true);
   EXPECT_EQ(split(r, "xa.bya+b"), (Pieces{"x", "a.b", "ya+b"}));

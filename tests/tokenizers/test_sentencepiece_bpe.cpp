@@ -146,6 +146,27 @@ TEST(SentencePieceBpe, MetaspaceDecoderDropsTheFirstTokensReplacements) {
   }
 }
 
+// A Sequence holding one Metaspace is that Metaspace (Hugging Face runs it the same; it
+// was refused, with a message listing ByteLevel): the same ids as the bare step.
+TEST(SentencePieceBpe, SequenceOfOneMetaspaceIsThatMetaspace) {
+  std::ifstream f(kData + "spm_golden_metaspace_first.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  const auto bare = variant(nlohmann::json::parse(line));
+  auto seq = bare;
+  seq["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {bare["pre_tokenizer"]}}};
+  const auto a = tokenizer_from_hf_json(bare, "bare"), b = tokenizer_from_hf_json(seq, "seq");
+  for (const std::string text : {"hello world", " two  spaces", "a\nb"})
+    EXPECT_EQ(b->encode(text, true), a->encode(text, true)) << text;
+  EXPECT_EQ(b->to_hf_json()["pre_tokenizer"]["type"], "Sequence");  // saved as read
+  // With another step before it: refused, saying where Metaspace is supported.
+  seq["pre_tokenizer"]["pretokenizers"] = {{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}},
+                                           bare["pre_tokenizer"]};
+  EXPECT_NE(message_of(seq).find("Metaspace only as the whole pre_tokenizer, or a Sequence of it alone"),
+            std::string::npos)
+      << message_of(seq);
+}
+
 // Streamed decoding (one id at a time, as the generate commands print) gives exactly
 // decode() of all ids: the stripped leading space, <0xXX> bytes of one character.
 TEST(SentencePieceBpe, DecodeStreamEqualsDecodingAllIds) {
