@@ -2,7 +2,7 @@
 # Installs the Debian packages lol needs (only those missing). Uses sudo when not root.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread libcli11-dev nlohmann-json3-dev
-      libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox libgloo-dev
+      libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox libgloo-dev python3
       clang libclang-rt-dev)  # clang + compiler-rt (ASan, UBSan, libFuzzer): scripts/sanitize.sh
 missing=()
 for p in "${PKGS[@]}"; do
