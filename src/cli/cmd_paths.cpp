@@ -166,7 +166,8 @@ void register_paths(CLI::App& app) {
     std::map<int, RoutingPath> out_paths;
     for (int s = 1; s <= 5; ++s) {
       if (!st.cells.count(s)) {
-        std::cerr << "warning: no validation sequences for strategy S" << s << "\n";
+        std::cerr << "warning: no sequence of strategy S" << s << " in split '" << a->split << "' of " << a->data
+                  << ": no mode path for it\n";
         // An earlier extraction's path for it would be taken for this one's.
         for (const std::string& f : {"/S" + std::to_string(s) + ".json", "/mode_path_S" + std::to_string(s) + ".png",
                                     "/agreement_S" + std::to_string(s) + ".png"})

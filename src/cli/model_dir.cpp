@@ -102,6 +102,11 @@ std::string find_model_dir(const std::string& dir) {
     std::getline(in, name);
     for (const std::string& cand : {name, dir + "/" + name, dir + "/checkpoints/" + name})
       if (!name.empty() && fs::exists(cand + "/config.json")) return cand;
+    const auto checkpoints = training::list_checkpoints(dir);
+    throw InputError(latest + ": names checkpoint '" + name + "', which is not in " + dir + "/checkpoints" +
+                     (checkpoints.empty() ? std::string(" (the run has no checkpoint)")
+                                          : " (the newest there is " + checkpoints.back() +
+                                                "; pass it as the model directory)"));
   } else if (!fs::exists(latest) && !training::list_checkpoints(dir).empty()) {
     // A run killed before writing `latest` for its first checkpoint: its newest one.
     return training::resolve_checkpoint(dir);

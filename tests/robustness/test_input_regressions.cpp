@@ -305,6 +305,15 @@ TEST(InputRegressions, NewcomerMistakesSayWhatToPass) {
   res = run_lol({"hf", "info", t.path() + "/ck"}, t.path() + "/e.log");
   EXPECT_EQ(res.status, 2) << res.output;
   EXPECT_NE(res.output.find("a lol checkpoint (field 'architecture' = \"dense\")"), std::string::npos) << res.output;
+  // A run whose `latest` names a checkpoint that is not there: said, with the newest one.
+  fs::create_directories(t.path() + "/run/checkpoints/step-000004");
+  std::ofstream(t.path() + "/run/latest") << "step-000009\n";
+  res = run_lol({"info", t.path() + "/run"}, t.path() + "/h.log");
+  EXPECT_EQ(res.status, 2) << res.output;
+  EXPECT_NE(res.output.find("run/latest: names checkpoint 'step-000009', which is not in " + t.path() +
+                            "/run/checkpoints (the newest there is " + t.path() + "/run/checkpoints/step-000004"),
+            std::string::npos)
+      << res.output;
   // eval-strategies --paths naming a folder without the mode paths.
   std::ofstream(t.path() + "/model.json") << R"({"vocab_size": 64, "d_model": 32, "n_heads": 2, "n_kv_heads": 2,
       "ffn_hidden": 64, "n_prelude": 1, "n_coda": 1, "library_size": 2, "core_depth": 2, "window": 8, "stride": 4,
