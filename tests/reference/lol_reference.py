@@ -14,7 +14,10 @@ depth embeddings matter; `lol init` starts them at the identity / zero), runs `l
 forward` on random token sequences (plain, a prompt window, router-only tokens, fewer
 routed depths, a forced routing path) and compares the expert chosen for every window
 (exactly), alpha and the router probabilities (1e-5) and the logits (1e-4 of their
-largest magnitude; `lol` computes in float32). Exit status 1 on any difference. CTest
+largest magnitude; `lol` computes in float32); then `lol eval lm --packing pack` on three
+documents packed into one row, whose summed loss must be the sum of the documents' own
+(1e-5 relative: no attention, window, position or router input crosses a document).
+Exit status 1 on any difference. CTest
 runs it as LolReference.PurePythonFloat64ForwardAgrees.
 """
 import argparse, json, math, os, random, shutil, struct, subprocess, sys
@@ -425,6 +428,46 @@ def check(lol, work):
                      r["max_abs_logit_diff"], r["rel"], r["max_alpha_diff"], r["max_prob_diff"]))
             if r["expert_mismatches"] or r["rel"] > 1e-4 or r["max_alpha_diff"] > 1e-5 or r["max_prob_diff"] > 1e-5:
                 failures.append(what)
+    # Packed rows: documents side by side in one row of `lol eval lm --packing pack`
+    # never see each other (attention, windows, positions and the router's first-token
+    # input restart per document; docs/text.md), so the row's summed loss is the sum of
+    # the documents' own losses, every token but each document's first predicted.
+    cfg = dict(CONFIGS[1], vocab_size=260, max_seq_len=128)  # the byte tokenizer's 259 ids
+    cfg_path = os.path.join(work, "packed.json")
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    init, ck = os.path.join(work, "init_packed"), os.path.join(work, "ck_packed")
+    shutil.rmtree(init, ignore_errors=True)
+    subprocess.run([lol, "init", "--config", cfg_path, "--seed", "2", "--out", init], check=True, capture_output=True,
+                   env=env)
+    perturb(init, ck, seed=200)
+    docs = ["The cat sat.", "A dog ran far away", "Hi"]
+    text = os.path.join(work, "docs.txt")
+    with open(text, "w") as f:
+        f.write("\n\n".join(docs) + "\n")
+    data = os.path.join(work, "packed_data")
+    shutil.rmtree(data, ignore_errors=True)
+    subprocess.run([lol, "corpus", "--in", text, "--tokenizer", "byte", "--valid-fraction", "0", "--out", data,
+                    "--no-progress"], check=True, capture_output=True, env=env)
+    r = subprocess.run([lol, "eval", "lm", "--model", ck, "--data", data, "--split", "train", "--seq-len", "64",
+                        "--packing", "pack", "--json", "--no-progress"], check=True, capture_output=True, env=env,
+                       text=True)
+    got = json.loads(r.stdout[r.stdout.index("{"):])
+    model, want, targets = LoL(ck), 0.0, 0
+    for doc in docs:
+        tokens = list(doc.encode("utf-8"))  # the byte tokenizer: id = byte
+        logits, _ = model.forward(tokens)
+        for j in range(len(tokens) - 1):
+            z = logits[j]
+            m = max(z)
+            want += m + math.log(sum(math.exp(v - m) for v in z)) - z[tokens[j + 1]]
+            targets += 1
+    rel = abs(got["loss_sum"] - want) / want
+    print("packed row of %d documents: %d targets (lol %d), summed loss %.6f (lol %.6f, %.1e relative)"
+          % (len(docs), targets, got["targets"], want, got["loss_sum"], rel))
+    cases += 1
+    if got["targets"] != targets or rel > 1e-5:
+        failures.append("packed row")
     print("%d cases, %d differ" % (cases, len(failures)))
     return 1 if failures else 0
 
