@@ -2,11 +2,11 @@
 // `lol eval choice` (multiple-choice log-likelihood tasks, lm-evaluation-harness
 // convention) for trained models (issue 7). Logic in src/analysis/lm_eval.h; see
 // docs/text.md.
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
-#include <sstream>
-#include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "analysis/lm_eval.h"
 #include "cli/commands.h"
