@@ -176,6 +176,20 @@ static void check_peft_config(const std::string& dir, const LoraConfig& lora) {
   }
   if (c.contains("bias"))
     require(c["bias"] == "none", cp, "field 'bias' = " + c["bias"].dump() + ": LayerRoute adapters have no bias (expected \"none\")");
+  // PEFT options that change what the weights compute: refused rather than ignored.
+  if (c.contains("peft_type"))
+    require(c["peft_type"] == "LORA", cp, "field 'peft_type' = " + c["peft_type"].dump() + ": expected \"LORA\"");
+  for (const char* flag : {"use_rslora", "use_dora", "fan_in_fan_out"})
+    if (c.contains(flag))
+      require(c[flag].is_null() || c[flag] == false, cp,
+              std::string("field '") + flag + "' = " + c[flag].dump() +
+                  ": not supported (expected false: plain LoRA, scale lora_alpha / r, weights [out, in])");
+  for (const char* key : {"rank_pattern", "alpha_pattern", "layers_to_transform", "modules_to_save"})
+    if (c.contains(key))
+      require(c[key].is_null() || (c[key].is_object() && c[key].empty()) || (c[key].is_array() && c[key].empty()), cp,
+              std::string("field '") + key + "' = " + c[key].dump().substr(0, 60) +
+                  ": not supported (expected null or empty: one rank and alpha for every targeted projection of "
+                  "every layer)");
 }
 
 AdapterInfo read_adapter_info(const std::string& dir) {

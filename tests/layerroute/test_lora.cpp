@@ -93,7 +93,11 @@ TEST(LayerRouteLora, AdaptersReloadBitExactly) {
   // adapter_config.json (PEFT) and layerroute.json must describe the same adapters: an
   // edit to the PEFT file alone is refused naming it, not silently ignored.
   for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"r", 4}, {"lora_alpha", 32.0}, {"target_modules", {"q_proj", "v_proj"}}, {"bias", "all"}}) {
+           {"r", 4}, {"lora_alpha", 32.0}, {"target_modules", {"q_proj", "v_proj"}}, {"bias", "all"},
+           // PEFT options that change what the weights compute (they were ignored):
+           {"peft_type", "LOHA"}, {"use_rslora", true}, {"use_dora", true}, {"fan_in_fan_out", true},
+           {"rank_pattern", {{"q_proj", 4}}}, {"alpha_pattern", {{"q_proj", 4}}}, {"layers_to_transform", {0, 1}},
+           {"modules_to_save", {"lm_head"}}}) {
     auto edited = cfg;
     edited[field] = value;
     io::write_file_atomic(d.path() + "/adapter_config.json", edited.dump());
@@ -109,6 +113,9 @@ TEST(LayerRouteLora, AdaptersReloadBitExactly) {
   auto same = cfg;
   same["lora_dropout"] = 0.05;
   same["inference_mode"] = false;
+  same["use_rslora"] = false;
+  same["rank_pattern"] = nlohmann::json::object();
+  same["layers_to_transform"] = nullptr;
   same["target_modules"] = {"o_proj", "v_proj", "k_proj", "q_proj"};
   io::write_file_atomic(d.path() + "/adapter_config.json", same.dump());
   EXPECT_EQ(read_adapter_info(d.path()).lora.rank, 8);
