@@ -274,56 +274,45 @@ TEST(InputRegressions, AnEmptyValueWrittenWithEqualsIsEmpty) {
 // what to pass instead, not a parse error of the wrong file.
 TEST(InputRegressions, NewcomerMistakesSayWhatToPass) {
   TempDir t("newcomer");
+  // Runs lol with `args`: exit 2 and every needle in the output.
+  int n = 0;
+  const auto refused = [&](const std::vector<std::string>& args, const std::vector<std::string>& needles) {
+    const auto r = run_lol(args, t.path() + "/" + std::to_string(n++) + ".log");
+    EXPECT_EQ(r.status, 2) << r.output;
+    for (const auto& needle : needles) EXPECT_NE(r.output.find(needle), std::string::npos) << needle << " not in: " << r.output;
+    return r.output;
+  };
   const std::string data = t.path() + "/maze";
   ASSERT_EQ(make_maze_data(data), 0);
   // The dataset's description file given to `data verify`: one line, not one per record.
-  auto res = run_lol({"data", "verify", data + "/dataset.json"}, t.path() + "/a.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("pass the directory holding it (`lol data verify " + data + "`)"), std::string::npos)
-      << res.output;
-  EXPECT_EQ(res.output.find("not valid JSON"), std::string::npos) << res.output;
+  const auto verify = refused({"data", "verify", data + "/dataset.json"},
+                              {"pass the directory holding it (`lol data verify " + data + "`)"});
+  EXPECT_EQ(verify.find("not valid JSON"), std::string::npos) << verify;
   // A maze side out of range names the flag.
-  res = run_lol({"data", "maze", "--n", "4", "--size", "17", "--out", t.path() + "/m17"}, t.path() + "/b.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("--size"), std::string::npos) << res.output;
+  refused({"data", "maze", "--n", "4", "--size", "17", "--out", t.path() + "/m17"}, {"--size"});
   // `lol info` on a weights file: the folder holding it.
   fs::create_directories(t.path() + "/ck");
   std::ofstream(t.path() + "/ck/model.safetensors") << "not json";
-  res = run_lol({"info", t.path() + "/ck/model.safetensors"}, t.path() + "/c.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("pass the checkpoint directory holding it, " + t.path() + "/ck"), std::string::npos)
-      << res.output;
+  refused({"info", t.path() + "/ck/model.safetensors"}, {"pass the checkpoint directory holding it, " + t.path() + "/ck"});
   // `lol hf` on lol's own folders: a run directory and a dense checkpoint.
   fs::create_directories(t.path() + "/run");
   std::ofstream(t.path() + "/run/run.json") << "{}";
-  res = run_lol({"hf", "info", t.path() + "/run"}, t.path() + "/d.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("a `lol train` run directory, not a Hugging Face model folder"), std::string::npos)
-      << res.output;
-  EXPECT_NE(res.output.find("lol export --hf " + t.path() + "/run --out HF_DIR"), std::string::npos) << res.output;
+  refused({"hf", "info", t.path() + "/run"}, {"a `lol train` run directory, not a Hugging Face model folder",
+                                               "lol export --hf " + t.path() + "/run --out HF_DIR"});
   std::ofstream(t.path() + "/ck/config.json") << R"({"architecture": "dense", "vocab_size": 8})";
-  res = run_lol({"hf", "info", t.path() + "/ck"}, t.path() + "/e.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("a lol checkpoint (field 'architecture' = \"dense\")"), std::string::npos) << res.output;
+  refused({"hf", "info", t.path() + "/ck"}, {"a lol checkpoint (field 'architecture' = \"dense\")"});
   // A run whose `latest` names a checkpoint that is not there: said, with the newest one.
   fs::create_directories(t.path() + "/run/checkpoints/step-000004");
   std::ofstream(t.path() + "/run/latest") << "step-000009\n";
-  res = run_lol({"info", t.path() + "/run"}, t.path() + "/h.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("run/latest: names checkpoint 'step-000009', which is not in " + t.path() +
-                            "/run/checkpoints (the newest there is " + t.path() + "/run/checkpoints/step-000004"),
-            std::string::npos)
-      << res.output;
+  refused({"info", t.path() + "/run"}, {"run/latest: names checkpoint 'step-000009', which is not in " + t.path() +
+                                        "/run/checkpoints (the newest there is " + t.path() +
+                                        "/run/checkpoints/step-000004"});
   // eval-strategies --paths naming a folder without the mode paths.
   std::ofstream(t.path() + "/model.json") << R"({"vocab_size": 64, "d_model": 32, "n_heads": 2, "n_kv_heads": 2,
       "ffn_hidden": 64, "n_prelude": 1, "n_coda": 1, "library_size": 2, "core_depth": 2, "window": 8, "stride": 4,
       "max_seq_len": 256})";
-  res = run_lol({"init", "--config", t.path() + "/model.json", "--out", t.path() + "/lol"}, t.path() + "/f.log");
-  ASSERT_EQ(res.status, 0) << res.output;
-  res = run_lol({"eval-strategies", "--model", t.path() + "/lol", "--paths", data, "--data", data, "--n", "1",
-                 "--split", "valid"},
-                t.path() + "/g.log");
-  EXPECT_EQ(res.status, 2) << res.output;
-  EXPECT_NE(res.output.find("--paths " + data + ": no S1.json, S2.json, S3.json, S4.json, S5.json"), std::string::npos)
-      << res.output;
+  const auto init = run_lol({"init", "--config", t.path() + "/model.json", "--out", t.path() + "/lol"}, t.path() + "/init.log");
+  ASSERT_EQ(init.status, 0) << init.output;
+  refused({"eval-strategies", "--model", t.path() + "/lol", "--paths", data, "--data", data, "--n", "1", "--split", "valid"},
+          {"--paths " + data + ": no S1.json, S2.json, S3.json, S4.json, S5.json"});
 }
