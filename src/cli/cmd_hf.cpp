@@ -54,8 +54,6 @@ c10::ScalarType cpu_compute_dtype(const std::string& name) {
   return t;
 }
 
-int64_t parameter_count(const hf::HfConfig& c) { return int64_t(c.parameter_count()); }
-
 /// The folder's tokenizer; when there is none, nullptr, or (`required_for` not empty) an
 /// InputError saying what needs it.
 std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, const std::string& required_for) {
@@ -76,7 +74,7 @@ void run_info(const std::string& dir, bool check) {
   const hf::WeightFiles files = hf::find_weight_files(dir);
   std::cout << "folder        " << dir << "\n"
             << "architecture  " << c.architecture << (c.qkv_bias ? " (q/k/v biases)" : "") << "\n"
-            << "parameters    " << parameter_count(c) << "\n"
+            << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
             << c.intermediate_size << "\n"
             << "heads         " << c.num_attention_heads << " query, " << c.num_key_value_heads << " key/value, head_dim "
@@ -379,7 +377,7 @@ void run_hf_bench(const HfBenchArgs& a) {
   if (random) {
     cfg = hf::HfConfig::from_json(io::read_json_file(a.model), a.model);
     require_cached_decoding(cfg, a.model, "lol hf bench");
-    util::require_fits_in_memory(a.model, "the model's float32 weights", 4.0 * cfg.parameter_count());
+    util::require_fits_in_memory(a.model, "the model's float32 weights", 4.0 * double(hf::parameter_count(cfg)));
     model = baselines::DenseModel(hf::to_dense_config(cfg));
     model->to(dtype);
     model->eval();
@@ -394,7 +392,7 @@ void run_hf_bench(const HfBenchArgs& a) {
   o.batch = a.batch;
   const auto r = inference::bench_dense_decode(model, o);
   if (a.json) {
-    nlohmann::json j = {{"model", a.model}, {"random_weights", random}, {"parameters", parameter_count(cfg)},
+    nlohmann::json j = {{"model", a.model}, {"random_weights", random}, {"parameters", hf::parameter_count(cfg)},
                         {"dtype", a.dtype}, {"threads", at::get_num_threads()}, {"context", a.context},
                         {"new_tokens", a.new_tokens}, {"batch", a.batch}, {"prefill_tok_s", r.prefill_tok_s},
                         {"decode_tok_s", r.decode_tok_s}, {"decode_ms_per_step", 1000.0 * r.decode_s / double(a.new_tokens)}};
@@ -403,7 +401,7 @@ void run_hf_bench(const HfBenchArgs& a) {
     return;
   }
   std::cout << std::fixed << std::setprecision(1) << a.model << ": " << cfg.architecture << ", "
-            << parameter_count(cfg) << " parameters" << (random ? " (random weights)" : "") << ", " << a.dtype << ", "
+            << hf::parameter_count(cfg) << " parameters" << (random ? " (random weights)" : "") << ", " << a.dtype << ", "
             << at::get_num_threads() << " threads, batch " << a.batch << "\n"
             << "prefill (" << a.context << " tokens):           " << r.prefill_tok_s << " tok/s\n"
             << "decode  (" << a.new_tokens << " steps after " << a.context << "):  " << r.decode_tok_s << " tok/s ("

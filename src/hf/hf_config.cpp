@@ -215,15 +215,6 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   return c;
 }
 
-double HfConfig::parameter_count(bool with_head) const {
-  const double d = double(hidden_size), hd = double(head_dim), q = double(num_attention_heads) * hd,
-               kv = double(num_key_value_heads) * hd;
-  const double attention = d * q + 2 * d * kv + q * d + (qkv_bias ? q + 2 * kv : 0.0);
-  const double layer = attention + 3 * d * double(intermediate_size) + 2 * d;
-  const double embed = double(vocab_size) * d;
-  return embed + double(num_hidden_layers) * layer + d + (with_head && !tie_word_embeddings ? embed : 0.0);
-}
-
 HfConfig HfConfig::load_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string path = dir + "/config.json";

@@ -50,12 +50,6 @@ struct HfConfig {
 
   bool is_qwen2() const { return architecture == kQwen2Arch; }
 
-  /// Parameters of the model this config describes: embed_tokens, the layers (q/k/v/o
-  /// with Qwen2's q/k/v biases, SwiGLU, two RMSNorms each), the final norm and, when
-  /// `with_head` and the embeddings are not tied, lm_head; as transformers'
-  /// num_parameters(). A double: a config may declare more than int64 holds.
-  double parameter_count(bool with_head = true) const;
-
   /// Parses a config.json document; `where` names the file in errors. Throws
   /// InputError for an unsupported architecture or feature (see the file comment),
   /// a missing required size field, a wrong type, or inconsistent sizes

@@ -8,6 +8,7 @@
 
 #include <torch/nn/module.h>
 
+#include "baselines/flops.h"
 #include "core/tensor_io.h"
 #include "util/error.h"
 #include "util/size_limits.h"
@@ -43,6 +44,8 @@ bool is_rotary_buffer(const std::string& name) {
 }
 
 }  // namespace
+
+int64_t parameter_count(const HfConfig& c) { return baselines::cost_model(to_dense_config(c)).parameters; }
 
 baselines::DenseConfig to_dense_config(const HfConfig& h) {
   baselines::DenseConfig c;
@@ -169,7 +172,9 @@ baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtyp
   const std::string config_path = (fs::path(dir) / "config.json").string();
   uintmax_t stored_bytes = 0;
   for (const auto& shard : files.shards) stored_bytes += fs::file_size(fs::path(dir) / shard);
-  const double needed = 2.0 * cfg.parameter_count(/*with_head=*/false);
+  const int64_t parameters = parameter_count(cfg);
+  const double head = cfg.tie_word_embeddings ? 0.0 : double(cfg.vocab_size) * double(cfg.hidden_size);
+  const double needed = 2.0 * (double(parameters) - head);
   if (needed > double(stored_bytes)) {
     char buf[200];
     std::snprintf(buf, sizeof buf, ": declares %.4g parameters besides lm_head, at least %.4g bytes as 16-bit floats, "
@@ -179,7 +184,7 @@ baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtyp
                      ", intermediate_size " + std::to_string(cfg.intermediate_size) + ", num_hidden_layers " +
                      std::to_string(cfg.num_hidden_layers) + ")");
   }
-  util::require_fits_in_memory(config_path, "the model's float32 weights", 4.0 * cfg.parameter_count());
+  util::require_fits_in_memory(config_path, "the model's float32 weights", 4.0 * double(parameters));
   baselines::DenseModel m(to_dense_config(cfg));
   m->to(dtype);
   load_hf_weights(*m, cfg, files);

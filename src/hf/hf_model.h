@@ -18,6 +18,10 @@ namespace lol::hf {
 /// max_seq_len = max_position_embeddings, head_dim explicit.
 baselines::DenseConfig to_dense_config(const HfConfig& c);
 
+/// Parameters of the model `c` describes (lm_head counted unless tied), as transformers'
+/// num_parameters(): baselines::cost_model of to_dense_config(c).
+int64_t parameter_count(const HfConfig& c);
+
 /// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch or
 /// kLlamaArch), weights stored as `torch_dtype` ("float32" | "bfloat16" | "float16").
 /// Throws InputError when the model cannot be expressed in that architecture:

@@ -312,10 +312,10 @@ void apply_llama_bos_eos(Tokenizer& tok, const nlohmann::json& cfg, const std::s
   const bool add_bos = flag("add_bos_token", true), add_eos = flag("add_eos_token", false);
   nlohmann::json single = nlohmann::json::array(), pair = nlohmann::json::array(), specials = nlohmann::json::object();
   std::vector<int32_t> prefix, suffix;
-  const auto special = [&](const char* key, std::optional<int32_t> id, int type_id, nlohmann::json& seq,
-                           std::vector<int32_t>* ids) {
-    require(id.has_value(), config_file + ": " + key, std::string("true, but the tokenizer has no ") +
-                                                          (key[4] == 'b' ? "bos_token" : "eos_token") + " (as transformers refuses)");
+  const auto special = [&](const char* flag, const char* role, std::optional<int32_t> id, int type_id,
+                           nlohmann::json& seq, std::vector<int32_t>* ids) {
+    require(id.has_value(), config_file + ": " + flag,
+            std::string("true, but the tokenizer has no ") + role + " (as transformers refuses)");
     const std::string name = *tok.id_to_token(*id);
     seq.push_back({{"SpecialToken", {{"id", name}, {"type_id", type_id}}}});
     specials[name] = {{"id", name}, {"ids", {*id}}, {"tokens", {name}}};
@@ -324,9 +324,9 @@ void apply_llama_bos_eos(Tokenizer& tok, const nlohmann::json& cfg, const std::s
   for (int part = 0; part < 2; ++part) {
     nlohmann::json& seq = part == 0 ? single : pair;
     for (int type_id = 0; type_id <= part; ++type_id) {
-      if (add_bos) special("add_bos_token", tok.bos_id(), type_id, seq, part == 0 ? &prefix : nullptr);
+      if (add_bos) special("add_bos_token", "bos_token", tok.bos_id(), type_id, seq, part == 0 ? &prefix : nullptr);
       seq.push_back({{"Sequence", {{"id", type_id == 0 ? "A" : "B"}, {"type_id", type_id}}}});
-      if (add_eos) special("add_eos_token", tok.eos_id(), type_id, seq, part == 0 ? &suffix : nullptr);
+      if (add_eos) special("add_eos_token", "eos_token", tok.eos_id(), type_id, seq, part == 0 ? &suffix : nullptr);
     }
   }
   tok.set_post_processor({{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}},
