@@ -164,14 +164,6 @@ void run_generate(const GenArgs& a) {
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   auto tok = folder_tokenizer(a.dir, a.prompt.empty() ? "" : "for text prompts; use --tokens for ids");
-  const fs::path tok_cfg = fs::path(a.dir) / "tokenizer_config.json";
-  if (tok && fs::is_regular_file(tok_cfg)) {
-    const auto j = io::read_json_file(tok_cfg.string());
-    if (j.is_object() && j.value("clean_up_tokenization_spaces", nlohmann::json(false)) == true)
-      std::cerr << "note: " << tok_cfg.string() << " sets clean_up_tokenization_spaces: transformers' decode would "
-                << "also remove the spaces before punctuation (\" ,\" -> \",\", \" n't\" -> \"n't\"); the text "
-                << "printed here is the tokenizer's decoding, without that clean-up\n";
-  }
   std::vector<int64_t> prompt;
   if (!a.prompt.empty()) {
     std::string text = a.prompt;

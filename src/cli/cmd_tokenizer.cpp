@@ -188,7 +188,9 @@ void run_decode(const CodecArgs& a) {
   // --ids '' is no ids (the empty text), not standard input.
   const auto ids64 = !a.ids_given ? parse_ids(read_all(std::cin), "standard input") : parse_ids(a.ids, "--ids");
   const std::vector<int32_t> ids(ids64.begin(), ids64.end());
-  std::cout << tok->decode(ids, a.skip_special);
+  // As transformers' decode: the folder's clean_up_tokenization_spaces applies.
+  const std::string text = tok->decode(ids, a.skip_special);
+  std::cout << (tok->clean_up_tokenization_spaces() ? tokenizers::clean_up_tokenization(text) : text);
 }
 
 }  // namespace

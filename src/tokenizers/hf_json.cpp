@@ -389,6 +389,12 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
     require(cfg["split_special_tokens"] == false || cfg["split_special_tokens"].is_null(),
             config_file + ": split_special_tokens", "true is not supported (expected false: special tokens' text is "
                                                     "matched as the special token)");
+  if (cfg.contains("clean_up_tokenization_spaces") && !cfg["clean_up_tokenization_spaces"].is_null()) {
+    const auto& c = cfg["clean_up_tokenization_spaces"];
+    require(c.is_boolean(), config_file + ": clean_up_tokenization_spaces",
+            "expected true or false, got " + c.dump().substr(0, 40));
+    tok.set_clean_up_tokenization_spaces(c.get<bool>());
+  }
   // A string, or (transformers) a list of named templates, of which apply_chat_template
   // uses "default" when no name is asked for; null: none.
   if (cfg.contains("chat_template")) {

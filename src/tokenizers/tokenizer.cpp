@@ -167,7 +167,7 @@ std::string Tokenizer::decode_inner(const int32_t* ids, std::size_t n, bool skip
   return out;
 }
 
-std::string DecodeStream::push(int32_t id) {
+std::string DecodeStream::decoded(int32_t id) {
   // An id the tokenizer has no token for (a model vocabulary padded beyond the
   // tokenizer's, as Qwen2's is) prints nothing, as Hugging Face's decode skips it.
   if (!tok_.id_to_token(id)) return "";
@@ -184,6 +184,48 @@ std::string DecodeStream::push(int32_t id) {
     started_ = !bytes.empty();
   }
   return utf8_.push(bytes);
+}
+
+std::string clean_up_tokenization(std::string_view text) {
+  static const std::pair<std::string_view, std::string_view> kPasses[] = {
+      {" .", "."},       {" ?", "?"},       {" !", "!"},       {" ,", ","},       {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  std::string s(text), out;
+  for (const auto& [from, to] : kPasses) {  // Python's str.replace, one pass each
+    out.clear();
+    std::size_t pos = 0;
+    for (std::size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size())
+      out.append(s, pos, hit - pos).append(to);
+    out.append(s, pos, std::string::npos);
+    s.swap(out);
+  }
+  return s;
+}
+
+std::string DecodeStream::cleaned(std::string text) {
+  if (!clean_up_) return text;
+  // Every clean-up match starts with ' ' and holds only ' ', '\'', 'n', 'v', 'r' before
+  // its last byte: no match (in any pass) spans a byte outside that set, so the text up
+  // to such a byte cleans the same alone as inside the whole. What was pending is all
+  // such bytes, so only the new text is searched (constant work per id).
+  const std::size_t held = pending_.size();
+  pending_ += text;
+  std::size_t cut = pending_.size();
+  while (cut > held && std::string_view(" 'nvr").find(pending_[cut - 1]) != std::string_view::npos) --cut;
+  if (cut == held) return "";
+  std::string ready = clean_up_tokenization(std::string_view(pending_).substr(0, cut));
+  pending_.erase(0, cut);
+  return ready;
+}
+
+std::string DecodeStream::push(int32_t id) { return cleaned(decoded(id)); }
+
+std::string DecodeStream::finish() {
+  std::string rest = utf8_.finish();
+  if (!clean_up_) return rest;
+  rest = clean_up_tokenization(pending_ + rest);
+  pending_.clear();
+  return rest;
 }
 
 int32_t Tokenizer::vocab_size() const {
@@ -315,7 +357,7 @@ nlohmann::ordered_json Tokenizer::to_hf_config_json() const {
   role("bos_token", bos_);
   role("eos_token", eos_);
   role("pad_token", pad_);
-  cfg["clean_up_tokenization_spaces"] = false;
+  cfg["clean_up_tokenization_spaces"] = clean_up_spaces_;
   nlohmann::ordered_json dec = nlohmann::ordered_json::object();
   for (const AddedToken& t : added_.tokens()) {
     nlohmann::ordered_json e = t.to_json();

@@ -136,6 +136,13 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }
   void set_chat_template(std::string t) { chat_template_ = std::move(t); }
 
+  /// tokenizer_config.json's clean_up_tokenization_spaces (false when absent, as
+  /// transformers >= 4.45): text shown to a user (`tokenizer decode`, the generate
+  /// commands' DecodeStream) goes through clean_up_tokenization. decode() itself never
+  /// applies it (byte counts and decode(encode(x)) == x stay exact).
+  bool clean_up_tokenization_spaces() const { return clean_up_spaces_; }
+  void set_clean_up_tokenization_spaces(bool on) { clean_up_spaces_ = on; }
+
   /// The Hugging Face tokenizer.json document for this tokenizer (layout of
   /// `tokenizers` >= 0.13: version, truncation, padding, added_tokens, normalizer,
   /// pre_tokenizer, post_processor, decoder, model).
@@ -207,26 +214,47 @@ class Tokenizer {
   std::optional<int32_t> bos_, eos_, pad_;
   InvalidUtf8Policy utf8_policy_ = InvalidUtf8Policy::kThrow;
   std::string chat_template_;
+  bool clean_up_spaces_ = false;
   nlohmann::json post_processor_json_;
   std::vector<int32_t> template_prefix_, template_suffix_;
 };
 
+/// transformers' PreTrainedTokenizerBase.clean_up_tokenization: removes the space
+/// before . ? ! , and English contractions, as the Python chain
+///   s.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
+///    .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m")
+///    .replace(" 's", "'s").replace(" 've", "'ve").replace(" 're", "'re")
+/// (each pass leftmost, non-overlapping, no rescan). Bytes other than these ASCII
+/// patterns are untouched, so UTF-8 stays valid.
+std::string clean_up_tokenization(std::string_view text);
+
 /// Streams generated ids as text, one id at a time, in constant work per id: the
-/// concatenated output equals to_valid_utf8(tok.decode(all ids pushed)). Holds back
-/// a character split across tokens until it is complete (Utf8Stream). `tok` must
-/// outlive the stream.
+/// concatenated output equals to_valid_utf8(tok.decode(all ids pushed)), passed through
+/// clean_up_tokenization when `clean_up_spaces` (default: the tokenizer's
+/// tokenizer_config.json setting, as transformers' decode). Holds back a character
+/// split across tokens until it is complete (Utf8Stream), and with clean-up the text
+/// after the last byte that cannot begin a clean-up match across it (any byte but
+/// ' ', '\'', 'n', 'v', 'r'). `tok` must outlive the stream.
 class DecodeStream {
  public:
-  DecodeStream(const Tokenizer& tok, bool skip_special_tokens) : tok_(tok), skip_(skip_special_tokens) {}
+  DecodeStream(const Tokenizer& tok, bool skip_special_tokens)
+      : DecodeStream(tok, skip_special_tokens, tok.clean_up_tokenization_spaces()) {}
+  DecodeStream(const Tokenizer& tok, bool skip_special_tokens, bool clean_up_spaces)
+      : tok_(tok), skip_(skip_special_tokens), clean_up_(clean_up_spaces) {}
   /// Text to print after id `id`; nothing for an id the tokenizer has no token for
   /// (a generated id of a padded model vocabulary: Hugging Face's decode skips it).
   std::string push(int32_t id);
-  /// What is still held back (an incomplete character, as U+FFFD).
-  std::string finish() { return utf8_.finish(); }
+  /// What is still held back (an incomplete character as U+FFFD, the clean-up tail).
+  std::string finish();
 
  private:
+  std::string decoded(int32_t id);
+  std::string cleaned(std::string text);
+
   const Tokenizer& tok_;
   bool skip_;
+  bool clean_up_;
+  std::string pending_;  // clean-up: text not yet printed (may still lose a space)
   int stripped_ = 0;     // leading spaces removed so far (decode_strip_spaces)
   bool first_seen_ = false;  // the first emitted token went through decode_first
   bool started_ = false; // a non-space byte was seen

@@ -2,6 +2,7 @@
 // Sequence[Split, ByteLevel], merges as pairs, TemplateProcessing,
 // tokenizer_config.json, and errors that name the file and field.
 #include <fstream>
+#include <random>
 
 #include "tok_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
@@ -424,6 +425,65 @@ TEST(HfJson, DecodeRejectsUnknownIds) {
   ByteTokenizer tok;
   expect_input_error([&] { tok.decode({65, 9999}); }, {"9999", "position 1"});
   expect_input_error([&] { tok.decode({-1}); }, {"-1"});
+}
+
+// transformers' clean_up_tokenization, the expected strings printed by Python's
+// str.replace chain of PreTrainedTokenizerBase.clean_up_tokenization.
+TEST(HfJson, CleanUpTokenizationIsTransformersReplaceChain) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"Hello , world !", "Hello, world!"},
+      {"I do n't know . It 's fine ?", "I don't know. It's fine?"},
+      {"a ' b", "a'b"},
+      {"x  .", "x ."},  // one pass, no rescan
+      {"x ' 's", "x''s"},
+      {"they 're , we 've", "they're, we've"},
+      {"a ' ' b", "a'' b"},
+      {" ' .", " '."},
+      {"don 't", "don 't"},
+      {"caf\xC3\xA9 , ok", "caf\xC3\xA9, ok"},
+      {"   ", "   "},
+      {" n't . ", "n't. "}};
+  for (const auto& [in, want] : cases) EXPECT_EQ(clean_up_tokenization(in), want) << in;
+}
+
+// tokenizer_config.json's clean_up_tokenization_spaces: read (a non-boolean refused),
+// saved back, applied by DecodeStream (streamed text == clean_up(decode(all ids)),
+// whatever the split between ids), never by decode().
+TEST(HfJson, CleanUpTokenizationSpacesFromTokenizerConfig) {
+  const lol_test::TempDir dir_tmp("tok_clean_up");
+  const std::string dir = dir_tmp.path();
+  ByteTokenizer({"<pad>", "<bos>", "<eos>"}).save(dir);
+  EXPECT_FALSE(load_tokenizer(dir)->clean_up_tokenization_spaces());  // saved false
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"clean_up_tokenization_spaces": "yes"})";
+  lol_test::expect_input_error([&] { load_tokenizer(dir); },
+                               {"tokenizer_config.json: clean_up_tokenization_spaces", "expected true or false"});
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"clean_up_tokenization_spaces": true, "eos_token": "<eos>"})";
+  const auto tok = load_tokenizer(dir);
+  ASSERT_TRUE(tok->clean_up_tokenization_spaces());
+  EXPECT_EQ(tok->to_hf_config_json()["clean_up_tokenization_spaces"], true);
+  const std::string text = "I do n't know , it 's";
+  const auto ids = tok->encode(text);
+  EXPECT_EQ(tok->decode(ids), text);  // decode() stays exact
+  // Random streams over the bytes the clean-up patterns are made of, a split UTF-8
+  // character (0xC3 0xA9) and a special token.
+  const std::vector<int32_t> alphabet = {' ', '\'', 'n', 't', 'v', 'e', 'r', 'm', 's', '.', ',', '?', '!',
+                                         'a', 0xC3, 0xA9, 258};
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<int32_t> seq(1 + rng() % 40);
+    for (auto& id : seq) id = alphabet[rng() % alphabet.size()];
+    for (bool skip : {false, true}) {
+      DecodeStream stream(*tok, skip);
+      std::string printed;
+      for (int32_t id : seq) printed += stream.push(id);
+      printed += stream.finish();
+      EXPECT_EQ(printed, clean_up_tokenization(to_valid_utf8(tok->decode(seq, skip)))) << ::testing::PrintToString(seq);
+      DecodeStream raw(*tok, skip, /*clean_up_spaces=*/false);
+      std::string plain;
+      for (int32_t id : seq) plain += raw.push(id);
+      EXPECT_EQ(plain + raw.finish(), to_valid_utf8(tok->decode(seq, skip)));
+    }
+  }
 }
 
 }  // namespace
