@@ -293,15 +293,27 @@ std::vector<double> continuation_logliks(training::TrainableModel& model,
     b.targets = torch::full({B, width}, -100, torch::kInt64);
     b.target_mask = torch::zeros({B, width}, torch::kBool);
     b = training::to_device(b, device);
-    auto logp = torch::log_softmax(model.forward(b).to(torch::kFloat32), -1).to(torch::kCPU);
-    auto la = logp.accessor<float, 3>();
+    // Log-probabilities in float32, or float64 for a float64 model; only each position's
+    // continuation token's leaves the device.
+    auto logits = model.forward(b);
+    if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);
+    auto next = torch::zeros({B, width}, torch::kInt64);
+    auto na = next.accessor<int64_t, 2>();
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t j = 0; j < n_cont[r]; ++j)
+        if (first[r] + j >= 0) na[r][first[r] + j] = requests[start + std::size_t(r)].second[std::size_t(j)];
+    const auto picked = torch::log_softmax(logits, -1)
+                            .gather(-1, next.to(logits.device()).unsqueeze(-1))
+                            .squeeze(-1)
+                            .to(torch::kFloat64)
+                            .to(torch::kCPU);
+    auto la = picked.accessor<double, 2>();
     for (int64_t r = 0; r < B; ++r) {
-      const auto& cont = requests[start + std::size_t(r)].second;
       double s = 0;
       for (int64_t j = 0; j < n_cont[r]; ++j) {
         const int64_t pos = first[r] + j;  // input position whose next token is cont[j]
         if (pos < 0) continue;             // predicted from a cut-off context: not scorable
-        s += double(la[r][pos][cont[std::size_t(j)]]);
+        s += la[r][pos];
       }
       require_finite(s, "evaluation: the log-likelihood of continuation " + std::to_string(start + std::size_t(r) + 1));
       out[start + std::size_t(r)] = s;

@@ -29,7 +29,9 @@ void register_data(CLI::App& app) {
                   "(-1 = --n / 10, at least 1; 0 = none)")
         ->default_val(-1)
         ->check(CLI::Range(int64_t(-1), int64_t(1) << 24));
-    c->add_option("--max-tokens", opt->max_tokens, "Drop sequences longer than this (0 = keep all)")->default_val(0);
+    c->add_option("--max-tokens", opt->max_tokens,
+                  "Keep only puzzles whose five sequences all have at most this many tokens (0 = keep all)")
+        ->default_val(0);
     // Maze generation is sequential (and fast); only sudoku has generator threads.
     if (std::string(task) == "sudoku")
       c->add_option("--threads", opt->threads, "Generator threads")->default_val(1)->check(CLI::Range(1, 1024));
@@ -101,9 +103,11 @@ void register_data(CLI::App& app) {
         throw InputError(f + ": no records (expected JSONL records written by `lol data maze|sudoku`)");
       for (const auto& m : r.messages) std::cerr << m << "\n";
       std::cout << (files.size() > 1 ? f + ": " : std::string()) << r.records << " records: " << r.passed
-                << " verified, " << r.failed << " failed, " << r.malformed << " malformed\n";
+                << " verified, " << r.failed << " failed, " << r.malformed << " malformed";
+      if (r.incomplete_puzzles > 0) std::cout << "; " << r.incomplete_puzzles << " puzzle(s) without all five strategies";
+      std::cout << "\n";
       if (r.malformed > 0) throw InputError(f + ": " + std::to_string(r.malformed) + " malformed record(s)");
-      failed = failed || r.failed > 0;
+      failed = failed || r.failed > 0 || r.incomplete_puzzles > 0;
     }
     // A puzzle belongs to one split (train, valid and test are disjoint by construction):
     // compared by question, whatever the records' puzzle_id says.

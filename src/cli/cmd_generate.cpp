@@ -320,7 +320,7 @@ void register_generate(CLI::App& app) {
   add_sampling_options(g, ga->sampling, ga->seed);
   auto* stop = g->add_option("--stop", ga->stop, "Stop token(s): token text or id (default: the end-of-sequence token)");
   g->add_flag("--no-stop", ga->no_stop, "Ignore end-of-sequence tokens (always generate --max-new tokens)")->excludes(stop);
-  auto* plen = g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions form window 0")
+  auto* plen = g->add_option("--prompt-len", ga->prompt_len, "Prompt window: the first N positions (0..the prompt's tokens) form window 0")
                    ->capture_default_str()
                    ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   g->add_flag("--prompt-window", ga->prompt_window, "The whole prompt forms window 0 (as in the maze/sudoku tasks)")

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <unordered_map>
 
 #include "dataset/shards.h"
 #include "tasks/maze.h"
@@ -129,7 +130,12 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   nlohmann::json gen_stats = nlohmann::json::object();
   if (opt.task == "maze") {
     tasks::MazeDatasetStats st;
-    examples = tasks::generate_maze_dataset(opt.n_puzzles + n_test, opt.size, opt.seed, &st);
+    try {
+      examples = tasks::generate_maze_dataset(opt.n_puzzles + n_test, opt.size, opt.seed, &st, opt.max_tokens);
+    } catch (const InputError& e) {
+      if (opt.max_tokens == 0) throw;
+      throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": " + e.what());
+    }
     gen_stats = {{"draws", st.draws}, {"duplicates", st.duplicates}, {"accepted", st.accepted}, {"rejected", st.rejected}};
   } else {
     tasks::SudokuDatasetOptions so;
@@ -144,16 +150,6 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   }
   bar.update(opt.n_puzzles + n_test);
   bar.finish(std::to_string(examples.size()) + " sequences");
-  // Nothing written yet: refuse a filter that keeps no sequence (the scan stops at the
-  // first sequence that fits, so it costs one tokenization in the usual case).
-  const auto length = [&](const tasks::Example& e) { return int64_t(spec.tokenize(e).ids.size()); };
-  if (opt.max_tokens > 0 && !examples.empty() &&
-      std::none_of(examples.begin(), examples.end(), [&](const auto& e) { return length(e) <= opt.max_tokens; })) {
-    int64_t shortest = INT64_MAX;
-    for (const auto& e : examples) shortest = std::min(shortest, length(e));
-    throw InputError("--max-tokens " + std::to_string(opt.max_tokens) + ": every sequence is longer (the shortest has " +
-                       std::to_string(shortest) + " tokens); raise it, or pass 0 to keep all");
-  }
   const io::DirLock lock(out, "--out");  // one writer per dataset directory
   require_no_dataset(out, "--out");  // again: another writer may have finished meanwhile
 
@@ -169,7 +165,7 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
     shards.push_back(std::make_unique<ShardWriter>(out, split_names[k], spec.vocab.size()));
     jsonl.push_back(std::make_unique<io::AtomicFile>(out + "/" + split_names[k] + ".jsonl"));
   }
-  int64_t puzzles[3] = {0, 0, 0}, max_len = 0, dropped = 0, ordinal = -1;
+  int64_t puzzles[3] = {0, 0, 0}, max_len = 0, ordinal = -1;
   std::vector<int64_t> per_strategy(6, 0);
   uint64_t last_puzzle = ~0ull;
   const uint64_t cut = uint64_t(opt.valid_fraction * 1e6);
@@ -184,10 +180,11 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
       ++puzzles[split];
     }
     auto te = spec.tokenize(e);
-    if (opt.max_tokens > 0 && int64_t(te.ids.size()) > opt.max_tokens) {
-      dropped++;
-      continue;
-    }
+    // The generators keep only puzzles whose five sequences all fit (a puzzle keeps
+    // every strategy), counting Example::text()'s words, which tokenize one id each.
+    if (opt.max_tokens > 0 && int64_t(te.ids.size()) > opt.max_tokens)
+      throw std::logic_error("task dataset: a generated sequence of " + std::to_string(te.ids.size()) +
+                             " tokens exceeds --max-tokens " + std::to_string(opt.max_tokens));
     shards[split]->add(te.ids, te.loss_mask, te.router_only, te.prompt_len, e.strategy);
     jsonl[split]->write(example_to_json(e, opt.task).dump() + "\n");
     max_len = std::max<int64_t>(max_len, int64_t(te.ids.size()));
@@ -195,7 +192,6 @@ nlohmann::json build_task_dataset(const TaskDatasetOptions& opt, const std::stri
   }
   for (auto& f : jsonl) f->commit();
   nlohmann::json stats = {{"max_sequence_tokens", max_len},
-                          {"dropped_too_long", dropped},
                           {"per_strategy", std::vector<int64_t>(per_strategy.begin() + 1, per_strategy.end())},
                           {"generator", gen_stats}};
   nlohmann::json splits = nlohmann::json::object(), jsonl_names = nlohmann::json::object();
@@ -239,6 +235,12 @@ VerifyReport verify_task_file(const std::string& path) {
   }
   std::string line;
   int64_t lineno = 0;
+  struct Seen {
+    int64_t first_line = 0;
+    unsigned strategies = 0;  // bit s: a record of strategy s
+    bool repeated = false;
+  };
+  std::unordered_map<uint64_t, Seen> puzzles;  // by puzzle_id (or the question's std::hash)
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -252,6 +254,10 @@ VerifyReport verify_task_file(const std::string& path) {
         throw InputError(where + ": not valid JSON (truncated line?): " + e.what());
       }
       auto e = example_from_json(j, where);
+      Seen& seen = puzzles[j.contains("puzzle_id") ? e.puzzle_id : std::hash<std::string>()(e.question)];
+      if (seen.first_line == 0) seen.first_line = lineno;
+      seen.repeated = seen.repeated || (seen.strategies >> e.strategy & 1u);
+      seen.strategies |= 1u << e.strategy;
       std::string task = j.value("task", std::string(e.question.find(" start ") != std::string::npos ? "maze" : "sudoku"));
       int size = 8;
       if (task == "maze") size = tasks::Maze::from_question(e.question).size;
@@ -294,6 +300,19 @@ VerifyReport verify_task_file(const std::string& path) {
       r.malformed++;
       note(where + ": " + ex.what());
     }
+  }
+  std::vector<std::pair<int64_t, const Seen*>> incomplete;
+  for (const auto& [id, seen] : puzzles)
+    if (seen.strategies != 0x3eu || seen.repeated) incomplete.emplace_back(seen.first_line, &seen);
+  std::sort(incomplete.begin(), incomplete.end());
+  r.incomplete_puzzles = int64_t(incomplete.size());
+  for (const auto& [first_line, seen] : incomplete) {
+    std::string have;
+    for (int s = 1; s <= 5; ++s)
+      if (seen->strategies >> s & 1u) have += (have.empty() ? "S" : ", S") + std::to_string(s);
+    note(path + ":" + std::to_string(first_line) + ": the puzzle of this record has " +
+         (seen->repeated ? "a strategy twice (records of " + have + ")" : "records of " + have + " only") +
+         " (expected one record of each strategy S1..S5)");
   }
   return r;
 }

@@ -65,11 +65,15 @@ tasks::Example example_from_json(const nlohmann::json& j, const std::string& whe
 
 struct VerifyReport {
   int64_t records = 0, passed = 0, failed = 0, malformed = 0;
+  int64_t incomplete_puzzles = 0;  ///< puzzles without exactly one record of each strategy 1..5
   std::vector<std::string> messages;  ///< "file:line: problem", first 50
 };
 
 /// Checks every record of a JSONL file: the trace and answer must be exactly the
-/// record's strategy, legal, rule-faithful and correct. Never throws on bad lines.
+/// record's strategy, legal, rule-faithful and correct; and every puzzle (by
+/// puzzle_id, else its question) has exactly one record of each of the five strategies
+/// (paper C.3/C.4: "every trace becomes one sequence", "one per strategy for each
+/// maze"). Never throws on bad lines.
 VerifyReport verify_task_file(const std::string& path);
 
 }  // namespace lol::data

@@ -84,11 +84,16 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                             {"num_attention_heads", c.num_attention_heads, int64_t(1) << 16},
                             {"max_position_embeddings", c.max_position_embeddings, int64_t(1) << 24}})
     util::check_range(where, key, v, 1, hi);
-  c.num_key_value_heads = c.num_attention_heads;
-  if (f.has("num_key_value_heads") && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
+  // As transformers: null means the query heads; a missing key is LlamaConfig's default
+  // (None: the query heads) or Qwen2Config's (32).
+  const bool kv_missing = !f.has("num_key_value_heads");
+  c.num_key_value_heads = kv_missing && c.is_qwen2() ? 32 : c.num_attention_heads;
+  if (!kv_missing && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
   require_positive(where, "num_key_value_heads", c.num_key_value_heads);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
-    throw InputError(where + ": " + field("num_key_value_heads") + " = " + std::to_string(c.num_key_value_heads) +
+    throw InputError(where + ": " + field("num_key_value_heads") +
+                     (kv_missing ? " is missing, and Qwen2Config's default is 32"
+                                 : " = " + std::to_string(c.num_key_value_heads)) +
                      ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
   c.head_dim = c.hidden_size / c.num_attention_heads;
   if (f.has("head_dim") && !j["head_dim"].is_null()) {

@@ -1,5 +1,7 @@
 #include "tasks/maze_generate.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -147,8 +149,12 @@ std::vector<Example> make_maze_examples(const Maze& maze) {
   return out;
 }
 
-std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t seed, MazeDatasetStats* stats) {
+std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t seed, MazeDatasetStats* stats,
+                                           int64_t max_sequence_tokens) {
   if (n_puzzles < 0) throw InputError("maze dataset: number of puzzles must be >= 0, got " + std::to_string(n_puzzles));
+  if (max_sequence_tokens < 0)
+    throw InputError("maze dataset: max_sequence_tokens must be >= 0 (0: no limit), got " +
+                     std::to_string(max_sequence_tokens));
   if (!(size >= kMazeMinSize && size <= kMazeMaxSize))
     throw InputError("maze size: expected 4..16, got " + std::to_string(size));
   MazeDatasetStats local;
@@ -159,6 +165,7 @@ std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t
   std::vector<Example> out;
   out.reserve(size_t(n_puzzles) * kMazeStrategyCount);
   const int64_t max_draws = 2000 * n_puzzles + 100000;
+  int64_t shortest_longest = INT64_MAX;  // over mazes rejected by max_sequence_tokens
   while (st.accepted < n_puzzles) {
     if (st.draws >= max_draws)
       throw InputError("maze dataset: only " + std::to_string(st.accepted) + " of " + std::to_string(n_puzzles) +
@@ -171,6 +178,23 @@ std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t
       ++st.rejected[s.rule];
       continue;
     }
+    const std::string q = m.to_question();
+    const uint64_t id = maze_fnv1a(q);
+    std::vector<Example> five;
+    int64_t longest = 0;
+    for (int k = 1; k <= kMazeStrategyCount; ++k) {
+      five.push_back(build_example(q, id, m, k, s.runs[k - 1], false));
+      if (max_sequence_tokens > 0) longest = std::max<int64_t>(longest, int64_t(split_tokens(five.back().text()).size()));
+    }
+    if (longest > max_sequence_tokens && max_sequence_tokens > 0) {
+      ++st.rejected["max_tokens"];
+      shortest_longest = std::min(shortest_longest, longest);
+      if (st.accepted == 0 && st.rejected["max_tokens"] >= 1000)
+        throw InputError("maze dataset: none of the first 1000 mazes of size " + std::to_string(size) +
+                         " has all five sequences within max_sequence_tokens = " + std::to_string(max_sequence_tokens) +
+                         " (the fewest: " + std::to_string(shortest_longest) + " tokens); raise it, or 0 for no limit");
+      continue;
+    }
     std::string key(m.open.begin(), m.open.end());
     key.push_back(char(m.start));
     key.push_back(char(m.goal));
@@ -179,9 +203,7 @@ std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t
       continue;
     }
     ++st.accepted;
-    const std::string q = m.to_question();
-    const uint64_t id = maze_fnv1a(q);
-    for (int k = 1; k <= kMazeStrategyCount; ++k) out.push_back(build_example(q, id, m, k, s.runs[k - 1], false));
+    for (auto& e : five) out.push_back(std::move(e));
   }
   return out;
 }

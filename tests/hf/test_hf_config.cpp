@@ -39,6 +39,26 @@ TEST(HfConfig, Qwen25Instruct) {
   EXPECT_EQ(c.eos_token_id, std::vector<int64_t>{151645});
 }
 
+// num_key_value_heads as transformers reads it: null is the query heads; a missing key
+// is Qwen2Config's default 32 (refused for Qwen2.5-0.5B's 14 query heads, which 32 does
+// not divide) or LlamaConfig's None (the query heads).
+TEST(HfConfig, MissingKeyValueHeadsTakeEachConfigClassDefault) {
+  auto j = nlohmann::json::parse(kQwen25);
+  j["num_key_value_heads"] = nullptr;
+  EXPECT_EQ(parse(j).num_key_value_heads, 14);
+  j.erase("num_key_value_heads");
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "num_key_value_heads' is missing, and Qwen2Config's default "
+                                                            "is 32: expected a divisor of num_attention_heads = 14"});
+  j["num_attention_heads"] = 32;
+  j["hidden_size"] = 2048;
+  EXPECT_EQ(parse(j).num_key_value_heads, 32);
+  auto l = nlohmann::json::parse(kLlama);
+  l.erase("num_key_value_heads");
+  EXPECT_EQ(parse(l).num_key_value_heads, 32);  // the query heads
+  l["num_attention_heads"] = 16;
+  EXPECT_EQ(parse(l).num_key_value_heads, 16);
+}
+
 TEST(HfConfig, LlamaAndDefaults) {
   HfConfig c = parse(nlohmann::json::parse(kLlama));
   EXPECT_FALSE(c.is_qwen2());

@@ -446,6 +446,33 @@ TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
   EXPECT_NE(all.find("bad.jsonl:3:"), std::string::npos) << all;
   EXPECT_NE(all.find("bad.jsonl:4:"), std::string::npos) << all;
   EXPECT_NE(all.find("1 verified"), std::string::npos) << all;
+  // A puzzle missing a strategy's record: exit 1 naming the puzzle's first line and what it has.
+  {
+    std::ifstream in_train(dir + "/data/train.jsonl");
+    std::ofstream four(dir + "/four.jsonl");
+    std::string rec;
+    for (int k = 0; k < 5 && std::getline(in_train, rec); ++k)
+      if (k != 1) four << rec << "\n";  // S2 left out
+  }
+  std::string said;
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/four.jsonl", &said), 1) << said;
+  EXPECT_NE(said.find("four.jsonl:1: the puzzle of this record has records of S1, S3, S4, S5 only (expected one "
+                      "record of each strategy S1..S5)"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("4 records: 4 verified, 0 failed, 0 malformed; 1 puzzle(s) without all five strategies"),
+            std::string::npos)
+      << said;
+  // --max-tokens keeps whole puzzles: this 8x8 maze's DFS walk (S2) is over 330 tokens, so
+  // the maze is replaced by one whose five sequences all fit (it lost S2 alone).
+  ASSERT_EQ(run(lol + " data maze --n 1 --size 8 --seed 9 --max-tokens 330 --n-test 0 --no-progress --out " + dir +
+                "/capped"),
+            0);
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/capped", &said), 0) << said;
+  const auto capped = read_json(dir + "/capped/dataset.json");
+  EXPECT_EQ(capped["stats"]["per_strategy"].dump(), "[1,1,1,1,1]") << capped.dump();
+  EXPECT_LE(capped["stats"]["max_sequence_tokens"].get<int64_t>(), 330);
+  EXPECT_GT(capped["stats"]["generator"]["rejected"]["max_tokens"].get<int64_t>(), 0) << capped.dump();
   // A file without records verifies nothing: an input error (exit 2), not a failed record (exit 1).
   std::ofstream(dir + "/empty.jsonl") << "\n  \n";
   rc = std::system((lol + " data verify " + dir + "/empty.jsonl > " + log + " 2>&1").c_str());

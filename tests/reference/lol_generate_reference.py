@@ -28,15 +28,24 @@ tokens reach), test-time depth (`--depth` with `stretch` and `cycle`; the refere
 re-maps the depth-specific parameters by the rule in docs/generation.md), the
 repetition penalty (greedy), sampling settings that reduce to greedy (`--top-k 1`,
 `--top-p 0` at a temperature > 0), stop tokens (`--stop`, ids and a token text with a
-byte tokenizer), `--max-new` (including 0) and the `max_seq_len` cap, and the tie rule
-(lowest id) on an LM head whose rows are all equal.
+byte tokenizer), `--max-new` (including 0) and the `max_seq_len` cap (a prompt that fills it: exit 2), the
+default stop token of a tokenizer (the byte tokenizer's <eos>), the tie rule (lowest
+id) on an LM head whose rows are all equal, and overflowing logits (exit 3).
 
 A step whose two best reference logits are within 1e-4 of the largest |logit|, or a
 routing decision whose two best a + b are within 1e-5, is a near-tie: float32 may
 legitimately go either way, so a difference there is reported as ambiguous and does not
 fail the check (the seeds below avoid them). Exit status 1 on any other difference.
+`lol generate` prints no logits, so per-step logits are compared only through the
+greedy tokens (and exactly, through the tie cases); the trace's router probabilities
+check the cached states feeding every routed depth.
+
+Measured (2026-12-05, 2-core container under load, one lol thread): 68 cases, 1118
+generated tokens and 1185 routing decisions compared, no difference, no near-tie;
+about 115 s (roughly 60% of it is the start-up of the 68 `lol` processes).
+`--cases 3,7` runs a subset (by the numbers printed).
 """
-import argparse, copy, json, math, os, random, shutil, subprocess, sys, time
+import argparse, copy, json, os, random, shutil, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lol_reference import LoL, perturb, read_st, write_st, argmax_low  # noqa: E402
@@ -76,7 +85,9 @@ CONFIGS = {
           "n_coda": 1, "library_size": 2, "core_depth": 2, "window": 3, "stride": 1, "tie_embeddings": False,
           "untied_router": False, "max_seq_len": 40},
 }
-PERTURB_SEED = {"A": 301, "B": 302, "C": 303, "D": 304, "E": 305, "T": 306, "Z": 307}
+CONFIGS["Y"] = CONFIGS["T"]  # its LM head rewritten so that greedy reaches the byte tokenizer's <eos>
+PERTURB_SEED = {"A": 301, "B": 302, "C": 303, "D": 304, "E": 305, "T": 306, "Z": 307, "Y": 306}
+BYTE_EOS = 258  # docs/tokenizers.md: ids 0..255 the bytes, then <pad>, <bos>, <eos>
 
 
 # ---------------------------------------------------------------- reference model
@@ -187,6 +198,14 @@ def make_ckpt(lol, work, name, env):
         d = shape[1]
         T["lm_head.weight"] = (shape, vals[:d] * shape[0], dt)
         write_st(st, T)
+    if name == "Y":  # every row r, row <eos> 2r: <eos> wins where r . h > 0, id 0 (ties) elsewhere
+        st = os.path.join(ck, "model.safetensors")
+        T = read_st(st)
+        shape, vals, dt = T["lm_head.weight"]
+        d = shape[1]
+        T["lm_head.weight"] = (shape, [(2 * v if i == BYTE_EOS else v) for i in range(shape[0]) for v in vals[:d]],
+                               dt)
+        write_st(st, T)
     return ck
 
 
@@ -232,6 +251,7 @@ def cases_for(work):
     C.append(("A", ids("A", 8), dict(max_new=18, prompt_window=True, router_only_last=2)))
     C.append(("A", ids("A", 7), dict(max_new=18, router_only_last=3)))
     C.append(("A", ids("A", 4), dict(max_new=12, prompt_window=True, router_only_last=4)))
+    C.append(("A", ids("A", 3), dict(max_new=12, router_only_last=3)))  # no prompt token is a key
     C.append(("A", ids("A", 6), dict(max_new=24, force=("some", "mixed"))))
     C.append(("A", ids("A", 6), dict(max_new=24, prompt_window=True, force=("all", "all"))))
     C.append(("A", ids("A", 5), dict(max_new=18, force=("some", "none"))))
@@ -274,6 +294,8 @@ def cases_for(work):
     # T: text prompt through the byte tokenizer (ids = bytes), a stop token given as text
     C.append(("T", "Hello, world", dict(max_new=20)))
     C.append(("T", "Hello, world", dict(max_new=20, stop="reftext")))
+    # Y: the default stop token with a tokenizer is its <eos> (the reference reaches it at step 1)
+    C.append(("Y", "Hello", dict(max_new=6, stop="default", exact_ties=True)))
     # Z: ties everywhere: lowest id; with the penalty, the lowest id not yet in the sequence
     # (exact ties by construction: a difference there is not a near-tie but the tie rule)
     C.append(("Z", [5, 9, 2], dict(max_new=6, exact_ties=True)))
@@ -304,7 +326,11 @@ def run_case(lol, work, env, ckpts, models, ci, case):
     stops, stop_args = set(), []
     if o.get("stop"):
         free, _ = ref_generate(rmodel, ptoks, n_new, prompt_len, router_only, force, penalty, set())
-        if o["stop"] == "reftext":  # a printable, non-digit byte the reference generates at step >= 2
+        if o["stop"] == "default":
+            if BYTE_EOS not in free:
+                return dict(status="skip", why="the reference does not reach <eos>")
+            stops = {BYTE_EOS}
+        elif o["stop"] == "reftext":  # a printable, non-digit byte the reference generates at step >= 2
             cand = [t for j, t in enumerate(free) if j >= 2 and 33 <= t < 127 and not chr(t).isdigit()
                     and t not in free[:j] and chr(t) not in "\"'\\"]
             if not cand:
@@ -344,7 +370,10 @@ def run_case(lol, work, env, ckpts, models, ci, case):
     for k in ("temperature", "top_k", "top_p", "seed"):
         if k in o:
             cmd += ["--" + k.replace("_", "-"), repr(o[k])]
-    cmd += (["--stop"] + stop_args) if stop_args else ["--no-stop"]
+    if stop_args:
+        cmd += ["--stop"] + stop_args
+    elif o.get("stop") != "default":
+        cmd += ["--no-stop"]
     r = subprocess.run(cmd, capture_output=True, env=env, text=True)
     res = dict(cmd=cmd, want=want, problems=[], ambiguous=[])
     if r.returncode != 0:
@@ -427,6 +456,23 @@ def check_refusal(lol, ck, cfg, env):
     return ok, "prompt of max_seq_len = %d tokens: exit %d, stderr %r" % (n, r.returncode, r.stderr.strip()[-200:])
 
 
+def check_nonfinite(lol, ck, work, env):
+    """Logits that overflow float32 stop generation with exit 3 (docs/generation.md)."""
+    big = os.path.join(work, "ck_overflow")
+    shutil.rmtree(big, ignore_errors=True)
+    shutil.copytree(ck, big)
+    st = os.path.join(big, "model.safetensors")
+    T = read_st(st)
+    shape, vals, dt = T["model.norm.weight"]
+    T["model.norm.weight"] = (shape, [1e38 if v > 0 else -1e38 for v in vals], dt)  # finite, but logits overflow
+    write_st(st, T)
+    r = subprocess.run([lol, "generate", "--model", big, "--tokens", "1,2,3", "--max-new", "4", "--ids", "--threads", "1"],
+                       capture_output=True, env=env, text=True)
+    ok = r.returncode == 3 and not r.stdout.split()
+    return ok, "final-norm weights of +-1e38: exit %d, stdout %r, stderr %r" % (r.returncode, r.stdout.strip(),
+                                                                              r.stderr.strip()[-160:])
+
+
 def check(lol, work, only=None):
     t0 = time.time()
     os.makedirs(work, exist_ok=True)
@@ -467,6 +513,11 @@ def check(lol, work, only=None):
         ncmp += 1
         if not ok:
             fails.append("refusal")
+        ok, msg = check_nonfinite(lol, ckpts["A"], work, env)
+        print("overflow: %s: %s" % ("ok" if ok else "DIFFERS", msg))
+        ncmp += 1
+        if not ok:
+            fails.append("overflow")
     print("%d cases, %d generated tokens and %d routing decisions compared; %d differ, %d ambiguous; %.1f s"
           % (ncmp, ntok, nwin, len(fails), len(ambig), time.time() - t0))
     if fails:

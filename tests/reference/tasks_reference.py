@@ -42,8 +42,25 @@ start/goal, path >= 12 cells at 8x8, DFS backtracks, BFS expands >= 3 cells off 
 path), the labels (`[ Sx ]`; the paper's 8x8 maze labels, with the docs' "8 -> N"
 reading for other sides), runs `selfcheck`, runs `lol data verify` on every directory
 and on deliberately corrupted records (which it must reject), and compares repeated
-runs byte for byte (same seed; sudoku `--threads 1` vs `2`).  Exit status 0 when everything agrees, 1 on any disagreement, 2 on a
-usage / tool error.  Python 3 standard library only.
+runs byte for byte (same seed; sudoku `--threads 1` vs `2`).  Exit status 0 when
+everything agrees, 1 on any disagreement, 2 on a usage / tool error.  Python 3
+standard library only.  The binary is copied into --work first, so a rebuild of the
+build tree during the run does not break it.
+
+What the examples fix (see `selfcheck`; one neighbour order is assumed for all maze
+strategies, so A* variants are restricted to the orders S1, S2 and S4 allow):
+  sudoku S1: row-major sweeps, a single is placed at once (snapshot / restart fail);
+  S2: units row1..9, col1..9, box1..9, digits ascending inside a unit, placed at once;
+  S3: digit-major (digit 1..9, then box1..9), placed at once;
+  S4: FIFO queue seeded row-major, newly single peers listed in ascending cell order;
+  S5: row-major DFS, ascending candidates, forward check = every blank cell keeps a
+      candidate AND every digit missing from a unit keeps a place in it.
+  maze neighbour order: N E S W, N E W S and N S E W all reproduce the example;
+  BFS stops when the goal is dequeued; DFS is a walk listing back-steps; A* with
+  Manhattan h and ties by smaller g or first-discovered (not smaller h, not LIFO,
+  not Euclidean h; row-major ties also fit); bidirectional BFS alternates single
+  dequeues and stops at a neighbour already *discovered* by the other side;
+  dead-end filling sweeps row-major filling at once.
 """
 
 import argparse
@@ -51,6 +68,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -608,11 +626,6 @@ def maze_dfs(m, order="NESW"):
     return None
 
 
-def _manhattan(m, i):
-    n = m.n
-    return abs(i // n - m.goal // n) + abs(i % n - m.goal % n)
-
-
 def maze_astar(m, order="NESW", tie="g", h="manhattan"):
     """g = steps from the start, h = distance to the goal (Manhattan, or
     Euclidean for the variant), f = g + h.  Pops the open cell of minimal key:
@@ -686,9 +699,9 @@ def maze_bidir(m, order="NESW", meet="discover"):
     """Two FIFO searches (side 0 from start, side 1 from goal), alternating one
     dequeue per step, side 0 first.  The dequeued cell is listed; its neighbours
     are scanned: with meet 'discover' a neighbour already seen (discovered) by
-    the other side is listed and ends the search; with 'dequeue' the search ends
-    when a dequeued cell was seen by the other side (not listed twice)."""
-    roots = (m.start, m.goal)
+    the other side is listed and ends the search; with 'expanded' only a
+    neighbour already dequeued by the other side counts; with 'dequeue' the
+    search ends when a dequeued cell was seen by the other side."""
     seen = ({m.start}, {m.goal})
     expanded = (set(), set())
     qs = (deque([m.start]), deque([m.goal]))
@@ -715,7 +728,6 @@ def maze_bidir(m, order="NESW", meet="discover"):
                 seen[side].add(j)
                 qs[side].append(j)
         side ^= 1
-    del roots
     return None
 
 
@@ -1099,7 +1111,10 @@ def _short(names):
 
 def run(cmd):
     t = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        return 127, "cannot run %s: %s" % (cmd[0], e), time.time() - t
     return p.returncode, p.stdout, time.time() - t
 
 
@@ -1111,7 +1126,8 @@ def _read(path):
 def _tamper_checks(lol, work, rep, maze_dir, sudoku_dir):
     """`lol data verify` must reject a record whose trace or answer we alter."""
     cases = []
-    for d, field in ((maze_dir, "trace"), (sudoku_dir, "trace"), (sudoku_dir, "answer"), (maze_dir, "answer")):
+    for d, field in ((maze_dir, "trace"), (sudoku_dir, "trace"),
+                     (sudoku_dir, "answer"), (maze_dir, "answer")):
         lines = _read(os.path.join(d, "train.jsonl")).splitlines()
         r = json.loads(lines[0])
         if r["task"] == "sudoku" and field == "trace":
@@ -1151,6 +1167,13 @@ def cmd_check(args):
     if not ok_self:
         rep.fail("selfcheck", 0, "reference does not reproduce the paper's examples")
     os.makedirs(args.work, exist_ok=True)
+    # pin the binary under test: the build tree may be rebuilt while this runs
+    pinned = os.path.join(args.work, "lol-under-test")
+    try:
+        shutil.copy2(args.lol, pinned)
+        args.lol = pinned
+    except OSError as e:
+        print("cannot copy %s (%s); running it in place" % (args.lol, e))
     jobs = []  # (task, extra args, n, seed, dir name, max_tokens)
     for size, n, seeds in ((4, 40, (0, 1)), (5, 30, (2,)), (6, 30, (3,)), (7, 20, (4,)),
                            (8, 150, (0, 1)), (9, 15, (5,)), (10, 15, (6,)), (12, 10, (7,)),
@@ -1166,6 +1189,7 @@ def cmd_check(args):
     verify_fail = []
     for task, extra, n, seed, name, maxtok in jobs:
         out = os.path.join(args.work, name)
+        shutil.rmtree(out, ignore_errors=True)  # a rerun into the same --work
         cmd = [args.lol, "data", task, "--n", str(n), "--seed", str(seed), "--n-test", "2",
                "--valid-fraction", "0.2", "--out", out, "--no-progress"] + extra
         if maxtok:
@@ -1191,15 +1215,23 @@ def cmd_check(args):
     # determinism: same seed -> same bytes; sudoku --threads must not matter
     d0 = os.path.join(args.work, "sudoku_seed0")
     d1 = os.path.join(args.work, "sudoku_seed0_threads2")
-    run([args.lol, "data", "sudoku", "--n", "40", "--seed", "0", "--n-test", "2", "--valid-fraction", "0.2",
-         "--threads", "2", "--out", d1, "--no-progress"])
+    shutil.rmtree(d1, ignore_errors=True)
+    rc, txt, _ = run([args.lol, "data", "sudoku", "--n", "40", "--seed", "0", "--n-test", "2",
+                      "--valid-fraction", "0.2", "--threads", "2", "--out", d1, "--no-progress"])
+    if rc != 0:
+        print("FAILED (%d): %s" % (rc, txt))
+        return 2
     for split in ("train", "valid", "test"):
         if _read(os.path.join(d0, split + ".jsonl")) != _read(os.path.join(d1, split + ".jsonl")):
             rep.fail(d1, 0, "sudoku %s.jsonl differs between --threads 1 and --threads 2" % split)
     m0 = os.path.join(args.work, "maze_s8_seed0")
     m1 = os.path.join(args.work, "maze_s8_seed0_again")
-    run([args.lol, "data", "maze", "--n", "150", "--seed", "0", "--n-test", "2", "--valid-fraction", "0.2",
-         "--size", "8", "--out", m1, "--no-progress"])
+    shutil.rmtree(m1, ignore_errors=True)
+    rc, txt, _ = run([args.lol, "data", "maze", "--n", "150", "--seed", "0", "--n-test", "2",
+                      "--valid-fraction", "0.2", "--size", "8", "--out", m1, "--no-progress"])
+    if rc != 0:
+        print("FAILED (%d): %s" % (rc, txt))
+        return 2
     for split in ("train", "valid", "test"):
         if _read(os.path.join(m0, split + ".jsonl")) != _read(os.path.join(m1, split + ".jsonl")):
             rep.fail(m1, 0, "maze %s.jsonl differs between two runs with the same seed" % split)

@@ -80,6 +80,43 @@ TEST(MazeDataset, SmallGridsProduceDuplicatesThatAreDropped) {
   EXPECT_EQ(questions.size(), 3000u);
 }
 
+// max_sequence_tokens rejects whole mazes, never single sequences: every maze keeps
+// its five strategies (paper C.4, "one per strategy for each maze"), all within the cap.
+TEST(MazeDataset, MaxSequenceTokensKeepsWholeMazes) {
+  const int64_t cap = 300;  // below the longest sequence of most 8x8 mazes (the DFS walk)
+  MazeDatasetStats st;
+  const auto ex = generate_maze_dataset(40, 8, 9, &st, cap);
+  ASSERT_EQ(ex.size(), 200u);
+  EXPECT_GT(st.rejected["max_tokens"], 0);
+  for (size_t i = 0; i < ex.size(); i += 5)
+    for (int s = 1; s <= 5; ++s) {
+      EXPECT_EQ(ex[i + s - 1].strategy, s);
+      EXPECT_EQ(ex[i + s - 1].question, ex[i].question);
+      EXPECT_LE(int64_t(split_tokens(ex[i + s - 1].text()).size()), cap);
+    }
+  // The accepted mazes are those of the unlimited stream whose sequences fit, in order.
+  const auto all = generate_maze_dataset(40 + st.rejected["max_tokens"], 8, 9);
+  std::vector<std::string> fitting;
+  for (size_t i = 0; i < all.size(); i += 5) {
+    int64_t longest = 0;
+    for (int s = 0; s < 5; ++s) longest = std::max<int64_t>(longest, int64_t(split_tokens(all[i + s].text()).size()));
+    if (longest <= cap && fitting.size() < 40) fitting.push_back(all[i].question);
+  }
+  ASSERT_EQ(fitting.size(), 40u);
+  for (size_t k = 0; k < 40; ++k) EXPECT_EQ(ex[5 * k].question, fitting[k]) << k;
+  // A cap no maze meets: refused after 1000 mazes, naming the shortest it saw.
+  try {
+    generate_maze_dataset(5, 8, 9, nullptr, 20);
+    ADD_FAILURE() << "expected lol::InputError";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("none of the first 1000 mazes of size 8 has all five sequences within "
+                                         "max_sequence_tokens = 20 (the fewest: "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(generate_maze_dataset(5, 8, 9, nullptr, -1), lol::InputError);
+}
+
 TEST(MazeDataset, RejectsBadArguments) {
   EXPECT_THROW(generate_maze_dataset(-1, 8, 0), lol::InputError);
   EXPECT_THROW(generate_maze_dataset(10, 3, 0), lol::InputError);
@@ -96,6 +133,5 @@ TEST(MazeDataset, ThroughputIsReported) {
   const double per_s = double(ex.size()) / s;
   std::cout << "[ maze ] 1000 8x8 mazes (5000 samples) in " << s << " s: " << per_s << " samples/s, " << st.draws
             << " draws\n";
-  RecordProperty("samples_per_second", std::to_string(per_s));
-  EXPECT_LT(s, 10.0);  // generous: sanitizer and debug builds are much slower than Release (~0.3 s)
+  RecordProperty("samples_per_second", std::to_string(per_s));  // a figure, not a timed assertion
 }
