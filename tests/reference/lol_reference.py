@@ -23,46 +23,7 @@ runs it as LolReference.PurePythonFloat64ForwardAgrees.
 import argparse, json, math, os, random, shutil, struct, subprocess, sys
 
 # ---------------------------------------------------------------- safetensors
-DT = {"F64": ("d", 8), "F32": ("f", 4), "I64": ("q", 8), "I32": ("i", 4),
-      "F16": ("e", 2), "BF16": (None, 2), "U8": ("B", 1), "I8": ("b", 1)}
-
-
-def read_st(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    hl = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + hl])
-    base = 8 + hl
-    out = {}
-    for name, e in hdr.items():
-        if name == "__metadata__":
-            continue
-        b, en = e["data_offsets"]
-        buf = raw[base + b:base + en]
-        fmt, sz = DT[e["dtype"]]
-        n = (en - b) // sz
-        if e["dtype"] == "BF16":
-            vals = [struct.unpack("<f", b"\x00\x00" + buf[2 * i:2 * i + 2])[0] for i in range(n)]
-        else:
-            vals = list(struct.unpack("<%d%s" % (n, fmt), buf))
-        out[name] = (e["shape"], vals, e["dtype"])
-    return out
-
-
-def write_st(path, tensors):
-    """tensors: name -> (shape, flat values, dtype in F32/F64/I64)"""
-    hdr, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        shape, vals, dt = tensors[name]
-        fmt, sz = DT[dt]
-        blob = struct.pack("<%d%s" % (len(vals), fmt), *vals)
-        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(blob)]}
-        off += len(blob)
-        blobs.append(blob)
-    h = json.dumps(hdr).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+from safetensors_io import DT, read_st, write_st  # noqa: E402,F401  (re-exported to importers)
 
 
 def mat(t):

@@ -67,6 +67,8 @@ each printed with the lol command that reproduces it (its work folder is kept).
 """
 import argparse, json, math, os, random, struct, subprocess, sys, time
 
+from safetensors_io import DT, bf16_bits, read_st, write_st  # noqa: F401
+
 # ---------------------------------------------------------------- float32 helpers
 _F = struct.Struct("<f")
 
@@ -76,64 +78,8 @@ def f32(x):
     return _F.unpack(_F.pack(x))[0]
 
 
-def bf16_bits(x):
-    """float -> bfloat16 bit pattern, round to nearest even (as torch's .to(bfloat16))"""
-    u = struct.unpack("<I", struct.pack("<f", x))[0]
-    rounding = 0x7FFF + ((u >> 16) & 1)
-    return ((u + rounding) >> 16) & 0xFFFF
-
-
 def bf16(x):
     return struct.unpack("<f", struct.pack("<I", bf16_bits(x) << 16))[0]
-
-
-# ---------------------------------------------------------------- safetensors
-DT = {"F64": ("d", 8), "F32": ("f", 4), "I64": ("q", 8), "I32": ("i", 4),
-      "F16": ("e", 2), "BF16": (None, 2), "U8": ("B", 1), "I8": ("b", 1)}
-
-
-def read_st(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    hl = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + hl])
-    base = 8 + hl
-    out = {}
-    for name, e in hdr.items():
-        if name == "__metadata__":
-            continue
-        b, en = e["data_offsets"]
-        buf = raw[base + b:base + en]
-        fmt, sz = DT[e["dtype"]]
-        n = (en - b) // sz
-        if e["dtype"] == "BF16":
-            hs = struct.unpack("<%dH" % n, buf)
-            vals = list(struct.unpack("<%df" % n, struct.pack("<%dI" % n, *[h << 16 for h in hs])))
-        else:
-            vals = list(struct.unpack("<%d%s" % (n, fmt), buf))
-        out[name] = (e["shape"], vals, e["dtype"])
-    return out
-
-
-def write_st(path, tensors, metadata=None):
-    """tensors: name -> (shape, flat values, dtype in F32/F64/BF16/I64)"""
-    hdr, blobs, off = {}, [], 0
-    if metadata:
-        hdr["__metadata__"] = metadata
-    for name in sorted(tensors):
-        shape, vals, dt = tensors[name]
-        if dt == "BF16":
-            blob = struct.pack("<%dH" % len(vals), *[bf16_bits(v) for v in vals])
-        else:
-            fmt, sz = DT[dt]
-            blob = struct.pack("<%d%s" % (len(vals), fmt), *vals)
-        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(blob)]}
-        off += len(blob)
-        blobs.append(blob)
-    h = json.dumps(hdr).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def read_folder_weights(folder):

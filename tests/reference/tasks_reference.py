@@ -1213,28 +1213,21 @@ def cmd_check(args):
     for out, txt in verify_fail:
         rep.fail(out, 0, "`lol data verify` failed on lol's own data: %s" % txt)
     # determinism: same seed -> same bytes; sudoku --threads must not matter
-    d0 = os.path.join(args.work, "sudoku_seed0")
-    d1 = os.path.join(args.work, "sudoku_seed0_threads2")
-    shutil.rmtree(d1, ignore_errors=True)
-    rc, txt, _ = run([args.lol, "data", "sudoku", "--n", "40", "--seed", "0", "--n-test", "2",
-                      "--valid-fraction", "0.2", "--threads", "2", "--out", d1, "--no-progress"])
-    if rc != 0:
-        print("FAILED (%d): %s" % (rc, txt))
-        return 2
-    for split in ("train", "valid", "test"):
-        if _read(os.path.join(d0, split + ".jsonl")) != _read(os.path.join(d1, split + ".jsonl")):
-            rep.fail(d1, 0, "sudoku %s.jsonl differs between --threads 1 and --threads 2" % split)
-    m0 = os.path.join(args.work, "maze_s8_seed0")
-    m1 = os.path.join(args.work, "maze_s8_seed0_again")
-    shutil.rmtree(m1, ignore_errors=True)
-    rc, txt, _ = run([args.lol, "data", "maze", "--n", "150", "--seed", "0", "--n-test", "2",
-                      "--valid-fraction", "0.2", "--size", "8", "--out", m1, "--no-progress"])
-    if rc != 0:
-        print("FAILED (%d): %s" % (rc, txt))
-        return 2
-    for split in ("train", "valid", "test"):
-        if _read(os.path.join(m0, split + ".jsonl")) != _read(os.path.join(m1, split + ".jsonl")):
-            rep.fail(m1, 0, "maze %s.jsonl differs between two runs with the same seed" % split)
+    # determinism: the same data again, byte for byte (sudoku with another --threads)
+    d0, m0 = os.path.join(args.work, "sudoku_seed0"), os.path.join(args.work, "maze_s8_seed0")
+    for task, first, again, extra, why in (
+            ("sudoku", d0, "sudoku_seed0_threads2", ["--n", "40", "--threads", "2"], "--threads 1 and --threads 2"),
+            ("maze", m0, "maze_s8_seed0_again", ["--n", "150", "--size", "8"], "two runs with the same seed")):
+        again = os.path.join(args.work, again)
+        shutil.rmtree(again, ignore_errors=True)
+        rc, txt, _ = run([args.lol, "data", task, "--seed", "0", "--n-test", "2", "--valid-fraction", "0.2",
+                          "--out", again, "--no-progress"] + extra)
+        if rc != 0:
+            print("FAILED (%d): %s" % (rc, txt))
+            return 2
+        for split in ("train", "valid", "test"):
+            if _read(os.path.join(first, split + ".jsonl")) != _read(os.path.join(again, split + ".jsonl")):
+                rep.fail(again, 0, "%s %s.jsonl differs between %s" % (task, split, why))
     print("  determinism: sudoku --threads 1 vs 2 and a repeated maze run compared byte for byte")
     cases = _tamper_checks(args.lol, args.work, rep, m0, d0)
     print("  tampered records given to `lol data verify`: %s"
