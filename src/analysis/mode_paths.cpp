@@ -140,8 +140,13 @@ RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split
   for (int64_t i = 0; i < n; i += opt.batch_size) {
     std::vector<int64_t> idx, labels;
     for (int64_t j = i; j < std::min(n, i + opt.batch_size); ++j) {
+      if (split.get(j).length == 0) continue;  // an empty sequence has no window
       idx.push_back(j);
       labels.push_back(split.get(j).label);
+    }
+    if (idx.empty()) {  // a batch of empty sequences only: nothing to forward
+      bar.update(std::min(n, i + opt.batch_size));
+      continue;
     }
     auto batch = make_batch(split, idx, dev);
     fo.logits_at = torch::zeros({int64_t(idx.size()), 1}, torch::kInt64);

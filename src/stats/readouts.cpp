@@ -296,16 +296,19 @@ std::vector<double> cross_validate(Readout& r, const std::vector<int>& y, int fo
 }
 
 void mean_sd(const std::vector<double>& v, double& mean, double& sd) {
-  double s = 0, s2 = 0;
+  // Two passes: equal values give sd exactly 0 (the one-pass s2 - s^2/n left ~1e-8).
+  double s = 0;
   int n = 0;
   for (double x : v)
     if (std::isfinite(x)) {
       s += x;
-      s2 += x * x;
       ++n;
     }
   mean = n ? s / n : ProbeResult::kNaN;
-  sd = n >= 2 ? std::sqrt(std::max(0.0, (s2 - s * s / n) / (n - 1))) : ProbeResult::kNaN;
+  double ss = 0;
+  for (double x : v)
+    if (std::isfinite(x)) ss += (x - mean) * (x - mean);
+  sd = n >= 2 ? std::sqrt(ss / (n - 1)) : ProbeResult::kNaN;
 }
 
 }  // namespace

@@ -24,6 +24,30 @@ std::vector<lol::DepthTrace> trace_of(lol::LoLModel& m, const lol::data::SplitDa
 
 }  // namespace
 
+// A batch holding only empty sequences (batch size 1 at the split's empty sequence 2) is
+// skipped, not forwarded (it crashed `lol analyze routing` and `paths extract`): the
+// results equal those of batches that mix it with others.
+TEST(RoutingFeatures, BatchOfOnlyEmptySequencesIsSkipped) {
+  atest::TempDir tmp("features_empty");
+  auto split = atest::write_split(tmp.path(), 6, 20, 5, /*with_empty=*/true);
+  auto model = atest::tiny_model(3);
+  lol::analysis::CollectOptions one, four;
+  one.batch_size = 1;
+  four.batch_size = 4;
+  one.progress = four.progress = false;
+  const auto a = lol::analysis::collect_routing_features(model, split, one);
+  const auto b = lol::analysis::collect_routing_features(model, split, four);
+  EXPECT_EQ(a.n_sequences(), 5);
+  EXPECT_EQ(a.seq_index, b.seq_index);
+  EXPECT_TRUE(torch::allclose(a.window_probs, b.window_probs, 1e-6, 1e-7));
+  EXPECT_TRUE(torch::equal(a.window_expert, b.window_expert));
+  const auto sa = lol::analysis::collect_routing_stats(model, split, one);
+  const auto sb = lol::analysis::collect_routing_stats(model, split, four);
+  EXPECT_EQ(sa.cells.size(), sb.cells.size());
+  for (const auto& [label, rows] : sb.cells)
+    EXPECT_EQ(sa.mode_path(label).expert, sb.mode_path(label).expert) << "label " << label << ", " << rows.size();
+}
+
 TEST(RoutingFeatures, ShapesAndValuesMatchPerSequenceTraces) {
   atest::TempDir tmp("features");
   auto split = atest::write_split(tmp.path(), 11, 30, 5, /*with_empty=*/true);
