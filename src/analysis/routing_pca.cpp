@@ -122,9 +122,10 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
     j["pca_explained_ratio"] = std::vector<double>(p.explained_ratio.data_ptr<double>(),
                                                    p.explained_ratio.data_ptr<double>() + 2);
     if (plots) {
-      // Deterministic subsample for the scatter (all points when few).
-      std::vector<int64_t> order(std::size_t(f.n_windows()));
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+      // Deterministic subsample of the labelled windows for the scatter (all when few).
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < f.n_windows(); ++i)
+        if (labels[std::size_t(i)] >= 0) order.push_back(i);
       std::mt19937_64 rng(opt.seed);
       std::shuffle(order.begin(), order.end(), rng);
       if (int64_t(order.size()) > opt.max_scatter) order.resize(std::size_t(opt.max_scatter));
@@ -135,7 +136,6 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
       const double* pp = proj.data_ptr<double>();
       for (int64_t i : order) {
         const int l = labels[std::size_t(i)];
-        if (l < 0) continue;
         series[std::size_t(l)].x.push_back(pp[i * 2] + jitter(rng));
         series[std::size_t(l)].y.push_back(pp[i * 2 + 1] + jitter(rng));
       }

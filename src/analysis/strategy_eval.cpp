@@ -310,10 +310,21 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     }
     const Job& j0 = jobs[start];
     const RoutingPath* force = j0.forced ? &paths.at(j0.strategy) : nullptr;
-    int64_t batch_prompt = 0;
-    for (const auto& p : prompts) batch_prompt = std::max<int64_t>(batch_prompt, int64_t(p.tokens.size()));
-    const int64_t batch_new = std::min(max_new, context - batch_prompt);
-    auto gen = generate(model, prompts, force, batch_new, eos);
+    // Each row's room: min(max_new, context - its own prompt). A batch where some row has
+    // less room than max_new runs row by row, so that no row is cut to the room of the
+    // longest prompt it shares a batch with (the verdicts do not depend on --batch).
+    std::vector<int64_t> room(prompts.size());
+    bool cut = false;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      room[i] = std::min(max_new, context - int64_t(prompts[i].tokens.size()));
+      cut = cut || room[i] < max_new;
+    }
+    std::vector<std::vector<int64_t>> gen;
+    if (!cut) {
+      gen = generate(model, prompts, force, max_new, eos);
+    } else {
+      for (size_t i = 0; i < prompts.size(); ++i) gen.push_back(generate(model, {prompts[i]}, force, room[i], eos).at(0));
+    }
     for (size_t i = 0; i < gen.size(); ++i) {
       const Job& j = jobs[start + i];
       std::vector<int32_t> ids(gen[i].begin(), gen[i].end());
@@ -323,7 +334,7 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
         text += (t ? " " : "") + spec.vocab.token(ids[t]);
       }
       res.generated_tokens += int64_t(ids.size());
-      if (batch_new < max_new && int64_t(ids.size()) >= batch_new &&
+      if (room[i] < max_new && int64_t(ids.size()) >= room[i] &&
           std::find(ids.begin(), ids.end(), int32_t(eos)) == ids.end())
         res.capped_generations++;
       tasks::Verdict v;

@@ -54,7 +54,7 @@ struct StrategyEvalResult {
   std::string filler;                               ///< filler rule used (option or "length-matched")
   double seconds = 0;
   int64_t generated_tokens = 0;
-  int64_t max_new_tokens = 0;      ///< the limit asked for (option or longest reference + 25%)
+  int64_t max_new_tokens = 0;      ///< the limit asked for (option, or n + n/4 + 8 for the longest reference n)
   /// Generations cut at the model's max_seq_len before their <eos> (judged as they are:
   /// no <eos>).
   int64_t capped_generations = 0;
@@ -66,7 +66,7 @@ struct StrategyEvalResult {
 struct StrategyEvalOptions {
   int64_t n_puzzles = 200;
   int64_t batch_size = 32;
-  int64_t max_new_tokens = 0;  ///< 0: longest reference continuation in the data + 25%
+  int64_t max_new_tokens = 0;  ///< 0: n + n/4 + 8, n the longest reference continuation in the data
   bool unforced = true;
   bool progress = true;
   /// Neutral label under forcing, used verbatim; empty: neutral_label() (length-matched).
@@ -85,7 +85,9 @@ std::string neutral_label(const data::TaskSpec& spec, int strategy);
 
 /// Evaluates on the puzzles of a JSONL file (records of `lol data`): the first
 /// n_puzzles distinct puzzles; paths[s] is strategy s's mode path (1..5). Generation
-/// stops at the model's max_seq_len (counted in capped_generations). Throws InputError
+/// stops at the model's max_seq_len: each generation gets min(max_new, max_seq_len - its own
+/// prompt), a batch where that is below max_new running row by row (counted in
+/// capped_generations when reached without <eos>). Throws InputError
 /// naming the file and line for a question outside the task's vocabulary or not a valid
 /// puzzle (the task's verifier), and for a prompt that fills max_seq_len.
 StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& spec,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "stats/group_split.h"
+#include "stats/summary.h"
 #include "util/error.h"
 
 namespace lol::stats {
@@ -156,17 +157,14 @@ CentroidCv nearest_centroid_cv(const Matrix& x, const std::vector<int>& labels, 
   out.balanced_accuracy = present ? recall_sum / present : std::nan("");
   out.chance = out.n_items ? double(majority) / double(out.n_items) : std::nan("");
 
-  double s = 0, s2 = 0;
   for (int r = 0; r < shuffles; ++r) {
     const auto perm = permute_group_labels(labels, fold_groups, seed + 1000003ull * uint64_t(r + 1));
-    const double a = accuracy_of(perm, cv_predict(x, perm, fold, folds, n_classes));
-    out.shuffled_accuracy.push_back(a);
-    s += a;
-    s2 += a * a;
+    out.shuffled_accuracy.push_back(accuracy_of(perm, cv_predict(x, perm, fold, folds, n_classes)));
   }
   if (shuffles > 0) {
-    out.shuffled_mean = s / shuffles;
-    out.shuffled_sd = shuffles > 1 ? std::sqrt(std::max(0.0, (s2 - s * s / shuffles) / (shuffles - 1))) : 0.0;
+    double sd = 0;
+    mean_sd(out.shuffled_accuracy, out.shuffled_mean, sd);
+    out.shuffled_sd = shuffles > 1 ? sd : 0.0;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "stats/group_split.h"
+#include "stats/summary.h"
 #include "util/error.h"
 
 namespace lol::stats {
@@ -149,7 +150,7 @@ std::vector<double> RidgeReadout::fit_score(const std::vector<int>& y, const std
   for (double v : cv) cvj.push_back(num(v));
   last_ = {{"relative_lambda", rel_[best]},
            {"lambda", model.lambda},
-           {"lambda_selection", selected ? "inner-cv" : "default (fewer than 2 usable training folds)"},
+           {"lambda_selection", selected ? "inner-cv" : "default (fewer than 2 training folds, or none with both classes)"},
            {"inner_cv_auroc", cvj},
            {"train_items", int64_t(all.n)}};
   return score_part(model, eval);
@@ -295,21 +296,6 @@ std::vector<double> cross_validate(Readout& r, const std::vector<int>& y, int fo
   return out;
 }
 
-void mean_sd(const std::vector<double>& v, double& mean, double& sd) {
-  // Two passes: equal values give sd exactly 0 (the one-pass s2 - s^2/n left ~1e-8).
-  double s = 0;
-  int n = 0;
-  for (double x : v)
-    if (std::isfinite(x)) {
-      s += x;
-      ++n;
-    }
-  mean = n ? s / n : ProbeResult::kNaN;
-  double ss = 0;
-  for (double x : v)
-    if (std::isfinite(x)) ss += (x - mean) * (x - mean);
-  sd = n >= 2 ? std::sqrt(ss / (n - 1)) : ProbeResult::kNaN;
-}
 
 }  // namespace
 

@@ -1,0 +1,29 @@
+// Mean and sample standard deviation of the finite values of a vector, in two passes
+// (equal values give sd exactly 0; the one-pass s2 - s^2/n formula left ~1e-8). Used for
+// the probes' fold AUROCs and the separation's shuffled accuracies (docs/analysis.md).
+#pragma once
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace lol::stats {
+
+/// mean: NaN when no value is finite; sd: the sample sd (n - 1), NaN when fewer than 2
+/// values are finite.
+inline void mean_sd(const std::vector<double>& v, double& mean, double& sd) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  int n = 0;
+  for (double x : v)
+    if (std::isfinite(x)) {
+      s += x;
+      ++n;
+    }
+  mean = n ? s / n : nan;
+  double ss = 0;
+  for (double x : v)
+    if (std::isfinite(x)) ss += (x - mean) * (x - mean);
+  sd = n >= 2 ? std::sqrt(ss / (n - 1)) : nan;
+}
+
+}  // namespace lol::stats
