@@ -299,9 +299,15 @@ std::vector<double> continuation_logliks(training::TrainableModel& model,
     if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);
     auto next = torch::zeros({B, width}, torch::kInt64);
     auto na = next.accessor<int64_t, 2>();
+    const int64_t vocab = logits.size(-1);
     for (int64_t r = 0; r < B; ++r)
-      for (int64_t j = 0; j < n_cont[r]; ++j)
-        if (first[r] + j >= 0) na[r][first[r] + j] = requests[start + std::size_t(r)].second[std::size_t(j)];
+      for (int64_t j = 0; j < n_cont[r]; ++j) {
+        const int64_t id = requests[start + std::size_t(r)].second[std::size_t(j)];
+        if (id < 0 || id >= vocab)
+          throw InputError("evaluation: continuation " + std::to_string(start + std::size_t(r) + 1) + " holds token id " +
+                           std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(vocab));
+        if (first[r] + j >= 0) na[r][first[r] + j] = id;
+      }
     const auto picked = torch::log_softmax(logits, -1)
                             .gather(-1, next.to(logits.device()).unsqueeze(-1))
                             .squeeze(-1)

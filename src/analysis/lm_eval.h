@@ -96,7 +96,9 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> choice_request(const token
 /// sum over j of log p(cont[j] | ctx, cont[:j]). The input row is (ctx + cont)
 /// without its last token, cut from the left to `max_len` tokens; rows are batched
 /// `batch_size` at a time (padding has doc id -1). Output [requests]. Throws
-/// NonFiniteError when a log-likelihood is NaN/Inf (the model's activations overflowed).
+/// NonFiniteError when a log-likelihood is NaN/Inf (the model's activations overflowed),
+/// InputError for a continuation id outside the model's vocabulary. Log-probabilities
+/// are float32, float64 for a float64 model.
 std::vector<double> continuation_logliks(training::TrainableModel& model,
                                          const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& requests,
                                          int64_t max_len, const torch::Device& device, int64_t batch_size = 16);

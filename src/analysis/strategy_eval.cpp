@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -294,6 +295,14 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     return std::make_pair(p, question + " " + label);
   };
 
+  // Every prompt as generated (the forced ones hold the filler) must leave room for a token.
+  for (const Job& j : jobs) {
+    const int64_t n = int64_t(prompt_for(j).first.tokens.size());
+    if (n >= context)
+      throw InputError(puzzles[j.puzzle].where + ": the prompt of S" + std::to_string(j.strategy) +
+                       (j.forced ? " (forced, with the filler)" : "") + " has " + std::to_string(n) +
+                       " tokens, leaving no room in the model's max_seq_len = " + std::to_string(context));
+  }
   ProgressBar bar("eval strategies", int64_t(jobs.size()), opt.progress);
   int64_t done = 0;
   // Group jobs by (forced, strategy) so that one forced path serves a whole batch.
@@ -310,20 +319,21 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
     }
     const Job& j0 = jobs[start];
     const RoutingPath* force = j0.forced ? &paths.at(j0.strategy) : nullptr;
-    // Each row's room: min(max_new, context - its own prompt). A batch where some row has
-    // less room than max_new runs row by row, so that no row is cut to the room of the
-    // longest prompt it shares a batch with (the verdicts do not depend on --batch).
+    // Each row's room: min(max_new, context - its own prompt). Rows of equal room run
+    // together, so that no row is cut to the room of a longer prompt beside it (the
+    // verdicts do not depend on --batch); a task's prompts have one length, one call.
     std::vector<int64_t> room(prompts.size());
-    bool cut = false;
+    std::map<int64_t, std::vector<size_t>> by_room;
     for (size_t i = 0; i < prompts.size(); ++i) {
       room[i] = std::min(max_new, context - int64_t(prompts[i].tokens.size()));
-      cut = cut || room[i] < max_new;
+      by_room[room[i]].push_back(i);
     }
-    std::vector<std::vector<int64_t>> gen;
-    if (!cut) {
-      gen = generate(model, prompts, force, max_new, eos);
-    } else {
-      for (size_t i = 0; i < prompts.size(); ++i) gen.push_back(generate(model, {prompts[i]}, force, room[i], eos).at(0));
+    std::vector<std::vector<int64_t>> gen(prompts.size());
+    for (const auto& [limit, rows] : by_room) {
+      std::vector<PromptSpec> part;
+      for (size_t i : rows) part.push_back(prompts[i]);
+      auto out = generate(model, part, force, limit, eos);
+      for (size_t k = 0; k < rows.size(); ++k) gen[rows[k]] = std::move(out.at(k));
     }
     for (size_t i = 0; i < gen.size(); ++i) {
       const Job& j = jobs[start + i];

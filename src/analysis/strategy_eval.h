@@ -86,10 +86,11 @@ std::string neutral_label(const data::TaskSpec& spec, int strategy);
 /// Evaluates on the puzzles of a JSONL file (records of `lol data`): the first
 /// n_puzzles distinct puzzles; paths[s] is strategy s's mode path (1..5). Generation
 /// stops at the model's max_seq_len: each generation gets min(max_new, max_seq_len - its own
-/// prompt), a batch where that is below max_new running row by row (counted in
+/// prompt), rows of a batch with equal room generated together (counted in
 /// capped_generations when reached without <eos>). Throws InputError
 /// naming the file and line for a question outside the task's vocabulary or not a valid
-/// puzzle (the task's verifier), and for a prompt that fills max_seq_len.
+/// puzzle (the task's verifier), and for a prompt (with its label or filler) that fills
+/// max_seq_len, before anything is generated.
 StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& spec,
                                        const std::map<int, RoutingPath>& paths, const std::string& jsonl,
                                        const StrategyEvalOptions& opt, const GenerateFn& generate);

@@ -221,7 +221,8 @@ void run_generate(const GenerateArgs& a) {
   // Stream: print the text of the tokens so far past what was already printed.
   std::vector<int64_t> generated;
   // Text as codec->decode(generated) gives it, one token at a time (a character split
-  // across tokens prints when complete).
+  // across tokens prints when complete; clean_up_tokenization_spaces applied when the
+  // tokenizer_config.json sets it, as transformers' decode).
   std::unique_ptr<tokenizers::DecodeStream> stream;
   if (codec && codec->tokenizer()) stream = std::make_unique<tokenizers::DecodeStream>(*codec->tokenizer(), false);
   o.on_token = [&](int64_t, int64_t tok) {

@@ -214,7 +214,7 @@ void run_generate(const GenArgs& a) {
   }
   std::vector<int32_t> generated;
   // Text as tok->decode(generated, true) gives it, one token at a time; a character split
-  // across tokens prints when complete.
+  // across tokens prints when complete; clean_up_tokenization_spaces as the folder sets it.
   std::unique_ptr<tokenizers::DecodeStream> stream;
   if (tok) stream = std::make_unique<tokenizers::DecodeStream>(*tok, /*skip_special_tokens=*/true);
   auto t_first = std::chrono::steady_clock::now();

@@ -227,7 +227,7 @@ void register_generate_cmd(CLI::App* lr) {
     }
     std::vector<int32_t> generated;
     // Text as tok->decode(generated, true) gives it, one token at a time; a character split
-    // across tokens prints when complete.
+    // across tokens prints when complete; clean_up_tokenization_spaces as the folder sets it.
     std::unique_ptr<tokenizers::DecodeStream> stream;
     if (tok) stream = std::make_unique<tokenizers::DecodeStream>(*tok, /*skip_special_tokens=*/true);
     o.on_token = [&](int64_t t) {

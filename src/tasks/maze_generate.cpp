@@ -178,6 +178,13 @@ std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t
       ++st.rejected[s.rule];
       continue;
     }
+    std::string key(m.open.begin(), m.open.end());
+    key.push_back(char(m.start));
+    key.push_back(char(m.goal));
+    if (!seen.insert(std::move(key)).second) {  // a repeat of a too-long maze is too long too
+      ++st.duplicates;
+      continue;
+    }
     const std::string q = m.to_question();
     const uint64_t id = maze_fnv1a(q);
     std::vector<Example> five;
@@ -186,20 +193,12 @@ std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t
       five.push_back(build_example(q, id, m, k, s.runs[k - 1], false));
       if (max_sequence_tokens > 0) longest = std::max<int64_t>(longest, int64_t(split_tokens(five.back().text()).size()));
     }
-    if (longest > max_sequence_tokens && max_sequence_tokens > 0) {
-      ++st.rejected["max_tokens"];
+    if (max_sequence_tokens > 0 && longest > max_sequence_tokens) {
       shortest_longest = std::min(shortest_longest, longest);
-      if (st.accepted == 0 && st.rejected["max_tokens"] >= 1000)
-        throw InputError("maze dataset: none of the first 1000 mazes of size " + std::to_string(size) +
+      if (++st.rejected["max_tokens"] >= 1000 && st.accepted == 0)
+        throw InputError("maze dataset: none of the first 1000 distinct mazes of size " + std::to_string(size) +
                          " has all five sequences within max_sequence_tokens = " + std::to_string(max_sequence_tokens) +
                          " (the fewest: " + std::to_string(shortest_longest) + " tokens); raise it, or 0 for no limit");
-      continue;
-    }
-    std::string key(m.open.begin(), m.open.end());
-    key.push_back(char(m.start));
-    key.push_back(char(m.goal));
-    if (!seen.insert(std::move(key)).second) {
-      ++st.duplicates;
       continue;
     }
     ++st.accepted;

@@ -82,8 +82,8 @@ struct MazeDatasetStats {
 /// max_sequence_tokens > 0 rejects a maze any of whose five sequences has more words
 /// (Example::text(); rule "max_tokens"), so every maze keeps all five strategies
 /// (paper C.4: "one per strategy for each maze"), as generate_sudoku_dataset does.
-/// Throws lol::InputError for n_puzzles < 0, a size outside 4..16, when no maze of
-/// the first 1000 fits max_sequence_tokens, or when fewer than n_puzzles distinct
+/// Throws lol::InputError for n_puzzles < 0, a size outside 4..16, when none of the
+/// first 1000 distinct mazes fits max_sequence_tokens, or when fewer than n_puzzles distinct
 /// mazes are accepted in 2000 * n_puzzles + 10^5 draws.
 std::vector<Example> generate_maze_dataset(int64_t n_puzzles, int size, uint64_t seed,
                                            MazeDatasetStats* stats = nullptr, int64_t max_sequence_tokens = 0);

@@ -228,13 +228,14 @@ class Tokenizer {
 /// patterns are untouched, so UTF-8 stays valid.
 std::string clean_up_tokenization(std::string_view text);
 
-/// Streams generated ids as text, one id at a time, in constant work per id: the
+/// Streams generated ids as text, one id at a time, in amortised constant work per id: the
 /// concatenated output equals to_valid_utf8(tok.decode(all ids pushed)), passed through
 /// clean_up_tokenization when `clean_up_spaces` (default: the tokenizer's
 /// tokenizer_config.json setting, as transformers' decode). Holds back a character
 /// split across tokens until it is complete (Utf8Stream), and with clean-up the text
 /// after the last byte that cannot begin a clean-up match across it (any byte but
-/// ' ', '\'', 'n', 'v', 'r'). `tok` must outlive the stream.
+/// ' ', '\'', 'n', 'v', 'r': " can" prints " ca" until the next byte). `tok` must outlive
+/// the stream.
 class DecodeStream {
  public:
   DecodeStream(const Tokenizer& tok, bool skip_special_tokens)

@@ -11,6 +11,7 @@
 #include "analysis_test_util.h"
 #include "dataset/task_dataset.h"
 #include "tasks/maze_generate.h"
+#include "util/error.h"
 
 namespace {
 
@@ -22,14 +23,15 @@ struct Call {
 // Runs evaluate_strategies with a fake generator that records every row's limit and
 // fills it with a token that is never <eos>.
 std::map<int64_t, int64_t> limits_by_prompt(int64_t batch, int64_t context, std::vector<Call>* calls,
-                                            lol::analysis::StrategyEvalResult* result) {
+                                            lol::analysis::StrategyEvalResult* result,
+                                            std::vector<int> sizes = {4, 6}, std::string filler = "") {
   atest::TempDir tmp("strategy_eval_" + std::to_string(batch));
   const std::string jsonl = tmp.path() + "/test.jsonl";
   {
     std::ofstream out(jsonl);
     // One task's prompts all have one length per size (a perfect maze lists N^2 - 1
     // passages): 4x4 and 6x6 mazes in one file give two lengths.
-    for (int size : {4, 6})
+    for (int size : sizes)
       for (const auto& e : lol::tasks::generate_maze_dataset(3, size, 3))
         out << lol::data::example_to_json(e, "maze").dump() << "\n";
   }
@@ -45,7 +47,8 @@ std::map<int64_t, int64_t> limits_by_prompt(int64_t batch, int64_t context, std:
   o.max_new_tokens = 40;
   o.unforced = false;
   o.progress = false;
-  const int64_t filler = spec.vocab.id("r1c1");
+  o.filler = filler;
+  const int64_t filler_token = spec.vocab.id("r1c1");
   std::map<int64_t, int64_t> limit;  // prompt length -> limit (the same for equal lengths)
   auto fake = [&](lol::LoLModel&, const std::vector<lol::analysis::PromptSpec>& prompts, const lol::RoutingPath*,
                   int64_t max_new, int64_t) {
@@ -55,7 +58,7 @@ std::map<int64_t, int64_t> limits_by_prompt(int64_t batch, int64_t context, std:
       EXPECT_LE(int64_t(p.tokens.size()) + max_new, context);
       auto [it, fresh] = limit.emplace(int64_t(p.tokens.size()), max_new);
       EXPECT_EQ(it->second, max_new) << "prompt of " << p.tokens.size() << " tokens";
-      out.emplace_back(std::size_t(max_new), filler);
+      out.emplace_back(std::size_t(max_new), filler_token);
     }
     return out;
   };
@@ -92,4 +95,41 @@ TEST(StrategyEval, EachGenerationGetsItsOwnRoomWhateverTheBatch) {
   EXPECT_EQ(free_run.capped_generations, 0);
   EXPECT_EQ(free_calls.front().batch, 6u);
   EXPECT_EQ(free_calls.front().max_new, 40);
+}
+
+// Prompts of one length under a cap: one call per batch, every row at the same room.
+TEST(StrategyEval, EqualRoomRowsRunAsOneBatch) {
+  std::vector<Call> probe, calls;
+  lol::analysis::StrategyEvalResult ignored, r;
+  const auto lengths = limits_by_prompt(6, 1000, &probe, &ignored, {4});
+  ASSERT_EQ(lengths.size(), 1u);
+  const int64_t context = lengths.begin()->first + 10;
+  limits_by_prompt(3, context, &calls, &r, {4});
+  ASSERT_EQ(calls.size(), 15u);  // 3 mazes x 5 forced strategies
+  for (const auto& c : calls) {
+    EXPECT_EQ(c.batch, 3u);
+    EXPECT_EQ(c.max_new, 10);
+  }
+  EXPECT_EQ(r.capped_generations, 15);
+}
+
+// A --filler that makes the forced prompts fill max_seq_len: refused before generating.
+TEST(StrategyEval, PromptThatFillsTheContextIsRefusedFirst) {
+  std::vector<Call> probe, calls;
+  lol::analysis::StrategyEvalResult ignored, r;
+  const auto lengths = limits_by_prompt(6, 1000, &probe, &ignored, {4});
+  const int64_t context = lengths.begin()->first + 2;  // the length-matched filler fits
+  std::string filler = "[";
+  for (int k = 0; k < 12; ++k) filler += " ...";
+  filler += " ]";
+  try {
+    limits_by_prompt(6, context, &calls, &r, {4}, filler);
+    ADD_FAILURE() << "expected lol::InputError";
+  } catch (const lol::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("(forced, with the filler) has "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("leaving no room in the model's max_seq_len = " + std::to_string(context)),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(calls.empty());
 }

@@ -375,7 +375,7 @@ TEST(MainJobPipeline, SmallDataFinishedRunsAndUnwritableOutputs) {
   EXPECT_EQ(run_capture(lol + " data maze --n 6 --size 4 --out " + dir + "/data", &out), 2);
   EXPECT_NE(out.find("already holds a dataset"), std::string::npos) << out;
   EXPECT_EQ(run_capture(lol + " data maze --n 6 --size 4 --max-tokens 1 --out " + dir + "/short", &out), 2);
-  EXPECT_NE(out.find("--max-tokens 1: maze dataset: none of the first 1000 mazes of size 4 has all five sequences "
+  EXPECT_NE(out.find("--max-tokens 1: maze dataset: none of the first 1000 distinct mazes of size 4 has all five sequences "
                      "within max_sequence_tokens = 1 (the fewest: "),
             std::string::npos)
       << out;

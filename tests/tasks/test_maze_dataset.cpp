@@ -109,7 +109,7 @@ TEST(MazeDataset, MaxSequenceTokensKeepsWholeMazes) {
     generate_maze_dataset(5, 8, 9, nullptr, 20);
     ADD_FAILURE() << "expected lol::InputError";
   } catch (const lol::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("none of the first 1000 mazes of size 8 has all five sequences within "
+    EXPECT_NE(std::string(e.what()).find("none of the first 1000 distinct mazes of size 8 has all five sequences within "
                                          "max_sequence_tokens = 20 (the fewest: "),
               std::string::npos)
         << e.what();
