@@ -88,7 +88,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lol_reference import LoL, perturb, argmax_low, read_st, write_st  # noqa: E402
+from lol_reference import LoL, perturb, argmax_low, read_st, write_st, trace_margin  # noqa: E402
 
 PROB_TOL = 1e-5      # float32 router probabilities / alphas vs float64
 EXACT_TOL = 1e-9     # counts, ratios of counts, AUROCs from identical rankings
@@ -238,17 +238,6 @@ def window_items(trace):
         items.append(dict(path=tuple(d[0] for d in dec), probs=[p for d in dec for p in d[2]],
                           top1=[d[1] for d in dec]))
     return items
-
-
-def min_route_margin(model, trace):
-    b = model.M["model.balance_bias"]
-    gap = float("inf")
-    for dec in trace:
-        for _, _, a in dec:
-            s = sorted((a[i] + b[i] for i in range(len(a))), reverse=True)
-            if len(s) > 1:
-                gap = min(gap, s[0] - s[1])
-    return gap
 
 
 def utilization(traces, L, D):
@@ -973,7 +962,7 @@ def check(exe, work):
     seqs = read_split(W("maze"), "valid")
     print("maze valid split: %d sequences; reference forward ..." % len(seqs))
     traces = [route(model, s) for s in seqs]
-    gap = min(min_route_margin(model, tr) for tr in traces)
+    gap = min(trace_margin(model, tr) for tr in traces)
     print("  smallest routing margin (a + b, best - second) %.2e" % gap)
     if gap < 1e-5:
         rep.ambiguous("maze data: a routing decision within 1e-5 of a tie (float32 may differ)")
@@ -1068,7 +1057,7 @@ def check(exe, work):
     for t in types:
         tmemo[tuple(t["tokens"])] = route(model, t)
     ptr = {i: tmemo[tuple(s["tokens"])] for i, s in enumerate(pseqs)}
-    gap = min(min_route_margin(model, tr) for tr in tmemo.values())
+    gap = min(trace_margin(model, tr) for tr in tmemo.values())
     fgap = min_feature_gap(list(tmemo.values()))
     print("  smallest routing margin %.2e, smallest gap between distinct feature values %.2e" % (gap, fgap))
     if gap < 1e-5:
@@ -1190,7 +1179,7 @@ def check(exe, work):
             z = logits[-1]
             t = argmax_low(z)
             srt = sorted(z, reverse=True)
-            if srt[0] - srt[1] < 1e-4 * max(abs(v) for v in z) or min_route_margin(model, tr) < 1e-5:
+            if srt[0] - srt[1] < 1e-4 * max(abs(v) for v in z) or trace_margin(model, tr) < 1e-5:
                 amb = True
             out.append(vocab[t])
             toks.append(t)

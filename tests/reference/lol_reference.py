@@ -321,12 +321,10 @@ def perturb(src, dst, seed, bias_scale=0.3):
     write_st(os.path.join(dst, "model.safetensors"), out)
 
 
-def min_margin(ckpt, tokens, prompt_len, router_only, depth):
-    """Smallest gap between the best and second-best a + b of any window: a decision
-    closer than float32 rounding is not a meaningful comparison."""
-    m = LoL(ckpt)
-    _, trace = m.forward(tokens, prompt_len, router_only, depth)
-    b = m.M["model.balance_bias"]
+def trace_margin(model, trace):
+    """Smallest gap between the best and second-best a + b of any window of a forward's
+    trace: a decision closer than float32 rounding is not a meaningful comparison."""
+    b = model.M["model.balance_bias"]
     gap = float("inf")
     for dec in trace:
         for _, _, a in dec:
@@ -334,6 +332,13 @@ def min_margin(ckpt, tokens, prompt_len, router_only, depth):
             if len(s) > 1:
                 gap = min(gap, s[0] - s[1])
     return gap
+
+
+def min_margin(ckpt, tokens, prompt_len, router_only, depth):
+    """trace_margin of the forward of `tokens` through checkpoint `ckpt`."""
+    m = LoL(ckpt)
+    _, trace = m.forward(tokens, prompt_len, router_only, depth)
+    return trace_margin(m, trace)
 
 
 def check(lol, work):
