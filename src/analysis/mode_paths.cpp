@@ -4,6 +4,17 @@
 
 namespace lol::analysis {
 
+std::vector<int64_t> nonempty_sequences(const data::SplitData& split, int64_t begin, int64_t end,
+                                        std::vector<int64_t>& labels) {
+  std::vector<int64_t> idx;
+  for (int64_t j = begin; j < end; ++j)
+    if (split.get(j).length > 0) {
+      idx.push_back(j);
+      labels.push_back(split.get(j).label);
+    }
+  return idx;
+}
+
 LoLBatch make_batch(const data::SplitData& split, const std::vector<int64_t>& indices, const torch::Device& dev,
                     int64_t max_tokens) {
   auto length = [&](const data::SequenceView& s) { return max_tokens > 0 ? std::min(max_tokens, s.length) : s.length; };
@@ -138,12 +149,8 @@ RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split
   fo.trace = true;
   fo.logits_at = torch::zeros({1, 1}, torch::kInt64);  // logits are not needed
   for (int64_t i = 0; i < n; i += opt.batch_size) {
-    std::vector<int64_t> idx, labels;
-    for (int64_t j = i; j < std::min(n, i + opt.batch_size); ++j) {
-      if (split.get(j).length == 0) continue;  // an empty sequence has no window
-      idx.push_back(j);
-      labels.push_back(split.get(j).label);
-    }
+    std::vector<int64_t> labels;
+    const auto idx = nonempty_sequences(split, i, std::min(n, i + opt.batch_size), labels);
     if (idx.empty()) {  // a batch of empty sequences only: nothing to forward
       bar.update(std::min(n, i + opt.batch_size));
       continue;

@@ -59,6 +59,11 @@ struct CollectOptions {
 /// NonFiniteError for NaN/Inf router probabilities.
 RoutingStats collect_routing_stats(LoLModel& model, const data::SplitData& split, const CollectOptions& opt = {});
 
+/// Indices of the non-empty sequences among [begin, end) of a split (an empty sequence has
+/// no window: routing analyses skip it), their labels appended to `labels`.
+std::vector<int64_t> nonempty_sequences(const data::SplitData& split, int64_t begin, int64_t end,
+                                        std::vector<int64_t>& labels);
+
 /// Pads the sequences `indices` of a split into a LoLBatch of [batch, longest] tokens
 /// (padding: doc id -1), one document per row, on `dev`.
 /// `max_tokens` > 0 cuts every sequence to its first max_tokens tokens (prompt window

@@ -137,12 +137,8 @@ RoutingFeatures collect_routing_features(LoLModel& model, const data::SplitData&
   fo.trace = true;
   std::vector<RoutingFeatures> parts;
   for (int64_t i = 0; i < n; i += opt.batch_size) {
-    std::vector<int64_t> idx, labels;
-    for (int64_t j = i; j < std::min(n, i + opt.batch_size); ++j) {
-      if (split.get(j).length == 0) continue;  // an empty sequence has no window
-      idx.push_back(j);
-      labels.push_back(split.get(j).label);
-    }
+    std::vector<int64_t> labels;
+    const auto idx = nonempty_sequences(split, i, std::min(n, i + opt.batch_size), labels);
     if (idx.empty()) {  // a batch of empty sequences only: nothing to forward
       bar.update(std::min(n, i + opt.batch_size));
       continue;
