@@ -238,7 +238,8 @@ VerifyReport verify_task_file(const std::string& path) {
   struct Seen {
     int64_t first_line = 0;
     unsigned strategies = 0;  // bit s: a record of strategy s
-    bool repeated = false;
+    unsigned repeated = 0;    // bit s: strategy s seen again
+    int64_t repeat_line = 0;  // the first line that repeats a strategy
   };
   std::unordered_map<uint64_t, Seen> puzzles;  // by puzzle_id (or the question's std::hash)
   while (std::getline(in, line)) {
@@ -256,7 +257,10 @@ VerifyReport verify_task_file(const std::string& path) {
       auto e = example_from_json(j, where);
       Seen& seen = puzzles[j.contains("puzzle_id") ? e.puzzle_id : std::hash<std::string>()(e.question)];
       if (seen.first_line == 0) seen.first_line = lineno;
-      seen.repeated = seen.repeated || (seen.strategies >> e.strategy & 1u);
+      if (seen.strategies >> e.strategy & 1u) {
+        if (seen.repeat_line == 0) seen.repeat_line = lineno;
+        seen.repeated |= 1u << e.strategy;
+      }
       seen.strategies |= 1u << e.strategy;
       std::string task = j.value("task", std::string(e.question.find(" start ") != std::string::npos ? "maze" : "sudoku"));
       int size = 8;
@@ -307,11 +311,17 @@ VerifyReport verify_task_file(const std::string& path) {
   std::sort(incomplete.begin(), incomplete.end());
   r.incomplete_puzzles = int64_t(incomplete.size());
   for (const auto& [first_line, seen] : incomplete) {
-    std::string have;
-    for (int s = 1; s <= 5; ++s)
-      if (seen->strategies >> s & 1u) have += (have.empty() ? "S" : ", S") + std::to_string(s);
+    auto names = [](unsigned mask) {
+      std::string out;
+      for (int s = 1; s <= 5; ++s)
+        if (mask >> s & 1u) out += (out.empty() ? "S" : ", S") + std::to_string(s);
+      return out;
+    };
+    const std::string have = names(seen->strategies);
     note(path + ":" + std::to_string(first_line) + ": the puzzle of this record has " +
-         (seen->repeated ? "a strategy twice (records of " + have + ")" : "records of " + have + " only") +
+         (seen->repeated != 0 ? "strategy " + names(seen->repeated) + " more than once (again at line " +
+                                    std::to_string(seen->repeat_line) + "; records of " + have + ")"
+                              : "records of " + have + " only") +
          " (expected one record of each strategy S1..S5)");
   }
   return r;

@@ -466,6 +466,22 @@ TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
   EXPECT_NE(said.find("4 records: 4 verified, 0 failed, 0 malformed; 1 puzzle(s) without all five strategies"),
             std::string::npos)
       << said;
+  // A strategy twice: named, with the line that repeats it.
+  {
+    std::ifstream in_train(dir + "/data/train.jsonl");
+    std::ofstream six(dir + "/six.jsonl");
+    std::string rec, third;
+    for (int k = 0; k < 5 && std::getline(in_train, rec); ++k) {
+      six << rec << "\n";
+      if (k == 2) third = rec;
+    }
+    six << third << "\n";  // S3 again, line 6
+  }
+  EXPECT_EQ(run_capture(lol + " data verify " + dir + "/six.jsonl", &said), 1) << said;
+  EXPECT_NE(said.find("six.jsonl:1: the puzzle of this record has strategy S3 more than once (again at line 6; "
+                      "records of S1, S2, S3, S4, S5)"),
+            std::string::npos)
+      << said;
   // --max-tokens keeps whole puzzles: this 8x8 maze's DFS walk (S2) is over 330 tokens, so
   // the maze is replaced by one whose five sequences all fit (it lost S2 alone).
   ASSERT_EQ(run(lol + " data maze --n 1 --size 8 --seed 9 --max-tokens 330 --n-test 0 --no-progress --out " + dir +
