@@ -50,12 +50,13 @@ int64_t LoopedModelImpl::sample_recurrence() const {
   return std::min<int64_t>(1 + extra, cfg_.effective_max_recurrence());
 }
 
-torch::Tensor LoopedModelImpl::eval_initial_state(int64_t seq, const torch::Device& device) {
+torch::Tensor LoopedModelImpl::eval_initial_state(const torch::Tensor& positions) {
+  const auto device = positions.device();
   if (!eval_state_.defined() || eval_state_.device() != device) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(kEvalStateSeed);
     eval_state_ = torch::randn({cfg_.max_seq_len, cfg_.d_model}, gen, torch::kFloat32).to(device);
   }
-  return eval_state_.slice(0, 0, seq).to(embed_tokens->weight.scalar_type());
+  return eval_state_.index_select(0, positions).to(embed_tokens->weight.scalar_type());
 }
 
 torch::Tensor LoopedModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids, int64_t recurrence) {
@@ -72,9 +73,7 @@ torch::Tensor LoopedModelImpl::forward(const torch::Tensor& tokens, const torch:
 
   torch::Tensor s = torch::zeros_like(e);
   if (c.state_init == "random")
-    s = (is_training() ? torch::randn_like(e)
-                       : eval_initial_state(T, dev).unsqueeze(0).expand({B, T, c.d_model}).reshape({B * T, c.d_model})) *
-        c.effective_state_std();
+    s = (is_training() ? torch::randn_like(e) : eval_initial_state(L.pos())) * c.effective_state_std();
   const int64_t grad_from = (c.backprop_depth > 0 && is_training()) ? std::max<int64_t>(0, R - c.backprop_depth) : 0;
   auto iterate = [&](const torch::Tensor& state) {
     auto x = adapter(torch::cat({state, e}, -1));

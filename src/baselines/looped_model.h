@@ -34,8 +34,9 @@ class LoopedModelImpl : public torch::nn::Module {
   /// the training rule in training mode (fixed R or a sample, drawn from the default
   /// CPU generator) and inference_recurrence() in eval mode. A "random" initial state is
   /// drawn from the default generator of the model's device in training mode; in eval
-  /// mode it is a fixed draw per position (eval_initial_state()), so evaluations repeat
-  /// exactly and do not depend on the batch or on later tokens. Throws InputError for
+  /// mode it is a fixed draw per position within the document (eval_initial_state()), so
+  /// evaluations repeat exactly and do not depend on the batch, on later tokens, or on
+  /// where a packed document sits in its row. Throws InputError for
   /// bad tokens.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {}, int64_t recurrence = 0);
 
@@ -52,7 +53,9 @@ class LoopedModelImpl : public torch::nn::Module {
   /// [seq, d_model] the eval-mode s_0 before scaling by the state std: N(0, 1) drawn once
   /// for all max_seq_len positions from a CPU generator seeded with kEvalStateSeed (the
   /// same values on every device), position t's row for token t.
-  torch::Tensor eval_initial_state(int64_t seq, const torch::Device& device);
+  /// positions [n] int64 (a token's position within its document, on the model's device)
+  /// -> [n, d_model]: the fixed evaluation draw (seed kEvalStateSeed) of those positions.
+  torch::Tensor eval_initial_state(const torch::Tensor& positions);
   static constexpr uint64_t kEvalStateSeed = 0x5eed;
 
   torch::nn::Embedding embed_tokens{nullptr};

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizers/utf8.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -66,6 +67,18 @@ bool is_blank(const std::string& line) {
 }
 
 bool is_space_byte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// A well-formed UTF-8 character that is not Unicode White_Space starts at text[pos]
+// (the pre-tokenizers' \s is White_Space: U+0085, U+00A0, U+3000, ... included).
+bool non_space_starts_at(std::string_view text, std::size_t pos) {
+  return pos < text.size() && tokenizers::utf8_sequence_length(text, pos) > 0 &&
+         !tokenizers::whitespace_starts_at(text, pos);
+}
+
+// A clean cut point: the '\n' at text[pos] has a non-White_Space character on both sides.
+bool clean_newline(std::string_view text, std::size_t pos) {
+  return pos > 0 && !tokenizers::whitespace_ends_at(text, pos) && non_space_starts_at(text, pos + 1);
+}
 
 }  // namespace
 
@@ -227,11 +240,11 @@ bool DocumentReader::next_part(Document& doc) {
   const std::size_t block = std::size_t(o_.block_bytes);
   while (true) {
     if (carry_.size() >= block) {
-      // A '\n' with a non-whitespace byte on both sides, at or after block_bytes - 1:
+      // A '\n' with a non-whitespace character on both sides, at or after block_bytes - 1:
       // the cut after it, else before it, unless cut_ok refuses both.
       std::size_t pos = std::max(search_from, block - 1);
       while ((pos = carry_.find('\n', pos)) != std::string::npos && pos + 1 < carry_.size()) {
-        if (pos > 0 && !is_space_byte(carry_[pos - 1]) && !is_space_byte(carry_[pos + 1])) {
+        if (clean_newline(carry_, pos)) {
           for (const std::size_t c : {pos + 1, pos})
             if (!o_.cut_ok || o_.cut_ok(carry_, c)) {
               cut = c;
@@ -251,17 +264,17 @@ bool DocumentReader::next_part(Document& doc) {
       if (cut != std::string::npos) break;
       search_from = carry_.size() - 1;
       // No clean cut in 16 blocks (e.g. CRLF line ends): cut after any newline
-      // before a non-whitespace byte, then at a UTF-8 character boundary.
+      // before a non-whitespace character, then at a UTF-8 character boundary.
       if (carry_.size() >= 16 * block) {
         // The last 64 such newlines with cut_ok's check (CRLF text), then unchecked.
         if (o_.cut_ok) {
           int checked = 0;
           for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos && checked < 64; --p)
-            if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p]) && ++checked && o_.cut_ok(carry_, p)) cut = p;
+            if (carry_[p - 1] == '\n' && non_space_starts_at(carry_, p) && ++checked && o_.cut_ok(carry_, p)) cut = p;
           if (cut == std::string::npos) ++unchecked_cuts_;
         }
         for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)
-          if (carry_[p - 1] == '\n' && !is_space_byte(carry_[p])) cut = p;
+          if (carry_[p - 1] == '\n' && non_space_starts_at(carry_, p)) cut = p;
         for (std::size_t p = carry_.size() - 1; p > 0 && cut == std::string::npos; --p)
           if ((static_cast<unsigned char>(carry_[p]) & 0xC0) != 0x80) cut = p;
         if (cut != std::string::npos) break;

@@ -15,8 +15,9 @@
 //     kLine       every non-blank line is a document (without its '\n').
 //     kFile       the whole file is one document, delivered in parts of about
 //                 `block_bytes` each (Document::part / Document::last). Parts are
-//                 cut next to a '\n' that has a non-whitespace byte on both sides
-//                 (after it, else before it): the GPT-2 and Qwen2 pre-tokenizer
+//                 cut next to a '\n' that has a non-whitespace character (not
+//                 Unicode White_Space: U+0085, U+00A0, U+3000 ... are whitespace
+//                 too) on both sides (after it, else before it): the GPT-2 and Qwen2 pre-tokenizer
 //                 regexes never match across such a point, so encoding the parts
 //                 one by one gives the tokens of the whole text. With `cut_ok` set
 //                 (corpus: the tokenizer's check of the lines around the cut) a
@@ -26,7 +27,7 @@
 //                 counted: unchecked_cuts()). Text without
 //                 such a point for 16 blocks (e.g. CRLF line ends, or every point
 //                 refused) is cut after one of the last 64 newlines before a
-//                 non-whitespace byte that cut_ok accepts, else after the last such
+//                 non-whitespace character that cut_ok accepts, else after the last such
 //                 newline (counted: unchecked_cuts()), else at a UTF-8 character
 //                 boundary (tokens at an unchecked cut may differ from encoding the
 //                 whole text).

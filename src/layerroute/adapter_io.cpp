@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
+#include <vector>
 
 #include "baselines/dense_trainable.h"
 #include "core/tensor_io.h"
@@ -84,26 +86,50 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
           : fs::absolute(base_dir_given).lexically_normal().string();
   fs::create_directories(dir);
   const auto& lc = m.lora->config();
-  save_tensors((fs::path(dir) / "adapter_model.safetensors").string(), m.lora->peft_tensors(),
-               {{"format", "pt"}});
-  save_tensors((fs::path(dir) / "gates.safetensors").string(),
-               {{"gates.weight", m.gates->weight}, {"gates.bias", m.gates->bias}}, {{"format", "pt"}});
-  nlohmann::json peft = {{"peft_type", "LORA"},
-                         {"task_type", "CAUSAL_LM"},
-                         {"base_model_name_or_path", base_dir},
-                         {"r", lc.rank},
-                         {"lora_alpha", lc.alpha},
-                         {"lora_dropout", 0.0},
-                         {"target_modules", lc.targets},
-                         {"bias", "none"},
-                         {"fan_in_fan_out", false},
-                         {"inference_mode", true}};
-  write_json((fs::path(dir) / "adapter_config.json").string(), peft);
-  write_json((fs::path(dir) / "layerroute.json").string(), {{"base", base_dir},
-                                                            {"base_fingerprint", base_weights_fingerprint(*m.base)},
-                                                            {"lora", to_json(lc)},
-                                                            {"gates", to_json(m.gates->config())},
-                                                            {"extra", extra}});
+  // Every file is staged first ("NAME.lol-staged", each written atomically); then the
+  // old layerroute.json (what makes the folder an adapter) is removed, the weights and
+  // adapter_config.json renamed into place, and layerroute.json renamed last. A failed
+  // write leaves the previous adapter whole; a kill during the renames leaves a folder
+  // without layerroute.json (refused when loaded), never new weights under an old
+  // manifest.
+  const fs::path d(dir);
+  const std::vector<std::string> names = {"adapter_model.safetensors", "gates.safetensors", "adapter_config.json",
+                                          "layerroute.json"};
+  auto staged = [&](const std::string& name) { return (d / (name + ".lol-staged")).string(); };
+  try {
+    save_tensors(staged(names[0]), m.lora->peft_tensors(), {{"format", "pt"}});
+    save_tensors(staged(names[1]), {{"gates.weight", m.gates->weight}, {"gates.bias", m.gates->bias}},
+                 {{"format", "pt"}});
+    nlohmann::json peft = {{"peft_type", "LORA"},
+                           {"task_type", "CAUSAL_LM"},
+                           {"base_model_name_or_path", base_dir},
+                           {"r", lc.rank},
+                           {"lora_alpha", lc.alpha},
+                           {"lora_dropout", 0.0},
+                           {"target_modules", lc.targets},
+                           {"bias", "none"},
+                           {"fan_in_fan_out", false},
+                           {"inference_mode", true}};
+    write_json(staged(names[2]), peft);
+    write_json(staged(names[3]), {{"base", base_dir},
+                                  {"base_fingerprint", base_weights_fingerprint(*m.base)},
+                                  {"lora", to_json(lc)},
+                                  {"gates", to_json(m.gates->config())},
+                                  {"extra", extra}});
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& n : names) fs::remove(staged(n), ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove(d / "layerroute.json", ec);
+  if (ec) throw InputError(dir + "/layerroute.json: cannot remove the previous adapter's manifest: " + ec.message());
+  io::fsync_dir(dir);
+  for (const auto& n : names) {
+    fs::rename(staged(n), d / n, ec);
+    if (ec) throw InputError(dir + "/" + n + ": cannot move the new file into place: " + ec.message());
+  }
+  io::fsync_dir(dir);
 }
 
 void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {

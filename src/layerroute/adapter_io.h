@@ -41,7 +41,10 @@ baselines::DenseModel load_base_model(const std::string& dir);
 /// InputError for a config.json that does not parse.
 void require_dense_base(const std::string& dir);
 
-/// Writes the four files into `dir` (created; files replaced atomically). `base_dir`
+/// Writes the four files into `dir` (created): all four are staged first, then the old
+/// layerroute.json is removed and the new files renamed into place, layerroute.json last
+/// (a failed write keeps the previous adapter; an interrupted rename leaves no
+/// layerroute.json, so no folder mixes new weights with an old manifest). `base_dir`
 /// is recorded in layerroute.json and adapter_config.json, made absolute when it names
 /// an existing relative path (the adapter then loads from any working directory).
 void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::string& base_dir,

@@ -142,6 +142,20 @@ bool is_unicode_whitespace(char32_t cp) {
   }
 }
 
+bool whitespace_starts_at(std::string_view text, std::size_t pos) {
+  if (pos >= text.size() || utf8_sequence_length(text, pos) == 0) return false;
+  return is_unicode_whitespace(decode_utf8(text, pos));
+}
+
+bool whitespace_ends_at(std::string_view text, std::size_t pos) {
+  if (pos == 0 || pos > text.size()) return false;
+  // The character's first byte: at most 3 continuation bytes (10xxxxxx) back.
+  std::size_t start = pos - 1;
+  while (start > 0 && pos - start < 4 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+  if (start + std::size_t(utf8_sequence_length(text, start)) != pos) return false;
+  return is_unicode_whitespace(decode_utf8(text, start));
+}
+
 namespace {
 
 /// Start of an incomplete UTF-8 sequence at the end of `s` that more bytes could

@@ -45,4 +45,12 @@ class Utf8Stream {
 /// True for the Unicode White_Space code points (as Rust's char::is_whitespace).
 bool is_unicode_whitespace(char32_t cp);
 
+/// True when a well-formed UTF-8 character starts at text[pos] and is White_Space.
+/// False for pos >= text.size() and for bytes that start no well-formed character.
+bool whitespace_starts_at(std::string_view text, std::size_t pos);
+
+/// True when the well-formed UTF-8 character that ends just before text[pos] (its last
+/// byte at pos - 1) is White_Space. False for pos == 0 and for ill-formed bytes.
+bool whitespace_ends_at(std::string_view text, std::size_t pos);
+
 }  // namespace lol::tokenizers

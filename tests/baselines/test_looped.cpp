@@ -43,8 +43,9 @@ TEST(LoopedModel, ForwardBackwardReachesEveryParameter) {
 }
 
 // state_init "random": training draws a new s_0 each forward; evaluation uses one fixed
-// draw per position, so two evaluations agree, a sequence's logits do not depend on the
-// other rows of its batch, and a prefix's logits are the longer sequence's first ones.
+// draw per position within the document, so two evaluations agree, a sequence's logits do
+// not depend on the other rows of its batch nor on its place in a packed row, and a
+// prefix's logits are the longer sequence's first ones.
 TEST(LoopedModel, EvalModeInitialStateIsFixedPerPosition) {
   auto c = tiny_looped();
   ASSERT_EQ(c.state_init, "random");
@@ -59,6 +60,12 @@ TEST(LoopedModel, EvalModeInitialStateIsFixedPerPosition) {
   EXPECT_TRUE(torch::equal(a, b));
   EXPECT_TRUE(torch::allclose(m->forward(tok.slice(0, 1, 2)), a.slice(0, 1, 2), 1e-5, 1e-6)) << "batch-independent";
   EXPECT_TRUE(torch::allclose(m->forward(tok.slice(1, 0, 5)), a.slice(1, 0, 5), 1e-5, 1e-6)) << "prefix-consistent";
+  // A document packed second in its row (doc ids 0 0 0 0 1 1 1 1 1) sees the draw of its
+  // own positions 0..4: its logits are those of the same tokens alone in a row.
+  auto docs = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1, 1}, torch::kInt64).unsqueeze(0);
+  const auto packed = m->forward(tok.slice(0, 0, 1), docs);
+  const auto alone = m->forward(tok.slice(0, 0, 1).slice(1, 4, 9));
+  EXPECT_TRUE(torch::allclose(packed.slice(1, 4, 9), alone, 1e-5, 1e-6)) << "position within the document";
   LoopedModel other(c);  // another instance: the same draw
   other->reset_parameters(5);
   other->eval();

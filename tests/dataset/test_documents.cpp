@@ -181,6 +181,44 @@ TEST(Documents, FilePartsReassembleAndTokenizeLikeTheWhole) {
   }
   EXPECT_GT(crlf_parts.size(), 1u);
   EXPECT_EQ(crlf_joined, crlf);
+  // Lines that end in, or start with, a multi-byte White_Space character (U+0085,
+  // U+00A0, U+2028, U+3000) give no cut point: the pre-tokenizers' \s matches them, so
+  // "x\u0085" + "\n" at a part's end would be one piece "\u0085\n" that the whole text
+  // never has. Only the plain lines between them are cut points.
+  {
+    const char* spaces[] = {"\xC2\x85", "\xC2\xA0", "\xE2\x80\xA8", "\xE3\x80\x80"};
+    std::string uni;
+    for (int i = 0; i < 3000; ++i) {
+      const std::string sp = spaces[i % 4];
+      uni += i % 3 == 2 ? "plain line " + std::to_string(i) + "\n" : i % 3 == 0 ? "alpha beta" + sp + "\n" : sp + sp + "gamma\n";
+    }
+    o.block_bytes = 1000;
+    auto uni_parts = read_all({t.file("uni.txt", uni)}, o);
+    ASSERT_GT(uni_parts.size(), 10u);
+    std::string uni_joined;
+    for (std::size_t i = 0; i < uni_parts.size(); ++i) {
+      const auto& p = uni_parts[i].text;
+      if (i + 1 < uni_parts.size()) {
+        ASSERT_GE(p.size(), 2u);
+        EXPECT_EQ(p.back(), '\n');
+        const auto line_start = p.rfind('\n', p.size() - 2) + 1;
+        const std::string last_line = p.substr(line_start), next = uni_parts[i + 1].text;
+        EXPECT_TRUE(last_line.rfind("plain line ", 0) == 0 || last_line.find("gamma\n") != std::string::npos)
+            << "part " << i << " ends in: " << last_line;
+        EXPECT_TRUE(next.rfind("plain line ", 0) == 0 || next.rfind("alpha beta", 0) == 0)
+            << "part " << i + 1 << " starts with: " << next.substr(0, 16);
+      }
+      uni_joined += p;
+    }
+    EXPECT_EQ(uni_joined, uni);
+    for (const char* pattern : {"gpt2", "qwen2"}) {
+      auto tok = tokenizers::load_vocab_merges(gpt2 + "/vocab.json", gpt2 + "/merges.txt",
+                                               std::string(pattern) == "qwen2" ? tokenizers::kQwen2Pattern : "");
+      std::vector<int32_t> by_parts;
+      for (const auto& p : uni_parts) tok->encode_append(p.text, by_parts);
+      EXPECT_EQ(by_parts, tok->encode(uni)) << pattern;
+    }
+  }
   o.block_bytes = 4096;
 
   // Two files: two documents, numbered on.

@@ -121,6 +121,41 @@ TEST(LayerRouteLora, AdaptersReloadBitExactly) {
   EXPECT_EQ(read_adapter_info(d.path()).lora.rank, 8);
 }
 
+// Rewriting an adapter folder: a write that fails (here gates.safetensors cannot be
+// staged) keeps the previous adapter whole; a rename that fails leaves no layerroute.json
+// (refused when loaded), never new weights under the old manifest.
+TEST(LayerRouteLora, RewritingAnAdapterNeverMixesOldAndNewFiles) {
+  GatedModel first(tiny_base(), LoraConfig{}, GateConfig{}, 9), second(tiny_base(), LoraConfig{}, GateConfig{}, 10);
+  randomize_adapters(*first, 31);
+  randomize_adapters(*second, 32);
+  TempDir d("adapter_rewrite");
+  save_adapter(*first, d.path(), "/some/base");
+  const auto bytes = [&](const std::string& f) { return io::read_file(d.path() + "/" + f); };
+  const std::vector<std::string> files = {"adapter_model.safetensors", "gates.safetensors", "adapter_config.json",
+                                          "layerroute.json"};
+  std::vector<std::string> before;
+  for (const auto& f : files) before.push_back(bytes(f));
+  std::filesystem::create_directory(d.path() + "/gates.safetensors.lol-staged");
+  EXPECT_THROW(save_adapter(*second, d.path(), "/some/base"), InputError);
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(bytes(files[i]), before[i]) << files[i];
+  EXPECT_FALSE(std::filesystem::exists(d.path() + "/adapter_model.safetensors.lol-staged"));
+  std::filesystem::remove(d.path() + "/gates.safetensors.lol-staged");
+  // A directory where gates.safetensors goes: the rename into place fails.
+  std::filesystem::remove(d.path() + "/gates.safetensors");
+  std::filesystem::create_directory(d.path() + "/gates.safetensors");
+  EXPECT_THROW(save_adapter(*second, d.path(), "/some/base"), InputError);
+  EXPECT_FALSE(std::filesystem::exists(d.path() + "/layerroute.json"));
+  EXPECT_THROW(read_adapter_info(d.path()), InputError);
+  std::filesystem::remove(d.path() + "/gates.safetensors");
+  save_adapter(*second, d.path(), "/some/base");
+  GatedModel r(tiny_base(), LoraConfig{}, GateConfig{}, 99);
+  load_adapter_weights(*r, d.path());
+  EXPECT_TRUE(torch::equal(r->gates->weight, second->gates->weight));
+  EXPECT_EQ(read_adapter_info(d.path()).base_dir, "/some/base");
+  for (const auto& e : std::filesystem::directory_iterator(d.path()))
+    EXPECT_EQ(e.path().string().find(".lol-staged"), std::string::npos) << e.path();
+}
+
 TEST(LayerRouteLora, StrictLoadingNamesTheTensor) {
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 9);
   TempDir d("strict");

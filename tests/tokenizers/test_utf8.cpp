@@ -31,6 +31,30 @@ TEST(Utf8, LossyRepair) {
   EXPECT_EQ(to_valid_utf8("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD");  // surrogate: 3 subparts
 }
 
+// The White_Space character that starts at / ends just before a byte offset (file part
+// cuts, docs/text.md): multi-byte spaces count, ill-formed or cut bytes do not.
+TEST(Utf8, WhitespaceAtOffsets) {
+  const std::string t = "a\xC2\x85" "b\xE3\x80\x80" "c\xE4\xB8\xAD \xE2\x80\xA8";  // a NEL b U+3000 c 中 ' ' U+2028
+  EXPECT_FALSE(whitespace_starts_at(t, 0));
+  EXPECT_TRUE(whitespace_starts_at(t, 1));   // U+0085
+  EXPECT_FALSE(whitespace_starts_at(t, 2));  // a continuation byte starts nothing
+  EXPECT_TRUE(whitespace_starts_at(t, 4));   // U+3000
+  EXPECT_FALSE(whitespace_starts_at(t, 8));  // 中
+  EXPECT_TRUE(whitespace_starts_at(t, 11));  // ' '
+  EXPECT_TRUE(whitespace_starts_at(t, 12));  // U+2028
+  EXPECT_FALSE(whitespace_starts_at(t, t.size()));
+  EXPECT_FALSE(whitespace_ends_at(t, 0));
+  EXPECT_FALSE(whitespace_ends_at(t, 1));  // after 'a'
+  EXPECT_TRUE(whitespace_ends_at(t, 3));   // after U+0085
+  EXPECT_FALSE(whitespace_ends_at(t, 2));  // inside U+0085
+  EXPECT_TRUE(whitespace_ends_at(t, 7));   // after U+3000
+  EXPECT_FALSE(whitespace_ends_at(t, 11)); // after 中
+  EXPECT_TRUE(whitespace_ends_at(t, 12));  // after ' '
+  EXPECT_TRUE(whitespace_ends_at(t, t.size()));
+  EXPECT_FALSE(whitespace_ends_at("\x80\x85", 2));   // continuation bytes alone
+  EXPECT_FALSE(whitespace_starts_at("\xE3\x80", 0));  // U+3000 cut short
+}
+
 TEST(Utf8, EncodeThrowsWithOffset) {
   LOL_REQUIRE_SHARED(gpt2_dir() + "/vocab.json");
   auto tok = load_vocab_merges(gpt2_dir() + "/vocab.json", gpt2_dir() + "/merges.txt");
