@@ -162,13 +162,17 @@ TEST(Documents, FilePartsReassembleAndTokenizeLikeTheWhole) {
     joined += parts[i].text;
   }
   EXPECT_EQ(joined, text);
-  for (const char* pattern : {"gpt2", "qwen2"}) {
-    auto tok = tokenizers::load_vocab_merges(gpt2 + "/vocab.json", gpt2 + "/merges.txt",
-                                             std::string(pattern) == "qwen2" ? tokenizers::kQwen2Pattern : "");
-    std::vector<int32_t> by_parts;
-    for (const auto& p : parts) tok->encode_append(p.text, by_parts);
-    EXPECT_EQ(by_parts, tok->encode(text)) << pattern;
-  }
+  // The parts encode, one by one, to the whole text's tokens (GPT-2 and Qwen2 regexes).
+  const auto expect_parts_encode_like_the_whole = [&](const std::vector<Document>& ps, const std::string& whole) {
+    for (const char* pattern : {"gpt2", "qwen2"}) {
+      auto tok = tokenizers::load_vocab_merges(gpt2 + "/vocab.json", gpt2 + "/merges.txt",
+                                               std::string(pattern) == "qwen2" ? tokenizers::kQwen2Pattern : "");
+      std::vector<int32_t> by_parts;
+      for (const auto& p : ps) tok->encode_append(p.text, by_parts);
+      EXPECT_EQ(by_parts, tok->encode(whole)) << pattern;
+    }
+  };
+  expect_parts_encode_like_the_whole(parts, text);
   // CRLF text has no clean cut: parts are still bounded and reassemble the file.
   std::string crlf;
   for (int i = 0; i < 2000; ++i) crlf += "line " + std::to_string(i) + " \xC3\xA9t\xC3\xA9\r\n";
@@ -211,13 +215,7 @@ TEST(Documents, FilePartsReassembleAndTokenizeLikeTheWhole) {
       uni_joined += p;
     }
     EXPECT_EQ(uni_joined, uni);
-    for (const char* pattern : {"gpt2", "qwen2"}) {
-      auto tok = tokenizers::load_vocab_merges(gpt2 + "/vocab.json", gpt2 + "/merges.txt",
-                                               std::string(pattern) == "qwen2" ? tokenizers::kQwen2Pattern : "");
-      std::vector<int32_t> by_parts;
-      for (const auto& p : uni_parts) tok->encode_append(p.text, by_parts);
-      EXPECT_EQ(by_parts, tok->encode(uni)) << pattern;
-    }
+    expect_parts_encode_like_the_whole(uni_parts, uni);
   }
   o.block_bytes = 4096;
 
