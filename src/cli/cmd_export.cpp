@@ -113,6 +113,15 @@ void run_export(const ExportArgs& a) {
     if (!tok)
       throw InputError(dir + ": no tokenizer.json here or in the training dataset named by config.json extra; pass "
                              "--tokenizer, or --no-tokenizer to export the weights only");
+  } else {
+    // No tokenizer files, but the model's bos/eos ids (transformers' generate() stops at
+    // eos_token_id) when its tokenizer is found and loads; else null.
+    try {
+      tok = model_tokenizer(dir, "", model->config().vocab_size);
+    } catch (const InputError& e) {
+      std::cerr << "note: --no-tokenizer: the checkpoint's tokenizer does not load (" << e.what()
+                << "); bos_token_id and eos_token_id are written as null\n";
+    }
   }
   hf::ExportOptions o;
   if (a.arch == "qwen2") o.architecture = hf::kQwen2Arch;
@@ -121,12 +130,13 @@ void run_export(const ExportArgs& a) {
   o.dtype = dtype;
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;
+  o.save_tokenizer = !a.no_tokenizer;
   o.read_from = {a.model, dir};
   // --verify's input is checked before anything is written.
   std::string verify_text;
   std::vector<int32_t> verify_ids;
   if (!a.verify.empty()) {
-    if (!tok) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
+    if (!tok || a.no_tokenizer) throw InputError("--verify needs a tokenizer (not --no-tokenizer)");
     try {
       verify_text = io::read_file(a.verify);
     } catch (const InputError& e) {

@@ -389,23 +389,76 @@ struct ForwardArgs {
   int64_t depth = -1;
 };
 
+/// --tokens as ids, checked against the model's vocabulary and max_seq_len.
+std::vector<int64_t> forward_tokens(const ForwardArgs& a, int64_t vocab_size, int64_t max_seq_len) {
+  const auto toks = parse_ids(a.tokens, "--tokens");  // as `lol generate --ids` reads them
+  const int64_t n = int64_t(toks.size());
+  if (n == 0) throw InputError("--tokens: no token ids given");
+  if (n > max_seq_len)
+    throw InputError("--tokens: " + std::to_string(n) + " tokens exceed max_seq_len = " + std::to_string(max_seq_len));
+  for (int64_t i = 0; i < n; ++i)
+    if (toks[i] < 0 || toks[i] >= vocab_size)
+      throw InputError("--tokens: item " + std::to_string(i) + " = " + std::to_string(toks[i]) +
+                       ": expected 0 <= id < vocab_size = " + std::to_string(vocab_size));
+  return toks;
+}
+
+void write_forward(const ForwardArgs& a, const NamedTensors& tensors, std::map<std::string, std::string> meta) {
+  const auto parent = fs::path(a.out).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    throw InputError("--out " + a.out + ": directory " + parent.string() + " does not exist");
+  meta["format"] = "lol-forward";
+  meta["checkpoint"] = a.model;
+  save_tensors(a.out, tensors, meta);
+}
+
+/// `lol forward` on a dense, looped or MoE checkpoint (docs/baselines.md): the logits of
+/// one sequence (one document); the LoL-only options are refused.
+void run_forward_baseline(const ForwardArgs& a, const std::string& dir, const std::string& arch,
+                          const torch::Device& dev) {
+  const auto lol_only = [&](bool given, const std::string& flag) {
+    if (given)
+      throw InputError(flag + ": " + dir + " is a " + arch +
+                       " model (no routed core); routing options apply to LoL models only");
+  };
+  lol_only(a.prompt_len != 0, "--prompt-len");
+  lol_only(!a.router_only.empty(), "--router-only");
+  lol_only(!a.force_path.empty(), "--force-path");
+  lol_only(a.depth >= 0, "--depth");
+  auto model = training::load_model(dir);
+  model->module().to(dev);
+  model->module().eval();
+  const auto cfg = model->config_json();
+  const int64_t vocab = cfg.value("vocab_size", int64_t(0));
+  const auto toks = forward_tokens(a, vocab, cfg.value("max_seq_len", int64_t(2048)));
+  const int64_t n = int64_t(toks.size());
+  training::TrainBatch batch;
+  batch.tokens = torch::tensor(toks, torch::kInt64).unsqueeze(0).to(dev);
+  batch.doc_ids = torch::zeros({1, n}, torch::kInt64).to(dev);
+  torch::NoGradGuard ng;
+  const auto logits = model->forward(batch);
+  require_finite(logits, "forward: the logits");
+  write_forward(a, {{"logits", logits[0].to(torch::kCPU, torch::kFloat32).contiguous()}},
+                {{"architecture", arch}, {"tokens", std::to_string(n)}});
+  std::cout << "wrote " << a.out << ": logits [" << n << ", " << vocab << "] (" << arch << " model: no routing)\n";
+}
+
 void run_forward(const ForwardArgs& a) {
   const auto dev = parse_device(a.device);
   const std::string dir = resolve_model_dir(a.model);
   require_output_outside_model(a.out, dir, "--out");  // before any work
+  const auto config = io::read_json_file(dir + "/config.json");
+  const std::string arch =
+      config.is_object() && config.contains("architecture") && config["architecture"].is_string()
+          ? config["architecture"].get<std::string>()
+          : "lol";
+  if (arch != "lol") return run_forward_baseline(a, dir, arch, dev);
   LoLModel m = load_lol(dir, dev);
   m->eval();
   const auto& c = m->config();
 
-  const auto toks = parse_ids(a.tokens, "--tokens");  // as `lol generate --ids` reads them
+  const auto toks = forward_tokens(a, c.vocab_size, c.max_seq_len);
   const int64_t n = int64_t(toks.size());
-  if (n == 0) throw InputError("--tokens: no token ids given");
-  if (n > c.max_seq_len)
-    throw InputError("--tokens: " + std::to_string(n) + " tokens exceed max_seq_len = " + std::to_string(c.max_seq_len));
-  for (int64_t i = 0; i < n; ++i)
-    if (toks[i] < 0 || toks[i] >= c.vocab_size)
-      throw InputError("--tokens: item " + std::to_string(i) + " = " + std::to_string(toks[i]) +
-                       ": expected 0 <= id < vocab_size = " + std::to_string(c.vocab_size));
   if (a.prompt_len < 0 || a.prompt_len > n)
     throw InputError("--prompt-len " + std::to_string(a.prompt_len) + ": expected 0 <= P <= number of tokens = " +
                      std::to_string(n));
@@ -459,13 +512,9 @@ void run_forward(const ForwardArgs& a) {
                           {"routing.expert", expert},
                           {"routing.alpha", alpha},
                           {"routing.probs", probs}};
-  const auto parent = fs::path(a.out).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent))
-    throw InputError("--out " + a.out + ": directory " + parent.string() + " does not exist");
-  save_tensors(a.out, tensors,
-               {{"format", "lol-forward"}, {"checkpoint", a.model}, {"tokens", std::to_string(n)},
-                {"prompt_len", std::to_string(a.prompt_len)}, {"active_depth", std::to_string(D)},
-                {"forced", a.force_path.empty() ? "" : a.force_path}});
+  write_forward(a, tensors,
+                {{"architecture", "lol"}, {"tokens", std::to_string(n)}, {"prompt_len", std::to_string(a.prompt_len)},
+                 {"active_depth", std::to_string(D)}, {"forced", a.force_path.empty() ? "" : a.force_path}});
   std::cout << "wrote " << a.out << ": logits [" << n << ", " << c.vocab_size << "], routing [" << D << ", " << K
             << "] over " << L << " experts\n";
 }
@@ -500,7 +549,10 @@ void register_model_commands(CLI::App& app) {
 
   auto fa = std::make_shared<ForwardArgs>();
   auto* fwd = app.add_subcommand("forward", "Run one token sequence; write logits and the routing trace (safetensors)");
-  fwd->add_option("--model", fa->model, "LoL checkpoint directory, or a training run directory (its latest checkpoint)")->required();
+  fwd->add_option("--model", fa->model,
+                  "Checkpoint directory, or a training run directory (its latest checkpoint); LoL, or dense / looped / "
+                  "MoE (logits only)")
+      ->required();
   fwd->add_option("--tokens", fa->tokens, "Token ids separated by blanks or commas, e.g. \"1 2 3\"")->required();
   fwd->add_option("--prompt-len", fa->prompt_len, "Prompt window: positions < P form window 0 at every depth")
       ->default_val(0);

@@ -168,7 +168,7 @@ HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* to
   if (from_hf && fs::exists(src + "/tokenizer.json")) {
     for (const char* f : kTokenizerFiles)
       if (fs::exists(src + "/" + f)) io::write_file_atomic(out_dir + "/" + f, io::read_file(src + "/" + f));
-  } else if (tok) {
+  } else if (tok && opt.save_tokenizer) {
     tok->save(out_dir);
   }
   io::write_file_atomic(out_dir + "/config.json", h.to_json().dump(2) + "\n");  // last: marks a complete folder

@@ -21,6 +21,7 @@ struct ExportOptions {
   c10::ScalarType dtype = c10::kFloat;     ///< stored dtype of the weights (F32, BF16 or F16)
   int64_t max_shard_bytes = 0;             ///< > 0: split into shards of at most this size (a larger tensor gets its own)
   bool overwrite = false;                  ///< allow an existing non-empty out_dir
+  bool save_tokenizer = true;              ///< false: `tok` sets bos/eos_token_id only (no tokenizer files)
   /// A Hugging Face folder the model was derived from (`layerroute merge`: the base).
   /// When it holds a Hugging Face config.json, its bos/eos_token_id are kept, its
   /// generation_config.json (stop ids, sampling defaults) and tokenizer files

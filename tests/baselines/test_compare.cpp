@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "../common/test_files.h"
 #include "baseline_test_util.h"
 #include "baselines/compare.h"
 #include "baselines/flops.h"
 #include "baselines/looped_config.h"
+#include "core/tensor_io.h"
 #include "io/json_file.h"
 #include "training/train_test_util.h"
 #include "training/train_checkpoint.h"
@@ -254,4 +256,46 @@ TEST(Compare, InfoReportsEveryArchitecture) {
   EXPECT_GT(f(3), f(2));
   run_cmd(std::string(LOL_BINARY) + " info " + dir.path() + "/dense --recurrence 2", &rc);
   EXPECT_EQ(rc, 2);
+}
+
+// `lol forward` on dense, looped and MoE checkpoints: the logits of the in-process
+// forward (one document); the routing options of LoL models are refused (exit 2).
+TEST(Compare, ForwardWritesTheLogitsOfEveryArchitecture) {
+  btest::TempDir dir("forward");
+  LoopedConfig lc;
+  static_cast<TransformerShape&>(lc) = btest::tiny_dense();
+  lc.recurrence = 2;  // random initial state: the evaluation draw
+  const std::vector<int64_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+  std::string tokens;
+  for (int64_t t : ids) tokens += std::to_string(t) + " ";
+  int rc = 0;
+  for (const auto& cfg : {btest::tiny_dense("sliding").to_json(), lc.to_json(), btest::tiny_moe(3, 2).to_json()}) {
+    const std::string arch = cfg["architecture"].get<std::string>();
+    const std::string d = dir.path() + "/" + arch;
+    auto m = lol::training::make_model(cfg, "t", 29, 16, 0);
+    btest::perturb(m->module(), 11);
+    m->save(d, nullptr);
+    m->module().eval();
+    lol::training::TrainBatch b;
+    b.tokens = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+    b.doc_ids = torch::zeros_like(b.tokens);
+    torch::NoGradGuard ng;
+    const auto want = m->forward(b)[0];
+    const std::string out = dir.path() + "/" + arch + ".safetensors";
+    auto said = run_cmd(std::string(LOL_BINARY) + " forward --model " + d + " --tokens '" + tokens + "' --out " + out, &rc);
+    ASSERT_EQ(rc, 0) << said;
+    std::map<std::string, std::string> meta;
+    const auto got = lol::load_tensors(out, &meta);
+    ASSERT_EQ(got.size(), 1u) << arch;
+    EXPECT_EQ(got[0].first, "logits");
+    EXPECT_EQ(meta["architecture"], arch);
+    EXPECT_LT((got[0].second - want).abs().max().item<double>(), 1e-6) << arch;
+    for (const char* lol_only : {"--prompt-len 2", "--router-only 1", "--depth 1"}) {
+      said = run_cmd(std::string(LOL_BINARY) + " forward --model " + d + " --tokens '1 2 3' " + lol_only + " --out " +
+                         dir.path() + "/x.safetensors",
+                     &rc);
+      EXPECT_EQ(rc, 2) << said;
+      EXPECT_NE(said.find("routing options apply to LoL models only"), std::string::npos) << said;
+    }
+  }
 }

@@ -531,6 +531,7 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
                         "hf ppl " + quote(d / "hf") + " --data " + quote(d / "verify.txt") + " --out " + quote(d / "hf/config.json"),
                         "hf ppl " + quote(d / "hf") + " --data " + quote(d / "verify.txt") + " --out " + quote(d / "verify.txt")});
   // Only after the refusals above have read d/hf: this replaces it.
+  const auto with_tokenizer = nlohmann::json::parse(read_text(d / "hf/config.json"));
   o.push_back(run_lol("export --hf " + quote(d / "run") + " --out " + quote(d / "hf") + " --overwrite --no-tokenizer"));
   EXPECT_EQ(o[0].code, 2) << o[0].out;
   EXPECT_NE(o[0].out.find("a folder being read"), std::string::npos) << o[0].out;
@@ -554,6 +555,11 @@ TEST(CliHf, ExportTrainedDenseCheckpoint) {
   EXPECT_FALSE(std::filesystem::exists(d / "hf/model.safetensors.index.json")) << "shards left from the earlier export";
   EXPECT_TRUE(std::filesystem::exists(d / "hf/model.safetensors"));
   EXPECT_NO_THROW(load_hf_model(d / "hf"));
+  // --no-tokenizer writes no tokenizer files, but keeps the tokenizer's bos/eos ids.
+  const auto without = nlohmann::json::parse(read_text(d / "hf/config.json"));
+  ASSERT_FALSE(with_tokenizer["eos_token_id"].is_null()) << with_tokenizer.dump();
+  EXPECT_EQ(without["eos_token_id"], with_tokenizer["eos_token_id"]);
+  EXPECT_EQ(without["bos_token_id"], with_tokenizer["bos_token_id"]);
 }
 
 }  // namespace
