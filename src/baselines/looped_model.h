@@ -50,11 +50,10 @@ class LoopedModelImpl : public torch::nn::Module {
   /// A training-mode R: config.recurrence ("fixed") or a Poisson-lognormal sample.
   int64_t sample_recurrence() const;
   const LoopedConfig& config() const { return cfg_; }
-  /// [seq, d_model] the eval-mode s_0 before scaling by the state std: N(0, 1) drawn once
-  /// for all max_seq_len positions from a CPU generator seeded with kEvalStateSeed (the
-  /// same values on every device), position t's row for token t.
-  /// positions [n] int64 (a token's position within its document, on the model's device)
-  /// -> [n, d_model]: the fixed evaluation draw (seed kEvalStateSeed) of those positions.
+  /// positions [n] int64 (each token's position within its document, on the model's
+  /// device) -> [n, d_model]: the eval-mode s_0 before scaling by the state std, N(0, 1)
+  /// drawn once for all max_seq_len positions from a CPU generator seeded with
+  /// kEvalStateSeed (the same values on every device), row t for position t.
   torch::Tensor eval_initial_state(const torch::Tensor& positions);
   static constexpr uint64_t kEvalStateSeed = 0x5eed;
 

@@ -99,10 +99,7 @@ void run_export(const ExportArgs& a) {
   }
   if (dtype == c10::kDouble) throw InputError("--dtype \"" + a.dtype + "\": expected float32, bfloat16 or float16");
   const std::string dir = resolve_model_dir(a.model);
-  const auto cfg = io::read_json_file(dir + "/config.json");
-  const std::string arch = cfg.is_object() && cfg.contains("architecture") && cfg["architecture"].is_string()
-                               ? cfg["architecture"].get<std::string>()
-                               : "lol";
+  const std::string arch = model_architecture(dir);
   if (arch != "dense")
     throw InputError(dir + "/config.json: architecture \"" + arch +
                      "\": only dense models (architecture \"dense\") have a Hugging Face equivalent");

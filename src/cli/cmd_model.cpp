@@ -447,11 +447,7 @@ void run_forward(const ForwardArgs& a) {
   const auto dev = parse_device(a.device);
   const std::string dir = resolve_model_dir(a.model);
   require_output_outside_model(a.out, dir, "--out");  // before any work
-  const auto config = io::read_json_file(dir + "/config.json");
-  const std::string arch =
-      config.is_object() && config.contains("architecture") && config["architecture"].is_string()
-          ? config["architecture"].get<std::string>()
-          : "lol";
+  const std::string arch = model_architecture(dir);
   if (arch != "lol") return run_forward_baseline(a, dir, arch, dev);
   LoLModel m = load_lol(dir, dev);
   m->eval();

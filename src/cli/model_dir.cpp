@@ -90,6 +90,13 @@ void require_tokenizer_fits(const tokenizers::Tokenizer& tok, int64_t model_voca
                      " vocab_size = " + std::to_string(model_vocab) + " (expected a tokenizer of this model)");
 }
 
+std::string model_architecture(const std::string& model_dir) {
+  const auto cfg = io::read_json_file(model_dir + "/config.json");
+  return cfg.is_object() && cfg.contains("architecture") && cfg["architecture"].is_string()
+             ? cfg["architecture"].get<std::string>()
+             : "lol";
+}
+
 std::string find_model_dir(const std::string& dir) {
   if (fs::exists(dir + "/config.json")) return dir;
   const std::string latest = dir + "/latest";

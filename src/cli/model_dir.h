@@ -24,6 +24,11 @@ std::string resolve_model_dir(const std::string& dir);
 /// run was killed before writing `latest`). Throws InputError otherwise.
 std::string find_model_dir(const std::string& dir);
 
+/// The "architecture" field of `model_dir`/config.json (lol, dense, looped, moe), "lol"
+/// when it is absent or not a string (LoL checkpoints may omit it). Throws InputError
+/// when config.json is missing or not JSON.
+std::string model_architecture(const std::string& model_dir);
+
 /// Throws InputError naming `flag` when `out` (an output file about to be written) is
 /// one of the files of `model_dir` (the checkpoint being read) or, for a checkpoint of
 /// a training run (RUN/checkpoints/NAME), one of the run's own files (latest, run.json,
