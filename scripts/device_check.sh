@@ -10,7 +10,7 @@
 #   TORCH_DIR: a CUDA LibTorch (cxx11 ABI) or a Python torch's cmake prefix
 #              (default: python3 -c 'import torch; print(torch.utils.cmake_prefix_path)').
 #   DEVICE_CHECK_SECONDS: the time budget (default 480); LOG_DIR: where the logs go
-#   (default <build-dir>/device_check).
+#   (default <build-dir>/device_check); DEVICE_CHECK_CPU_SUITE=0 skips the CPU suite.
 # On a machine whose image lacks nlohmann-json, CLI11, PCRE2 or GoogleTest, run
 # scripts/device_deps.sh on a Debian machine first and bring its .devdeps/ along.
 # Exit status: 0 when the build, the device tests and the benchmarks succeeded.
@@ -97,7 +97,7 @@ step "PyTorch eager reference (bench/torch_reference.py, same presets, same mach
 } 2>&1 | tee "$LOG/torch_reference.log" || true
 
 step "CPU suite on this LibTorch (as time allows)"
-if [ "$(left)" -gt 90 ]; then
+if [ "${DEVICE_CHECK_CPU_SUITE:-1}" != 0 ] && [ "$(left)" -gt 90 ]; then
   timeout "$(( $(left) - 60 ))" cmake --build "$BUILD" -j"$(nproc)" -- -k 0 >"$LOG/build_all.log" 2>&1
   grep -E "error:" "$LOG/build_all.log" | head -30
   readelf -d "$BUILD/lol" | grep NEEDED | head -3
