@@ -226,6 +226,8 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
   LoLOutput out;
   const bool count_load = is_training();
   auto load = torch::zeros({c.library_size}, torch::kInt64);
+  // The depths that use the same experts share their stacked weights (GPU path).
+  nn::WeightStacks stacks;
   for (int64_t d = 0; d < active_depth_; ++d) {
     DepthWindows w = make_depth_windows(L, d + 1, c);
     const int64_t G = int64_t(w.row.size());
@@ -303,7 +305,7 @@ LoLOutput LoLModelImpl::forward(const LoLBatch& batch, const ForwardOptions& opt
     std::iota(local.begin(), local.end(), int64_t(0));
     auto layout = nn::SegmentLayout::from_csr(local, seg_offsets, n, dev);
     nn::BlockContext ctx{&pos_e, &layout, kv.defined() ? &kv_e : nullptr, &rope, model->film[d]->as<nn::FiLM>(),
-                         nullptr, /*pos_bound=*/T};
+                         nullptr, /*pos_bound=*/T, &stacks};
     auto delta = nn::grouped_block_delta(used, sizes, xs, ctx);
     s = routed_residual(s, tok, tok_win, alpha, delta, tok_t, tok_dev[1]);  // s <- s + alpha (E(s) - s)   (Algorithm 1 line 17)
     if (count_load) {

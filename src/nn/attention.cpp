@@ -594,15 +594,15 @@ std::vector<const torch::nn::LinearImpl*> layers_of(const std::vector<AttentionI
 
 void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                      const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
-                     torch::Tensor& v, int64_t pos_bound) {
+                     torch::Tensor& v, int64_t pos_bound, WeightStacks* stacks) {
   const int64_t N = x.size(0);
   const auto& s = experts.at(0)->shape;
-  q = rope.apply(grouped_linear(x, layers_of(experts, &AttentionImpl::q_proj), sizes).view({N, s.n_heads, s.head_dim}),
-                 pos, pos_bound);
-  k = rope.apply(
-      grouped_linear(x, layers_of(experts, &AttentionImpl::k_proj), sizes).view({N, s.n_kv_heads, s.head_dim}), pos,
-      pos_bound);
-  v = grouped_linear(x, layers_of(experts, &AttentionImpl::v_proj), sizes).view({N, s.n_kv_heads, s.head_dim});
+  auto project = [&](torch::nn::Linear AttentionImpl::*member, int64_t heads) {
+    return grouped_linear(x, layers_of(experts, member), sizes, stacks).view({N, heads, s.head_dim});
+  };
+  q = rope.apply(project(&AttentionImpl::q_proj, s.n_heads), pos, pos_bound);
+  k = rope.apply(project(&AttentionImpl::k_proj, s.n_kv_heads), pos, pos_bound);
+  v = project(&AttentionImpl::v_proj, s.n_kv_heads);
 }
 
 void AttentionImpl::project(const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q,
@@ -617,18 +617,19 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
 
 torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                                 const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
-                                const torch::Tensor& key_visible, RoPE& rope, int64_t pos_bound) {
+                                const torch::Tensor& key_visible, RoPE& rope, int64_t pos_bound,
+                                WeightStacks* stacks) {
   const int64_t N = x.size(0);
   const auto& shape = experts.at(0)->shape;
   torch::Tensor q, k, v;
-  grouped_project(experts, sizes, x, pos, rope, q, k, v, pos_bound);
+  grouped_project(experts, sizes, x, pos, rope, q, k, v, pos_bound, stacks);
   const auto o_proj = layers_of(experts, &AttentionImpl::o_proj);
   if (direct_kernel_applies(q)) {
     auto vis = key_visible.defined() ? key_visible.to(torch::kCPU, torch::kBool).contiguous()
                                      : torch::empty({0}, torch::kBool);
     auto o = SegmentAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), vis,
                                              read_segments(layout));
-    return grouped_linear(o.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes);
+    return grouped_linear(o.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes, stacks);
   }
   // [N, h, hd] -> [S, L, h, hd] -> [S, h, L, hd]
   auto qp = layout.to_padded(q).permute({0, 2, 1, 3});
@@ -640,7 +641,7 @@ torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, cons
   auto o = attention_impl(qp.contiguous(), kp.contiguous(), vp.contiguous(), allowed,
                           /*rows_may_be_empty=*/kv_vis.defined());  // [S, H, L, hd]
   auto flat = layout.from_padded(o.permute({0, 2, 1, 3}).contiguous());               // [N, H, hd]
-  return grouped_linear(flat.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes);
+  return grouped_linear(flat.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes, stacks);
 }
 
 }  // namespace lol::nn

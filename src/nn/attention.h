@@ -14,6 +14,8 @@
 #include "nn/rope.h"
 #include "nn/segments.h"
 
+#include "nn/weight_stacks.h"
+
 namespace lol::nn {
 
 struct AttentionShape {
@@ -63,16 +65,17 @@ TORCH_MODULE(Attention);
 /// segments may span groups). Equal to AttentionImpl::forward when there is one group;
 /// the experts must share one AttentionShape. Returns [N, d_model]. Throws
 /// lol::InputError when the sizes do not match (nn::grouped_linear). pos_bound: see
-/// RoPE::apply (0 = unknown).
+/// RoPE::apply (0 = unknown). stacks: see nn::grouped_linear.
 torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                                 const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
-                                const torch::Tensor& key_visible, RoPE& rope, int64_t pos_bound = 0);
+                                const torch::Tensor& key_visible, RoPE& rope, int64_t pos_bound = 0,
+                                WeightStacks* stacks = nullptr);
 
 /// The grouped q/k/v projections with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd],
 /// rows cut into blocks of sizes[g] as in grouped_attention. Throws lol::InputError when
 /// the sizes do not match the rows (nn::grouped_linear). pos_bound: see RoPE::apply.
 void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                      const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
-                     torch::Tensor& v, int64_t pos_bound = 0);
+                     torch::Tensor& v, int64_t pos_bound = 0, WeightStacks* stacks = nullptr);
 
 }  // namespace lol::nn

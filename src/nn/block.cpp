@@ -138,12 +138,14 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
   const double eps = blocks.at(0)->input_layernorm->eps;
   // FiLM (gamma_s * RMSNorm_s(x) + beta_s) runs inside the norms' fused kernel.
   const FiLMImpl* f = ctx.film;
-  auto h = rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(), f ? f->attn_beta : torch::Tensor(), eps);
+  auto h = rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(), f ? f->attn_beta : torch::Tensor(), eps,
+                    ctx.stacks);
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
-  auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope, ctx.pos_bound);
+  auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope, ctx.pos_bound, ctx.stacks);
   auto r = x + a;
-  auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : torch::Tensor(), f ? f->ffn_beta : torch::Tensor(), eps);
-  return a + (moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in));
+  auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : torch::Tensor(), f ? f->ffn_beta : torch::Tensor(), eps,
+                       ctx.stacks);
+  return a + (moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in, ctx.stacks));
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ struct BlockContext {
   /// Every position in *pos is below it (0 = unknown): spares RoPE a read of max(pos)
   /// back from a GPU (RoPE::apply).
   int64_t pos_bound = 0;
+  /// Stacked expert weights shared by the routed depths of one forward pass (nullptr:
+  /// stacked per call). See nn::WeightStacks.
+  WeightStacks* stacks = nullptr;
 };
 
 class BlockImpl : public torch::nn::Module {

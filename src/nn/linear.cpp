@@ -158,7 +158,8 @@ bool equal_groups(const std::vector<int64_t>& sizes) {
 }
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
-                             const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes) {
+                             const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes,
+                             WeightStacks* stacks) {
   if (x.dim() != 2) throw InputError("grouped_linear: input must be [rows, in], got " + std::to_string(x.dim()) + " dims");
   if (weights.empty()) throw InputError("grouped_linear: no weights");
   check_groups(sizes, x.size(0), weights.size(), "grouped_linear");
@@ -171,15 +172,15 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Te
     // depth's experts to equal groups there): one batched product for all groups instead
     // of one product, and its views, per group. Autograd differentiates it.
     auto xg = x.reshape({G, sizes[0], x.size(1)});
-    auto wt = torch::stack(weights).transpose(1, 2);  // [G, in, out]
-    auto y = biases.empty() ? at::bmm(xg, wt) : at::baddbmm(torch::stack(biases).unsqueeze(1), xg, wt);
+    auto wt = stack_weights(weights, stacks).transpose(1, 2);  // [G, in, out]
+    auto y = biases.empty() ? at::bmm(xg, wt) : at::baddbmm(stack_weights(biases, stacks).unsqueeze(1), xg, wt);
     return y.view({x.size(0), weights[0].size(0)});
   }
   return GroupedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(biases), sizes);
 }
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<const torch::nn::LinearImpl*>& layers,
-                             const std::vector<int64_t>& sizes) {
+                             const std::vector<int64_t>& sizes, WeightStacks* stacks) {
   std::vector<torch::Tensor> w, b;
   w.reserve(layers.size());
   for (const auto* l : layers) {
@@ -187,7 +188,7 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<const tor
     if (l->bias.defined()) b.push_back(l->bias);
   }
   if (!b.empty() && b.size() != w.size()) throw InputError("grouped_linear: some layers have a bias and some not");
-  return grouped_linear(x, w, b, sizes);
+  return grouped_linear(x, w, b, sizes, stacks);
 }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {

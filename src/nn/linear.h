@@ -24,6 +24,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
+#include "nn/weight_stacks.h"
+
 namespace lol::nn {
 
 /// y = x W^T + b with W = layer->weight [out, in], b = layer->bias [out] or undefined.
@@ -39,16 +41,18 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 /// y[rows of g] = x[rows of g] W_g^T + b_g, y [N, out]. biases is empty (no bias) or has
 /// one tensor per group. The same weight may appear in several groups. Equal to calling
 /// linear() on each block and concatenating. Off the fused CPU kernels (a GPU) equal
-/// groups run as one batched product with the stacked weights ([G, N/G, in] x [G, in, out]).
+/// groups run as one batched product with the stacked weights ([G, N/G, in] x [G, in, out]),
+/// stacked through `stacks` when it is not null (nn::WeightStacks: one stack per forward pass).
 /// Throws lol::InputError when the sizes do not sum to N, a size is negative, or the list
 /// lengths differ; c10::Error on shape mismatch.
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
-                             const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes);
+                             const std::vector<torch::Tensor>& biases, const std::vector<int64_t>& sizes,
+                             WeightStacks* stacks = nullptr);
 
 /// The grouped form over layers (their weights and, where they have one, biases; all or
 /// none of the layers must have a bias).
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<const torch::nn::LinearImpl*>& layers,
-                             const std::vector<int64_t>& sizes);
+                             const std::vector<int64_t>& sizes, WeightStacks* stacks = nullptr);
 
 /// Checks a grouped call's row blocks: sizes non-negative, sum == rows, sizes.size() ==
 /// groups. Throws lol::InputError naming `what` otherwise.

@@ -115,14 +115,15 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
 }
 
 torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vector<int64_t>& sizes,
-                          const torch::Tensor& x) {
+                          const torch::Tensor& x, WeightStacks* stacks) {
   std::vector<const torch::nn::LinearImpl*> gate, up, down;
   for (auto* e : experts) {
     gate.push_back(e->gate_proj.get());
     up.push_back(e->up_proj.get());
     down.push_back(e->down_proj.get());
   }
-  return grouped_linear(swiglu(grouped_linear(x, gate, sizes), grouped_linear(x, up, sizes)), down, sizes);
+  return grouped_linear(swiglu(grouped_linear(x, gate, sizes, stacks), grouped_linear(x, up, sizes, stacks)), down,
+                        sizes, stacks);
 }
 
 }  // namespace lol::nn

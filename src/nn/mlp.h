@@ -6,6 +6,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "nn/weight_stacks.h"
+
 namespace lol::nn {
 
 class MLPImpl : public torch::nn::Module {
@@ -19,8 +21,9 @@ TORCH_MODULE(MLP);
 
 /// Grouped SwiGLU for one routed depth's experts: x [N, d_model] cut into consecutive row
 /// blocks of sizes[g] rows, block g through experts[g]; one autograd node per projection
-/// (nn::grouped_linear). Returns [N, d_model]. Throws lol::InputError on mismatched sizes.
+/// (nn::grouped_linear; `stacks` as there). Returns [N, d_model]. Throws lol::InputError
+/// on mismatched sizes.
 torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vector<int64_t>& sizes,
-                          const torch::Tensor& x);
+                          const torch::Tensor& x, WeightStacks* stacks = nullptr);
 
 }  // namespace lol::nn

@@ -250,7 +250,7 @@ torch::Tensor RMSNormImpl::modulated(const torch::Tensor& x, const torch::Tensor
 
 torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                        const std::vector<int64_t>& sizes, const torch::Tensor& scale, const torch::Tensor& shift,
-                       double eps) {
+                       double eps, WeightStacks* stacks) {
   if (weights.empty()) throw InputError("rms_norm: no weights");
   if (x.dim() < 1) throw InputError("rms_norm: input must have at least one dimension");
   const int64_t d = x.size(-1);
@@ -268,7 +268,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
   const int64_t G = int64_t(weights.size());
   if (G > 1 && equal_groups(sizes)) {
     // Equal groups (the padded expert layout of nn::grouped_block_delta): [G, rows/G, d].
-    w = torch::stack(weights).unsqueeze(1).expand({G, sizes[0], d}).reshape(x.sizes());
+    w = stack_weights(weights, stacks).unsqueeze(1).expand({G, sizes[0], d}).reshape(x.sizes());
   } else if (G > 1) {
     std::vector<torch::Tensor> rows;
     rows.reserve(weights.size());

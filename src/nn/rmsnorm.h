@@ -8,6 +8,8 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include "nn/weight_stacks.h"
+
 namespace lol::nn {
 
 class RMSNormImpl : public torch::nn::Module {
@@ -29,11 +31,13 @@ TORCH_MODULE(RMSNorm);
 /// all) is cut into consecutive row blocks of sizes[g] rows and block g is normalized
 /// with weights[g] [dim]; scale and shift [dim] (FiLM, optional) apply to every row.
 /// One autograd node on CPU (float32/64). Equal to RMSNorm::modulated on each block.
+/// Off the CPU kernels equal groups broadcast the stacked weights, stacked through
+/// `stacks` when it is not null (nn::WeightStacks).
 /// Throws lol::InputError when the sizes do not sum to the rows or their count differs
 /// from the weights'; c10::Error when a weight, scale or shift is not [dim].
 torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                        const std::vector<int64_t>& sizes, const torch::Tensor& scale, const torch::Tensor& shift,
-                       double eps);
+                       double eps, WeightStacks* stacks = nullptr);
 
 /// The composed-operation formula of rms_norm (any device): w * x / sqrt(mean(x^2) + eps)
 /// over the last dimension of x [..., dim], with w broadcastable to x (e.g. [G, 1, dim]

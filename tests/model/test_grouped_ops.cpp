@@ -104,6 +104,43 @@ TEST_P(GroupedOps, GroupedLinearEqualGroupsAsOneBatchedProduct) {
   }
 }
 
+// Two routed depths with the same experts share one stack per weight kind
+// (nn::WeightStacks): outputs and gradients equal stacking per call; a list is stacked
+// once per order and grad mode.
+TEST_P(GroupedOps, SharedWeightStacksEqualStackingPerCall) {
+  const auto dt = GetParam();
+  const auto opt = torch::TensorOptions(dt);
+  torch::manual_seed(39);
+  const std::vector<int64_t> sizes{4, 4};
+  std::vector<torch::Tensor> ws{torch::randn({6, 6}, opt).requires_grad_(true),
+                                torch::randn({6, 6}, opt).requires_grad_(true)};
+  std::vector<torch::Tensor> bs{torch::randn({6}, opt).requires_grad_(true), torch::randn({6}, opt).requires_grad_(true)};
+  std::vector<torch::Tensor> ns{(1 + 0.1 * torch::randn({6}, opt)).requires_grad_(true),
+                                (1 + 0.1 * torch::randn({6}, opt)).requires_grad_(true)};
+  auto x = torch::randn({8, 6}, opt).requires_grad_(true);
+  auto w = torch::randn({8, 6}, opt);
+  std::vector<torch::Tensor> wrt{x, ws[0], ws[1], bs[0], bs[1], ns[0], ns[1]};
+  CpuKernelsOff kernels_off;
+  auto two_depths = [&](lol::nn::WeightStacks* stacks) {
+    auto h = x;
+    for (int depth = 0; depth < 2; ++depth) {
+      auto n = lol::nn::rms_norm(h, ns, sizes, torch::Tensor(), torch::Tensor(), 1e-6, stacks);
+      h = h + lol::nn::grouped_linear(n, ws, bs, sizes, stacks);
+    }
+    return h;
+  };
+  auto ref = out_and_grads(two_depths(nullptr), w, wrt);
+  lol::nn::WeightStacks stacks;
+  expect_all_close(out_and_grads(two_depths(&stacks), w, wrt), ref, grouped_tolerance(dt), "shared stacks");
+  EXPECT_EQ(stacks.size(), 3u);  // weights, biases, norms: once each for both depths
+  EXPECT_TRUE(stacks.stack(ws).is_same(stacks.stack(ws)));
+  EXPECT_FALSE(stacks.stack({ws[1], ws[0]}).is_same(stacks.stack(ws)));  // another order
+  EXPECT_EQ(stacks.size(), 4u);
+  torch::NoGradGuard no_grad;  // a stack made with grad mode on is not reused without it
+  EXPECT_FALSE(stacks.stack(ws).requires_grad());
+  EXPECT_EQ(stacks.size(), 5u);
+}
+
 TEST_P(GroupedOps, GroupedLinearEqualsOneLinearPerGroup) {
   const auto dt = GetParam();
   const auto opt = torch::TensorOptions(dt);
