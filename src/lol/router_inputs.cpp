@@ -175,23 +175,41 @@ torch::Tensor router_inputs_composed(const torch::Tensor& s, const torch::Tensor
   check_windows(s, depth_embed, w);
   const auto dev = s.device();
   const int64_t G = int64_t(w.start.size()), d = s.size(1);
-  std::vector<int64_t> rows, win;
+  // Few operations (each is a kernel launch on a GPU, where this path runs): the mean of
+  // every window's rows and, for each document's first window (k = 0), its first row, as
+  // one segment mean over the gathered rows (segments: the G windows, then one row per
+  // first window); then r_g = sum_j coef_(g,j) M_j + f_g e over a short list of (g, j)
+  // pairs: the k earlier windows of the document with 1/k, or the first row with 1/2 and
+  // f_g = 1/2 for the depth embedding.
+  std::vector<int64_t> rows, lens(w.len), target, source;
+  std::vector<double> coef;  // coef per pair, then f per window (one upload)
   for (int64_t g = 0; g < G; ++g)
-    for (int64_t t = 0; t < w.len[size_t(g)]; ++t) {
-      rows.push_back(w.start[size_t(g)] + t);
-      win.push_back(g);
+    for (int64_t t = 0; t < w.len[size_t(g)]; ++t) rows.push_back(w.start[size_t(g)] + t);
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t k = w.k[size_t(g)];
+    if (k == 0) {
+      rows.push_back(w.start[size_t(g)]);
+      target.push_back(g);
+      source.push_back(int64_t(lens.size()));
+      lens.push_back(1);
+      coef.push_back(0.5);
     }
-  // All index lists in one upload (one host-to-device copy on a GPU).
-  const auto t = index_tensors({&rows, &win, &w.len, &w.k, &w.doc_first_window, &w.start}, dev);
-  const auto &rows_t = t[0], &win_t = t[1], &len_t = t[2], &kk = t[3], &first_t = t[4], &start_t = t[5];
-  auto s64 = s.index_select(0, rows_t).to(torch::kFloat64);
-  auto sums = torch::zeros({G, d}, s64.options()).index_add(0, win_t, s64);
-  auto mu = sums / len_t.to(torch::kFloat64).unsqueeze(1);
-  // Running sums over all windows, differenced at each document's first window.
-  auto csum = torch::cat({torch::zeros({1, d}, mu.options()), mu.cumsum(0)}, 0);
-  auto r_rest = (csum.narrow(0, 0, G) - csum.index_select(0, first_t)) / kk.clamp_min(1).to(torch::kFloat64).unsqueeze(1);
-  auto r_first = 0.5 * (depth_embed.to(torch::kFloat64).unsqueeze(0) + s.index_select(0, start_t).to(torch::kFloat64));
-  return torch::where((kk == 0).unsqueeze(1), r_first, r_rest).to(s.scalar_type());
+    for (int64_t j = w.doc_first_window[size_t(g)]; j < g; ++j) {
+      target.push_back(g);
+      source.push_back(j);
+      coef.push_back(1.0 / double(k));
+    }
+  }
+  const int64_t P = int64_t(coef.size());
+  for (int64_t g = 0; g < G; ++g) coef.push_back(w.k[size_t(g)] == 0 ? 0.5 : 0.0);
+  const auto t = index_tensors({&rows, &lens, &target, &source}, dev);  // one upload on a GPU
+  auto host = torch::from_blob(coef.data(), {int64_t(coef.size())}, torch::kFloat64);
+  const auto c = dev.is_cpu() ? host.clone() : host.to(dev, /*non_blocking=*/true);
+  auto x = s.index_select(0, t[0]).to(torch::kFloat64);
+  auto means = at::segment_reduce(x, "mean", t[1], {}, {}, 0, /*unsafe=*/true);  // [segments, d]
+  auto r = torch::zeros({G, d}, x.options())
+               .index_add_(0, t[2], means.index_select(0, t[3]) * c.narrow(0, 0, P).unsqueeze(1));
+  return at::addr(r, c.narrow(0, P, G), depth_embed.to(torch::kFloat64)).to(s.scalar_type());
 }
 
 torch::Tensor router_inputs(const torch::Tensor& s, const torch::Tensor& depth_embed, const RouterWindows& w) {
