@@ -137,6 +137,35 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
   }
 };
 
+/// Equal groups as one batched product and one autograd node (the GPU's path): x [G m, in],
+/// W [G, out, in] (the stacked weights), b [G, out] or none -> y [G m, out] with
+/// y[rows of g] = x[rows of g] W_g^T + b_g. Autograd's bmm would add four nodes per call
+/// (the views and transposes around the product), each a few host operations on a GPU.
+struct BatchedLinearFunction : public torch::autograd::Function<BatchedLinearFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& W,
+                               const c10::optional<torch::Tensor>& bias) {
+    const int64_t G = W.size(0);
+    const torch::Tensor b = bias.value_or(torch::Tensor());
+    auto x3 = x.reshape({G, x.size(0) / G, x.size(1)});
+    auto wt = W.transpose(1, 2);
+    auto y = b.defined() ? at::baddbmm(b.unsqueeze(1), x3, wt) : at::bmm(x3, wt);
+    ctx->save_for_backward({x3, W});
+    ctx->saved_data["bias"] = b.defined();
+    return y.view({x.size(0), W.size(1)});
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &x3 = saved[0], &W = saved[1];
+    auto g3 = grads[0].reshape({x3.size(0), x3.size(1), W.size(1)});
+    torch::Tensor dx, dW, db;
+    if (ctx->needs_input_grad(0)) dx = at::bmm(g3, W).view({x3.size(0) * x3.size(1), x3.size(2)});
+    if (ctx->needs_input_grad(1)) dW = at::bmm(g3.transpose(1, 2), x3);
+    if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2)) db = g3.sum(1);
+    return {dx, dW, db};
+  }
+};
+
 }  // namespace
 
 void check_groups(const std::vector<int64_t>& sizes, int64_t rows, size_t groups, const char* what) {
@@ -171,10 +200,9 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<torch::Te
     // Equal groups off the CPU kernels (a GPU; nn::grouped_block_delta pads a routed
     // depth's experts to equal groups there): one batched product for all groups instead
     // of one product, and its views, per group. Autograd differentiates it.
-    auto xg = x.reshape({G, sizes[0], x.size(1)});
-    auto wt = stack_weights(weights, stacks).transpose(1, 2);  // [G, in, out]
-    auto y = biases.empty() ? at::bmm(xg, wt) : at::baddbmm(stack_weights(biases, stacks).unsqueeze(1), xg, wt);
-    return y.view({x.size(0), weights[0].size(0)});
+    c10::optional<torch::Tensor> b;
+    if (!biases.empty()) b = stack_weights(biases, stacks);
+    return BatchedLinearFunction::apply(x, stack_weights(weights, stacks), b);
   }
   return GroupedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(biases), sizes);
 }

@@ -264,18 +264,22 @@ torch::Tensor rms_norm(const torch::Tensor& x, const std::vector<torch::Tensor>&
   }
   // Composed path: one weight row per input row (each group's weight broadcast over its
   // rows; no index upload or host synchronisation on a GPU).
-  torch::Tensor w = weights[0];
+  torch::Tensor w = weights[0], xv = x;
   const int64_t G = int64_t(weights.size());
-  if (G > 1 && equal_groups(sizes)) {
-    // Equal groups (the padded expert layout of nn::grouped_block_delta): [G, rows/G, d].
-    w = stack_weights(weights, stacks).unsqueeze(1).expand({G, sizes[0], d}).reshape(x.sizes());
+  const bool batched = G > 1 && equal_groups(sizes);
+  if (batched) {
+    // Equal groups (the padded expert layout of nn::grouped_block_delta): x as [G, rows/G, d],
+    // each group's weight [G, 1, d] broadcast over its rows.
+    w = stack_weights(weights, stacks).unsqueeze(1);
+    xv = x.reshape({G, sizes[0], d});
   } else if (G > 1) {
     std::vector<torch::Tensor> rows;
     rows.reserve(weights.size());
     for (size_t g = 0; g < weights.size(); ++g) rows.push_back(weights[g].unsqueeze(0).expand({sizes[g], d}));
     w = torch::cat(rows).view(x.sizes());
   }
-  auto y = rms_norm_ops(x, scale.defined() ? w * scale : w, eps);
+  auto y = rms_norm_ops(xv, scale.defined() ? w * scale : w, eps);
+  if (batched) y = y.view(x.sizes());
   return shift.defined() ? y + shift : y;
 }
 
