@@ -10,7 +10,8 @@
 #   TORCH_DIR: a CUDA LibTorch (cxx11 ABI) or a Python torch's cmake prefix
 #              (default: python3 -c 'import torch; print(torch.utils.cmake_prefix_path)').
 #   DEVICE_CHECK_SECONDS: the time budget (default 480); LOG_DIR: where the logs go
-#   (default <build-dir>/device_check); DEVICE_CHECK_CPU_SUITE=0 skips the CPU suite.
+#   (default <build-dir>/device_check); DEVICE_CHECK_CPU_SUITE=0 skips the CPU suite,
+#   DEVICE_CHECK_TORCH_REFERENCE=0 the PyTorch reference.
 # On a machine whose image lacks nlohmann-json, CLI11, PCRE2 or GoogleTest, run
 # scripts/device_deps.sh on a Debian machine first and bring its .devdeps/ along.
 # Exit status: 0 when the build, the device tests and the benchmarks succeeded.
@@ -91,7 +92,7 @@ step "benchmarks"
 } 2>&1 | tee "$LOG/bench.log" || fail=1
 
 step "PyTorch eager reference (bench/torch_reference.py, same presets, same machine)"
-{
+[ "${DEVICE_CHECK_TORCH_REFERENCE:-1}" != 0 ] && {
   timeout 150 python3 bench/torch_reference.py --preset tiny --arch both --device cuda --steps 50 --warmup 5
   timeout 150 python3 bench/torch_reference.py --preset small --arch both --device cuda --steps 20 --warmup 3
 } 2>&1 | tee "$LOG/torch_reference.log" || true
