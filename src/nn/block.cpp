@@ -41,24 +41,25 @@ torch::Tensor BlockImpl::ffn(const torch::Tensor& h, const torch::Tensor* rows) 
 namespace {
 
 /// The routed depth's N rows laid out as G equal groups of m = max(sizes) rows (group g's
-/// rows first, then padding slots). Padding slots copy an appended zero row (position 0):
-/// they stay finite through every expert, lie in no attention segment and are dropped at
-/// the end, so they change no output and no gradient.
+/// rows first, then padding slots). Padding slots copy row 0: they stay finite through
+/// every expert, lie in no attention segment and are dropped at the end, so they change
+/// no output, and their gradient (zero) changes no gradient.
 struct PaddedGroups {
-  torch::Tensor slot_of_row;  ///< [N] int64: padded row of each row
-  torch::Tensor source_row;   ///< [G * m] int64: row each padded row copies (N: the zero row)
+  torch::Tensor slot_of_row;  ///< [N + 1] int64: padded row of each row, then G * m
+  torch::Tensor source_row;   ///< [G * m] int64: row each padded row copies
 };
 
-PaddedGroups pad_groups(const std::vector<int64_t>& sizes, int64_t m, int64_t rows, const torch::Device& dev) {
+PaddedGroups pad_groups(const std::vector<int64_t>& sizes, int64_t m, const torch::Device& dev) {
   PaddedGroups p;
   const int64_t G = int64_t(sizes.size());
-  std::vector<int64_t> slot, source(size_t(G * m), rows);
+  std::vector<int64_t> slot, source(size_t(G * m), 0);
   int64_t row = 0;
   for (int64_t g = 0; g < G; ++g)
     for (int64_t j = 0; j < sizes[size_t(g)]; ++j, ++row) {
       slot.push_back(g * m + j);
       source[size_t(g * m + j)] = row;
     }
+  slot.push_back(G * m);  // where the layout's empty slots (row N) go
   auto t = index_tensors({&slot, &source}, dev);  // one upload
   p.slot_of_row = t[0];
   p.source_row = t[1];
@@ -71,10 +72,9 @@ SegmentLayout pad_layout(const SegmentLayout& layout, const PaddedGroups& p, int
   out.n_tokens = padded_rows;
   out.n_seg = layout.n_seg;
   out.max_len = layout.max_len;
-  auto end = torch::full({1}, padded_rows, p.slot_of_row.options());
-  out.gather = torch::cat({p.slot_of_row, end}).index_select(0, layout.gather);
+  out.gather = p.slot_of_row.index_select(0, layout.gather);
   out.scatter = torch::full({padded_rows}, layout.n_seg * layout.max_len, p.slot_of_row.options())
-                    .index_copy_(0, p.slot_of_row, layout.scatter);
+                    .index_copy_(0, p.slot_of_row.narrow(0, 0, layout.n_tokens), layout.scatter);
   out.slot_valid = layout.slot_valid;
   return out;
 }
@@ -96,24 +96,18 @@ torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const s
   // would waste); the per-expert products otherwise.
   if (G > 1 && !cpu_kernel_device(x) && !blocks[0]->is_moe() && N > 0 && G * m <= 2 * N &&
       !equal_groups(sizes)) {
-    const auto p = pad_groups(sizes, m, N, x.device());
-    // Each input with one more row for the padding slots to copy: zeros, position 0.
-    auto with_row = [](const torch::Tensor& t, double value) {
-      auto sizes = t.sizes().vec();
-      sizes[0] = 1;
-      return torch::cat({t, torch::full(sizes, value, t.options())});
-    };
-    const auto pos = with_row(*ctx.pos, 0).index_select(0, p.source_row);
+    const auto p = pad_groups(sizes, m, x.device());
+    const auto pos = ctx.pos->index_select(0, p.source_row);
     const auto layout = pad_layout(*ctx.layout, p, G * m);
     torch::Tensor kv;
-    if (ctx.key_visible) kv = with_row(*ctx.key_visible, 1).index_select(0, p.source_row);
+    if (ctx.key_visible) kv = ctx.key_visible->index_select(0, p.source_row);
     BlockContext padded = ctx;
     padded.pos = &pos;
     padded.layout = &layout;
     padded.key_visible = ctx.key_visible ? &kv : nullptr;
     const auto delta =
-        block_delta_body(blocks, std::vector<int64_t>(size_t(G), m), with_row(x, 0).index_select(0, p.source_row), padded);
-    return delta.index_select(0, p.slot_of_row);
+        block_delta_body(blocks, std::vector<int64_t>(size_t(G), m), x.index_select(0, p.source_row), padded);
+    return delta.index_select(0, p.slot_of_row.narrow(0, 0, N));
   }
   return block_delta_body(blocks, sizes, x, ctx);
 }

@@ -78,7 +78,7 @@ TORCH_MODULE(Block);
 /// blocks must share one BlockShape. Returns [N, d]. Throws lol::InputError on
 /// mismatched sizes, or for several blocks of which one has an MoE FFN (an MoE block
 /// runs alone: its tokens are routed per token inside it). Off the fused CPU kernels (a
-/// GPU) the groups are padded to max(sizes) rows each (zero rows, in no segment, dropped
+/// GPU) the groups are padded to max(sizes) rows each (copies of row 0, in no segment, dropped
 /// from the result) while that at most doubles the rows, so each projection is one
 /// batched product (grouped_linear). (LoL paper Algorithm 1 line 16: E_{i}(s) for every window at once.)
 torch::Tensor grouped_block_delta(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
