@@ -8,7 +8,7 @@ a check that `lol` agrees with it.
 
   python3 tests/reference/baselines_reference.py check --lol build/lol --work /tmp/x
 
-`lol init` and `lol forward` take LoL models only, so each baseline checkpoint is made by
+`lol init` and (when this was written) `lol forward` take LoL models only, so each baseline checkpoint is made by
 a 1-step `lol train` on a tiny byte corpus, after which every tensor is replaced by
 non-trivial random values (norm weights 1 +- 0.5, q/k/v biases, balancing biases that
 change some top-k selections, the looped adapter); the model is then observed through
