@@ -1,4 +1,5 @@
-// `lol generate`: stream a continuation of a prompt from a LoL checkpoint (issue 6).
+// `lol generate`: stream a continuation of a prompt from a LoL checkpoint (issue 6), or
+// from a dense / looped / MoE baseline by full recomputation.
 // `lol bench generate`: prefill and decode tokens/s, cached vs full recompute.
 #include <cctype>
 #include <chrono>
@@ -14,8 +15,10 @@
 #include "cli/prompt_room.h"
 #include "core/runtime.h"
 #include "inference/decode_benchmark.h"
+#include "inference/full_recompute.h"
 #include "inference/generate.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "lol/checkpoint.h"
 #include "tasks/vocab.h"
 #include "tokenizers/utf8.h"
@@ -155,9 +158,33 @@ void run_generate(const GenerateArgs& a) {
   const auto dev = parse_device(a.device);
   nlohmann::json extra;
   const std::string dir = resolve_model_dir(a.model);  // a run directory means its latest checkpoint
-  LoLModel model = load_lol(dir, dev, &extra);
-  model->eval();
-  auto codec = TextCodec::find(dir, extra, a.tokenizer, model->config().vocab_size);
+  const std::string arch = model_architecture(dir);
+  LoLModel model{nullptr};
+  std::unique_ptr<training::TrainableModel> baseline;  // dense / looped / MoE: full recomputation
+  int64_t vocab_size = 0, max_seq_len = 0;
+  if (arch == "lol") {
+    model = load_lol(dir, dev, &extra);
+    model->eval();
+    vocab_size = model->config().vocab_size;
+    max_seq_len = model->config().max_seq_len;
+  } else {
+    const auto lol_only = [&](bool given, const std::string& flag) { refuse_routing_option(given, flag, dir, arch); };
+    lol_only(!a.force_path.empty(), "--force-path");
+    lol_only(a.depth >= 0, "--depth");
+    lol_only(a.depth_rule != "stretch", "--depth-rule");
+    lol_only(a.prompt_len != 0, "--prompt-len");
+    lol_only(a.prompt_window, "--prompt-window");
+    lol_only(a.router_only_last != 0, "--router-only-last");
+    lol_only(!a.trace_file.empty(), "--trace");
+    baseline = training::load_model(dir);
+    baseline->module().to(dev);
+    const auto cfg = baseline->config_json();
+    vocab_size = cfg.value("vocab_size", int64_t(0));
+    max_seq_len = cfg.value("max_seq_len", int64_t(0));
+    const auto file = io::read_json_file(dir + "/config.json");
+    if (file.is_object() && file.contains("extra")) extra = file["extra"];
+  }
+  auto codec = TextCodec::find(dir, extra, a.tokenizer, vocab_size);
   inference::Prompt p;
   if (!a.prompt.empty()) {
     if (!codec)
@@ -173,11 +200,10 @@ void run_generate(const GenerateArgs& a) {
     }
   } else {
     p.tokens = parse_ids(a.tokens, "--tokens");
-    check_prompt_ids(p.tokens, model->config().vocab_size, "--tokens");
+    check_prompt_ids(p.tokens, vocab_size, "--tokens");
   }
   if (p.tokens.empty()) throw InputError(std::string(a.prompt.empty() ? "--tokens" : "--prompt") + ": the prompt has no tokens");
   const int64_t n = int64_t(p.tokens.size());
-  const int64_t max_seq_len = model->config().max_seq_len;
   // The context ends at max_seq_len positions, as in `forward`: generation stops there.
   const int64_t max_new =
       room_for_new_tokens(n, a.max_new, max_seq_len, "max_seq_len", a.prompt.empty() ? "--tokens" : "--prompt");
@@ -207,7 +233,7 @@ void run_generate(const GenerateArgs& a) {
   o.depth_rule = inference::parse_depth_rule(a.depth_rule);
   o.batch_size = 1;
   o.trace = !a.trace_file.empty();
-  for (const auto& s : a.stop) o.stop_tokens.push_back(stop_token_id(codec.get(), s, model->config().vocab_size, a.ids_out || !a.tokens.empty()));
+  for (const auto& s : a.stop) o.stop_tokens.push_back(stop_token_id(codec.get(), s, vocab_size, a.ids_out || !a.tokens.empty()));
   // --trace's directory must exist before the generation runs.
   if (!a.trace_file.empty()) {
     const fs::path trace_dir = fs::path(a.trace_file).parent_path();
@@ -235,7 +261,8 @@ void run_generate(const GenerateArgs& a) {
     else std::cout << stream->push(int32_t(tok)) << std::flush;
   };
   auto t0 = std::chrono::steady_clock::now();
-  auto gens = inference::generate(model, {p}, o);
+  auto gens = model ? inference::generate(model, {p}, o)
+                    : std::vector<inference::Generation>{inference::generate_full_recompute(*baseline, p.tokens, o)};
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << (stream ? stream->finish() : std::string()) << "\n";
   std::cerr << gens[0].tokens.size() << " tokens in " << std::fixed << std::setprecision(3) << s << " s ("
@@ -304,8 +331,10 @@ void run_bench(const BenchArgs& a) {
 
 void register_generate(CLI::App& app) {
   auto ga = std::make_shared<GenerateArgs>();
-  auto* g = app.add_subcommand("generate", "Generate a continuation of a prompt with a LoL checkpoint (streams output)");
-  g->add_option("--model", ga->model, "LoL checkpoint directory, or a training run directory (its latest checkpoint)")->required();
+  auto* g = app.add_subcommand("generate",
+                               "Generate a continuation of a prompt with a LoL checkpoint (streams output; dense, looped "
+                               "and MoE baselines by full recomputation)");
+  g->add_option("--model", ga->model, "Checkpoint directory, or a training run directory (its latest checkpoint)")->required();
   auto* pr = g->add_option("--prompt", ga->prompt, "Prompt text (needs a tokenizer)");
   auto* tk = g->add_option("--tokens", ga->tokens, "Prompt token ids, comma or space separated");
   pr->excludes(tk);

@@ -416,11 +416,7 @@ void write_forward(const ForwardArgs& a, const NamedTensors& tensors, std::map<s
 /// one sequence (one document); the LoL-only options are refused.
 void run_forward_baseline(const ForwardArgs& a, const std::string& dir, const std::string& arch,
                           const torch::Device& dev) {
-  const auto lol_only = [&](bool given, const std::string& flag) {
-    if (given)
-      throw InputError(flag + ": " + dir + " is a " + arch +
-                       " model (no routed core); routing options apply to LoL models only");
-  };
+  const auto lol_only = [&](bool given, const std::string& flag) { refuse_routing_option(given, flag, dir, arch); };
   lol_only(a.prompt_len != 0, "--prompt-len");
   lol_only(!a.router_only.empty(), "--router-only");
   lol_only(!a.force_path.empty(), "--force-path");

@@ -97,6 +97,12 @@ std::string model_architecture(const std::string& model_dir) {
              : "lol";
 }
 
+void refuse_routing_option(bool given, const std::string& flag, const std::string& model_dir, const std::string& arch) {
+  if (given)
+    throw InputError(flag + ": " + model_dir + " is a " + arch +
+                     " model (no routed core); routing options apply to LoL models only");
+}
+
 std::string find_model_dir(const std::string& dir) {
   if (fs::exists(dir + "/config.json")) return dir;
   const std::string latest = dir + "/latest";

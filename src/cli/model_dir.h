@@ -29,6 +29,11 @@ std::string find_model_dir(const std::string& dir);
 /// when config.json is missing or not JSON.
 std::string model_architecture(const std::string& model_dir);
 
+/// For a command given a baseline checkpoint (`model_dir` of architecture `arch`, not
+/// "lol"): throws InputError naming `flag` when `given` (a routing option: routing
+/// options apply to LoL models only).
+void refuse_routing_option(bool given, const std::string& flag, const std::string& model_dir, const std::string& arch);
+
 /// Throws InputError naming `flag` when `out` (an output file about to be written) is
 /// one of the files of `model_dir` (the checkpoint being read) or, for a checkpoint of
 /// a training run (RUN/checkpoints/NAME), one of the run's own files (latest, run.json,

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/finite.h"
+#include "inference/token_chooser.h"
 #include "layerroute/block_lora.h"
 #include "nn/attention.h"
 #include "util/error.h"
@@ -75,25 +76,12 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     g.prefill_seconds = g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return g;
   }
-  // Token choice on the CPU copy of the logits [1, V] (a no-op copy on CPU in float32).
-  std::vector<int64_t> seen;  // ids in the sequence so far, each once (repetition penalty)
-  std::vector<uint8_t> in_seen;
-  if (opt.sampling.repetition_penalty != 1.0) {
-    in_seen.assign(size_t(c.vocab_size), 0);
-    for (auto t : prompt)
-      if (!in_seen[size_t(t)]++) seen.push_back(t);
-  }
-  auto rng = inference::sequence_rng(opt.seed, 0);
+  inference::TokenChooser chooser(prompt, c.vocab_size, opt.sampling, opt.seed, opt.stop_tokens);
   const auto choose = [&](const torch::Tensor& logits, int64_t t) {
-    require_finite(logits, "layerroute generation: the logits for new token " + std::to_string(t));
-    auto row = logits.reshape({-1}).to(torch::kCPU, torch::kFloat32).contiguous();
-    float* z = row.data_ptr<float>();
-    if (!in_seen.empty()) inference::apply_repetition_penalty(z, row.numel(), seen, opt.sampling.repetition_penalty);
-    const int64_t id = inference::sample_token(z, row.numel(), opt.sampling, rng);
-    if (!in_seen.empty() && !in_seen[size_t(id)]++) seen.push_back(id);
+    const int64_t id = chooser.choose(logits, "layerroute generation: the logits for new token " + std::to_string(t));
     g.tokens.push_back(id);
     if (opt.on_token) opt.on_token(id);
-    g.stopped = std::find(opt.stop_tokens.begin(), opt.stop_tokens.end(), id) != opt.stop_tokens.end();
+    g.stopped = chooser.stopped();
     return id;
   };
   int64_t tok = choose(m.base->logits(m.base->norm(h.narrow(0, P - 1, 1))), 1);  // [1, V]

@@ -89,9 +89,11 @@ LoLConfig LoLConfig::from_json(const nlohmann::json& j, const std::string& w) {
   if (j.is_object() && j.contains("architecture") && j["architecture"].is_string() && j["architecture"] != "lol")
     throw InputError(w + ": field 'architecture' = " + j["architecture"].dump() +
                      ": expected \"lol\" (a " + j["architecture"].get<std::string>() +
-                     " model; generate, paths, eval-strategies and analyze routing run LoL models only, forward every architecture" +
+                     " model; paths, eval-strategies, analyze routing and bench generate run LoL models only, forward and "
+                     "generate every architecture" +
                      (j["architecture"] == "dense"
-                          ? std::string("; a dense model generates after `lol export --hf RUN --out HF_DIR`, with `lol hf generate HF_DIR`")
+                          ? std::string("; cached decoding of a dense model: `lol export --hf RUN --out HF_DIR`, then "
+                                        "`lol hf generate HF_DIR`")
                           : std::string()) +
                      ")");
   f.get("architecture", std::string("lol"), {"lol"});

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <sstream>
 
 #include "../common/test_files.h"
 #include "baseline_test_util.h"
@@ -256,6 +258,66 @@ TEST(Compare, InfoReportsEveryArchitecture) {
   EXPECT_GT(f(3), f(2));
   run_cmd(std::string(LOL_BINARY) + " info " + dir.path() + "/dense --recurrence 2", &rc);
   EXPECT_EQ(rc, 2);
+}
+
+// `lol generate` on dense, looped and MoE checkpoints (full recomputation): greedy tokens
+// are the argmax of the in-process forward of the sequence so far (teacher forcing), a
+// stop token ends the output, the same seed samples the same tokens, and the routing
+// options of LoL models are refused (exit 2).
+TEST(Compare, GenerateRunsEveryArchitectureByFullRecomputation) {
+  btest::TempDir dir("generate");
+  LoopedConfig lc;
+  static_cast<TransformerShape&>(lc) = btest::tiny_dense();
+  lc.recurrence = 2;
+  const std::vector<int64_t> prompt = {3, 1, 4, 1, 5};
+  const int64_t max_new = 7;
+  int rc = 0;
+  auto ids_of = [](const std::string& out) {
+    std::vector<int64_t> v;
+    std::istringstream in(out.substr(0, out.find('\n')));
+    for (int64_t t; in >> t;) v.push_back(t);
+    return v;
+  };
+  for (const auto& cfg : {btest::tiny_dense("sliding").to_json(), lc.to_json(), btest::tiny_moe(3, 2).to_json()}) {
+    const std::string arch = cfg["architecture"].get<std::string>();
+    const std::string d = dir.path() + "/" + arch;
+    auto m = lol::training::make_model(cfg, "t", 29, 16, 0);
+    btest::perturb(m->module(), 13);
+    m->save(d, nullptr);
+    m->module().eval();
+    const std::string cmd = std::string(LOL_BINARY) + " generate --model " + d + " --tokens 3,1,4,1,5 --ids --threads 1";
+    // The generated ids are the output's first line (the summary follows on stderr).
+    const auto greedy = ids_of(run_cmd(cmd + " --max-new " + std::to_string(max_new), &rc));
+    ASSERT_EQ(rc, 0) << arch;
+    ASSERT_EQ(int64_t(greedy.size()), max_new) << arch;
+    std::vector<int64_t> seq = prompt;
+    torch::NoGradGuard ng;
+    for (int64_t t : greedy) {
+      lol::training::TrainBatch b;
+      b.tokens = torch::tensor(seq, torch::kInt64).unsqueeze(0);
+      b.doc_ids = torch::zeros_like(b.tokens);
+      EXPECT_EQ(m->forward(b)[0][int64_t(seq.size()) - 1].argmax().item<int64_t>(), t) << arch << " after " << seq.size();
+      seq.push_back(t);
+    }
+    // A stop token: the output ends with its first occurrence.
+    const auto stopped = ids_of(run_cmd(cmd + " --max-new 7 --stop " + std::to_string(greedy[2]), &rc));
+    ASSERT_EQ(rc, 0) << arch;
+    const auto first = std::find(greedy.begin(), greedy.end(), greedy[2]);
+    EXPECT_EQ(stopped, std::vector<int64_t>(greedy.begin(), first + 1)) << arch;
+    const std::string sample = cmd + " --max-new 6 --temperature 1.5 --seed 5";
+    const auto a = ids_of(run_cmd(sample, &rc));
+    EXPECT_EQ(ids_of(run_cmd(sample, &rc)), a) << arch;
+    EXPECT_EQ(int64_t(a.size()), 6) << arch;
+    std::vector<std::string> lol_only_flags{"--depth 1"};  // every routing option once, on the looped model
+    if (arch == "looped")
+      lol_only_flags = {"--prompt-len 2",     "--router-only-last 1", "--depth 1",     "--prompt-window",
+                        "--depth-rule cycle", "--force-path p.json",  "--trace t.json"};
+    for (const auto& lol_only : lol_only_flags) {
+      const auto said = run_cmd(cmd + " " + lol_only, &rc);
+      EXPECT_EQ(rc, 2) << arch << " " << lol_only << ": " << said;
+      EXPECT_NE(said.find("routing options apply to LoL models only"), std::string::npos) << said;
+    }
+  }
 }
 
 // `lol forward` on dense, looped and MoE checkpoints: the logits of the in-process
