@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 
@@ -120,6 +121,14 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
                      " needs c10d's NCCL backend, which this build does not have (configure a CUDA LibTorch with "
                      "-DLOL_CUDA=ON, docs/distributed.md); use train.device = \"cpu\" for Gloo");
 #endif
+#ifndef LOL_C10D_GLOO
+  if (!device.is_cuda())
+    throw InputError("distributed training on the CPU needs c10d's Gloo backend, whose headers this build did "
+                     "not find beside LibTorch's (Debian: install libgloo-dev and reconfigure; docs/distributed.md)");
+#endif
+  // A peer that exits closes its sockets: writing to them must be an error (exit 4,
+  // naming the peer), not SIGPIPE killing this rank (status 141).
+  std::signal(SIGPIPE, SIG_IGN);
   const auto t0 = Clock::now();
   const std::string where = c->label() + ": rendezvous at " + env.master_addr + ":" + std::to_string(env.master_port);
   try {
@@ -127,7 +136,11 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
     so.port = uint16_t(env.master_port);
     so.isServer = env.rank == 0;
     so.numWorkers = size_t(env.world_size);
-    so.waitWorkers = true;
+    // Not the store's own wait for workers: on timeout it returns without an error and the
+    // process group then waits the whole timeout again (rank 0 failed after 2T + 1 s).
+    // Every rank instead announces itself and waits for all others within what is left of
+    // LOL_DIST_TIMEOUT (below), whichever backend follows.
+    so.waitWorkers = false;
     so.timeout = env.timeout;
     try {
       c->impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
@@ -139,11 +152,13 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const c1
                          " is in use (another job or program listens there); choose another --master-port (MASTER_PORT)");
       throw;
     }
+    std::vector<std::string> joined;
+    for (int r = 0; r < env.world_size; ++r) joined.push_back("lol/joined/" + std::to_string(r));
+    c->impl_->store->set(joined[size_t(env.rank)], std::vector<uint8_t>{1});
+    const auto left = env.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    c->impl_->store->wait(joined, std::max(left, std::chrono::milliseconds(1)));
     if (!device.is_cuda()) {
-#ifndef LOL_C10D_GLOO
-      throw InputError("distributed training on the CPU needs c10d's Gloo backend, whose headers this build did "
-                       "not find beside LibTorch's (Debian: install libgloo-dev and reconfigure; docs/distributed.md)");
-#else
+#ifdef LOL_C10D_GLOO
       auto opts = c10d::ProcessGroupGloo::Options::create(env.timeout);
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));

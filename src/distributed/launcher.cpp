@@ -55,6 +55,8 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank
       "GROUP_RANK=" + std::to_string(o.node_rank),
       "MASTER_ADDR=" + o.master_addr,
       "MASTER_PORT=" + std::to_string(port),
+      // A rank's stop handler counts this process's repeated SIGTERMs as one (training/stop_signal.h).
+      "LOL_LAUNCHER_PID=" + std::to_string(::getpid()),
   };
   if (o.timeout_s > 0) env.push_back("LOL_DIST_TIMEOUT=" + std::to_string(o.timeout_s));
   if (threads > 0) env.push_back("LOL_NUM_THREADS=" + std::to_string(threads));

@@ -22,6 +22,7 @@
 #include "training/lol_trainable.h"
 #include "training/metrics_log.h"
 #include "training/train_checkpoint.h"
+#include "training/stop_signal.h"
 #include "training/trainer.h"
 #include "util/error.h"
 
@@ -527,4 +528,36 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
   EXPECT_EQ(r.steps_done, 6);
   auto st = nlohmann::json::parse(lol::io::read_file(r.last_checkpoint + "/trainer_state.json"));
   EXPECT_EQ(st["nonfinite_skipped"], 1);
+}
+
+// A second SIGTERM exits at once (status 128 + 15), except when both come from the
+// `lol launch` process named by LOL_LAUNCHER_PID: its parent-death signal can arrive
+// twice when it is killed, and the rank must still save and stop.
+TEST(StopSignal, RepeatedSigtermFromTheLauncherIsOneRequest) {
+  ::setenv("LOL_LAUNCHER_PID", std::to_string(::getpid()).c_str(), 1);  // kill() from here: si_pid = getpid()
+  {
+    lol::training::StopSignalScope scope;
+    ::kill(::getpid(), SIGTERM);
+    ::kill(::getpid(), SIGTERM);
+    EXPECT_EQ(lol::training::stop_requested(), SIGTERM);
+  }
+  ::unsetenv("LOL_LAUNCHER_PID");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        lol::training::StopSignalScope scope;
+        ::kill(::getpid(), SIGTERM);
+        ::kill(::getpid(), SIGTERM);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(128 + SIGTERM), "");
+  EXPECT_EXIT(
+      {
+        ::setenv("LOL_LAUNCHER_PID", "1", 1);  // another process: not the sender
+        lol::training::StopSignalScope scope;
+        ::kill(::getpid(), SIGTERM);
+        ::kill(::getpid(), SIGTERM);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(128 + SIGTERM), "");
 }
