@@ -13,15 +13,46 @@ EOS ids; max_position_embeddings cap), docs/baselines.md (architectures; "a `den
 strided model ... computes exactly what LoL computes with L = D and the forced identity
 path"), docs/checkpoint-format.md (`lol forward` on baselines: logits alone),
 docs/robustness.md (documented refusals and messages) and `lol generate|hf generate|
-export --help`.
+export|bench generate --help`.
 
 What the CLI offers (and so what is checked):
-  * `lol generate` runs LoL checkpoints only: on a dense / looped / MoE checkpoint it must
-    refuse (exit 2) naming the checkpoint's config.json and its `architecture` field,
-    printing nothing on stdout; `lol bench generate` likewise (exit 2). `lol export --hf`
-    refuses the sliding / strided dense, looped and MoE checkpoints (exit 2, "Only
-    full-attention models export"; nothing left in the new --out). No other command
-    generates from a sliding-window dense, a looped or an MoE model.
+  * `lol generate` runs every architecture: LoL with its caches, dense (full / sliding /
+    strided), looped and MoE checkpoints by full recomputation (docs/generation.md
+    "Baselines": every new token is the last position's pick from the model's forward pass
+    over prompt + tokens so far, i.e. what `lol forward` of that sequence predicts; sampling,
+    --seed, --stop / --no-stop, --max-new and the max_seq_len cap as for LoL; the routing
+    options --force-path, --depth, --depth-rule, --prompt-len, --prompt-window,
+    --router-only-last, --trace refused with exit 2 "routing options apply to LoL models
+    only"). Checked on dense sliding (W 5, 1 full + 2 sliding layers, biases, untied), dense
+    strided (the W 4 S 3 model below), looped with `state_init` zero and random, MoE top-2
+    (3 experts, strided core W 4 S 3) and top-1 (4 experts, MoE prelude / coda, strided core
+    W 5 S 2): greedy `--ids` for prompts of W - 1 (the default stop: the tokenizer's <eos>
+    ends the output, included, else --max-new tokens exactly; run on a copy whose <eos>
+    output row is 1.05 x the row of the reference's greedy pick at a step >= 10 that no
+    earlier step would pick, so that <eos> is generated there) and 2W + 3 tokens + 16 new
+    (crossing window boundaries at every depth), and max_seq_len - 3 with --max-new 10 (3
+    tokens, a note, "max_seq_len reached"): every token the argmax of the float64 reference
+    on the prefix lol produced (teacher forcing; an MoE step whose expert selection has a
+    margin below 1e-5 in float32 counts as a near tie too); a prompt of max_seq_len tokens
+    refused (exit 2 naming --tokens, nothing printed); `--stop` ids together with `--top-k 1`
+    at T 0.9 (output = the greedy continuation up to and including the first stop id, the
+    ids being its last new tokens). `lol` start-up (~1.4 s of CPU per run on the loaded
+    machine) bounds the run count, so the rest is split: sliding, looped random and MoE
+    top-1 run T 1.5 top-k 3 with seed 9 twice (equal) and seed 10 (different; every sampled
+    token among the reference's 3 most likely, float tolerance as below) and `--max-new 0`
+    at a full prompt (accepted); strided, looped zero and MoE top-2 run greedy
+    `--repetition-penalty` 0.6 / 1.8 / 1.8 (= the argmax of the penalised reference logits).
+    The looped model with a random initial state uses lol's own draw (seed 0x5eed,
+    docs/baselines.md), which the reference does not reproduce: its tokens are teacher-forced
+    through `lol forward` of the same checkpoint (and its logits must differ from the
+    zero-state reference, or a note says the check is void), and a copy whose adapter ignores
+    the state (state columns 0) must give the float64 zero-state reference's tokens. Each
+    routing option is refused on one of the seven baseline kinds (dense full / sliding /
+    strided, looped zero / random, MoE top-2 / top-1; exit 2, the documented message,
+    nothing printed, no trace file).
+  * `lol bench generate` times LoL's cached decoding only: on the sliding, looped and MoE
+    checkpoints exit 2 naming `architecture`. `lol export --hf` refuses the sliding / strided
+    dense, looped and MoE checkpoints (exit 2, nothing left in the new --out).
   * dense `full` (two models: Qwen2 export with GQA 4/2, q/k/v biases, tied, rope_theta 500;
     Llama export with one kv head, untied, 3 layers): `lol export --hf` then `lol hf
     generate --ids`. Greedy (float32 and `--dtype float64`) for prompts of several
@@ -45,7 +76,9 @@ What the CLI offers (and so what is checked):
     penalty 1.3: the summed log-probability of the sampled tokens under the reference
     distribution, z-score against its expectation and variance, |z| < 5); bad options
     (exit 2 and a message naming the option / field); a `head_dim` other than
-    hidden/heads: `hf generate` refuses naming head_dim (exit 2).
+    hidden/heads: `hf generate` refuses naming head_dim (exit 2). `lol generate` of the
+    checkpoint itself (full recomputation, no export) must give the same greedy tokens as
+    `lol hf generate` of its export (two prompts per model).
   * dense `strided` (two models: 1 + 3 + 1 layers W 4 S 3 tied; 0 + 3 + 1 layers W 5 S 2
     untied, rope_theta 500): copied into a LoL checkpoint (L = D, FiLM at identity,
     random router / depth embeddings / balancing bias) and run with `lol generate
@@ -57,7 +90,9 @@ What the CLI offers (and so what is checked):
     LoL checkpoint and `lol forward` of the dense checkpoint itself on prompt + generated
     (argmax at every step = the generated token); the max_seq_len cap (note, "max_seq_len
     reached", exit 2 naming --tokens at a full prompt); `--stop` ids; `--top-k 1` = greedy;
-    seed reproducibility; `lol generate` bad options (exit 2 naming the option).
+    seed reproducibility; `lol generate` bad options (exit 2 naming the option). `lol generate`
+    of the dense strided checkpoint itself (full recomputation) must give the LoL identity
+    path's tokens (prompt 2W + 3, 20 tokens).
 
 Checkpoints: a 1-step `lol train` of each config on a tiny byte corpus, every tensor then
 replaced by random values (baselines_reference.perturb) and the q / k projections (and
@@ -71,14 +106,22 @@ to +6).
 A greedy step whose reference top-2 gap is below 1e-4 of the largest |logit| is a near
 tie: a different pick there is reported as ambiguous and does not fail (teacher forcing
 lets the following steps be compared still). Exit status 1 on any other difference.
-Notes (printed, not failures): the refusal message of `lol generate` says `forward` runs LoL
-models only, while `lol forward` runs every baseline (docs/checkpoint-format.md).
+History: written when `lol generate` refused every baseline (exit 2 naming the
+architecture), which this checked; updated (again without reading src/) when
+full-recomputation generation of baselines was documented (docs/generation.md "Baselines").
 
-Measured (2026-12, 2-core container under load, one lol thread): 24 groups, 2386 generated
-tokens checked, 165 `lol` runs (about 1 s of start-up each), no difference, no near tie;
-about 5.5 minutes wall, 3 minutes CPU.
+Sensitivity of the full-recomputation groups (by hand, 32 greedy tokens per model against
+a mis-configured reference): sliding window 5 -> 4 / 6 flips 10 / 11 tokens, no full
+prelude layer 25; strided stride 3 -> 1 flips 13, window 4 -> 5 12; looped recurrence
+2 -> 3 / 1 flips 29; MoE top_k 2 -> 1 flips 8, 1 -> 2 flips 13, no balancing bias flips 4 of
+16 (top-1).
+
+Measured (2026-12, 2-core container under a load of about 5, one lol thread): 41 groups,
+about 2,800 generated tokens checked, 219 `lol` runs (1.3-1.4 s of start-up each, which
+running two at a time does not shorten on that machine), no difference, no near tie;
+about 4.6 minutes wall, 4.2 minutes CPU.
 """
-import argparse, json, math, os, random, shutil, struct, subprocess, sys, time
+import argparse, concurrent.futures, json, math, os, random, shutil, struct, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_io import read_st, write_st  # noqa: E402
@@ -110,18 +153,30 @@ STRIDED_CASES = [
                             "n_full_coda": 1, "tie_word_embeddings": False, "rope_theta": 500.0,
                             "max_seq_len": 48}),
 ]
-OTHER_CASES = [  # no generation route: refusals only
-    ("dense_sliding", {"architecture": "dense", "d_model": 16, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 12,
-                       "n_layers": 2, "attention": "sliding", "window": 5, "n_full_prelude": 1,
-                       "tie_word_embeddings": True, "max_seq_len": 64}),
-    ("looped", {"architecture": "looped", "d_model": 16, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 12,
-                "n_prelude": 1, "n_recur": 1, "n_coda": 1, "recurrence": 2, "state_init": "zero",
-                "tie_word_embeddings": True, "max_seq_len": 64}),
-    ("moe", {"architecture": "moe", "d_model": 16, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 12,
-             "n_prelude": 1, "core_depth": 2, "n_coda": 1, "n_experts": 3, "top_k": 2, "expert_ffn_hidden": 8,
-             "core_attention": "strided", "window": 4, "stride": 3, "tie_word_embeddings": True,
-             "max_seq_len": 64}),
+GEN_CASES = [  # `lol generate` by full recomputation (docs/generation.md "Baselines"); W: the window
+    # the prompt lengths are chosen around (looped: full attention, a nominal 5)
+    ("dense_sliding", 5, {"architecture": "dense", "d_model": 16, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 12,
+                          "n_layers": 3, "attention": "sliding", "window": 5, "n_full_prelude": 1, "qkv_bias": True,
+                          "tie_word_embeddings": False, "max_seq_len": 64}),
+    ("looped_zero", 5, {"architecture": "looped", "d_model": 16, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 12,
+                        "n_prelude": 1, "n_recur": 1, "n_coda": 1, "recurrence": 2, "state_init": "zero",
+                        "tie_word_embeddings": True, "max_seq_len": 64}),
+    ("looped_random", 5, {"architecture": "looped", "d_model": 16, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 12,
+                          "n_prelude": 0, "n_recur": 2, "n_coda": 1, "recurrence": 3, "state_init": "random",
+                          "qkv_bias": True, "tie_word_embeddings": False, "max_seq_len": 48}),
+    ("moe_top2", 4, {"architecture": "moe", "d_model": 16, "n_heads": 2, "n_kv_heads": 1, "ffn_hidden": 12,
+                     "n_prelude": 1, "core_depth": 2, "n_coda": 1, "n_experts": 3, "top_k": 2, "expert_ffn_hidden": 8,
+                     "core_attention": "strided", "window": 4, "stride": 3, "tie_word_embeddings": True,
+                     "max_seq_len": 64}),
+    ("moe_top1", 5, {"architecture": "moe", "d_model": 16, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 12,
+                     "n_prelude": 1, "core_depth": 2, "n_coda": 1, "n_experts": 4, "top_k": 1, "expert_ffn_hidden": 8,
+                     "core_attention": "strided", "window": 5, "stride": 2, "moe_prelude_coda": True,
+                     "qkv_bias": True, "tie_word_embeddings": False, "max_seq_len": 48}),
 ]
+ROUTING_OPTIONS = ["--force-path", "--depth", "--depth-rule", "--prompt-len", "--prompt-window",
+                   "--router-only-last", "--trace"]
+ROUTING_REFUSAL = "routing options apply to LoL models only"
+JOBS = 2  # lol runs at a time in the full-recomputation groups (each run is mostly start-up)
 
 
 # ---------------------------------------------------------------- sampling (docs/generation.md)
@@ -171,6 +226,98 @@ def distribution(z, T, top_k, top_p, tol=0.0):
     return pi
 
 
+def eos_of(ck):
+    """the id of the checkpoint tokenizer's end-of-sequence token (tokenizer_config.json eos_token,
+    its id in tokenizer.json), or None"""
+    try:
+        name = json.load(open(os.path.join(ck, "tokenizer_config.json"))).get("eos_token")
+        tok = json.load(open(os.path.join(ck, "tokenizer.json")))
+    except (OSError, ValueError):
+        return None
+    for t in tok.get("added_tokens", []):
+        if t.get("content") == name:
+            return t["id"]
+    return tok.get("model", {}).get("vocab", {}).get(name)
+
+
+def zero_state_columns(src, dst):
+    """a copy of looped checkpoint src whose adapter ignores the state it is given (columns [0, d)
+    of model.adapter.weight [d, 2d] read the state): s_0 then cannot matter"""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    st = os.path.join(dst, "model.safetensors")
+    T = read_st(st)
+    shape, vals, dt = T["model.adapter.weight"]
+    T["model.adapter.weight"] = (shape, [0.0 if i % shape[1] < shape[0] else x for i, x in enumerate(vals)], dt)
+    write_st(st, T)
+
+
+def eos_checkpoint(ck, ref, prompt, eos, dst):
+    """a copy of ck whose <eos> output row is 1.05 x the row of the token t the reference picks at
+    a greedy step j >= 10 with a positive winning logit, where 1.05 x t's logit stays below the
+    winner at every earlier step: greedy generation then ends with <eos> at step j, so the
+    default stop is exercised late enough to cross windows first. The <eos> row is read as
+    input only if <eos> is fed back, which a stop token never is. Returns (dst, j)."""
+    seq, rows = list(prompt), []
+    for _ in range(16):
+        rows.append(ref.forward(seq)[-1])
+        seq.append(argmax_low(rows[-1]))
+    picks = seq[len(prompt):]
+    j = next((j for j in range(10, 16) if picks[j] != eos and rows[j][picks[j]] > 0 and
+              all(1.05 * z[picks[j]] < max(z) - 1e-3 * max(abs(v) for v in z) for z in rows[:j])), 10)
+    t = picks[j]
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(ck, dst)
+    st = os.path.join(dst, "model.safetensors")
+    T = read_st(st)
+    name = "model.embed_tokens.weight" if ref.c["tie_word_embeddings"] else "lm_head.weight"
+    shape, vals, dt = T[name]
+    d = shape[1]
+    row = [1.05 * x for x in vals[t * d:(t + 1) * d]]
+    row = list(struct.unpack("<%df" % d, struct.pack("<%df" % d, *row)))
+    T[name] = (shape, vals[:eos * d] + row + vals[(eos + 1) * d:], dt)
+    write_st(st, T)
+    return dst, j
+
+
+class LolForward:
+    """logits of `lol forward` (lol's own full forward pass) for a model whose numbers the
+    reference cannot reproduce (a looped model's random initial state is lol's own draw); the
+    rows of a sequence serve its prefixes too (the draw is fixed per position, docs/baselines.md)"""
+
+    def __init__(self, ch, ck, V):
+        self.ch, self.ck, self.V, self.cache, self.n = ch, ck, V, [], 0
+
+    def find(self, seq):
+        for s, rows in self.cache:
+            if len(s) >= len(seq) and s[:len(seq)] == seq:
+                return rows[:len(seq)]
+        return None
+
+    def prefetch(self, seqs):
+        uniq = []
+        for s in sorted((s for s in seqs if s and self.find(s) is None), key=len, reverse=True):
+            if not any(u[:len(s)] == s for u in uniq):
+                uniq.append(s)
+        outs = []
+        for _ in uniq:
+            self.n += 1
+            outs.append(os.path.join(self.ch.work, "lolfwd_%s_%d.safetensors" % (os.path.basename(self.ck), self.n)))
+        jobs = [["forward", "--model", self.ck, "--tokens", " ".join(map(str, s)), "--out", o]
+                for s, o in zip(uniq, outs)]
+        for s, o, args, (rc, out, err) in zip(uniq, outs, jobs, self.ch.call_many(jobs)):
+            if rc != 0:
+                raise RuntimeError("%s: exit %d %s" % (self.ch.repro(args), rc, err))
+            shape, lv = read_st(o)["logits"][:2]
+            assert shape == [len(s), self.V], shape
+            self.cache.append((s, [lv[i * self.V:(i + 1) * self.V] for i in range(len(s))]))
+
+    def forward(self, seq):
+        if self.find(seq) is None:
+            self.prefetch([seq])
+        return self.find(seq)
+
+
 # ---------------------------------------------------------------- the checker
 class Checker(br.Checker):
     def __init__(self, lol, work):
@@ -179,6 +326,7 @@ class Checker(br.Checker):
         self.notes = []
         self.nruns = 0
         self.ntokens = 0
+        self.ckpts = {}
 
     def call(self, args):
         self.nruns += 1
@@ -188,6 +336,16 @@ class Checker(br.Checker):
     def run(self, args, cwd=None):
         self.nruns += 1
         return super().run([str(a) for a in args], cwd)
+
+    def call_many(self, arglists):
+        """independent `lol` runs, JOBS at a time: [(exit status, stdout, stderr)] in order"""
+        self.nruns += len(arglists)
+
+        def one(args):
+            r = subprocess.run([self.lol] + [str(a) for a in args], capture_output=True, text=True, env=self.env)
+            return r.returncode, r.stdout, r.stderr
+        with concurrent.futures.ThreadPoolExecutor(JOBS) as ex:
+            return list(ex.map(one, arglists))
 
     @staticmethod
     def repro(args):
@@ -205,7 +363,14 @@ class Checker(br.Checker):
         if not got:
             return probs, amb, gap_min
         seq = prompt + got
+        moe = isinstance(getattr(model, "moe_margin", None), float)
+        if moe:
+            model.moe_margin = float("inf")
         logits = model.forward(seq[:-1])
+        # an MoE selection whose k-th / (k+1)-th scores nearly tie may go the other way in float32
+        routing_tie = moe and model.moe_margin < 1e-5
+        if moe:
+            self.moe_margin_min = min(getattr(self, "moe_margin_min", float("inf")), model.moe_margin)
         for j, tok in enumerate(got):
             z = penalize(logits[len(prompt) - 1 + j], seq[:len(prompt) + j], penalty)
             best = argmax_low(z)
@@ -216,6 +381,9 @@ class Checker(br.Checker):
                 if (z[best] - z[tok]) / scale < LOGIT_TIE:
                     amb.append("%sstep %d: lol %d, reference %d (gap %.1e of max)" % (tag, j, tok, best,
                                                                                         (z[best] - z[tok]) / scale))
+                elif routing_tie:
+                    amb.append("%sstep %d: lol %d, reference %d (an MoE selection margin of %.1e in this sequence)"
+                               % (tag, j, tok, best, model.moe_margin))
                 else:
                     probs.append("%sstep %d: lol %d, reference argmax %d (logit %.5f vs %.5f)"
                                  % (tag, j, tok, best, z[tok], z[best]))
@@ -249,6 +417,20 @@ class Checker(br.Checker):
                 probs.append("lol forward logits differ from the reference by %.1e of the largest" % rel)
         return probs, rel
 
+    def same_tokens(self, model, p, got, want, a, b, args):
+        """two commands' greedy tokens must be equal; a difference is ambiguous only where both
+        agree with the reference up to a near tie"""
+        if got == want:
+            return [], []
+        j = next((i for i in range(min(len(got), len(want or []))) if got[i] != want[i]), None)
+        pr, am, _ = self.verify_greedy(model, p, got, tag="%s prompt %d " % (a, len(p)))
+        if j is not None and not pr:
+            pr2, am2, _ = self.verify_greedy(model, p, want[:j + 1], tag="%s prompt %d " % (b, len(p)))
+            if not pr2 and (am or am2):
+                return [], am + am2
+        return ["prompt %d: %s %s, %s %s (first difference at step %s; %s vs the reference: %s) [%s]"
+                % (len(p), a, got, b, want, j, a, "; ".join(pr + am) or "agrees", self.repro(args))], []
+
     def finish(self, group, probs, amb, detail, cmd=None):
         ok = not probs
         if amb:
@@ -262,6 +444,13 @@ class Checker(br.Checker):
 
     # ---- checkpoints
     def baseline_ckpt(self, name, cfg, data, seed):
+        key = (name, seed)
+        if key in self.ckpts:
+            return self.ckpts[key]
+        self.ckpts[key] = ck = self._baseline_ckpt(name, cfg, data, seed)
+        return ck
+
+    def _baseline_ckpt(self, name, cfg, data, seed):
         init = self.trained_checkpoint(name, dict(BASE, **cfg), data)
         ck = os.path.join(self.work, "ck_" + name)
         br.perturb(init, ck, seed=seed)
@@ -277,40 +466,26 @@ class Checker(br.Checker):
 
     # ---- groups
     def refusals(self, cks):
-        """lol generate / bench generate on baseline checkpoints; export of non-full ones"""
-        bad, n, seen = [], 0, set()
+        """`lol bench generate` (LoL's cached decoding only) on baselines; export of non-full ones"""
+        bad, n = [], 0
         for name, ck in cks:
-            arch = json.load(open(os.path.join(ck, "config.json")))["architecture"]
-            args = ["generate", "--model", ck, "--tokens", "1,2,3", "--max-new", 4, "--ids", "--threads", 1]
-            rc, out, err = self.call(args)
+            if name not in ("dense_sliding", "looped_zero", "moe_top2"):
+                continue
+            rc, out, err = self.call(["bench", "generate", "--model", ck, "--context", 8, "--new", 2,
+                                      "--full-steps", 1, "--threads", 1])
             n += 1
-            if not (rc == 2 and not out.strip() and "config.json" in err and "architecture" in err and arch in err):
-                bad.append("%s: exit %d, stdout %r, stderr %r" % (name, rc, out[:60], err.strip()[-200:]))
-            # The message lists what runs LoL models only; `forward` must not be among them.
-            only = err.split("LoL models only")[0] if "LoL models only" in err else ""
-            if "forward" in only.rsplit("(", 1)[-1] and arch not in seen:
-                seen.add(arch)
-                # lol forward does run baselines (docs/checkpoint-format.md "`lol forward` output")
-                rcf, _, _ = self.call(["forward", "--model", ck, "--tokens", "1 2 3",
-                                       "--out", os.path.join(self.work, "refusal_fwd.safetensors")])
-                if rcf == 0:
-                    self.note("`lol generate` on a %s checkpoint says \"forward, generate, ... run LoL models only\", "
-                              "but `lol forward` runs it (exit 0, logits only, as docs/checkpoint-format.md says): "
-                              "%s" % (arch, err.strip()[-240:]))
-            if name in ("dense_sliding", "looped", "moe"):
-                rc, out, err = self.call(["bench", "generate", "--model", ck, "--context", 8, "--new", 2,
-                                          "--full-steps", 1, "--threads", 1])
-                n += 1
-                if rc != 2 or "architecture" not in err:
-                    bad.append("%s bench generate: exit %d, stderr %r" % (name, rc, err.strip()[-200:]))
-        self.report("lol generate / bench generate refuse baselines", not bad,
-                    "%d commands: exit 2 naming config.json, 'architecture' and its value%s"
+            if rc != 2 or "architecture" not in err:
+                bad.append("%s bench generate: exit %d, stderr %r" % (name, rc, err.strip()[-200:]))
+        self.report("bench generate refuses baselines", not bad,
+                    "%d commands (sliding, looped, MoE): exit 2 naming 'architecture'%s"
                     % (n, ("; " + "; ".join(bad[:4])) if bad else ""))
 
         bad, n = [], 0
         for name, ck in cks:
             c = json.load(open(os.path.join(ck, "config.json")))
             if c["architecture"] == "dense" and c["attention"] == "full":
+                continue
+            if name not in ("dense_sliding", "dense_strided_w4s3", "looped_zero", "moe_top2"):
                 continue
             out = os.path.join(self.work, "export_refused_" + name)
             shutil.rmtree(out, ignore_errors=True)
@@ -322,6 +497,50 @@ class Checker(br.Checker):
         self.report("export --hf refuses non-full baselines", not bad,
                     "%d exports (sliding, strided, looped, MoE): exit 2, nothing written%s"
                     % (n, ("; " + "; ".join(bad[:4])) if bad else ""))
+
+    def routing_refusals(self, cks):
+        """each routing option on one of the seven kinds of baseline: exit 2, the documented
+        message, nothing printed, no trace written (docs/generation.md "Baselines")"""
+        fp = os.path.join(self.work, "any_path.json")
+        with open(fp, "w") as f:
+            json.dump({"format": "lol-routing-path", "version": 1, "library_size": 2, "core_depth": 2,
+                       "expert": [[0], [1]], "alpha": [[1.0], [1.0]]}, f)
+        values = {"--force-path": [fp], "--depth": [1], "--depth-rule": ["cycle"], "--prompt-len": [2],
+                  "--prompt-window": [], "--router-only-last": [1], "--trace": None}
+        jobs, what = [], []
+        for oi, opt in enumerate(ROUTING_OPTIONS):
+            for ki in (oi,):  # one option per kind: seven kinds
+                name, ck = cks[ki % len(cks)]
+                val = values[opt]
+                if val is None:
+                    val = [os.path.join(self.work, "refused_trace_%s.json" % name)]
+                    if os.path.exists(val[0]):
+                        os.remove(val[0])
+                args = ["generate", "--model", ck, "--tokens", "1,2,3,4", "--ids", "--max-new", 3,
+                        "--threads", 1, opt] + val
+                jobs.append(args)
+                what.append((name, opt, val))
+        bad = []
+        for (name, opt, val), args, (rc, out, err) in zip(what, jobs, self.call_many(jobs)):
+            if rc != 2 or ROUTING_REFUSAL not in err or out.strip():
+                bad.append("%s %s: exit %d, stdout %r, stderr %r [%s]" % (name, opt, rc, out[:40], err.strip()[-160:],
+                                                                       self.repro(args)))
+            if opt == "--trace" and os.path.exists(val[0]):
+                bad.append("%s --trace: %s written" % (name, val[0]))
+        self.report("generate refuses routing options on baselines", not bad,
+                    "%d runs (%d options, one on each of %s): exit 2, %r, nothing printed%s"
+                    % (len(jobs), len(ROUTING_OPTIONS), ", ".join(n for n, _ in cks), ROUTING_REFUSAL,
+                       ("; " + "; ".join(bad[:4])) if bad else ""))
+
+    @staticmethod
+    def gen_args(ck, prompt, max_new, extra=()):
+        return ["generate", "--model", ck, "--tokens", ",".join(map(str, prompt)), "--ids", "--max-new", max_new,
+                "--threads", 1] + list(extra)
+
+    @staticmethod
+    def ids(res):
+        rc, out, _ = res
+        return [int(t) for t in out.split()] if rc == 0 else None
 
     def hf_generate(self, folder, prompt, extra, max_new):
         args = ["hf", "generate", folder, "--tokens", ",".join(map(str, prompt)), "--ids", "--max-new", max_new,
@@ -373,6 +592,24 @@ class Checker(br.Checker):
                     "%d tokens, float32 + float64, prompts %s, smallest top-2 gap %.1e; lol forward "
                     "argmax = cached tokens, its logits within %.1e of the reference"
                     % (ntok, [len(p) for p in prompts], gmin, worst_fwd))
+
+        # `lol generate` of the checkpoint itself (full recomputation) = `lol hf generate` of its export
+        sel = (0, 3) if sampling else (1, 2)
+        jobs = [self.gen_args(ck, prompts[pi], 16, ["--no-stop"]) for pi in sel]
+        probs, amb, ntok = [], [], 0
+        for pi, args, res in zip(sel, jobs, self.call_many(jobs)):
+            got, want, p = self.ids(res), cont.get(pi), prompts[pi]
+            if got is None:
+                probs.append("exit %d: %s [%s]" % (res[0], res[2].strip()[-200:], self.repro(args)))
+                continue
+            ntok += len(got)
+            pr, am = self.same_tokens(model, p, got, want, "lol generate", "hf generate", args)
+            probs += pr
+            amb += am
+        self.ntokens += ntok
+        self.finish(name + " lol generate = hf generate", probs, amb,
+                    "greedy, prompts %s, %d tokens of `lol generate` on the checkpoint (full recomputation) "
+                    "equal to `lol hf generate` on its export" % ([len(prompts[pi]) for pi in sel], ntok))
 
         # the context cap, --max-new 0
         probs = []
@@ -703,6 +940,24 @@ class Checker(br.Checker):
                     "top-2 gap %.1e); %d trace windows all forced identity; lol forward (LoL and dense) argmax = "
                     "cached tokens, logits within %.1e" % (W, S, D, list(lens), ntok, gmin, nwin, worst))
 
+        # `lol generate` of the dense checkpoint itself (full recomputation) = the LoL identity path's tokens
+        probs, amb, ntok = [], [], 0
+        sel = [n for n in (2 * W + 3,) if n in cont]
+        jobs = [self.gen_args(dense_ck, cont[n][0], 20, ["--no-stop"]) for n in sel]
+        for n, args, res in zip(sel, jobs, self.call_many(jobs)):
+            got = self.ids(res)
+            if got is None:
+                probs.append("exit %d: %s [%s]" % (res[0], res[2].strip()[-200:], self.repro(args)))
+                continue
+            ntok += len(got)
+            pr, am = self.same_tokens(model, cont[n][0], got, cont[n][1], "dense generate", "LoL generate", args)
+            probs += pr
+            amb += am
+        self.ntokens += ntok
+        self.finish(name + " dense generate = LoL identity path", probs, amb,
+                    "prompts %s: %d tokens of `lol generate` on the dense checkpoint (full recomputation) equal "
+                    "to the cached LoL identity-path tokens" % (sel, ntok))
+
         # cap, stop ids, top-k 1, seed reproducibility, --max-new 0
         probs = []
         p = [rng.randrange(256) for _ in range(N - 3)]
@@ -738,6 +993,175 @@ class Checker(br.Checker):
         self.finish(name + " cap / stop / sampling", probs, [],
                     "prompt %d of %d -> 3 tokens with a note; full prompt refused naming --tokens; --max-new 0; "
                     "--stop ids; --top-k 1 = greedy; seed 9 twice equal, seed 10 differs" % (N - 3, N))
+        return dense_ck
+
+    # ---- dense / looped / MoE through `lol generate` (full recomputation, docs/generation.md "Baselines")
+    def check_recompute_case(self, name, ck, W, seed, pen=None, ref=None, cols0=None, sampled=False):
+        """ref: the float64 reference; None: lol's own `lol forward` stands in for it (teacher
+        forcing through lol's full forward; the top-k support of sampled tokens is then not
+        checked), and the copy `cols0` without the state's influence is checked against the float64
+        zero-state reference. `lol` start-up (about 1.4 s on the loaded machine) dominates: the runs
+        are few, so each case runs either the greedy penalty (pen) or, with sampled, the seeds and
+        --max-new 0 at a full prompt."""
+        c = json.load(open(os.path.join(ck, "config.json")))
+        N, V, NEW = c["max_seq_len"], c["vocab_size"], 16
+        eos = eos_of(ck)
+        rng = random.Random(seed)
+        ps, pl = [rng.randrange(256) for _ in range(W - 1)], [rng.randrange(256) for _ in range(2 * W + 3)]
+        pcap = [rng.randrange(256) for _ in range(N - 3)]
+        ck_gs, ref_gs, eos_step = ck, ref, None
+        if ref is not None and eos is not None:
+            ck_gs, eos_step = eos_checkpoint(ck, ref, ps, eos, os.path.join(self.work, "ck_eos_" + name))
+            ref_gs = br.Baseline(ck_gs)
+        jobs = {
+            "gs": self.gen_args(ck_gs, ps, NEW),  # default stop: the tokenizer's end-of-sequence token
+            "gl": self.gen_args(ck, pl, NEW, ["--no-stop"]),
+            "cap": self.gen_args(ck, pcap, 10, ["--no-stop"]),
+            "full": self.gen_args(ck, [5] * N, 2, ["--no-stop"]),
+        }
+        if pen is not None:
+            jobs["pen"] = self.gen_args(ck, ps, NEW, ["--no-stop", "--repetition-penalty", pen])
+        if sampled:
+            for key, sd in (("s9", 9), ("s9b", 9), ("s10", 10)):
+                jobs[key] = self.gen_args(ck, ps, NEW, ["--no-stop", "--temperature", 1.5, "--top-k", 3, "--seed", sd])
+            jobs["full0"] = self.gen_args(ck, [5] * N, 0)
+        if cols0:
+            jobs["cols0"] = self.gen_args(cols0, pl, NEW, ["--no-stop"])
+        keys = list(jobs)
+        R = dict(zip(keys, self.call_many([jobs[k] for k in keys])))
+        G = {k: self.ids(R[k]) for k in keys}
+        prompt_of = {"gs": ps, "gl": pl, "cap": pcap, "pen": ps}
+        model = ref
+        if ref is None:
+            model = ref_gs = LolForward(self, ck, V)
+            model.prefetch([prompt_of[k] + G[k][:-1] for k in prompt_of if G.get(k)])
+        by = "the float64 reference" if ref is not None else "lol forward"
+
+        def exit_problem(key):
+            rc, out, err = R[key]
+            return "%s: exit %d, stderr %r [%s]" % (key, rc, err.strip()[-200:], self.repro(jobs[key]))
+
+        # greedy, teacher forced: prompts shorter and longer than a window, one filling the context
+        probs, amb, gmin, ntok = [], [], float("inf"), 0
+        self.moe_margin_min = float("inf")
+        for key in ("gs", "gl", "cap"):
+            p, got, err = prompt_of[key], G[key], R[key][2]
+            if got is None:
+                probs.append(exit_problem(key))
+                continue
+            if key == "cap":
+                if len(got) != 3 or "max_seq_len reached" not in err or "note" not in err:
+                    probs.append("prompt %d of max_seq_len %d, --max-new 10: %d tokens, stderr %r [%s]"
+                                 % (len(p), N, len(got), err.strip()[-240:], self.repro(jobs[key])))
+            elif key == "gs":
+                at = got.index(eos) if eos in got else None
+                if (at is None and len(got) != NEW) or (at is not None and at != len(got) - 1):
+                    probs.append("default stop (<eos> %s): %s [%s]" % (eos, got, self.repro(jobs[key])))
+            elif len(got) != NEW:
+                probs.append("%d tokens for --max-new %d [%s]" % (len(got), NEW, self.repro(jobs[key])))
+            pr, am, g = self.verify_greedy(ref_gs if key == "gs" else model, p, got, tag="prompt %d " % len(p))
+            probs += [x + " [%s]" % self.repro(jobs[key]) for x in pr]
+            amb += am
+            gmin = min(gmin, g)
+            ntok += len(got)
+        if G["gs"] and eos in G["gs"]:
+            stopped = "generated at step %d%s" % (G["gs"].index(eos), "" if eos_step is None else
+                                                  " (its row made to win at step %d)" % eos_step)
+        else:
+            stopped = "not generated"
+        detail = ("W %d: prompts %d (default stop: <eos> %s %s), %d + %d tokens and %d (max_seq_len %d) + 3 "
+                  "(a note, 'max_seq_len reached'): %d tokens = the argmax of %s on lol's prefix (smallest top-2 "
+                  "gap %.1e)" % (W, W - 1, eos, stopped, 2 * W + 3, NEW, N - 3, N, ntok, by, gmin))
+        if c["architecture"] == "moe":
+            detail += "; smallest MoE selection margin %.1e" % self.moe_margin_min
+        if ref is None and G["gl"]:
+            # the random initial state must matter for this check to mean more than the zero-state one
+            seq = pl + G["gl"][:-1]
+            zero = br.Baseline(ck).forward(seq)
+            mine = model.forward(seq)
+            mx = max(abs(x) for row in zero for x in row)
+            rel = max(abs(a - b) for r1, r2 in zip(zero, mine) for a, b in zip(r1, r2)) / mx
+            detail += "; lol forward differs from the zero-state reference by %.2f of the largest logit" % rel
+            if rel < 1e-3:
+                self.note("%s: the random initial state does not change lol forward's logits (%.1e of the largest "
+                          "vs the zero state)" % (name, rel))
+        if cols0:
+            got = G["cols0"]
+            if got is None:
+                probs.append(exit_problem("cols0"))
+            else:
+                pr, am, _ = self.verify_greedy(br.Baseline(cols0), pl, got, tag="adapter state columns 0: ")
+                probs += [x + " [%s]" % self.repro(jobs["cols0"]) for x in pr]
+                amb += am
+                ntok += len(got)
+                detail += "; with the adapter's state columns 0, %d tokens = the float64 zero-state reference" % len(got)
+        self.ntokens += ntok
+        self.finish(name + " greedy (generate)", probs, amb, detail)
+
+        # cap refusal, --max-new 0, --stop, --top-k 1, seeds (and the top-k support), penalty
+        probs, amb = [], []
+        rc, out, err = R["full"]
+        if rc != 2 or "--tokens" not in err or out.strip():
+            probs.append("prompt of max_seq_len %d tokens: exit %d, stdout %r, stderr %r (expected 2 naming --tokens) "
+                         "[%s]" % (N, rc, out[:40], err.strip()[-200:], self.repro(jobs["full"])))
+        # --stop with --top-k 1 at T 0.9 (= greedy): the stop ids are the last new tokens of the
+        # greedy continuation, so that the output is compared over most of it
+        base = G["gl"] or []
+        cands = [j for j, t in enumerate(base) if j >= 3 and t not in base[:j]]
+        extra = ["--temperature", 0.9, "--top-k", 1, "--seed", 7]
+        if cands:
+            stops, want = [base[j] for j in cands[-2:][::-1]], base[:cands[-2:][0] + 1]
+            extra += ["--stop"] + [str(x) for x in stops]
+        else:
+            self.note("%s: the continuation %s has too few distinct tokens for --stop" % (name, base))
+            stops, want = None, base
+            extra += ["--no-stop"]
+        args = self.gen_args(ck, pl, NEW, extra)
+        got = self.ids(self.call_many([args])[0])
+        if got != want:
+            probs.append("--top-k 1 at T 0.9, --stop %s: got %s, greedy up to the first stop id %s [%s]"
+                         % (stops, got, want, self.repro(args)))
+        nsamp = 0
+        if sampled:
+            rc, out, err = R["full0"]
+            if rc != 0 or out.strip():
+                probs.append("--max-new 0 with a full prompt: exit %d, output %r [%s]" % (rc, out[:40],
+                                                                                         self.repro(jobs["full0"])))
+            if G["s9"] is None or G["s9"] != G["s9b"] or G["s9"] == G["s10"]:
+                probs.append("T 1.5 top-k 3, seeds 9, 9, 10: %s, %s, %s [%s]" % (G["s9"], G["s9b"], G["s10"],
+                                                                             self.repro(jobs["s9"])))
+            for key in ("s9", "s10"):
+                got = G[key]
+                if not got or ref is None:
+                    continue
+                seq = ps + got
+                logits = model.forward(seq[:-1])
+                for j, tok in enumerate(got):
+                    z = logits[len(ps) - 1 + j]
+                    nsamp += 1
+                    if distribution(z, 1.5, 3, 1.0)[tok] > 0:
+                        continue
+                    if distribution(z, 1.5, 3, 1.0, LOGIT_TIE * max(abs(v) for v in z))[tok] > 0:
+                        amb.append("%s step %d: token %d at the top-3 boundary" % (key, j, tok))
+                    else:
+                        probs.append("%s step %d: token %d not among the 3 most likely of %s [%s]"
+                                     % (key, j, tok, by, self.repro(jobs[key])))
+        if pen is not None:
+            if G["pen"] is None:
+                probs.append(exit_problem("pen"))
+            else:
+                pr, am, _ = self.verify_greedy(model, ps, G["pen"], penalty=pen, tag="penalty %g " % pen)
+                probs += [x + " [%s]" % self.repro(jobs["pen"]) for x in pr]
+                amb += am
+                self.ntokens += len(G["pen"])
+        self.ntokens += nsamp
+        detail = "full prompt refused naming --tokens; --stop ids with --top-k 1 at T 0.9 = greedy up to the first"
+        if sampled:
+            detail += ("; --max-new 0 at the full prompt accepted; T 1.5 top-k 3: seed 9 twice equal, seed 10 "
+                       "differs%s" % (", %d sampled tokens in the top 3 of %s" % (nsamp, by) if ref is not None else ""))
+        if pen is not None:
+            detail += "; --repetition-penalty %g = the penalised argmax" % pen
+        self.finish(name + " cap / stop / sampling (generate)", probs, amb, detail)
 
     def lol_bad_options(self, name, cfg):
         ck, fp = os.path.join(self.work, "lol_" + name), os.path.join(self.work, "identity_%s.json" % name)
@@ -770,17 +1194,39 @@ def check(lol, work):
     rng = random.Random(0)
     docs = [" ".join(rng.choice(br.WORDS) for _ in range(rng.randrange(5, 12))) for _ in range(8)]
     data = ch.corpus("gen_train_data", docs)
-    # refusals on every kind of baseline
-    cks = []
-    for i, (name, cfg) in enumerate(OTHER_CASES + [(n, c) for n, _, c in HF_CASES[:1]] + STRIDED_CASES[:1]):
-        cks.append((name, ch.baseline_ckpt("refuse_" + name, cfg, data, 500 + i)))
-    ch.refusals(cks)
+    gen = {name: (W, ch.baseline_ckpt(name, cfg, data, 500 + i)) for i, (name, W, cfg) in enumerate(GEN_CASES)}
     ch.check_head_dim(data)
+    full_ck = None
     for i, (name, arch, cfg) in enumerate(HF_CASES):
         ch.check_hf_case(name, arch, cfg, data, 100 + i, sampling=(i == 0))
+        full_ck = full_ck or ch.baseline_ckpt(name, cfg, data, 100 + i)  # built above: memoised
+    strided = []
     for i, (name, cfg) in enumerate(STRIDED_CASES):
-        ch.check_strided_case(name, cfg, data, 200 + 10 * i)
+        strided.append(ch.check_strided_case(name, cfg, data, 200 + 10 * i))
     ch.lol_bad_options(STRIDED_CASES[0][0], STRIDED_CASES[0][1])
+    # every baseline architecture through `lol generate` (full recomputation)
+    cols0 = os.path.join(ch.work, "ck_looped_random_cols0")
+    zero_state_columns(gen["looped_random"][1], cols0)
+    W, ck = gen["dense_sliding"]
+    ch.check_recompute_case("dense_sliding", ck, W, 300, None, br.Baseline(ck), sampled=True)
+    ch.check_recompute_case(STRIDED_CASES[0][0], strided[0], STRIDED_CASES[0][1]["window"], 301, 0.6,
+                            br.Baseline(strided[0]))
+    W, ck = gen["looped_zero"]
+    ch.check_recompute_case("looped_zero", ck, W, 302, 1.8, br.Baseline(ck))
+    W, ck = gen["looped_random"]
+    ch.check_recompute_case("looped_random", ck, W, 303, None, None, cols0=cols0, sampled=True)
+    W, ck = gen["moe_top2"]
+    ch.check_recompute_case("moe_top2", ck, W, 304, 1.8, br.Baseline(ck))
+    W, ck = gen["moe_top1"]
+    ch.check_recompute_case("moe_top1", ck, W, 305, None, br.Baseline(ck), sampled=True)
+    # refusals: bench generate, export --hf, and the routing options of generate
+    cks = [(n, gen[n][1]) for n in ("dense_sliding", "looped_zero", "moe_top2")] + \
+        [(STRIDED_CASES[0][0], strided[0])]
+    ch.refusals(cks)
+    ch.routing_refusals([(HF_CASES[0][0], full_ck), ("dense_sliding", gen["dense_sliding"][1]),
+                         (STRIDED_CASES[0][0], strided[0])] + [(n, gen[n][1]) for n in
+                                                               ("looped_zero", "looped_random", "moe_top2",
+                                                                "moe_top1")])
     print("%d check groups, %d differ, %d with near ties; %d generated tokens checked; %d lol runs; %.0f s"
           % (ch.groups, len(ch.failures), len(ch.ambiguous), ch.ntokens, ch.nruns, time.time() - t0))
     if ch.notes:
