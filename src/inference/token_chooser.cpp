@@ -22,7 +22,10 @@ int64_t TokenChooser::choose(const torch::Tensor& logits, const std::string& wha
   float* z = row.data_ptr<float>();
   if (!in_seen_.empty()) apply_repetition_penalty(z, row.numel(), seen_, sampling_.repetition_penalty);
   const int64_t id = sample_token(z, row.numel(), sampling_, rng_);
-  if (!in_seen_.empty() && !in_seen_[size_t(id)]++) seen_.push_back(id);
+  if (!in_seen_.empty()) {
+    if (size_t(id) >= in_seen_.size()) in_seen_.resize(size_t(id) + 1, 0);  // logits wider than vocab_size
+    if (!in_seen_[size_t(id)]++) seen_.push_back(id);
+  }
   stopped_ = std::find(stop_.begin(), stop_.end(), id) != stop_.end();
   return id;
 }
