@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/finite.h"
+#include "dataset/judge.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -371,13 +372,7 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
                                                  ? puzzles[j.puzzle].by_strategy.at(j.strategy).trace + " " +
                                                        puzzles[j.puzzle].by_strategy.at(j.strategy).answer
                                                  : ""},
-                               {"verdict",
-                                {{"followed", v.followed_strategy},
-                                 {"as_requested", v.strategy_as_requested},
-                                 {"legal", v.trace_legal},
-                                 {"faithful", v.rule_faithful},
-                                 {"correct", v.answer_correct},
-                                 {"error", v.error}}}});
+                               {"verdict", data::verdict_json(v)}});
     }
     done += int64_t(gen.size());
     bar.update(done);

@@ -1,11 +1,15 @@
-// `lol data maze|sudoku|verify`: synthetic task datasets (paper Appendix C.3, C.4).
+// `lol data maze|sudoku|verify|judge`: synthetic task datasets (paper Appendix C.3, C.4)
+// and the verifier for continuations generated elsewhere.
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "cli/commands.h"
+#include "dataset/judge.h"
 #include "dataset/task_dataset.h"
+#include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "util/error.h"
 
@@ -131,6 +135,40 @@ void register_data(CLI::App& app) {
       }
     }
     if (failed) std::exit(1);
+  });
+
+  auto judge_in = std::make_shared<std::string>();
+  auto judge_out = std::make_shared<std::string>();
+  auto* j = data->add_subcommand(
+      "judge", "Judge generated continuations with the task verifier (the verdicts of eval-strategies' confusion "
+               "table, docs/tasks.md): JSONL of {question, strategy, generated[, task]} -> one verdict per line");
+  j->add_option("path", *judge_in,
+                "JSONL file ('-' = standard input); each line {\"question\": \"Q : ... [ label ]\", \"strategy\": 1..5, "
+                "\"generated\": \"R : ... A : ... <eos>\"[, \"task\": \"maze\"|\"sudoku\"]}")
+      ->required();
+  j->add_option("--out", *judge_out, "Write the verdicts here (atomically) instead of standard output");
+  j->callback([judge_in, judge_out] {
+    std::ifstream file;
+    if (*judge_in != "-") {
+      if (std::filesystem::is_directory(*judge_in))
+        throw InputError(*judge_in + ": a directory (expected a JSONL file of {question, strategy, generated} lines)");
+      file.open(*judge_in);
+      if (!file) throw InputError(*judge_in + ": cannot open file (expected a JSONL file of {question, strategy, generated} lines)");
+    }
+    std::istream& in = *judge_in == "-" ? std::cin : file;
+    const std::string where = *judge_in == "-" ? std::string("<stdin>") : *judge_in;
+    std::ostringstream verdicts;  // written only once every line is judged
+    const auto s = data::judge_continuations(in, where, verdicts);
+    if (s.records == 0) throw InputError(where + ": no records (expected JSONL lines {question, strategy, generated})");
+    if (judge_out->empty())
+      std::cout << verdicts.str() << std::flush;
+    else
+      io::write_file_atomic(*judge_out, verdicts.str());
+    auto pct = [&](int64_t k) { return std::to_string(int64_t(100.0 * double(k) / double(s.records) + 0.5)) + "%"; };
+    std::cerr << s.records << " continuations: " << pct(s.as_requested) << " the requested strategy's exact trace, "
+              << pct(s.legal) << " legal, " << pct(s.faithful) << " rule-faithful, " << pct(s.correct)
+              << " correct answers, " << pct(s.trajectory) << " all four"
+              << (judge_out->empty() ? std::string() : " (verdicts in " + *judge_out + ")") << "\n";
   });
 }
 

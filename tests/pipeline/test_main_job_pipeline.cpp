@@ -502,3 +502,45 @@ TEST(DataVerifyCli, MalformedLinesAreNamedAndExitCodeIsTwo) {
   EXPECT_NE(all.find("empty.jsonl: no records"), std::string::npos) << all;
   fs::remove_all(dir);
 }
+
+// `lol data judge`: verdicts to stdout or atomically to --out; a bad line is exit 2 naming
+// file:line, and --out is then not written (no half file of verdicts).
+TEST(DataJudgeCli, VerdictsToOutOrStdoutAndBadLinesExitTwo) {
+  const std::string lol = LOL_BINARY;
+  const std::string dir = (fs::temp_directory_path() / ("lol_judge_cli_test_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  ASSERT_EQ(run(lol + " data maze --n 2 --size 4 --seed 5 --valid-fraction 0 --n-test 0 --no-progress --out " + dir +
+                "/data"),
+            0);
+  std::string first;
+  std::getline(std::ifstream(dir + "/data/train.jsonl"), first);
+  const auto r = nlohmann::json::parse(first);
+  const nlohmann::json line = {{"question", r["question"].get<std::string>() + " " + r["label"].get<std::string>()},
+                               {"strategy", r["strategy"]},
+                               {"generated", r["trace"].get<std::string>() + " " + r["answer"].get<std::string>()}};
+  std::ofstream(dir + "/in.jsonl") << line.dump() << "\n" << line.dump() << "\n";
+  std::string said;
+  ASSERT_EQ(run_capture(lol + " data judge " + dir + "/in.jsonl --out " + dir + "/verdicts.jsonl", &said), 0) << said;
+  EXPECT_NE(said.find("2 continuations: 100% the requested strategy's exact trace"), std::string::npos) << said;
+  std::ifstream v(dir + "/verdicts.jsonl");
+  int n = 0;
+  for (std::string l; std::getline(v, l); ++n) {
+    const auto j = nlohmann::json::parse(l);
+    EXPECT_EQ(j["line"], n + 1);
+    EXPECT_EQ(j["followed"], r["strategy"]);
+    EXPECT_TRUE(j["as_requested"].get<bool>() && j["legal"].get<bool>() && j["correct"].get<bool>()) << l;
+  }
+  EXPECT_EQ(n, 2);
+  // Standard input and output.
+  ASSERT_EQ(run_capture("cat " + dir + "/in.jsonl | " + lol + " data judge - 2>/dev/null", &said), 0);
+  std::string first_verdict;
+  std::getline(std::ifstream(dir + "/verdicts.jsonl"), first_verdict);
+  EXPECT_EQ(said.substr(0, said.find('\n')), first_verdict);
+  std::ofstream(dir + "/bad.jsonl") << line.dump() << "\n{\"question\": \"Q : r1c1\", \"strategy\": 1}\n";
+  EXPECT_EQ(run_capture(lol + " data judge " + dir + "/bad.jsonl --out " + dir + "/bad_verdicts.jsonl", &said), 2);
+  EXPECT_NE(said.find("bad.jsonl:2: missing field 'generated'"), std::string::npos) << said;
+  EXPECT_FALSE(fs::exists(dir + "/bad_verdicts.jsonl"));
+  EXPECT_EQ(run_capture(lol + " data judge " + dir + "/missing.jsonl", &said), 2);
+  EXPECT_NE(said.find("missing.jsonl: cannot open file"), std::string::npos) << said;
+  fs::remove_all(dir);
+}
