@@ -9,6 +9,7 @@
 
 #include "stats/centroid.h"
 #include "util/error.h"
+#include "util/random.h"
 #include "util/gnuplot.h"
 #include "util/json_finite.h"
 
@@ -127,12 +128,12 @@ nlohmann::json label_separation(const RoutingFeatures& f, const std::vector<std:
       for (int64_t i = 0; i < f.n_windows(); ++i)
         if (labels[std::size_t(i)] >= 0) order.push_back(i);
       std::mt19937_64 rng(opt.seed);
-      std::shuffle(order.begin(), order.end(), rng);
+      util::portable_shuffle(order.begin(), order.end(), rng);
       if (int64_t(order.size()) > opt.max_scatter) order.resize(std::size_t(opt.max_scatter));
       std::vector<util::Series> series(static_cast<std::size_t>(C));
       for (int c = 0; c < C; ++c) series[std::size_t(c)].name = names[std::size_t(c)];
       // Jitter: one-hot paths take few distinct positions; spread coincident points a little.
-      std::normal_distribution<double> jitter(0.0, 0.02);
+      auto jitter = [](std::mt19937_64& g) { return 0.02 * util::standard_normal(g); };
       const double* pp = proj.data_ptr<double>();
       for (int64_t i : order) {
         const int l = labels[std::size_t(i)];

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/random.h"
 
 namespace lol::stats {
 
@@ -55,7 +56,7 @@ std::vector<int> group_split(const std::vector<int64_t>& groups, const std::vect
   std::mt19937_64 rng(seed);
   const size_t P = fractions.size();
   for (auto& [stratum, gs] : by_stratum) {
-    std::shuffle(gs.begin(), gs.end(), rng);
+    util::portable_shuffle(gs.begin(), gs.end(), rng);
     std::stable_sort(gs.begin(), gs.end(), [&](size_t a, size_t b) { return info[a].size > info[b].size; });
     // Each group goes to the part that is least filled relative to its target share, so
     // that large and small groups spread over the parts in proportion.
@@ -90,7 +91,7 @@ std::vector<int> permute_group_labels(const std::vector<int>& labels, const std:
   std::vector<int64_t> lab(info.size());
   for (size_t g = 0; g < info.size(); ++g) lab[g] = info[g].stratum;
   std::mt19937_64 rng(seed);
-  std::shuffle(lab.begin(), lab.end(), rng);
+  util::portable_shuffle(lab.begin(), lab.end(), rng);
   std::vector<int> out(labels);
   for (size_t i = 0; i < groups.size(); ++i)
     if (groups[i] >= 0) out[i] = int(lab[index.at(groups[i])]);

@@ -6,18 +6,11 @@
 #include <unordered_set>
 
 #include "util/error.h"
+#include "util/random.h"
 
 namespace lol::tasks {
 
-uint64_t maze_uniform_below(std::mt19937_64& rng, uint64_t n) {
-  if (n <= 1) return 0;
-  const uint64_t rem = (0 - n) % n;           // 2^64 mod n
-  const uint64_t limit = ~uint64_t(0) - rem;  // accept r <= limit: limit + 1 is a multiple of n
-  for (;;) {
-    const uint64_t r = rng();
-    if (r <= limit) return r % n;
-  }
-}
+uint64_t maze_uniform_below(std::mt19937_64& rng, uint64_t n) { return util::uniform_below(rng, n); }
 
 Maze generate_maze(std::mt19937_64& rng, int size) {
   if (!(size >= kMazeMinSize && size <= kMazeMaxSize))
