@@ -355,13 +355,7 @@ StrategyEvalResult evaluate_strategies(LoLModel& model, const data::TaskSpec& sp
         v.error = e.what();
       }
       auto& m = (j.forced ? res.forced : res.unforced)[j.strategy];
-      m.n++;
-      m.as_requested += v.strategy_as_requested;
-      m.legal += v.trace_legal;
-      m.faithful += v.rule_faithful;
-      m.correct += v.answer_correct;
-      m.trajectory += v.strategy_as_requested && v.rule_faithful && v.trace_legal && v.answer_correct;
-      m.padding_sum += v.padding;
+      m.add(v);
       if (j.forced) res.confusion[j.strategy][std::clamp(v.followed_strategy, 0, 5)]++;
       if (j.puzzle < 2)
         res.samples.push_back({{"forced", j.forced},

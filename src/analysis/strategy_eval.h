@@ -34,14 +34,8 @@ using GenerateFn = std::function<std::vector<std::vector<int64_t>>(
 std::vector<std::vector<int64_t>> generate_full_recompute(LoLModel& model, const std::vector<PromptSpec>& prompts,
                                                           const RoutingPath* force, int64_t max_new, int64_t eos);
 
-/// Counts over generated traces (tasks::Verdict fields, docs/tasks.md "Verifier").
-/// `trajectory` counts the paper's correct trajectories (4.1.3: "every step is legal,
-/// follows the requested strategy's syntax and rules, and leads to the correct
-/// solution"): as requested, rule-faithful (hence legal) and the answer correct.
-struct StrategyMetrics {
-  int64_t n = 0;
-  int64_t as_requested = 0, legal = 0, faithful = 0, correct = 0, trajectory = 0;
-  double padding_sum = 0.0;
+/// Counts over generated traces (tasks::VerdictTally), as percentages in JSON.
+struct StrategyMetrics : tasks::VerdictTally {
   nlohmann::json to_json() const;
 };
 

@@ -159,13 +159,13 @@ void register_data(CLI::App& app) {
     const std::string where = *judge_in == "-" ? std::string("<stdin>") : *judge_in;
     std::ostringstream verdicts;  // written only once every line is judged
     const auto s = data::judge_continuations(in, where, verdicts);
-    if (s.records == 0) throw InputError(where + ": no records (expected JSONL lines {question, strategy, generated})");
+    if (s.n == 0) throw InputError(where + ": no records (expected JSONL lines {question, strategy, generated})");
     if (judge_out->empty())
       std::cout << verdicts.str() << std::flush;
     else
       io::write_file_atomic(*judge_out, verdicts.str());
-    auto pct = [&](int64_t k) { return std::to_string(int64_t(100.0 * double(k) / double(s.records) + 0.5)) + "%"; };
-    std::cerr << s.records << " continuations: " << pct(s.as_requested) << " the requested strategy's exact trace, "
+    auto pct = [&](int64_t k) { return std::to_string(int64_t(100.0 * double(k) / double(s.n) + 0.5)) + "%"; };
+    std::cerr << s.n << " continuations: " << pct(s.as_requested) << " the requested strategy's exact trace, "
               << pct(s.legal) << " legal, " << pct(s.faithful) << " rule-faithful, " << pct(s.correct)
               << " correct answers, " << pct(s.trajectory) << " all four"
               << (judge_out->empty() ? std::string() : " (verdicts in " + *judge_out + ")") << "\n";

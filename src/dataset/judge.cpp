@@ -31,8 +31,8 @@ std::string string_field(const nlohmann::json& j, const char* name, const std::s
 
 }  // namespace
 
-JudgeSummary judge_continuations(std::istream& in, const std::string& where, std::ostream& out) {
-  JudgeSummary s;
+tasks::VerdictTally judge_continuations(std::istream& in, const std::string& where, std::ostream& out) {
+  tasks::VerdictTally s;
   std::map<std::pair<std::string, int>, TaskSpec> specs;  // (task, maze side) -> spec
   int64_t lineno = 0;
   for (std::string line; std::getline(in, line);) {
@@ -66,12 +66,7 @@ JudgeSummary judge_continuations(std::istream& in, const std::string& where, std
     o.update(verdict_json(v));
     o["padding"] = v.padding;
     out << o.dump() << "\n";
-    s.records++;
-    s.as_requested += v.strategy_as_requested;
-    s.legal += v.trace_legal;
-    s.faithful += v.rule_faithful;
-    s.correct += v.answer_correct;
-    s.trajectory += v.strategy_as_requested && v.trace_legal && v.rule_faithful && v.answer_correct;
+    s.add(v);
   }
   if (in.bad()) throw InputError(where + ": read error");
   return s;

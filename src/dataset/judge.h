@@ -19,12 +19,6 @@ namespace lol::data {
 /// "Verdict fields"); `padding` is not included.
 nlohmann::json verdict_json(const tasks::Verdict& v);
 
-struct JudgeSummary {
-  int64_t records = 0;       ///< continuations judged
-  int64_t as_requested = 0;  ///< followed the requested strategy exactly
-  int64_t legal = 0, faithful = 0, correct = 0;
-  int64_t trajectory = 0;    ///< as requested, legal, faithful and correct
-};
 
 /// Reads JSONL records {"question", "strategy", "generated"[, "task"]} from `in` and
 /// writes one line per record to `out`: {"line", "followed", "as_requested", "legal",
@@ -32,11 +26,11 @@ struct JudgeSummary {
 /// `question` is the prompt ("Q : ..." with the strategy's label, the filler or no
 /// label), `strategy` the requested strategy 1..5, `generated` the continuation from
 /// "R :" on; `task` is "maze" or "sudoku" (default: maze when the question holds
-/// " start ", else sudoku). Blank lines are skipped.
+/// " start ", else sudoku). Blank lines are skipped. Returns the tally of the verdicts.
 /// Throws InputError naming `where`:line and the field for a line that is not a JSON
 /// object, a missing or mistyped field, a strategy outside 1..5, an unknown task or a
 /// question the task cannot parse (the continuation itself is never an error: it is
 /// judged). Nothing is written for a record after the first bad line.
-JudgeSummary judge_continuations(std::istream& in, const std::string& where, std::ostream& out);
+tasks::VerdictTally judge_continuations(std::istream& in, const std::string& where, std::ostream& out);
 
 }  // namespace lol::data

@@ -297,14 +297,13 @@ MazeContinuation parse_maze_continuation(const std::string& generated) {
     c.has_trace_marker = true;
     i = 2;
   }
+  // The trace ends at the first "A" (no cell is named "A"); the answer follows "A :".
   size_t a = i;
-  while (a + 1 < toks.size() && !(toks[a] == "A" && toks[a + 1] == ":")) ++a;
-  if (a + 1 < toks.size()) {
+  while (a < toks.size() && toks[a] != "A") ++a;
+  c.trace.assign(toks.begin() + long(i), toks.begin() + long(a));
+  if (a + 1 < toks.size() && toks[a + 1] == ":") {
     c.has_answer_marker = true;
-    c.trace.assign(toks.begin() + long(i), toks.begin() + long(a));
     c.answer.assign(toks.begin() + long(a) + 2, toks.end());
-  } else {
-    c.trace.assign(toks.begin() + long(i), toks.end());
   }
   return c;
 }

@@ -57,12 +57,12 @@ int identify_maze_strategy(const Maze& maze, const std::vector<int>& trace, int 
 /// A generated continuation split into its parts.
 struct MazeContinuation {
   bool has_trace_marker = false;   ///< starts with "R :" (after dropping <pad>)
-  bool has_answer_marker = false;  ///< contains "A :"
+  bool has_answer_marker = false;  ///< the first "A" is followed by ":"
   bool has_eos = false;
   int tokens_before_eos = 0;        ///< all tokens before the first <eos> (or all tokens)
   int pad_tokens = 0;               ///< <pad> tokens among them
-  std::vector<std::string> trace;   ///< tokens between "R :" and "A :" (<pad> dropped)
-  std::vector<std::string> answer;  ///< tokens after "A :" up to <eos> (<pad> dropped)
+  std::vector<std::string> trace;   ///< tokens after "R :" (or from the start without it) up to the first "A" (<pad> dropped)
+  std::vector<std::string> answer;  ///< tokens after that "A :" up to <eos> (<pad> dropped); empty without the marker
 };
 
 /// Splits a continuation "R : <trace> A : <answer> <eos> ...". Never throws;

@@ -83,6 +83,7 @@ struct Parsed {
   Tokens tokens;         // content tokens
   size_t total = 0;      // tokens before <eos>, pads included
   size_t pads = 0;
+  bool eos = false;      // an <eos> ended the text
 };
 
 inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -97,7 +98,10 @@ Parsed strip(const std::string& text) {
     size_t j = i;
     while (j < n && !is_space(text[j])) ++j;
     const size_t len = j - i;
-    if (len == 5 && text.compare(i, 5, "<eos>") == 0) break;
+    if (len == 5 && text.compare(i, 5, "<eos>") == 0) {
+      p.eos = true;
+      break;
+    }
     ++p.total;
     if (len == 5 && text.compare(i, 5, "<pad>") == 0) {
       ++p.pads;
@@ -280,20 +284,25 @@ Verdict verify_sudoku(const SudokuGrid& puzzle, const SudokuGrid& solution, int 
   const Parsed p = strip(generated);
   v.padding = p.total ? double(p.pads) / double(p.total) : 0.0;
   const Tokens& t = p.tokens;
-  if (t.size() < 2 || t[0] != "R" || t[1] != ":") {
-    v.error = "the continuation does not start with 'R :'";
-    return v;
-  }
+  // The trace runs from "R :" to the first "A" (no trace token is "A"); the answer
+  // follows "A :". Without "R :" the trace is not judged, the answer still is (as in
+  // the maze verifier).
+  const bool trace_marker = t.size() >= 2 && t[0] == "R" && t[1] == ":";
+  if (!trace_marker) v.error = "the continuation does not start with 'R :'";
   size_t a = t.size();
-  for (size_t k = 2; k < t.size(); ++k) {
+  for (size_t k = trace_marker ? 2 : 0; k < t.size(); ++k) {
     if (t[k] == "A") { a = k; break; }
   }
-  if (a == t.size()) {
-    v.error = "no 'A :' answer";
+  if (a + 1 >= t.size() || t[a + 1] != ":") {
+    if (v.error.empty()) v.error = "no 'A :' answer marker";
   } else {
-    bool ok = a + 1 < t.size() && t[a + 1] == ":" && t.size() - (a + 2) == 81;
+    bool ok = t.size() - (a + 2) == 81;
     for (size_t i = 0; ok && i < 81; ++i) ok = parse_sudoku_digit(t[a + 2 + i]) == solution[i];
     v.answer_correct = ok;
+  }
+  if (!trace_marker) {
+    if (!v.answer_correct && v.error.empty()) v.error = "the answer is not the solution";
+    return v;
   }
   const auto steps = parse_steps(t, 2, a);
   const int s = common_syntax(steps);
@@ -314,6 +323,7 @@ Verdict verify_sudoku(const SudokuGrid& puzzle, const SudokuGrid& solution, int 
     v.error = "the trace is not exactly the S" + std::to_string(requested_strategy) + " trace" +
               (v.followed_strategy ? " (it is the S" + std::to_string(v.followed_strategy) + " trace)" : "");
   }
+  if (!p.eos && v.error.empty()) v.error = "missing <eos>";
   return v;
 }
 

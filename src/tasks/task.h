@@ -48,6 +48,17 @@ struct Verdict {
   std::string error;           ///< first problem found, empty when all is well
 };
 
+/// Counts of verdicts (docs/tasks.md "Verdict fields"). `trajectory` counts the paper's
+/// correct trajectories (4.1.3: "every step is legal, follows the requested strategy's
+/// syntax and rules, and leads to the correct solution"): as requested, legal,
+/// rule-faithful and the answer correct.
+struct VerdictTally {
+  int64_t n = 0;
+  int64_t as_requested = 0, legal = 0, faithful = 0, correct = 0, trajectory = 0;
+  double padding_sum = 0.0;
+  void add(const Verdict& v);
+};
+
 /// Splits on ASCII whitespace.
 std::vector<std::string> split_tokens(const std::string& s);
 

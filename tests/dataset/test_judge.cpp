@@ -26,7 +26,7 @@ std::vector<nlohmann::json> records(const std::string& jsonl) {
   return out;
 }
 
-std::vector<nlohmann::json> judge(const std::vector<nlohmann::json>& lines, JudgeSummary* summary = nullptr) {
+std::vector<nlohmann::json> judge(const std::vector<nlohmann::json>& lines, tasks::VerdictTally* summary = nullptr) {
   std::ostringstream in_text, out;
   for (const auto& l : lines) in_text << l.dump() << "\n";
   std::istringstream in(in_text.str());
@@ -65,10 +65,10 @@ TEST_P(JudgeEveryStrategy, CanonicalTracesUnderEveryRequest) {
         in.push_back({{"question", r["question"].get<std::string>() + (label.empty() ? "" : " " + label)},
                       {"strategy", s},
                       {"generated", r["trace"].get<std::string>() + " " + r["answer"].get<std::string>()}});
-  JudgeSummary sum;
+  tasks::VerdictTally sum;
   const auto v = judge(in, &sum);
   ASSERT_EQ(v.size(), in.size());
-  EXPECT_EQ(sum.records, int64_t(in.size()));
+  EXPECT_EQ(sum.n, int64_t(in.size()));
   EXPECT_EQ(sum.as_requested, int64_t(recs.size()) * 3);  // one request in five is the record's own
   for (size_t i = 0; i < v.size(); ++i) {
     const auto& r = recs[i / 15];
@@ -111,6 +111,39 @@ TEST_P(JudgeEveryStrategy, PaddingTokensAfterEosAndWrongAnswers) {
   EXPECT_EQ(v[3]["followed"], 0);
   EXPECT_FALSE(v[3]["legal"].get<bool>() || v[3]["correct"].get<bool>() || v[3]["as_requested"].get<bool>());
   EXPECT_NE(v[3]["error"], "");
+}
+
+// The two verifiers read a malformed continuation alike (found by
+// tests/reference/verifier_reference.py): no <eos> is an error of its own, a missing
+// "R :" leaves the answer judged, and an "A" without ":" ends the trace.
+TEST_P(JudgeEveryStrategy, MalformedMarkersAreReadAlikeByBothVerifiers) {
+  test::TmpDir t;
+  const auto recs = task_records(GetParam(), t);
+  const auto& r = recs.at(0);
+  const int own = r["strategy"];
+  const std::string q = r["question"].get<std::string>() + " " + r["label"].get<std::string>();
+  const std::string trace = r["trace"], answer = r["answer"];
+  const std::string no_eos = answer.substr(0, answer.rfind(" <eos>"));
+  const std::string a_without_colon = "A" + answer.substr(3);  // "A : x ..." -> "A x ..."
+  ASSERT_EQ(answer.substr(0, 4), "A : ");
+  const auto v = judge({{{"question", q}, {"strategy", own}, {"generated", trace + " " + no_eos}},
+                        {{"question", q}, {"strategy", own}, {"generated", trace.substr(4) + " " + answer}},
+                        {{"question", q}, {"strategy", own}, {"generated", trace + " " + a_without_colon}}});
+  ASSERT_EQ(v.size(), 3u);
+  // 1. Everything right but the <eos>.
+  EXPECT_EQ(v[0]["followed"], own) << v[0].dump();
+  EXPECT_TRUE(v[0]["legal"].get<bool>() && v[0]["faithful"].get<bool>() && v[0]["correct"].get<bool>()) << v[0].dump();
+  EXPECT_EQ(v[0]["error"], "missing <eos>") << v[0].dump();
+  // 2. No "R :": the trace is not judged, the answer is.
+  EXPECT_EQ(v[1]["followed"], 0) << v[1].dump();
+  EXPECT_FALSE(v[1]["legal"].get<bool>() || v[1]["as_requested"].get<bool>()) << v[1].dump();
+  EXPECT_TRUE(v[1]["correct"].get<bool>()) << v[1].dump();
+  EXPECT_EQ(v[1]["error"], "the continuation does not start with 'R :'") << v[1].dump();
+  // 3. "A" without ":": the trace is whole, there is no answer.
+  EXPECT_EQ(v[2]["followed"], own) << v[2].dump();
+  EXPECT_TRUE(v[2]["legal"].get<bool>() && v[2]["faithful"].get<bool>()) << v[2].dump();
+  EXPECT_FALSE(v[2]["correct"].get<bool>()) << v[2].dump();
+  EXPECT_EQ(v[2]["error"], "no 'A :' answer marker") << v[2].dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Tasks, JudgeEveryStrategy, ::testing::Values("maze", "sudoku"));
