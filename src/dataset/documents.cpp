@@ -289,10 +289,8 @@ bool DocumentReader::next_part(Document& doc) {
     carry_.append(chunk.data(), std::size_t(n));
     if (n < std::streamsize(chunk.size())) file_eof_ = true;
   }
-  if (carry_.empty() && part_ == 0 && file_eof_) {
-    // An empty file: no document.
-    return false;
-  }
+  // An empty file is one empty document (numbered like any other; corpus counts it
+  // among the skipped empty documents, as an empty JSONL text).
   if (carry_.empty() && part_ > 0) return false;  // previous part was the last one
   if (cut == std::string::npos) {
     doc.text.swap(carry_);
@@ -304,7 +302,12 @@ bool DocumentReader::next_part(Document& doc) {
     doc.last = false;
   }
   doc.label.clear();
-  doc.where = path + ": part " + std::to_string(part_);
+  // The document starts at the file's first line; a later part is named by the byte
+  // offset where it starts within the document.
+  if (part_ == 0) part_start_ = 0;
+  doc.where = path + ":1" +
+              (part_ > 0 ? " (the part from byte offset " + std::to_string(part_start_) + ")" : std::string());
+  part_start_ += int64_t(doc.text.size());
   doc.part = part_;
   if (part_ == 0) doc.index = doc_index_++;
   else doc.index = doc_index_ - 1;

@@ -129,6 +129,7 @@ class DocumentReader {
   // kFile state
   std::string carry_;
   int64_t part_ = 0;
+  int64_t part_start_ = 0;  ///< kFile: byte offset of the current part within its document
   bool file_eof_ = false;
 };
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -444,6 +445,52 @@ TEST(Corpus, ErrorsNameTheDocument) {
   o.files = {t / "empty.txt"};
   io::write_file_atomic(t / "empty.txt", "\n\n  \n");
   EXPECT_THROW(build_corpus(o, t / "out4"), InputError);
+}
+
+// --doc-split file: an empty file is a document of its own (numbered, so the split of
+// the files after it does not depend on whether it is empty; skipped and counted as an
+// empty JSONL text is), and errors name the file's first line (found by
+// tests/reference/corpus_reference.py).
+TEST(Corpus, EmptyFileIsAnEmptyDocumentUnderFileSplit) {
+  TmpDir t;
+  io::write_file_atomic(t / "x0.txt", "a");
+  io::write_file_atomic(t / "empty.txt", "");
+  io::write_file_atomic(t / "x1.txt", "b");
+  io::write_file_atomic(t / "x2.txt", "c");
+  CorpusOptions o;
+  o.progress = false;
+  o.tokenizer = "byte";
+  o.source.doc_split = DocSplit::kFile;
+  o.valid_fraction = 0.5;
+  o.files = {t / "x0.txt", t / "empty.txt", t / "x1.txt", t / "x2.txt"};
+  const auto info = build_corpus(o, t / "out");
+  EXPECT_EQ(info["skipped_empty_documents"].get<int64_t>(), 1) << info.dump();
+  const auto ds = Dataset::open(t / "out");
+  std::vector<std::string> texts[2];
+  for (int s = 0; s < 2; ++s) {
+    if (!ds.has_split(s ? "valid" : "train")) continue;
+    const auto split = ds.load(s ? "valid" : "train");
+    for (int64_t k = 0; k < split.size(); ++k) {
+      const auto v = split.get(k);
+      texts[s].emplace_back(v.tokens, v.tokens + v.length);  // byte tokenizer: ids = bytes
+    }
+  }
+  // Document numbers 0, 2, 3 for a, b, c (1 is the empty file).
+  const std::vector<std::string> letters = {"a", "", "b", "c"};
+  for (int64_t i : {0, 2, 3}) {
+    const int s = is_valid_document(i, o.seed, o.valid_fraction) ? 1 : 0;
+    EXPECT_NE(std::find(texts[s].begin(), texts[s].end(), letters[std::size_t(i)]), texts[s].end())
+        << "document " << i << " '" << letters[std::size_t(i)] << "' expected in split " << s;
+  }
+  io::write_file_atomic(t / "bad.txt", "fine\nbroken \xC3( here\n");
+  o.files = {t / "bad.txt"};
+  try {
+    build_corpus(o, t / "out_bad");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.txt:1: invalid UTF-8 at byte offset 12 of the document"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
