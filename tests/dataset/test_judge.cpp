@@ -51,6 +51,17 @@ std::vector<nlohmann::json> task_records(const std::string& task, const test::Tm
   return records(t / (task + "/train.jsonl"));
 }
 
+/// The first record's strategy, prompt (question + its label), trace and answer.
+struct Record {
+  int strategy;
+  std::string prompt, trace, answer;
+};
+Record first_record(const std::vector<nlohmann::json>& recs) {
+  const auto& r = recs.at(0);
+  return {r["strategy"].get<int>(), r["question"].get<std::string>() + " " + r["label"].get<std::string>(),
+          r["trace"].get<std::string>(), r["answer"].get<std::string>()};
+}
+
 class JudgeEveryStrategy : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(JudgeEveryStrategy, CanonicalTracesUnderEveryRequest) {
@@ -87,11 +98,7 @@ TEST_P(JudgeEveryStrategy, CanonicalTracesUnderEveryRequest) {
 
 TEST_P(JudgeEveryStrategy, PaddingTokensAfterEosAndWrongAnswers) {
   test::TmpDir t;
-  const auto recs = task_records(GetParam(), t);
-  const auto& r = recs.at(0);
-  const int own = r["strategy"];
-  const std::string q = r["question"].get<std::string>() + " " + r["label"].get<std::string>();
-  const std::string trace = r["trace"], answer = r["answer"];
+  const auto [own, q, trace, answer] = first_record(task_records(GetParam(), t));
   const size_t n_tokens = tasks::split_tokens(trace + " " + answer).size() - 1;  // before <eos>
   std::string wrong = answer.substr(0, answer.rfind(" <eos>"));
   wrong = wrong.substr(0, wrong.rfind(' ')) + " <eos>";  // the answer's last token dropped
@@ -118,11 +125,7 @@ TEST_P(JudgeEveryStrategy, PaddingTokensAfterEosAndWrongAnswers) {
 // "R :" leaves the answer judged, and an "A" without ":" ends the trace.
 TEST_P(JudgeEveryStrategy, MalformedMarkersAreReadAlikeByBothVerifiers) {
   test::TmpDir t;
-  const auto recs = task_records(GetParam(), t);
-  const auto& r = recs.at(0);
-  const int own = r["strategy"];
-  const std::string q = r["question"].get<std::string>() + " " + r["label"].get<std::string>();
-  const std::string trace = r["trace"], answer = r["answer"];
+  const auto [own, q, trace, answer] = first_record(task_records(GetParam(), t));
   const std::string no_eos = answer.substr(0, answer.rfind(" <eos>"));
   const std::string a_without_colon = "A" + answer.substr(3);  // "A : x ..." -> "A x ..."
   ASSERT_EQ(answer.substr(0, 4), "A : ");

@@ -150,25 +150,14 @@ class MazeP:
         t = prompt.split()
         if "[" in t:
             t = t[:t.index("[")]
-        assert t[:2] == ["Q", ":"], prompt[:40]
-        t = t[2:]
-        cells = []
-        k = 0
-        while k < len(t) and CELL_RE.match(t[k]):
-            name = t[k]
-            k += 1
-            ds = []
-            while k < len(t) and t[k] in DIRS:
-                ds.append(t[k])
-                k += 1
-            cells.append((name, ds))
-        n = int(round(len(cells) ** 0.5))
-        assert n * n == len(cells) and t[k] == "start" and t[k + 2] == "goal" and len(t) == k + 4
+        m, problems = TR.parse_maze_question(" ".join(t))  # the other reviewer's question parser
+        assert not problems, problems
+        n = m.n
         self.n = n
-        self.opened = [set(ds) for _, ds in cells]
+        self.opened = [set(o) for o in m.opened]
         self.names = ["r%dc%d" % (i // n + 1, i % n + 1) for i in range(n * n)]
         self.index = {nm: i for i, nm in enumerate(self.names)}
-        self.start, self.goal = self.index[t[k + 1]], self.index[t[k + 3]]
+        self.start, self.goal = m.start, m.goal
         self.adj = []
         for i in range(n * n):
             r, c = divmod(i, n)
