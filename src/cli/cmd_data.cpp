@@ -165,8 +165,8 @@ void register_data(CLI::App& app) {
     else
       io::write_file_atomic(*judge_out, verdicts.str());
     auto pct = [&](int64_t k) { return std::to_string(int64_t(100.0 * double(k) / double(s.n) + 0.5)) + "%"; };
-    std::cerr << s.n << " continuations: " << pct(s.as_requested) << " the requested strategy's exact trace, "
-              << pct(s.legal) << " legal, " << pct(s.faithful) << " rule-faithful, " << pct(s.correct)
+    // as_requested: maze, the exact trace; sudoku, every step in the requested syntax.
+    std::cerr << s.n << " continuations: " << pct(s.as_requested) << " as requested, " << pct(s.legal) << " legal, " << pct(s.faithful) << " rule-faithful, " << pct(s.correct)
               << " correct answers, " << pct(s.trajectory) << " all four"
               << (judge_out->empty() ? std::string() : " (verdicts in " + *judge_out + ")") << "\n";
   });

@@ -521,7 +521,7 @@ TEST(DataJudgeCli, VerdictsToOutOrStdoutAndBadLinesExitTwo) {
   std::ofstream(dir + "/in.jsonl") << line.dump() << "\n" << line.dump() << "\n";
   std::string said;
   ASSERT_EQ(run_capture(lol + " data judge " + dir + "/in.jsonl --out " + dir + "/verdicts.jsonl", &said), 0) << said;
-  EXPECT_NE(said.find("2 continuations: 100% the requested strategy's exact trace"), std::string::npos) << said;
+  EXPECT_NE(said.find("2 continuations: 100% as requested, 100% legal, 100% rule-faithful, 100% correct answers, 100% all four"), std::string::npos) << said;
   std::ifstream v(dir + "/verdicts.jsonl");
   int n = 0;
   for (std::string l; std::getline(v, l); ++n) {
