@@ -166,8 +166,8 @@ void register_data(CLI::App& app) {
       io::write_file_atomic(*judge_out, verdicts.str());
     auto pct = [&](int64_t k) { return std::to_string(int64_t(100.0 * double(k) / double(s.n) + 0.5)) + "%"; };
     // as_requested: maze, the exact trace; sudoku, every step in the requested syntax.
-    std::cerr << s.n << " continuations: " << pct(s.as_requested) << " as requested, " << pct(s.legal) << " legal, " << pct(s.faithful) << " rule-faithful, " << pct(s.correct)
-              << " correct answers, " << pct(s.trajectory) << " all four"
+    std::cerr << s.n << " continuations: " << pct(s.as_requested) << " as requested, " << pct(s.legal) << " legal, "
+              << pct(s.faithful) << " rule-faithful, " << pct(s.correct) << " correct answers, " << pct(s.trajectory) << " all four"
               << (judge_out->empty() ? std::string() : " (verdicts in " + *judge_out + ")") << "\n";
   });
 }

@@ -65,7 +65,8 @@ tasks::VerdictTally judge_continuations(std::istream& in, const std::string& whe
     nlohmann::json o = {{"line", lineno}};
     o.update(verdict_json(v));
     o["padding"] = v.padding;
-    out << o.dump() << "\n";
+    // Error messages quote whole tokens of valid UTF-8 input; replace anything else anyway.
+    out << o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     s.add(v);
   }
   if (in.bad()) throw InputError(where + ": read error");
