@@ -172,20 +172,23 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const nlohmann::json& j, const
   const bool byte_fallback = opt_bool(m, "byte_fallback", mw);
   // The decoder tells byte-level BPE from SentencePiece-style BPE: ByteLevel, or a
   // Sequence holding only ByteLevel (the same decoding).
-  auto is_byte_level_step = [](const nlohmann::json& d) {
-    return d.is_object() && d.value("type", std::string()) == "ByteLevel";
+  // A step's "type" ("" when absent or not a string: such a step is refused where it is read).
+  auto type_of = [](const nlohmann::json& d) {
+    const auto it = d.is_object() ? d.find("type") : d.end();
+    return it != d.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
+  auto is_byte_level_step = [&](const nlohmann::json& d) { return type_of(d) == "ByteLevel"; };
   const nlohmann::json decoder = j.value("decoder", nlohmann::json(nullptr));
   const bool byte_level =
       is_byte_level_step(decoder) ||
-      (decoder.is_object() && decoder.value("type", std::string()) == "Sequence" && decoder.contains("decoders") &&
+      (type_of(decoder) == "Sequence" && decoder.contains("decoders") &&
        decoder["decoders"].is_array() && decoder["decoders"].size() == 1 && is_byte_level_step(decoder["decoders"][0]));
   if (!byte_level) {
     // A ByteLevel pre-tokenizer without a ByteLevel decoder: Hugging Face would decode
     // to the byte-level spellings joined by spaces ("Ġhello Ġworld"), which lol does not.
     const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json(nullptr));
     bool pre_byte_level = is_byte_level_step(pre);
-    if (pre.is_object() && pre.value("type", std::string()) == "Sequence" && pre.contains("pretokenizers") &&
+    if (type_of(pre) == "Sequence" && pre.contains("pretokenizers") &&
         pre["pretokenizers"].is_array())
       for (const auto& step : pre["pretokenizers"]) pre_byte_level = pre_byte_level || is_byte_level_step(step);
     require(!pre_byte_level, where + ": decoder",
