@@ -11,6 +11,8 @@ nn::BlockShape TransformerShape::block_shape(int64_t ffn) const {
   s.attn.n_kv_heads = n_kv_heads;
   s.attn.head_dim = effective_head_dim();
   s.attn.qkv_bias = qkv_bias;
+  s.attn.qk_norm = qk_norm;
+  s.attn.norm_eps = norm_eps;
   s.ffn_hidden = ffn > 0 ? ffn : ffn_hidden;
   s.norm_eps = norm_eps;
   return s;
@@ -25,6 +27,7 @@ void TransformerShape::read(util::JsonFields& f) {
   f.get("ffn_hidden", ffn_hidden);
   f.get("max_seq_len", max_seq_len);
   f.get("qkv_bias", qkv_bias);
+  f.get("qk_norm", qk_norm);
   f.get("tie_word_embeddings", tie_word_embeddings);
   f.get("rope_theta", rope_theta);
   if (const auto* r = f.raw("rope_scaling"); r && !r->is_null())
@@ -41,6 +44,7 @@ void TransformerShape::write(nlohmann::json& j) const {
   j["ffn_hidden"] = ffn_hidden;
   j["max_seq_len"] = max_seq_len;
   j["qkv_bias"] = qkv_bias;
+  if (qk_norm) j["qk_norm"] = true;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["rope_theta"] = rope_theta;
   if (!rope_scaling.is_default()) j["rope_scaling"] = rope_scaling.to_json(max_seq_len);

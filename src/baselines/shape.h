@@ -23,6 +23,7 @@ struct TransformerShape {
   int64_t ffn_hidden = 0;
   int64_t max_seq_len = 2048;
   bool qkv_bias = false;             ///< q/k/v projection biases (Qwen2)
+  bool qk_norm = false;              ///< per-head RMSNorm of q and k before RoPE (Qwen3; nn::AttentionShape)
   bool tie_word_embeddings = false;  ///< LM head shares the token embedding
   double rope_theta = 10000;
   /// RoPE frequency scaling of a loaded Hugging Face model (config key "rope_scaling",
@@ -45,7 +46,7 @@ struct TransformerShape {
   /// Reads the shape fields present in `f` (marking them as known). "rope_scaling" is
   /// read after max_seq_len, its default original / dynamic length.
   void read(util::JsonFields& f);
-  /// Writes every shape field into `j` (rope_scaling only when not default).
+  /// Writes every shape field into `j` (rope_scaling and qk_norm only when not default).
   void write(nlohmann::json& j) const;
   /// Throws InputError("<where>: field '<name>' = v: expected ...") for invalid values:
   /// sizes >= 1, n_kv_heads divides n_heads, an even head dimension (RoPE), head_dim = 0

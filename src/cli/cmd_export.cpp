@@ -22,7 +22,7 @@ namespace lol::cli {
 namespace {
 
 struct ExportArgs {
-  std::string model, out, tokenizer, arch = "qwen2", dtype = "float32", max_shard, verify;
+  std::string model, out, tokenizer, arch, dtype = "float32", max_shard, verify;
   bool hf = false, overwrite = false, no_tokenizer = false;
 };
 
@@ -121,9 +121,11 @@ void run_export(const ExportArgs& a) {
     }
   }
   hf::ExportOptions o;
-  if (a.arch == "qwen2") o.architecture = hf::kQwen2Arch;
-  else if (a.arch == "llama") o.architecture = hf::kLlamaArch;
-  else throw InputError("--arch \"" + a.arch + "\": expected qwen2 or llama");
+  const std::string arch_name = !a.arch.empty() ? a.arch : model->config().qk_norm ? "qwen3" : "qwen2";
+  if (arch_name == "qwen2") o.architecture = hf::kQwen2Arch;
+  else if (arch_name == "qwen3") o.architecture = hf::kQwen3Arch;
+  else if (arch_name == "llama") o.architecture = hf::kLlamaArch;
+  else throw InputError("--arch \"" + a.arch + "\": expected qwen2, qwen3 or llama");
   o.dtype = dtype;
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;
@@ -177,7 +179,9 @@ void register_export(CLI::App& app) {
   e->add_flag("--hf", a->hf, "Hugging Face layout: config.json, safetensors, tokenizer files")->required();
   e->add_option("model", a->model, "Checkpoint directory, or a training run directory (its latest checkpoint)")->required();
   e->add_option("--out", a->out, "Output folder (new or empty)")->required();
-  e->add_option("--arch", a->arch, "qwen2 (Qwen2ForCausalLM) | llama (LlamaForCausalLM)")->capture_default_str();
+  e->add_option("--arch", a->arch,
+                 "qwen2 (Qwen2ForCausalLM) | qwen3 (Qwen3ForCausalLM: a model with qk_norm) | llama (LlamaForCausalLM) "
+                 "(default: qwen3 for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
   auto* tokenizer = e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");

@@ -73,7 +73,8 @@ void run_info(const std::string& dir, bool check) {
   const hf::HfConfig c = hf::HfConfig::load_dir(dir);
   const hf::WeightFiles files = hf::find_weight_files(dir);
   std::cout << "folder        " << dir << "\n"
-            << "architecture  " << c.architecture << (c.qkv_bias ? " (q/k/v biases)" : "") << "\n"
+            << "architecture  " << c.architecture << (c.qkv_bias ? " (q/k/v biases)" : "")
+            << (c.qk_norm ? " (q/k norms)" : "") << "\n"
             << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
             << c.intermediate_size << "\n"
@@ -127,16 +128,6 @@ void run_info(const std::string& dir, bool check) {
   }
 }
 
-// The cached decoder (hf generate, hf bench) packs attention as d_model = heads x
-// head_dim; hf info and hf ppl run any head_dim. Refused before the weights load.
-void require_cached_decoding(const hf::HfConfig& c, const std::string& config_source, const std::string& command) {
-  if (c.head_dim <= 0 || c.head_dim * c.num_attention_heads == c.hidden_size) return;
-  throw InputError(config_source + ": field 'head_dim' " + std::to_string(c.head_dim) + ": " + command +
-                   " (cached decoding) needs head_dim = hidden_size / num_attention_heads = " +
-                   std::to_string(c.hidden_size / c.num_attention_heads) +
-                   "; lol hf info and lol hf ppl run this model");
-}
-
 // ---------------------------------------------------------------- generate
 struct GenArgs {
   std::string dir, prompt, tokens, system, dtype = "float32";
@@ -160,7 +151,6 @@ void run_generate(const GenArgs& a) {
   if (a.threads > 0) init_runtime(a.threads);
   hf::HfConfig cfg;
   auto t_load = std::chrono::steady_clock::now();
-  require_cached_decoding(hf::HfConfig::load_dir(a.dir), (fs::path(a.dir) / "config.json").string(), "lol hf generate");
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   auto tok = folder_tokenizer(a.dir, a.prompt.empty() ? "" : "for text prompts; use --tokens for ids");
@@ -368,13 +358,11 @@ void run_hf_bench(const HfBenchArgs& a) {
   const bool random = !fs::is_directory(a.model);
   if (random) {
     cfg = hf::HfConfig::from_json(io::read_json_file(a.model), a.model);
-    require_cached_decoding(cfg, a.model, "lol hf bench");
     util::require_fits_in_memory(a.model, "the model's float32 weights", 4.0 * double(hf::parameter_count(cfg)));
     model = baselines::DenseModel(hf::to_dense_config(cfg));
     model->to(dtype);
     model->eval();
   } else {
-    require_cached_decoding(hf::HfConfig::load_dir(a.model), (fs::path(a.model) / "config.json").string(), "lol hf bench");
     model = hf::load_hf_model(a.model, dtype, c10::Device(c10::kCPU), &cfg);
   }
   inference::DecodeBenchOptions o;

@@ -42,7 +42,7 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
   c->add_option("--out", a->out, "output folder")->required();
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
-  c->add_option("--arch", a->arch, "qwen2 | llama (default: the base folder's architecture, else qwen2)");
+  c->add_option("--arch", a->arch, "qwen2 | qwen3 | llama (default: the base folder's architecture, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
@@ -57,11 +57,13 @@ void register_merge_cmd(CLI::App* lr) {
       if (fs::exists(fs::path(base) / "config.json")) {
         const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
         if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({hf::kLlamaArch})) arch = "llama";
+        if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({hf::kQwen3Arch})) arch = "qwen3";
       }
     }
-    if (arch != "llama" && arch != "qwen2") throw InputError("--arch '" + arch + "': expected qwen2 or llama");
+    if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+      throw InputError("--arch '" + arch + "': expected qwen2, qwen3 or llama");
     hf::ExportOptions eo;
-    eo.architecture = arch == "llama" ? hf::kLlamaArch : hf::kQwen2Arch;
+    eo.architecture = arch == "llama" ? hf::kLlamaArch : arch == "qwen3" ? hf::kQwen3Arch : hf::kQwen2Arch;
     eo.dtype = hf::parse_dtype_name(a->dtype);
     eo.overwrite = a->overwrite;
     eo.read_from = {a->adapter};

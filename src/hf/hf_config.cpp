@@ -51,14 +51,14 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   HfConfig c;
   std::vector<std::string> archs;
   f.get("architectures", archs);
+  const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\" or \"" + kLlamaArch + "\"";
   if (archs.size() != 1)
-    throw InputError(where + ": " + field("architectures") + ": expected exactly one of [\"" + kQwen2Arch +
-                     "\", \"" + kLlamaArch + "\"], got " + std::to_string(archs.size()) + " entries");
-  if (archs[0] != kQwen2Arch && archs[0] != kLlamaArch)
-    throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected \"" + kQwen2Arch +
-                     "\" or \"" + kLlamaArch + "\"");
+    throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
+                     std::to_string(archs.size()) + " entries");
+  if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch)
+    throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
-  const std::string want_type = c.is_qwen2() ? "qwen2" : "llama";
+  const std::string want_type = c.model_type();
   std::string model_type = want_type;
   f.get("model_type", model_type);
   if (model_type != want_type)
@@ -85,18 +85,23 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                             {"max_position_embeddings", c.max_position_embeddings, int64_t(1) << 24}})
     util::check_range(where, key, v, 1, hi);
   // As transformers: null means the query heads; a missing key is LlamaConfig's default
-  // (None: the query heads) or Qwen2Config's (32).
+  // (None: the query heads) or Qwen2Config's / Qwen3Config's (32).
   const bool kv_missing = !f.has("num_key_value_heads");
-  c.num_key_value_heads = kv_missing && c.is_qwen2() ? 32 : c.num_attention_heads;
+  const bool qwen = c.is_qwen2() || c.is_qwen3();
+  c.num_key_value_heads = kv_missing && qwen ? 32 : c.num_attention_heads;
   if (!kv_missing && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
   require_positive(where, "num_key_value_heads", c.num_key_value_heads);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw InputError(where + ": " + field("num_key_value_heads") +
-                     (kv_missing ? " is missing, and Qwen2Config's default is 32"
+                     (kv_missing ? " is missing, and " + std::string(c.is_qwen3() ? "Qwen3Config" : "Qwen2Config") +
+                                       "'s default is 32"
                                  : " = " + std::to_string(c.num_key_value_heads)) +
                      ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
   c.head_dim = c.hidden_size / c.num_attention_heads;
-  if (f.has("head_dim") && !j["head_dim"].is_null()) {
+  if (c.is_qwen3() && !f.has("head_dim")) {
+    // Qwen3Config's default; a null head_dim is hidden_size / heads, as Qwen3Attention reads it.
+    c.head_dim = 128;
+  } else if (f.has("head_dim") && !j["head_dim"].is_null()) {
     f.get("head_dim", c.head_dim);
   } else if (c.hidden_size % c.num_attention_heads != 0) {
     throw InputError(where + ": " + field("hidden_size") + " = " + std::to_string(c.hidden_size) +
@@ -189,11 +194,18 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
         unsupported(where, "layer_types[" + std::to_string(i) + "]", j["layer_types"][i].dump(),
                     "only full-attention layers");
   }
-  if (c.is_qwen2()) {
-    c.qkv_bias = true;  // Qwen2Attention: q/k/v always have biases, o_proj none
+  if (qwen) {
+    c.qkv_bias = c.is_qwen2();  // Qwen2Attention: q/k/v always have biases, o_proj none
+    c.qk_norm = c.is_qwen3();   // Qwen3Attention: q_norm / k_norm, biases only with attention_bias
+    if (c.is_qwen3()) {
+      bool attention_bias = false;
+      f.get("attention_bias", attention_bias);
+      if (attention_bias)
+        unsupported(where, "attention_bias", "true", "Qwen3 attention biases include an o_proj bias");
+    }
     bool sliding = false;
     f.get("use_sliding_window", sliding);
-    // transformers' Qwen2Config: with use_sliding_window, layers with index >=
+    // transformers' Qwen2Config / Qwen3Config: with use_sliding_window, layers with index >=
     // max_window_layers (default 28) attend within sliding_window (default 4096; null =
     // no sliding) tokens. A window of max_position_embeddings or more never binds.
     if (sliding && !(f.has("sliding_window") && j["sliding_window"].is_null())) {
@@ -238,14 +250,15 @@ HfConfig HfConfig::load_dir(const std::string& dir) {
 nlohmann::ordered_json HfConfig::to_json() const {
   nlohmann::ordered_json j;
   j["architectures"] = {architecture};
-  j["model_type"] = is_qwen2() ? "qwen2" : "llama";
+  j["model_type"] = model_type();
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
   j["num_hidden_layers"] = num_hidden_layers;
   j["num_attention_heads"] = num_attention_heads;
   j["num_key_value_heads"] = num_key_value_heads;
-  if (head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0) j["head_dim"] = head_dim;
+  if (is_qwen3() || head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0)
+    j["head_dim"] = head_dim;
   j["max_position_embeddings"] = max_position_embeddings;
   j["rope_theta"] = rope_theta;
   if (rope_scaling.is_default())
@@ -258,11 +271,13 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
-  if (is_qwen2()) {
+  if (is_qwen2() || is_qwen3()) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = max_position_embeddings;
     j["max_window_layers"] = num_hidden_layers;
-  } else {
+  }
+  if (is_qwen3()) j["attention_bias"] = false;
+  if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }

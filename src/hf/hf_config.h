@@ -1,11 +1,13 @@
 // Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
-// Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4) and
-// LlamaForCausalLM. LibTorch-free.
+// Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4),
+// Qwen3ForCausalLM and LlamaForCausalLM. LibTorch-free.
 //
-// Both architectures compute the same function on the weights this project's
+// The three architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
-// attention, SwiGLU MLP); they differ in defaults and in the q/k/v biases: Qwen2
-// always has them, Llama has them (and an o_proj bias) only with attention_bias.
+// attention, SwiGLU MLP); they differ in defaults, in the q/k/v biases (Qwen2
+// always has them, Llama and Qwen3 have them, with an o_proj bias, only with
+// attention_bias) and in Qwen3's q_norm / k_norm (an RMSNorm over head_dim of every
+// query and key head before RoPE).
 //
 // Features that would change the computed function and that the dense model does
 // not implement are refused with an InputError naming config.json and the field,
@@ -28,27 +30,32 @@ namespace lol::hf {
 /// Architectures this loader reads (config.json "architectures"[0]).
 inline constexpr const char* kQwen2Arch = "Qwen2ForCausalLM";
 inline constexpr const char* kLlamaArch = "LlamaForCausalLM";
+inline constexpr const char* kQwen3Arch = "Qwen3ForCausalLM";
 
 struct HfConfig {
-  std::string architecture = kQwen2Arch;  ///< kQwen2Arch or kLlamaArch
+  std::string architecture = kQwen2Arch;  ///< kQwen2Arch, kQwen3Arch or kLlamaArch
   int64_t vocab_size = 0;                 ///< V: rows of embed_tokens / lm_head
   int64_t hidden_size = 0;                ///< d_model
   int64_t intermediate_size = 0;          ///< F: SwiGLU hidden width
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;        ///< H
   int64_t num_key_value_heads = 0;        ///< Hkv (H % Hkv == 0)
-  int64_t head_dim = 0;                   ///< hd; hidden_size / H unless config.json says otherwise
+  int64_t head_dim = 0;                   ///< hd; hidden_size / H unless config.json says otherwise (Qwen3: 128 when absent)
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
   nn::RopeScaling rope_scaling;           ///< "rope_scaling" / "rope_parameters" (default: none)
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
   bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)
+  bool qk_norm = false;                   ///< q_norm / k_norm weights [head_dim] per layer (always for Qwen3)
   std::string torch_dtype;                ///< stored dtype: "float32" | "bfloat16" | "float16" | "" (absent)
   std::vector<int64_t> bos_token_id;      ///< empty: none
   std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
 
   bool is_qwen2() const { return architecture == kQwen2Arch; }
+  bool is_qwen3() const { return architecture == kQwen3Arch; }
+  /// config.json "model_type" of the architecture: "qwen2", "qwen3" or "llama".
+  std::string model_type() const { return is_qwen2() ? "qwen2" : is_qwen3() ? "qwen3" : "llama"; }
 
   /// Parses a config.json document; `where` names the file in errors. Throws
   /// InputError for an unsupported architecture or feature (see the file comment),
@@ -59,8 +66,9 @@ struct HfConfig {
   static HfConfig load_dir(const std::string& dir);
 
   /// The config.json document of this model, in the layout transformers writes for
-  /// the architecture (Qwen2: use_sliding_window false, sliding_window and
-  /// max_window_layers set so that no layer slides; Llama: attention_bias).
+  /// the architecture (Qwen2 / Qwen3: use_sliding_window false, sliding_window and
+  /// max_window_layers set so that no layer slides; Llama / Qwen3: attention_bias;
+  /// head_dim whenever it is not hidden_size / heads, and always for Qwen3).
   nlohmann::ordered_json to_json() const;
 };
 

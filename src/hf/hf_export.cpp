@@ -45,6 +45,10 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
       }
     }
     put(p + "self_attn.o_proj.weight");
+    if (h.qk_norm) {
+      put(p + "self_attn.q_norm.weight");
+      put(p + "self_attn.k_norm.weight");
+    }
     put(p + "post_attention_layernorm.weight");
     for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");
   }

@@ -31,6 +31,7 @@ std::string shape_str(c10::IntArrayRef s) {
 std::string shape_source(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
+  if (has("q_norm") || has("k_norm")) return "head_dim";
   if (has("q_proj")) return "num_attention_heads, head_dim, hidden_size";
   if (has("k_proj") || has("v_proj")) return "num_key_value_heads, head_dim, hidden_size";
   if (has("o_proj")) return "hidden_size, num_attention_heads, head_dim";
@@ -58,6 +59,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.ffn_hidden = h.intermediate_size;
   c.max_seq_len = h.max_position_embeddings;
   c.qkv_bias = h.qkv_bias;
+  c.qk_norm = h.qk_norm;
   c.tie_word_embeddings = h.tie_word_embeddings;
   c.rope_theta = h.rope_theta;
   c.rope_scaling = h.rope_scaling;
@@ -70,14 +72,21 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
-  if (architecture != kQwen2Arch && architecture != kLlamaArch)
-    throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\" or \"" + kLlamaArch + "\"");
+  if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch)
+    throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
+                     "\" or \"" + kLlamaArch + "\"");
   if (c.attention != "full")
     throw InputError("dense model: attention \"" + c.attention + "\" (window " + std::to_string(c.window) +
                      "): Hugging Face " + architecture + " models use full causal attention; only \"full\" exports");
-  if (architecture == kLlamaArch && c.qkv_bias)
-    throw InputError("dense model: qkv_bias = true: LlamaForCausalLM has no q/k/v-only biases (export as " +
+  if (architecture != kQwen2Arch && c.qkv_bias)
+    throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
                      std::string(kQwen2Arch) + ")");
+  if (architecture == kQwen3Arch && !c.qk_norm)
+    throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
+                     " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");
+  if (architecture != kQwen3Arch && c.qk_norm)
+    throw InputError("dense model: qk_norm = true: " + architecture + " has no q_norm / k_norm (export as " +
+                     std::string(kQwen3Arch) + ")");
   HfConfig h;
   h.architecture = architecture;
   h.vocab_size = c.vocab_size;
@@ -93,6 +102,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.rms_norm_eps = c.norm_eps;
   h.tie_word_embeddings = c.tie_word_embeddings;
   h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)
+  h.qk_norm = c.qk_norm;
   h.torch_dtype = torch_dtype;
   return h;
 }

@@ -148,9 +148,21 @@ int64_t padded_block_delta_calls() { return padded_calls.load(std::memory_order_
 torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiLM* film, const torch::Tensor& x,
                           KVCache& cache, const AttnPlan& plan, const std::pair<torch::Tensor, torch::Tensor>& rope,
                           const LoLConfig& cfg, const PackedLibrary* stacked) {
-  const int64_t n = x.size(0), H = cfg.n_heads, Hkv = cfg.n_kv_heads, hd = cfg.head_dim();
+  // The head size from the fused weights: d / H for LoL, a dense model's own head_dim.
+  const int64_t H = cfg.n_heads, Hkv = cfg.n_kv_heads, hd = groups.at(0).block->w_qkv.size(0) / (H + 2 * Hkv);
+  const int64_t n = x.size(0);
   const double eps = cfg.norm_eps;
   const bool single = groups.size() == 1 && groups[0].rows.empty();
+  // q/k/v of block b's rows: the fused projection, then Qwen3's per-head q/k RMSNorm.
+  auto project = [&](const PackedBlock& b, const torch::Tensor& rows_x) {
+    auto qkv = dense(attn_norm(b, film, rows_x, eps), b.w_qkv, b.b_qkv);
+    if (!b.q_norm.defined()) return qkv;
+    auto heads = qkv.view({rows_x.size(0), H + 2 * Hkv, hd});
+    return torch::cat({nn::rms_norm_composed(heads.narrow(1, 0, H), b.q_norm, eps),
+                       nn::rms_norm_composed(heads.narrow(1, H, Hkv), b.k_norm, eps), heads.narrow(1, H + Hkv, Hkv)},
+                      1)
+        .view({rows_x.size(0), (H + 2 * Hkv) * hd});
+  };
   auto attend = [&](const torch::Tensor& qkv) {
     auto heads = qkv.view({n, H + 2 * Hkv, hd});
     auto qk = nn::rotate_with_factors(heads.narrow(1, 0, H + Hkv), rope.first, rope.second);
@@ -158,10 +170,11 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   };
   if (single) {
     const auto& b = *groups[0].block;
-    return finish(b, film, x, attend(dense(attn_norm(b, film, x, eps), b.w_qkv, b.b_qkv)), eps);
+    return finish(b, film, x, attend(project(b, x)), eps);
   }
   const Padding p = plan_padding(groups, stacked, x);
   if (p.G > 0) {
+    TORCH_CHECK(!groups[0].block->q_norm.defined(), "block_delta: stacked library experts have no q/k norm");
     padded_calls.fetch_add(1, std::memory_order_relaxed);
     // The used experts' stacked weights (all of them, in order: the tensors themselves).
     auto pick = [&](const torch::Tensor& t) { return !t.defined() || p.all ? t : t.index_select(0, p.experts); };
@@ -187,7 +200,7 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   auto qkv = torch::empty({n, (H + 2 * Hkv) * hd}, x.options());
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& b = *groups[g].block;
-    qkv.index_copy_(0, idx[g], dense(attn_norm(b, film, xs[g], eps), b.w_qkv, b.b_qkv));
+    qkv.index_copy_(0, idx[g], project(b, xs[g]));
   }
   auto o = attend(qkv);
   auto delta = torch::empty_like(x);

@@ -18,7 +18,7 @@ class Kernels final : public CpuDecoder {
   void block(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& xt, torch::Tensor& yt,
              const DecodeToken* toks, const double* alpha, KVCache& cache) override {
     const auto& c = w_.cfg;
-    const int64_t n = xt.size(0), d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim();
+    const int64_t n = xt.size(0), d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = w_.head_dim();
     const int64_t G = H / Hkv, F = b.w_down.size(1), QKV = (H + 2 * Hkv) * hd, cap = cache.capacity();
     const T* x = xt.data_ptr<T>();
     T* y = yt.data_ptr<T>();
@@ -45,6 +45,10 @@ class Kernels final : public CpuDecoder {
       const T* v = k + Hkv * hd;
       const T* cos = table + tk.pos * 2 * hd;
       const T* sin = cos + hd + hd / 2;
+      if (b.q_norm.defined()) {  // Qwen3: each head's RMSNorm before RoPE
+        head_norm(q, H, b.q_norm.data_ptr<T>());
+        head_norm(k, Hkv, b.k_norm.data_ptr<T>());
+      }
       rope(q, H, cos, sin);
       rope(k, Hkv, cos, sin);
       const int64_t nk = tk.base + (tk.visible ? 1 : 0);
@@ -114,9 +118,21 @@ class Kernels final : public CpuDecoder {
       out[i] = gamma ? gamma[i] * v + beta[i] : v;
     }
   }
+  /// w * RMSNorm(x) in place on each of the `heads` heads of x [heads, hd] (Qwen3's
+  /// q_norm / k_norm, w [hd]); the sum of squares in double, as norm().
+  void head_norm(T* x, int64_t heads, const T* w) const {
+    const int64_t hd = w_.head_dim();
+    for (int64_t h = 0; h < heads; ++h) {
+      T* a = x + h * hd;
+      double ss = 0;
+      for (int64_t i = 0; i < hd; ++i) ss += double(a[i]) * double(a[i]);
+      const T rn = T(1.0 / std::sqrt(ss / double(hd) + w_.cfg.norm_eps));
+      for (int64_t i = 0; i < hd; ++i) a[i] = w[i] * (a[i] * rn);
+    }
+  }
   /// Rotate-half RoPE in place on `heads` heads of x [heads, hd].
   void rope(T* x, int64_t heads, const T* cos, const T* sin) const {
-    const int64_t hd = w_.cfg.head_dim(), half = hd / 2;
+    const int64_t hd = w_.head_dim(), half = hd / 2;
     for (int64_t h = 0; h < heads; ++h) {
       T* a = x + h * hd;
       for (int64_t i = 0; i < half; ++i) {

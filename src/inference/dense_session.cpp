@@ -17,10 +17,8 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   if (c.attention != "full")
     throw InputError("dense model: attention \"" + c.attention +
                      "\": cached decoding implements full causal attention only");
-  if (c.effective_head_dim() * c.n_heads != c.d_model)
-    throw InputError("dense model: head_dim " + std::to_string(c.effective_head_dim()) +
-                     ": cached decoding needs head_dim = d_model / n_heads = " + std::to_string(c.d_model / c.n_heads));
   PackedModel p;
+  p.attn_head_dim = c.effective_head_dim();
   LoLConfig& k = p.cfg;  // the fields the decoder reads; the rest describes "no routed core"
   k.vocab_size = c.vocab_size;
   k.d_model = c.d_model;
@@ -54,7 +52,7 @@ DenseDecodeSession::DenseDecodeSession(baselines::DenseModel model, const DenseS
   w_ = pack_dense_model(*model, max_len_);
   const auto& c = w_.cfg;
   const int64_t cap = std::min<int64_t>(max_len_, 64);
-  for (int64_t i = 0; i < c.n_prelude; ++i) cache_.emplace_back(opt.batch_size, c.n_kv_heads, c.head_dim(), cap, w_.options());
+  for (int64_t i = 0; i < c.n_prelude; ++i) cache_.emplace_back(opt.batch_size, c.n_kv_heads, w_.head_dim(), cap, w_.options());
   len_.assign(opt.batch_size, 0);
   if (opt.cpu_kernels) cpu_ = CpuDecoder::create(w_);
 }

@@ -26,9 +26,9 @@ namespace lol::inference {
 
 /// Snapshot of a dense model's weights in the decoder's layout: cfg.n_prelude =
 /// layers, no routed core, no coda; q/k/v and gate/up fused per layer; RoPE tables
-/// for `positions` positions. Same device and dtype as the model's embedding. Throws
-/// InputError when the model uses sliding/strided attention or a head_dim other than
-/// d_model / n_heads (the fused kernels assume it).
+/// for `positions` positions. Same device and dtype as the model's embedding; any
+/// head_dim (PackedModel::attn_head_dim) and Qwen3's q_norm / k_norm. Throws
+/// InputError when the model uses sliding/strided attention.
 PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions);
 
 struct DenseSessionOptions {

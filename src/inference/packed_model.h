@@ -31,6 +31,7 @@ struct PackedBlock {
   torch::Tensor w_qkv;       ///< [(H + 2 Hkv) hd, d]: rows q | k | v
   torch::Tensor b_qkv;       ///< [(H + 2 Hkv) hd] or undefined (bias-free attention)
   torch::Tensor w_o;         ///< [d, H hd]
+  torch::Tensor q_norm, k_norm;  ///< [hd] per-head RMSNorm weights before RoPE (Qwen3), or undefined
   torch::Tensor w_gate_up;   ///< [2 F, d]: rows gate | up (undefined with an MoE FFN)
   torch::Tensor w_down;      ///< [d, F] (undefined with an MoE FFN)
   // MoE FFN (nn/sparse_moe.h; LoL's MoE prelude/coda, paper 4.3.2); moe_gate undefined = dense.
@@ -79,6 +80,7 @@ struct PackedModel {
   torch::Tensor balance_bias;        ///< [L]
   torch::Tensor rope_table;          ///< [positions, 2, hd] in the model dtype (nn::rope_rotation_table)
   nn::RopeScaling rope_scaling;      ///< frequency scaling of a loaded Hugging Face model (LoL: none)
+  int64_t attn_head_dim = 0;         ///< hd of a dense model whose head_dim is not d / H (0: cfg.head_dim())
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }
@@ -90,7 +92,8 @@ struct PackedModel {
   /// InputError beyond rope_scaling's position limit.
   void ensure_rope(int64_t positions);
 
-  int64_t head_dim() const { return cfg.head_dim(); }
+  /// Attention head size hd: d_model / n_heads for LoL, a dense model's own head_dim.
+  int64_t head_dim() const { return attn_head_dim > 0 ? attn_head_dim : cfg.head_dim(); }
   torch::TensorOptions options() const { return embed.options(); }
 };
 

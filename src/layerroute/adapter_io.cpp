@@ -37,7 +37,7 @@ void require_dense_base(const std::string& dir) {
   else if (!j.contains("architectures") && !j.contains("model_type")) arch = "lol";  // lol's loaders' default
   if (arch.empty() || arch == "dense") return;
   const std::string name = arch == "lol" ? "LoL" : arch == "moe" ? "MoE" : arch;
-  throw InputError("LayerRoute needs a Qwen2/Llama-architecture dense model (a Hugging Face Qwen2/Llama folder or a "
+  throw InputError("LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model (a Hugging Face Qwen2/Qwen3/Llama folder or a "
                    "dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name + " checkpoint (" +
                    cfg_path + ": architecture \"" + arch + "\")");
 }

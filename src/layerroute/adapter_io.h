@@ -35,7 +35,7 @@ baselines::DenseModel load_base_model(const std::string& dir);
 /// Throws InputError when `dir`'s config.json is a project checkpoint of another
 /// architecture than "dense" (LoL, MoE, looped, ...; a config.json without
 /// "architecture", "architectures" or "model_type" is a LoL checkpoint, as lol's
-/// loaders read it): "LayerRoute needs a Qwen2/Llama-architecture dense model; DIR is
+/// loaders read it): "LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model; DIR is
 /// a LoL checkpoint". A Hugging Face folder or dense checkpoint passes (their loaders
 /// check the rest); so does a directory without config.json (the loader names it).
 /// InputError for a config.json that does not parse.

@@ -17,8 +17,14 @@ void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const to
   auto& at = *blk.self_attn;
   const auto& s = at.shape;
   const int64_t N = h.size(0);
-  q = rope.apply(proj(at.q_proj, layer, "q_proj", lora, h).view({N, s.n_heads, s.head_dim}), pos);
-  k = rope.apply(proj(at.k_proj, layer, "k_proj", lora, h).view({N, s.n_kv_heads, s.head_dim}), pos);
+  q = proj(at.q_proj, layer, "q_proj", lora, h).view({N, s.n_heads, s.head_dim});
+  k = proj(at.k_proj, layer, "k_proj", lora, h).view({N, s.n_kv_heads, s.head_dim});
+  if (s.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE (frozen, never a LoRA target)
+    q = at.q_norm(q);
+    k = at.k_norm(k);
+  }
+  q = rope.apply(q, pos);
+  k = rope.apply(k, pos);
   v = proj(at.v_proj, layer, "v_proj", lora, h).view({N, s.n_kv_heads, s.head_dim});
 }
 

@@ -578,6 +578,10 @@ AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
   k_proj = register_module("k_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_kv_heads * s.head_dim).bias(s.qkv_bias)));
   v_proj = register_module("v_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_kv_heads * s.head_dim).bias(s.qkv_bias)));
   o_proj = register_module("o_proj", torch::nn::Linear(LinearOptions(s.n_heads * s.head_dim, s.d_model).bias(false)));
+  if (s.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(s.head_dim, s.norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(s.head_dim, s.norm_eps));
+  }
 }
 
 namespace {
@@ -600,8 +604,21 @@ void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vect
   auto project = [&](torch::nn::Linear AttentionImpl::*member, int64_t heads) {
     return grouped_linear(x, layers_of(experts, member), sizes, stacks).view({N, heads, s.head_dim});
   };
-  q = rope.apply(project(&AttentionImpl::q_proj, s.n_heads), pos, pos_bound);
-  k = rope.apply(project(&AttentionImpl::k_proj, s.n_kv_heads), pos, pos_bound);
+  // Qwen3: each head's RMSNorm (weights [hd] of the row's expert), before RoPE.
+  auto head_norm = [&](torch::Tensor t, RMSNorm AttentionImpl::*member) {
+    if (!s.qk_norm) return t;
+    if (experts.size() == 1) return (experts[0]->*member)(t);
+    const int64_t heads = t.size(1);
+    std::vector<torch::Tensor> w;
+    std::vector<int64_t> rows;
+    for (size_t g = 0; g < experts.size(); ++g) {
+      w.push_back((experts[g]->*member)->weight);
+      rows.push_back(sizes.at(g) * heads);
+    }
+    return rms_norm(t.reshape({N * heads, s.head_dim}), w, rows, {}, {}, s.norm_eps).view({N, heads, s.head_dim});
+  };
+  q = rope.apply(head_norm(project(&AttentionImpl::q_proj, s.n_heads), &AttentionImpl::q_norm), pos, pos_bound);
+  k = rope.apply(head_norm(project(&AttentionImpl::k_proj, s.n_kv_heads), &AttentionImpl::k_norm), pos, pos_bound);
   v = project(&AttentionImpl::v_proj, s.n_kv_heads);
 }
 

@@ -1,5 +1,6 @@
-// Grouped-query self-attention without biases (optional q/k/v biases for Qwen2),
-// operating on flat token arrays cut into causal segments (nn/segments.h).
+// Grouped-query self-attention without biases (optional q/k/v biases for Qwen2,
+// optional per-head RMSNorm of q and k before RoPE for Qwen3), operating on flat token
+// arrays cut into causal segments (nn/segments.h).
 //
 // Masking rules (paper 3.2): a query at slot i of a segment sees keys at slots
 // j <= i of the same segment whose `key_visible` flag is set (router-only tokens
@@ -11,6 +12,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "nn/rmsnorm.h"
 #include "nn/rope.h"
 #include "nn/segments.h"
 
@@ -21,6 +23,10 @@ namespace lol::nn {
 struct AttentionShape {
   int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
   bool qkv_bias = false;
+  /// Qwen3's q_norm / k_norm: an RMSNorm over head_dim (weights [head_dim], epsilon
+  /// norm_eps) applied to every query and key head after the projection, before RoPE.
+  bool qk_norm = false;
+  double norm_eps = 1e-6;
 };
 
 /// Core masked softmax attention on padded segments.
@@ -49,12 +55,14 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pos, const SegmentLayout& layout,
                         const torch::Tensor& key_visible, RoPE& rope);
 
-  /// q/k/v projections with RoPE applied: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd].
+  /// q/k/v projections (then q_norm / k_norm when shape.qk_norm) with RoPE applied:
+  /// x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd].
   void project(const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
                torch::Tensor& v);
 
   AttentionShape shape;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  ///< [head_dim] each, only when shape.qk_norm
 };
 TORCH_MODULE(Attention);
 
@@ -71,7 +79,7 @@ torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, cons
                                 const torch::Tensor& key_visible, RoPE& rope, int64_t pos_bound = 0,
                                 WeightStacks* stacks = nullptr);
 
-/// The grouped q/k/v projections with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd],
+/// The grouped q/k/v projections (and q_norm / k_norm) with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd],
 /// rows cut into blocks of sizes[g] as in grouped_attention. Throws lol::InputError when
 /// the sizes do not match the rows (nn::grouped_linear). pos_bound: see RoPE::apply.
 void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,

@@ -42,9 +42,11 @@ inline int64_t ffn_idle_weights(const BlockShape& s) { return ffn_weights(s) - f
 /// (forward matmul FLOPs per token = 2 x this, attention scores excluded).
 inline int64_t block_active_matmul_weights(const BlockShape& s) { return attention_weights(s) + ffn_active_weights(s); }
 
-/// Every parameter of one nn::Block: attention (with biases), FFN, and the two RMSNorm gains (2 d).
+/// Every parameter of one nn::Block: attention (with biases, and Qwen3's q_norm / k_norm
+/// gains 2 hd with qk_norm), FFN, and the two RMSNorm gains (2 d).
 inline int64_t block_parameters(const BlockShape& s) {
-  return attention_weights(s) + attention_biases(s) + ffn_weights(s) + 2 * s.attn.d_model;
+  return attention_weights(s) + attention_biases(s) + (s.attn.qk_norm ? 2 * s.attn.head_dim : 0) + ffn_weights(s) +
+         2 * s.attn.d_model;
 }
 
 }  // namespace lol::nn

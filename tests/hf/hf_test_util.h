@@ -32,6 +32,7 @@ using ::lol_test::expect_input_error;
 struct TinyShape {
   std::string arch = "Qwen2ForCausalLM";
   int64_t vocab = 61, hidden = 32, ffn = 40, layers = 2, heads = 4, kv_heads = 2, max_pos = 128;
+  int64_t head_dim = 0;  ///< 0: hidden / heads (written to config.json when set, always for Qwen3)
   bool tied = true;
   double rope_theta = 10000.0, eps = 1e-6;
   nlohmann::json rope_scaling = nullptr;  ///< config.json "rope_scaling" as written
@@ -39,6 +40,8 @@ struct TinyShape {
   /// the test from transformers' formulas) and its cos/sin multiplier.
   std::vector<double> ref_inv_freq;
   double ref_attention_factor = 1.0;
+  int64_t hd() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  bool qwen3() const { return arch == "Qwen3ForCausalLM"; }
 };
 
 /// Byte-level tokenizer (259 ids) with the ChatML tokens, <|im_end|> as end of sequence
@@ -61,7 +64,7 @@ inline tokenizers::ByteTokenizer chatml_byte_tokenizer() {
 /// config.json text of `s` as transformers writes it for Qwen2 / Llama.
 inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& torch_dtype = "float32") {
   nlohmann::json j = {{"architectures", {s.arch}},
-                      {"model_type", s.arch == "Qwen2ForCausalLM" ? "qwen2" : "llama"},
+                      {"model_type", s.arch == "Qwen2ForCausalLM" ? "qwen2" : s.qwen3() ? "qwen3" : "llama"},
                       {"vocab_size", s.vocab},
                       {"hidden_size", s.hidden},
                       {"intermediate_size", s.ffn},
@@ -77,24 +80,24 @@ inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& to
                       {"bos_token_id", 1},
                       {"eos_token_id", 2},
                       {"rope_scaling", s.rope_scaling}};
-  if (s.arch == "Qwen2ForCausalLM") {
+  if (s.arch == "Qwen2ForCausalLM" || s.qwen3()) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = s.max_pos;
     j["max_window_layers"] = s.layers;
-  } else {
-    j["attention_bias"] = false;
   }
+  if (s.arch != "Qwen2ForCausalLM") j["attention_bias"] = false;
+  if (s.head_dim > 0 || s.qwen3()) j["head_dim"] = s.hd();
   return j;
 }
 
 /// Random weights of `s` under their Hugging Face names, float64, in the order
-/// transformers stores them. Qwen2 gets q/k/v biases. Norm weights near 1.
+/// transformers stores them. Qwen2 gets q/k/v biases, Qwen3 q_norm / k_norm. Norm weights near 1.
 inline NamedTensors tiny_weights(const TinyShape& s, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
     return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
   };
-  const int64_t hd = s.hidden / s.heads;
+  const int64_t hd = s.hd();
   NamedTensors w;
   w.emplace_back("model.embed_tokens.weight", rnd({s.vocab, s.hidden}, 0.5));
   for (int64_t i = 0; i < s.layers; ++i) {
@@ -109,6 +112,10 @@ inline NamedTensors tiny_weights(const TinyShape& s, uint64_t seed) {
       w.emplace_back(p + "self_attn.v_proj.bias", rnd({s.kv_heads * hd}, 0.2));
     }
     w.emplace_back(p + "self_attn.o_proj.weight", rnd({s.hidden, s.heads * hd}, 0.25));
+    if (s.qwen3()) {
+      w.emplace_back(p + "self_attn.q_norm.weight", rnd({hd}, 0.3, 1.0));
+      w.emplace_back(p + "self_attn.k_norm.weight", rnd({hd}, 0.3, 1.0));
+    }
     w.emplace_back(p + "post_attention_layernorm.weight", rnd({s.hidden}, 0.1, 1.0));
     w.emplace_back(p + "mlp.gate_proj.weight", rnd({s.ffn, s.hidden}, 0.25));
     w.emplace_back(p + "mlp.up_proj.weight", rnd({s.ffn, s.hidden}, 0.25));
@@ -157,11 +164,12 @@ inline void write_tiny_checkpoint(const std::string& dir, const TinyShape& s, ui
 /// directly from the published equations on the named tensors (float64): RMSNorm
 /// w * x / sqrt(mean(x^2) + eps), rotate-half RoPE with inv_freq = theta^(-2j/hd),
 /// causal grouped-query attention (kv head j serves query heads j G .. j G + G - 1),
-/// SwiGLU down(silu(gate x) * up x). tokens [seq] -> logits [seq, vocab].
+/// SwiGLU down(silu(gate x) * up x); Qwen3: each q and k head RMSNorm-ed with q_norm /
+/// k_norm before RoPE. tokens [seq] -> logits [seq, vocab].
 inline torch::Tensor reference_logits(const TinyShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w;
   for (const auto& [n, t] : named) w[n] = t.to(torch::kFloat64);
-  const int64_t T = int64_t(tokens.size()), hd = s.hidden / s.heads, G = s.heads / s.kv_heads;
+  const int64_t T = int64_t(tokens.size()), hd = s.hd(), G = s.heads / s.kv_heads;
   auto norm = [&](const torch::Tensor& x, const torch::Tensor& g) {
     return g * x / torch::sqrt(x.pow(2).mean(-1, true) + s.eps);
   };
@@ -189,8 +197,14 @@ inline torch::Tensor reference_logits(const TinyShape& s, const NamedTensors& na
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     auto h = norm(x, w.at(p + "input_layernorm.weight"));
-    auto q = rope(lin(h, p + "self_attn.q_proj").view({T, s.heads, hd}));
-    auto k = rope(lin(h, p + "self_attn.k_proj").view({T, s.kv_heads, hd}));
+    auto q = lin(h, p + "self_attn.q_proj").view({T, s.heads, hd});
+    auto k = lin(h, p + "self_attn.k_proj").view({T, s.kv_heads, hd});
+    if (s.qwen3()) {
+      q = norm(q, w.at(p + "self_attn.q_norm.weight"));
+      k = norm(k, w.at(p + "self_attn.k_norm.weight"));
+    }
+    q = rope(q);
+    k = rope(k);
     auto v = lin(h, p + "self_attn.v_proj").view({T, s.kv_heads, hd});
     k = k.repeat_interleave(G, 1);
     v = v.repeat_interleave(G, 1);

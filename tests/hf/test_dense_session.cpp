@@ -52,11 +52,19 @@ torch::Tensor full_logits(baselines::DenseModel& m, const std::vector<int64_t>& 
 }
 
 void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double tol) {
-  for (bool bias : {false, true}) {
+  // Llama (no bias), Qwen2 (q/k/v biases), and Qwen3: q_norm / k_norm with a head_dim
+  // (12) other than d_model / n_heads (8).
+  for (int arch : {0, 1, 2}) {
     for (bool tied : {true, false}) {
-      SCOPED_TRACE(std::string(c10::toString(dtype)) + (bias ? " bias" : "") + (tied ? " tied" : " untied") +
-                   (cpu_kernels ? " kernels" : " tensors"));
-      auto m = random_dense(tiny_dense(bias, tied), 7, dtype);
+      const bool bias = arch == 1, qwen3 = arch == 2;
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (bias ? " bias" : "") + (qwen3 ? " qk_norm head_dim 12" : "") +
+                   (tied ? " tied" : " untied") + (cpu_kernels ? " kernels" : " tensors"));
+      auto cfg = tiny_dense(bias, tied);
+      if (qwen3) {
+        cfg.qk_norm = true;
+        cfg.head_dim = 12;
+      }
+      auto m = random_dense(cfg, 7, dtype);
       inference::DenseSessionOptions so;
       so.batch_size = 3;
       so.cpu_kernels = cpu_kernels;

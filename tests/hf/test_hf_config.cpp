@@ -1,6 +1,7 @@
-// config.json parsing (Qwen2ForCausalLM, LlamaForCausalLM): real-model configs,
+// config.json parsing (Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM): real-model configs,
 // defaults, refusal of features the dense model does not implement, round trip.
 #include "hf/hf_config.h"
+#include "hf/hf_model.h"
 #include "hf_test_util.h"
 
 namespace lol::hf::test {
@@ -17,7 +18,62 @@ const char* kLlama = R"({
   "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
   "tie_word_embeddings": false, "torch_dtype": "float32", "vocab_size": 32000})";
 
+// Qwen3-0.6B's config.json (the fields of the Hugging Face Hub file, transformers 4.51):
+// head_dim 128 with hidden_size 1024 and 16 heads (not hidden / heads).
+const char* kQwen3 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+  "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
 HfConfig parse(const nlohmann::json& j) { return HfConfig::from_json(j, "dir/config.json"); }
+
+// Qwen3: q_norm / k_norm, no q/k/v biases, head_dim as given (Qwen3Config's default 128
+// when absent; null is hidden / heads), attention_bias refused (it adds an o_proj bias).
+TEST(HfConfig, Qwen3) {
+  auto j = nlohmann::json::parse(kQwen3);
+  const HfConfig c = parse(j);
+  EXPECT_TRUE(c.is_qwen3());
+  EXPECT_FALSE(c.is_qwen2());
+  EXPECT_EQ(c.model_type(), "qwen3");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  // Qwen3-0.6B: 596,049,920 parameters (0.44B without the tied embedding), transformers'
+  // num_parameters(): 28 x (q 1024x2048 + k, v 1024x1024 + o 2048x1024 + MLP 3x1024x3072
+  // + norms 2x1024 + q/k norms 2x128) + embedding 151936x1024 + final norm 1024.
+  EXPECT_EQ(parameter_count(c), 596049920);
+  j.erase("head_dim");
+  EXPECT_EQ(parse(j).head_dim, 128);  // Qwen3Config's default, not 1024 / 16
+  j["head_dim"] = nullptr;
+  EXPECT_EQ(parse(j).head_dim, 64);
+  j["head_dim"] = 128;
+  j.erase("num_key_value_heads");
+  j["num_attention_heads"] = 64;
+  EXPECT_EQ(parse(j).num_key_value_heads, 32);
+  j["num_attention_heads"] = 16;
+  expect_input_error([&] { parse(j); }, {"num_key_value_heads' is missing, and Qwen3Config's default is 32"});
+  j["num_attention_heads"] = 16;
+  j["num_key_value_heads"] = 8;
+  j["attention_bias"] = true;
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "attention_bias", "o_proj bias"});
+  j["attention_bias"] = false;
+  j["model_type"] = "qwen2";
+  expect_input_error([&] { parse(j); }, {"model_type", "\"qwen3\" for Qwen3ForCausalLM"});
+  j["model_type"] = "qwen3";
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 4096;
+  j["max_window_layers"] = 20;
+  expect_input_error([&] { parse(j); }, {"use_sliding_window", "layers 20..27"});
+  j["architectures"] = {"Qwen4ForCausalLM"};
+  expect_input_error([&] { parse(j); }, {"Qwen4ForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM"});
+}
 
 TEST(HfConfig, Qwen25Instruct) {
   const HfConfig c = parse(nlohmann::json::parse(kQwen25));
@@ -190,7 +246,7 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
 }
 
 TEST(HfConfig, ToJsonRoundTrip) {
-  for (const std::string& text : {kQwen25, std::string(kLlama)}) {
+  for (const std::string& text : {kQwen25, std::string(kLlama), std::string(kQwen3)}) {
     const HfConfig a = parse(nlohmann::json::parse(text));
     const auto j = a.to_json();
     EXPECT_EQ(j["rope_scaling"], nullptr);
@@ -208,6 +264,7 @@ TEST(HfConfig, ToJsonRoundTrip) {
     EXPECT_EQ(b.rms_norm_eps, a.rms_norm_eps);
     EXPECT_EQ(b.tie_word_embeddings, a.tie_word_embeddings);
     EXPECT_EQ(b.qkv_bias, a.qkv_bias);
+    EXPECT_EQ(b.qk_norm, a.qk_norm);
     EXPECT_EQ(b.torch_dtype, a.torch_dtype);
     EXPECT_EQ(b.bos_token_id, a.bos_token_id);
     EXPECT_EQ(b.eos_token_id, a.eos_token_id);

@@ -1,5 +1,5 @@
 // Export of dense models as Hugging Face folders: reload through load_hf_model gives
-// identical logits (F32, single and sharded, tied/untied, Qwen2 and Llama), BF16
+// identical logits (F32, single and sharded, tied/untied, Qwen2, Qwen3 and Llama), BF16
 // export equals the BF16-rounded model, tokenizer files and ids, refusals.
 #include <filesystem>
 
@@ -13,8 +13,10 @@
 namespace lol::hf::test {
 namespace {
 
-baselines::DenseModel small_dense(bool tied, bool bias, uint64_t seed) {
+baselines::DenseModel small_dense(bool tied, bool bias, uint64_t seed, bool qk_norm = false) {
   baselines::DenseConfig c;
+  c.qk_norm = qk_norm;
+  if (qk_norm) c.head_dim = 12;  // Qwen3 models' head_dim is often not d_model / heads
   c.vocab_size = 300;
   c.d_model = 32;
   c.n_layers = 2;
@@ -49,10 +51,12 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
     int64_t shard_bytes;
   };
   for (const Case& c : {Case{true, false, kQwen2Arch, 0}, Case{false, true, kQwen2Arch, 20000},
-                        Case{false, false, kLlamaArch, 0}, Case{true, false, kLlamaArch, 30000}}) {
+                        Case{false, false, kLlamaArch, 0}, Case{true, false, kLlamaArch, 30000},
+                        Case{true, false, kQwen3Arch, 0}, Case{false, false, kQwen3Arch, 20000}}) {
     SCOPED_TRACE(std::string(c.arch) + (c.tied ? " tied" : " untied") + (c.bias ? " bias" : "") + " shard " +
                  std::to_string(c.shard_bytes));
-    auto m = small_dense(c.tied, c.bias, 3);
+    const bool qwen3 = std::string(c.arch) == kQwen3Arch;
+    auto m = small_dense(c.tied, c.bias, 3, qwen3);
     TempDir d("export");
     ExportOptions o;
     o.architecture = c.arch;
@@ -76,6 +80,12 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
     EXPECT_EQ(cfg["architectures"][0], c.arch);
     EXPECT_EQ(cfg["torch_dtype"], "float32");
     EXPECT_EQ(back->named_parameters().contains("model.layers.0.self_attn.q_proj.bias"), std::string(c.arch) == kQwen2Arch);
+    EXPECT_EQ(back->named_parameters().contains("model.layers.1.self_attn.k_norm.weight"), qwen3);
+    EXPECT_EQ(cfg["model_type"], qwen3 ? "qwen3" : std::string(c.arch) == kQwen2Arch ? "qwen2" : "llama");
+    if (qwen3) {
+      EXPECT_EQ(cfg["head_dim"], 12);
+      EXPECT_EQ(cfg["attention_bias"], false);
+    }
   }
 }
 
@@ -165,6 +175,17 @@ TEST(HfExport, Refusals) {
   o.architecture = kLlamaArch;
   expect_input_error([&] { export_hf(*bias, nullptr, d / "llama", o); }, {"qkv_bias", "LlamaForCausalLM"});
   EXPECT_FALSE(std::filesystem::exists(d / "llama/config.json"));
+  // Qwen3 and only Qwen3 has q_norm / k_norm.
+  auto qk = small_dense(true, false, 6, true);
+  for (const char* arch : {kQwen2Arch, kLlamaArch}) {
+    o.architecture = arch;
+    expect_input_error([&] { export_hf(*qk, nullptr, d / "qk", o); }, {"qk_norm = true", arch, "Qwen3ForCausalLM"});
+  }
+  o.architecture = kQwen3Arch;
+  expect_input_error([&] { export_hf(*m, nullptr, d / "q3", o); }, {"qk_norm = false", "Qwen3ForCausalLM"});
+  expect_input_error([&] { export_hf(*bias, nullptr, d / "q3", o); }, {"qkv_bias", "Qwen3ForCausalLM"});
+  EXPECT_FALSE(std::filesystem::exists(d / "qk/config.json"));
+  EXPECT_FALSE(std::filesystem::exists(d / "q3/config.json"));
 }
 
 }  // namespace

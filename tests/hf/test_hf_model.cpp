@@ -25,17 +25,22 @@ TEST(HfModel, LogitsMatchReferenceForEveryLayout) {
     bool tied;
     torch::ScalarType store;
     int shards;
+    int64_t head_dim = 0;
   };
   const std::vector<Case> cases = {{"Qwen2ForCausalLM", true, torch::kFloat32, 1},
                                    {"Qwen2ForCausalLM", false, torch::kBFloat16, 3},
                                    {"LlamaForCausalLM", false, torch::kFloat32, 2},
-                                   {"LlamaForCausalLM", true, torch::kFloat16, 1}};
+                                   {"LlamaForCausalLM", true, torch::kFloat16, 1},
+                                   {"LlamaForCausalLM", true, torch::kFloat32, 1, 12},
+                                   {"Qwen3ForCausalLM", true, torch::kFloat32, 1, 8},
+                                   {"Qwen3ForCausalLM", false, torch::kBFloat16, 2, 12}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.arch + (c.tied ? " tied " : " untied ") + c10::toString(c.store) + " shards " +
-                 std::to_string(c.shards));
+                 std::to_string(c.shards) + " head_dim " + std::to_string(c.head_dim));
     TinyShape s;
     s.arch = c.arch;
     s.tied = c.tied;
+    s.head_dim = c.head_dim;
     s.rope_theta = c.arch == "Qwen2ForCausalLM" ? 1e6 : 10000.0;
     TempDir d("model");
     write_tiny_checkpoint(d.path(), s, 11, c.store, c.shards);
@@ -119,6 +124,16 @@ TEST(HfModel, StrictValidation) {
   TinyShape u;
   u.tied = false;
   expect_load_error([](NamedTensors& w) { w.erase(find(w, "lm_head.weight")); }, {"missing tensor 'lm_head.weight'"}, u);
+  // Qwen3: q_norm / k_norm are required and [head_dim]; Qwen2 has none.
+  TinyShape q3;
+  q3.arch = "Qwen3ForCausalLM";
+  q3.head_dim = 12;
+  expect_load_error([](NamedTensors& w) { w.erase(find(w, "model.layers.1.self_attn.k_norm.weight")); },
+                    {"missing tensor 'model.layers.1.self_attn.k_norm.weight'", "[12]", "Qwen3ForCausalLM"}, q3);
+  expect_load_error([](NamedTensors& w) { find(w, "model.layers.0.self_attn.q_norm.weight")->second = torch::ones({8}); },
+                    {"model.layers.0.self_attn.q_norm.weight", "[8]", "[12]", "(head_dim)"}, q3);
+  expect_load_error([](NamedTensors& w) { w.emplace_back("model.layers.0.self_attn.q_norm.weight", torch::ones({8})); },
+                    {"model.layers.0.self_attn.q_norm.weight", "unexpected tensor"});
 }
 
 // A config.json that declares a far larger model than its weight files is refused before

@@ -190,10 +190,10 @@ TEST(CliLayerRouteChecks, BaseRunDirectoryResolvesAndOtherArchitecturesAreRefuse
   const auto rec = nlohmann::json::parse(read_text(d / "ad/layerroute.json"));
   EXPECT_TRUE(fs::equivalent(rec.at("base").get<std::string>(), ckpt)) << rec.at("base");
   expect_refused(r[1],
-                 {"LayerRoute needs a Qwen2/Llama-architecture dense model",
+                 {"LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model",
                   lol_run + "/checkpoints/step-1 is a LoL checkpoint"},
                  "LoL run");
-  expect_refused(r[2], {"LayerRoute needs a Qwen2/Llama-architecture dense model", moe + " is an MoE checkpoint"}, "MoE");
+  expect_refused(r[2], {"LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model", moe + " is an MoE checkpoint"}, "MoE");
   for (int i = 1; i < 3; ++i) EXPECT_EQ(r[i].out.find("tokenizer"), std::string::npos) << r[i].out;
   expect_refused(r[3], {"--base " + (d / "nothing") + ": not a model directory"}, "missing");
   // The adapter trained on the run evaluates against it (its recorded checkpoint), and

@@ -8,6 +8,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "layerroute/adapter_io.h"
+#include "layerroute/decode.h"
 #include "layerroute_test_util.h"
 
 namespace lol::layerroute::test {
@@ -61,6 +62,56 @@ TEST(LayerRouteLora, MergedEqualsUnmerged) {
   auto b = mg->forward(tok, docs, nolora);
   EXPECT_TRUE(torch::equal(a.open, b.open));
   EXPECT_TRUE(torch::allclose(a.logits * valid, b.logits * valid, 1e-4, 1e-4));
+}
+
+// A Qwen3-style base (q_norm / k_norm with weights away from 1, head_dim 12 != 32 / 4):
+// zero B is the base model, merged LoRA equals LoRA, and cached gated generation equals
+// greedy full forwards with the same gates (the norms run in every path).
+TEST(LayerRouteLora, Qwen3BaseWithQkNormsAndItsOwnHeadDim) {
+  auto cfg = tiny_config(4);
+  cfg.qkv_bias = false;
+  cfg.qk_norm = true;
+  cfg.head_dim = 12;
+  baselines::DenseModel base(cfg);
+  base->reset_parameters(5);
+  {
+    torch::NoGradGuard ng;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    for (auto& p : base->named_parameters())
+      if (p.key().find("_norm") != std::string::npos) p.value().add_(0.4 * torch::randn(p.value().sizes(), gen));
+  }
+  base->eval();
+  torch::Tensor tok, docs;
+  random_batch({9, 12}, 61, 31, tok, docs);
+  torch::NoGradGuard ng;
+  const auto ref = base->forward(tok, docs);
+  LoraConfig lc;
+  lc.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  GatedModel zero(base, lc, GateConfig{}, 7);
+  auto valid = (docs >= 0).unsqueeze(-1).to(torch::kFloat32);
+  EXPECT_TRUE(torch::allclose(zero->forward(tok, docs, open_gates()).logits * valid, ref * valid, 1e-5, 1e-5));
+  GatedModel m(base, lc, GateConfig{}, 8);
+  randomize_adapters(*m, 23, 2.0);
+  auto unmerged = m->forward(tok, docs, open_gates(true));
+  EXPECT_GT((unmerged.logits - ref).abs().max().item<float>(), 1e-3) << "adapters must matter";
+  baselines::DenseModel copy(cfg);
+  load_module(*copy, module_state(*base), "copy");
+  m->lora->merge_into(*copy);
+  EXPECT_TRUE(torch::allclose(copy->forward(tok, docs) * valid, unmerged.logits * valid, 1e-4, 1e-4));
+  // Without the norms the function differs: they are applied.
+  auto no_norm = cfg;
+  no_norm.qk_norm = false;
+  baselines::DenseModel plain(no_norm);
+  for (auto& p : plain->named_parameters()) p.value().copy_(base->named_parameters()[p.key()]);
+  EXPECT_GT((plain->forward(tok, docs) - ref).abs().max().item<float>(), 1e-3);
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11};
+  auto g = generate_gated(*m, prompt, 5, GateMode::Open, true);
+  std::vector<int64_t> seq = prompt;
+  for (size_t t = 0; t < g.tokens.size(); ++t) {
+    auto out = m->forward(torch::tensor(seq).unsqueeze(0), torch::Tensor(), open_gates(true));
+    EXPECT_EQ(out.logits[0][-1].argmax().item<int64_t>(), g.tokens[t]) << "step " << t;
+    seq.push_back(g.tokens[t]);
+  }
 }
 
 TEST(LayerRouteLora, AdaptersReloadBitExactly) {
