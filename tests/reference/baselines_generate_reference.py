@@ -550,6 +550,22 @@ class Checker(br.Checker):
         got = [int(t) for t in out.split()] if rc == 0 else None
         return args, rc, got, err
 
+    def greedy_hf(self, folder, model, p, dtype, max_new, max_len, probs, amb):
+        """`hf generate --no-stop --dtype DTYPE` greedy tokens of prompt p, checked against
+        the reference (appending to probs / amb); returns (tokens or None, top-2 gap)"""
+        args, rc, got, err = self.hf_generate(folder, p, ["--no-stop", "--dtype", dtype], max_new)
+        if rc != 0:
+            probs.append("exit %d: %s [%s]" % (rc, err.strip()[-200:], self.repro(args)))
+            return None, float("inf")
+        if len(got) != min(max_new, max_len - len(p)):
+            probs.append("%d tokens for --max-new %d [%s]" % (len(got), max_new, self.repro(args)))
+        pr, am, g = self.verify_greedy(model, p, got, tag="%s prompt %d " % (dtype, len(p)))
+        if pr:
+            pr[-1] += " [%s]" % self.repro(args)
+        probs += pr
+        amb += am
+        return got, g
+
     def check_hf_case(self, name, arch, cfg, data, seed, sampling):
         ck = self.baseline_ckpt(name, cfg, data, seed)
         folder = os.path.join(self.work, "hf_" + name)
@@ -567,17 +583,9 @@ class Checker(br.Checker):
             for pi, p in enumerate(prompts):
                 if dtype == "float64" and pi in (0, 2):
                     continue
-                args, rc, got, err = self.hf_generate(folder, p, ["--no-stop", "--dtype", dtype], 16)
-                if rc != 0:
-                    probs.append("exit %d: %s [%s]" % (rc, err.strip()[-200:], self.repro(args)))
+                got, g = self.greedy_hf(folder, model, p, dtype, 16, N, probs, amb)
+                if got is None:
                     continue
-                if len(got) != min(16, N - len(p)):
-                    probs.append("%d tokens for --max-new 16 [%s]" % (len(got), self.repro(args)))
-                pr, am, g = self.verify_greedy(model, p, got, tag="%s prompt %d " % (dtype, len(p)))
-                if pr:
-                    pr[-1] += " [%s]" % self.repro(args)
-                probs += pr
-                amb += am
                 gmin = min(gmin, g)
                 ntok += len(got)
                 if dtype == "float32":
@@ -832,15 +840,9 @@ class Checker(br.Checker):
         for dtype in ("float32", "float64"):
             for n in (1, 9):
                 p = [rng.randrange(256) for _ in range(n)]
-                args, rc, got, err = self.hf_generate(folder, p, ["--no-stop", "--dtype", dtype], 12)
-                if rc != 0:
-                    probs.append("exit %d: %s [%s]" % (rc, err.strip()[-200:], self.repro(args)))
+                got, g = self.greedy_hf(folder, model, p, dtype, 12, cfg["max_seq_len"], probs, amb)
+                if got is None:
                     continue
-                pr, am, g = self.verify_greedy(model, p, got, tag="%s prompt %d " % (dtype, n))
-                if pr:
-                    pr[-1] += " [%s]" % self.repro(args)
-                probs += pr
-                amb += am
                 gmin = min(gmin, g)
                 ntok += len(got)
         self.ntokens += ntok
