@@ -1,7 +1,8 @@
-// Loading a Hugging Face Qwen2 / Llama folder into the project's dense transformer
-// (baselines::DenseModel, whose parameter names are exactly the Hugging Face ones),
-// issue 10. The computed function is that of transformers' Qwen2ForCausalLM /
-// LlamaForCausalLM (LayerRoute section 4 starts from Qwen2.5-0.5B-Instruct).
+// Loading a Hugging Face Qwen2 / Qwen3 / Llama folder into the project's dense
+// transformer (baselines::DenseModel, whose parameter names are exactly the Hugging Face
+// ones), issue 10. The computed function is that of transformers' Qwen2ForCausalLM /
+// Qwen3ForCausalLM / LlamaForCausalLM (LayerRoute section 4 starts from
+// Qwen2.5-0.5B-Instruct).
 #pragma once
 #include <string>
 
@@ -22,10 +23,11 @@ baselines::DenseConfig to_dense_config(const HfConfig& c);
 /// num_parameters(): baselines::cost_model of to_dense_config(c).
 int64_t parameter_count(const HfConfig& c);
 
-/// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch or
-/// kLlamaArch), weights stored as `torch_dtype` ("float32" | "bfloat16" | "float16").
+/// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch, kQwen3Arch
+/// or kLlamaArch), weights stored as `torch_dtype` ("float32" | "bfloat16" | "float16").
 /// Throws InputError when the model cannot be expressed in that architecture:
-/// attention other than "full"; for Llama, q/k/v biases.
+/// attention other than "full"; q/k/v biases except for Qwen2; qk_norm except for Qwen3,
+/// and no qk_norm for Qwen3.
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype);
 

@@ -604,18 +604,11 @@ void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vect
   auto project = [&](torch::nn::Linear AttentionImpl::*member, int64_t heads) {
     return grouped_linear(x, layers_of(experts, member), sizes, stacks).view({N, heads, s.head_dim});
   };
-  // Qwen3: each head's RMSNorm (weights [hd] of the row's expert), before RoPE.
-  auto head_norm = [&](torch::Tensor t, RMSNorm AttentionImpl::*member) {
-    if (!s.qk_norm) return t;
-    if (experts.size() == 1) return (experts[0]->*member)(t);
-    const int64_t heads = t.size(1);
-    std::vector<torch::Tensor> w;
-    std::vector<int64_t> rows;
-    for (size_t g = 0; g < experts.size(); ++g) {
-      w.push_back((experts[g]->*member)->weight);
-      rows.push_back(sizes.at(g) * heads);
-    }
-    return rms_norm(t.reshape({N * heads, s.head_dim}), w, rows, {}, {}, s.norm_eps).view({N, heads, s.head_dim});
+  // Qwen3: each head's RMSNorm, before RoPE. Only dense models have it (one group: LoL's
+  // library experts, the only multi-group caller, have no qk_norm).
+  TORCH_CHECK(!s.qk_norm || experts.size() == 1, "grouped_project: qk_norm with ", experts.size(), " expert groups");
+  auto head_norm = [&](const torch::Tensor& t, RMSNorm AttentionImpl::*member) {
+    return s.qk_norm ? (experts[0]->*member)(t) : t;
   };
   q = rope.apply(head_norm(project(&AttentionImpl::q_proj, s.n_heads), &AttentionImpl::q_norm), pos, pos_bound);
   k = rope.apply(head_norm(project(&AttentionImpl::k_proj, s.n_kv_heads), &AttentionImpl::k_norm), pos, pos_bound);
