@@ -12,7 +12,6 @@ nn::BlockShape TransformerShape::block_shape(int64_t ffn) const {
   s.attn.head_dim = effective_head_dim();
   s.attn.qkv_bias = qkv_bias;
   s.attn.qk_norm = qk_norm;
-  s.attn.norm_eps = norm_eps;
   s.ffn_hidden = ffn > 0 ? ffn : ffn_hidden;
   s.norm_eps = norm_eps;
   return s;

@@ -121,11 +121,9 @@ void run_export(const ExportArgs& a) {
     }
   }
   hf::ExportOptions o;
-  const std::string arch_name = !a.arch.empty() ? a.arch : model->config().qk_norm ? "qwen3" : "qwen2";
-  if (arch_name == "qwen2") o.architecture = hf::kQwen2Arch;
-  else if (arch_name == "qwen3") o.architecture = hf::kQwen3Arch;
-  else if (arch_name == "llama") o.architecture = hf::kLlamaArch;
-  else throw InputError("--arch \"" + a.arch + "\": expected qwen2, qwen3 or llama");
+  o.architecture = !a.arch.empty()             ? hf::architecture_from_name(a.arch)
+                   : model->config().qk_norm ? hf::kQwen3Arch
+                                             : hf::kQwen2Arch;
   o.dtype = dtype;
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;

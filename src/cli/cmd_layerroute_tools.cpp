@@ -42,7 +42,8 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--base", a->base, "base model (default: the one recorded in the adapter)");
   c->add_option("--out", a->out, "output folder")->required();
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
-  c->add_option("--arch", a->arch, "qwen2 | qwen3 | llama (default: the base folder's architecture, else qwen2)");
+  c->add_option("--arch", a->arch,
+                "qwen2 | qwen3 | llama (default: the base folder's architecture, else qwen3 for a qk_norm model, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
@@ -51,19 +52,17 @@ void register_merge_cmd(CLI::App* lr) {
     const std::string base = a->base.empty() ? layerroute::read_adapter_info(a->adapter).base_dir : a->base;
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
-    std::string arch = a->arch;
-    if (arch.empty()) {
-      arch = "qwen2";
-      if (fs::exists(fs::path(base) / "config.json")) {
-        const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
-        if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({hf::kLlamaArch})) arch = "llama";
-        if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({hf::kQwen3Arch})) arch = "qwen3";
-      }
-    }
-    if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
-      throw InputError("--arch '" + arch + "': expected qwen2, qwen3 or llama");
     hf::ExportOptions eo;
-    eo.architecture = arch == "llama" ? hf::kLlamaArch : arch == "qwen3" ? hf::kQwen3Arch : hf::kQwen2Arch;
+    // --arch, else a Hugging Face base's architecture, else as `lol export`: Qwen3 for a
+    // qk_norm model, Qwen2 otherwise.
+    eo.architecture = m->base->config().qk_norm ? hf::kQwen3Arch : hf::kQwen2Arch;
+    if (!a->arch.empty()) {
+      eo.architecture = hf::architecture_from_name(a->arch);
+    } else if (fs::exists(fs::path(base) / "config.json")) {
+      const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
+      for (const char* known : {hf::kQwen2Arch, hf::kQwen3Arch, hf::kLlamaArch})
+        if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({known})) eo.architecture = known;
+    }
     eo.dtype = hf::parse_dtype_name(a->dtype);
     eo.overwrite = a->overwrite;
     eo.read_from = {a->adapter};

@@ -28,6 +28,13 @@ void require_positive(const std::string& where, const std::string& key, int64_t 
 
 }  // namespace
 
+std::string architecture_from_name(const std::string& name, const std::string& flag) {
+  if (name == "qwen2") return kQwen2Arch;
+  if (name == "qwen3") return kQwen3Arch;
+  if (name == "llama") return kLlamaArch;
+  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3 or llama");
+}
+
 std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where) {
   std::vector<int64_t> out;
   if (!j.contains(key) || j[key].is_null()) return out;

@@ -72,6 +72,11 @@ struct HfConfig {
   nlohmann::ordered_json to_json() const;
 };
 
+/// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
+/// kQwen3Arch, "llama" -> kLlamaArch. Throws InputError("<flag> \"<name>\": expected
+/// qwen2, qwen3 or llama") otherwise.
+std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
+
 /// Ids of a token-id field that is null, an integer or a list of integers
 /// (config.json / generation_config.json "eos_token_id"). Throws InputError naming
 /// `where` and `key` otherwise.

@@ -156,12 +156,13 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   // q/k/v of block b's rows: the fused projection, then Qwen3's per-head q/k RMSNorm.
   auto project = [&](const PackedBlock& b, const torch::Tensor& rows_x) {
     auto qkv = dense(attn_norm(b, film, rows_x, eps), b.w_qkv, b.b_qkv);
-    if (!b.q_norm.defined()) return qkv;
-    auto heads = qkv.view({rows_x.size(0), H + 2 * Hkv, hd});
-    return torch::cat({nn::rms_norm_composed(heads.narrow(1, 0, H), b.q_norm, eps),
-                       nn::rms_norm_composed(heads.narrow(1, H, Hkv), b.k_norm, eps), heads.narrow(1, H + Hkv, Hkv)},
-                      1)
-        .view({rows_x.size(0), (H + 2 * Hkv) * hd});
+    if (b.q_norm.defined()) {  // in place on the product's q and k heads
+      auto heads = qkv.view({rows_x.size(0), H + 2 * Hkv, hd});
+      auto q = heads.narrow(1, 0, H), k = heads.narrow(1, H, Hkv);
+      q.copy_(nn::rms_norm_composed(q, b.q_norm, eps));
+      k.copy_(nn::rms_norm_composed(k, b.k_norm, eps));
+    }
+    return qkv;
   };
   auto attend = [&](const torch::Tensor& qkv) {
     auto heads = qkv.view({n, H + 2 * Hkv, hd});

@@ -29,7 +29,7 @@ class Kernels final : public CpuDecoder {
     gu_.resize(n * 2 * F);
     // 1. attention input: RMSNorm (+ FiLM), q/k/v
     for (int64_t r = 0; r < n; ++r)
-      norm(x + r * d, b.ln1.data_ptr<T>(), film ? film->attn_gamma.data_ptr<T>() : nullptr,
+      norm(x + r * d, d, b.ln1.data_ptr<T>(), film ? film->attn_gamma.data_ptr<T>() : nullptr,
            film ? film->attn_beta.data_ptr<T>() : nullptr, h_.data() + r * d);
     blas::rows_times_wt(h_.data(), n, d, b.w_qkv.data_ptr<T>(), QKV, qkv_.data(),
                         b.b_qkv.defined() ? b.b_qkv.data_ptr<T>() : nullptr);
@@ -46,8 +46,8 @@ class Kernels final : public CpuDecoder {
       const T* cos = table + tk.pos * 2 * hd;
       const T* sin = cos + hd + hd / 2;
       if (b.q_norm.defined()) {  // Qwen3: each head's RMSNorm before RoPE
-        head_norm(q, H, b.q_norm.data_ptr<T>());
-        head_norm(k, Hkv, b.k_norm.data_ptr<T>());
+        for (int64_t h = 0; h < H; ++h) norm(q + h * hd, hd, b.q_norm.data_ptr<T>(), nullptr, nullptr, q + h * hd);
+        for (int64_t h = 0; h < Hkv; ++h) norm(k + h * hd, hd, b.k_norm.data_ptr<T>(), nullptr, nullptr, k + h * hd);
       }
       rope(q, H, cos, sin);
       rope(k, Hkv, cos, sin);
@@ -79,7 +79,7 @@ class Kernels final : public CpuDecoder {
       const T* xr = x + r * d;
       const T* ar = a_.data() + r * d;
       for (int64_t i = 0; i < d; ++i) hm[i] = xr[i] + ar[i];
-      norm(hm, b.ln2.data_ptr<T>(), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
+      norm(hm, d, b.ln2.data_ptr<T>(), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
            film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
     }
     blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), 2 * F, gu_.data());
@@ -106,28 +106,16 @@ class Kernels final : public CpuDecoder {
   }
 
  private:
-  /// out = w * RMSNorm(x), then gamma * . + beta; the sum of squares in double, as the
-  /// forward's CPU kernel (nn/rmsnorm.cpp), so huge activations do not overflow it.
-  void norm(const T* x, const T* w, const T* gamma, const T* beta, T* out) const {
-    const int64_t d = w_.cfg.d_model;
+  /// out = w * RMSNorm(x) over n values (d for the block's norms, hd for Qwen3's per-head
+  /// q_norm / k_norm), then gamma * . + beta; out may be x. The sum of squares in double,
+  /// as the forward's CPU kernel (nn/rmsnorm.cpp), so huge activations do not overflow it.
+  void norm(const T* x, int64_t n, const T* w, const T* gamma, const T* beta, T* out) const {
     double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * double(x[i]);
-    const T rn = T(1.0 / std::sqrt(ss / double(d) + w_.cfg.norm_eps));
-    for (int64_t i = 0; i < d; ++i) {
+    for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+    const T rn = T(1.0 / std::sqrt(ss / double(n) + w_.cfg.norm_eps));
+    for (int64_t i = 0; i < n; ++i) {
       const T v = w[i] * (x[i] * rn);
       out[i] = gamma ? gamma[i] * v + beta[i] : v;
-    }
-  }
-  /// w * RMSNorm(x) in place on each of the `heads` heads of x [heads, hd] (Qwen3's
-  /// q_norm / k_norm, w [hd]); the sum of squares in double, as norm().
-  void head_norm(T* x, int64_t heads, const T* w) const {
-    const int64_t hd = w_.head_dim();
-    for (int64_t h = 0; h < heads; ++h) {
-      T* a = x + h * hd;
-      double ss = 0;
-      for (int64_t i = 0; i < hd; ++i) ss += double(a[i]) * double(a[i]);
-      const T rn = T(1.0 / std::sqrt(ss / double(hd) + w_.cfg.norm_eps));
-      for (int64_t i = 0; i < hd; ++i) a[i] = w[i] * (a[i] * rn);
     }
   }
   /// Rotate-half RoPE in place on `heads` heads of x [heads, hd].

@@ -26,7 +26,7 @@ struct AttentionShape {
   /// Qwen3's q_norm / k_norm: an RMSNorm over head_dim (weights [head_dim], epsilon
   /// norm_eps) applied to every query and key head after the projection, before RoPE.
   bool qk_norm = false;
-  double norm_eps = 1e-6;
+  double norm_eps = 1e-6;  ///< nn::Block sets it to BlockShape::norm_eps
 };
 
 /// Core masked softmax attention on padded segments.
@@ -81,7 +81,8 @@ torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, cons
 
 /// The grouped q/k/v projections (and q_norm / k_norm) with RoPE: x [N, d] -> q [N, H, hd], k/v [N, Hkv, hd],
 /// rows cut into blocks of sizes[g] as in grouped_attention. Throws lol::InputError when
-/// the sizes do not match the rows (nn::grouped_linear). pos_bound: see RoPE::apply.
+/// the sizes do not match the rows (nn::grouped_linear); c10::Error for qk_norm with more
+/// than one group (only dense models have it). pos_bound: see RoPE::apply.
 void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vector<int64_t>& sizes,
                      const torch::Tensor& x, const torch::Tensor& pos, RoPE& rope, torch::Tensor& q, torch::Tensor& k,
                      torch::Tensor& v, int64_t pos_bound = 0, WeightStacks* stacks = nullptr);

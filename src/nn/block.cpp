@@ -17,7 +17,9 @@ FiLMImpl::FiLMImpl(int64_t d) {
 }
 
 BlockImpl::BlockImpl(const BlockShape& s) {
-  self_attn = register_module("self_attn", Attention(s.attn));
+  AttentionShape attn = s.attn;
+  attn.norm_eps = s.norm_eps;  // q_norm / k_norm use the block's epsilon
+  self_attn = register_module("self_attn", Attention(attn));
   if (s.moe.n_experts > 0) {
     moe = register_module("mlp", SparseMoE(s.attn.d_model, s.ffn_hidden, s.moe.n_experts, s.moe.top_k,
                                            s.moe.router_noise_std));
