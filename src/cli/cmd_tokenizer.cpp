@@ -16,7 +16,9 @@
 #include "dataset/documents.h"
 #include "dataset/text_tokenizer.h"
 #include "io/atomic_file.h"
+#include "jinja/value.h"
 #include "tokenizers/bpe_trainer.h"
+#include "tokenizers/chat_template.h"
 #include "tokenizers/regex_splitter.h"
 #include "util/error.h"
 
@@ -193,6 +195,98 @@ void run_decode(const CodecArgs& a) {
   std::cout << (tok->clean_up_tokenization_spaces() ? tokenizers::clean_up_tokenization(text) : text);
 }
 
+struct ChatArgs {
+  std::string tokenizer, template_file, messages, prompt, system, tools, date;
+  std::vector<std::string> vars;
+  bool no_generation_prompt = false, ids = false, system_given = false;
+};
+
+/// A JSON document (object keys in file order, as Python's json.load keeps them).
+nlohmann::ordered_json read_ordered_json(const std::string& path, const std::string& what) {
+  const std::string text = io::read_file(path);
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(what + " " + path + ": not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date) {
+  tokenizers::ChatTemplateOptions o;
+  for (const auto& v : vars) {
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError("--var " + v + ": expected NAME=VALUE (VALUE as JSON, e.g. enable_thinking=false, or plain text)");
+    const std::string name = v.substr(0, eq), value = v.substr(eq + 1);
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
+    o.variables[name] = j.is_discarded() ? nlohmann::ordered_json(value) : j;
+  }
+  if (!date.empty()) {
+    std::tm tm{};
+    int y = 0, m = 0, d = 0;
+    char tail = 0;
+    if (std::sscanf(date.c_str(), "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3 || m < 1 || m > 12 || d < 1 || d > 31)
+      throw InputError("--date " + date + ": expected YYYY-MM-DD");
+    tm.tm_year = y - 1900;
+    tm.tm_mon = m - 1;
+    tm.tm_mday = d;
+    tm.tm_isdst = -1;
+    o.now = std::mktime(&tm);
+  }
+  return o;
+}
+
+namespace {
+
+void run_chat(const ChatArgs& a) {
+  std::unique_ptr<tokenizers::Tokenizer> tok;
+  if (!a.tokenizer.empty()) tok = data::open_text_tokenizer(a.tokenizer);
+  if (a.ids && !tok) throw InputError("--ids needs --tokenizer");
+  std::string tmpl, where;
+  if (!a.template_file.empty()) {
+    tmpl = io::read_file(a.template_file);
+    where = a.template_file;
+  } else {
+    if (!tok) throw InputError("give --template FILE or --tokenizer DIR (its chat template)");
+    tmpl = tok->chat_template();
+    where = a.tokenizer + ": chat_template";
+    if (tmpl.empty())
+      throw InputError(a.tokenizer + ": the tokenizer has no chat template (tokenizer_config.json \"chat_template\" "
+                       "or chat_template.jinja); pass --template FILE");
+  }
+  nlohmann::ordered_json messages;
+  if (!a.messages.empty()) {
+    messages = read_ordered_json(a.messages, "--messages");
+    if (!messages.is_array())
+      throw InputError("--messages " + a.messages + ": expected a JSON array of message objects "
+                       "([{\"role\": \"user\", \"content\": \"...\"}, ...])");
+  } else {
+    if (a.prompt.empty() && !a.system_given) throw InputError("give --messages FILE.json or --prompt TEXT");
+    std::vector<tokenizers::ChatMessage> msgs;
+    if (a.system_given) msgs.push_back({"system", a.system});
+    if (!a.prompt.empty()) msgs.push_back({"user", a.prompt});
+    messages = tokenizers::messages_json(msgs);
+  }
+  tokenizers::ChatTemplateOptions o = chat_template_options(a.vars, a.date);
+  o.add_generation_prompt = !a.no_generation_prompt;
+  if (!a.tools.empty()) {
+    o.tools = read_ordered_json(a.tools, "--tools");
+    if (!o.tools->is_array()) throw InputError("--tools " + a.tools + ": expected a JSON array of tool schemas");
+  }
+  const std::string text = tokenizers::render_chat_template(tmpl, where, messages, o, tok.get());
+  if (!a.ids) {
+    std::cout << text << std::flush;
+    return;
+  }
+  // As apply_chat_template(tokenize=True): the template's text holds its own special
+  // tokens, so the post-processor adds none.
+  const auto ids = tok->encode(text, false);
+  for (size_t k = 0; k < ids.size(); ++k) std::cout << (k ? " " : "") << ids[k];
+  std::cout << "\n";
+}
+
 }  // namespace
 
 void register_tokenizer(CLI::App& app) {
@@ -249,6 +343,24 @@ void register_tokenizer(CLI::App& app) {
     ea->text_given = tx->count() > 0;
     ea->file_given = fl->count() > 0;
     run_encode(*ea);
+  });
+
+  auto ca = std::make_shared<ChatArgs>();
+  auto* ch = t->add_subcommand("chat", "Render a conversation with a Hugging Face chat template (as transformers' "
+                                       "apply_chat_template); print the text or, with --ids, its token ids");
+  ch->add_option("--tokenizer", ca->tokenizer, "Tokenizer directory or tokenizer.json: its chat template and special tokens");
+  ch->add_option("--template", ca->template_file, "A Jinja chat template file (instead of the tokenizer's)");
+  auto* msgs = ch->add_option("--messages", ca->messages, "JSON file: an array of messages ({role, content, ...})");
+  ch->add_option("--prompt", ca->prompt, "One user message (instead of --messages)")->excludes(msgs);
+  auto* sys = ch->add_option("--system", ca->system, "A system message before --prompt")->excludes(msgs);
+  ch->add_flag("--no-generation-prompt", ca->no_generation_prompt, "add_generation_prompt=False (no assistant turn opened)");
+  ch->add_option("--tools", ca->tools, "JSON file: an array of tool schemas, passed as `tools`");
+  ch->add_option("--var", ca->vars, "Template variable NAME=VALUE (VALUE as JSON, else text), e.g. enable_thinking=false");
+  ch->add_option("--date", ca->date, "YYYY-MM-DD for strftime_now (default: today)");
+  ch->add_flag("--ids", ca->ids, "Print the token ids (needs --tokenizer)");
+  ch->callback([ca, sys] {
+    ca->system_given = sys->count() > 0;
+    run_chat(*ca);
   });
 
   auto da = std::make_shared<CodecArgs>();

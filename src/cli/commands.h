@@ -2,6 +2,10 @@
 // src/cli/cmd_<name>.cpp and exposes a register function listed in main.cpp.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "tokenizers/chat_template.h"
 
 namespace lol::cli {
 
@@ -13,7 +17,11 @@ void register_paths(CLI::App& app);
 void register_train(CLI::App& app);  // train, plot (cmd_train.cpp)
 void register_generate(CLI::App& app);  // generate, bench generate (cmd_generate.cpp)
 void register_analyze(CLI::App& app);  // analyze routing (cmd_analyze.cpp)
-void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode (cmd_tokenizer.cpp)
+void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode|chat (cmd_tokenizer.cpp)
+/// The chat template options of --var NAME=VALUE (VALUE parsed as JSON, else taken as
+/// text) and --date YYYY-MM-DD (strftime_now's day, local midnight; "" = now).
+/// Throws InputError naming the flag for a malformed value (cmd_tokenizer.cpp).
+tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date);
 void register_corpus(CLI::App& app);  // corpus (cmd_corpus.cpp)
 void register_bench(CLI::App& app);  // bench matmul|train (cmd_bench.cpp)
 /// The shared `bench` sub-command (created on first use; cmd_bench.cpp).

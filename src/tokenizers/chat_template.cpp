@@ -1,5 +1,7 @@
 #include "tokenizers/chat_template.h"
 
+#include "jinja/template.h"
+#include "tokenizers/tokenizer.h"
 #include "util/error.h"
 
 namespace lol::tokenizers {
@@ -24,6 +26,38 @@ std::string apply_chatml(const std::vector<ChatMessage>& messages, bool add_gene
     turn(r, messages[i].content);
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+std::string render_chat_template(const std::string& tmpl, const std::string& where,
+                                 const nlohmann::ordered_json& messages, const ChatTemplateOptions& options,
+                                 const Tokenizer* tok) {
+  require(messages.is_array(), where, "the messages must be a JSON array of message objects");
+  jinja::Value vars = jinja::Value::make_dict();
+  jinja::Dict& d = *vars.dict;
+  d.set("messages", jinja::from_json(messages));
+  d.set("tools", options.tools ? jinja::from_json(*options.tools) : jinja::Value::none());
+  d.set("documents", jinja::Value::none());
+  d.set("add_generation_prompt", jinja::Value::boolean(options.add_generation_prompt));
+  if (tok) {
+    // transformers passes its special_tokens_map: the roles the tokenizer has.
+    const std::pair<const char*, std::optional<int32_t>> roles[] = {
+        {"bos_token", tok->bos_id()}, {"eos_token", tok->eos_id()}, {"pad_token", tok->pad_id()}};
+    for (const auto& [name, id] : roles)
+      if (id)
+        if (auto content = tok->id_to_token(*id)) d.set(name, jinja::Value::string(*content));
+  }
+  require(options.variables.is_object(), where, "template variables must be a JSON object");
+  for (auto it = options.variables.begin(); it != options.variables.end(); ++it)
+    d.set(it.key(), jinja::from_json(it.value()));
+  jinja::RenderOptions ro;
+  ro.now = options.now;
+  return jinja::Template(tmpl, where).render(vars, ro);
+}
+
+nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
   return out;
 }
 

@@ -1,0 +1,418 @@
+#include "jinja/value.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace lol::jinja {
+
+Value Value::make_list(List items, bool tuple) {
+  Value v;
+  v.kind = Kind::List;
+  v.list = std::make_shared<List>(std::move(items));
+  v.tuple = tuple;
+  return v;
+}
+
+Value Value::make_dict() {
+  Value v;
+  v.kind = Kind::Dict;
+  v.dict = std::make_shared<Dict>();
+  return v;
+}
+
+Value Value::make_namespace() {
+  Value v = make_dict();
+  v.kind = Kind::Namespace;
+  return v;
+}
+
+Value Value::function(Function f) {
+  Value v;
+  v.kind = Kind::Function;
+  v.fn = std::make_shared<Function>(std::move(f));
+  return v;
+}
+
+const Value* Dict::find(const std::string& key) const {
+  for (const auto& kv : items)
+    if (kv.first == key) return &kv.second;
+  return nullptr;
+}
+
+void Dict::set(const std::string& key, Value v) {
+  for (auto& kv : items)
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  items.emplace_back(key, std::move(v));
+}
+
+bool Value::truthy() const {
+  switch (kind) {
+    case Kind::Undefined:
+    case Kind::None: return false;
+    case Kind::Bool: return b;
+    case Kind::Int: return i != 0;
+    case Kind::Float: return f != 0;
+    case Kind::String: return !s.empty();
+    case Kind::List: return !list->empty();
+    case Kind::Dict: return !dict->items.empty();
+    case Kind::Namespace:
+    case Kind::Function: return true;
+  }
+  return false;
+}
+
+std::string float_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  if (x == 0) return std::signbit(x) ? "-0.0" : "0.0";
+  // The shortest %e form that reads back exactly, then Python's layout of its digits.
+  char buf[64];
+  for (int p = 0; p < 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*e", p, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  std::string e = buf;
+  const bool neg = e[0] == '-';
+  if (neg) e.erase(0, 1);
+  const size_t epos = e.find('e');
+  std::string digits;
+  for (size_t k = 0; k < epos; ++k)
+    if (e[k] != '.') digits += e[k];
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int exp10 = std::atoi(e.c_str() + epos + 1);
+  const int decpt = exp10 + 1;  // digits d1 d2 ... times 10^(decpt - len)
+  std::string out;
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      out = "0." + std::string(size_t(-decpt), '0') + digits;
+    } else if (size_t(decpt) >= digits.size()) {
+      out = digits + std::string(size_t(decpt) - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, size_t(decpt)) + "." + digits.substr(size_t(decpt));
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char ex[16];
+    std::snprintf(ex, sizeof ex, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
+    out += ex;
+  }
+  return neg ? "-" + out : out;
+}
+
+namespace {
+
+/// Python's repr of a str: single quotes unless the text holds ' and no ".
+std::string string_repr(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (uint32_t cp : utf8_decode(s)) {
+    if (cp == '\\') out += "\\\\";
+    else if (cp == uint32_t(q)) out += std::string("\\") + q;
+    else if (cp == '\n') out += "\\n";
+    else if (cp == '\r') out += "\\r";
+    else if (cp == '\t') out += "\\t";
+    else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", cp);
+      out += b;
+    } else if (cp >= 0xdc80 && cp <= 0xdcff) {  // an undecodable byte (surrogateescape)
+      char b[8];
+      std::snprintf(b, sizeof b, "\\udc%02x", cp - 0xdc00);
+      out += b;
+    } else {
+      utf8_append(out, cp);
+    }
+  }
+  return out + q;
+}
+
+}  // namespace
+
+std::string Value::str() const {
+  switch (kind) {
+    case Kind::Undefined: return "";
+    case Kind::String: return s;
+    default: return repr();
+  }
+}
+
+std::string Value::repr() const {
+  switch (kind) {
+    case Kind::Undefined: return "Undefined";
+    case Kind::None: return "None";
+    case Kind::Bool: return b ? "True" : "False";
+    case Kind::Int: return std::to_string(i);
+    case Kind::Float: return float_repr(f);
+    case Kind::String: return string_repr(s);
+    case Kind::List: {
+      std::string out = tuple ? "(" : "[";
+      for (size_t k = 0; k < list->size(); ++k) out += (k ? ", " : "") + (*list)[k].repr();
+      if (tuple && list->size() == 1) out += ",";
+      return out + (tuple ? ")" : "]");
+    }
+    case Kind::Dict:
+    case Kind::Namespace: {
+      std::string out = "{";
+      bool first = true;
+      for (const auto& kv : dict->items) {
+        out += (first ? "" : ", ") + string_repr(kv.first) + ": " + kv.second.repr();
+        first = false;
+      }
+      out += "}";
+      return kind == Kind::Namespace ? "<Namespace " + out + ">" : out;
+    }
+    case Kind::Function: return "<function>";
+  }
+  return "";
+}
+
+std::string Value::type_name() const {
+  switch (kind) {
+    case Kind::Undefined: return "Undefined";
+    case Kind::None: return "NoneType";
+    case Kind::Bool: return "bool";
+    case Kind::Int: return "int";
+    case Kind::Float: return "float";
+    case Kind::String: return "str";
+    case Kind::List: return tuple ? "tuple" : "list";
+    case Kind::Dict: return "dict";
+    case Kind::Namespace: return "Namespace";
+    case Kind::Function: return "function";
+  }
+  return "";
+}
+
+bool equals(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.is_number() && b.is_number()) {
+    if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
+    return a.as_double() == b.as_double();
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case K::Undefined:
+    case K::None: return true;
+    case K::String: return a.s == b.s;
+    case K::List:
+      if (a.list->size() != b.list->size()) return false;
+      for (size_t k = 0; k < a.list->size(); ++k)
+        if (!equals((*a.list)[k], (*b.list)[k])) return false;
+      return true;
+    case K::Dict: {
+      if (a.dict->items.size() != b.dict->items.size()) return false;
+      for (const auto& kv : a.dict->items) {
+        const Value* o = b.dict->find(kv.first);
+        if (!o || !equals(kv.second, *o)) return false;
+      }
+      return true;
+    }
+    case K::Namespace: return a.dict == b.dict;
+    case K::Function: return a.fn == b.fn;
+    default: return false;
+  }
+}
+
+bool less(const Value& a, const Value& b, const std::string& where) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_integral() && b.is_integral()) return a.as_int() < b.as_int();
+    return a.as_double() < b.as_double();
+  }
+  if (a.is_string() && b.is_string()) return a.s < b.s;  // UTF-8 byte order is code point order
+  if (a.is_list() && b.is_list()) {
+    const auto& x = *a.list;
+    const auto& y = *b.list;
+    for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+      if (equals(x[k], y[k])) continue;
+      return less(x[k], y[k], where);
+    }
+    return x.size() < y.size();
+  }
+  if (a.is_undefined() || b.is_undefined())
+    throw TemplateError(where + ": " + (a.is_undefined() ? a.s : b.s));
+  throw TemplateError(where + ": '<' not supported between instances of '" + a.type_name() + "' and '" +
+                      b.type_name() + "'");
+}
+
+Value from_json(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const auto u = j.get<uint64_t>();
+      return u <= uint64_t(INT64_MAX) ? Value::integer(int64_t(u)) : Value::real(double(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float: return Value::real(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      List items;
+      for (const auto& e : j) items.push_back(from_json(e));
+      return Value::make_list(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      Value d = Value::make_dict();
+      for (auto it = j.begin(); it != j.end(); ++it) d.dict->set(it.key(), from_json(it.value()));
+      return d;
+    }
+    default: return Value::none();
+  }
+}
+
+namespace {
+
+std::string json_string(const std::string& s, bool ensure_ascii) {
+  std::string out = "\"";
+  for (uint32_t cp : utf8_decode(s)) {
+    switch (cp) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default: {
+        char b[16];
+        if (cp < 0x20 || (ensure_ascii && cp >= 0x7f)) {
+          if (cp >= 0x10000) {  // a UTF-16 surrogate pair, as json.dumps writes it
+            const uint32_t v = cp - 0x10000;
+            std::snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+          } else {
+            std::snprintf(b, sizeof b, "\\u%04x", cp);
+          }
+          out += b;
+        } else {
+          utf8_append(out, cp);
+        }
+      }
+    }
+  }
+  return out + "\"";
+}
+
+void dump(const Value& v, const JsonDumpOptions& o, const std::string& where, int depth, std::string& out) {
+  using K = Value::Kind;
+  const std::string item_sep = o.item_separator ? *o.item_separator : o.indent >= 0 ? "," : ", ";
+  const auto newline = [&](int d) {
+    if (o.indent >= 0) out += "\n" + std::string(size_t(o.indent) * size_t(d), ' ');
+  };
+  switch (v.kind) {
+    case K::None: out += "null"; return;
+    case K::Bool: out += v.b ? "true" : "false"; return;
+    case K::Int: out += std::to_string(v.i); return;
+    case K::Float:
+      out += std::isnan(v.f) ? "NaN" : std::isinf(v.f) ? (v.f < 0 ? "-Infinity" : "Infinity") : float_repr(v.f);
+      return;
+    case K::String: out += json_string(v.s, o.ensure_ascii); return;
+    case K::List: {
+      if (v.list->empty()) {
+        out += "[]";
+        return;
+      }
+      out += "[";
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        if (k) out += item_sep;
+        newline(depth + 1);
+        dump((*v.list)[k], o, where, depth + 1, out);
+      }
+      newline(depth);
+      out += "]";
+      return;
+    }
+    case K::Dict: {
+      if (v.dict->items.empty()) {
+        out += "{}";
+        return;
+      }
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& kv : v.dict->items) items.push_back(&kv);
+      if (o.sort_keys)
+        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      out += "{";
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k) out += item_sep;
+        newline(depth + 1);
+        out += json_string(items[k]->first, o.ensure_ascii) + o.key_separator;
+        dump(items[k]->second, o, where, depth + 1, out);
+      }
+      newline(depth);
+      out += "}";
+      return;
+    }
+    default:
+      throw TemplateError(where + ": Object of type " + v.type_name() + " is not JSON serializable");
+  }
+}
+
+}  // namespace
+
+std::string json_dumps(const Value& v, const JsonDumpOptions& o, const std::string& where) {
+  std::string out;
+  dump(v, o, where, 0, out);
+  return out;
+}
+
+std::vector<uint32_t> utf8_decode(const std::string& s) {
+  std::vector<uint32_t> out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t k = 0; k < n;) {
+    const unsigned c = p[k];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    bool ok = len > 0 && k + size_t(len) <= n;
+    for (int m = 1; ok && m < len; ++m) {
+      if ((p[k + m] & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (p[k + m] & 0x3f);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are invalid, as in Python.
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+               (cp >= 0xd800 && cp <= 0xdfff)))
+      ok = false;
+    if (!ok) {
+      out.push_back(0xdc00 + c);  // surrogateescape: the byte comes back unchanged
+      ++k;
+      continue;
+    }
+    out.push_back(cp);
+    k += size_t(len);
+  }
+  return out;
+}
+
+void utf8_append(std::string& out, uint32_t cp) {
+  if (cp >= 0xdc80 && cp <= 0xdcff) {
+    out += char(cp - 0xdc00);
+  } else if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xc0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += char(0xe0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3f));
+    out += char(0x80 | (cp & 0x3f));
+  } else {
+    out += char(0xf0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3f));
+    out += char(0x80 | ((cp >> 6) & 0x3f));
+    out += char(0x80 | (cp & 0x3f));
+  }
+}
+
+std::string utf8_encode(const std::vector<uint32_t>& cps) {
+  std::string out;
+  for (uint32_t cp : cps) utf8_append(out, cp);
+  return out;
+}
+
+}  // namespace lol::jinja
