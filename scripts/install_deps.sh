@@ -3,6 +3,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config libtorch-dev libopenblas0-pthread libcli11-dev nlohmann-json3-dev
       libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev gnuplot-nox libgloo-dev python3
+      python3-jinja2  # the oracle of tests/reference/chat_template_reference.py
       clang libclang-rt-dev)  # clang + compiler-rt (ASan, UBSan, libFuzzer): scripts/sanitize.sh
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,6 +1,6 @@
 // `lol hf info|generate|ppl|bench`: Hugging Face Qwen2 / Llama folders (issue 10).
 //   info DIR                      config, weights, tokenizer and chat template summary
-//   generate DIR --prompt TEXT    streamed KV-cached generation (--chat: ChatML turns)
+//   generate DIR --prompt TEXT    streamed KV-cached generation (--chat: the folder's chat template)
 //   ppl DIR --data FILE           perplexity and bits per byte of a text file
 //   bench CONFIG_OR_DIR           prefill / decode tokens/s (random weights from a config.json)
 #include <algorithm>
@@ -69,6 +69,23 @@ std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, 
 }
 
 // ---------------------------------------------------------------- info
+/// `hf info`'s chat template line: what a one-message conversation renders as (JSON
+/// string escapes, cut at 400 bytes), or why it does not render.
+std::string chat_template_summary(const tokenizers::Tokenizer& tok, const std::string& dir) {
+  const std::string& t = tok.chat_template();
+  if (t.empty()) return "none (--chat unavailable)";
+  const std::string head = "Jinja, " + std::to_string(t.size()) + " bytes";
+  try {
+    tokenizers::ChatTemplateOptions o;
+    const std::string text = hf::format_chat(tok, {{"user", "Hi"}}, o, hf::chat_template_source(dir));
+    std::string shown = nlohmann::json(text.substr(0, 400)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() > 400) shown += "...";
+    return head + "; a user turn \"Hi\" renders as " + shown;
+  } catch (const InputError& e) {
+    return head + "; does not render (--chat unavailable): " + e.what();
+  }
+}
+
 void run_info(const std::string& dir, bool check) {
   const hf::HfConfig c = hf::HfConfig::load_dir(dir);
   const hf::WeightFiles files = hf::find_weight_files(dir);
@@ -103,15 +120,7 @@ void run_info(const std::string& dir, bool check) {
     if (tok->bos_id()) std::cout << ", bos " << *tok->bos_id();
     if (tok->eos_id()) std::cout << ", eos " << *tok->eos_id();
     std::cout << "\n";
-    const auto sys = hf::chatml_default_system(tok->chat_template());
-    const std::string construct = sys ? hf::chatml_unsupported_construct(tok->chat_template()) : std::string();
-    std::cout << "chat template "
-              << (tok->chat_template().empty() ? "none"
-                  : !sys                       ? "not ChatML (--chat unsupported)"
-                  : !construct.empty()         ? "ChatML, but " + construct + " (--chat unsupported)"
-                  : "ChatML" + (sys->empty() ? std::string(", no default system prompt")
-                                             : ", default system \"" + *sys + "\""))
-              << "\n";
+    std::cout << "chat template " << chat_template_summary(*tok, dir) << "\n";
   } else {
     std::cout << "tokenizer     none\n";
   }
@@ -136,6 +145,8 @@ struct GenArgs {
   uint64_t seed = 0;
   int threads = 0;
   bool chat = false, ids = false, no_stop = false, generation_config = false, system_set = false;
+  std::vector<std::string> vars;  ///< --var NAME=VALUE (chat template variables)
+  std::string date;               ///< --date YYYY-MM-DD (strftime_now)
   /// Sampling flags given on the command line (they override generation_config.json).
   bool set_temperature = false, set_top_k = false, set_top_p = false, set_repetition_penalty = false;
 };
@@ -161,10 +172,9 @@ void run_generate(const GenArgs& a) {
       std::vector<tokenizers::ChatMessage> msgs;
       if (a.system_set) msgs.push_back({"system", a.system});  // "" too: an empty system turn, as transformers
       msgs.push_back({"user", a.prompt});
-      text = hf::format_chat(*tok, msgs, true, a.dir + "/tokenizer_config.json");
-      if (!hf::chat_template_opens_assistant_turn(*tok))
-        std::cerr << "note: " << a.dir << "/tokenizer_config.json: the chat template has no add_generation_prompt "
-                     "branch (a base model's): no assistant turn is opened, as transformers renders it\n";
+      tokenizers::ChatTemplateOptions co = chat_template_options(a.vars, a.date);
+      co.add_generation_prompt = true;
+      text = hf::format_chat(*tok, msgs, co, hf::chat_template_source(a.dir));
     }
     // As transformers: tokenizer(prompt) adds the post-processor's special tokens (e.g.
     // a BOS); the chat template's text already holds its own, so none are added.
@@ -410,8 +420,13 @@ void register_hf(CLI::App& app) {
   auto* pr = gen->add_option("--prompt", g->prompt, "Prompt text");
   auto* tk = gen->add_option("--tokens", g->tokens, "Prompt token ids, comma or space separated");
   pr->excludes(tk);
-  gen->add_flag("--chat", g->chat, "Format the prompt as a user turn with the folder's ChatML chat template");
+  gen->add_flag("--chat", g->chat, "Format the prompt as a user turn with the folder's chat template (run as "
+                                   "transformers' apply_chat_template runs it)");
   auto* sy = gen->add_option("--system", g->system, "System message for --chat (\"\": an empty one; default: the template's)");
+  auto* vr = gen->add_option("--var", g->vars,
+                             "Chat template variable NAME=VALUE for --chat (VALUE as JSON, else text), e.g. "
+                             "enable_thinking=false");
+  auto* dt = gen->add_option("--date", g->date, "YYYY-MM-DD: the date strftime_now gives --chat's template");
   gen->add_option("--max-new", g->max_new, "Maximum new tokens (reduced so that prompt + new tokens <= max_position_embeddings)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
@@ -423,9 +438,10 @@ void register_hf(CLI::App& app) {
                 "Sample as transformers' generate() does by default: generation_config.json's do_sample, temperature, "
                 "top_k, top_p, repetition_penalty (sampling flags given here override them)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g, pr, tk, gen, sy] {
+  gen->callback([g, pr, tk, gen, sy, vr, dt] {
     g->system_set = sy->count() > 0;
     if (g->system_set && !g->chat) throw InputError("--system needs --chat");
+    if ((vr->count() > 0 || dt->count() > 0) && !g->chat) throw InputError("--var / --date need --chat");
     g->set_temperature = gen->get_option("--temperature")->count() > 0;
     g->set_top_k = gen->get_option("--top-k")->count() > 0;
     g->set_top_p = gen->get_option("--top-p")->count() > 0;

@@ -121,25 +121,25 @@ std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::st
   const std::string construct = chatml_unsupported_construct(t);
   if (!construct.empty())
     throw InputError(where + ": chat_template is ChatML, but " + construct +
-                     ", which lol's ChatML rendering does not reproduce (the template is not executed); only plain "
-                     "ChatML templates (Qwen2/Qwen2.5 instruct) are supported, and without --chat the prompt is used "
-                     "as plain text");
+                     ", which LayerRoute's ChatML rendering (layerroute/data.h) does not reproduce; LayerRoute "
+                     "trains on plain ChatML templates (Qwen2/Qwen2.5 instruct)");
   return *system;
 }
 
-bool chat_template_opens_assistant_turn(const tokenizers::Tokenizer& tok) {
-  return tok.chat_template().find("add_generation_prompt") != std::string::npos;
+std::string chat_template_source(const std::string& dir) {
+  const auto jinja = std::filesystem::path(dir) / "chat_template.jinja";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(jinja, ec)) return jinja.string();
+  return (std::filesystem::path(dir) / "tokenizer_config.json").string() + ": chat_template";
 }
 
 std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
-                        bool add_generation_prompt, const std::string& where) {
+                        const tokenizers::ChatTemplateOptions& options, const std::string& where) {
   if (tok.chat_template().empty())
-    throw InputError(where + ": no \"chat_template\" (expected the ChatML template of a Qwen2/Qwen2.5 instruct model; "
-                             "without --chat the prompt is used as plain text)");
-  // As transformers renders the template: a template without an add_generation_prompt
-  // branch (a base model's) opens no assistant turn.
-  return tokenizers::apply_chatml(messages, add_generation_prompt && chat_template_opens_assistant_turn(tok),
-                                  chatml_system_prompt(tok, where));
+    throw InputError(where + ": the tokenizer has no chat template (tokenizer_config.json \"chat_template\" or "
+                             "chat_template.jinja); without --chat the prompt is used as plain text");
+  return tokenizers::render_chat_template(tok.chat_template(), where, tokenizers::messages_json(messages), options,
+                                          &tok);
 }
 
 void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& stops) {

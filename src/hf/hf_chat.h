@@ -3,11 +3,12 @@
 // the sampling defaults of generation_config.json.
 // LibTorch-free.
 //
-// Chat templates are Jinja programs; this project does not run Jinja. It renders
-// the ChatML format of Qwen2 / Qwen2.5 instruct models (tokenizers/chat_template.h)
-// and takes from the template only the default system prompt it inserts when the
-// conversation has none. Any other template is refused (InputError), so a prompt is
-// never formatted differently from what transformers' apply_chat_template produces.
+// Chat templates are Jinja programs: `--chat` runs them with lol's Jinja interpreter
+// (jinja/template.h, tokenizers::render_chat_template) as transformers'
+// apply_chat_template does. LayerRoute's training data is ChatML rendered by lol itself
+// (layerroute/data.h); for it, the default system prompt a ChatML template inserts is
+// read from the template (chatml_default_system) and templates whose ChatML differs
+// from that rendering are refused (chatml_unsupported_construct).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -42,18 +43,19 @@ std::string chatml_unsupported_construct(const std::string& jinja);
 /// construct lol does not render (chatml_unsupported_construct).
 std::string chatml_system_prompt(const tokenizers::Tokenizer& tok, const std::string& where);
 
-/// True when the tokenizer's chat template has an add_generation_prompt branch (the
-/// instruct templates); a template without one opens no assistant turn.
-bool chat_template_opens_assistant_turn(const tokenizers::Tokenizer& tok);
+/// Where the chat template of the model folder `dir` comes from, for messages:
+/// "dir/chat_template.jinja" when that file exists (transformers prefers it), else
+/// "dir/tokenizer_config.json: chat_template".
+std::string chat_template_source(const std::string& dir);
 
-/// The prompt text of `messages` as the tokenizer's chat template formats it, with
-/// the assistant turn opened when add_generation_prompt and the template has that
-/// branch (chat_template_opens_assistant_turn; as transformers' apply_chat_template). Throws InputError when the
-/// tokenizer has no chat template or a template other than ChatML (naming `where`,
-/// e.g. the tokenizer_config.json path), or for a role other than
-/// system/user/assistant.
+/// The prompt text of `messages` as transformers' apply_chat_template(messages,
+/// tokenize=False, add_generation_prompt=..., **variables) formats it with the
+/// tokenizer's chat template (tokenizers::render_chat_template: the template runs with
+/// the tokenizer's special tokens). Throws InputError naming `where` when the tokenizer
+/// has no chat template or the template fails (a syntax error, an unsupported
+/// construct, its own raise_exception).
 std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
-                        bool add_generation_prompt, const std::string& where);
+                        const tokenizers::ChatTemplateOptions& options, const std::string& where);
 
 /// Token ids that end generation for the folder `dir`: config.json eos_token_id,
 /// generation_config.json eos_token_id (when that file exists) and the tokenizer's

@@ -56,7 +56,10 @@ TEST(CliHf, InfoGeneratePpl) {
                         // lol's own commands name the hf command for a Hugging Face folder.
                         "info " + quote(d.path())});
   EXPECT_EQ(r[0].code, 0) << r[0].out;
-  for (const char* needle : {"Qwen2ForCausalLM", "2 shards", "bfloat16", "ChatML", "You are a helpful assistant.", "check"})
+  // The chat template line shows what a user turn renders as (JSON escapes).
+  for (const char* needle : {"Qwen2ForCausalLM", "2 shards", "bfloat16", "chat template Jinja",
+                             R"(renders as "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")",
+                             "check"})
     EXPECT_NE(r[0].out.find(needle), std::string::npos) << needle << "\n" << r[0].out;
   // The CLI's greedy ids equal the library's.
   EXPECT_EQ(r[1].code, 0) << r[1].out;

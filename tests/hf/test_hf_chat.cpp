@@ -1,5 +1,6 @@
-// Chat templates (ChatML default system prompt taken from the Jinja source, refusal
-// of other templates) and stop tokens from config.json / generation_config.json.
+// Chat templates (run as Jinja for --chat; for LayerRoute's ChatML, the default system
+// prompt taken from the Jinja source and the refusal of other templates) and stop
+// tokens from config.json / generation_config.json.
 #include "hf/hf_chat.h"
 #include "hf_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
@@ -7,7 +8,7 @@
 namespace lol::hf::test {
 namespace {
 
-// The non-tool branch of Qwen2.5-Instruct's chat template, as stored after JSON
+// Qwen2.5-Instruct's chat template without its tool-call parts, as stored after JSON
 // decoding (Jinja string escapes \n kept as two characters).
 const char* kQwen25Template = R"({%- if tools %}
     {{- '<|im_start|>system\n' }}
@@ -25,7 +26,9 @@ const char* kQwen25Template = R"({%- if tools %}
     {%- endif %}
 {%- endif %}
 {%- for message in messages %}
-    {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\n' }}
@@ -89,40 +92,69 @@ TEST(HfChat, SystemPromptNeedsAChatMLTokenizer) {
   lol_test::expect_input_error([&] { chatml_system_prompt(plain, "dir"); }, {"dir", "no <|im_start|>/<|im_end|> tokens"});
 }
 
+std::string format(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& msgs, bool gen,
+                   nlohmann::ordered_json vars = nlohmann::ordered_json::object()) {
+  tokenizers::ChatTemplateOptions o;
+  o.add_generation_prompt = gen;
+  o.variables = std::move(vars);
+  return format_chat(tok, msgs, o, "t");
+}
+
 TEST(HfChat, FormatsAsTransformersWould) {
   const std::vector<tokenizers::ChatMessage> msgs = {{"user", "Hi"}};
   // transformers' apply_chat_template(msgs, add_generation_prompt=True) on each template:
-  EXPECT_EQ(format_chat(*chatml_bytes(kQwen25Template), msgs, true, "t"),
+  EXPECT_EQ(format(*chatml_bytes(kQwen25Template), msgs, true),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(format_chat(*chatml_bytes(kQwen2Template), msgs, true, "t"),
+  EXPECT_EQ(format(*chatml_bytes(kQwen2Template), msgs, true),
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(format_chat(*chatml_bytes(kNoSystemTemplate), msgs, false, "t"), "<|im_start|>user\nHi<|im_end|>\n");
+  EXPECT_EQ(format(*chatml_bytes(kNoSystemTemplate), msgs, false), "<|im_start|>user\nHi<|im_end|>\n");
   // A template without an add_generation_prompt branch opens no assistant turn, even
   // when asked to (transformers renders the template as written).
-  EXPECT_FALSE(chat_template_opens_assistant_turn(*chatml_bytes(kNoSystemTemplate)));
-  EXPECT_TRUE(chat_template_opens_assistant_turn(*chatml_bytes(kQwen2Template)));
-  EXPECT_EQ(format_chat(*chatml_bytes(kNoSystemTemplate), msgs, true, "t"), "<|im_start|>user\nHi<|im_end|>\n");
+  EXPECT_EQ(format(*chatml_bytes(kNoSystemTemplate), msgs, true), "<|im_start|>user\nHi<|im_end|>\n");
   // An explicit system message replaces the default.
-  EXPECT_EQ(format_chat(*chatml_bytes(kQwen25Template), {{"system", "S"}, {"user", "Q"}}, false, "t"),
+  EXPECT_EQ(format(*chatml_bytes(kQwen25Template), {{"system", "S"}, {"user", "Q"}}, false),
             "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n");
   // The turn markers encode as single special tokens.
   auto tok = chatml_bytes(kQwen25Template);
-  const auto ids = tok->encode(format_chat(*tok, msgs, true, "t"));
+  const auto ids = tok->encode(format(*tok, msgs, true));
   EXPECT_EQ(ids.front(), *tok->token_to_id("<|im_start|>"));
   EXPECT_EQ(std::count(ids.begin(), ids.end(), *tok->token_to_id("<|im_end|>")), 2);
 }
 
-TEST(HfChat, OtherTemplatesAreRefused) {
+// Templates other than plain ChatML run as written (session 42: they were refused).
+TEST(HfChat, AnyTemplateRunsAsJinja) {
   const std::vector<tokenizers::ChatMessage> msgs = {{"user", "Hi"}};
-  expect_input_error([&] { format_chat(*chatml_bytes(""), msgs, true, "dir/tokenizer_config.json"); },
-                     {"dir/tokenizer_config.json", "no \"chat_template\""});
-  expect_input_error([&] { format_chat(*chatml_bytes(kLlamaTemplate), msgs, true, "cfg"); }, {"cfg", "not ChatML"});
+  EXPECT_EQ(format(*chatml_bytes(kLlamaTemplate), msgs, true), "[INST] Hi [/INST]");
+  // The tokenizer's special tokens are template variables (transformers' special_tokens_map).
+  EXPECT_EQ(format(*chatml_bytes("{{ eos_token }}|{{ bos_token }}|{{ messages[0].content|trim }}"), {{"user", " x "}},
+                   true),
+            "<|im_end|>||x");
+  // The generation prompt of Qwen3's template, with and without thinking.
+  const std::string qwen3_tail = kQwen2Template + std::string(
+      "{%- if add_generation_prompt and enable_thinking is defined and enable_thinking is false %}"
+      "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}");
+  EXPECT_EQ(format(*chatml_bytes(qwen3_tail), msgs, true, {{"enable_thinking", false}}),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(format(*chatml_bytes(qwen3_tail), msgs, true).find("<think>"), std::string::npos);
+  // What the template raises, and no template, are errors naming where.
+  expect_input_error([&] { format(*chatml_bytes(""), msgs, true); }, {"t: the tokenizer has no chat template"});
+  expect_input_error(
+      [&] {
+        format(*chatml_bytes("{% if messages[0].role != 'system' %}{{ raise_exception('System first') }}{% endif %}"),
+               msgs, true);
+      },
+      {"t line 1", "System first"});
+  expect_input_error([&] { format(*chatml_bytes("{% for m in messages %}"), msgs, true); }, {"t line 1", "endfor"});
+}
+
+TEST(HfChat, ChatMLRenderingOfLayerRouteRefusesOtherTemplates) {
+  const std::vector<tokenizers::ChatMessage> msgs = {{"user", "Hi"}};
   tokenizers::ByteTokenizer plain(std::vector<std::string>{});
   plain.set_chat_template(kQwen25Template);
-  expect_input_error([&] { format_chat(plain, msgs, true, "cfg"); }, {"no <|im_start|>"});
-  expect_input_error([&] { format_chat(*chatml_bytes(kQwen25Template), {{"tool", "x"}}, true, "cfg"); }, {"role"});
+  expect_input_error([&] { chatml_system_prompt(plain, "cfg"); }, {"no <|im_start|>"});
   // ChatML templates that render something else than plain ChatML (found by the fifteenth
   // pass: they were rendered as plain ChatML): content trimmed, a BOS token first, a
   // <think> block or other text after the generation prompt (Qwen3, QwQ).
@@ -139,7 +171,7 @@ TEST(HfChat, OtherTemplatesAreRefused) {
            {with("'<|im_start|>assistant\\n'", "'<|im_start|>assistant\\nSure'"), "followed by more text (\"Sure\")"},
            {with("message['content']", "message['content'].split('</think>')[-1]"), "(.split()"}}) {
     EXPECT_NE(chatml_unsupported_construct(t), "") << t;
-    expect_input_error([&] { format_chat(*chatml_bytes(t), msgs, true, "cfg"); }, {"cfg: chat_template is ChatML, but", why});
+    expect_input_error([&] { chatml_system_prompt(*chatml_bytes(t), "cfg"); }, {"cfg: chat_template is ChatML, but", why});
   }
   EXPECT_EQ(chatml_unsupported_construct(kQwen2Template), "");
   EXPECT_EQ(chatml_unsupported_construct(kQwen25Template), "");
