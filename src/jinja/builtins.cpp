@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <locale.h>
+#include <wctype.h>
 #include <optional>
 #include <map>
 #include <set>
@@ -185,33 +187,65 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
   return out + s.substr(pos);
 }
 
-char ascii_upper(char ch) { return ch >= 'a' && ch <= 'z' ? char(ch - 32) : ch; }
-char ascii_lower(char ch) { return ch >= 'A' && ch <= 'Z' ? char(ch + 32) : ch; }
-bool ascii_alpha(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
-std::string upper(std::string s) {
-  for (auto& ch : s) ch = ascii_upper(ch);
-  return s;
+/// Unicode simple case mappings from glibc's C.UTF-8 locale (ASCII only where that
+/// locale is missing), as Python's str.upper / lower / title / capitalize map single
+/// code points; Python's special casings are not applied, except "ß".upper() == "SS".
+locale_t utf8_locale() {
+  static const locale_t l = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(nullptr));
+  return l;
 }
-std::string lower(std::string s) {
-  for (auto& ch : s) ch = ascii_lower(ch);
-  return s;
+uint32_t cp_upper(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
+  return utf8_locale() ? uint32_t(towupper_l(wint_t(cp), utf8_locale())) : cp;
 }
-std::string py_title(std::string s) {
-  bool prev_cased = false;
-  for (auto& ch : s) {
-    if (ascii_alpha(ch)) {
-      ch = prev_cased ? ascii_lower(ch) : ascii_upper(ch);
-      prev_cased = true;
-    } else {
-      prev_cased = false;
-    }
+uint32_t cp_lower(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+  return utf8_locale() ? uint32_t(towlower_l(wint_t(cp), utf8_locale())) : cp;
+}
+bool cp_cased(uint32_t cp) { return cp_upper(cp) != cp || cp_lower(cp) != cp; }
+
+std::string map_cps(const std::string& s, uint32_t (*f)(uint32_t)) {
+  std::string out;
+  for (uint32_t cp : utf8_decode(s)) utf8_append(out, f(cp));
+  return out;
+}
+std::string upper(const std::string& s) {
+  std::string out;
+  for (uint32_t cp : utf8_decode(s)) {
+    if (cp == 0xdf) out += "SS";
+    else utf8_append(out, cp_upper(cp));
   }
-  return s;
+  return out;
 }
-std::string py_capitalize(std::string s) {
-  s = lower(std::move(s));
-  if (!s.empty()) s[0] = ascii_upper(s[0]);
-  return s;
+std::string lower(const std::string& s) { return map_cps(s, cp_lower); }
+std::string py_title(const std::string& s) {
+  std::string out;
+  bool prev_cased = false;
+  for (uint32_t cp : utf8_decode(s)) {
+    const bool cased = cp_cased(cp);
+    utf8_append(out, cased ? (prev_cased ? cp_lower(cp) : cp_upper(cp)) : cp);
+    prev_cased = cased;
+  }
+  return out;
+}
+std::string py_capitalize(const std::string& s) {
+  std::string out;
+  bool first = true;
+  for (uint32_t cp : utf8_decode(s)) {
+    utf8_append(out, first ? cp_upper(cp) : cp_lower(cp));
+    first = false;
+  }
+  return out;
+}
+/// Python's str.islower / isupper: every cased character in that case, and one at least.
+bool all_cased_as(const std::string& s, bool upper_case) {
+  bool any = false;
+  for (uint32_t cp : utf8_decode(s)) {
+    if (!cp_cased(cp)) continue;
+    any = true;
+    if ((upper_case ? cp_upper(cp) : cp_lower(cp)) != cp) return false;
+  }
+  return any;
 }
 
 int64_t cp_index(const std::string& s, size_t byte_pos) {
@@ -337,24 +371,23 @@ Value string_method(const Value& obj, const std::string& name) {
         },
         name, 1);
   }
-  if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum" || name == "islower" ||
-      name == "isupper")
+  if (name == "islower" || name == "isupper") {
+    const bool up = name == "isupper";
+    return fn([s, up](Args&) { return Value::boolean(all_cased_as(s, up)); }, name, 0);
+  }
+  if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum")
     return fn(
         [s, name](Args&) {
-          if (s.empty()) return Value::boolean(false);
-          const bool case_test = name == "islower" || name == "isupper";
-          bool cased = false, ok = true;
-          for (char ch : s) {
-            const auto u = static_cast<unsigned char>(ch);
-            if (name == "isdigit") ok = ok && std::isdigit(u);
-            else if (name == "isspace") ok = ok && py_space(u);
-            else if (name == "isalpha") ok = ok && std::isalpha(u);
-            else if (name == "isalnum") ok = ok && std::isalnum(u);
-            else if (name == "islower") ok = ok && !std::isupper(u);
-            else ok = ok && !std::islower(u);
-            cased = cased || std::isalpha(u);
+          const auto cps = utf8_decode(s);
+          if (cps.empty()) return Value::boolean(false);
+          for (uint32_t cp : cps) {
+            const bool ok = name == "isspace"   ? py_space(cp)
+                            : name == "isdigit" ? (cp >= '0' && cp <= '9')
+                            : name == "isalpha" ? (cp < 0x80 ? std::isalpha(int(cp)) != 0 : cp_cased(cp))
+                                                : (cp < 0x80 ? std::isalnum(int(cp)) != 0 : cp_cased(cp));
+            if (!ok) return Value::boolean(false);
           }
-          return Value::boolean(ok && (!case_test || cased));
+          return Value::boolean(true);
         },
         name, 0);
   return Value();
@@ -596,12 +629,8 @@ const std::map<std::string, TestFn>& tests() {
     simple("sequence", [](const Value& v) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); });
     simple("callable", [](const Value& v) { return v.kind == K::Function; });
     simple("escaped", [](const Value&) { return false; });
-    simple("lower", [](const Value& v) {
-      return v.is_string() && lower(v.s) == v.s && upper(v.s) != v.s;
-    });
-    simple("upper", [](const Value& v) {
-      return v.is_string() && upper(v.s) == v.s && lower(v.s) != v.s;
-    });
+    simple("lower", [](const Value& v) { return v.is_string() && all_cased_as(v.s, false); });
+    simple("upper", [](const Value& v) { return v.is_string() && all_cased_as(v.s, true); });
     m["odd"] = [](const Value& v, Args&, const BuiltinContext& c) {
       if (!v.is_integral()) fail_at(c, "the odd test needs an integer");
       return ((v.as_int() % 2) + 2) % 2 == 1;
@@ -919,8 +948,14 @@ const std::map<std::string, FilterFn>& filters() {
     m["tojson"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       JsonDumpOptions o;
       const Value indent = a.get(0, "indent", Value::none());
-      if (indent.is_integral()) o.indent = int(std::max<int64_t>(0, indent.as_int()));
-      else if (!indent.is_none()) fail_at(c, "tojson: indent must be an integer or None");
+      if (indent.is_integral()) {
+        if (indent.as_int() > 4096) fail_at(c, "tojson: indent " + indent.repr() + " is too large");
+        o.indent = std::string(size_t(std::max<int64_t>(0, indent.as_int())), ' ');
+      } else if (indent.is_string()) {
+        o.indent = indent.s;
+      } else if (!indent.is_none()) {
+        fail_at(c, "tojson: indent must be an integer, a string or None");
+      }
       o.ensure_ascii = a.get(1, "ensure_ascii", Value::boolean(false)).truthy();
       const Value seps = a.get(2, "separators", Value::none());
       if (seps.is_list() && seps.list->size() == 2) {
@@ -949,8 +984,10 @@ const std::map<std::string, FilterFn>& filters() {
       }
       return Value::make_list(std::move(out));
     };
-    m["indent"] = [](const Value& v, Args& a, const BuiltinContext&) {
+    m["indent"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const Value width = a.get(0, "width", Value::integer(4));
+      if (!width.is_string() && !width.is_integral()) fail_at(c, "indent: width must be an integer or a string");
+      if (width.is_integral() && width.as_int() > 4096) fail_at(c, "indent: width " + width.repr() + " is too large");
       const std::string ind = width.is_string() ? width.s : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
       const bool first = a.get(1, "first", Value::boolean(false)).truthy();
       const bool blank = a.get(2, "blank", Value::boolean(false)).truthy();
@@ -972,8 +1009,9 @@ const std::map<std::string, FilterFn>& filters() {
     m["wordcount"] = [](const Value& v, Args&, const BuiltinContext&) {
       return Value::integer(int64_t(py_split(v.str(), Value::none(), -1, false).list->size()));
     };
-    m["center"] = [](const Value& v, Args& a, const BuiltinContext&) {
+    m["center"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const int64_t width = need_int(a.get(0, "width", Value::integer(80)), "width");
+      if (width > int64_t(c.options->max_output_bytes)) fail_at(c, "center: width " + std::to_string(width) + " is too large");
       const auto cps = utf8_decode(v.str());
       const int64_t n = int64_t(cps.size());
       if (width <= n) return Value::string(v.str());

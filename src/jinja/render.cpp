@@ -86,6 +86,7 @@ class Renderer {
   const RenderOptions& opts_;
   Flow flow_ = Flow::Normal;
   int call_depth_ = 0;
+  uint64_t steps_ = 0;
 
   BuiltinContext at(int line) const { return {name_ + " line " + std::to_string(line), &opts_}; }
 
@@ -105,6 +106,7 @@ class Renderer {
   }
 
   void render_node(const Node& n, const FramePtr& f, std::string& out) {
+    step(n.line);
     switch (n.kind) {
       case Node::Kind::Text: out += n.text; return;
       case Node::Kind::Output: out += eval(*n.expr, f).str(); return;
@@ -290,7 +292,23 @@ class Renderer {
     return apply_filter(e.name, base, a, at(e.line));
   }
 
+  /// Counts a step; TemplateError past RenderOptions::max_steps.
+  void step(int line) {
+    if (++steps_ > opts_.max_steps)
+      fail_at(at(line), "rendering passed " + std::to_string(opts_.max_steps) + " steps (a template that does not end?)");
+  }
+
   Value eval(const Expr& e, const FramePtr& f) {
+    step(e.line);
+    Value v = eval_inner(e, f);
+    // No value grows without bound (a namespace attribute doubled in a loop).
+    if ((v.is_string() && v.s.size() > opts_.max_output_bytes) ||
+        (v.is_list() && v.list->size() > opts_.max_output_bytes / 16))
+      fail_at(at(e.line), "a value passed " + std::to_string(opts_.max_output_bytes) + " bytes");
+    return v;
+  }
+
+  Value eval_inner(const Expr& e, const FramePtr& f) {
     using K = Expr::Kind;
     switch (e.kind) {
       case K::Literal: return e.value;

@@ -28,6 +28,7 @@
 //
 // LibTorch-free.
 #pragma once
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -42,9 +43,12 @@ struct Node;
 struct RenderOptions {
   /// The time strftime_now(format) formats (local time); nullopt: the current time.
   std::optional<std::time_t> now;
-  /// Rendering stops with TemplateError past this many bytes of output (a template
-  /// that loops without end).
+  /// Rendering stops with TemplateError past this many bytes of output, or of any one
+  /// string value (a list: a sixteenth as many items).
   size_t max_output_bytes = size_t(64) << 20;
+  /// Rendering stops with TemplateError past this many evaluation steps (expressions
+  /// and statements run): a template that loops without end and prints nothing.
+  uint64_t max_steps = 100'000'000;
 };
 
 /// A parsed template. Parsing checks the syntax and that every filter and test the

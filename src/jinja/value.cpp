@@ -144,34 +144,56 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
-  switch (kind) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "None";
-    case Kind::Bool: return b ? "True" : "False";
-    case Kind::Int: return std::to_string(i);
-    case Kind::Float: return float_repr(f);
-    case Kind::String: return string_repr(s);
-    case Kind::List: {
-      std::string out = tuple ? "(" : "[";
-      for (size_t k = 0; k < list->size(); ++k) out += (k ? ", " : "") + (*list)[k].repr();
-      if (tuple && list->size() == 1) out += ",";
-      return out + (tuple ? ")" : "]");
+namespace {
+
+/// repr() with Python's guard against containers that hold themselves: a dict being
+/// printed prints as {...} inside itself (only namespaces can make such cycles).
+std::string repr_guarded(const Value& v, std::vector<const void*>& open) {
+  using K = Value::Kind;
+  switch (v.kind) {
+    case K::Undefined: return "Undefined";
+    case K::None: return "None";
+    case K::Bool: return v.b ? "True" : "False";
+    case K::Int: return std::to_string(v.i);
+    case K::Float: return float_repr(v.f);
+    case K::String: return string_repr(v.s);
+    case K::List: {
+      if (std::find(open.begin(), open.end(), v.list.get()) != open.end()) return v.tuple ? "(...)" : "[...]";
+      open.push_back(v.list.get());
+      std::string out = v.tuple ? "(" : "[";
+      for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr_guarded((*v.list)[k], open);
+      if (v.tuple && v.list->size() == 1) out += ",";
+      open.pop_back();
+      return out + (v.tuple ? ")" : "]");
     }
-    case Kind::Dict:
-    case Kind::Namespace: {
-      std::string out = "{";
-      bool first = true;
-      for (const auto& kv : dict->items) {
-        out += (first ? "" : ", ") + string_repr(kv.first) + ": " + kv.second.repr();
-        first = false;
+    case K::Dict:
+    case K::Namespace: {
+      std::string out;
+      if (std::find(open.begin(), open.end(), v.dict.get()) != open.end()) {
+        out = "{...}";
+      } else {
+        open.push_back(v.dict.get());
+        out = "{";
+        bool first = true;
+        for (const auto& kv : v.dict->items) {
+          out += (first ? "" : ", ") + string_repr(kv.first) + ": " + repr_guarded(kv.second, open);
+          first = false;
+        }
+        out += "}";
+        open.pop_back();
       }
-      out += "}";
-      return kind == Kind::Namespace ? "<Namespace " + out + ">" : out;
+      return v.kind == K::Namespace ? "<Namespace " + out + ">" : out;
     }
-    case Kind::Function: return "<function>";
+    case K::Function: return "<function>";
   }
   return "";
+}
+
+}  // namespace
+
+std::string Value::repr() const {
+  std::vector<const void*> open;
+  return repr_guarded(*this, open);
 }
 
 std::string Value::type_name() const {
@@ -300,9 +322,11 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
 
 void dump(const Value& v, const JsonDumpOptions& o, const std::string& where, int depth, std::string& out) {
   using K = Value::Kind;
-  const std::string item_sep = o.item_separator ? *o.item_separator : o.indent >= 0 ? "," : ", ";
+  const std::string item_sep = o.item_separator ? *o.item_separator : o.indent ? "," : ", ";
   const auto newline = [&](int d) {
-    if (o.indent >= 0) out += "\n" + std::string(size_t(o.indent) * size_t(d), ' ');
+    if (!o.indent) return;
+    out += '\n';
+    for (int k = 0; k < d; ++k) out += *o.indent;
   };
   switch (v.kind) {
     case K::None: out += "null"; return;

@@ -111,7 +111,7 @@ Value from_json(const nlohmann::ordered_json& j);
 
 /// Options of json.dumps as transformers' tojson filter passes them (ensure_ascii=False).
 struct JsonDumpOptions {
-  int indent = -1;                ///< < 0: None (one line)
+  std::optional<std::string> indent;  ///< nullopt: None (one line); else the text of one level
   std::optional<std::string> item_separator;  ///< nullopt: Python's default (", ", or "," with indent)
   std::string key_separator = ": ";
   bool sort_keys = false;
