@@ -77,7 +77,8 @@ std::string chat_template_summary(const tokenizers::Tokenizer& tok, const std::s
   const std::string head = "Jinja, " + std::to_string(t.size()) + " bytes";
   try {
     tokenizers::ChatTemplateOptions o;
-    const std::string text = hf::format_chat(tok, {{"user", "Hi"}}, o, hf::chat_template_source(dir));
+    const std::string text =
+        hf::format_chat(tok, std::vector<tokenizers::ChatMessage>{{"user", "Hi"}}, o, hf::chat_template_source(dir));
     std::string shown = nlohmann::json(text.substr(0, 400)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (text.size() > 400) shown += "...";
     return head + "; a user turn \"Hi\" renders as " + shown;
@@ -146,6 +147,7 @@ struct GenArgs {
   int threads = 0;
   bool chat = false, ids = false, no_stop = false, generation_config = false, system_set = false;
   std::vector<std::string> vars;  ///< --var NAME=VALUE (chat template variables)
+  std::string messages;           ///< --messages FILE (a conversation for the chat template)
   std::string date;               ///< --date YYYY-MM-DD (strftime_now)
   /// Sampling flags given on the command line (they override generation_config.json).
   bool set_temperature = false, set_top_k = false, set_top_p = false, set_repetition_penalty = false;
@@ -164,17 +166,22 @@ void run_generate(const GenArgs& a) {
   auto t_load = std::chrono::steady_clock::now();
   auto model = hf::load_hf_model(a.dir, cpu_compute_dtype(a.dtype), c10::Device(c10::kCPU), &cfg);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-  auto tok = folder_tokenizer(a.dir, a.prompt.empty() ? "" : "for text prompts; use --tokens for ids");
+  const bool text_prompt = !a.prompt.empty() || !a.messages.empty();
+  auto tok = folder_tokenizer(a.dir, text_prompt ? "for text prompts; use --tokens for ids" : "");
   std::vector<int64_t> prompt;
-  if (!a.prompt.empty()) {
+  if (text_prompt) {
     std::string text = a.prompt;
     if (a.chat) {
-      std::vector<tokenizers::ChatMessage> msgs;
-      if (a.system_set) msgs.push_back({"system", a.system});  // "" too: an empty system turn, as transformers
-      msgs.push_back({"user", a.prompt});
       tokenizers::ChatTemplateOptions co = chat_template_options(a.vars, a.date);
       co.add_generation_prompt = true;
-      text = hf::format_chat(*tok, msgs, co, hf::chat_template_source(a.dir));
+      if (!a.messages.empty()) {
+        text = hf::format_chat(*tok, read_messages_file(a.messages), co, hf::chat_template_source(a.dir));
+      } else {
+        std::vector<tokenizers::ChatMessage> msgs;
+        if (a.system_set) msgs.push_back({"system", a.system});  // "" too: an empty system turn, as transformers
+        msgs.push_back({"user", a.prompt});
+        text = hf::format_chat(*tok, msgs, co, hf::chat_template_source(a.dir));
+      }
     }
     // As transformers: tokenizer(prompt) adds the post-processor's special tokens (e.g.
     // a BOS); the chat template's text already holds its own, so none are added.
@@ -184,10 +191,11 @@ void run_generate(const GenArgs& a) {
     prompt = parse_ids(a.tokens, "--tokens");
     check_prompt_ids(prompt, cfg.vocab_size, "--tokens");
   }
-  if (prompt.empty()) throw InputError(std::string(a.prompt.empty() ? "--tokens" : "--prompt") + ": the prompt has no tokens");
+  const char* prompt_flag = !a.messages.empty() ? "--messages" : a.prompt.empty() ? "--tokens" : "--prompt";
+  if (prompt.empty()) throw InputError(std::string(prompt_flag) + ": the prompt has no tokens");
   inference::GenerateOptions o;
   o.max_new_tokens = room_for_new_tokens(int64_t(prompt.size()), a.max_new, cfg.max_position_embeddings,
-                                         "max_position_embeddings", a.prompt.empty() ? "--tokens" : "--prompt");
+                                         "max_position_embeddings", prompt_flag);
   o.sampling = a.sampling;
   if (a.generation_config) {
     const auto d = hf::generation_sampling_defaults(a.dir);
@@ -427,6 +435,9 @@ void register_hf(CLI::App& app) {
                              "Chat template variable NAME=VALUE for --chat (VALUE as JSON, else text), e.g. "
                              "enable_thinking=false");
   auto* dt = gen->add_option("--date", g->date, "YYYY-MM-DD: the date strftime_now gives --chat's template");
+  auto* ms = gen->add_option("--messages", g->messages,
+                             "A conversation (JSON array of messages) for the chat template, instead of --prompt "
+                             "(implies --chat)");
   gen->add_option("--max-new", g->max_new, "Maximum new tokens (reduced so that prompt + new tokens <= max_position_embeddings)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
@@ -438,7 +449,12 @@ void register_hf(CLI::App& app) {
                 "Sample as transformers' generate() does by default: generation_config.json's do_sample, temperature, "
                 "top_k, top_p, repetition_penalty (sampling flags given here override them)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g, pr, tk, gen, sy, vr, dt] {
+  gen->callback([g, pr, tk, gen, sy, vr, dt, ms] {
+    if (ms->count() > 0) {
+      if (pr->count() > 0 || tk->count() > 0 || sy->count() > 0)
+        throw InputError("--messages replaces --prompt, --tokens and --system (put the system turn in the file)");
+      g->chat = true;
+    }
     g->system_set = sy->count() > 0;
     if (g->system_set && !g->chat) throw InputError("--system needs --chat");
     if ((vr->count() > 0 || dt->count() > 0) && !g->chat) throw InputError("--var / --date need --chat");
@@ -447,7 +463,8 @@ void register_hf(CLI::App& app) {
     g->set_top_p = gen->get_option("--top-p")->count() > 0;
     g->set_repetition_penalty = gen->get_option("--repetition-penalty")->count() > 0;
     check_prompt_flags(pr->count() > 0, g->prompt, tk->count() > 0, g->tokens);
-    if (g->prompt.empty() && g->tokens.empty()) throw InputError("hf generate: give --prompt TEXT or --tokens IDS");
+    if (g->prompt.empty() && g->tokens.empty() && g->messages.empty())
+      throw InputError("hf generate: give --prompt TEXT, --messages FILE or --tokens IDS");
     run_generate(*g);
   });
 

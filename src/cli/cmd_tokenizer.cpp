@@ -201,7 +201,8 @@ struct ChatArgs {
   bool no_generation_prompt = false, ids = false, system_given = false;
 };
 
-/// A JSON document (object keys in file order, as Python's json.load keeps them).
+}  // namespace
+
 nlohmann::ordered_json read_ordered_json(const std::string& path, const std::string& what) {
   const std::string text = io::read_file(path);
   try {
@@ -211,7 +212,13 @@ nlohmann::ordered_json read_ordered_json(const std::string& path, const std::str
   }
 }
 
-}  // namespace
+nlohmann::ordered_json read_messages_file(const std::string& path) {
+  auto messages = read_ordered_json(path, "--messages");
+  if (!messages.is_array())
+    throw InputError("--messages " + path + ": expected a JSON array of message objects "
+                     "([{\"role\": \"user\", \"content\": \"...\"}, ...])");
+  return messages;
+}
 
 tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date) {
   tokenizers::ChatTemplateOptions o;
@@ -258,10 +265,7 @@ void run_chat(const ChatArgs& a) {
   }
   nlohmann::ordered_json messages;
   if (!a.messages.empty()) {
-    messages = read_ordered_json(a.messages, "--messages");
-    if (!messages.is_array())
-      throw InputError("--messages " + a.messages + ": expected a JSON array of message objects "
-                       "([{\"role\": \"user\", \"content\": \"...\"}, ...])");
+    messages = read_messages_file(a.messages);
   } else {
     if (a.prompt.empty() && !a.system_given) throw InputError("give --messages FILE.json or --prompt TEXT");
     std::vector<tokenizers::ChatMessage> msgs;

@@ -22,6 +22,11 @@ void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode|chat (
 /// text) and --date YYYY-MM-DD (strftime_now's day, local midnight; "" = now).
 /// Throws InputError naming the flag for a malformed value (cmd_tokenizer.cpp).
 tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date);
+/// The JSON document in `path`, object keys in file order (as Python's json.load);
+/// InputError "<what> <path>: not valid JSON: ..." otherwise.
+nlohmann::ordered_json read_ordered_json(const std::string& path, const std::string& what);
+/// --messages FILE: a JSON array of message objects (InputError naming the flag otherwise).
+nlohmann::ordered_json read_messages_file(const std::string& path);
 void register_corpus(CLI::App& app);  // corpus (cmd_corpus.cpp)
 void register_bench(CLI::App& app);  // bench matmul|train (cmd_bench.cpp)
 /// The shared `bench` sub-command (created on first use; cmd_bench.cpp).

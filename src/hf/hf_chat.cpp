@@ -135,11 +135,15 @@ std::string chat_template_source(const std::string& dir) {
 
 std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
                         const tokenizers::ChatTemplateOptions& options, const std::string& where) {
+  return format_chat(tok, tokenizers::messages_json(messages), options, where);
+}
+
+std::string format_chat(const tokenizers::Tokenizer& tok, const nlohmann::ordered_json& messages,
+                        const tokenizers::ChatTemplateOptions& options, const std::string& where) {
   if (tok.chat_template().empty())
     throw InputError(where + ": the tokenizer has no chat template (tokenizer_config.json \"chat_template\" or "
                              "chat_template.jinja); without --chat the prompt is used as plain text");
-  return tokenizers::render_chat_template(tok.chat_template(), where, tokenizers::messages_json(messages), options,
-                                          &tok);
+  return tokenizers::render_chat_template(tok.chat_template(), where, messages, options, &tok);
 }
 
 void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& stops) {

@@ -56,6 +56,9 @@ std::string chat_template_source(const std::string& dir);
 /// construct, its own raise_exception).
 std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<tokenizers::ChatMessage>& messages,
                         const tokenizers::ChatTemplateOptions& options, const std::string& where);
+/// As above for a JSON array of message objects (any fields: tool_calls, content parts...).
+std::string format_chat(const tokenizers::Tokenizer& tok, const nlohmann::ordered_json& messages,
+                        const tokenizers::ChatTemplateOptions& options, const std::string& where);
 
 /// Token ids that end generation for the folder `dir`: config.json eos_token_id,
 /// generation_config.json eos_token_id (when that file exists) and the tokenizer's

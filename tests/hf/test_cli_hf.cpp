@@ -283,6 +283,36 @@ TEST(CliHf, PlainPromptGetsThePostProcessorsBos) {
   EXPECT_NE(r[1].out.find("prompt 59 tokens"), std::string::npos) << r[1].out;
 }
 
+// --messages: a whole conversation through the folder's chat template (a one-turn file
+// is the same prompt as --chat --prompt); the flags it replaces are refused.
+TEST(CliHf, GenerateFromAConversationFile) {
+  TinyShape s;
+  s.vocab = 300;
+  TempDir d("messages");
+  write_tiny_checkpoint(d.path(), s, 21, torch::kFloat32, 1);
+  chat_tokenizer().save(d.path());
+  write_text(d / "one.json", R"([{"role": "user", "content": "hi"}])");
+  write_text(d / "three.json", R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+                                   {"role": "user", "content": "ok"}])");
+  write_text(d / "bad.json", R"({"role": "user"})");
+  const std::string g = "hf generate " + quote(d.path()) + " --max-new 2 --ids --no-stop ";
+  auto r = run_lol_all({g + "--chat --prompt hi", g + "--messages " + quote(d / "one.json"),
+                        g + "--messages " + quote(d / "three.json"), g + "--messages " + quote(d / "bad.json"),
+                        g + "--messages " + quote(d / "one.json") + " --system x"});
+  ASSERT_EQ(r[0].code, 0) << r[0].out;
+  ASSERT_EQ(r[1].code, 0) << r[1].out;
+  EXPECT_EQ(r[0].out.substr(0, r[0].out.find('\n')), r[1].out.substr(0, r[1].out.find('\n')));  // the ids
+  EXPECT_NE(r[1].out.find("prompt 59 tokens"), std::string::npos) << r[1].out;
+  ASSERT_EQ(r[2].code, 0) << r[2].out;
+  // Two more turns: <|im_start|> "assistant\nyo" <|im_end|> "\n" <|im_start|> "user\nok" <|im_end|> "\n":
+  // 12 + 1 + 7 bytes + 4 special tokens = 25 more.
+  EXPECT_NE(r[2].out.find("prompt 84 tokens"), std::string::npos) << r[2].out;
+  EXPECT_EQ(r[3].code, 2) << r[3].out;
+  EXPECT_NE(r[3].out.find("expected a JSON array of message objects"), std::string::npos) << r[3].out;
+  EXPECT_EQ(r[4].code, 2) << r[4].out;
+  EXPECT_NE(r[4].out.find("--messages replaces"), std::string::npos) << r[4].out;
+}
+
 // `lol layerroute train|eval|merge` never replace what they read or an earlier adapter
 // unasked (docs/robustness.md, seventh pass); an adapter's evaluation refuses the
 // protocol's training flags instead of ignoring them.
