@@ -48,7 +48,7 @@ using Body = std::vector<NodePtr>;
 ///   Output    expr                                  {{ expr }}
 ///   If        conds[k] -> bodies[k]; bodies.size() == conds.size() + 1 holds the else
 ///   For       targets in expr [if cond] body [else else_body]
-///   Set       targets (or attr_target: ns.attr) = expr
+///   Set       targets = expr (attrs[k] non-empty: targets[k].attrs[k], a namespace attribute)
 ///   SetBlock  targets[0] = rendered body (| filter chain in expr)
 ///   Macro     name(params = defaults) body
 ///   CallBlock expr (a Call) with `caller` = body
@@ -66,7 +66,7 @@ struct Node {
   std::vector<Body> bodies;
   Body body, else_body;
   std::vector<std::string> targets;
-  std::string attr_target;  ///< Set ns.attr: targets[0] = "ns", attr_target = "attr"
+  std::vector<std::string> attrs;  ///< Set: one per target, "" for a plain name
   std::string name;
   std::vector<std::string> params;
   std::vector<ExprPtr> defaults;  ///< one per param, null when it has none

@@ -113,16 +113,11 @@ Value py_split(const std::string& s, const Value& sep, int64_t maxsplit, bool fr
       for (auto& w : words) out.push_back(piece(w.first, w.second));
     } else if (!from_right) {
       for (size_t w = 0; w < size_t(maxsplit); ++w) out.push_back(piece(words[w].first, words[w].second));
-      // The rest, from the next word, keeps its trailing white space stripped only... as Python: the remainder
-      // starts at the next word and runs to the end with trailing white space removed.
-      size_t e = cps.size();
-      while (e > 0 && py_space(cps[e - 1])) --e;
-      out.push_back(piece(words[size_t(maxsplit)].first, e));
+      // The rest runs from the next word to the end, its trailing white space kept (Python).
+      out.push_back(piece(words[size_t(maxsplit)].first, cps.size()));
     } else {
       const size_t keep = words.size() - size_t(maxsplit);
-      size_t b = 0;
-      while (b < cps.size() && py_space(cps[b])) ++b;
-      out.push_back(piece(b, words[keep - 1].second));
+      out.push_back(piece(0, words[keep - 1].second));  // leading white space kept
       for (size_t w = keep; w < words.size(); ++w) out.push_back(piece(words[w].first, words[w].second));
     }
     return Value::make_list(std::move(out));
@@ -353,10 +348,12 @@ Value string_method(const Value& obj, const std::string& name) {
     return fn(
         [s](Args& r) {
           const Value items = r.get(0, "iterable");
-          if (!items.is_list()) call_fail("can only join an iterable of str");
+          if (!items.is_list() && !items.is_string() && !items.is_dict()) call_fail("can only join an iterable");
+          BuiltinContext none;
+          const List parts = iterate(items, none);
           std::string out;
-          for (size_t k = 0; k < items.list->size(); ++k)
-            out += (k ? s : "") + need_string((*items.list)[k], "sequence item " + std::to_string(k));
+          for (size_t k = 0; k < parts.size(); ++k)
+            out += (k ? s : "") + need_string(parts[k], "sequence item " + std::to_string(k));
           return Value::string(out);
         },
         name, 1);
@@ -371,6 +368,109 @@ Value string_method(const Value& obj, const std::string& name) {
         },
         name, 1);
   }
+  if (name == "center" || name == "ljust" || name == "rjust")
+    return fn(
+        [s, name](Args& r) {
+          const int64_t width = need_int(r.get(0, "width"), name + "() width");
+          const std::string fill = r.has(1, "fillchar") ? need_string(r.get(1, "fillchar"), "fillchar") : " ";
+          if (utf8_decode(fill).size() != 1) call_fail("The fill character must be exactly one character long");
+          const int64_t n = int64_t(utf8_decode(s).size());
+          if (width > (int64_t(1) << 26)) call_fail(name + "(): width " + std::to_string(width) + " is too large");
+          if (width <= n) return Value::string(s);
+          const int64_t total = width - n;
+          // Python's str.center puts the odd space on the right unless both the padding and the width are odd.
+          const int64_t left = name == "ljust" ? 0 : name == "rjust" ? total : total / 2 + (total & width & 1);
+          std::string out;
+          for (int64_t k = 0; k < left; ++k) out += fill;
+          out += s;
+          for (int64_t k = left; k < total; ++k) out += fill;
+          return Value::string(out);
+        },
+        name, 2);
+  if (name == "zfill")
+    return fn(
+        [s](Args& r) {
+          const int64_t width = need_int(r.get(0, "width"), "zfill() width");
+          const int64_t n = int64_t(utf8_decode(s).size());
+          if (width > (int64_t(1) << 26)) call_fail("zfill(): width is too large");
+          if (width <= n) return Value::string(s);
+          const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
+          return Value::string((sign ? s.substr(0, 1) : "") + std::string(size_t(width - n), '0') + s.substr(sign ? 1 : 0));
+        },
+        name, 1);
+  if (name == "swapcase")
+    return fn(
+        [s](Args&) {
+          std::string out;
+          for (uint32_t cp : utf8_decode(s)) utf8_append(out, cp_upper(cp) != cp ? cp_upper(cp) : cp_lower(cp));
+          return Value::string(out);
+        },
+        name, 0);
+  if (name == "partition" || name == "rpartition")
+    return fn(
+        [s, name](Args& r) {
+          const std::string sep = need_string(r.get(0, "sep"), name + "() argument");
+          if (sep.empty()) call_fail("empty separator");
+          const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+          if (at == std::string::npos)
+            return name == "partition"
+                       ? Value::make_list({Value::string(s), Value::string(""), Value::string("")}, true)
+                       : Value::make_list({Value::string(""), Value::string(""), Value::string(s)}, true);
+          return Value::make_list(
+              {Value::string(s.substr(0, at)), Value::string(sep), Value::string(s.substr(at + sep.size()))}, true);
+        },
+        name, 1);
+  if (name == "format")
+    return Value::function([s](CallArgs& a) {
+      // Python's str.format for replacement fields {}, {0}, {name}, with !s / !r and no format spec.
+      std::string out;
+      size_t auto_index = 0;
+      for (size_t k = 0; k < s.size(); ++k) {
+        const char ch = s[k];
+        if ((ch == '{' || ch == '}') && k + 1 < s.size() && s[k + 1] == ch) {
+          out += ch;
+          ++k;
+          continue;
+        }
+        if (ch == '}') call_fail("Single '}' encountered in format string");
+        if (ch != '{') {
+          out += ch;
+          continue;
+        }
+        const size_t e = s.find('}', k);
+        if (e == std::string::npos) call_fail("Single '{' encountered in format string");
+        std::string field = s.substr(k + 1, e - k - 1);
+        char conv = 's';
+        if (field.size() >= 2 && field[field.size() - 2] == '!') {
+          conv = field.back();
+          field.resize(field.size() - 2);
+        }
+        if (field.find(':') != std::string::npos || field.find('.') != std::string::npos ||
+            field.find('[') != std::string::npos)
+          call_fail("str.format: format specs and attribute lookups are not supported");
+        Value v;
+        if (field.empty()) {
+          if (auto_index >= a.pos.size()) call_fail("Replacement index " + std::to_string(auto_index) + " out of range");
+          v = a.pos[auto_index++];
+        } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+          const size_t i = size_t(std::atoll(field.c_str()));
+          if (i >= a.pos.size()) call_fail("Replacement index " + field + " out of range");
+          v = a.pos[i];
+        } else {
+          bool found = false;
+          for (const auto& kv : a.kw)
+            if (kv.first == field) {
+              v = kv.second;
+              found = true;
+            }
+          if (!found) call_fail("'" + field + "'");
+        }
+        if (conv != 's' && conv != 'r') call_fail(std::string("Unknown conversion specifier ") + conv);
+        out += conv == 'r' ? v.repr() : v.str();
+        k = e;
+      }
+      return Value::string(out);
+    });
   if (name == "islower" || name == "isupper") {
     const bool up = name == "isupper";
     return fn([s, up](Args&) { return Value::boolean(all_cased_as(s, up)); }, name, 0);
@@ -425,6 +525,14 @@ Value dict_method(const Value& obj, const std::string& name) {
           List out;
           for (const auto& kv : d->items) out.push_back(kv.second);
           return Value::make_list(std::move(out));
+        },
+        name, 0);
+  if (name == "copy")
+    return fn(
+        [d](Args&) {
+          Value out = Value::make_dict();
+          out.dict->items = d->items;
+          return out;
         },
         name, 0);
   if (name == "get")
@@ -521,10 +629,13 @@ Value get_item(const Value& obj, const Value& key, const BuiltinContext& c) {
 
 Value get_slice(const Value& obj, const Value* start, const Value* stop, const Value* step, const BuiltinContext& c) {
   if (obj.is_undefined()) fail_at(c, obj.s);
-  if (!obj.is_list() && !obj.is_string()) fail_at(c, "'" + obj.type_name() + "' object is not subscriptable");
-  auto bound = [&](const Value* v, const char* what) -> std::optional<int64_t> {
+  // jinja2's getitem: a subscript Python refuses (TypeError) gives Undefined.
+  const Value refused = Value::undefined("'" + obj.type_name() + " object' cannot be sliced");
+  if (!obj.is_list() && !obj.is_string()) return refused;
+  for (const Value* v : {start, stop, step})
+    if (v && !v->is_none() && !v->is_integral()) return refused;
+  auto bound = [&](const Value* v, const char*) -> std::optional<int64_t> {
     if (!v || v->is_none()) return std::nullopt;
-    if (!v->is_integral()) fail_at(c, std::string("slice ") + what + " must be an integer or None");
     return v->as_int();
   };
   const auto st = bound(step, "step");
@@ -601,6 +712,46 @@ Value call_value(const Value& fn, CallArgs& args, const BuiltinContext& c) {
   }
 }
 
+/// Python's str % args for the conversions chat templates use (%s %r %d %i %f %%).
+std::string percent_format(const std::string& fmt, const Value& args, const BuiltinContext& c) {
+  List items = args.is_list() && args.tuple ? *args.list : List{args};
+  // Python takes a non-tuple argument with __getitem__ (list, dict, jinja2's Undefined)
+  // as a mapping: left over, it is no error.
+  const bool mapping = (args.is_list() && !args.tuple) || args.is_dict() || args.is_undefined();
+  size_t next = 0;
+  std::string out;
+  for (size_t k = 0; k < fmt.size(); ++k) {
+    if (fmt[k] != '%') {
+      out += fmt[k];
+      continue;
+    }
+    if (++k >= fmt.size()) fail_at(c, "incomplete format");
+    const char conv = fmt[k];
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    if (next >= items.size()) fail_at(c, "not enough arguments for format string");
+    const Value& v = items[next++];
+    if (conv == 's') out += v.str();
+    else if (conv == 'r') out += v.repr();
+    else if (conv == 'd' || conv == 'i') {
+      if (!v.is_number()) fail_at(c, "%d format: a real number is required, not " + v.type_name());
+      out += std::to_string(v.is_integral() ? v.as_int() : int64_t(v.f));
+    } else if (conv == 'f') {
+      if (!v.is_number()) fail_at(c, "must be real number, not " + v.type_name());
+      char b[64];
+      std::snprintf(b, sizeof b, "%f", v.as_double());
+      out += b;
+    } else {
+      fail_at(c, std::string("unsupported format character '") + conv + "'");
+    }
+  }
+  if (next < items.size() && !(mapping && next == 0))
+    fail_at(c, "not all arguments converted during string formatting");
+  return out;
+}
+
 // ---------------------------------------------------------------- tests
 
 namespace {
@@ -631,13 +782,16 @@ const std::map<std::string, TestFn>& tests() {
     simple("escaped", [](const Value&) { return false; });
     simple("lower", [](const Value& v) { return v.is_string() && all_cased_as(v.s, false); });
     simple("upper", [](const Value& v) { return v.is_string() && all_cased_as(v.s, true); });
+    // value % 2 == 1 / == 0 with Python's %, floats included (0.1 is neither).
     m["odd"] = [](const Value& v, Args&, const BuiltinContext& c) {
-      if (!v.is_integral()) fail_at(c, "the odd test needs an integer");
-      return ((v.as_int() % 2) + 2) % 2 == 1;
+      if (v.is_integral()) return ((v.as_int() % 2) + 2) % 2 == 1;
+      if (v.kind == K::Float) return std::fmod(std::fmod(v.f, 2.0) + 2.0, 2.0) == 1.0;
+      fail_at(c, v.is_undefined() ? v.s : "unsupported operand type(s) for %: '" + v.type_name() + "' and 'int'");
     };
     m["even"] = [](const Value& v, Args&, const BuiltinContext& c) {
-      if (!v.is_integral()) fail_at(c, "the even test needs an integer");
-      return v.as_int() % 2 == 0;
+      if (v.is_integral()) return v.as_int() % 2 == 0;
+      if (v.kind == K::Float) return std::fmod(std::fmod(v.f, 2.0) + 2.0, 2.0) == 0.0;
+      fail_at(c, v.is_undefined() ? v.s : "unsupported operand type(s) for %: '" + v.type_name() + "' and 'int'");
     };
     m["divisibleby"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const Value d = a.get(0, "num");
@@ -746,44 +900,102 @@ std::vector<Value> sorted_items(List items, bool reverse, bool case_sensitive, c
   return out;
 }
 
-/// Python's round(x, n) (half to even on the decimal value's binary form) is what
-/// jinja2's 'common' method avoids: it rounds half away from zero.
-double round_common(double x, int64_t precision) {
-  const double p = std::pow(10.0, double(precision));
-  return std::round(x * p) / p;
+/// Python's round(x, n) for a float: the exact binary value rounded to n decimals, ties
+/// to even (printf's %.nf rounds the same way), read back.
+double py_round(double x, int64_t ndigits) {
+  if (!std::isfinite(x)) return x;
+  if (ndigits >= 0) {
+    if (ndigits > 340) return x;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.*f", int(ndigits), x);
+    return std::strtod(buf, nullptr);
+  }
+  const double p = std::pow(10.0, double(-ndigits));
+  const double q = x / p;
+  double r = std::nearbyint(q);  // ties to even in the default rounding mode
+  return r * p;
 }
 
-Value to_int(const Value& v, const Value& def, int64_t base) {
+/// Python's int(text, base) syntax: optional sign, digits of `base` with single
+/// underscores between them (base 16 / 8 / 2 also take their 0x / 0o / 0b prefix);
+/// white space around is allowed.
+std::optional<int64_t> parse_py_int(std::string s, int64_t base) {
+  s = py_strip(s, Value::none(), true, true);
+  size_t k = 0;
+  bool neg = false;
+  if (k < s.size() && (s[k] == '+' || s[k] == '-')) neg = s[k++] == '-';
+  if (base != 10 && k + 1 < s.size() && s[k] == '0') {
+    const char p = char(std::tolower(static_cast<unsigned char>(s[k + 1])));
+    if ((base == 16 && p == 'x') || (base == 8 && p == 'o') || (base == 2 && p == 'b')) k += 2;
+  }
+  if (k >= s.size() || base < 2 || base > 36) return std::nullopt;
+  int64_t v = 0;
+  bool prev_digit = false;
+  for (; k < s.size(); ++k) {
+    const char ch = char(std::tolower(static_cast<unsigned char>(s[k])));
+    if (ch == '_' && prev_digit && k + 1 < s.size()) {
+      prev_digit = false;
+      continue;
+    }
+    const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'z' ? ch - 'a' + 10 : 99;
+    if (d >= base) return std::nullopt;
+    if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, int64_t(d), &v)) return std::nullopt;
+    prev_digit = true;
+  }
+  if (!prev_digit) return std::nullopt;
+  return neg ? -v : v;
+}
+
+/// Python's float(text) syntax: decimal digits (single underscores between digits), an
+/// optional fraction and exponent, or inf / infinity / nan; white space around.
+std::optional<double> parse_py_float(std::string s) {
+  s = py_strip(s, Value::none(), true, true);
+  std::string t = lower(s), body = t;
+  if (!body.empty() && (body[0] == '+' || body[0] == '-')) body = body.substr(1);
+  if (body == "inf" || body == "infinity" || body == "nan") return std::strtod(t.c_str(), nullptr);
+  std::string clean;
+  bool digit_seen = false, prev_digit = false;
+  for (size_t k = 0; k < t.size(); ++k) {
+    const char ch = t[k];
+    if (ch == '_') {
+      if (!prev_digit || k + 1 >= t.size() || !std::isdigit(static_cast<unsigned char>(t[k + 1]))) return std::nullopt;
+      continue;
+    }
+    prev_digit = std::isdigit(static_cast<unsigned char>(ch)) != 0;
+    digit_seen = digit_seen || prev_digit;
+    if (!prev_digit && ch != '.' && ch != 'e' && ch != '+' && ch != '-') return std::nullopt;
+    clean += ch;
+  }
+  if (!digit_seen) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(clean.c_str(), &end);
+  if (!end || *end != 0) return std::nullopt;
+  return d;
+}
+
+/// jinja2's int filter: int(value, base) for text, int(value) for numbers, else
+/// int(float(value)); `def` when those fail. Undefined raises, as int(Undefined) does.
+Value to_int(const Value& v, const Value& def, int64_t base, const BuiltinContext& c) {
+  if (v.is_undefined()) fail_at(c, v.s);
   if (v.is_integral()) return Value::integer(v.as_int());
   if (v.kind == Value::Kind::Float) {
-    if (!std::isfinite(v.f)) return def;
+    if (!std::isfinite(v.f) || std::fabs(v.f) >= 9.2e18) return def;
     return Value::integer(int64_t(v.f));
   }
   if (v.is_string()) {
-    std::string s = py_strip(v.s, Value::none(), true, true);
-    std::string t;
-    for (char ch : s)
-      if (ch != '_') t += ch;
-    if (t.empty()) return def;
-    char* end = nullptr;
-    errno = 0;
-    const long long i = std::strtoll(t.c_str(), &end, int(base));
-    if (end && *end == 0 && errno == 0) return Value::integer(i);
-    end = nullptr;
-    const double d = std::strtod(t.c_str(), &end);
-    if (end && *end == 0 && std::isfinite(d) && base == 10) return Value::integer(int64_t(d));
+    if (const auto i = parse_py_int(v.s, base)) return Value::integer(*i);
+    if (const auto d = parse_py_float(v.s))
+      if (std::isfinite(*d) && std::fabs(*d) < 9.2e18) return Value::integer(int64_t(*d));
   }
   return def;
 }
 
-Value to_float(const Value& v, const Value& def) {
+/// jinja2's float filter: float(value), else `def`; Undefined raises.
+Value to_float(const Value& v, const Value& def, const BuiltinContext& c) {
+  if (v.is_undefined()) fail_at(c, v.s);
   if (v.is_number()) return Value::real(v.as_double());
-  if (v.is_string()) {
-    const std::string s = py_strip(v.s, Value::none(), true, true);
-    char* end = nullptr;
-    const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end && *end == 0) return Value::real(d);
-  }
+  if (v.is_string())
+    if (const auto d = parse_py_float(v.s)) return Value::real(*d);
   return def;
 }
 
@@ -801,6 +1013,7 @@ Value select(const Value& v, Args& a, const BuiltinContext& c, bool keep, bool b
   }
   if (!test.empty() && !has_test(test)) fail_at(c, "no test named '" + test + "'");
   List out;
+  if (!v.truthy()) return Value::make_list();  // jinja2: `if value:` before iterating (None, false, "")
   for (const auto& item : iterate(v, c)) {
     const Value subject = by_attr ? attr_path(item, attribute, c) : item;
     bool ok;
@@ -825,7 +1038,14 @@ const std::map<std::string, FilterFn>& filters() {
       fail_at(c, "bad operand type for abs(): '" + v.type_name() + "'");
     };
     m["attr"] = [](const Value& v, Args& a, const BuiltinContext& c) {
-      return get_attr(v, need_string(a.get(0, "name"), "attr name"), c);
+      // getattr() only: a dict's items are not its attributes (a namespace's are).
+      const std::string name = need_string(a.get(0, "name"), "attr name");
+      if (v.is_undefined()) fail_at(c, v.s);
+      if (v.is_dict()) {
+        const Value m = get_attr(v, name, c);
+        return m.kind == Value::Kind::Function ? m : Value::undefined("'dict object' has no attribute '" + name + "'");
+      }
+      return get_attr(v, name, c);
     };
     m["capitalize"] = [](const Value& v, Args&, const BuiltinContext&) { return Value::string(py_capitalize(v.str())); };
     m["length"] = m["count"] = [](const Value& v, Args&, const BuiltinContext& c) { return Value::integer(length(v, c)); };
@@ -854,14 +1074,14 @@ const std::map<std::string, FilterFn>& filters() {
       const List items = iterate(v, c);
       return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
     };
-    m["float"] = [](const Value& v, Args& a, const BuiltinContext&) {
-      return to_float(v, a.get(0, "default", Value::real(0)));
+    m["float"] = [](const Value& v, Args& a, const BuiltinContext& c) {
+      return to_float(v, a.get(0, "default", Value::real(0)), c);
     };
     m["int"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const Value def = a.get(0, "default", Value::integer(0));
       const Value base = a.get(1, "base", Value::integer(10));
       if (!base.is_integral()) fail_at(c, "int: base must be an integer");
-      return to_int(v, def, base.as_int());
+      return to_int(v, def, base.as_int(), c);
     };
     m["join"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const std::string sep = a.get(0, "d", Value::string("")).str();
@@ -877,7 +1097,18 @@ const std::map<std::string, FilterFn>& filters() {
     m["list"] = [](const Value& v, Args&, const BuiltinContext& c) { return Value::make_list(iterate(v, c)); };
     m["lower"] = [](const Value& v, Args&, const BuiltinContext&) { return Value::string(lower(v.str())); };
     m["upper"] = [](const Value& v, Args&, const BuiltinContext&) { return Value::string(upper(v.str())); };
-    m["title"] = [](const Value& v, Args&, const BuiltinContext&) { return Value::string(py_title(v.str())); };
+    // jinja2's do_title (not str.title): words split at white space, '-' and opening
+    // brackets; each word's first character upper-cased, the rest lower-cased.
+    m["title"] = [](const Value& v, Args&, const BuiltinContext&) {
+      std::string out;
+      bool start = true;
+      for (uint32_t cp : utf8_decode(v.str())) {
+        const bool sep = py_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+        utf8_append(out, sep ? cp : start ? cp_upper(cp) : cp_lower(cp));
+        start = sep;
+      }
+      return Value::string(out);
+    };
     m["items"] = [](const Value& v, Args&, const BuiltinContext& c) {
       if (v.is_undefined()) return Value::make_list();
       if (!v.is_dict()) fail_at(c, "Can only get item pairs from a mapping.");
@@ -919,9 +1150,16 @@ const std::map<std::string, FilterFn>& filters() {
     m["round"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const int64_t precision = need_int(a.get(0, "precision", Value::integer(0)), "precision");
       const std::string method = a.get(1, "method", Value::string("common")).str();
-      if (!v.is_number()) fail_at(c, "round needs a number");
+      if (v.is_undefined()) fail_at(c, v.s);
+      if (!v.is_number()) fail_at(c, "type " + v.type_name() + " doesn't define __round__ method");
       const double x = v.as_double(), p = std::pow(10.0, double(precision));
-      if (method == "common") return Value::real(round_common(x, precision));
+      if (method == "common") {  // Python's round(): an int stays an int
+        if (v.is_integral()) {
+          if (precision >= 0) return Value::integer(v.as_int());
+          return Value::integer(int64_t(py_round(double(v.as_int()), precision)));
+        }
+        return Value::real(py_round(x, precision));
+      }
       if (method == "ceil") return Value::real(std::ceil(x * p) / p);
       if (method == "floor") return Value::real(std::floor(x * p) / p);
       fail_at(c, "method must be common, ceil or floor");
@@ -1006,6 +1244,64 @@ const std::map<std::string, FilterFn>& filters() {
       }
       return Value::string(first ? ind + out : out);
     };
+    // printf-style: value % args (jinja2's format filter).
+    m["format"] = [](const Value& v, Args&, const BuiltinContext&) -> Value {
+      return v;  // replaced in apply_filter (it takes any number of arguments)
+    };
+    m["escape"] = m["e"] = m["forceescape"] = [](const Value& v, Args&, const BuiltinContext&) {
+      std::string out;
+      for (char ch : v.str()) {
+        switch (ch) {
+          case '&': out += "&amp;"; break;
+          case '<': out += "&lt;"; break;
+          case '>': out += "&gt;"; break;
+          case '"': out += "&#34;"; break;
+          case '\'': out += "&#39;"; break;
+          default: out += ch;
+        }
+      }
+      return Value::string(out);
+    };
+    // jinja2's truncate(length=255, killwords=False, end='...', leeway=None -> 5).
+    m["truncate"] = [](const Value& v, Args& a, const BuiltinContext& c) {
+      const int64_t length = need_int(a.get(0, "length", Value::integer(255)), "length");
+      const bool killwords = a.get(1, "killwords", Value::boolean(false)).truthy();
+      const std::string end = a.get(2, "end", Value::string("...")).str();
+      const Value lw = a.get(3, "leeway", Value::none());
+      const int64_t leeway = lw.is_none() ? 5 : need_int(lw, "leeway");
+      const auto cps = utf8_decode(v.str());
+      const int64_t end_len = int64_t(utf8_decode(end).size());
+      if (length < end_len) fail_at(c, "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+      if (leeway < 0) fail_at(c, "expected leeway >= 0, got " + std::to_string(leeway));
+      if (int64_t(cps.size()) <= length + leeway) return Value::string(v.str());
+      std::vector<uint32_t> head(cps.begin(), cps.begin() + long(length - end_len));
+      if (killwords) return Value::string(utf8_encode(head) + end);
+      // Drop the last (partial) word: rsplit(' ', 1)[0].
+      std::string h = utf8_encode(head);
+      const size_t sp = h.rfind(' ');
+      if (sp != std::string::npos) h.resize(sp);
+      return Value::string(h + end);
+    };
+    // jinja2's batch(linecount, fill_with=None): lists of linecount items.
+    m["batch"] = [](const Value& v, Args& a, const BuiltinContext& c) {
+      const int64_t n = need_int(a.get(0, "linecount"), "linecount");
+      if (n <= 0) fail_at(c, "batch: linecount must be positive");
+      const Value fill = a.get(1, "fill_with", Value::none());
+      List out, cur;
+      for (const auto& it : iterate(v, c)) {
+        cur.push_back(it);
+        if (int64_t(cur.size()) == n) {
+          out.push_back(Value::make_list(std::move(cur)));
+          cur.clear();
+        }
+      }
+      if (!cur.empty()) {
+        if (!fill.is_none())
+          while (int64_t(cur.size()) < n) cur.push_back(fill);
+        out.push_back(Value::make_list(std::move(cur)));
+      }
+      return Value::make_list(std::move(out));
+    };
     m["wordcount"] = [](const Value& v, Args&, const BuiltinContext&) {
       return Value::integer(int64_t(py_split(v.str(), Value::none(), -1, false).list->size()));
     };
@@ -1039,7 +1335,16 @@ Value apply_filter(const std::string& name, const Value& subject, CallArgs& args
       for (const auto& kv : args.kw) fail_at(c, name + "() got an unexpected keyword argument '" + kv.first + "'");
       return select(subject, a, c, name[0] == 's', by_attr, args);
     }
+    if (name == "format") {
+      if (!args.kw.empty() && !args.pos.empty()) fail_at(c, "can't handle positional and keyword arguments at the same time");
+      std::string fmt = subject.str();
+      if (!args.kw.empty()) fail_at(c, "format with keyword arguments is not supported");
+      Value tuple = Value::make_list(args.pos, true);
+      // Python: "%s" % x through the same rules as the % operator (render.cpp).
+      return Value::string(percent_format(fmt, tuple, c));
+    }
     if (name == "map") {
+      if (!subject.truthy()) return Value::make_list();  // jinja2: `if value:` before iterating
       if (args.pos.empty()) {
         const Value attribute = a.get(99, "attribute");
         if (attribute.is_undefined()) fail_at(c, "map needs a filter name or attribute=");
@@ -1070,7 +1375,7 @@ Value apply_filter(const std::string& name, const Value& subject, CallArgs& args
     static const std::map<std::string, size_t> kMaxArgs = {
         {"attr", 1},    {"default", 2}, {"d", 2},      {"dictsort", 3}, {"float", 1},  {"int", 2},
         {"join", 2},    {"max", 2},     {"min", 2},    {"replace", 3},  {"round", 2},  {"sort", 3},
-        {"sum", 2},     {"tojson", 4},  {"trim", 1},   {"unique", 2},   {"indent", 3}, {"center", 1}};
+        {"sum", 2},     {"tojson", 4},  {"trim", 1},   {"unique", 2},   {"indent", 3}, {"center", 1}, {"truncate", 4}, {"batch", 2}};
     const auto mx = kMaxArgs.find(name);
     a.done(mx == kMaxArgs.end() ? 0 : mx->second);
     return r;
@@ -1122,6 +1427,21 @@ Dict builtin_globals(const RenderOptions& options, std::vector<std::weak_ptr<Dic
     }
     for (const auto& kv : a.kw) d.dict->set(kv.first, kv.second);
     return d;
+  }));
+  // joiner(sep=", "): a function that returns "" the first time, then sep.
+  g.set("joiner", Value::function([](CallArgs& a) {
+    Args r(a, "joiner");
+    const std::string sep = r.get(0, "sep", Value::string(", ")).str();
+    r.done(1);
+    auto used = std::make_shared<bool>(false);
+    return Value::function([sep, used](CallArgs& b) {
+      if (!b.pos.empty() || !b.kw.empty()) call_fail("joiner() takes no arguments");
+      if (!*used) {
+        *used = true;
+        return Value::string("");
+      }
+      return Value::string(sep);
+    });
   }));
   g.set("raise_exception", Value::function([](CallArgs& a) -> Value {
     call_fail("raise_exception: " + (a.pos.empty() ? std::string() : a.pos[0].str()));

@@ -51,6 +51,10 @@ bool apply_test(const std::string& name, const Value& subject, CallArgs& args, c
 /// values that can hold themselves).
 Dict builtin_globals(const RenderOptions& options, std::vector<std::weak_ptr<Dict>>* namespaces);
 
+/// Python's fmt % args for %s %r %d %i %f %% (a tuple gives one argument per
+/// conversion; a list, dict or Undefined left unused is no error, as Python's mapping rule).
+std::string percent_format(const std::string& fmt, const Value& args, const BuiltinContext& c);
+
 /// Calls a function value (TemplateError when it is not callable).
 Value call_value(const Value& fn, CallArgs& args, const BuiltinContext& c);
 

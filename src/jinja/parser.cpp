@@ -511,15 +511,18 @@ class Parser {
       }
       expect_tag_end();
     } else if (kw == "set") {
-      n->targets.push_back(expect_name());
-      if (is_op(".")) {
-        ++tp_;
-        n->attr_target = expect_name();
-      } else {
-        while (is_op(",")) {
+      // name or ns.attr, comma-separated
+      bool any_attr = false;
+      while (true) {
+        n->targets.push_back(expect_name());
+        n->attrs.emplace_back();
+        if (is_op(".")) {
           ++tp_;
-          n->targets.push_back(expect_name());
+          n->attrs.back() = expect_name();
+          any_attr = true;
         }
+        if (!is_op(",")) break;
+        ++tp_;
       }
       if (is_op("=")) {
         ++tp_;
@@ -527,7 +530,7 @@ class Parser {
         n->expr = parse_tuple(true);
         expect_tag_end();
       } else {
-        if (!n->attr_target.empty() || n->targets.size() != 1) fail("expected '=' in the set statement");
+        if (any_attr || n->targets.size() != 1) fail("expected '=' in the set statement");
         n->kind = Node::Kind::SetBlock;
         if (is_op("|")) n->expr = parse_filter_chain(nullptr);
         expect_tag_end();

@@ -27,44 +27,34 @@ using FramePtr = std::shared_ptr<Frame>;
 
 constexpr int kMaxCallDepth = 100;
 
-[[noreturn]] void overflow(const BuiltinContext& c) {
-  fail_at(c, "integer overflow (Python's integers are unbounded; lol's are 64-bit)");
+bool uses_name(const Expr* e, const std::string& name) {
+  if (!e) return false;
+  if (e->kind == Expr::Kind::Name && e->name == name) return true;
+  for (const auto& a : e->args)
+    if (uses_name(a.get(), name)) return true;
+  for (const auto& kv : e->kwargs)
+    if (uses_name(kv.second.get(), name)) return true;
+  return false;
 }
 
-/// Python's str % args for the conversions chat templates use (%s %r %d %i %f %%).
-std::string percent_format(const std::string& fmt, const Value& args, const BuiltinContext& c) {
-  List items = args.is_list() && args.tuple ? *args.list : List{args};
-  size_t next = 0;
-  std::string out;
-  for (size_t k = 0; k < fmt.size(); ++k) {
-    if (fmt[k] != '%') {
-      out += fmt[k];
-      continue;
-    }
-    if (++k >= fmt.size()) fail_at(c, "incomplete format");
-    const char conv = fmt[k];
-    if (conv == '%') {
-      out += '%';
-      continue;
-    }
-    if (next >= items.size()) fail_at(c, "not enough arguments for format string");
-    const Value& v = items[next++];
-    if (conv == 's') out += v.str();
-    else if (conv == 'r') out += v.repr();
-    else if (conv == 'd' || conv == 'i') {
-      if (!v.is_number()) fail_at(c, "%d format: a real number is required, not " + v.type_name());
-      out += std::to_string(v.is_integral() ? v.as_int() : int64_t(v.f));
-    } else if (conv == 'f') {
-      if (!v.is_number()) fail_at(c, "must be real number, not " + v.type_name());
-      char b[64];
-      std::snprintf(b, sizeof b, "%f", v.as_double());
-      out += b;
-    } else {
-      fail_at(c, std::string("unsupported format character '") + conv + "'");
-    }
+/// Whether a body reads the variable `name` anywhere (jinja2 decides a macro's
+/// varargs / kwargs this way).
+bool uses_name(const Body& body, const std::string& name) {
+  for (const auto& n : body) {
+    if (uses_name(n->expr.get(), name) || uses_name(n->cond.get(), name)) return true;
+    for (const auto& c : n->conds)
+      if (uses_name(c.get(), name)) return true;
+    for (const auto& d : n->defaults)
+      if (uses_name(d.get(), name)) return true;
+    for (const auto& b : n->bodies)
+      if (uses_name(b, name)) return true;
+    if (uses_name(n->body, name) || uses_name(n->else_body, name)) return true;
   }
-  if (next < items.size()) fail_at(c, "not all arguments converted during string formatting");
-  return out;
+  return false;
+}
+
+[[noreturn]] void overflow(const BuiltinContext& c) {
+  fail_at(c, "integer overflow (Python's integers are unbounded; lol's are 64-bit)");
 }
 
 class Renderer {
@@ -118,13 +108,23 @@ class Renderer {
       case Node::Kind::For: return render_for(n, f, out);
       case Node::Kind::Set: {
         const Value v = eval(*n.expr, f);
-        if (!n.attr_target.empty()) {
-          const Value* ns = f->find(n.targets[0]);
+        List values{v};
+        if (n.targets.size() > 1) {
+          values = iterate(v, at(n.line));
+          if (values.size() != n.targets.size())
+            fail_at(at(n.line), std::string(values.size() > n.targets.size() ? "too many" : "not enough") +
+                                    " values to unpack (expected " + std::to_string(n.targets.size()) + ", got " +
+                                    std::to_string(values.size()) + ")");
+        }
+        for (size_t k = 0; k < n.targets.size(); ++k) {
+          if (n.attrs[k].empty()) {
+            f->vars[n.targets[k]] = values[k];
+            continue;
+          }
+          const Value* ns = f->find(n.targets[k]);
           if (!ns || ns->kind != Value::Kind::Namespace)
-            fail_at(at(n.line), "cannot assign attribute on non-namespace object ('" + n.targets[0] + "')");
-          ns->dict->set(n.attr_target, v);
-        } else {
-          assign(*f, n.targets, v, n.line);
+            fail_at(at(n.line), "cannot assign attribute on non-namespace object ('" + n.targets[k] + "')");
+          ns->dict->set(n.attrs[k], values[k]);
         }
         return;
       }
@@ -185,11 +185,10 @@ class Renderer {
     } else {
       items = all;
     }
-    if (items.empty()) {
-      render(n.else_body, f, out);
-      return;
-    }
     const int64_t len = int64_t(items.size());
+    // jinja2 marks the loop as iterated at the end of each body run, so the else block
+    // also runs when every iteration ended in break or continue before that point.
+    bool iterated = false;
     for (int64_t k = 0; k < len; ++k) {
       // Each iteration starts from the enclosing scope: what the body sets neither
       // leaves the loop nor reaches the next iteration (jinja2: "1110" for
@@ -220,8 +219,10 @@ class Renderer {
         flow_ = Flow::Normal;
         break;
       }
+      if (flow_ == Flow::Normal) iterated = true;
       flow_ = Flow::Normal;
     }
+    if (!iterated) render(n.else_body, f, out);
   }
 
   Value macro(const Node& n, const FramePtr& defined_in) {
@@ -231,7 +232,8 @@ class Renderer {
     return Value::function([this, node, weak](CallArgs& a) {
       const FramePtr defined_in = weak.lock();
       if (!defined_in) throw CallError("macro '" + node->name + "' is called after its scope ended");
-      if (a.pos.size() > node->params.size())
+      const bool takes_varargs = uses_name(node->body, "varargs"), takes_kwargs = uses_name(node->body, "kwargs");
+      if (a.pos.size() > node->params.size() && !takes_varargs)
         throw CallError("macro '" + node->name + "' takes not more than " + std::to_string(node->params.size()) +
                         " argument(s)");
       if (call_depth_ >= kMaxCallDepth)
@@ -239,10 +241,19 @@ class Renderer {
       auto mf = std::make_shared<Frame>();
       mf->parent = defined_in;
       std::vector<bool> given(node->params.size(), false);
+      // jinja2: a macro whose body names `varargs` / `kwargs` collects the extra
+      // positional / keyword arguments there.
+      Value varargs = Value::make_list({}, true), kwargs = Value::make_dict();
       for (size_t k = 0; k < a.pos.size(); ++k) {
+        if (k >= node->params.size()) {
+          varargs.list->push_back(a.pos[k]);
+          continue;
+        }
         mf->vars[node->params[k]] = a.pos[k];
         given[k] = true;
       }
+      if (takes_varargs) mf->vars["varargs"] = varargs;
+      if (takes_kwargs) mf->vars["kwargs"] = kwargs;
       for (const auto& kv : a.kw) {
         if (kv.first == "caller") {
           mf->vars["caller"] = kv.second;
@@ -250,6 +261,10 @@ class Renderer {
         }
         size_t k = 0;
         while (k < node->params.size() && node->params[k] != kv.first) ++k;
+        if (k == node->params.size() && takes_kwargs) {
+          kwargs.dict->set(kv.first, kv.second);
+          continue;
+        }
         if (k == node->params.size())
           throw CallError("macro '" + node->name + "' takes no keyword argument '" + kv.first + "'");
         if (given[k]) throw CallError("macro '" + node->name + "' got multiple values for argument '" + kv.first + "'");
@@ -430,6 +445,7 @@ class Renderer {
   }
 
   Value arith(const std::string& op, const Value& l, const Value& r, const BuiltinContext& c) {
+    if (op == "%" && l.is_string()) return Value::string(percent_format(l.s, r, c));  // '' % Undefined too
     if (l.is_undefined()) fail_at(c, l.s);
     if (r.is_undefined()) fail_at(c, r.s);
     const auto type_error = [&]() -> Value {
@@ -440,7 +456,6 @@ class Renderer {
     const auto check_size = [&](size_t bytes) {
       if (bytes > opts_.max_output_bytes) fail_at(c, "the result passed " + std::to_string(opts_.max_output_bytes) + " bytes");
     };
-    if (op == "%" && l.is_string()) return Value::string(percent_format(l.s, r, c));
     if (l.is_number() && r.is_number()) {
       const bool ints = l.is_integral() && r.is_integral();
       const int64_t a = l.as_int(), b = r.as_int();
@@ -542,7 +557,8 @@ class Renderer {
   }
 };
 
-/// Filters and tests a template names must exist (jinja2 checks them when it compiles).
+/// Filters and tests a template names must exist: jinja2 checks them when it compiles a
+/// template, except inside the branches of an if statement (checked when they run).
 void check_names(const Expr* e, const std::string& name) {
   if (!e) return;
   if (e->kind == Expr::Kind::Filter && !has_filter(e->name))
@@ -559,7 +575,8 @@ void check_names(const Body& body, const std::string& name) {
     check_names(n->cond.get(), name);
     for (const auto& c : n->conds) check_names(c.get(), name);
     for (const auto& d : n->defaults) check_names(d.get(), name);
-    for (const auto& b : n->bodies) check_names(b, name);
+    if (n->kind != Node::Kind::If)
+      for (const auto& b : n->bodies) check_names(b, name);
     check_names(n->body, name);
     check_names(n->else_body, name);
   }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <locale.h>
+#include <wctype.h>
 
 namespace lol::jinja {
 
@@ -106,6 +108,24 @@ std::string float_repr(double x) {
   return neg ? "-" + out : out;
 }
 
+bool py_printable(uint32_t cp) {
+  if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) return false;  // Cc
+  if (cp < 0x7f) return true;
+  static const uint32_t kRanges[][2] = {
+      // Zs, Zl, Zp (but ' '), Cf, Cs, Co: what Python's str.isprintable() refuses besides unassigned code points.
+      {0xa0, 0xa0},       {0xad, 0xad},       {0x600, 0x605},     {0x61c, 0x61c},     {0x6dd, 0x6dd},
+      {0x70f, 0x70f},     {0x890, 0x891},     {0x8e2, 0x8e2},     {0x1680, 0x1680},   {0x180e, 0x180e},
+      {0x2000, 0x200f},   {0x2028, 0x202f},   {0x205f, 0x2064},   {0x2066, 0x206f},   {0x3000, 0x3000},
+      {0xd800, 0xf8ff},   {0xfeff, 0xfeff},   {0xfff9, 0xfffb},   {0x110bd, 0x110bd}, {0x110cd, 0x110cd},
+      {0x13430, 0x1343f}, {0x1bca0, 0x1bca3}, {0x1d173, 0x1d17a}, {0xe0001, 0xe0001}, {0xe0020, 0xe007f},
+      {0xf0000, 0x10ffff}};
+  for (const auto& r : kRanges)
+    if (cp >= r[0] && cp <= r[1]) return false;
+  // Unassigned code points (Cn): glibc's C.UTF-8 tables, where available.
+  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(nullptr));
+  return !utf8 || iswprint_l(wint_t(cp), utf8) != 0;
+}
+
 namespace {
 
 /// Python's repr of a str: single quotes unless the text holds ' and no ".
@@ -119,13 +139,9 @@ std::string string_repr(const std::string& s) {
     else if (cp == '\n') out += "\\n";
     else if (cp == '\r') out += "\\r";
     else if (cp == '\t') out += "\\t";
-    else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", cp);
-      out += b;
-    } else if (cp >= 0xdc80 && cp <= 0xdcff) {  // an undecodable byte (surrogateescape)
-      char b[8];
-      std::snprintf(b, sizeof b, "\\udc%02x", cp - 0xdc00);
+    else if (!py_printable(cp)) {  // \xhh, \uhhhh or \Uhhhhhhhh, as Python (an undecodable byte: \udcXX)
+      char b[16];
+      std::snprintf(b, sizeof b, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", cp);
       out += b;
     } else {
       utf8_append(out, cp);

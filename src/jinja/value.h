@@ -122,6 +122,10 @@ struct JsonDumpOptions {
 /// (Undefined, functions).
 std::string json_dumps(const Value& v, const JsonDumpOptions& o, const std::string& where);
 
+/// Python's str.isprintable() for one code point (repr escapes the others): false for
+/// control, format, separator (but ' '), surrogate, private-use and unassigned ones.
+bool py_printable(uint32_t cp);
+
 /// UTF-8 text as code points and back (strings are indexed, sliced and measured in
 /// code points, as Python's str). Invalid bytes count as one code point each.
 std::vector<uint32_t> utf8_decode(const std::string& s);

@@ -110,6 +110,39 @@ TEST(Jinja, StringMethodsFiltersAndTests) {
   expect_error("{{ [].append(1) }}", "immutable sandbox");
 }
 
+// Found by tests/reference/chat_template_reference.py (jinja2 3.1 as the oracle).
+TEST(Jinja, AgreesWithJinja2WhereItOnceDidNot) {
+  // repr escapes what Python's str.isprintable() refuses.
+  EXPECT_EQ(render("{{ ['\\u200b', '\\xa0', '\\x85', '\\U0001F600', '\\ue000'] }}"),
+            "['\\u200b', '\\xa0', '\\x85', '\xf0\x9f\x98\x80', '\\ue000']");
+  // select / selectattr / map of None or false: nothing, not an error.
+  EXPECT_EQ(render("{{ z|selectattr('role')|list }}{{ false|select('odd')|list }}{{ none|map('upper')|list }}",
+                   R"({"z": null})"),
+            "[][][]");
+  EXPECT_EQ(render("{{ '-'.join('xyz') }}|{{ ' a  b '.split(none, 1) }}|{{ ' a  b '.rsplit(none, 1) }}"),
+            "x-y-z|['a', 'b ']|[' a', 'b']");
+  // round is Python's round(): ties to even on the exact binary value; an int stays an int.
+  EXPECT_EQ(render("{{ 2.5|round }} {{ -2.5|round }} {{ 2.675|round(2) }} {{ 3|round }} {{ 2.5|round(0, 'ceil') }}"),
+            "2.0 -2.0 2.67 3 3.0");
+  expect_error("{{ missing|int }}", "'missing' is undefined");
+  EXPECT_EQ(render("{{ \"o'neil-x\"|title }} {{ \"o'neil-x\".title() }} {{ '0x1A'|int }} {{ '0x1A'|int(base=16) }} "
+                   "{{ ' 1_000 '|int }} {{ '1e3'|int }} {{ 'inf'|float }}"),
+            "O'neil-X O'Neil-X 0 26 1000 1000 inf");
+  EXPECT_EQ(render("[{{ m|attr('role') }}]{{ m|attr('items') is callable }}", R"({"m": {"role": "user"}})"), "[]True");
+  // for-else: jinja2 runs else unless an iteration reached the end of the body.
+  EXPECT_EQ(render("{% for y in [1, 2] %}{% break %}{% else %}else{% endfor %}done"), "elsedone");
+  EXPECT_EQ(render("{% for y in [1, 2] %}{{ y }}{% if y == 2 %}{% break %}{% endif %}{% else %}else{% endfor %}"), "12");
+  // An unknown filter inside an if branch fails only when the branch runs.
+  EXPECT_EQ(render("{% if false %}{{ 1|nosuchfilter }}{% endif %}ok"), "ok");
+  expect_error("{% if true %}{{ 1|nosuchfilter }}{% endif %}", "no filter named 'nosuchfilter'");
+  EXPECT_EQ(render("[{{ (true)[1:] }}]{{ 0.1 is odd }}{{ '' % undef }}{{ '%s' % [1] }}"), "[]False[1]");
+  EXPECT_EQ(render("{% macro f() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1, 2, k=3) }}"), "(1, 2){'k': 3}");
+  EXPECT_EQ(render("{{ 'ab'.center(6, '*') }}|{{ '-5'.zfill(4) }}|{{ 'a=b=c'.rpartition('=') }}|{{ '{}+{x}'.format(1, x='y') }}"),
+            "**ab**|-005|('a=b', '=', 'c')|1+y");
+  EXPECT_EQ(render("{{ '<a & \"b\">'|e }}|{{ 'hello world foo'|truncate(9) }}|{{ '%s-%s'|format('a', 1) }}"),
+            "&lt;a &amp; &#34;b&#34;&gt;|hello...|a-1");
+}
+
 TEST(Jinja, SyntaxErrorsNameTheLine) {
   expect_error("a\n{% if x %}", "t line 2");
   expect_error("{% if x %}{% endfor %}", "unknown tag 'endfor'");
