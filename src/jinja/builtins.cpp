@@ -1409,25 +1409,21 @@ Dict builtin_globals(const RenderOptions& options, std::vector<std::weak_ptr<Dic
     }
     return Value::make_list(std::move(out));
   }));
-  g.set("namespace", Value::function([namespaces](CallArgs& a) {
+  // namespace(...) and dict(...): the items of dict arguments, then the keyword arguments.
+  const auto fill = [](Value target, const CallArgs& a, const std::string& fn) {
+    for (const auto& v : a.pos) {
+      if (!v.is_dict()) call_fail(fn + "() positional arguments must be dicts");
+      for (const auto& kv : v.dict->items) target.dict->set(kv.first, kv.second);
+    }
+    for (const auto& kv : a.kw) target.dict->set(kv.first, kv.second);
+    return target;
+  };
+  g.set("namespace", Value::function([namespaces, fill](CallArgs& a) {
     Value ns = Value::make_namespace();
     namespaces->push_back(ns.dict);
-    for (const auto& v : a.pos) {
-      if (!v.is_dict()) call_fail("namespace() positional arguments must be dicts");
-      for (const auto& kv : v.dict->items) ns.dict->set(kv.first, kv.second);
-    }
-    for (const auto& kv : a.kw) ns.dict->set(kv.first, kv.second);
-    return ns;
+    return fill(ns, a, "namespace");
   }));
-  g.set("dict", Value::function([](CallArgs& a) {
-    Value d = Value::make_dict();
-    for (const auto& v : a.pos) {
-      if (!v.is_dict()) call_fail("dict() positional arguments must be dicts");
-      for (const auto& kv : v.dict->items) d.dict->set(kv.first, kv.second);
-    }
-    for (const auto& kv : a.kw) d.dict->set(kv.first, kv.second);
-    return d;
-  }));
+  g.set("dict", Value::function([fill](CallArgs& a) { return fill(Value::make_dict(), a, "dict"); }));
   // joiner(sep=", "): a function that returns "" the first time, then sep.
   g.set("joiner", Value::function([](CallArgs& a) {
     Args r(a, "joiner");
