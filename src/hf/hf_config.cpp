@@ -32,7 +32,8 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "qwen2") return kQwen2Arch;
   if (name == "qwen3") return kQwen3Arch;
   if (name == "llama") return kLlamaArch;
-  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3 or llama");
+  if (name == "mistral") return kMistralArch;
+  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama or mistral");
 }
 
 std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where) {
@@ -58,11 +59,12 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   HfConfig c;
   std::vector<std::string> archs;
   f.get("architectures", archs);
-  const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\" or \"" + kLlamaArch + "\"";
+  const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\" or \"" +
+                            kMistralArch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
-  if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch)
+  if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch)
     throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
   const std::string want_type = c.model_type();
@@ -92,16 +94,18 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                             {"max_position_embeddings", c.max_position_embeddings, int64_t(1) << 24}})
     util::check_range(where, key, v, 1, hi);
   // As transformers: null means the query heads; a missing key is LlamaConfig's default
-  // (None: the query heads) or Qwen2Config's / Qwen3Config's (32).
+  // (None: the query heads), Qwen2Config's / Qwen3Config's (32) or MistralConfig's (8).
   const bool kv_missing = !f.has("num_key_value_heads");
   const bool qwen = c.is_qwen2() || c.is_qwen3();
-  c.num_key_value_heads = kv_missing && qwen ? 32 : c.num_attention_heads;
+  c.num_key_value_heads = kv_missing && qwen ? 32 : kv_missing && c.is_mistral() ? 8 : c.num_attention_heads;
   if (!kv_missing && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
   require_positive(where, "num_key_value_heads", c.num_key_value_heads);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw InputError(where + ": " + field("num_key_value_heads") +
-                     (kv_missing ? " is missing, and " + std::string(c.is_qwen3() ? "Qwen3Config" : "Qwen2Config") +
-                                       "'s default is 32"
+                     (kv_missing ? " is missing, and " +
+                                       std::string(c.is_qwen3()     ? "Qwen3Config's default is 32"
+                                                   : c.is_mistral() ? "MistralConfig's default is 8"
+                                                                    : "Qwen2Config's default is 32")
                                  : " = " + std::to_string(c.num_key_value_heads)) +
                      ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
   c.head_dim = c.hidden_size / c.num_attention_heads;
@@ -228,6 +232,18 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                         "); only full attention is implemented");
     }
   } else {
+    if (c.is_mistral()) {
+      // MistralConfig: every layer attends within sliding_window (default 4096; null = no
+      // window) tokens; a window of max_position_embeddings or more never binds.
+      int64_t window = 4096;
+      const bool none = f.has("sliding_window") && j["sliding_window"].is_null();
+      if (!none) f.get("sliding_window", window);
+      if (!none && window < c.max_position_embeddings)
+        unsupported(where, "sliding_window", std::to_string(window) + (f.has("sliding_window") ? "" : " (MistralConfig's default)"),
+                    "every layer would attend within " + std::to_string(window) +
+                        " tokens, less than max_position_embeddings = " + std::to_string(c.max_position_embeddings) +
+                        "; only full attention is implemented (Mistral v0.2 and later set null)");
+    }
     bool attention_bias = false, mlp_bias = false;
     f.get("attention_bias", attention_bias);
     f.get("mlp_bias", mlp_bias);
@@ -284,7 +300,9 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["max_window_layers"] = num_hidden_layers;
   }
   if (is_qwen3()) j["attention_bias"] = false;
-  if (!is_qwen2() && !is_qwen3()) {
+  if (is_mistral()) {
+    j["sliding_window"] = nullptr;  // MistralConfig has no bias fields
+  } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }

@@ -1,8 +1,8 @@
 // Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
 // Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4),
-// Qwen3ForCausalLM and LlamaForCausalLM. LibTorch-free.
+// Qwen3ForCausalLM, LlamaForCausalLM and MistralForCausalLM. LibTorch-free.
 //
-// The three architectures compute the same function on the weights this project's
+// The four architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
 // attention, SwiGLU MLP); they differ in defaults, in the q/k/v biases (Qwen2
 // always has them, Llama and Qwen3 have them, with an o_proj bias, only with
@@ -14,7 +14,8 @@
 // never silently ignored: RoPE types other than default, linear, llama3, yarn and
 // dynamic (nn/rope_scaling.h; longrope, ...), partial rotary embeddings,
 // sliding-window layers (Qwen2 use_sliding_window with max_window_layers <
-// num_hidden_layers, or "sliding_attention" in layer_types), attention_bias or
+// num_hidden_layers, Mistral's sliding_window below max_position_embeddings, or
+// "sliding_attention" in layer_types), attention_bias or
 // mlp_bias on Llama, an activation other than SiLU, quantized weights.
 #pragma once
 #include <cstdint>
@@ -31,9 +32,13 @@ namespace lol::hf {
 inline constexpr const char* kQwen2Arch = "Qwen2ForCausalLM";
 inline constexpr const char* kLlamaArch = "LlamaForCausalLM";
 inline constexpr const char* kQwen3Arch = "Qwen3ForCausalLM";
+/// Mistral (v0.1-v0.3, Mistral-Nemo): Llama's computation; every layer attends within
+/// sliding_window tokens, which is accepted only where it never binds (null, or at
+/// least max_position_embeddings: v0.2 and later).
+inline constexpr const char* kMistralArch = "MistralForCausalLM";
 
 struct HfConfig {
-  std::string architecture = kQwen2Arch;  ///< kQwen2Arch, kQwen3Arch or kLlamaArch
+  std::string architecture = kQwen2Arch;  ///< kQwen2Arch, kQwen3Arch, kLlamaArch or kMistralArch
   int64_t vocab_size = 0;                 ///< V: rows of embed_tokens / lm_head
   int64_t hidden_size = 0;                ///< d_model
   int64_t intermediate_size = 0;          ///< F: SwiGLU hidden width
@@ -54,8 +59,11 @@ struct HfConfig {
 
   bool is_qwen2() const { return architecture == kQwen2Arch; }
   bool is_qwen3() const { return architecture == kQwen3Arch; }
-  /// config.json "model_type" of the architecture: "qwen2", "qwen3" or "llama".
-  std::string model_type() const { return is_qwen2() ? "qwen2" : is_qwen3() ? "qwen3" : "llama"; }
+  bool is_mistral() const { return architecture == kMistralArch; }
+  /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama" or "mistral".
+  std::string model_type() const {
+    return is_qwen2() ? "qwen2" : is_qwen3() ? "qwen3" : is_mistral() ? "mistral" : "llama";
+  }
 
   /// Parses a config.json document; `where` names the file in errors. Throws
   /// InputError for an unsupported architecture or feature (see the file comment),
@@ -67,14 +75,15 @@ struct HfConfig {
 
   /// The config.json document of this model, in the layout transformers writes for
   /// the architecture (Qwen2 / Qwen3: use_sliding_window false, sliding_window and
-  /// max_window_layers set so that no layer slides; Llama / Qwen3: attention_bias;
+  /// max_window_layers set so that no layer slides; Mistral: sliding_window null;
+  /// Llama / Qwen3: attention_bias;
   /// head_dim whenever it is not hidden_size / heads, and always for Qwen3).
   nlohmann::ordered_json to_json() const;
 };
 
 /// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
-/// kQwen3Arch, "llama" -> kLlamaArch. Throws InputError("<flag> \"<name>\": expected
-/// qwen2, qwen3 or llama") otherwise.
+/// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch. Throws
+/// InputError("<flag> \"<name>\": expected qwen2, qwen3, llama or mistral") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
 
 /// Ids of a token-id field that is null, an integer or a list of integers

@@ -72,9 +72,10 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
-  if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch)
+  if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
+      architecture != kMistralArch)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
-                     "\" or \"" + kLlamaArch + "\"");
+                     "\", \"" + kLlamaArch + "\" or \"" + kMistralArch + "\"");
   if (c.attention != "full")
     throw InputError("dense model: attention \"" + c.attention + "\" (window " + std::to_string(c.window) +
                      "): Hugging Face " + architecture + " models use full causal attention; only \"full\" exports");

@@ -64,7 +64,10 @@ inline tokenizers::ByteTokenizer chatml_byte_tokenizer() {
 /// config.json text of `s` as transformers writes it for Qwen2 / Llama.
 inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& torch_dtype = "float32") {
   nlohmann::json j = {{"architectures", {s.arch}},
-                      {"model_type", s.arch == "Qwen2ForCausalLM" ? "qwen2" : s.qwen3() ? "qwen3" : "llama"},
+                      {"model_type", s.arch == "Qwen2ForCausalLM"     ? "qwen2"
+                                     : s.qwen3()                      ? "qwen3"
+                                     : s.arch == "MistralForCausalLM" ? "mistral"
+                                                                      : "llama"},
                       {"vocab_size", s.vocab},
                       {"hidden_size", s.hidden},
                       {"intermediate_size", s.ffn},
@@ -85,7 +88,8 @@ inline nlohmann::json tiny_config_json(const TinyShape& s, const std::string& to
     j["sliding_window"] = s.max_pos;
     j["max_window_layers"] = s.layers;
   }
-  if (s.arch != "Qwen2ForCausalLM") j["attention_bias"] = false;
+  if (s.arch == "MistralForCausalLM") j["sliding_window"] = nullptr;  // Mistral v0.2+
+  else if (s.arch != "Qwen2ForCausalLM") j["attention_bias"] = false;
   if (s.head_dim > 0 || s.qwen3()) j["head_dim"] = s.hd();
   return j;
 }

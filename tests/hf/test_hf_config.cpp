@@ -1,4 +1,4 @@
-// config.json parsing (Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM): real-model configs,
+// config.json parsing (Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM): real-model configs,
 // defaults, refusal of features the dense model does not implement, round trip.
 #include "hf/hf_config.h"
 #include "hf/hf_model.h"
@@ -31,6 +31,46 @@ const char* kQwen3 = R"({
   "use_sliding_window": false, "vocab_size": 151936})";
 
 HfConfig parse(const nlohmann::json& j) { return HfConfig::from_json(j, "dir/config.json"); }
+
+// Mistral-7B-Instruct-v0.3's config.json (the fields of the Hub file, transformers 4.42).
+const char* kMistral = R"({
+  "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+  "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.42.0.dev0", "use_cache": true, "vocab_size": 32768})";
+
+// Mistral: Llama's computation; its sliding_window accepted only where it never binds
+// (v0.1's 4096 under 32768 positions is refused, naming the field; MistralConfig's
+// default is 4096 too); num_key_value_heads defaults to 8.
+TEST(HfConfig, Mistral) {
+  auto j = nlohmann::json::parse(kMistral);
+  const HfConfig c = parse(j);
+  EXPECT_TRUE(c.is_mistral());
+  EXPECT_EQ(c.model_type(), "mistral");
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 128);
+  // Mistral-7B-v0.3: 7,248,023,552 parameters (the published 7.25B): 32 x (q, o 4096x4096 +
+  // k, v 4096x1024 + MLP 3x4096x14336 + norms 2x4096) + embedding and lm_head 32768x4096 + norm.
+  EXPECT_EQ(parameter_count(c), 7248023552);
+  const auto back = parse(nlohmann::json::parse(c.to_json().dump()));
+  EXPECT_EQ(back.architecture, kMistralArch);
+  EXPECT_EQ(c.to_json()["sliding_window"], nullptr);
+  j["sliding_window"] = 4096;
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "sliding_window", "4096", "max_position_embeddings = 32768"});
+  j["sliding_window"] = 32768;
+  EXPECT_NO_THROW(parse(j));
+  j.erase("sliding_window");
+  expect_input_error([&] { parse(j); }, {"sliding_window", "MistralConfig's default"});
+  j["sliding_window"] = nullptr;
+  j.erase("num_key_value_heads");
+  EXPECT_EQ(parse(j).num_key_value_heads, 8);
+  j["model_type"] = "llama";
+  expect_input_error([&] { parse(j); }, {"model_type", "\"mistral\" for MistralForCausalLM"});
+  EXPECT_EQ(architecture_from_name("mistral"), kMistralArch);
+}
 
 // Qwen3: q_norm / k_norm, no q/k/v biases, head_dim as given (Qwen3Config's default 128
 // when absent; null is hidden / heads), attention_bias refused (it adds an o_proj bias).
@@ -72,7 +112,8 @@ TEST(HfConfig, Qwen3) {
   j["max_window_layers"] = 20;
   expect_input_error([&] { parse(j); }, {"use_sliding_window", "layers 20..27"});
   j["architectures"] = {"Qwen4ForCausalLM"};
-  expect_input_error([&] { parse(j); }, {"Qwen4ForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM"});
+  expect_input_error([&] { parse(j); },
+                     {"Qwen4ForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"});
 }
 
 TEST(HfConfig, Qwen25Instruct) {
@@ -212,7 +253,7 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
       {kLlama, R"({"attention_bias": true})", {"attention_bias", "o_proj"}},
       {kLlama, R"({"mlp_bias": true})", {"mlp_bias"}},
       {kQwen25, R"({"quantization_config": {"quant_method": "gptq"}})", {"quantization_config", "quantized"}},
-      {kQwen25, R"({"architectures": ["MistralForCausalLM"]})", {"architectures", "MistralForCausalLM", "Qwen2ForCausalLM"}},
+      {kQwen25, R"({"architectures": ["GemmaForCausalLM"]})", {"architectures", "GemmaForCausalLM", "Qwen2ForCausalLM"}},
       {kQwen25, R"({"architectures": []})", {"architectures", "exactly one"}},
       {kQwen25, R"({"model_type": "llama"})", {"model_type", "qwen2"}},
       {kQwen25, R"({"hidden_size": "896"})", {"hidden_size", "expected an integer"}},

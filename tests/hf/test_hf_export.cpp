@@ -52,7 +52,8 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
   };
   for (const Case& c : {Case{true, false, kQwen2Arch, 0}, Case{false, true, kQwen2Arch, 20000},
                         Case{false, false, kLlamaArch, 0}, Case{true, false, kLlamaArch, 30000},
-                        Case{true, false, kQwen3Arch, 0}, Case{false, false, kQwen3Arch, 20000}}) {
+                        Case{true, false, kQwen3Arch, 0}, Case{false, false, kQwen3Arch, 20000},
+                        Case{false, false, kMistralArch, 0}}) {
     SCOPED_TRACE(std::string(c.arch) + (c.tied ? " tied" : " untied") + (c.bias ? " bias" : "") + " shard " +
                  std::to_string(c.shard_bytes));
     const bool qwen3 = std::string(c.arch) == kQwen3Arch;
@@ -81,7 +82,10 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
     EXPECT_EQ(cfg["torch_dtype"], "float32");
     EXPECT_EQ(back->named_parameters().contains("model.layers.0.self_attn.q_proj.bias"), std::string(c.arch) == kQwen2Arch);
     EXPECT_EQ(back->named_parameters().contains("model.layers.1.self_attn.k_norm.weight"), qwen3);
-    EXPECT_EQ(cfg["model_type"], qwen3 ? "qwen3" : std::string(c.arch) == kQwen2Arch ? "qwen2" : "llama");
+    const bool mistral = std::string(c.arch) == kMistralArch;
+    EXPECT_EQ(cfg["model_type"],
+              qwen3 ? "qwen3" : std::string(c.arch) == kQwen2Arch ? "qwen2" : mistral ? "mistral" : "llama");
+    if (mistral) EXPECT_TRUE(cfg["sliding_window"].is_null());
     if (qwen3) {
       EXPECT_EQ(cfg["head_dim"], 12);
       EXPECT_EQ(cfg["attention_bias"], false);

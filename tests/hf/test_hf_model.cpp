@@ -33,7 +33,8 @@ TEST(HfModel, LogitsMatchReferenceForEveryLayout) {
                                    {"LlamaForCausalLM", true, torch::kFloat16, 1},
                                    {"LlamaForCausalLM", true, torch::kFloat32, 1, 12},
                                    {"Qwen3ForCausalLM", true, torch::kFloat32, 1, 8},
-                                   {"Qwen3ForCausalLM", false, torch::kBFloat16, 2, 12}};
+                                   {"Qwen3ForCausalLM", false, torch::kBFloat16, 2, 12},
+                                   {"MistralForCausalLM", false, torch::kBFloat16, 2}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.arch + (c.tied ? " tied " : " untied ") + c10::toString(c.store) + " shards " +
                  std::to_string(c.shards) + " head_dim " + std::to_string(c.head_dim));
