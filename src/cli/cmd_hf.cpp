@@ -73,8 +73,11 @@ std::unique_ptr<tokenizers::Tokenizer> folder_tokenizer(const std::string& dir, 
 /// string escapes, cut at 400 bytes), or why it does not render.
 std::string chat_template_summary(const tokenizers::Tokenizer& tok, const std::string& dir) {
   const std::string& t = tok.chat_template();
-  if (t.empty()) return "none (--chat unavailable)";
-  const std::string head = "Jinja, " + std::to_string(t.size()) + " bytes";
+  std::string named;
+  for (const auto& kv : tok.named_chat_templates()) named += (named.empty() ? "" : ", ") + kv.first;
+  if (!named.empty()) named = "; named templates: " + named + " (--chat-template NAME)";
+  if (t.empty()) return (named.empty() ? "none (--chat unavailable)" : "no default" + named);
+  const std::string head = "Jinja, " + std::to_string(t.size()) + " bytes" + named;
   try {
     tokenizers::ChatTemplateOptions o;
     const std::string text =
@@ -148,6 +151,7 @@ struct GenArgs {
   bool chat = false, ids = false, no_stop = false, generation_config = false, system_set = false;
   std::vector<std::string> vars;  ///< --var NAME=VALUE (chat template variables)
   std::string messages;           ///< --messages FILE (a conversation for the chat template)
+  std::string template_name;      ///< --chat-template NAME
   std::string date;               ///< --date YYYY-MM-DD (strftime_now)
   /// Sampling flags given on the command line (they override generation_config.json).
   bool set_temperature = false, set_top_k = false, set_top_p = false, set_repetition_penalty = false;
@@ -174,6 +178,7 @@ void run_generate(const GenArgs& a) {
     if (a.chat) {
       tokenizers::ChatTemplateOptions co = chat_template_options(a.vars, a.date);
       co.add_generation_prompt = true;
+      co.template_name = a.template_name;
       if (!a.messages.empty()) {
         text = hf::format_chat(*tok, read_messages_file(a.messages), co, hf::chat_template_source(a.dir));
       } else {
@@ -435,6 +440,8 @@ void register_hf(CLI::App& app) {
                              "Chat template variable NAME=VALUE for --chat (VALUE as JSON, else text), e.g. "
                              "enable_thinking=false");
   auto* dt = gen->add_option("--date", g->date, "YYYY-MM-DD: the date strftime_now gives --chat's template");
+  auto* ct = gen->add_option("--chat-template", g->template_name,
+                             "Which of the folder's named chat templates --chat runs (default: the default one)");
   auto* ms = gen->add_option("--messages", g->messages,
                              "A conversation (JSON array of messages) for the chat template, instead of --prompt "
                              "(implies --chat)");
@@ -449,7 +456,7 @@ void register_hf(CLI::App& app) {
                 "Sample as transformers' generate() does by default: generation_config.json's do_sample, temperature, "
                 "top_k, top_p, repetition_penalty (sampling flags given here override them)");
   gen->add_option("--threads", g->threads, "CPU threads (default: all available)");
-  gen->callback([g, pr, tk, gen, sy, vr, dt, ms] {
+  gen->callback([g, pr, tk, gen, sy, vr, dt, ms, ct] {
     if (ms->count() > 0) {
       if (pr->count() > 0 || tk->count() > 0 || sy->count() > 0)
         throw InputError("--messages replaces --prompt, --tokens and --system (put the system turn in the file)");
@@ -457,7 +464,8 @@ void register_hf(CLI::App& app) {
     }
     g->system_set = sy->count() > 0;
     if (g->system_set && !g->chat) throw InputError("--system needs --chat");
-    if ((vr->count() > 0 || dt->count() > 0) && !g->chat) throw InputError("--var / --date need --chat");
+    if ((vr->count() > 0 || dt->count() > 0 || ct->count() > 0) && !g->chat)
+      throw InputError("--var / --date / --chat-template need --chat");
     g->set_temperature = gen->get_option("--temperature")->count() > 0;
     g->set_top_k = gen->get_option("--top-k")->count() > 0;
     g->set_top_p = gen->get_option("--top-p")->count() > 0;

@@ -196,7 +196,7 @@ void run_decode(const CodecArgs& a) {
 }
 
 struct ChatArgs {
-  std::string tokenizer, template_file, messages, prompt, system, tools, date;
+  std::string tokenizer, template_file, messages, prompt, system, tools, date, template_name;
   std::vector<std::string> vars;
   bool no_generation_prompt = false, ids = false, system_given = false;
 };
@@ -257,8 +257,8 @@ void run_chat(const ChatArgs& a) {
     where = a.template_file;
   } else {
     if (!tok) throw InputError("give --template FILE or --tokenizer DIR (its chat template)");
-    tmpl = tok->chat_template();
-    where = a.tokenizer + ": chat_template";
+    where = a.tokenizer + ": chat_template" + (a.template_name.empty() ? "" : " \"" + a.template_name + "\"");
+    tmpl = tokenizers::select_chat_template(*tok, a.template_name, !a.tools.empty(), where);
     if (tmpl.empty())
       throw InputError(a.tokenizer + ": the tokenizer has no chat template (tokenizer_config.json \"chat_template\" "
                        "or chat_template.jinja); pass --template FILE");
@@ -353,7 +353,11 @@ void register_tokenizer(CLI::App& app) {
   auto* ch = t->add_subcommand("chat", "Render a conversation with a Hugging Face chat template (as transformers' "
                                        "apply_chat_template); print the text or, with --ids, its token ids");
   ch->add_option("--tokenizer", ca->tokenizer, "Tokenizer directory or tokenizer.json: its chat template and special tokens");
-  ch->add_option("--template", ca->template_file, "A Jinja chat template file (instead of the tokenizer's)");
+  auto* tpl = ch->add_option("--template", ca->template_file, "A Jinja chat template file (instead of the tokenizer's)");
+  ch->add_option("--chat-template", ca->template_name,
+                 "Which of the tokenizer's named templates (default: \"tool_use\" with --tools when there is one, "
+                 "else the default)")
+      ->excludes(tpl);
   auto* msgs = ch->add_option("--messages", ca->messages, "JSON file: an array of messages ({role, content, ...})");
   ch->add_option("--prompt", ca->prompt, "One user message (instead of --messages)")->excludes(msgs);
   auto* sys = ch->add_option("--system", ca->system, "A system message before --prompt")->excludes(msgs);

@@ -140,10 +140,12 @@ std::string format_chat(const tokenizers::Tokenizer& tok, const std::vector<toke
 
 std::string format_chat(const tokenizers::Tokenizer& tok, const nlohmann::ordered_json& messages,
                         const tokenizers::ChatTemplateOptions& options, const std::string& where) {
-  if (tok.chat_template().empty())
+  const std::string tmpl = tokenizers::select_chat_template(tok, options.template_name, options.tools.has_value(), where);
+  if (tmpl.empty())
     throw InputError(where + ": the tokenizer has no chat template (tokenizer_config.json \"chat_template\" or "
                              "chat_template.jinja); without --chat the prompt is used as plain text");
-  return tokenizers::render_chat_template(tok.chat_template(), where, messages, options, &tok);
+  return tokenizers::render_chat_template(
+      tmpl, options.template_name.empty() ? where : where + " \"" + options.template_name + "\"", messages, options, &tok);
 }
 
 void add_chatml_stop(const tokenizers::Tokenizer* tok, std::vector<int64_t>& stops) {

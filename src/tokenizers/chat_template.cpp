@@ -55,6 +55,27 @@ std::string render_chat_template(const std::string& tmpl, const std::string& whe
   return jinja::Template(tmpl, where).render(vars, ro);
 }
 
+std::string select_chat_template(const Tokenizer& tok, const std::string& name, bool with_tools,
+                                 const std::string& where) {
+  const auto& named = tok.named_chat_templates();
+  const auto names = [&] {
+    std::string out = tok.chat_template().empty() ? "" : "default";
+    for (const auto& kv : named) out += (out.empty() ? "" : ", ") + kv.first;
+    return out.empty() ? std::string("none") : out;
+  };
+  if (!name.empty()) {
+    if (name == "default" && !tok.chat_template().empty()) return tok.chat_template();
+    const auto it = named.find(name);
+    if (it == named.end())
+      throw InputError(where + ": no chat template named \"" + name + "\" (the tokenizer has: " + names() + ")");
+    return it->second;
+  }
+  if (with_tools && named.count("tool_use")) return named.at("tool_use");
+  if (!tok.chat_template().empty() || named.empty()) return tok.chat_template();
+  throw InputError(where + ": the tokenizer has several chat templates and no default (" + names() +
+                   "): name one (--chat-template NAME)");
+}
+
 nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});

@@ -47,6 +47,9 @@ struct ChatTemplateOptions {
   nlohmann::ordered_json variables = nlohmann::ordered_json::object();
   /// The time strftime_now formats (Llama 3.1's "Today Date"); nullopt: now.
   std::optional<std::time_t> now;
+  /// Which of a tokenizer's templates hf::format_chat runs ("" = as transformers picks:
+  /// select_chat_template); render_chat_template, given the template, ignores it.
+  std::string template_name;
 };
 
 /// The prompt text transformers' tokenizer.apply_chat_template(messages, tokenize=False,
@@ -60,6 +63,15 @@ struct ChatTemplateOptions {
 std::string render_chat_template(const std::string& tmpl, const std::string& where,
                                  const nlohmann::ordered_json& messages, const ChatTemplateOptions& options,
                                  const Tokenizer* tok);
+
+/// The template transformers' apply_chat_template picks from `tok`: the one named
+/// `name` when given ("default" or a named one); else, with tools, "tool_use" when the
+/// tokenizer has it; else the default. Throws InputError naming `where` and the names
+/// there are when `name` is unknown, or when the tokenizer has only named templates
+/// and none applies (transformers: "multiple chat templates with no default").
+/// Returns "" when the tokenizer has no template at all.
+std::string select_chat_template(const Tokenizer& tok, const std::string& name, bool with_tools,
+                                 const std::string& where);
 
 /// `messages` as the JSON array render_chat_template takes.
 nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages);

@@ -410,7 +410,9 @@ void apply_tokenizer_config(Tokenizer& tok, const std::string& config_file) {
         require(e.is_object() && e.contains("name") && e["name"].is_string() && e.contains("template") &&
                     e["template"].is_string(),
                 config_file + ": chat_template", bad);
-        if (e["name"] == "default") tok.set_chat_template(e["template"].get<std::string>());
+        const std::string name = e["name"].get<std::string>();
+        if (name == "default") tok.set_chat_template(e["template"].get<std::string>());
+        else tok.set_named_chat_template(name, e["template"].get<std::string>());
       }
     } else {
       require(t.is_null(), config_file + ": chat_template", bad + ", got " + t.dump().substr(0, 40));
@@ -470,6 +472,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   // and loads that file in preference to a chat_template of tokenizer_config.json.
   const fs::path jinja = dir / "chat_template.jinja";
   if (fs::is_regular_file(jinja, ec)) tok->set_chat_template(io::read_file(jinja.string()));
+  // ... and its other named templates as additional_chat_templates/NAME.jinja.
+  const fs::path extra = dir / "additional_chat_templates";
+  if (fs::is_directory(extra, ec))
+    for (const auto& e : fs::directory_iterator(extra, ec))
+      if (e.is_regular_file(ec) && e.path().extension() == ".jinja")
+        tok->set_named_chat_template(e.path().stem().string(), io::read_file(e.path().string()));
   return tok;
 }
 

@@ -365,7 +365,14 @@ nlohmann::ordered_json Tokenizer::to_hf_config_json() const {
     dec[std::to_string(t.id)] = std::move(e);
   }
   cfg["added_tokens_decoder"] = std::move(dec);
-  if (!chat_template_.empty()) cfg["chat_template"] = chat_template_;
+  if (named_chat_templates_.empty()) {
+    if (!chat_template_.empty()) cfg["chat_template"] = chat_template_;
+  } else {  // transformers' list form: {"name", "template"} objects, "default" first
+    auto list = nlohmann::ordered_json::array();
+    if (!chat_template_.empty()) list.push_back({{"name", "default"}, {"template", chat_template_}});
+    for (const auto& [name, t] : named_chat_templates_) list.push_back({{"name", name}, {"template", t}});
+    cfg["chat_template"] = std::move(list);
+  }
   return cfg;
 }
 

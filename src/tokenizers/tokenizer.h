@@ -24,6 +24,7 @@
 // Nothing in encode/decode crashes on any byte string.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,9 +133,13 @@ class Tokenizer {
   InvalidUtf8Policy invalid_utf8_policy() const { return utf8_policy_; }
 
   /// Hugging Face chat template (Jinja source) carried over from
-  /// tokenizer_config.json; empty when none. Stored, never executed.
+  /// tokenizer_config.json; empty when none. Run by tokenizers::render_chat_template.
   const std::string& chat_template() const { return chat_template_; }
   void set_chat_template(std::string t) { chat_template_ = std::move(t); }
+  /// Named chat templates besides the default one (tokenizer_config.json's list form,
+  /// e.g. "tool_use", "rag"; additional_chat_templates/NAME.jinja), by name.
+  const std::map<std::string, std::string>& named_chat_templates() const { return named_chat_templates_; }
+  void set_named_chat_template(const std::string& name, std::string t) { named_chat_templates_[name] = std::move(t); }
 
   /// tokenizer_config.json's clean_up_tokenization_spaces (false when absent, as
   /// transformers >= 4.45): text shown to a user (`tokenizer decode`, the generate
@@ -214,6 +219,7 @@ class Tokenizer {
   std::optional<int32_t> bos_, eos_, pad_;
   InvalidUtf8Policy utf8_policy_ = InvalidUtf8Policy::kThrow;
   std::string chat_template_;
+  std::map<std::string, std::string> named_chat_templates_;
   bool clean_up_spaces_ = false;
   nlohmann::json post_processor_json_;
   std::vector<int32_t> template_prefix_, template_suffix_;

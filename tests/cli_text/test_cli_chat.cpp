@@ -100,4 +100,42 @@ TEST(CliChat, RendersAsApplyChatTemplate) {
   EXPECT_NE(r.out.find("--date"), std::string::npos) << r.out;
 }
 
+// Named templates (tokenizer_config.json's list form, additional_chat_templates/NAME.jinja):
+// transformers picks "tool_use" when tools are given and it exists, else "default";
+// --chat-template names one; save() writes the list form back.
+TEST(CliChat, NamedTemplatesAsTransformersPicksThem) {
+  TempDir d("cli_chat_named");
+  lol::tokenizers::ByteTokenizer tok(std::vector<std::string>{});
+  tok.set_chat_template("D:{{ messages[0].content }}");
+  tok.set_named_chat_template("tool_use", "T:{{ tools|length }}");
+  tok.save(d / "tok");
+  const auto cfg = nlohmann::json::parse(reftest::read_text(d / "tok/tokenizer_config.json"));
+  ASSERT_TRUE(cfg["chat_template"].is_array()) << cfg.dump();
+  EXPECT_EQ(cfg["chat_template"][0]["name"], "default");
+  std::filesystem::create_directories(d / "tok/additional_chat_templates");
+  reftest::write_text(d / "tok/additional_chat_templates/rag.jinja", "R:{{ messages|length }}");
+  reftest::write_text(d / "tools.json", R"([{"name": "f"}, {"name": "g"}])");
+  const std::string c = "tokenizer chat --tokenizer " + quote(d / "tok") + " --prompt hi";
+  auto r = run_lol(c);
+  EXPECT_EQ(r.out, "D:hi");
+  r = run_lol(c + " --tools " + quote(d / "tools.json"));
+  EXPECT_EQ(r.out, "T:2");
+  r = run_lol(c + " --tools " + quote(d / "tools.json") + " --chat-template default");
+  EXPECT_EQ(r.out, "D:hi");
+  r = run_lol(c + " --chat-template rag");
+  EXPECT_EQ(r.out, "R:1");
+  r = run_lol(c + " --chat-template nope");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no chat template named \"nope\" (the tokenizer has: default, rag, tool_use)"),
+            std::string::npos)
+      << r.out;
+  // Only named templates and none applies: transformers' "no default" error, naming them.
+  lol::tokenizers::ByteTokenizer only(std::vector<std::string>{});
+  only.set_named_chat_template("rag", "x");
+  only.save(d / "only");
+  r = run_lol("tokenizer chat --tokenizer " + quote(d / "only") + " --prompt hi");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("several chat templates and no default (rag)"), std::string::npos) << r.out;
+}
+
 }  // namespace
