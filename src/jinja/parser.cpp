@@ -4,6 +4,7 @@
 // comment tag at the start of a line is dropped; "{%+" keeps it), keep_trailing_newline
 // off (one final newline of the source is dropped), the loopcontrols extension (break,
 // continue) and transformers' {% generation %} block.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -115,14 +116,22 @@ class Lexer {
  private:
   std::string src_;
   std::string name_;
+  mutable size_t line_pos_ = 0;  ///< line_of's cache: position and its line
+  mutable int line_at_ = 1;
 
   [[noreturn]] void fail(int line, const std::string& what) const {
     throw TemplateError(name_ + " line " + std::to_string(line) + ": " + what);
   }
+  /// The 1-based line of `pos`, counted on from the previous call (positions mostly
+  /// grow: linear in the template's size, not quadratic).
   int line_of(size_t pos) const {
-    int line = 1;
-    for (size_t k = 0; k < pos && k < src_.size(); ++k) line += src_[k] == '\n';
-    return line;
+    pos = std::min(pos, src_.size());
+    if (pos < line_pos_) {
+      line_pos_ = 0;
+      line_at_ = 1;
+    }
+    for (; line_pos_ < pos; ++line_pos_) line_at_ += src_[line_pos_] == '\n';
+    return line_at_;
   }
   static void emit_text(std::vector<Segment>& out, const std::string& text, int line) {
     if (text.empty()) return;
