@@ -297,7 +297,8 @@ Value from_json(const nlohmann::ordered_json& j) {
     }
     case nlohmann::ordered_json::value_t::object: {
       Value d = Value::make_dict();
-      for (auto it = j.begin(); it != j.end(); ++it) d.dict->set(it.key(), from_json(it.value()));
+      // JSON object keys are unique (nlohmann keeps one of each): appended without a search.
+      for (auto it = j.begin(); it != j.end(); ++it) d.dict->items.emplace_back(it.key(), from_json(it.value()));
       return d;
     }
     default: return Value::none();
