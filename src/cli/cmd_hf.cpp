@@ -80,6 +80,7 @@ std::string chat_template_summary(const tokenizers::Tokenizer& tok, const std::s
   const std::string head = "Jinja, " + std::to_string(t.size()) + " bytes" + named;
   try {
     tokenizers::ChatTemplateOptions o;
+    o.max_steps = 1'000'000;  // a summary: a template that runs long is reported, not waited for
     const std::string text =
         hf::format_chat(tok, std::vector<tokenizers::ChatMessage>{{"user", "Hi"}}, o, hf::chat_template_source(dir));
     std::string shown = nlohmann::json(text.substr(0, 400)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -152,6 +153,7 @@ struct GenArgs {
   std::vector<std::string> vars;  ///< --var NAME=VALUE (chat template variables)
   std::string messages;           ///< --messages FILE (a conversation for the chat template)
   std::string template_name;      ///< --chat-template NAME
+  bool date_given = false;
   std::string date;               ///< --date YYYY-MM-DD (strftime_now)
   /// Sampling flags given on the command line (they override generation_config.json).
   bool set_temperature = false, set_top_k = false, set_top_p = false, set_repetition_penalty = false;
@@ -176,7 +178,7 @@ void run_generate(const GenArgs& a) {
   if (text_prompt) {
     std::string text = a.prompt;
     if (a.chat) {
-      tokenizers::ChatTemplateOptions co = chat_template_options(a.vars, a.date);
+      tokenizers::ChatTemplateOptions co = chat_template_options(a.vars, a.date, a.date_given);
       co.add_generation_prompt = true;
       co.template_name = a.template_name;
       if (!a.messages.empty()) {
@@ -464,6 +466,7 @@ void register_hf(CLI::App& app) {
     }
     g->system_set = sy->count() > 0;
     if (g->system_set && !g->chat) throw InputError("--system needs --chat");
+    g->date_given = dt->count() > 0;
     if ((vr->count() > 0 || dt->count() > 0 || ct->count() > 0) && !g->chat)
       throw InputError("--var / --date / --chat-template need --chat");
     g->set_temperature = gen->get_option("--temperature")->count() > 0;

@@ -198,17 +198,69 @@ void run_decode(const CodecArgs& a) {
 struct ChatArgs {
   std::string tokenizer, template_file, messages, prompt, system, tools, date, template_name;
   std::vector<std::string> vars;
-  bool no_generation_prompt = false, ids = false, system_given = false;
+  bool no_generation_prompt = false, ids = false, system_given = false, prompt_given = false, date_given = false;
+};
+
+}  // namespace
+
+/// A chat input file (template, messages, tools): at most 64 MiB (chat templates are
+/// kilobytes; /dev/zero is not a file), else InputError naming the flag.
+std::string read_chat_file(const std::string& path, const std::string& what) {
+  constexpr size_t kMax = size_t(64) << 20;
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (!in || std::filesystem::is_directory(path, ec)) throw InputError(what + " " + path + ": cannot read the file");
+  std::string text(kMax + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMax) throw InputError(what + " " + path + ": larger than 64 MiB");
+  return text;
+}
+
+namespace {
+
+/// Counts the members of each JSON object (nlohmann's ordered_json inserts a member
+/// with a linear search: an object of 200,000 keys takes minutes to read).
+struct MemberCount : nlohmann::json::json_sax_t {
+  std::vector<size_t> open;
+  size_t most = 0;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open.push_back(0);
+    return true;
+  }
+  bool key(string_t&) override {
+    most = std::max(most, ++open.back());
+    return true;
+  }
+  bool end_object() override {
+    open.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
 };
 
 }  // namespace
 
 nlohmann::ordered_json read_ordered_json(const std::string& path, const std::string& what) {
-  const std::string text = io::read_file(path);
+  const std::string text = read_chat_file(path, what);
+  MemberCount count;
+  nlohmann::json::sax_parse(text, &count, nlohmann::json::input_format_t::json, /*strict=*/false);
+  if (count.most > 10000)
+    throw InputError(what + " " + path + ": an object with " + std::to_string(count.most) +
+                     " members (at most 10000: chat messages and tool schemas have few)");
   try {
     return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(what + " " + path + ": not valid JSON: " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // syntax, and numbers beyond a double (1e400)
+    throw InputError(what + " " + path + ": not valid JSON (or a number beyond a double): " + e.what());
   }
 }
 
@@ -220,7 +272,8 @@ nlohmann::ordered_json read_messages_file(const std::string& path) {
   return messages;
 }
 
-tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date) {
+tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date,
+                                                      bool date_given) {
   tokenizers::ChatTemplateOptions o;
   for (const auto& v : vars) {
     const size_t eq = v.find('=');
@@ -230,12 +283,18 @@ tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::str
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
     o.variables[name] = j.is_discarded() ? nlohmann::ordered_json(value) : j;
   }
-  if (!date.empty()) {
+  if (!date.empty() || date_given) {
     std::tm tm{};
-    int y = 0, m = 0, d = 0;
-    char tail = 0;
-    if (std::sscanf(date.c_str(), "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3 || m < 1 || m > 12 || d < 1 || d > 31)
-      throw InputError("--date " + date + ": expected YYYY-MM-DD");
+    // Exactly YYYY-MM-DD, a real day (as Python's datetime: years 1..9999).
+    bool shape = date.size() == 10 && date[4] == '-' && date[7] == '-';
+    for (size_t k = 0; shape && k < 10; ++k)
+      if (k != 4 && k != 7) shape = std::isdigit(static_cast<unsigned char>(date[k])) != 0;
+    const int y = shape ? std::atoi(date.substr(0, 4).c_str()) : 0, m = shape ? std::atoi(date.substr(5, 2).c_str()) : 0,
+              d = shape ? std::atoi(date.substr(8, 2).c_str()) : 0;
+    const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    const int days[] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (!shape || y < 1 || m < 1 || m > 12 || d < 1 || d > days[m - 1])
+      throw InputError("--date " + date + ": expected a real day as YYYY-MM-DD");
     tm.tm_year = y - 1900;
     tm.tm_mon = m - 1;
     tm.tm_mday = d;
@@ -253,7 +312,7 @@ void run_chat(const ChatArgs& a) {
   if (a.ids && !tok) throw InputError("--ids needs --tokenizer");
   std::string tmpl, where;
   if (!a.template_file.empty()) {
-    tmpl = io::read_file(a.template_file);
+    tmpl = read_chat_file(a.template_file, "--template");
     where = a.template_file;
   } else {
     if (!tok) throw InputError("give --template FILE or --tokenizer DIR (its chat template)");
@@ -267,13 +326,13 @@ void run_chat(const ChatArgs& a) {
   if (!a.messages.empty()) {
     messages = read_messages_file(a.messages);
   } else {
-    if (a.prompt.empty() && !a.system_given) throw InputError("give --messages FILE.json or --prompt TEXT");
+    if (!a.prompt_given && !a.system_given) throw InputError("give --messages FILE.json or --prompt TEXT");
     std::vector<tokenizers::ChatMessage> msgs;
     if (a.system_given) msgs.push_back({"system", a.system});
-    if (!a.prompt.empty()) msgs.push_back({"user", a.prompt});
+    if (a.prompt_given) msgs.push_back({"user", a.prompt});  // "" too: an empty user turn
     messages = tokenizers::messages_json(msgs);
   }
-  tokenizers::ChatTemplateOptions o = chat_template_options(a.vars, a.date);
+  tokenizers::ChatTemplateOptions o = chat_template_options(a.vars, a.date, a.date_given);
   o.add_generation_prompt = !a.no_generation_prompt;
   if (!a.tools.empty()) {
     o.tools = read_ordered_json(a.tools, "--tools");
@@ -359,15 +418,17 @@ void register_tokenizer(CLI::App& app) {
                  "else the default)")
       ->excludes(tpl);
   auto* msgs = ch->add_option("--messages", ca->messages, "JSON file: an array of messages ({role, content, ...})");
-  ch->add_option("--prompt", ca->prompt, "One user message (instead of --messages)")->excludes(msgs);
+  auto* cpr = ch->add_option("--prompt", ca->prompt, "One user message (instead of --messages)")->excludes(msgs);
   auto* sys = ch->add_option("--system", ca->system, "A system message before --prompt")->excludes(msgs);
   ch->add_flag("--no-generation-prompt", ca->no_generation_prompt, "add_generation_prompt=False (no assistant turn opened)");
   ch->add_option("--tools", ca->tools, "JSON file: an array of tool schemas, passed as `tools`");
   ch->add_option("--var", ca->vars, "Template variable NAME=VALUE (VALUE as JSON, else text), e.g. enable_thinking=false");
-  ch->add_option("--date", ca->date, "YYYY-MM-DD for strftime_now (default: today)");
+  auto* cdt = ch->add_option("--date", ca->date, "YYYY-MM-DD for strftime_now (default: today)");
   ch->add_flag("--ids", ca->ids, "Print the token ids (needs --tokenizer)");
-  ch->callback([ca, sys] {
+  ch->callback([ca, sys, cpr, cdt] {
+    ca->date_given = cdt->count() > 0;
     ca->system_given = sys->count() > 0;
+    ca->prompt_given = cpr->count() > 0;
     run_chat(*ca);
   });
 

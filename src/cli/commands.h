@@ -19,9 +19,11 @@ void register_generate(CLI::App& app);  // generate, bench generate (cmd_generat
 void register_analyze(CLI::App& app);  // analyze routing (cmd_analyze.cpp)
 void register_tokenizer(CLI::App& app);  // tokenizer train|encode|decode|chat (cmd_tokenizer.cpp)
 /// The chat template options of --var NAME=VALUE (VALUE parsed as JSON, else taken as
-/// text) and --date YYYY-MM-DD (strftime_now's day, local midnight; "" = now).
+/// text) and --date YYYY-MM-DD (strftime_now's day, local midnight; not given = now;
+/// given, it must be a real day).
 /// Throws InputError naming the flag for a malformed value (cmd_tokenizer.cpp).
-tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date);
+tokenizers::ChatTemplateOptions chat_template_options(const std::vector<std::string>& vars, const std::string& date,
+                                                      bool date_given = false);
 /// The JSON document in `path`, object keys in file order (as Python's json.load);
 /// InputError "<what> <path>: not valid JSON: ..." otherwise.
 nlohmann::ordered_json read_ordered_json(const std::string& path, const std::string& what);

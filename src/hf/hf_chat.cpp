@@ -143,7 +143,8 @@ std::string format_chat(const tokenizers::Tokenizer& tok, const nlohmann::ordere
   const std::string tmpl = tokenizers::select_chat_template(tok, options.template_name, options.tools.has_value(), where);
   if (tmpl.empty())
     throw InputError(where + ": the tokenizer has no chat template (tokenizer_config.json \"chat_template\" or "
-                             "chat_template.jinja); without --chat the prompt is used as plain text");
+                             "chat_template.jinja), which --chat and --messages need (without them, --prompt is "
+                             "used as plain text)");
   return tokenizers::render_chat_template(
       tmpl, options.template_name.empty() ? where : where + " \"" + options.template_name + "\"", messages, options, &tok);
 }

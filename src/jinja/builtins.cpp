@@ -14,6 +14,7 @@
 #include <optional>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 namespace lol::jinja {
 
@@ -290,19 +291,28 @@ Value string_method(const Value& obj, const std::string& name) {
   if (name == "splitlines")
     return fn(
         [s](Args& r) {
+          // Python's line boundaries: \n \r \r\n \v \f \x1c \x1d \x1e \x85 \u2028 \u2029.
           const bool keep = r.get(0, "keepends", Value::boolean(false)).truthy();
+          const auto cps = utf8_decode(s);
           List out;
-          size_t pos = 0;
-          while (pos < s.size()) {
-            size_t e = s.find_first_of("\n\r", pos);
-            if (e == std::string::npos) {
-              out.push_back(Value::string(s.substr(pos)));
-              break;
+          std::vector<uint32_t> line;
+          for (size_t k = 0; k < cps.size(); ++k) {
+            const uint32_t cp = cps[k];
+            const bool br = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) ||
+                            cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+            if (!br) {
+              line.push_back(cp);
+              continue;
             }
-            size_t next = e + 1 + (s[e] == '\r' && e + 1 < s.size() && s[e + 1] == '\n');
-            out.push_back(Value::string(s.substr(pos, (keep ? next : e) - pos)));
-            pos = next;
+            if (keep) line.push_back(cp);
+            if (cp == '\r' && k + 1 < cps.size() && cps[k + 1] == '\n') {
+              ++k;
+              if (keep) line.push_back('\n');
+            }
+            out.push_back(Value::string(utf8_encode(line)));
+            line.clear();
           }
+          if (!line.empty()) out.push_back(Value::string(utf8_encode(line)));
           return Value::make_list(std::move(out));
         },
         name, 1);
@@ -910,6 +920,7 @@ double py_round(double x, int64_t ndigits) {
     std::snprintf(buf, sizeof buf, "%.*f", int(ndigits), x);
     return std::strtod(buf, nullptr);
   }
+  if (-ndigits > 308) return std::copysign(0.0, x);
   const double p = std::pow(10.0, double(-ndigits));
   const double q = x / p;
   double r = std::nearbyint(q);  // ties to even in the default rounding mode
@@ -939,7 +950,8 @@ std::optional<int64_t> parse_py_int(std::string s, int64_t base) {
     }
     const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'z' ? ch - 'a' + 10 : 99;
     if (d >= base) return std::nullopt;
-    if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, int64_t(d), &v)) return std::nullopt;
+    if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, int64_t(d), &v))
+      call_fail("integer overflow: " + s + " (Python's integers are unbounded; lol's are 64-bit)");
     prev_digit = true;
   }
   if (!prev_digit) return std::nullopt;
@@ -978,14 +990,22 @@ std::optional<double> parse_py_float(std::string s) {
 Value to_int(const Value& v, const Value& def, int64_t base, const BuiltinContext& c) {
   if (v.is_undefined()) fail_at(c, v.s);
   if (v.is_integral()) return Value::integer(v.as_int());
-  if (v.kind == Value::Kind::Float) {
-    if (!std::isfinite(v.f) || std::fabs(v.f) >= 9.2e18) return def;
-    return Value::integer(int64_t(v.f));
-  }
+  // int(float): inf raises OverflowError (jinja2 lets it through), NaN a ValueError (the default).
+  const auto from_double = [&](double d) {
+    if (std::isnan(d)) return def;
+    if (std::isinf(d)) fail_at(c, "cannot convert float infinity to integer");
+    if (std::fabs(d) >= 9.2e18)
+      fail_at(c, "integer overflow: " + float_repr(d) + " (Python's integers are unbounded; lol's are 64-bit)");
+    return Value::integer(int64_t(d));
+  };
+  if (v.kind == Value::Kind::Float) return from_double(v.f);
   if (v.is_string()) {
-    if (const auto i = parse_py_int(v.s, base)) return Value::integer(*i);
-    if (const auto d = parse_py_float(v.s))
-      if (std::isfinite(*d) && std::fabs(*d) < 9.2e18) return Value::integer(int64_t(*d));
+    try {
+      if (const auto i = parse_py_int(v.s, base)) return Value::integer(*i);
+    } catch (const CallError& e) {
+      fail_at(c, e.what());
+    }
+    if (const auto d = parse_py_float(v.s)) return from_double(*d);
   }
   return def;
 }
@@ -1034,7 +1054,10 @@ const std::map<std::string, FilterFn>& filters() {
     using K = Value::Kind;
     m["abs"] = [](const Value& v, Args&, const BuiltinContext& c) {
       if (v.kind == K::Float) return Value::real(std::fabs(v.f));
-      if (v.is_integral()) return Value::integer(std::llabs(v.as_int()));
+      if (v.is_integral()) {
+        if (v.as_int() == INT64_MIN) fail_at(c, "integer overflow (Python's integers are unbounded; lol's are 64-bit)");
+        return Value::integer(std::llabs(v.as_int()));
+      }
       fail_at(c, "bad operand type for abs(): '" + v.type_name() + "'");
     };
     m["attr"] = [](const Value& v, Args& a, const BuiltinContext& c) {
@@ -1178,7 +1201,10 @@ const std::map<std::string, FilterFn>& filters() {
       for (const auto& it : iterate(v, c)) {
         const Value x = attribute.is_none() ? it : attr_path(it, attribute, c);
         if (!x.is_number() || !total.is_number()) fail_at(c, "sum needs numbers");
-        if (x.is_integral() && total.is_integral()) total = Value::integer(total.as_int() + x.as_int());
+        int64_t r = 0;
+        if (x.is_integral() && total.is_integral() && __builtin_add_overflow(total.as_int(), x.as_int(), &r))
+          fail_at(c, "integer overflow (Python's integers are unbounded; lol's are 64-bit)");
+        if (x.is_integral() && total.is_integral()) total = Value::integer(r);
         else total = Value::real(total.as_double() + x.as_double());
       }
       return total;
@@ -1212,13 +1238,26 @@ const std::map<std::string, FilterFn>& filters() {
     m["unique"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const bool cs = a.get(0, "case_sensitive", Value::boolean(false)).truthy();
       const Value attribute = a.get(1, "attribute", Value::none());
-      List out, keys;
+      // A set of Python-hashable keys (1, 1.0 and True are one key; lists and dicts are
+      // unhashable, as in Python).
+      List out;
+      std::unordered_set<std::string> seen;
       for (const auto& it : iterate(v, c)) {
         const Value key = sort_key(attribute.is_none() ? it : attr_path(it, attribute, c), cs);
-        if (std::none_of(keys.begin(), keys.end(), [&](const Value& k) { return equals(k, key); })) {
-          keys.push_back(key);
-          out.push_back(it);
+        std::string h;
+        if (key.is_number()) {
+          const double d = key.as_double();
+          h = key.is_integral() ? "n" + std::to_string(key.as_int())
+              : (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) ? "n" + std::to_string(int64_t(d))
+                                                                                 : "f" + float_repr(d);
+        } else if (key.is_string()) {
+          h = "s" + key.s;
+        } else if (key.is_none() || key.is_undefined()) {
+          h = key.is_none() ? "N" : "U";
+        } else {
+          fail_at(c, "unhashable type: '" + key.type_name() + "'");
         }
+        if (seen.insert(h).second) out.push_back(it);
       }
       return Value::make_list(std::move(out));
     };
@@ -1303,7 +1342,15 @@ const std::map<std::string, FilterFn>& filters() {
       return Value::make_list(std::move(out));
     };
     m["wordcount"] = [](const Value& v, Args&, const BuiltinContext&) {
-      return Value::integer(int64_t(py_split(v.str(), Value::none(), -1, false).list->size()));
+      // jinja2: len(re.findall(r"\w+", s)); \w: letters, digits, '_' (non-ASCII: cased letters).
+      int64_t n = 0;
+      bool in_word = false;
+      for (uint32_t cp : utf8_decode(v.str())) {
+        const bool w = cp < 0x80 ? (std::isalnum(int(cp)) != 0 || cp == '_') : cp_cased(cp);
+        n += w && !in_word;
+        in_word = w;
+      }
+      return Value::integer(n);
     };
     m["center"] = [](const Value& v, Args& a, const BuiltinContext& c) {
       const int64_t width = need_int(a.get(0, "width", Value::integer(80)), "width");
@@ -1445,12 +1492,27 @@ Dict builtin_globals(const RenderOptions& options, std::vector<std::weak_ptr<Dic
   const auto now = options.now;
   g.set("strftime_now", Value::function([now](CallArgs& a) {
     if (a.pos.size() != 1 || !a.pos[0].is_string()) call_fail("strftime_now(format) takes one string");
+    // transformers formats a naive datetime.now(): %z and %Z are empty.
+    std::string fmt;
+    const std::string& f = a.pos[0].s;
+    for (size_t k = 0; k < f.size(); ++k) {
+      if (f[k] == '%' && k + 1 < f.size()) {
+        if (f[k + 1] == 'z' || f[k + 1] == 'Z') {
+          ++k;
+          continue;
+        }
+        fmt += f.substr(k, 2);
+        ++k;
+        continue;
+      }
+      fmt += f[k];
+    }
     const std::time_t t = now ? *now : std::time(nullptr);
     std::tm tm{};
     localtime_r(&t, &tm);
     char buf[512];
-    const size_t n = std::strftime(buf, sizeof buf, a.pos[0].s.c_str(), &tm);
-    if (n == 0 && !a.pos[0].s.empty()) call_fail("strftime_now: the formatted date is empty or too long");
+    const size_t n = fmt.empty() ? 0 : std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
+    if (n == 0 && fmt.size() > 64) call_fail("strftime_now: the formatted date is too long");
     return Value::string(std::string(buf, n));
   }));
   return g;

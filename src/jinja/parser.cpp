@@ -141,6 +141,27 @@ class Lexer {
     s.line = line;
     out.push_back(std::move(s));
   }
+  /// Bytes of the UTF-8 character at `p` (1 for an invalid byte).
+  size_t utf8_len_at(size_t p) const {
+    const unsigned c = static_cast<unsigned char>(src_[p]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    return p + len <= src_.size() ? len : 1;
+  }
+  bool valid_utf8_at(size_t p) const {
+    const size_t len = utf8_len_at(p);
+    const auto cps = utf8_decode(src_.substr(p, len));
+    return cps.size() == 1 && !(cps[0] >= 0xdc80 && cps[0] <= 0xdcff);
+  }
+  /// Bytes of a non-ASCII white-space character at `p` (NBSP, U+2028, ...), else 0.
+  size_t utf8_space_len(size_t p) const {
+    if (static_cast<unsigned char>(src_[p]) < 0x80 || !valid_utf8_at(p)) return 0;
+    const size_t len = utf8_len_at(p);
+    const uint32_t cp = utf8_decode(src_.substr(p, len))[0];
+    const bool space = cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
+                       cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return space ? len : 0;
+  }
+
   /// The position after a tag's end: "-" strips all white space, trim_blocks drops
   /// one newline after a block or comment tag ("+" keeps it).
   size_t after_tag(size_t pos, char right, bool trim) const {
@@ -184,7 +205,15 @@ class Lexer {
     int depth = 0;
     int line = line_of(p);
     while (true) {
-      while (p < n && is_space(src_[p])) line += src_[p++] == '\n';
+      while (p < n) {  // white space, Unicode's too (jinja2's \s)
+        if (is_space(src_[p])) {
+          line += src_[p++] == '\n';
+          continue;
+        }
+        const size_t len = utf8_space_len(p);
+        if (len == 0) break;
+        p += len;
+      }
       if (p >= n) fail(line, "the tag is not closed (expected '" + end + "')");
       if (depth == 0) {
         if (src_.compare(p, 2, end) == 0) {
@@ -199,9 +228,12 @@ class Lexer {
       Tok t;
       t.line = line;
       const char c = src_[p];
-      if (is_name_start(c)) {
+      if (is_name_start(c) || (static_cast<unsigned char>(c) >= 0x80 && utf8_space_len(p) == 0 && valid_utf8_at(p))) {
+        // Names: ASCII letters, digits, '_', and non-ASCII characters (Python identifiers).
         size_t e = p;
-        while (e < n && is_name_char(src_[e])) ++e;
+        while (e < n && (is_name_char(src_[e]) ||
+                         (static_cast<unsigned char>(src_[e]) >= 0x80 && utf8_space_len(e) == 0 && valid_utf8_at(e))))
+          e += static_cast<unsigned char>(src_[e]) >= 0x80 ? utf8_len_at(e) : 1;
         t.type = Tok::Type::Name;
         t.text = src_.substr(p, e - p);
         p = e;
@@ -233,7 +265,12 @@ class Lexer {
             break;
           }
         }
-        if (!found) fail(line, std::string("unexpected character '") + c + "'");
+        if (!found) {
+          char shown[32];
+          std::snprintf(shown, sizeof shown, static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? "\\x%02x" : "%c",
+                        static_cast<unsigned char>(c));
+          fail(line, std::string("unexpected character '") + shown + "'");
+        }
         if (t.text == "(" || t.text == "[" || t.text == "{") ++depth;
         if (t.text == ")" || t.text == "]" || t.text == "}") {
           if (depth == 0) fail(line, "unexpected '" + t.text + "'");
@@ -314,6 +351,12 @@ class Lexer {
           const char h = char(std::tolower(static_cast<unsigned char>(raw[at])));
           cp = cp * 16 + uint32_t(h <= '9' ? h - '0' : h - 'a' + 10);
         }
+        if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {  // Python: illegal / a lone surrogate
+          char hexcp[16];
+          std::snprintf(hexcp, sizeof hexcp, "U+%04X", cp);
+          throw TemplateError(name_ + ": the string literal escape \\" + std::string(1, e) + " gives " + hexcp +
+                              ", not a Unicode scalar value");
+        }
         utf8_append(out, cp);
         k += size_t(count);
         return true;
@@ -330,6 +373,7 @@ class Lexer {
         case '\'': out += '\''; break;
         case '"': out += '"'; break;
         case '\n': break;  // a line continuation
+        case 'N': throw TemplateError(name_ + ": \\N{...} escapes (Unicode names) are not supported in string literals");
         case 'x':
           if (!hex(2)) throw TemplateError(name_ + ": truncated \\xXX escape in a string literal");
           break;
@@ -385,6 +429,18 @@ class Parser {
       if (++p.depth_ > kMaxDepth) p.fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
     }
     ~DepthGuard() { --p.depth_; }
+  };
+  /// Counts the nodes a loop wraps around its left operand (a + b + c ..., x.a.b ...,
+  /// x | f | g ...): they nest as deep as brackets do.
+  struct ChainGuard {
+    Parser& p;
+    int n = 0;
+    explicit ChainGuard(Parser& parser) : p(parser) {}
+    void add() {
+      ++n;
+      if (++p.depth_ > kMaxDepth) p.fail("an expression chained or nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~ChainGuard() { p.depth_ -= n; }
   };
 
   [[noreturn]] void fail(const std::string& what) const {
@@ -647,8 +703,10 @@ class Parser {
   }
 
   ExprPtr parse_condexpr() {
+    ChainGuard chain(*this);
     auto e = parse_or();
     while (is_name("if")) {
+      chain.add();
       ++tp_;
       auto c = node(Expr::Kind::Cond);
       c->args.push_back(parse_or());
@@ -674,16 +732,20 @@ class Parser {
   }
 
   ExprPtr parse_or() {
+    ChainGuard chain(*this);
     auto e = parse_and();
     while (is_name("or")) {
+      chain.add();
       ++tp_;
       e = binary("or", std::move(e), parse_and());
     }
     return e;
   }
   ExprPtr parse_and() {
+    ChainGuard chain(*this);
     auto e = parse_not();
     while (is_name("and")) {
+      chain.add();
       ++tp_;
       e = binary("and", std::move(e), parse_not());
     }
@@ -733,8 +795,10 @@ class Parser {
     return c;
   }
   ExprPtr parse_math1() {
+    ChainGuard chain(*this);
     auto e = parse_concat();
     while (is_op("+") || is_op("-")) {
+      chain.add();
       const std::string op = peek()->text;
       ++tp_;
       e = binary(op, std::move(e), parse_concat());
@@ -742,16 +806,20 @@ class Parser {
     return e;
   }
   ExprPtr parse_concat() {
+    ChainGuard chain(*this);
     auto e = parse_math2();
     while (is_op("~")) {
+      chain.add();
       ++tp_;
       e = binary("~", std::move(e), parse_math2());
     }
     return e;
   }
   ExprPtr parse_math2() {
+    ChainGuard chain(*this);
     auto e = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.add();
       const std::string op = peek()->text;
       ++tp_;
       e = binary(op, std::move(e), parse_pow());
@@ -759,8 +827,10 @@ class Parser {
     return e;
   }
   ExprPtr parse_pow() {
+    ChainGuard chain(*this);
     auto e = parse_unary(true);
     while (is_op("**")) {
+      chain.add();
       ++tp_;
       e = binary("**", std::move(e), parse_unary(true));
     }
@@ -860,7 +930,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    ChainGuard chain(*this);
     while (true) {
+      chain.add();
       if (is_op(".")) {
         ++tp_;
         const Tok* t = peek();
@@ -949,8 +1021,10 @@ class Parser {
 
   /// `| name [(args)]` repeated; `subject` null for {% filter %} / {% set x | f %}.
   ExprPtr parse_filter_chain(ExprPtr subject, bool leading_bar = true) {
+    ChainGuard chain(*this);
     bool first = true;
     while (first ? (leading_bar ? is_op("|") : true) : is_op("|")) {
+      chain.add();
       if (!(first && !leading_bar)) ++tp_;
       first = false;
       auto f = node(Expr::Kind::Filter);
@@ -967,7 +1041,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
+    ChainGuard chain(*this);
     while (true) {
+      chain.add();
       if (is_op("|")) {
         e = parse_filter_chain(std::move(e));
       } else if (is_name("is")) {

@@ -27,6 +27,19 @@ using FramePtr = std::shared_ptr<Frame>;
 
 constexpr int kMaxCallDepth = 100;
 
+/// Bytes a value holds besides what it shares, roughly: a string's text; a list's or
+/// dict's items and their strings (one level: deeper containers are counted when built).
+size_t approx_bytes(const Value& v) {
+  const auto item = [](const Value& x) { return sizeof(Value) + (x.is_string() ? x.s.size() : 0); };
+  size_t n = v.s.size();
+  if (v.list)
+    for (const auto& x : *v.list) n += item(x);
+  if (v.dict)
+    for (const auto& kv : v.dict->items) n += kv.first.size() + item(kv.second);
+  return n;
+}
+constexpr int kMaxNesting = 1500;
+
 bool uses_name(const Expr* e, const std::string& name) {
   if (!e) return false;
   if (e->kind == Expr::Kind::Name && e->name == name) return true;
@@ -76,6 +89,7 @@ class Renderer {
   const RenderOptions& opts_;
   Flow flow_ = Flow::Normal;
   int call_depth_ = 0;
+  int nesting_ = 0;
   uint64_t steps_ = 0;
 
   BuiltinContext at(int line) const { return {name_ + " line " + std::to_string(line), &opts_}; }
@@ -95,7 +109,20 @@ class Renderer {
     for (size_t k = 0; k < targets.size(); ++k) f.vars[targets[k]] = items[k];
   }
 
+  /// Bounds the C++ recursion of render_node / eval (blocks and expressions within
+  /// macro calls within blocks ...): a template cannot overflow the stack.
+  struct Nesting {
+    Renderer& r;
+    Nesting(Renderer& renderer, int line) : r(renderer) {
+      if (++r.nesting_ > kMaxNesting)
+        fail_at(r.at(line), "rendering nested deeper than " + std::to_string(kMaxNesting) +
+                                " levels (macro calls within blocks within expressions)");
+    }
+    ~Nesting() { --r.nesting_; }
+  };
+
   void render_node(const Node& n, const FramePtr& f, std::string& out) {
+    Nesting guard(*this, n.line);
     step(n.line);
     switch (n.kind) {
       case Node::Kind::Text: out += n.text; return;
@@ -190,6 +217,8 @@ class Renderer {
     // also runs when every iteration ended in break or continue before that point.
     bool iterated = false;
     for (int64_t k = 0; k < len; ++k) {
+      steps_ += 7;  // an iteration builds its scope and loop object, even for an empty body
+      step(n.line);
       // Each iteration starts from the enclosing scope: what the body sets neither
       // leaves the loop nor reaches the next iteration (jinja2: "1110" for
       // {% set c = 0 %}{% for i in range(3) %}{% set c = c + 1 %}{{ c }}{% endfor %}{{ c }}).
@@ -314,11 +343,14 @@ class Renderer {
   }
 
   Value eval(const Expr& e, const FramePtr& f) {
+    Nesting guard(*this, e.line);
     step(e.line);
     Value v = eval_inner(e, f);
-    // No value grows without bound (a namespace attribute doubled in a loop).
-    if ((v.is_string() && v.s.size() > opts_.max_output_bytes) ||
-        (v.is_list() && v.list->size() > opts_.max_output_bytes / 16))
+    // No value grows without bound (a namespace attribute doubled in a loop). Values
+    // looked up (names, attributes, items) existed already and are not measured again.
+    const bool made = e.kind == Expr::Kind::Binary || e.kind == Expr::Kind::Filter || e.kind == Expr::Kind::Call ||
+                      e.kind == Expr::Kind::Dict;
+    if (made && approx_bytes(v) > opts_.max_output_bytes)
       fail_at(at(e.line), "a value passed " + std::to_string(opts_.max_output_bytes) + " bytes");
     return v;
   }
@@ -334,7 +366,13 @@ class Renderer {
       case K::List:
       case K::Tuple: {
         List items;
-        for (const auto& a : e.args) items.push_back(eval(*a, f));
+        size_t bytes = 0;
+        for (const auto& a : e.args) {
+          items.push_back(eval(*a, f));
+          bytes += sizeof(Value) + (items.back().is_string() ? items.back().s.size() : 0);
+          if (bytes > opts_.max_output_bytes)
+            fail_at(at(e.line), "a value passed " + std::to_string(opts_.max_output_bytes) + " bytes");
+        }
         return Value::make_list(std::move(items), e.kind == K::Tuple);
       }
       case K::Dict: {
@@ -395,8 +433,10 @@ class Renderer {
         }
         const Value l = eval(*e.args[0], f);
         const Value r = eval(*e.args[1], f);
-        if (e.op == "~") return Value::string(l.str() + r.str());
-        return arith(e.op, l, r, at(e.line));
+        Value v = e.op == "~" ? Value::string(l.str() + r.str()) : arith(e.op, l, r, at(e.line));
+        // Concatenation copies: its size is work (ns.l = ns.l + [x] in a loop is quadratic).
+        steps_ += v.is_list() ? v.list->size() : v.is_string() ? v.s.size() / 64 : 0;
+        return v;
       }
       case K::Compare: {
         Value l = eval(*e.args[0], f);
@@ -482,7 +522,8 @@ class Renderer {
       }
       if (op == "//" || op == "%") {
         if (ints ? b == 0 : y == 0)
-          fail_at(c, op == "//" ? "integer division or modulo by zero" : "integer modulo by zero");
+          fail_at(c, ints ? (op == "//" ? "integer division or modulo by zero" : "integer modulo by zero")
+                          : (op == "//" ? "float floor division by zero" : "float modulo"));
         if (ints) {
           if (a == INT64_MIN && b == -1) overflow(c);
           int64_t q = a / b, m = a % b;
@@ -542,7 +583,7 @@ class Renderer {
     if (op == "*" && seq_times_int) {
       const Value& seq = l.is_integral() ? r : l;
       const int64_t times = std::max<int64_t>(0, (l.is_integral() ? l : r).as_int());
-      const size_t unit = seq.is_string() ? seq.s.size() : seq.list->size() * 16;
+      const size_t unit = approx_bytes(seq);
       if (unit && size_t(times) > opts_.max_output_bytes / unit) check_size(opts_.max_output_bytes + 1);
       if (seq.is_string()) {
         std::string out;
@@ -561,6 +602,10 @@ class Renderer {
 /// template, except inside the branches of an if statement (checked when they run).
 void check_names(const Expr* e, const std::string& name) {
   if (!e) return;
+  if (e->kind == Expr::Kind::Cond) {  // a branch of a ternary is checked when it runs
+    check_names(e->args[0].get(), name);
+    return;
+  }
   if (e->kind == Expr::Kind::Filter && !has_filter(e->name))
     throw TemplateError(name + " line " + std::to_string(e->line) + ": no filter named '" + e->name + "'");
   if (e->kind == Expr::Kind::Test && !has_test(e->name))

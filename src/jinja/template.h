@@ -48,7 +48,7 @@ struct RenderOptions {
   size_t max_output_bytes = size_t(64) << 20;
   /// Rendering stops with TemplateError past this many evaluation steps (expressions
   /// and statements run): a template that loops without end and prints nothing.
-  uint64_t max_steps = 100'000'000;
+  uint64_t max_steps = 10'000'000;
 };
 
 /// A parsed template. Parsing checks the syntax and that every filter and test the

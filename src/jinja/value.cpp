@@ -10,10 +10,40 @@
 
 namespace lol::jinja {
 
+namespace {
+
+/// Deletes lists and dicts one at a time, whatever their nesting: a container freed
+/// while another is being freed is queued instead of freed recursively (a list nested
+/// 10^6 deep would overflow the stack).
+struct IterativeDelete {
+  struct Pending {
+    List* list = nullptr;
+    Dict* dict = nullptr;
+  };
+  static void release(Pending p) {
+    thread_local std::vector<Pending> queue;
+    thread_local bool active = false;
+    queue.push_back(p);
+    if (active) return;
+    active = true;
+    while (!queue.empty()) {
+      const Pending q = queue.back();
+      queue.pop_back();
+      delete q.list;  // its items' containers come back here and are queued
+      delete q.dict;
+    }
+    active = false;
+  }
+  void operator()(List* l) const { release({l, nullptr}); }
+  void operator()(Dict* d) const { release({nullptr, d}); }
+};
+
+}  // namespace
+
 Value Value::make_list(List items, bool tuple) {
   Value v;
   v.kind = Kind::List;
-  v.list = std::make_shared<List>(std::move(items));
+  v.list = std::shared_ptr<List>(new List(std::move(items)), IterativeDelete());
   v.tuple = tuple;
   return v;
 }
@@ -21,7 +51,7 @@ Value Value::make_list(List items, bool tuple) {
 Value Value::make_dict() {
   Value v;
   v.kind = Kind::Dict;
-  v.dict = std::make_shared<Dict>();
+  v.dict = std::shared_ptr<Dict>(new Dict(), IterativeDelete());
   return v;
 }
 
@@ -38,19 +68,33 @@ Value Value::function(Function f) {
   return v;
 }
 
+const std::pair<std::string, Value>* Dict::lookup(const std::string& key) const {
+  if (items.size() <= 16) {
+    for (const auto& kv : items)
+      if (kv.first == key) return &kv;
+    return nullptr;
+  }
+  if (index_.size() != items.size()) {
+    index_.clear();
+    for (size_t k = 0; k < items.size(); ++k) index_.emplace(items[k].first, k);
+  }
+  const auto it = index_.find(key);
+  return it == index_.end() || it->second >= items.size() || items[it->second].first != key ? nullptr
+                                                                                             : &items[it->second];
+}
+
 const Value* Dict::find(const std::string& key) const {
-  for (const auto& kv : items)
-    if (kv.first == key) return &kv.second;
-  return nullptr;
+  const auto* kv = lookup(key);
+  return kv ? &kv->second : nullptr;
 }
 
 void Dict::set(const std::string& key, Value v) {
-  for (auto& kv : items)
-    if (kv.first == key) {
-      kv.second = std::move(v);
-      return;
-    }
+  if (const auto* kv = lookup(key)) {
+    const_cast<Value&>(kv->second) = std::move(v);
+    return;
+  }
   items.emplace_back(key, std::move(v));
+  if (!index_.empty()) index_.emplace(key, items.size() - 1);
 }
 
 bool Value::truthy() const {
@@ -162,10 +206,18 @@ std::string Value::str() const {
 
 namespace {
 
+/// repr's texts stay below kMaxTextBytes (lists that share their items can print
+/// exponentially long): the work to reach the limit is a few times the limit.
+void check_text(size_t bytes) {
+  if (bytes > kMaxTextBytes) throw TemplateError("repr: the text passed " + std::to_string(kMaxTextBytes) + " bytes");
+}
+
 /// repr() with Python's guard against containers that hold themselves: a dict being
 /// printed prints as {...} inside itself (only namespaces can make such cycles).
 std::string repr_guarded(const Value& v, std::vector<const void*>& open) {
   using K = Value::Kind;
+  if (open.size() > size_t(kMaxValueDepth))
+    throw TemplateError("repr: a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   switch (v.kind) {
     case K::Undefined: return "Undefined";
     case K::None: return "None";
@@ -177,7 +229,10 @@ std::string repr_guarded(const Value& v, std::vector<const void*>& open) {
       if (std::find(open.begin(), open.end(), v.list.get()) != open.end()) return v.tuple ? "(...)" : "[...]";
       open.push_back(v.list.get());
       std::string out = v.tuple ? "(" : "[";
-      for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr_guarded((*v.list)[k], open);
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        out += (k ? ", " : "") + repr_guarded((*v.list)[k], open);
+        check_text(out.size());
+      }
       if (v.tuple && v.list->size() == 1) out += ",";
       open.pop_back();
       return out + (v.tuple ? ")" : "]");
@@ -193,6 +248,7 @@ std::string repr_guarded(const Value& v, std::vector<const void*>& open) {
         bool first = true;
         for (const auto& kv : v.dict->items) {
           out += (first ? "" : ", ") + string_repr(kv.first) + ": " + repr_guarded(kv.second, open);
+          check_text(out.size());
           first = false;
         }
         out += "}";
@@ -228,8 +284,13 @@ std::string Value::type_name() const {
   return "";
 }
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+
+bool equals_at(const Value& a, const Value& b, int depth, uint64_t& work) {
   using K = Value::Kind;
+  if (depth > kMaxValueDepth)
+    throw TemplateError("==: values nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  if (++work > 10'000'000) throw TemplateError("==: the comparison passed 10 million elements");
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
     return a.as_double() == b.as_double();
@@ -242,13 +303,13 @@ bool equals(const Value& a, const Value& b) {
     case K::List:
       if (a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
-        if (!equals((*a.list)[k], (*b.list)[k])) return false;
+        if (!equals_at((*a.list)[k], (*b.list)[k], depth + 1, work)) return false;
       return true;
     case K::Dict: {
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& kv : a.dict->items) {
         const Value* o = b.dict->find(kv.first);
-        if (!o || !equals(kv.second, *o)) return false;
+        if (!o || !equals_at(kv.second, *o, depth + 1, work)) return false;
       }
       return true;
     }
@@ -258,7 +319,20 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-bool less(const Value& a, const Value& b, const std::string& where) {
+}  // namespace
+
+bool equals(const Value& a, const Value& b) {
+  uint64_t work = 0;
+  return equals_at(a, b, 0, work);
+}
+
+bool less_at(const Value& a, const Value& b, const std::string& where, int depth);
+
+bool less(const Value& a, const Value& b, const std::string& where) { return less_at(a, b, where, 0); }
+
+bool less_at(const Value& a, const Value& b, const std::string& where, int depth) {
+  if (depth > kMaxValueDepth)
+    throw TemplateError(where + ": <: values nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() < b.as_int();
     return a.as_double() < b.as_double();
@@ -269,7 +343,7 @@ bool less(const Value& a, const Value& b, const std::string& where) {
     const auto& y = *b.list;
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
       if (equals(x[k], y[k])) continue;
-      return less(x[k], y[k], where);
+      return less_at(x[k], y[k], where, depth + 1);
     }
     return x.size() < y.size();
   }
@@ -279,7 +353,11 @@ bool less(const Value& a, const Value& b, const std::string& where) {
                       b.type_name() + "'");
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth)
+    throw InputError("a JSON value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
@@ -292,18 +370,22 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return Value::make_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Value d = Value::make_dict();
       // JSON object keys are unique (nlohmann keeps one of each): appended without a search.
-      for (auto it = j.begin(); it != j.end(); ++it) d.dict->items.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d.dict->items.emplace_back(it.key(), from_json_at(it.value(), depth + 1));
       return d;
     }
     default: return Value::none();
   }
 }
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 namespace {
 
@@ -339,6 +421,10 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
 
 void dump(const Value& v, const JsonDumpOptions& o, const std::string& where, int depth, std::string& out) {
   using K = Value::Kind;
+  if (depth > kMaxValueDepth)
+    throw TemplateError(where + ": tojson: a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  if (out.size() > kMaxTextBytes)
+    throw TemplateError(where + ": tojson: the text passed " + std::to_string(kMaxTextBytes) + " bytes");
   const std::string item_sep = o.item_separator ? *o.item_separator : o.indent ? "," : ", ";
   const auto newline = [&](int d) {
     if (!o.indent) return;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,12 @@ class TemplateError : public InputError {
 struct Value;
 struct Dict;
 using List = std::vector<Value>;
+
+/// Values nest at most this deep (a deeper list, dict or JSON document is a
+/// TemplateError / InputError): repr, tojson, comparisons and reading JSON recurse.
+inline constexpr int kMaxValueDepth = 1000;
+/// repr() and json_dumps() stop with TemplateError past this many bytes.
+inline constexpr size_t kMaxTextBytes = size_t(64) << 20;
 
 /// Arguments of a call: positional, then keyword (name, value) in call order.
 struct CallArgs {
@@ -87,15 +94,22 @@ struct Value {
 };
 
 /// A dict's items in insertion order (Python dicts keep it; tojson prints it).
-/// Keys are strings (JSON objects and the dict literals of chat templates).
+/// Keys are strings (JSON objects and the dict literals of chat templates). Lookups in
+/// a large dict go through a hash index, rebuilt when `items` changed size.
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value v);
+
+ private:
+  mutable std::unordered_map<std::string, size_t> index_;
+  const std::pair<std::string, Value>* lookup(const std::string& key) const;
 };
 
 /// Python's ==, for any two values (1 == 1.0 == True; lists and dicts element-wise;
-/// Undefined equals only Undefined, as jinja2's Undefined.__eq__).
+/// Undefined equals only Undefined, as jinja2's Undefined.__eq__). Throws TemplateError
+/// for values nested deeper than kMaxValueDepth or a comparison of more than 10 million
+/// elements (lists that share their items can be exponentially large).
 bool equals(const Value& a, const Value& b);
 /// Python's a < b for numbers, strings (code point order) and lists; throws
 /// TemplateError (naming `where`) for other types, as Python's TypeError.
@@ -106,7 +120,8 @@ bool less(const Value& a, const Value& b, const std::string& where);
 std::string float_repr(double x);
 
 /// The Value of a JSON document (objects become dicts in document order; integers
-/// beyond int64 become floats).
+/// beyond int64 become floats). Throws InputError for a document nested deeper than
+/// kMaxValueDepth (Python's json module stops near its recursion limit, 1000, too).
 Value from_json(const nlohmann::ordered_json& j);
 
 /// Options of json.dumps as transformers' tojson filter passes them (ensure_ascii=False).

@@ -52,6 +52,7 @@ std::string render_chat_template(const std::string& tmpl, const std::string& whe
     d.set(it.key(), jinja::from_json(it.value()));
   jinja::RenderOptions ro;
   ro.now = options.now;
+  if (options.max_steps > 0) ro.max_steps = options.max_steps;
   return jinja::Template(tmpl, where).render(vars, ro);
 }
 
@@ -72,7 +73,7 @@ std::string select_chat_template(const Tokenizer& tok, const std::string& name, 
   }
   if (with_tools && named.count("tool_use")) return named.at("tool_use");
   if (!tok.chat_template().empty() || named.empty()) return tok.chat_template();
-  throw InputError(where + ": the tokenizer has several chat templates and no default (" + names() +
+  throw InputError(where + ": the tokenizer has no default chat template, only named ones (" + names() +
                    "): name one (--chat-template NAME)");
 }
 

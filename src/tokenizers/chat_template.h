@@ -50,6 +50,8 @@ struct ChatTemplateOptions {
   /// Which of a tokenizer's templates hf::format_chat runs ("" = as transformers picks:
   /// select_chat_template); render_chat_template, given the template, ignores it.
   std::string template_name;
+  /// Rendering stops past this many steps (0: jinja::RenderOptions' default).
+  uint64_t max_steps = 0;
 };
 
 /// The prompt text transformers' tokenizer.apply_chat_template(messages, tokenize=False,

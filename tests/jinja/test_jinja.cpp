@@ -143,6 +143,24 @@ TEST(Jinja, AgreesWithJinja2WhereItOnceDidNot) {
             "&lt;a &amp; &#34;b&#34;&gt;|hello...|a-1");
 }
 
+// Found by tests/reference/chat_template_abuse.py: every template's work and memory are
+// bounded, deep values are refused instead of overflowing the stack.
+TEST(Jinja, HostileTemplatesAreBoundedErrors) {
+  std::string chain = "{{ 1";
+  for (int k = 0; k < 5000; ++k) chain += "+1";
+  expect_error(chain + " }}", "chained or nested deeper");
+  expect_error("{% set ns = namespace(s=[1]) %}{% for i in range(3000) %}{% set ns.s = [ns.s] %}{% endfor %}{{ ns.s }}",
+               "nested deeper than 1000");
+  expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps");
+  expect_error("{% set s = 'a' * 30000000 %}{% set l = [s, s, s] %}", "a value passed");
+  expect_error("{{ '99999999999999999999999'|int }}", "integer overflow");
+  expect_error("{{ (-9223372036854775807 - 1)|abs }}", "integer overflow");
+  expect_error("{{ '\\U00110000' }}", "not a Unicode scalar value");
+  EXPECT_EQ(render("{{ range(100000)|map('string')|unique|list|length }}|{{ 2.5|round(-400) }}|{{ 'a\\x0bb'.splitlines() }}"),
+            "100000|0.0|['a', 'b']");
+  EXPECT_EQ(render("{{ strftime_now('%d%z%Z') }}|{{ 1|nonsense if false else 2 }}"), "26|2");
+}
+
 TEST(Jinja, SyntaxErrorsNameTheLine) {
   expect_error("a\n{% if x %}", "t line 2");
   expect_error("{% if x %}{% endfor %}", "unknown tag 'endfor'");
