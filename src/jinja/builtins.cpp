@@ -503,6 +503,16 @@ Value string_method(const Value& obj, const std::string& name) {
   return Value();
 }
 
+/// dict.items() (as (key, value) tuples), keys() or values(), as a list.
+Value dict_view(const Dict& d, const std::string& what) {
+  List out;
+  for (const auto& kv : d.items)
+    out.push_back(what == "keys"     ? Value::string(kv.first)
+                  : what == "values" ? kv.second
+                                     : Value::make_list({Value::string(kv.first), kv.second}, true));
+  return Value::make_list(std::move(out));
+}
+
 Value dict_method(const Value& obj, const std::string& name) {
   const auto d = obj.dict;
   auto fn = [](std::function<Value(Args&)> body, std::string name_, size_t max_pos) {
@@ -513,30 +523,8 @@ Value dict_method(const Value& obj, const std::string& name) {
       return v;
     });
   };
-  if (name == "items")
-    return fn(
-        [d](Args&) {
-          List out;
-          for (const auto& kv : d->items) out.push_back(Value::make_list({Value::string(kv.first), kv.second}, true));
-          return Value::make_list(std::move(out));
-        },
-        name, 0);
-  if (name == "keys")
-    return fn(
-        [d](Args&) {
-          List out;
-          for (const auto& kv : d->items) out.push_back(Value::string(kv.first));
-          return Value::make_list(std::move(out));
-        },
-        name, 0);
-  if (name == "values")
-    return fn(
-        [d](Args&) {
-          List out;
-          for (const auto& kv : d->items) out.push_back(kv.second);
-          return Value::make_list(std::move(out));
-        },
-        name, 0);
+  if (name == "items" || name == "keys" || name == "values")
+    return fn([d, name](Args&) { return dict_view(*d, name); }, name, 0);
   if (name == "copy")
     return fn(
         [d](Args&) {
@@ -1135,9 +1123,7 @@ const std::map<std::string, FilterFn>& filters() {
     m["items"] = [](const Value& v, Args&, const BuiltinContext& c) {
       if (v.is_undefined()) return Value::make_list();
       if (!v.is_dict()) fail_at(c, "Can only get item pairs from a mapping.");
-      List out;
-      for (const auto& kv : v.dict->items) out.push_back(Value::make_list({Value::string(kv.first), kv.second}, true));
-      return Value::make_list(std::move(out));
+      return dict_view(*v.dict, "items");
     };
     auto minmax = [](bool is_max) {
       return [is_max](const Value& v, Args& a, const BuiltinContext& c) {
