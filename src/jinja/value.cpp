@@ -21,18 +21,22 @@ struct IterativeDelete {
     Dict* dict = nullptr;
   };
   static void release(Pending p) {
-    thread_local std::vector<Pending> queue;
-    thread_local bool active = false;
-    queue.push_back(p);
-    if (active) return;
-    active = true;
+    // The queue lives on the stack of the outermost call (a thread_local vector would be
+    // destroyed at thread exit before static values that still free containers).
+    thread_local std::vector<Pending>* active = nullptr;
+    if (active) {
+      active->push_back(p);
+      return;
+    }
+    std::vector<Pending> queue{p};
+    active = &queue;
     while (!queue.empty()) {
       const Pending q = queue.back();
       queue.pop_back();
       delete q.list;  // its items' containers come back here and are queued
       delete q.dict;
     }
-    active = false;
+    active = nullptr;
   }
   void operator()(List* l) const { release({l, nullptr}); }
   void operator()(Dict* d) const { release({nullptr, d}); }
