@@ -264,16 +264,19 @@ bool prefix_test(const std::string& s, const Value& arg, bool suffix) {
   return one(arg.s);
 }
 
+/// A bound method: `body` reads its arguments; more than `max_pos` positional ones, or
+/// an unknown keyword, is an error (Python's TypeError).
+Value fn(std::function<Value(Args&)> body, std::string name, size_t max_pos) {
+  return Value::function([body = std::move(body), name = std::move(name), max_pos](CallArgs& a) {
+    Args r(a, name);
+    Value v = body(r);
+    r.done(max_pos);
+    return v;
+  });
+}
+
 Value string_method(const Value& obj, const std::string& name) {
   const std::string s = obj.s;
-  auto fn = [](std::function<Value(Args&)> body, std::string name_, size_t max_pos) {
-    return Value::function([body, name_, max_pos](CallArgs& a) {
-      Args r(a, name_);
-      Value v = body(r);
-      r.done(max_pos);
-      return v;
-    });
-  };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool l = name != "rstrip", rr = name != "lstrip";
     return fn([s, l, rr](Args& r) { return Value::string(py_strip(s, r.get(0, "chars", Value::none()), l, rr)); },
@@ -515,14 +518,6 @@ Value dict_view(const Dict& d, const std::string& what) {
 
 Value dict_method(const Value& obj, const std::string& name) {
   const auto d = obj.dict;
-  auto fn = [](std::function<Value(Args&)> body, std::string name_, size_t max_pos) {
-    return Value::function([body, name_, max_pos](CallArgs& a) {
-      Args r(a, name_);
-      Value v = body(r);
-      r.done(max_pos);
-      return v;
-    });
-  };
   if (name == "items" || name == "keys" || name == "values")
     return fn([d, name](Args&) { return dict_view(*d, name); }, name, 0);
   if (name == "copy")
