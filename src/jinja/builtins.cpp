@@ -71,12 +71,6 @@ int64_t need_int(const Value& v, const std::string& what) {
 
 // ------------------------------------------------------------- strings
 
-bool py_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
-         cp == 0x3000;
-}
-
 /// Python's str.strip / lstrip / rstrip; `chars` None: white space.
 std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
   const auto cps = utf8_decode(s);

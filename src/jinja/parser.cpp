@@ -141,25 +141,21 @@ class Lexer {
     s.line = line;
     out.push_back(std::move(s));
   }
-  /// Bytes of the UTF-8 character at `p` (1 for an invalid byte).
-  size_t utf8_len_at(size_t p) const {
+  /// What the non-ASCII character at `p` is inside a tag: its bytes, and whether it is
+  /// white space (jinja2's \s: NBSP, U+2028, ...) or part of a name (any other valid
+  /// character, as Python identifiers). An ASCII or invalid byte is neither.
+  struct Wide {
+    size_t len = 0;
+    bool space = false, name = false;
+  };
+  Wide wide_at(size_t p) const {
     const unsigned c = static_cast<unsigned char>(src_[p]);
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    return p + len <= src_.size() ? len : 1;
-  }
-  bool valid_utf8_at(size_t p) const {
-    const size_t len = utf8_len_at(p);
+    if (c < 0x80) return {};
+    const size_t len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
     const auto cps = utf8_decode(src_.substr(p, len));
-    return cps.size() == 1 && !(cps[0] >= 0xdc80 && cps[0] <= 0xdcff);
-  }
-  /// Bytes of a non-ASCII white-space character at `p` (NBSP, U+2028, ...), else 0.
-  size_t utf8_space_len(size_t p) const {
-    if (static_cast<unsigned char>(src_[p]) < 0x80 || !valid_utf8_at(p)) return 0;
-    const size_t len = utf8_len_at(p);
-    const uint32_t cp = utf8_decode(src_.substr(p, len))[0];
-    const bool space = cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
-                       cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
-    return space ? len : 0;
+    if (cps.size() != 1 || (cps[0] >= 0xdc80 && cps[0] <= 0xdcff)) return {};  // invalid UTF-8
+    const bool space = py_space(cps[0]);
+    return {len, space, !space};
   }
 
   /// The position after a tag's end: "-" strips all white space, trim_blocks drops
@@ -210,9 +206,9 @@ class Lexer {
           line += src_[p++] == '\n';
           continue;
         }
-        const size_t len = utf8_space_len(p);
-        if (len == 0) break;
-        p += len;
+        const Wide w = wide_at(p);
+        if (!w.space) break;
+        p += w.len;
       }
       if (p >= n) fail(line, "the tag is not closed (expected '" + end + "')");
       if (depth == 0) {
@@ -228,12 +224,14 @@ class Lexer {
       Tok t;
       t.line = line;
       const char c = src_[p];
-      if (is_name_start(c) || (static_cast<unsigned char>(c) >= 0x80 && utf8_space_len(p) == 0 && valid_utf8_at(p))) {
+      if (is_name_start(c) || wide_at(p).name) {
         // Names: ASCII letters, digits, '_', and non-ASCII characters (Python identifiers).
         size_t e = p;
-        while (e < n && (is_name_char(src_[e]) ||
-                         (static_cast<unsigned char>(src_[e]) >= 0x80 && utf8_space_len(e) == 0 && valid_utf8_at(e))))
-          e += static_cast<unsigned char>(src_[e]) >= 0x80 ? utf8_len_at(e) : 1;
+        while (e < n) {
+          const Wide w = wide_at(e);
+          if (!is_name_char(src_[e]) && !w.name) break;
+          e += w.name ? w.len : 1;
+        }
         t.type = Tok::Type::Name;
         t.text = src_.substr(p, e - p);
         p = e;

@@ -156,6 +156,12 @@ std::string float_repr(double x) {
   return neg ? "-" + out : out;
 }
 
+bool py_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
+         cp == 0x3000;
+}
+
 bool py_printable(uint32_t cp) {
   if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) return false;  // Cc
   if (cp < 0x7f) return true;

@@ -137,6 +137,9 @@ struct JsonDumpOptions {
 /// (Undefined, functions).
 std::string json_dumps(const Value& v, const JsonDumpOptions& o, const std::string& where);
 
+/// Python's str.isspace() for one code point (str.strip / split and jinja2's \s).
+bool py_space(uint32_t cp);
+
 /// Python's str.isprintable() for one code point (repr escapes the others): false for
 /// control, format, separator (but ' '), surrogate, private-use and unassigned ones.
 bool py_printable(uint32_t cp);
