@@ -242,8 +242,8 @@ void register_train_cmd(CLI::App* lr) {
     for (const char* f : {"config.json", "latest", "dataset.json"})
       if (fs::exists(out / f))
         throw InputError("--out " + a->out + ": holds " + f + " (a model, run or dataset, not an adapter); choose a new directory");
-    auto tok = open_tokenizer(a->base, a->d);
-    auto train = load_examples(a->data, *tok, a->d);
+    const auto tok = open_tokenizer(a->base, a->d);
+    auto train = load_examples(a->data, tok, a->d);
     layerroute::GatedModel m(layerroute::load_base_model(a->base), lora_cfg(a->m), gate_cfg(a->m), a->seed);
     layerroute::LayerRouteTrainable tr(m, a->base);
     auto t = a->t;
@@ -252,7 +252,7 @@ void register_train_cmd(CLI::App* lr) {
     const nlohmann::json extra = {
         {"train", layerroute::to_json(t)}, {"data", a->data}, {"max_len", a->d.max_len}, {"system", a->d.system},
         {"loss_tokens", a->d.loss_tokens},
-        {"tokenizer", tokenizer_record(a->d)}};
+        {"tokenizer", tokenizer_record(a->d)}, {"chat_format", tok.format.name()}};
     // What a checkpoint must agree with to be continued: everything the run depends on.
     const nlohmann::json run_json = {{"format", "lol-layerroute-train"},
                                      {"base", fs::weakly_canonical(fs::absolute(a->base)).string()},
@@ -380,7 +380,7 @@ void register_eval_cmd(CLI::App* lr) {
       p.overwrite = a->overwrite;
       layerroute::check_protocol_out_dir(p);  // before any work
       a->base = resolve_base(a->base);
-      auto tok = open_tokenizer(a->base, a->d);
+      const auto tok = open_tokenizer(a->base, a->d);
       p.base_dir = a->base;
       p.seeds = a->seeds;
       p.first_seed = a->first_seed;
@@ -393,8 +393,8 @@ void register_eval_cmd(CLI::App* lr) {
       p.max_len = a->d.max_len;
       p.loss_tokens = layerroute::parse_loss_tokens(a->d.loss_tokens);
       p.data_record = {{"system", a->d.system}, {"tokenizer", tokenizer_record(a->d)}};
-      auto train = load_examples(a->train_data, *tok, a->d);
-      auto held = load_examples(a->data, *tok, a->d);
+      auto train = load_examples(a->train_data, tok, a->d);
+      auto held = load_examples(a->data, tok, a->d);
       fs::create_directories(a->out);
       nlohmann::json all = nlohmann::json::array();
       auto rs = layerroute::run_protocol(p, train, held, [&](const layerroute::SeedResult& r) {
@@ -424,7 +424,7 @@ void register_eval_cmd(CLI::App* lr) {
     if (d.system_flag->count() == 0) d.system = trained.system.value_or(d.system);
     if (d.loss_tokens_flag->count() == 0) d.loss_tokens = trained.loss_tokens.value_or(d.loss_tokens);
     if (d.tokenizer_flag->count() == 0) d.tokenizer = trained.tokenizer.value_or(d.tokenizer);
-    auto tok = open_tokenizer(base, d);
+    const auto tok = open_tokenizer(base, d);
     // Samples are cut as in training unless --max-len says otherwise.
     if (d.max_len_flag->count() == 0 && trained.max_len) {
       d.max_len = *trained.max_len;
@@ -432,7 +432,7 @@ void register_eval_cmd(CLI::App* lr) {
     }
     // The held-out selection is seeded like the protocol's: by the training seed.
     const uint64_t seed = seed_flag->count() == 0 ? trained.seed.value_or(a->seed) : a->seed;
-    auto held = layerroute::select_heldout(load_examples(a->data, *tok, d), a->samples, seed);
+    auto held = layerroute::select_heldout(load_examples(a->data, tok, d), a->samples, seed);
     auto r = layerroute::evaluate_layerroute(*m, held, a->e);
     std::cout << "loss tokens: " << d.loss_tokens << " (the perplexities count "
               << (d.loss_tokens == "all" ? "every token" : "the assistant tokens") << ")\n";

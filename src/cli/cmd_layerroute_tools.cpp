@@ -94,27 +94,28 @@ void register_render_cmd(CLI::App* lr) {
   add_data_flags(c, a->d);
   c->callback([a] {
     const auto samples = layerroute::read_samples(a->data);
-    std::unique_ptr<tokenizers::Tokenizer> tok;
+    ChatTokenizer tok;
     // A folder holding tokenizer.json is taken as it is; a run directory is resolved.
     const bool tok_dir = a->base.empty() || fs::exists(fs::path(a->base) / "tokenizer.json");
-    if (!a->d.tokenizer.empty() || !a->base.empty())
+    if (!a->d.tokenizer.empty() || !a->base.empty()) {
       tok = open_tokenizer(tok_dir ? a->base : resolve_base(a->base), a->d);
-    if (a->ids && !tok) throw InputError("render --ids needs --base DIR or --tokenizer T");
-    std::string sys = a->d.system;
-    if (sys == "auto")
-      sys = tok ? hf::chatml_default_system(tok->chat_template()).value_or("") : tokenizers::kQwen25DefaultSystem;
+    } else {
+      // No tokenizer: the paper's ChatML with Qwen2.5's default system prompt.
+      tok.format.system = a->d.system == "auto" ? tokenizers::kQwen25DefaultSystem : a->d.system;
+    }
+    if (a->ids && !tok.tok) throw InputError("render --ids needs --base DIR or --tokenizer T");
     require(a->first < int64_t(samples.size()), "--first",
             std::to_string(a->first) + ": " + a->data + " has " + std::to_string(samples.size()) + " samples");
     const int64_t end = std::min<int64_t>(int64_t(samples.size()), a->first + a->count);
     for (int64_t i = a->first; i < end; ++i) {
       const auto& s = samples[size_t(i)];
       if (!a->ids) {
-        std::cout << layerroute::render_chatml(s, sys);
+        std::cout << layerroute::render_sample(s, tok.format);
         if (i + 1 < end) std::cout << "\n";
         continue;
       }
       const auto e =
-          layerroute::tokenize_sample(s, *tok, a->d.max_len, sys, layerroute::parse_loss_tokens(a->d.loss_tokens));
+          layerroute::tokenize_sample(s, *tok.tok, a->d.max_len, tok.format, layerroute::parse_loss_tokens(a->d.loss_tokens));
       std::cout << nlohmann::json{{"sample", i},
                                   {"source", e.source},
                                   {"tokens", e.tokens},
@@ -158,7 +159,7 @@ void register_generate_cmd(CLI::App* lr) {
   auto* pr = c->add_option("--prompt", a->prompt, "prompt text");
   auto* tk = c->add_option("--tokens", a->tokens, "prompt token ids, comma or space separated");
   pr->excludes(tk);
-  c->add_flag("--chat", a->chat, "format the prompt as a ChatML user turn (as LayerRoute trains)");
+  c->add_flag("--chat", a->chat, "format the prompt as a user turn, as LayerRoute trains (ChatML, or the base's chat template)");
   auto* sy = c->add_option("--system", a->system,
                            "system message for --chat (\"\": no system turn; default: the training's --system, else the chat template's)");
   c->add_option("--tokenizer", a->tokenizer, "tokenizer.json or folder (default: the base folder's)");
@@ -200,18 +201,15 @@ void register_generate_cmd(CLI::App* lr) {
     else if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
     else if (!a->prompt.empty()) throw InputError(base + ": no tokenizer.json (needed for text prompts; pass --tokenizer or use --tokens)");
     std::vector<int64_t> prompt;
+    layerroute::ChatFormat format;  // --chat: the format of training
     if (!a->prompt.empty()) {
       std::string text = a->prompt;
       if (a->chat) {
-        // The ChatML of training (layerroute/data.h render_chatml): the system turn of
-        // --system (also ""), else the training's, else the chat template's default,
-        // else none.
-        const std::string where = a->tokenizer.empty() ? base : a->tokenizer;
-        const std::string default_system = hf::chatml_system_prompt(*tok, where);  // checks the ChatML tokens
-        layerroute::Sample s;
-        s.turns.push_back({"user", a->prompt});
-        const std::string system = a->system_set ? a->system : trained_system.value_or(default_system);
-        text = layerroute::render_chatml(s, system) + "<|im_start|>assistant\n";
+        // As training renders samples (layerroute/chat_format.h): the system message of
+        // --system (also ""), else the training's, else the format's default.
+        format = layerroute::chat_format_for(*tok, template_where(base, a->tokenizer), trained_system.value_or("auto"));
+        text = layerroute::generation_prompt(a->prompt, a->system_set ? std::optional<std::string>(a->system) : std::nullopt,
+                                             format);
       }
       for (int32_t id : tok->encode(text, !a->chat)) prompt.push_back(id);  // as hf generate
     } else {
@@ -224,7 +222,11 @@ void register_generate_cmd(CLI::App* lr) {
     if (!a->no_stop) {
       o.stop_tokens = base_stop_tokens(base, tok.get());
       note_unreachable_stops(o.stop_tokens, m->base->config().vocab_size, base + ": eos_token_id");
-      if (a->chat) hf::add_chatml_stop(tok.get(), o.stop_tokens);  // what LayerRoute trains the model to end with
+      // The token LayerRoute trains the model to end its turn with (<|im_end|>, <|eot_id|>, ...).
+      if (a->chat)
+        if (const auto end_id = layerroute::turn_end_token(*tok, format))
+          if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), *end_id) == o.stop_tokens.end())
+            o.stop_tokens.push_back(*end_id);
     }
     std::vector<int32_t> generated;
     // Text as tok->decode(generated, true) gives it, one token at a time; a character split

@@ -40,39 +40,44 @@ std::string resolve_base(const std::string& base) {
   return dir;
 }
 
-std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, const DataArgs& d) {
-  std::unique_ptr<tokenizers::Tokenizer> tok;
+std::string template_where(const std::string& base, const std::string& tokenizer) {
+  const fs::path from = tokenizer.empty() ? fs::path(base) : fs::path(tokenizer);
+  std::error_code ec;
+  const std::string dir = fs::is_directory(from, ec) ? from.string() : from.parent_path().string();
+  return hf::chat_template_source(dir.empty() ? "." : dir);
+}
+
+ChatTokenizer open_tokenizer(const std::string& base, const DataArgs& d) {
+  ChatTokenizer out;
   if (d.tokenizer == "byte") {
-    throw InputError("--tokenizer byte: LayerRoute renders samples as ChatML and needs the base model's tokenizer "
-                     "(a tokenizer.json with <|im_start|>/<|im_end|> tokens)");
+    throw InputError("--tokenizer byte: LayerRoute renders samples with the base model's chat template (or ChatML) "
+                     "and needs its tokenizer (a tokenizer.json)");
   } else if (!d.tokenizer.empty()) {
-    tok = tokenizers::load_tokenizer(d.tokenizer);
+    out.tok = tokenizers::load_tokenizer(d.tokenizer);
   } else if (fs::exists(fs::path(base) / "tokenizer.json")) {
-    tok = tokenizers::load_tokenizer(base);
+    out.tok = tokenizers::load_tokenizer(base);
   } else {
     throw InputError(base + ": no tokenizer.json; pass --tokenizer FILE_OR_DIR");
   }
-  hf::chatml_system_prompt(*tok, d.tokenizer.empty() ? base : d.tokenizer);
+  out.format = layerroute::chat_format_for(*out.tok, template_where(base, d.tokenizer), d.system);
   // A tokenizer with more ids than the base model's vocabulary belongs to another model.
   const auto cfg_path = fs::path(base) / "config.json";
   if (fs::exists(cfg_path)) {
     const auto cfg = io::read_json_file(cfg_path.string());
     if (cfg.is_object() && cfg.contains("vocab_size") && cfg["vocab_size"].is_number_integer())
-      require_tokenizer_fits(*tok, cfg["vocab_size"].get<int64_t>(),
+      require_tokenizer_fits(*out.tok, cfg["vocab_size"].get<int64_t>(),
                              d.tokenizer.empty() ? (fs::path(base) / "tokenizer.json").string() : "--tokenizer " + d.tokenizer,
                              cfg_path.string());
   }
-  return tok;
+  return out;
 }
 
-std::vector<layerroute::Example> load_examples(const std::string& path, const tokenizers::Tokenizer& tok,
-                                               const DataArgs& d) {
-  std::string sys = d.system;
-  if (sys == "auto") sys = hf::chatml_default_system(tok.chat_template()).value_or("");
+std::vector<layerroute::Example> load_examples(const std::string& path, const ChatTokenizer& t, const DataArgs& d) {
   std::vector<layerroute::Example> out;
   const auto samples = layerroute::read_samples(path);
+  const auto loss = layerroute::parse_loss_tokens(d.loss_tokens);
   for (const auto& s : samples) {
-    auto e = layerroute::tokenize_sample(s, tok, d.max_len, sys, layerroute::parse_loss_tokens(d.loss_tokens));
+    auto e = layerroute::tokenize_sample(s, *t.tok, d.max_len, t.format, loss);
     bool any = false;
     for (auto m : e.loss_mask) any = any || m;
     if (any) out.push_back(std::move(e));
@@ -95,7 +100,7 @@ void add_data_flags(CLI::App* c, DataArgs& d) {
                        ->check(CLI::Range(layerroute::kMinMaxLen, layerroute::kMaxMaxLen));
   d.loss_tokens_flag = c->add_option("--loss-tokens", d.loss_tokens,
                                      "tokens the LM loss and perplexities count: assistant (their content and "
-                                     "<|im_end|>) or all (eval --adapter: the training's)");
+                                     "end-of-turn token) or all (eval --adapter: the training's)");
 }
 
 layerroute::GatedModel load_gated_model_noting_base(const std::string& adapter, const std::string& base) {

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "layerroute/chat_format.h"
 #include "layerroute/data.h"
 #include "layerroute/gated_model.h"
 #include "tokenizers/tokenizer.h"
@@ -45,16 +46,26 @@ nlohmann::json tokenizer_record(const DataArgs& d);
 /// MoE / looped checkpoint, before any tokenizer is looked for. "" stays "".
 std::string resolve_base(const std::string& base);
 
-/// The tokenizer of --tokenizer or the base folder; LayerRoute renders every sample
-/// as ChatML (paper 5.1), so one without ChatML tokens, or with another chat
-/// template, is refused here (hf::chatml_system_prompt). Throws InputError.
-std::unique_ptr<tokenizers::Tokenizer> open_tokenizer(const std::string& base, const DataArgs& d);
+/// Where the chat template of the tokenizer `tokenizer` (--tokenizer; "": the base
+/// folder's) is read from, for messages (hf::chat_template_source of its folder).
+std::string template_where(const std::string& base, const std::string& tokenizer);
+
+/// A tokenizer and the format LayerRoute renders samples in with it.
+struct ChatTokenizer {
+  std::unique_ptr<tokenizers::Tokenizer> tok;
+  layerroute::ChatFormat format;  ///< points at *tok
+};
+
+/// The tokenizer of --tokenizer or the base folder, and its chat format
+/// (layerroute::chat_format_for with --system: ChatML for Qwen2/Qwen2.5-style
+/// tokenizers, as the paper trains, else the folder's chat template). Throws InputError
+/// for a tokenizer with neither, or with more ids than the base model's vocabulary.
+ChatTokenizer open_tokenizer(const std::string& base, const DataArgs& d);
 
 /// The samples of the JSONL file `path` tokenized as training sees them; samples that
 /// keep no assistant token within max_len are left out (a note says how many). Throws
 /// InputError when none is left.
-std::vector<layerroute::Example> load_examples(const std::string& path, const tokenizers::Tokenizer& tok,
-                                               const DataArgs& d);
+std::vector<layerroute::Example> load_examples(const std::string& path, const ChatTokenizer& t, const DataArgs& d);
 
 /// layerroute::load_gated_model, with a warning on stderr when `base` has other weights
 /// than the adapter was trained on (its recorded base fingerprint).

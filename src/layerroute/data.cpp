@@ -166,8 +166,12 @@ std::string python_json_dumps(const nlohmann::ordered_json& v) {
 Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
   if (!j.is_object()) throw InputError(where + ": expected a JSON object");
   Sample s;
+  s.where = where;
   s.source = str_field(j, "source", where);
-  if (j.contains("tools") && !j["tools"].is_null()) s.tools = tools_block(j["tools"], where);
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    s.tools = tools_block(j["tools"], where);
+    s.tool_schemas = j["tools"];
+  }
   if (j.contains("messages") || j.contains("conversations")) {
     const bool sharegpt = !j.contains("messages");
     const auto& msgs = sharegpt ? j["conversations"] : j["messages"];
@@ -192,6 +196,18 @@ Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
       // (OpenAI's "content": null), as the template tests `if message.content` there.
       const bool may_lack_content = role == "assistant";
       std::string content = may_lack_content ? str_field(m, content_key, w) : required_str(m, content_key, w);
+      if (!sharegpt) {
+        s.messages.push_back(m);
+        s.messages.back()["role"] = role;  // human / gpt as user / assistant
+      } else {
+        const std::string open = "<tool_response>\n", close = "\n</tool_response>";
+        const bool wrapped = is_tool_role(role) && content.size() >= open.size() + close.size() &&
+                             content.compare(0, open.size(), open) == 0 &&
+                             content.compare(content.size() - close.size(), close.size(), close) == 0;
+        s.messages.push_back(
+            {{"role", role},
+             {"content", wrapped ? content.substr(open.size(), content.size() - open.size() - close.size()) : content}});
+      }
       if (is_tool_role(role)) {
         if (!(sharegpt && wrapped_in(content, "<tool_response>", "</tool_response>")))
           content = "<tool_response>\n" + content + "\n</tool_response>";
@@ -215,6 +231,8 @@ Sample parse_sample(const nlohmann::ordered_json& j, const std::string& where) {
   } else if (j.contains("question") && j.contains("answer")) {
     s.turns.push_back({"user", required_str(j, "question", where)});
     s.turns.push_back({"assistant", required_str(j, "answer", where)});
+    s.messages.push_back({{"role", "user"}, {"content", s.turns[0].content}});
+    s.messages.push_back({{"role", "assistant"}, {"content", s.turns[1].content}});
   } else {
     throw InputError(where + ": expected 'messages', 'conversations' or 'question' + 'answer'");
   }
@@ -303,6 +321,11 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
     add("<|im_end|>", assistant);
     add("\n", false);
   }
+  cut_example(e, max_len, loss);
+  return e;
+}
+
+void cut_example(Example& e, int64_t max_len, LossTokens loss) {
   if (max_len > 0 && int64_t(e.tokens.size()) > max_len) {
     e.tokens.resize(size_t(max_len));
     e.loss_mask.resize(size_t(max_len));
@@ -310,7 +333,6 @@ Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64
   }
   if (loss == LossTokens::All && std::find(e.loss_mask.begin(), e.loss_mask.end(), 1) != e.loss_mask.end())
     std::fill(e.loss_mask.begin(), e.loss_mask.end(), 1);
-  return e;
 }
 
 void require_examples_fit(const std::vector<Example>& examples, int64_t max_positions, const std::string& what) {

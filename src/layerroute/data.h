@@ -47,6 +47,14 @@ struct Turn {
 struct Sample {
   std::vector<Turn> turns;
   std::string tools;   ///< the rendered "# Tools" block appended to the system prompt ("" = no tools)
+  /// The conversation as a chat template takes it (chat_format.h): the "messages"
+  /// objects as given; ShareGPT entries as {"role", "content"} (human -> user, gpt ->
+  /// assistant; a tool value wrapped exactly as "<tool_response>\n...\n</tool_response>"
+  /// unwrapped, as templates wrap it themselves); a question/answer pair as a user and
+  /// an assistant message.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  /// The sample's "tools" list as given (null: none).
+  nlohmann::ordered_json tool_schemas;
   std::string source;
   std::string where;   ///< "file:line" (read_samples), for messages
 };
@@ -105,6 +113,10 @@ std::string render_chatml(const Sample& s, const std::string& default_system);
 /// such samples either way).
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len,
                         const std::string& default_system, LossTokens loss = LossTokens::Assistant);
+
+/// Cuts `e` to max_len tokens (0 = no limit; prompt_len too) and, with LossTokens::All,
+/// sets every mask entry when an assistant token is left (else the mask stays empty).
+void cut_example(Example& e, int64_t max_len, LossTokens loss);
 
 /// Throws InputError (naming `what`, the first example longer than `max_positions` (by
 /// its file:line when known), its length and the --max-len that fits) when an example has more tokens than the

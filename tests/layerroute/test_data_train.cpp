@@ -160,21 +160,22 @@ TEST(LayerRouteData, RenderCommandPrintsTextAndIds) {
   r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --first 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("has 2 samples"), std::string::npos) << r.out;
-  // Every sample is rendered as ChatML: a tokenizer without its tokens (the markers
-  // would become plain text) or with another chat template is refused.
+  // A tokenizer without ChatML tokens and without a chat template cannot tell the
+  // assistant's tokens apart: refused. Another chat template is run as it is
+  // (layerroute/chat_format.h; tests/layerroute/test_chat_format.cpp).
   tokenizers::ByteTokenizer plain({"<|endoftext|>"});
   plain.save(d.path() + "/plain");
   r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
                        reftest::quote(d.path() + "/plain") + " --ids");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("no <|im_start|>/<|im_end|> tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("neither a chat template"), std::string::npos) << r.out;
   auto inst = chat_tokenizer();
   inst.set_chat_template("{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}");
   inst.save(d.path() + "/inst");
   r = reftest::run_cmd(lol + " layerroute render --data " + reftest::quote(data) + " --tokenizer " +
-                       reftest::quote(d.path() + "/inst") + " --ids");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("not ChatML"), std::string::npos) << r.out;
+                       reftest::quote(d.path() + "/inst") + " --first 1 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "[INST] q [/INST][INST] a [/INST]");
 }
 
 // Malformed data is refused with the file, line, message and field, never rendered

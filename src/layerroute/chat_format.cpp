@@ -1,0 +1,152 @@
+#include "layerroute/chat_format.h"
+
+#include <algorithm>
+
+#include "hf/hf_chat.h"
+#include "tokenizers/chat_template.h"
+#include "util/error.h"
+
+namespace lol::layerroute {
+
+namespace {
+
+std::string sample_name(const Sample& s) { return s.where.empty() ? std::string("sample") : s.where; }
+
+// The sample's messages with the format's system message first when it has none.
+nlohmann::ordered_json conversation(const nlohmann::ordered_json& messages, const ChatFormat& f) {
+  nlohmann::ordered_json out = messages;
+  const bool has_system = !out.empty() && out[0].is_object() && out[0].value("role", std::string()) == "system";
+  if (!has_system && !f.system.empty())
+    out.insert(out.begin(), nlohmann::ordered_json{{"role", "system"}, {"content", f.system}});
+  return out;
+}
+
+std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool generation_prompt,
+                   const ChatFormat& f, const std::string& sample) {
+  tokenizers::ChatTemplateOptions o;
+  o.add_generation_prompt = generation_prompt;
+  if (!tools.is_null()) o.tools = tools;
+  o.now = kChatTemplateDate;
+  try {
+    return tokenizers::render_chat_template(tools.is_null() ? f.jinja : f.jinja_tools, f.where, messages, o, f.tok);
+  } catch (const InputError& e) {
+    throw InputError(sample + ": " + e.what());
+  }
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok, const ChatFormat& f) {
+  const std::string name = sample_name(s);
+  const auto msgs = conversation(s.messages, f);
+  const std::string text = render(msgs, s.tool_schemas, false, f, name);
+  Example e;
+  e.source = s.source;
+  e.where = s.where;
+  e.tokens = tok.encode(text);
+  e.loss_mask.assign(e.tokens.size(), 0);
+  auto require_prefix = [&](const std::string& part, size_t i, const char* what) {
+    if (text.compare(0, part.size(), part) != 0)
+      throw InputError(name + ": the chat template (" + f.where + ") renders the conversation " + what +
+                       " assistant message " + std::to_string(i) +
+                       " differently once later messages follow, so its tokens cannot be located in the whole "
+                       "conversation (a template that rewrites earlier turns, e.g. one that drops their reasoning); "
+                       "split the conversation into one sample per assistant turn");
+  };
+  nlohmann::ordered_json upto = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const bool assistant = msgs[i].is_object() && msgs[i].value("role", std::string()) == "assistant";
+    if (!assistant) {
+      upto.push_back(msgs[i]);
+      continue;
+    }
+    const std::string prompt = render(upto, s.tool_schemas, true, f, name);
+    require_prefix(prompt, i, "before");
+    upto.push_back(msgs[i]);
+    std::string turn = render(upto, s.tool_schemas, false, f, name);
+    require_prefix(turn, i, "up to");
+    while (turn.size() > prompt.size() && std::string(" \t\r\n").find(turn.back()) != std::string::npos) turn.pop_back();
+    if (turn.size() <= prompt.size()) continue;  // the template writes nothing for this message
+    const size_t first = common_prefix(tok.encode(std::string_view(text).substr(0, prompt.size())), e.tokens);
+    const auto before_end = tok.encode(std::string_view(text).substr(0, turn.size()));
+    size_t end = common_prefix(before_end, e.tokens);
+    if (end < before_end.size()) end = std::min(end + 1, e.tokens.size());  // token `end` holds bytes on both sides
+    for (size_t t = first; t < end; ++t) e.loss_mask[t] = 1;
+    e.prompt_len = int64_t(first);
+  }
+  return e;
+}
+
+}  // namespace
+
+ChatFormat chat_format_for(const tokenizers::Tokenizer& tok, const std::string& where, const std::string& system_flag) {
+  ChatFormat f;
+  f.where = where;
+  f.tok = &tok;
+  const std::string& t = tok.chat_template();
+  const bool chatml_tokens = tok.token_to_id("<|im_start|>") && tok.token_to_id("<|im_end|>");
+  const auto chatml_system = t.empty() ? std::optional<std::string>("") : hf::chatml_default_system(t);
+  if (chatml_tokens && chatml_system && hf::chatml_unsupported_construct(t).empty()) {
+    f.system = system_flag == "auto" ? *chatml_system : system_flag;
+    return f;
+  }
+  f.jinja = tokenizers::select_chat_template(tok, "", false, where);
+  if (f.jinja.empty())
+    throw InputError(where + ": the tokenizer has neither a chat template (tokenizer_config.json \"chat_template\" "
+                             "or chat_template.jinja) nor the ChatML tokens <|im_start|>/<|im_end|>: LayerRoute "
+                             "cannot tell the assistant's tokens from the prompt's");
+  f.jinja_tools = tokenizers::select_chat_template(tok, "", true, where);
+  f.system = system_flag == "auto" ? std::string() : system_flag;
+  return f;
+}
+
+std::string render_sample(const Sample& s, const ChatFormat& f) {
+  if (f.chatml()) return render_chatml(s, f.system);
+  return render(conversation(s.messages, f), s.tool_schemas, false, f, sample_name(s));
+}
+
+Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len, const ChatFormat& f,
+                        LossTokens loss) {
+  if (f.chatml()) return tokenize_sample(s, tok, max_len, f.system, loss);
+  Example e = tokenize_with_template(s, tok, f);
+  cut_example(e, max_len, loss);
+  return e;
+}
+
+std::string generation_prompt(const std::string& user, const std::optional<std::string>& system, const ChatFormat& f) {
+  const std::string sys = system.value_or(f.system);
+  if (f.chatml()) {
+    Sample s;
+    s.turns.push_back({"user", user});
+    return render_chatml(s, sys) + "<|im_start|>assistant\n";
+  }
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  if (!sys.empty()) msgs.push_back({{"role", "system"}, {"content", sys}});
+  msgs.push_back({{"role", "user"}, {"content", user}});
+  return render(msgs, nullptr, true, f, "--prompt");
+}
+
+std::optional<int32_t> turn_end_token(const tokenizers::Tokenizer& tok, const ChatFormat& f) {
+  Sample s;
+  s.turns = {{"user", "Hi"}, {"assistant", "Hello"}};
+  s.messages = {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hello"}}};
+  Example e;
+  try {
+    e = tokenize_sample(s, tok, 0, f);
+  } catch (const InputError&) {
+    return std::nullopt;  // a template that needs more than one exchange: no stop token of its own
+  }
+  for (size_t i = e.tokens.size(); i-- > 0;) {
+    if (!e.loss_mask[i]) continue;
+    for (const auto& a : tok.added_tokens())
+      if (a.id == e.tokens[i]) return a.id;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace lol::layerroute
