@@ -40,6 +40,61 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return i;
 }
 
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Byte offsets [begin, end) in `text` of the assistant messages' tokens (see the header).
+std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_json& msgs, const Sample& s,
+                                                       const ChatFormat& f, const std::string& text,
+                                                       const std::string& name) {
+  auto refuse = [&](size_t i, const std::string& what, const std::string& advice) {
+    throw InputError(name + ": the chat template (" + f.where + ") " + what + ", so the tokens of assistant message " +
+                     std::to_string(i) + " cannot be located in the whole conversation" + advice);
+  };
+  auto is_prefix = [&](const std::string& part) { return text.compare(0, part.size(), part) == 0; };
+  std::vector<std::pair<size_t, size_t>> spans;
+  nlohmann::ordered_json upto = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const auto& m = msgs[i];
+    const bool assistant = m.is_object() && m.value("role", std::string()) == "assistant";
+    if (!assistant) {
+      upto.push_back(m);
+      continue;
+    }
+    // Start: where the answer begins after the generation prompt. A generation prompt
+    // that the whole conversation does not repeat (DeepSeek-R1's "<think>\n") counts up
+    // to where the two part, provided the turns before are rendered alike.
+    const std::string prompt = render(upto, s.tool_schemas, true, f, name);
+    size_t a = prompt.size();
+    if (!is_prefix(prompt)) {
+      const std::string history = render(upto, s.tool_schemas, false, f, name);
+      a = 0;
+      while (a < prompt.size() && a < text.size() && prompt[a] == text[a]) ++a;
+      if (!is_prefix(history) || a < history.size())
+        refuse(i, "renders the messages before an assistant message differently once it follows (a template that "
+                  "rewrites earlier turns, or moves the system prompt into the last user turn)", "");
+    }
+    upto.push_back(m);
+    const std::string turn = render(upto, s.tool_schemas, false, f, name);
+    if (!is_prefix(turn) || turn.size() < a)
+      refuse(i, "renders an assistant message differently once later messages follow (e.g. it drops the "
+                "reasoning of earlier turns)", "; split the conversation into one sample per assistant turn");
+    // End: the turn's rendering without the white space that ends it, but not before the
+    // end of the message's own text when it is there verbatim (an answer's trailing
+    // white space is the assistant's).
+    size_t floor = a, b = turn.size();
+    if (m.contains("content") && m["content"].is_string()) {
+      const std::string& content = m["content"].get_ref<const std::string&>();
+      if (!content.empty() && content.size() <= b - a) {
+        const size_t at = text.rfind(content, b - content.size());
+        if (at != std::string::npos && at >= a) floor = at + content.size();
+      }
+    }
+    while (b > floor && is_space(text[b - 1])) --b;
+    if (b > a) spans.emplace_back(a, b);
+  }
+  return spans;
+}
+
 Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok, const ChatFormat& f) {
   const std::string name = sample_name(s);
   const auto msgs = conversation(s.messages, f);
@@ -49,30 +104,30 @@ Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok
   e.where = s.where;
   e.tokens = tok.encode(text);
   e.loss_mask.assign(e.tokens.size(), 0);
-  auto require_prefix = [&](const std::string& part, size_t i, const char* what) {
-    if (text.compare(0, part.size(), part) != 0)
-      throw InputError(name + ": the chat template (" + f.where + ") renders the conversation " + what +
-                       " assistant message " + std::to_string(i) +
-                       " differently once later messages follow, so its tokens cannot be located in the whole "
-                       "conversation (a template that rewrites earlier turns, e.g. one that drops their reasoning); "
-                       "split the conversation into one sample per assistant turn");
-  };
-  nlohmann::ordered_json upto = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const bool assistant = msgs[i].is_object() && msgs[i].value("role", std::string()) == "assistant";
-    if (!assistant) {
-      upto.push_back(msgs[i]);
-      continue;
+  const auto spans = assistant_spans(msgs, s, f, text, name);
+  // Each token's bytes, when the tokens decode back to the text piece by piece (byte-level
+  // BPE): a token is assistant when it holds a byte of a span.
+  std::vector<size_t> end_of(e.tokens.size());
+  std::string joined;
+  for (size_t t = 0; t < e.tokens.size(); ++t) {
+    joined += tok.decode_inner(&e.tokens[t], 1);
+    end_of[t] = joined.size();
+  }
+  if (joined == text) {
+    for (const auto& [a, b] : spans) {
+      size_t t = size_t(std::upper_bound(end_of.begin(), end_of.end(), a) - end_of.begin());  // first token ending past a
+      e.prompt_len = int64_t(t);
+      for (; t < e.tokens.size() && (t == 0 ? 0 : end_of[t - 1]) < b; ++t) e.loss_mask[t] = 1;
     }
-    const std::string prompt = render(upto, s.tool_schemas, true, f, name);
-    require_prefix(prompt, i, "before");
-    upto.push_back(msgs[i]);
-    std::string turn = render(upto, s.tool_schemas, false, f, name);
-    require_prefix(turn, i, "up to");
-    while (turn.size() > prompt.size() && std::string(" \t\r\n").find(turn.back()) != std::string::npos) turn.pop_back();
-    if (turn.size() <= prompt.size()) continue;  // the template writes nothing for this message
-    const size_t first = common_prefix(tok.encode(std::string_view(text).substr(0, prompt.size())), e.tokens);
-    const auto before_end = tok.encode(std::string_view(text).substr(0, turn.size()));
+    return e;
+  }
+  // Otherwise (a normalizer or a Metaspace prefix changes the bytes): the tokens of the
+  // text up to a span's start are those where encoding that prefix agrees with the
+  // whole; the first token where they part, and every one up to the last token that
+  // encoding the text up to the span's end does not reproduce, are assistant.
+  for (const auto& [a, b] : spans) {
+    const size_t first = common_prefix(tok.encode(std::string_view(text).substr(0, a)), e.tokens);
+    const auto before_end = tok.encode(std::string_view(text).substr(0, b));
     size_t end = common_prefix(before_end, e.tokens);
     if (end < before_end.size()) end = std::min(end + 1, e.tokens.size());  // token `end` holds bytes on both sides
     for (size_t t = first; t < end; ++t) e.loss_mask[t] = 1;

@@ -162,7 +162,7 @@ TEST(LayerRouteChatFormat, TemplatesThatRewriteEarlierTurnsOrRaiseAreRefused) {
   const auto multi = parse_sample(ordered_json::parse(kSamples[3]), "data.jsonl:7");
   lol_test::expect_input_error([&] { tokenize_sample(multi, *tok, 0, f); },
                                {"data.jsonl:7", "dir/chat_template.jinja", "assistant message 2",
-                                "differently once later messages follow"});
+                                "differently once later messages follow", "one sample per assistant turn"});
   const auto one = parse_sample(ordered_json::parse(kSamples[1]), "data.jsonl:8");
   EXPECT_EQ(masked_text(*tok, tokenize_sample(one, *tok, 0, f)), "<think></think>\nHi there</s>");
   // raise_exception in the template: its message, with the sample's file:line.
@@ -177,6 +177,35 @@ TEST(LayerRouteChatFormat, TemplatesThatRewriteEarlierTurnsOrRaiseAreRefused) {
   lol_test::expect_input_error([&] { chat_format_for(*tok, "dir/tokenizer_config.json: chat_template", "auto"); },
                                {"dir/tokenizer_config.json: chat_template", "neither a chat template",
                                 "<|im_start|>/<|im_end|>"});
+}
+
+// A base-model format without an end-of-turn token keeps the answer's own trailing
+// white space (the template's separator after it is not trained); a generation prompt
+// that the whole conversation does not repeat (DeepSeek-R1's "<think>\n") starts the
+// answer where the two part.
+TEST(LayerRouteChatFormat, AnswerWhiteSpaceAndUnrepeatedGenerationPrompts) {
+  auto tok = bpe({"<s>", "</s>", "<|Assistant|>", "<|User|>"});
+  tok->set_bos_token("<s>");
+  tok->set_eos_token("</s>");
+  tok->set_chat_template(
+      "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}### Instruction:\n{{ m.content }}\n\n### "
+      "Response:\n{% else %}{{ m.content }}\n\n{% endif %}{% endfor %}");
+  const auto f = chat_format_for(*tok, "t", "auto");
+  const auto s = parse_sample(ordered_json::parse(R"({"question": "Greet me.", "answer": "  Hello there!  \n"})"), "t:1");
+  const auto e = tokenize_sample(s, *tok, 0, f);
+  // "\n\n" holds the answer's "\n" and the template's first: assistant.
+  EXPECT_EQ(masked_text(*tok, e), "  Hello there!  \n\n");
+  const auto space = parse_sample(ordered_json::parse(R"({"question": "Anything?", "answer": " "})"), "t:2");
+  EXPECT_EQ(masked_text(*tok, tokenize_sample(space, *tok, 0, f)), " ");
+  tok->set_chat_template(
+      "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}<|User|>{{ m.content }}{% else "
+      "%}<|Assistant|>{{ m.content }}</s>{% endif %}{% endfor %}{% if add_generation_prompt %}<|Assistant|><think>\n{% "
+      "endif %}");
+  const auto r1 = chat_format_for(*tok, "t", "auto");
+  const auto hi = parse_sample(ordered_json::parse(R"({"question": "Hi?", "answer": "Hello."})"), "t:3");
+  const auto h = tokenize_sample(hi, *tok, 0, r1);
+  EXPECT_EQ(masked_text(*tok, h), "Hello.</s>");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + h.prompt_len)), "<s><|User|>Hi?<|Assistant|>");
 }
 
 // End to end on a tiny Llama folder with Llama 3's template: render --ids shows the
