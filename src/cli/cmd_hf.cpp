@@ -107,6 +107,15 @@ void run_info(const std::string& dir, bool check) {
             << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
             << c.rms_norm_eps << "\n"
             << "rope scaling  " << c.rope_scaling.describe() << "\n"
+            << "attention     "
+            << (c.sliding_window == 0
+                    ? std::string("full causal, every layer")
+                    : "sliding window of " + std::to_string(c.sliding_window) + " tokens on layers " +
+                          std::to_string(c.full_attention_layers) + ".." + std::to_string(c.num_hidden_layers - 1) +
+                          (c.full_attention_layers > 0
+                               ? ", full causal on 0.." + std::to_string(c.full_attention_layers - 1)
+                               : std::string()))
+            << "\n"
             << "torch_dtype   " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype)
             << " (config.json; each tensor keeps its own stored dtype)\n";
   uint64_t bytes = 0;

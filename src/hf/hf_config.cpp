@@ -193,18 +193,15 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   c.eos_token_id = token_id_list(j, "eos_token_id", where);
 
   // ---- features that change the computed function: refuse unless neutral
+  // Sliding layers: a window (none: nullopt) from layer full_layers on.
+  std::optional<int64_t> window;
+  int64_t full_layers = c.num_hidden_layers;
   std::string act = "silu";
   f.get("hidden_act", act);
   // transformers' ACT2FN maps "swish" to SiLU too.
   if (act != "silu" && act != "swish") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU (\"silu\" or \"swish\")");
   if (f.has("quantization_config"))
     unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
-  if (f.has("layer_types") && j["layer_types"].is_array()) {
-    for (size_t i = 0; i < j["layer_types"].size(); ++i)
-      if (j["layer_types"][i] != "full_attention")
-        unsupported(where, "layer_types[" + std::to_string(i) + "]", j["layer_types"][i].dump(),
-                    "only full-attention layers");
-  }
   if (qwen) {
     c.qkv_bias = c.is_qwen2();  // Qwen2Attention: q/k/v always have biases, o_proj none
     c.qk_norm = c.is_qwen3();   // Qwen3Attention: q_norm / k_norm, biases only with attention_bias
@@ -214,35 +211,28 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       if (attention_bias)
         unsupported(where, "attention_bias", "true", "Qwen3 attention biases include an o_proj bias");
     }
-    bool sliding = false;
-    f.get("use_sliding_window", sliding);
     // transformers' Qwen2Config / Qwen3Config: with use_sliding_window, layers with index >=
     // max_window_layers (default 28) attend within sliding_window (default 4096; null =
-    // no sliding) tokens. A window of max_position_embeddings or more never binds.
+    // no sliding) tokens.
+    bool sliding = false;
+    f.get("use_sliding_window", sliding);
     if (sliding && !(f.has("sliding_window") && j["sliding_window"].is_null())) {
-      int64_t max_window_layers = 28, window = 4096;
+      int64_t max_window_layers = 28, w = 4096;
       f.get("max_window_layers", max_window_layers);
-      f.get("sliding_window", window);
-      if (max_window_layers < c.num_hidden_layers && window < c.max_position_embeddings)
-        unsupported(where, "use_sliding_window", "true",
-                    "layers " + std::to_string(std::max<int64_t>(max_window_layers, 0)) + ".." +
-                        std::to_string(c.num_hidden_layers - 1) + " would attend within sliding_window = " +
-                        std::to_string(window) + " tokens (max_window_layers = " + std::to_string(max_window_layers) +
-                        (f.has("max_window_layers") ? "" : ", transformers' default") +
-                        "); only full attention is implemented");
+      f.get("sliding_window", w);
+      window = w;
+      full_layers = std::clamp<int64_t>(max_window_layers, 0, c.num_hidden_layers);
     }
   } else {
     if (c.is_mistral()) {
       // MistralConfig: every layer attends within sliding_window (default 4096; null = no
-      // window) tokens; a window of max_position_embeddings or more never binds.
-      int64_t window = 4096;
-      const bool none = f.has("sliding_window") && j["sliding_window"].is_null();
-      if (!none) f.get("sliding_window", window);
-      if (!none && window < c.max_position_embeddings)
-        unsupported(where, "sliding_window", std::to_string(window) + (f.has("sliding_window") ? "" : " (MistralConfig's default)"),
-                    "every layer would attend within " + std::to_string(window) +
-                        " tokens, less than max_position_embeddings = " + std::to_string(c.max_position_embeddings) +
-                        "; only full attention is implemented (Mistral v0.2 and later set null)");
+      // window) tokens (Mistral v0.1: 4096; v0.2 and later: null).
+      if (!(f.has("sliding_window") && j["sliding_window"].is_null())) {
+        int64_t w = 4096;
+        f.get("sliding_window", w);
+        window = w;
+        full_layers = 0;
+      }
     }
     bool attention_bias = false, mlp_bias = false;
     f.get("attention_bias", attention_bias);
@@ -251,6 +241,40 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       unsupported(where, "attention_bias", "true", "Llama attention biases include an o_proj bias");
     if (mlp_bias) unsupported(where, "mlp_bias", "true", "the MLP projections have no biases");
     c.qkv_bias = false;
+  }
+  // layer_types (transformers >= 4.53 writes it; it decides which layers slide): full
+  // layers first, then sliding ones, as the dense model lays them out
+  // (baselines::DenseConfig n_full_prelude).
+  if (f.has("layer_types") && !j["layer_types"].is_null()) {
+    const auto& lt = j["layer_types"];
+    if (!lt.is_array() || int64_t(lt.size()) != c.num_hidden_layers)
+      throw InputError(where + ": " + field("layer_types") + ": expected a list of num_hidden_layers = " +
+                       std::to_string(c.num_hidden_layers) + " entries \"full_attention\" / \"sliding_attention\"");
+    int64_t full = 0;
+    while (full < c.num_hidden_layers && lt[size_t(full)] == "full_attention") ++full;
+    for (int64_t i = full; i < c.num_hidden_layers; ++i) {
+      const std::string at = "layer_types[" + std::to_string(i) + "]";
+      if (lt[size_t(i)] != "sliding_attention")
+        unsupported(where, at, lt[size_t(i)].dump(),
+                    lt[size_t(i)] == "full_attention"
+                        ? "full-attention layers after a sliding one (lol lays out full layers first, then sliding ones)"
+                        : "\"full_attention\" or \"sliding_attention\" layers");
+      if (!window)
+        unsupported(where, at, "\"sliding_attention\"",
+                    "a sliding layer needs a window, and this config sets none (sliding_window null" +
+                        std::string(qwen ? " or use_sliding_window false" : "") + ")");
+    }
+    full_layers = full;
+  }
+  if (window) {
+    if (*window < 1)
+      throw InputError(where + ": " + field("sliding_window") + " = " + std::to_string(*window) +
+                       ": expected a positive number of tokens or null");
+    // A window of max_position_embeddings or more never binds: full attention.
+    if (*window < c.max_position_embeddings && full_layers < c.num_hidden_layers) {
+      c.sliding_window = *window;
+      c.full_attention_layers = full_layers;
+    }
   }
   return c;
 }
@@ -295,13 +319,14 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
   if (is_qwen2() || is_qwen3()) {
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = max_position_embeddings;
-    j["max_window_layers"] = num_hidden_layers;
+    j["use_sliding_window"] = sliding_window > 0;
+    j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
+    j["max_window_layers"] = sliding_window > 0 ? full_attention_layers : num_hidden_layers;
   }
   if (is_qwen3()) j["attention_bias"] = false;
   if (is_mistral()) {
-    j["sliding_window"] = nullptr;  // MistralConfig has no bias fields
+    if (sliding_window > 0) j["sliding_window"] = sliding_window;  // MistralConfig has no bias fields
+    else j["sliding_window"] = nullptr;
   } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;

@@ -12,11 +12,16 @@
 // Features that would change the computed function and that the dense model does
 // not implement are refused with an InputError naming config.json and the field,
 // never silently ignored: RoPE types other than default, linear, llama3, yarn and
-// dynamic (nn/rope_scaling.h; longrope, ...), partial rotary embeddings,
-// sliding-window layers (Qwen2 use_sliding_window with max_window_layers <
-// num_hidden_layers, Mistral's sliding_window below max_position_embeddings, or
-// "sliding_attention" in layer_types), attention_bias or
-// mlp_bias on Llama, an activation other than SiLU, quantized weights.
+// dynamic (nn/rope_scaling.h; longrope, ...), partial rotary embeddings, sliding
+// layers before full ones in layer_types, attention_bias or mlp_bias on Llama, an
+// activation other than SiLU, quantized weights.
+//
+// Sliding-window layers are read (sliding_window, full_attention_layers): Mistral's
+// sliding_window (v0.1: 4096, every layer), Qwen2 / Qwen3's use_sliding_window
+// (layers >= max_window_layers), and transformers' layer_types. A layer attending
+// within W tokens sees key j from query i iff i - W < j <= i (transformers'
+// sliding-window mask); a window of max_position_embeddings or more never binds and
+// is read as full attention.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,8 +38,7 @@ inline constexpr const char* kQwen2Arch = "Qwen2ForCausalLM";
 inline constexpr const char* kLlamaArch = "LlamaForCausalLM";
 inline constexpr const char* kQwen3Arch = "Qwen3ForCausalLM";
 /// Mistral (v0.1-v0.3, Mistral-Nemo): Llama's computation; every layer attends within
-/// sliding_window tokens, which is accepted only where it never binds (null, or at
-/// least max_position_embeddings: v0.2 and later).
+/// sliding_window tokens (v0.1: 4096; v0.2 and later: null, full attention).
 inline constexpr const char* kMistralArch = "MistralForCausalLM";
 
 struct HfConfig {
@@ -53,6 +57,10 @@ struct HfConfig {
   bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
   bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)
   bool qk_norm = false;                   ///< q_norm / k_norm weights [head_dim] per layer (always for Qwen3)
+  /// W > 0: layers full_attention_layers .. num_hidden_layers - 1 attend within W tokens
+  /// (see the file comment); 0: every layer has full attention.
+  int64_t sliding_window = 0;
+  int64_t full_attention_layers = 0;      ///< leading full-attention layers when sliding_window > 0
   std::string torch_dtype;                ///< stored dtype: "float32" | "bfloat16" | "float16" | "" (absent)
   std::vector<int64_t> bos_token_id;      ///< empty: none
   std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
@@ -74,8 +82,9 @@ struct HfConfig {
   static HfConfig load_dir(const std::string& dir);
 
   /// The config.json document of this model, in the layout transformers writes for
-  /// the architecture (Qwen2 / Qwen3: use_sliding_window false, sliding_window and
-  /// max_window_layers set so that no layer slides; Mistral: sliding_window null;
+  /// the architecture (Qwen2 / Qwen3: use_sliding_window, sliding_window and
+  /// max_window_layers, set so that no layer slides without a window; Mistral:
+  /// sliding_window, null without one;
   /// Llama / Qwen3: attention_bias;
   /// head_dim whenever it is not hidden_size / heads, and always for Qwen3).
   nlohmann::ordered_json to_json() const;

@@ -64,8 +64,9 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.rope_theta = h.rope_theta;
   c.rope_scaling = h.rope_scaling;
   c.norm_eps = h.rms_norm_eps;
-  c.attention = "full";
-  c.window = 0;
+  c.attention = h.sliding_window > 0 ? "sliding" : "full";
+  c.window = h.sliding_window;
+  c.n_full_prelude = h.sliding_window > 0 ? h.full_attention_layers : 0;
   c.stride = 0;
   return c;
 }
@@ -76,9 +77,22 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
       architecture != kMistralArch)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\" or \"" + kMistralArch + "\"");
-  if (c.attention != "full")
+  // Sliding layers export where the architecture has them: Mistral (every layer) and
+  // Qwen2 / Qwen3 (layers >= max_window_layers); full ones after them have no field.
+  if (c.attention == "sliding") {
+    if (architecture == kLlamaArch)
+      throw InputError("dense model: attention \"sliding\" (window " + std::to_string(c.window) + "): " + architecture +
+                       " has no sliding window (export as " + kMistralArch + ", " + kQwen2Arch + " or " + kQwen3Arch + ")");
+    if (c.n_full_coda > 0)
+      throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) +
+                       ": Hugging Face configs put full-attention layers before the sliding ones only");
+    if (architecture == kMistralArch && c.n_full_prelude > 0)
+      throw InputError("dense model: n_full_prelude = " + std::to_string(c.n_full_prelude) + ": " + architecture +
+                       " slides every layer (export as " + kQwen2Arch + " or " + kQwen3Arch + ": max_window_layers)");
+  } else if (c.attention != "full") {
     throw InputError("dense model: attention \"" + c.attention + "\" (window " + std::to_string(c.window) +
-                     "): Hugging Face " + architecture + " models use full causal attention; only \"full\" exports");
+                     "): Hugging Face " + architecture + " models use full causal or sliding-window attention");
+  }
   if (architecture != kQwen2Arch && c.qkv_bias)
     throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
                      std::string(kQwen2Arch) + ")");
@@ -104,6 +118,10 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.tie_word_embeddings = c.tie_word_embeddings;
   h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)
   h.qk_norm = c.qk_norm;
+  if (c.attention == "sliding" && c.window < c.max_seq_len && c.n_full_prelude < c.n_layers) {
+    h.sliding_window = c.window;
+    h.full_attention_layers = c.n_full_prelude;
+  }
   h.torch_dtype = torch_dtype;
   return h;
 }

@@ -51,7 +51,7 @@ class Kernels final : public CpuDecoder {
       }
       rope(q, H, cos, sin);
       rope(k, Hkv, cos, sin);
-      const int64_t nk = tk.base + (tk.visible ? 1 : 0);
+      const int64_t first = std::min(tk.first, tk.base), nk = tk.base + (tk.visible ? 1 : 0) - first;
       T* out = att_.data() + r * H * hd;
       if (nk == 0) {
         std::fill(out, out + H * hd, T(0));
@@ -66,10 +66,10 @@ class Kernels final : public CpuDecoder {
           std::copy(v + j * hd, v + (j + 1) * hd, Vj + tk.base * hd);
         }
         // scores [G, nk] (row-major) = q_g . K_i * scale: column-major [nk, G] = K^T' q
-        blas::gemm(true, false, nk, G, hd, scale, Kj, hd, q + j * G * hd, hd, T(0), scores_.data(), nk);
+        blas::gemm(true, false, nk, G, hd, scale, Kj + first * hd, hd, q + j * G * hd, hd, T(0), scores_.data(), nk);
         for (int64_t g = 0; g < G; ++g) softmax(scores_.data() + g * nk, nk);
         // out [G, hd] (row-major) = P [G, nk] V [nk, hd]: column-major [hd, G] = V' P'
-        blas::gemm(false, false, hd, G, nk, T(1), Vj, hd, scores_.data(), nk, T(0), out + j * G * hd, hd);
+        blas::gemm(false, false, hd, G, nk, T(1), Vj + first * hd, hd, scores_.data(), nk, T(0), out + j * G * hd, hd);
       }
     }
     // 3. o_proj, post-attention norm (+ FiLM), SwiGLU, residual

@@ -22,6 +22,7 @@ struct DecodeToken {
   int64_t pos = 0;       ///< RoPE position (position in the sequence)
   int64_t base = 0;      ///< keys already cached for the token's attention segment
   bool visible = true;   ///< written to the cache (false: router-only token)
+  int64_t first = 0;     ///< first key slot attended (a sliding window of W keys: max(0, base + 1 - W))
 };
 
 class CpuDecoder {

@@ -14,9 +14,9 @@ namespace lol::inference {
 
 PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   const auto& c = m.config();
-  if (c.attention != "full")
+  if (c.attention == "strided")
     throw InputError("dense model: attention \"" + c.attention +
-                     "\": cached decoding implements full causal attention only");
+                     "\": cached decoding implements full causal and sliding-window attention only");
   PackedModel p;
   p.attn_head_dim = c.effective_head_dim();
   LoLConfig& k = p.cfg;  // the fields the decoder reads; the rest describes "no routed core"
@@ -53,6 +53,10 @@ DenseDecodeSession::DenseDecodeSession(baselines::DenseModel model, const DenseS
   const auto& c = w_.cfg;
   const int64_t cap = std::min<int64_t>(max_len_, 64);
   for (int64_t i = 0; i < c.n_prelude; ++i) cache_.emplace_back(opt.batch_size, c.n_kv_heads, w_.head_dim(), cap, w_.options());
+  for (int64_t i = 0; i < c.n_prelude; ++i) {
+    const auto a = model->config().layer_attention(i);
+    window_.push_back(a.kind == baselines::AttentionKind::Sliding ? a.window : 0);
+  }
   len_.assign(opt.batch_size, 0);
   if (opt.cpu_kernels) cpu_ = CpuDecoder::create(w_);
 }
@@ -102,11 +106,19 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     if (fast) toks[a] = {rows[a], pos[a], len_[rows[a]], true};
     need = std::max(need, len_[rows[a]] + segs[a].count);
   }
-  AttnPlan plan;
+  // Sliding layers: the same tokens, each seeing only its last W keys.
+  const int64_t W = window_.empty() ? 0 : *std::max_element(window_.begin(), window_.end());
+  std::vector<DecodeToken> toks_w;
+  if (fast && W > 0) {
+    toks_w = toks;
+    for (auto& t : toks_w) t.first = std::max<int64_t>(0, t.base + 1 - W);
+  }
+  AttnPlan plan, plan_w;
   std::pair<torch::Tensor, torch::Tensor> rope;
   torch::Tensor tokens_t;
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
+    if (W > 0) plan_w = AttnPlan::build(segs, N, nullptr, opt, W);
     const auto t = index_tensors({&tokens, &pos}, dev);  // one upload on a GPU
     tokens_t = t[0];
     rope = nn::rotation_factors(w_.rope_table.index_select(0, t[1]));
@@ -117,12 +129,13 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
   for (int64_t l = 0; l < c.n_prelude; ++l) {
+    const bool sliding = window_[l] > 0;
     if (fast) {
       auto y = torch::empty_like(x);
-      cpu_->block(w_.prelude[l], nullptr, x, y, toks.data(), nullptr, cache_[l]);
+      cpu_->block(w_.prelude[l], nullptr, x, y, sliding ? toks_w.data() : toks.data(), nullptr, cache_[l]);
       x = y;
     } else {
-      x = x + block_delta({{&w_.prelude[l], {}}}, nullptr, x, cache_[l], plan, rope, c);
+      x = x + block_delta({{&w_.prelude[l], {}}}, nullptr, x, cache_[l], sliding ? plan_w : plan, rope, c);
     }
   }
   for (int64_t a = 0; a < A; ++a) len_[rows[a]] += offset[a + 1] - offset[a];

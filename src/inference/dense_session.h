@@ -7,7 +7,10 @@
 //
 // Feeding tokens in chunks of any size and then one at a time gives the logits of
 // DenseModelImpl::forward on the whole sequence (eval mode) up to rounding.
-// Full attention only: a model with sliding or strided attention is refused.
+// Full causal attention, and sliding-window layers (attention "sliding": key j visible
+// to the query at position i iff i - W < j <= i, as Mistral's and Qwen2's sliding
+// layers); strided attention is refused. Sliding layers keep every key in their cache
+// (positions index the slots) and read only the last W.
 //
 // Tensors returned are created under c10::InferenceMode.
 #pragma once
@@ -28,7 +31,7 @@ namespace lol::inference {
 /// layers, no routed core, no coda; q/k/v and gate/up fused per layer; RoPE tables
 /// for `positions` positions. Same device and dtype as the model's embedding; any
 /// head_dim (PackedModel::attn_head_dim) and Qwen3's q_norm / k_norm. Throws
-/// InputError when the model uses sliding/strided attention.
+/// InputError when the model uses strided attention.
 PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions);
 
 struct DenseSessionOptions {
@@ -77,6 +80,7 @@ class DenseDecodeSession {
   int64_t max_len_ = 0;
   std::vector<int64_t> len_;      ///< positions fed per row
   std::vector<KVCache> cache_;    ///< one per layer
+  std::vector<int64_t> window_;   ///< per layer: W of a sliding layer, 0 for full attention
   std::unique_ptr<CpuDecoder> cpu_;
 };
 

@@ -30,7 +30,7 @@ int64_t KVCache::bytes() const {
 }
 
 AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const uint8_t* visible,
-                         const torch::TensorOptions& opt) {
+                         const torch::TensorOptions& opt, int64_t window) {
   AttnPlan p;
   const auto dev = opt.device();
   p.n = n;
@@ -86,19 +86,31 @@ AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const 
     p.write_row = t[1];
     p.write_slot = t[2];
   }
-  // Masks: a padded query slot, or a key slot >= the query's limit, is blocked.
+  // Sliding window: a query sees keys [lim - W, lim); slots before the smallest start
+  // are read by no query and left out.
+  auto first_key = [&](int64_t l) { return window > 0 ? std::max<int64_t>(0, l - window) : int64_t(0); };
+  if (window > 0) {
+    p.k_begin = p.Lk;
+    for (const auto& g : segs)
+      for (int64_t i = 0; i < g.count; ++i) p.k_begin = std::min(p.k_begin, first_key(lim[g.first + i]));
+  }
+  const int64_t Lkv = p.Lk - p.k_begin;
+  // Masks: a padded query slot, or a key slot outside the query's [first key, limit), is blocked.
   bool any_blocked = false, any_empty = false;
-  std::vector<uint8_t> blocked(p.S * p.Lq * p.Lk, 1);
+  std::vector<uint8_t> blocked(p.S * p.Lq * Lkv, 1);
   for (int64_t s = 0; s < p.S; ++s) {
     for (int64_t i = 0; i < p.Lq; ++i) {
       const int64_t l = i < segs[s].count ? lim[segs[s].first + i] : 0;
+      const int64_t f = i < segs[s].count ? first_key(l) : 0;
       if (l == 0) any_empty = true;
-      if (l < p.Lk) any_blocked = true;
-      std::fill_n(blocked.begin() + (s * p.Lq + i) * p.Lk, l, uint8_t(0));
+      if (l < p.Lk || f > p.k_begin) any_blocked = true;
+      if (l > f)
+        std::fill(blocked.begin() + (s * p.Lq + i) * Lkv + (f - p.k_begin),
+                  blocked.begin() + (s * p.Lq + i) * Lkv + (l - p.k_begin), uint8_t(0));
     }
   }
-  if (any_blocked && p.Lk > 0) {
-    auto b = torch::from_blob(blocked.data(), {p.S, 1, 1, p.Lq, p.Lk}, torch::kUInt8).to(torch::kBool);
+  if (any_blocked && Lkv > 0) {
+    auto b = torch::from_blob(blocked.data(), {p.S, 1, 1, p.Lq, Lkv}, torch::kUInt8).to(torch::kBool);
     p.blocked = dev.is_cpu() ? b : b.to(dev);
     if (any_empty) p.keep = p.blocked.logical_not().to(opt.dtype());
   }
@@ -120,15 +132,16 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
     cache.k.index_put_({p.write_row, Slice(), p.write_slot}, kw);
     cache.v.index_put_({p.write_row, Slice(), p.write_slot}, vw);
   }
-  if (p.Lk == 0) return torch::zeros({n, H * hd}, q.options());
-  // 2. Keys and values of the segments: [S, Hkv, Lk, hd].
+  const int64_t Lkv = p.Lk - p.k_begin;
+  if (Lkv == 0) return torch::zeros({n, H * hd}, q.options());
+  // 2. Keys and values of the segments: [S, Hkv, Lk - k_begin, hd].
   torch::Tensor K, V;
   if (p.row_begin >= 0) {
-    K = cache.k.narrow(0, p.row_begin, p.S).narrow(2, 0, p.Lk);
-    V = cache.v.narrow(0, p.row_begin, p.S).narrow(2, 0, p.Lk);
+    K = cache.k.narrow(0, p.row_begin, p.S).narrow(2, p.k_begin, Lkv);
+    V = cache.v.narrow(0, p.row_begin, p.S).narrow(2, p.k_begin, Lkv);
   } else {
-    K = cache.k.narrow(2, 0, p.Lk).index_select(0, p.rows);
-    V = cache.v.narrow(2, 0, p.Lk).index_select(0, p.rows);
+    K = cache.k.narrow(2, p.k_begin, Lkv).index_select(0, p.rows);
+    V = cache.v.narrow(2, p.k_begin, Lkv).index_select(0, p.rows);
   }
   // 3. Queries [S, Hkv, G Lq, hd].
   torch::Tensor Q;
@@ -142,11 +155,11 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   const double scale = 1.0 / std::sqrt(double(hd));
   auto scores = torch::matmul(Q, K.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G Lq, Lk]
   if (p.blocked.defined()) {
-    scores = scores.view({p.S, Hkv, G, p.Lq, p.Lk}).masked_fill_(p.blocked, nn::lowest_finite(scores.scalar_type()));
-    scores = scores.view({p.S, Hkv, G * p.Lq, p.Lk});
+    scores = scores.view({p.S, Hkv, G, p.Lq, Lkv}).masked_fill_(p.blocked, nn::lowest_finite(scores.scalar_type()));
+    scores = scores.view({p.S, Hkv, G * p.Lq, Lkv});
   }
   auto probs = nn::score_softmax(scores);
-  if (p.keep.defined()) probs = probs.view({p.S, Hkv, G, p.Lq, p.Lk}).mul_(p.keep).view({p.S, Hkv, G * p.Lq, p.Lk});
+  if (p.keep.defined()) probs = probs.view({p.S, Hkv, G, p.Lq, Lkv}).mul_(p.keep).view({p.S, Hkv, G * p.Lq, Lkv});
   auto out = torch::matmul(probs, V);  // [S, Hkv, G Lq, hd]
   if (p.one_per_segment) return out.view({n, H * hd});
   out = out.view({p.S, H, p.Lq, hd}).permute({0, 2, 1, 3}).reshape({p.S * p.Lq, H * hd});

@@ -39,6 +39,9 @@ struct AttnSegment {
 /// every layer with the same token layout.
 struct AttnPlan {
   int64_t n = 0, S = 0, Lq = 0, Lk = 0;
+  /// Keys read: cache slots k_begin .. Lk - 1 (k_begin > 0 only with a sliding window
+  /// that leaves the first slots to every query); the masks' key axis has Lk - k_begin.
+  int64_t k_begin = 0;
   int64_t row_begin = -1;      ///< >= 0: segment s uses cache row row_begin + s (a view, no copy)
   torch::Tensor rows;          ///< [S] cache rows otherwise
   bool one_per_segment = false;///< n == S, token s is segment s's only token
@@ -48,14 +51,18 @@ struct AttnPlan {
   torch::Tensor write_tok;     ///< [n_write] token index (when !write_all)
   torch::Tensor write_row, write_slot;  ///< [n_write] destination row and slot (when n_write > 1)
   int64_t single_tok = -1, single_row = -1, single_slot = -1;  ///< the write when n_write == 1
-  torch::Tensor blocked;       ///< [S, 1, 1, Lq, Lk] bool: key not allowed (undefined: all allowed)
-  torch::Tensor keep;          ///< [S, 1, 1, Lq, Lk] 0/1 in the model dtype, only when a query has no key
+  torch::Tensor blocked;       ///< [S, 1, 1, Lq, Lk - k_begin] bool: key not allowed (undefined: all allowed)
+  torch::Tensor keep;          ///< [S, 1, 1, Lq, Lk - k_begin] 0/1 in the model dtype, only when a query has no key
   int64_t needed_slots = 0;    ///< cache capacity the writes need
 
   /// `visible` [n] (nullptr: all tokens visible). A query at segment slot i sees the
   /// segment's base keys and its visible tokens at slots <= i (causal, paper 3.2).
+  /// `window` W > 0: of those, only the last W (the key slots j with lim - W <= j < lim,
+  /// lim = the query's key count): sliding-window attention, key j visible to the query
+  /// at position i iff i - W < j <= i (Mistral / Qwen2 sliding layers, the dense
+  /// baseline's "sliding"; baselines::TokenLayout::sliding_mask).
   static AttnPlan build(const std::vector<AttnSegment>& segs, int64_t n, const uint8_t* visible,
-                        const torch::TensorOptions& opt);
+                        const torch::TensorOptions& opt, int64_t window = 0);
 };
 
 /// Writes the visible tokens' k/v into `cache`, then attends: q [n, H, hd],

@@ -52,17 +52,23 @@ torch::Tensor full_logits(baselines::DenseModel& m, const std::vector<int64_t>& 
 }
 
 void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double tol) {
-  // Llama (no bias), Qwen2 (q/k/v biases), and Qwen3: q_norm / k_norm with a head_dim
-  // (12) other than d_model / n_heads (8).
-  for (int arch : {0, 1, 2}) {
+  // Llama (no bias), Qwen2 (q/k/v biases), Qwen3: q_norm / k_norm with a head_dim (12)
+  // other than d_model / n_heads (8), and Mistral v0.1 / Qwen2 sliding windows: layers
+  // 1 and 2 attend within 7 tokens (sequences of 29-40), layer 0 fully.
+  for (int arch : {0, 1, 2, 3}) {
     for (bool tied : {true, false}) {
-      const bool bias = arch == 1, qwen3 = arch == 2;
+      const bool bias = arch == 1, qwen3 = arch == 2, sliding = arch == 3;
       SCOPED_TRACE(std::string(c10::toString(dtype)) + (bias ? " bias" : "") + (qwen3 ? " qk_norm head_dim 12" : "") +
-                   (tied ? " tied" : " untied") + (cpu_kernels ? " kernels" : " tensors"));
+                   (sliding ? " sliding 7" : "") + (tied ? " tied" : " untied") + (cpu_kernels ? " kernels" : " tensors"));
       auto cfg = tiny_dense(bias, tied);
       if (qwen3) {
         cfg.qk_norm = true;
         cfg.head_dim = 12;
+      }
+      if (sliding) {
+        cfg.attention = "sliding";
+        cfg.window = 7;
+        cfg.n_full_prelude = 1;
       }
       auto m = random_dense(cfg, 7, dtype);
       inference::DenseSessionOptions so;
@@ -99,6 +105,18 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
         const double err = (got[r].to(torch::kFloat64) - ref).abs().max().item<double>();
         EXPECT_LT(err, tol) << "row " << r;
         EXPECT_GT(ref.std().item<double>(), 0.5);  // logits are far from constant
+        if (sliding && r == 0) {
+          // The window binds: with the same weights and full attention, the logits agree
+          // on the first 7 positions and differ after them.
+          auto full_cfg = cfg;
+          full_cfg.attention = "full";
+          full_cfg.window = 0;
+          full_cfg.n_full_prelude = 0;
+          auto full = random_dense(full_cfg, 7, dtype);
+          const auto f = full_logits(full, seqs[r]);
+          EXPECT_LT((f.narrow(0, 0, 7) - ref.narrow(0, 0, 7)).abs().max().item<double>(), tol);
+          EXPECT_GT((f.narrow(0, 7, 20) - ref.narrow(0, 7, 20)).abs().max().item<double>(), 0.1);
+        }
       }
     }
   }
@@ -170,10 +188,11 @@ TEST(DenseSession, InputErrors) {
   o.max_new_tokens = 5;
   expect_input_error([&] { inference::generate_dense(s, {{1, 2, 3, 4}}, o); }, {"exceed max_len 8"});
   auto c = tiny_dense(false, true);
-  c.attention = "sliding";
+  c.attention = "strided";
   c.window = 8;
-  expect_input_error([&] { baselines::DenseModel sliding(c);
-    inference::DenseDecodeSession bad(sliding); }, {"sliding", "full causal"});
+  c.stride = 4;
+  expect_input_error([&] { baselines::DenseModel strided(c);
+    inference::DenseDecodeSession bad(strided); }, {"strided", "full causal and sliding-window"});
 }
 
 }  // namespace

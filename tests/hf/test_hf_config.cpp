@@ -41,9 +41,9 @@ const char* kMistral = R"({
   "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
   "transformers_version": "4.42.0.dev0", "use_cache": true, "vocab_size": 32768})";
 
-// Mistral: Llama's computation; its sliding_window accepted only where it never binds
-// (v0.1's 4096 under 32768 positions is refused, naming the field; MistralConfig's
-// default is 4096 too); num_key_value_heads defaults to 8.
+// Mistral: Llama's computation; every layer attends within sliding_window tokens
+// (v0.1: 4096 under 32768 positions; MistralConfig's default is 4096 too; null or a
+// window of max_position_embeddings is full attention); num_key_value_heads defaults to 8.
 TEST(HfConfig, Mistral) {
   auto j = nlohmann::json::parse(kMistral);
   const HfConfig c = parse(j);
@@ -58,12 +58,24 @@ TEST(HfConfig, Mistral) {
   const auto back = parse(nlohmann::json::parse(c.to_json().dump()));
   EXPECT_EQ(back.architecture, kMistralArch);
   EXPECT_EQ(c.to_json()["sliding_window"], nullptr);
-  j["sliding_window"] = 4096;
-  expect_input_error([&] { parse(j); }, {"dir/config.json", "sliding_window", "4096", "max_position_embeddings = 32768"});
+  EXPECT_EQ(c.sliding_window, 0);
+  j["sliding_window"] = 4096;  // Mistral-7B-v0.1
+  const HfConfig v01 = parse(j);
+  EXPECT_EQ(v01.sliding_window, 4096);
+  EXPECT_EQ(v01.full_attention_layers, 0);
+  EXPECT_EQ(v01.to_json()["sliding_window"], 4096);
+  EXPECT_EQ(parse(nlohmann::json::parse(v01.to_json().dump())).sliding_window, 4096);
+  const auto dense = to_dense_config(v01);
+  EXPECT_EQ(dense.attention, "sliding");
+  EXPECT_EQ(dense.window, 4096);
+  EXPECT_EQ(dense.n_full_prelude, 0);
+  EXPECT_EQ(parameter_count(v01), parameter_count(c));
   j["sliding_window"] = 32768;
-  EXPECT_NO_THROW(parse(j));
+  EXPECT_EQ(parse(j).sliding_window, 0) << "a window of max_position_embeddings never binds";
   j.erase("sliding_window");
-  expect_input_error([&] { parse(j); }, {"sliding_window", "MistralConfig's default"});
+  EXPECT_EQ(parse(j).sliding_window, 4096) << "MistralConfig's default";
+  j["sliding_window"] = 0;
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "sliding_window", "expected a positive number"});
   j["sliding_window"] = nullptr;
   j.erase("num_key_value_heads");
   EXPECT_EQ(parse(j).num_key_value_heads, 8);
@@ -110,7 +122,8 @@ TEST(HfConfig, Qwen3) {
   j["use_sliding_window"] = true;
   j["sliding_window"] = 4096;
   j["max_window_layers"] = 20;
-  expect_input_error([&] { parse(j); }, {"use_sliding_window", "layers 20..27"});
+  EXPECT_EQ(parse(j).sliding_window, 4096);  // layers 20..27 slide
+  EXPECT_EQ(parse(j).full_attention_layers, 20);
   j["architectures"] = {"Qwen4ForCausalLM"};
   expect_input_error([&] { parse(j); },
                      {"Qwen4ForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"});
@@ -188,33 +201,58 @@ TEST(HfConfig, LlamaAndDefaults) {
   EXPECT_EQ(parse(j).head_dim, 64);
 }
 
-TEST(HfConfig, SlidingWindowOnlyWhenNoLayerSlides) {
+// Which layers slide: Qwen2's use_sliding_window from max_window_layers on (transformers'
+// defaults 28 and 4096), null or a window of max_position_embeddings: none;
+// transformers' layer_types decides when given (full layers first, then sliding ones).
+TEST(HfConfig, SlidingWindowLayers) {
   auto j = nlohmann::json::parse(kQwen25);
   j["use_sliding_window"] = true;  // max_window_layers = 21 < 24: layers 21..23 slide
   j["sliding_window"] = 4096;
-  expect_input_error([&] { parse(j); },
-                     {"dir/config.json", "use_sliding_window", "layers 21..23", "sliding_window = 4096"});
-  j["max_window_layers"] = 24;  // no layer slides: the same function as full attention
-  EXPECT_NO_THROW(parse(j));
+  auto c = parse(j);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.full_attention_layers, 21);
+  auto back = parse(nlohmann::json::parse(c.to_json().dump()));
+  EXPECT_EQ(back.sliding_window, 4096);
+  EXPECT_EQ(back.full_attention_layers, 21);
+  EXPECT_EQ(c.to_json()["use_sliding_window"], true);
+  EXPECT_EQ(c.to_json()["max_window_layers"], 21);
+  EXPECT_EQ(to_dense_config(c).n_full_prelude, 21);
+  j["max_window_layers"] = 24;  // no layer slides
+  EXPECT_EQ(parse(j).sliding_window, 0);
   // transformers' defaults: max_window_layers 28, sliding_window 4096.
   j.erase("max_window_layers");
-  EXPECT_NO_THROW(parse(j)) << "24 layers < 28: none slides";
+  EXPECT_EQ(parse(j).sliding_window, 0) << "24 layers < 28: none slides";
   j["num_hidden_layers"] = 30;
-  expect_input_error([&] { parse(j); }, {"layers 28..29", "transformers' default"});
+  EXPECT_EQ(parse(j).full_attention_layers, 28);
   j.erase("sliding_window");
-  expect_input_error([&] { parse(j); }, {"layers 28..29", "sliding_window = 4096"});
+  EXPECT_EQ(parse(j).sliding_window, 4096);
   j["sliding_window"] = nullptr;  // null: no layer slides
-  EXPECT_NO_THROW(parse(j));
+  EXPECT_EQ(parse(j).sliding_window, 0);
   j["sliding_window"] = 32768;  // a window of max_position_embeddings never binds
-  EXPECT_NO_THROW(parse(j));
+  EXPECT_EQ(parse(j).sliding_window, 0);
   j["use_sliding_window"] = false;
   j["sliding_window"] = 8;
   j["max_window_layers"] = 0;
-  EXPECT_NO_THROW(parse(j)) << "use_sliding_window false: no layer slides";
+  EXPECT_EQ(parse(j).sliding_window, 0) << "use_sliding_window false: no layer slides";
+  // layer_types: a sliding layer needs a window; full layers after sliding ones are
+  // not laid out by the dense model.
   j = nlohmann::json::parse(kQwen25);
   j["layer_types"] = std::vector<std::string>(23, "full_attention");
   j["layer_types"].push_back("sliding_attention");
-  expect_input_error([&] { parse(j); }, {"layer_types[23]", "sliding_attention", "full-attention"});
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "layer_types[23]", "sliding_attention", "needs a window"});
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 16;
+  c = parse(j);
+  EXPECT_EQ(c.sliding_window, 16);
+  EXPECT_EQ(c.full_attention_layers, 23) << "layer_types decides over max_window_layers (21)";
+  j["layer_types"][10] = "sliding_attention";
+  expect_input_error([&] { parse(j); }, {"layer_types[11]", "full_attention", "after a sliding one"});
+  j["layer_types"][10] = "chunked_attention";
+  expect_input_error([&] { parse(j); }, {"layer_types[10]", "chunked_attention"});
+  j["layer_types"] = std::vector<std::string>(3, "full_attention");
+  expect_input_error([&] { parse(j); }, {"layer_types", "num_hidden_layers = 24"});
+  j["layer_types"] = std::vector<std::string>(24, "full_attention");
+  EXPECT_EQ(parse(j).sliding_window, 0);
 }
 
 TEST(HfConfig, RopeParametersOfTransformers5) {

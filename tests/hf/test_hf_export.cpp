@@ -13,8 +13,15 @@
 namespace lol::hf::test {
 namespace {
 
-baselines::DenseModel small_dense(bool tied, bool bias, uint64_t seed, bool qk_norm = false) {
+baselines::DenseModel small_dense(bool tied, bool bias, uint64_t seed, bool qk_norm = false, int64_t window = 0,
+                                  int64_t full_prelude = 0, int64_t full_coda = 0) {
   baselines::DenseConfig c;
+  if (window > 0) {
+    c.attention = "sliding";
+    c.window = window;
+    c.n_full_prelude = full_prelude;
+    c.n_full_coda = full_coda;
+  }
   c.qk_norm = qk_norm;
   if (qk_norm) c.head_dim = 12;  // Qwen3 models' head_dim is often not d_model / heads
   c.vocab_size = 300;
@@ -91,6 +98,50 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
       EXPECT_EQ(cfg["attention_bias"], false);
     }
   }
+}
+
+// A sliding-window dense model (the paper's sliding baseline) exports as Mistral (every
+// layer slides) or Qwen2 / Qwen3 (max_window_layers full layers first) and reloads with
+// identical logits; Llama (no window) and full layers after sliding ones are refused.
+TEST(HfExport, SlidingWindowModelsExportAsMistralAndQwen2) {
+  struct Case {
+    const char* arch;
+    int64_t full_prelude;
+  };
+  for (const Case& c : {Case{kMistralArch, 0}, Case{kQwen2Arch, 1}, Case{kQwen3Arch, 0}}) {
+    SCOPED_TRACE(c.arch);
+    const bool qwen3 = std::string(c.arch) == kQwen3Arch;
+    auto m = small_dense(true, false, 4, qwen3, 4, c.full_prelude);
+    TempDir d("export_sliding");
+    ExportOptions o;
+    o.architecture = c.arch;
+    export_hf(*m, nullptr, d.path(), o);
+    HfConfig h;
+    auto back = load_hf_model(d.path(), torch::kFloat32, c10::Device(c10::kCPU), &h);
+    EXPECT_EQ(h.sliding_window, 4);
+    EXPECT_EQ(h.full_attention_layers, c.full_prelude);
+    EXPECT_EQ(back->config().attention, "sliding");
+    EXPECT_TRUE(torch::equal(logits(back, kTokens), logits(m, kTokens)));  // 11 tokens: the window binds
+    const auto cfg = nlohmann::json::parse(read_text(d / "config.json"));
+    EXPECT_EQ(cfg["sliding_window"], 4);
+    if (std::string(c.arch) != kMistralArch) {
+      EXPECT_EQ(cfg["use_sliding_window"], true);
+      EXPECT_EQ(cfg["max_window_layers"], c.full_prelude);
+    }
+  }
+  auto full = small_dense(true, false, 4), sliding = small_dense(true, false, 4, false, 4);
+  EXPECT_FALSE(torch::equal(logits(full, kTokens), logits(sliding, kTokens)));
+  TempDir d("export_sliding_refused");
+  ExportOptions o;
+  o.architecture = kLlamaArch;
+  expect_input_error([&] { export_hf(*small_dense(true, false, 4, false, 4), nullptr, d / "a", o); },
+                     {"sliding", "LlamaForCausalLM", "has no sliding window"});
+  o.architecture = kQwen2Arch;
+  expect_input_error([&] { export_hf(*small_dense(true, false, 4, false, 4, 0, 1), nullptr, d / "b", o); },
+                     {"n_full_coda = 1", "before the sliding ones"});
+  o.architecture = kMistralArch;
+  expect_input_error([&] { export_hf(*small_dense(true, false, 4, false, 4, 1), nullptr, d / "c", o); },
+                     {"n_full_prelude = 1", "slides every layer"});
 }
 
 TEST(HfExport, Bfloat16ExportIsTheRoundedModel) {

@@ -175,11 +175,14 @@ TEST(HfModel, DenseConfigConversion) {
   back.bos_token_id = h.bos_token_id;
   back.eos_token_id = h.eos_token_id;
   EXPECT_EQ(back.to_json().dump(), h.to_json().dump());
-  // What Hugging Face cannot express is refused.
+  // Sliding windows map to Qwen2's fields; what Hugging Face cannot express is refused.
   auto sliding = c;
   sliding.attention = "sliding";
   sliding.window = 16;
-  expect_input_error([&] { from_dense_config(sliding, kQwen2Arch, "float32"); }, {"sliding", "full"});
+  EXPECT_EQ(from_dense_config(sliding, kQwen2Arch, "float32").sliding_window, 16);
+  sliding.attention = "strided";
+  sliding.stride = 8;
+  expect_input_error([&] { from_dense_config(sliding, kQwen2Arch, "float32"); }, {"strided", "full causal or sliding"});
   expect_input_error([&] { from_dense_config(c, kLlamaArch, "float32"); }, {"qkv_bias", "LlamaForCausalLM"});
 }
 
