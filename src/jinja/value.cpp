@@ -8,6 +8,8 @@
 #include <locale.h>
 #include <wctype.h>
 
+#include "util/utf8.h"
+
 namespace lol::jinja {
 
 namespace {
@@ -500,50 +502,22 @@ std::string json_dumps(const Value& v, const JsonDumpOptions& o, const std::stri
 std::vector<uint32_t> utf8_decode(const std::string& s) {
   std::vector<uint32_t> out;
   out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t k = 0; k < n;) {
-    const unsigned c = p[k];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
-    bool ok = len > 0 && k + size_t(len) <= n;
-    for (int m = 1; ok && m < len; ++m) {
-      if ((p[k + m] & 0xc0) != 0x80) ok = false;
-      cp = (cp << 6) | (p[k + m] & 0x3f);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are invalid, as in Python.
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-               (cp >= 0xd800 && cp <= 0xdfff)))
-      ok = false;
-    if (!ok) {
-      out.push_back(0xdc00 + c);  // surrogateescape: the byte comes back unchanged
+  for (size_t k = 0; k < s.size();) {
+    // Ill-formed bytes (overlong forms, surrogates, past U+10FFFF, as Python refuses them)
+    // become surrogateescape code points: the byte comes back unchanged.
+    if (utf8_sequence_length(s, k) == 0) {
+      out.push_back(0xdc00 + uint32_t(static_cast<unsigned char>(s[k])));
       ++k;
       continue;
     }
-    out.push_back(cp);
-    k += size_t(len);
+    out.push_back(uint32_t(decode_utf8(s, k)));
   }
   return out;
 }
 
 void utf8_append(std::string& out, uint32_t cp) {
-  if (cp >= 0xdc80 && cp <= 0xdcff) {
-    out += char(cp - 0xdc00);
-  } else if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xc0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += char(0xe0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  } else {
-    out += char(0xf0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3f));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  }
+  if (cp >= 0xdc80 && cp <= 0xdcff) out += char(cp - 0xdc00);  // a surrogate-escaped byte
+  else append_utf8(char32_t(cp), out);
 }
 
 std::string utf8_encode(const std::vector<uint32_t>& cps) {

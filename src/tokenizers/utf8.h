@@ -1,27 +1,19 @@
-// UTF-8 helpers for the tokenizers: validation (with the offset of the first bad
-// byte), code point decoding/encoding, and lossy repair (U+FFFD for bad bytes).
+// UTF-8 helpers for the tokenizers: lossy repair (U+FFFD for bad bytes), streamed
+// printing, white space; validation and code points come from util/utf8.h.
 #pragma once
 #include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "util/utf8.h"
+
 namespace lol::tokenizers {
 
-/// Byte offset of the first byte that does not start a well-formed UTF-8 sequence
-/// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF), or
-/// std::string_view::npos when the whole of `text` is valid. O(n), ASCII fast path.
-std::size_t find_invalid_utf8(std::string_view text);
-
-/// Length in bytes (1..4) of the well-formed UTF-8 sequence starting at text[pos],
-/// or 0 when text[pos] does not start one. Requires pos < text.size().
-int utf8_sequence_length(std::string_view text, std::size_t pos);
-
-/// Decodes the code point at text[pos] and advances pos past it. Requires a
-/// well-formed sequence at pos (see utf8_sequence_length).
-char32_t decode_utf8(std::string_view text, std::size_t& pos);
-
-/// Appends the UTF-8 encoding of code point cp (<= U+10FFFF) to out.
-void append_utf8(char32_t cp, std::string& out);
+// Validation, decoding and encoding of code points (util/utf8.h), as the tokenizers name them.
+using ::lol::append_utf8;
+using ::lol::decode_utf8;
+using ::lol::find_invalid_utf8;
+using ::lol::utf8_sequence_length;
 
 /// `text` with every maximal ill-formed subsequence replaced by U+FFFD (the same
 /// policy as Rust's String::from_utf8_lossy, which Hugging Face decoders use).
