@@ -51,8 +51,11 @@ What the CLI offers (and so what is checked):
     strided, looped zero / random, MoE top-2 / top-1; exit 2, the documented message,
     nothing printed, no trace file).
   * `lol bench generate` times LoL's cached decoding only: on the sliding, looped and MoE
-    checkpoints exit 2 naming `architecture`. `lol export --hf` refuses the sliding / strided
-    dense, looped and MoE checkpoints (exit 2, nothing left in the new --out).
+    checkpoints exit 2 naming `architecture`. `lol export --hf` refuses the strided
+    dense, looped and MoE checkpoints (exit 2, nothing left in the new --out). The sliding
+    dense checkpoint exports (session 43) as Qwen2 with use_sliding_window, sliding_window W
+    and max_window_layers = n_full_prelude, and its `hf generate` greedy tokens (float64,
+    prompts shorter and longer than W) follow the baseline's float64 forward.
   * dense `full` (two models: Qwen2 export with GQA 4/2, q/k/v biases, tied, rope_theta 500;
     Llama export with one kv head, untied, 3 layers): `lol export --hf` then `lol hf
     generate --ids`. Greedy (float32 and `--dtype float64`) for prompts of several
@@ -486,7 +489,7 @@ class Checker(br.Checker):
             c = json.load(open(os.path.join(ck, "config.json")))
             if c["architecture"] == "dense" and c["attention"] == "full":
                 continue
-            if name not in ("dense_sliding", "dense_strided_w4s3", "looped_zero", "moe_top2"):
+            if name not in ("dense_strided_w4s3", "looped_zero", "moe_top2"):  # sliding exports since session 43
                 continue
             out = os.path.join(self.work, "export_refused_" + name)
             shutil.rmtree(out, ignore_errors=True)
@@ -496,8 +499,40 @@ class Checker(br.Checker):
             if rc != 2 or left:
                 bad.append("%s: exit %d, left %s, stderr %r" % (name, rc, left, err.strip()[-200:]))
         self.report("export --hf refuses non-full baselines", not bad,
-                    "%d exports (sliding, strided, looped, MoE): exit 2, nothing written%s"
+                    "%d exports (strided, looped, MoE): exit 2, nothing written%s"
                     % (n, ("; " + "; ".join(bad[:4])) if bad else ""))
+
+    def export_sliding(self, ck, W, seed):
+        """`export --hf` of the sliding baseline (session 43): a Qwen2 folder whose layers
+        from n_full_prelude on slide (use_sliding_window, sliding_window W,
+        max_window_layers), and whose cached `hf generate` continues prompts as the
+        baseline's float64 forward does, across the window"""
+        out = os.path.join(self.work, "hf_export_sliding")
+        shutil.rmtree(out, ignore_errors=True)
+        args = ["export", "--hf", ck, "--out", out]
+        rc, o, err = self.call(args)
+        probs, amb, ntok = [], [], 0
+        if rc != 0:
+            probs.append("exit %d: %s" % (rc, err.strip()[-200:]))
+        else:
+            c = json.load(open(os.path.join(out, "config.json")))
+            src = json.load(open(os.path.join(ck, "config.json")))
+            want = {"architectures": ["Qwen2ForCausalLM"], "use_sliding_window": True, "sliding_window": W,
+                    "max_window_layers": src["n_full_prelude"]}
+            for k, v in want.items():
+                if c.get(k) != v:
+                    probs.append("config.json %s = %r, expected %r" % (k, c.get(k), v))
+            model = br.Baseline(ck)
+            rng = random.Random(seed)
+            N = src["max_seq_len"]
+            for n in (2, W + 3, 3 * W):
+                p = [rng.randrange(256) for _ in range(n)]
+                got, g = self.greedy_hf(out, model, p, "float64", 3 * W, N, probs, amb)
+                ntok += len(got or [])
+        self.ntokens += ntok
+        self.finish("export --hf of the sliding baseline, hf generate", probs, amb,
+                    "Qwen2 use_sliding_window / sliding_window / max_window_layers; %d tokens greedy against "
+                    "the float64 forward" % ntok, args)
 
     def routing_refusals(self, cks):
         """each routing option on one of the seven kinds of baseline: exit 2, the documented
@@ -1246,6 +1281,7 @@ def check(lol, work):
     cks = [(n, gen[n][1]) for n in ("dense_sliding", "looped_zero", "moe_top2")] + \
         [(STRIDED_CASES[0][0], strided[0])]
     ch.refusals(cks)
+    ch.export_sliding(gen["dense_sliding"][1], gen["dense_sliding"][0], 310)
     ch.routing_refusals([(HF_CASES[0][0], full_ck), ("dense_sliding", gen["dense_sliding"][1]),
                          (STRIDED_CASES[0][0], strided[0])] + [(n, gen[n][1]) for n in
                                                                ("looped_zero", "looped_random", "moe_top2",
