@@ -179,7 +179,7 @@ void register_export(CLI::App& app) {
   e->add_option("--out", a->out, "Output folder (new or empty)")->required();
   e->add_option("--arch", a->arch,
                  "qwen2 (Qwen2ForCausalLM) | qwen3 (Qwen3ForCausalLM: a model with qk_norm) | llama (LlamaForCausalLM) | "
-                 "mistral (MistralForCausalLM) "
+                 "mistral (MistralForCausalLM) | phi3 (Phi3ForCausalLM: fused qkv_proj / gate_up_proj) "
                  "(default: qwen3 for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");

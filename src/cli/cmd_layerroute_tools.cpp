@@ -43,7 +43,7 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--out", a->out, "output folder")->required();
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
   c->add_option("--arch", a->arch,
-                "qwen2 | qwen3 | llama | mistral (default: the base folder's architecture, else qwen3 for a qk_norm model, else qwen2)");
+                "qwen2 | qwen3 | llama | mistral | phi3 (default: the base folder's architecture, else qwen3 for a qk_norm model, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
@@ -60,7 +60,7 @@ void register_merge_cmd(CLI::App* lr) {
       eo.architecture = hf::architecture_from_name(a->arch);
     } else if (fs::exists(fs::path(base) / "config.json")) {
       const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
-      for (const char* known : {hf::kQwen2Arch, hf::kQwen3Arch, hf::kLlamaArch, hf::kMistralArch})
+      for (const char* known : {hf::kQwen2Arch, hf::kQwen3Arch, hf::kLlamaArch, hf::kMistralArch, hf::kPhi3Arch})
         if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({known})) eo.architecture = known;
     }
     eo.dtype = hf::parse_dtype_name(a->dtype);

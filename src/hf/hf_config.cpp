@@ -33,7 +33,8 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "qwen3") return kQwen3Arch;
   if (name == "llama") return kLlamaArch;
   if (name == "mistral") return kMistralArch;
-  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama or mistral");
+  if (name == "phi3") return kPhi3Arch;
+  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral or phi3");
 }
 
 std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where) {
@@ -59,12 +60,13 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   HfConfig c;
   std::vector<std::string> archs;
   f.get("architectures", archs);
-  const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\" or \"" +
-                            kMistralArch + "\"";
+  const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
+                            kMistralArch + "\" or \"" + kPhi3Arch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
-  if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch)
+  if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch &&
+      archs[0] != kPhi3Arch)
     throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
   const std::string want_type = c.model_type();
@@ -123,7 +125,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (c.head_dim % 2 != 0)
     throw InputError(where + ": " + field("head_dim") + " = " + std::to_string(c.head_dim) + ": expected an even number (RoPE)");
 
-  c.rms_norm_eps = 1e-6;  // both architectures' transformers defaults
+  c.rms_norm_eps = c.is_phi3() ? 1e-5 : 1e-6;  // the config classes' defaults (Phi3Config: 1e-5)
   f.get("rms_norm_eps", c.rms_norm_eps);
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
     throw InputError(where + ": " + field("rms_norm_eps") + ": expected 0 < rms_norm_eps < 1");
@@ -224,10 +226,11 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       full_layers = std::clamp<int64_t>(max_window_layers, 0, c.num_hidden_layers);
     }
   } else {
-    if (c.is_mistral()) {
-      // MistralConfig: every layer attends within sliding_window (default 4096; null = no
-      // window) tokens (Mistral v0.1: 4096; v0.2 and later: null).
-      if (!(f.has("sliding_window") && j["sliding_window"].is_null())) {
+    if (c.is_mistral() || c.is_phi3()) {
+      // MistralConfig / Phi3Config: every layer attends within sliding_window tokens
+      // (Mistral: default 4096, v0.1: 4096, v0.2 and later: null; Phi3: default null,
+      // Phi-3-mini-4k: 2047).
+      if (!(f.has("sliding_window") && j["sliding_window"].is_null()) && (c.is_mistral() || f.has("sliding_window"))) {
         int64_t w = 4096;
         f.get("sliding_window", w);
         window = w;
@@ -324,9 +327,10 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["max_window_layers"] = sliding_window > 0 ? full_attention_layers : num_hidden_layers;
   }
   if (is_qwen3()) j["attention_bias"] = false;
-  if (is_mistral()) {
-    if (sliding_window > 0) j["sliding_window"] = sliding_window;  // MistralConfig has no bias fields
+  if (is_mistral() || is_phi3()) {
+    if (sliding_window > 0) j["sliding_window"] = sliding_window;  // MistralConfig / Phi3Config have no bias fields
     else j["sliding_window"] = nullptr;
+    if (is_phi3()) j["original_max_position_embeddings"] = max_position_embeddings;
   } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;

@@ -1,8 +1,8 @@
 // Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
 // Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4),
-// Qwen3ForCausalLM, LlamaForCausalLM and MistralForCausalLM. LibTorch-free.
+// Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM and Phi3ForCausalLM. LibTorch-free.
 //
-// The four architectures compute the same function on the weights this project's
+// The five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
 // attention, SwiGLU MLP); they differ in defaults, in the q/k/v biases (Qwen2
 // always has them, Llama and Qwen3 have them, with an o_proj bias, only with
@@ -40,9 +40,14 @@ inline constexpr const char* kQwen3Arch = "Qwen3ForCausalLM";
 /// Mistral (v0.1-v0.3, Mistral-Nemo): Llama's computation; every layer attends within
 /// sliding_window tokens (v0.1: 4096; v0.2 and later: null, full attention).
 inline constexpr const char* kMistralArch = "MistralForCausalLM";
+/// Phi-3 / Phi-4 (Phi-3-mini-4k, Phi-3-medium, Phi-4): Llama's computation with q/k/v
+/// stored as one self_attn.qkv_proj and gate/up as one mlp.gate_up_proj (split on
+/// load, fused on export); sliding_window (Phi-3-mini-4k: 2047) on every layer.
+/// longrope (the 128k variants, Phi-3.5, Phi-4-mini) and partial_rotary_factor are refused.
+inline constexpr const char* kPhi3Arch = "Phi3ForCausalLM";
 
 struct HfConfig {
-  std::string architecture = kQwen2Arch;  ///< kQwen2Arch, kQwen3Arch, kLlamaArch or kMistralArch
+  std::string architecture = kQwen2Arch;  ///< kQwen2Arch, kQwen3Arch, kLlamaArch, kMistralArch or kPhi3Arch
   int64_t vocab_size = 0;                 ///< V: rows of embed_tokens / lm_head
   int64_t hidden_size = 0;                ///< d_model
   int64_t intermediate_size = 0;          ///< F: SwiGLU hidden width
@@ -68,9 +73,10 @@ struct HfConfig {
   bool is_qwen2() const { return architecture == kQwen2Arch; }
   bool is_qwen3() const { return architecture == kQwen3Arch; }
   bool is_mistral() const { return architecture == kMistralArch; }
-  /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama" or "mistral".
+  bool is_phi3() const { return architecture == kPhi3Arch; }
+  /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral" or "phi3".
   std::string model_type() const {
-    return is_qwen2() ? "qwen2" : is_qwen3() ? "qwen3" : is_mistral() ? "mistral" : "llama";
+    return is_qwen2() ? "qwen2" : is_qwen3() ? "qwen3" : is_mistral() ? "mistral" : is_phi3() ? "phi3" : "llama";
   }
 
   /// Parses a config.json document; `where` names the file in errors. Throws
@@ -91,8 +97,9 @@ struct HfConfig {
 };
 
 /// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
-/// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch. Throws
-/// InputError("<flag> \"<name>\": expected qwen2, qwen3, llama or mistral") otherwise.
+/// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch.
+/// Throws InputError("<flag> \"<name>\": expected qwen2, qwen3, llama, mistral or phi3")
+/// otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
 
 /// Ids of a token-id field that is null, an integer or a list of integers

@@ -31,7 +31,21 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     put(p + "input_layernorm.weight");
-    for (const char* proj : {"q_proj", "k_proj", "v_proj"}) put(p + "self_attn." + proj + ".weight");
+    // Phi-3 stores q/k/v (and gate/up below) as one fused matrix, rows one after the other.
+    auto fuse = [&](const std::string& name, const std::vector<std::string>& parts) {
+      std::vector<torch::Tensor> ts;
+      for (const auto& q : parts) {
+        put(q);
+        ts.push_back(out.back().second);
+        out.pop_back();
+      }
+      out.emplace_back(name, torch::cat(ts, 0).contiguous());
+    };
+    if (h.is_phi3())
+      fuse(p + "self_attn.qkv_proj.weight",
+           {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    else
+      for (const char* proj : {"q_proj", "k_proj", "v_proj"}) put(p + "self_attn." + proj + ".weight");
     if (h.qkv_bias) {
       const int64_t hd = h.head_dim;
       const int64_t rows[3] = {h.num_attention_heads * hd, h.num_key_value_heads * hd, h.num_key_value_heads * hd};
@@ -50,7 +64,12 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
       put(p + "self_attn.k_norm.weight");
     }
     put(p + "post_attention_layernorm.weight");
-    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");
+    if (h.is_phi3()) {
+      fuse(p + "mlp.gate_up_proj.weight", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+      put(p + "mlp.down_proj.weight");
+    } else {
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");
+    }
   }
   put("model.norm.weight");
   if (!h.tie_word_embeddings) put("lm_head.weight");

@@ -74,9 +74,9 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
-      architecture != kMistralArch)
+      architecture != kMistralArch && architecture != kPhi3Arch)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
-                     "\", \"" + kLlamaArch + "\" or \"" + kMistralArch + "\"");
+                     "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\" or \"" + kPhi3Arch + "\"");
   // Sliding layers export where the architecture has them: Mistral (every layer) and
   // Qwen2 / Qwen3 (layers >= max_window_layers); full ones after them have no field.
   if (c.attention == "sliding") {
@@ -86,7 +86,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     if (c.n_full_coda > 0)
       throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) +
                        ": Hugging Face configs put full-attention layers before the sliding ones only");
-    if (architecture == kMistralArch && c.n_full_prelude > 0)
+    if ((architecture == kMistralArch || architecture == kPhi3Arch) && c.n_full_prelude > 0)
       throw InputError("dense model: n_full_prelude = " + std::to_string(c.n_full_prelude) + ": " + architecture +
                        " slides every layer (export as " + kQwen2Arch + " or " + kQwen3Arch + ": max_window_layers)");
   } else if (c.attention != "full") {
@@ -144,6 +144,22 @@ std::string dtype_name(c10::ScalarType t) {
   }
 }
 
+std::vector<std::string> fused_parts(const HfConfig& cfg, const std::string& name) {
+  if (!cfg.is_phi3()) return {};
+  for (const auto& [fused, parts] :
+       {std::pair<std::string, std::vector<std::string>>{"self_attn.qkv_proj.weight",
+                                                         {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                                          "self_attn.v_proj.weight"}},
+        {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}}}) {
+    if (name.size() <= fused.size() || name.compare(name.size() - fused.size(), fused.size(), fused) != 0) continue;
+    const std::string prefix = name.substr(0, name.size() - fused.size());
+    std::vector<std::string> out;
+    for (const auto& p : parts) out.push_back(prefix + p);
+    return out;
+  }
+  return {};
+}
+
 void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const WeightFiles& files) {
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> params;
@@ -157,12 +173,42 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
                             e.dtype == io::DType::F64;
     if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
+    // Phi-3's fused projections: the rows of q, k, v (gate, up) one after the other.
+    const auto parts = fused_parts(cfg, e.name);
+    if (!parts.empty() && params.count(parts[0])) {
+      if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
+      for (const auto& p : parts)
+        if (loaded.count(p)) throw InputError(w + ": holds '" + p + "', also stored in " + loaded[p]);
+      loaded[e.name] = f.path();
+      torch::Tensor t = to_tensor(f, e).to(params.at("model.embed_tokens.weight").scalar_type());
+      if (!torch::isfinite(t).all().item<bool>())
+        throw InputError(w + ": contains NaN or Inf values (in the compute dtype " +
+                         std::string(c10::toString(t.scalar_type())) + ")");
+      int64_t rows = 0;
+      for (const auto& p : parts) rows += params.at(p).size(0);
+      const std::vector<int64_t> want = {rows, params.at(parts[0]).size(1)};
+      if (t.sizes() != c10::IntArrayRef(want))
+        throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) + " from config.json (" +
+                         (parts.size() == 3 ? "(num_attention_heads + 2 num_key_value_heads) head_dim, hidden_size"
+                                            : "2 intermediate_size, hidden_size") +
+                         ")");
+      int64_t at = 0;
+      for (const auto& p : parts) {
+        auto& dst = params.at(p);
+        dst.copy_(t.narrow(0, at, dst.size(0)));
+        at += dst.size(0);
+        loaded[p] = f.path();
+      }
+      return;
+    }
     auto it = params.find(e.name);
     if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings))
       throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
                        std::to_string(cfg.num_hidden_layers) + " layers" +
                        (cfg.qkv_bias ? "" : ", no q/k/v biases") + ")");
-    if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
+    if (loaded.count(e.name))
+      throw InputError(w + ": also stored in " + loaded[e.name] +
+                       (cfg.is_phi3() ? " (a fused qkv_proj / gate_up_proj holds it too)" : ""));
     loaded[e.name] = f.path();
     // Converted to the compute dtype before the check: a finite F64 value can overflow it.
     torch::Tensor t = to_tensor(f, e).to(params.at("model.embed_tokens.weight").scalar_type());

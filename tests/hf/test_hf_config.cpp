@@ -84,6 +84,50 @@ TEST(HfConfig, Mistral) {
   EXPECT_EQ(architecture_from_name("mistral"), kMistralArch);
 }
 
+// Phi-3-mini-4k-instruct's config.json (the fields of the Hub file, transformers 4.40).
+const char* kPhi3 = R"({
+  "architectures": ["Phi3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 1,
+  "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+  "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3", "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+  "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true,
+  "vocab_size": 32064})";
+
+// Phi-3: Llama's function with fused weights (hf_model), every layer sliding within
+// sliding_window (default none), Phi3Config's rms_norm_eps default 1e-5; longrope refused.
+TEST(HfConfig, Phi3) {
+  auto j = nlohmann::json::parse(kPhi3);
+  const HfConfig c = parse(j);
+  EXPECT_TRUE(c.is_phi3());
+  EXPECT_EQ(c.model_type(), "phi3");
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_EQ(c.head_dim, 96);
+  EXPECT_EQ(c.sliding_window, 2047);
+  EXPECT_EQ(c.full_attention_layers, 0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  // Phi-3-mini: 3,821,079,552 parameters (the published 3.8B): 32 x (qkv 3072x9216 + o
+  // 3072x3072 + gate_up 3072x16384 + down 8192x3072 + norms 2x3072) + embedding and
+  // lm_head 32064x3072 + norm.
+  EXPECT_EQ(parameter_count(c), 3821079552);
+  const auto back = parse(nlohmann::json::parse(c.to_json().dump()));
+  EXPECT_TRUE(back.is_phi3());
+  EXPECT_EQ(back.sliding_window, 2047);
+  EXPECT_EQ(architecture_from_name("phi3"), kPhi3Arch);
+  j.erase("sliding_window");
+  EXPECT_EQ(parse(j).sliding_window, 0) << "Phi3Config's default: no window";
+  j.erase("rms_norm_eps");
+  EXPECT_DOUBLE_EQ(parse(j).rms_norm_eps, 1e-5);
+  j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "rope_scaling", "longrope"});
+  j["rope_scaling"] = nullptr;
+  j["partial_rotary_factor"] = 0.75;
+  expect_input_error([&] { parse(j); }, {"partial_rotary_factor", "0.75"});
+  j.erase("partial_rotary_factor");
+  j["model_type"] = "llama";
+  expect_input_error([&] { parse(j); }, {"model_type", "\"phi3\" for Phi3ForCausalLM"});
+}
+
 // Qwen3: q_norm / k_norm, no q/k/v biases, head_dim as given (Qwen3Config's default 128
 // when absent; null is hidden / heads), attention_bias refused (it adds an o_proj bias).
 TEST(HfConfig, Qwen3) {

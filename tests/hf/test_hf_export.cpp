@@ -3,6 +3,7 @@
 // export equals the BF16-rounded model, tokenizer files and ids, refusals.
 #include <filesystem>
 
+#include "core/tensor_io.h"
 #include "hf/hf_export.h"
 #include "hf/hf_files.h"
 #include "hf/hf_model.h"
@@ -60,7 +61,8 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
   for (const Case& c : {Case{true, false, kQwen2Arch, 0}, Case{false, true, kQwen2Arch, 20000},
                         Case{false, false, kLlamaArch, 0}, Case{true, false, kLlamaArch, 30000},
                         Case{true, false, kQwen3Arch, 0}, Case{false, false, kQwen3Arch, 20000},
-                        Case{false, false, kMistralArch, 0}}) {
+                        Case{false, false, kMistralArch, 0}, Case{true, false, kPhi3Arch, 0},
+                        Case{false, false, kPhi3Arch, 20000}}) {
     SCOPED_TRACE(std::string(c.arch) + (c.tied ? " tied" : " untied") + (c.bias ? " bias" : "") + " shard " +
                  std::to_string(c.shard_bytes));
     const bool qwen3 = std::string(c.arch) == kQwen3Arch;
@@ -89,10 +91,36 @@ TEST(HfExport, ReloadGivesIdenticalLogits) {
     EXPECT_EQ(cfg["torch_dtype"], "float32");
     EXPECT_EQ(back->named_parameters().contains("model.layers.0.self_attn.q_proj.bias"), std::string(c.arch) == kQwen2Arch);
     EXPECT_EQ(back->named_parameters().contains("model.layers.1.self_attn.k_norm.weight"), qwen3);
-    const bool mistral = std::string(c.arch) == kMistralArch;
-    EXPECT_EQ(cfg["model_type"],
-              qwen3 ? "qwen3" : std::string(c.arch) == kQwen2Arch ? "qwen2" : mistral ? "mistral" : "llama");
-    if (mistral) EXPECT_TRUE(cfg["sliding_window"].is_null());
+    const bool mistral = std::string(c.arch) == kMistralArch, phi3 = std::string(c.arch) == kPhi3Arch;
+    EXPECT_EQ(cfg["model_type"], qwen3                                  ? "qwen3"
+                                 : std::string(c.arch) == kQwen2Arch ? "qwen2"
+                                 : mistral                           ? "mistral"
+                                 : phi3                              ? "phi3"
+                                                                     : "llama");
+    if (mistral || phi3) EXPECT_TRUE(cfg["sliding_window"].is_null());
+    if (phi3) {
+      // transformers' Phi3 layout: q, k, v rows in one qkv_proj; gate then up rows in one
+      // gate_up_proj; no separate projections.
+      NamedTensors all;
+      for (const auto& s : files.shards)
+        for (auto& nt : load_tensors(d / s)) all.push_back(nt);
+      std::map<std::string, torch::Tensor> stored(all.begin(), all.end());
+      auto param = [&](const std::string& n) { return m->named_parameters()[n].detach(); };
+      for (int64_t l = 0; l < 2; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        ASSERT_TRUE(stored.count(p + "self_attn.qkv_proj.weight"));
+        EXPECT_FALSE(stored.count(p + "self_attn.q_proj.weight"));
+        EXPECT_FALSE(stored.count(p + "mlp.gate_proj.weight"));
+        const auto qkv = stored.at(p + "self_attn.qkv_proj.weight");
+        EXPECT_EQ(qkv.sizes(), (std::vector<int64_t>{(4 + 2 * 1) * 8, 32}));
+        EXPECT_TRUE(torch::equal(qkv.narrow(0, 0, 32), param(p + "self_attn.q_proj.weight")));
+        EXPECT_TRUE(torch::equal(qkv.narrow(0, 32, 8), param(p + "self_attn.k_proj.weight")));
+        EXPECT_TRUE(torch::equal(qkv.narrow(0, 40, 8), param(p + "self_attn.v_proj.weight")));
+        const auto gu = stored.at(p + "mlp.gate_up_proj.weight");
+        EXPECT_TRUE(torch::equal(gu.narrow(0, 0, 40), param(p + "mlp.gate_proj.weight")));
+        EXPECT_TRUE(torch::equal(gu.narrow(0, 40, 40), param(p + "mlp.up_proj.weight")));
+      }
+    }
     if (qwen3) {
       EXPECT_EQ(cfg["head_dim"], 12);
       EXPECT_EQ(cfg["attention_bias"], false);
