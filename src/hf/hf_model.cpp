@@ -201,14 +201,23 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       }
       return;
     }
+    // Phi3ForCausalLM has no separate projections: transformers would leave qkv_proj /
+    // gate_up_proj random and ignore these.
+    if (cfg.is_phi3())
+      for (const char* sep : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                              "mlp.gate_proj.weight", "mlp.up_proj.weight"}) {
+        const std::string tail(sep);
+        if (e.name.size() > tail.size() && e.name.compare(e.name.size() - tail.size(), tail.size(), tail) == 0)
+          throw InputError(w + ": unexpected tensor (" + cfg.architecture +
+                           " stores self_attn.qkv_proj and mlp.gate_up_proj, fused; separate projections are "
+                           "Llama's layout: set architectures to LlamaForCausalLM)");
+      }
     auto it = params.find(e.name);
     if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings))
       throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
                        std::to_string(cfg.num_hidden_layers) + " layers" +
                        (cfg.qkv_bias ? "" : ", no q/k/v biases") + ")");
-    if (loaded.count(e.name))
-      throw InputError(w + ": also stored in " + loaded[e.name] +
-                       (cfg.is_phi3() ? " (a fused qkv_proj / gate_up_proj holds it too)" : ""));
+    if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
     loaded[e.name] = f.path();
     // Converted to the compute dtype before the check: a finite F64 value can overflow it.
     torch::Tensor t = to_tensor(f, e).to(params.at("model.embed_tokens.weight").scalar_type());
