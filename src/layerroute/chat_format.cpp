@@ -43,9 +43,11 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 // Byte offsets [begin, end) in `text` of the assistant messages' tokens (see the header).
+// Spans starting at or after byte `limit` are not looked for (they lie past the cut:
+// each costs a rendering of the conversation so far).
 std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_json& msgs, const Sample& s,
                                                        const ChatFormat& f, const std::string& text,
-                                                       const std::string& name) {
+                                                       const std::string& name, size_t limit, bool* stopped) {
   auto refuse = [&](size_t i, const std::string& what, const std::string& advice) {
     throw InputError(name + ": the chat template (" + f.where + ") " + what + ", so the tokens of assistant message " +
                      std::to_string(i) + " cannot be located in the whole conversation" + advice);
@@ -73,6 +75,10 @@ std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_j
         refuse(i, "renders the messages before an assistant message differently once it follows (a template that "
                   "rewrites earlier turns, or moves the system prompt into the last user turn)", "");
     }
+    if (a >= limit) {
+      *stopped = true;
+      break;
+    }
     upto.push_back(m);
     const std::string turn = render(upto, s.tool_schemas, false, f, name);
     if (!is_prefix(turn) || turn.size() < a)
@@ -95,7 +101,8 @@ std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_j
   return spans;
 }
 
-Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok, const ChatFormat& f) {
+Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok, const ChatFormat& f,
+                               int64_t max_len) {
   const std::string name = sample_name(s);
   const auto msgs = conversation(s.messages, f);
   const std::string text = render(msgs, s.tool_schemas, false, f, name);
@@ -104,7 +111,6 @@ Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok
   e.where = s.where;
   e.tokens = tok.encode(text);
   e.loss_mask.assign(e.tokens.size(), 0);
-  const auto spans = assistant_spans(msgs, s, f, text, name);
   // Each token's bytes, when the tokens decode back to the text piece by piece (byte-level
   // BPE): a token is assistant when it holds a byte of a span.
   std::vector<size_t> end_of(e.tokens.size());
@@ -113,12 +119,19 @@ Example tokenize_with_template(const Sample& s, const tokenizers::Tokenizer& tok
     joined += tok.decode_inner(&e.tokens[t], 1);
     end_of[t] = joined.size();
   }
-  if (joined == text) {
+  const bool exact = joined == text;
+  const size_t limit = exact && max_len > 0 && int64_t(e.tokens.size()) > max_len ? end_of[size_t(max_len) - 1]
+                                                                                   : std::string::npos;
+  bool stopped = false;
+  const auto spans = assistant_spans(msgs, s, f, text, name, limit, &stopped);
+  if (exact) {
     for (const auto& [a, b] : spans) {
       size_t t = size_t(std::upper_bound(end_of.begin(), end_of.end(), a) - end_of.begin());  // first token ending past a
       e.prompt_len = int64_t(t);
       for (; t < e.tokens.size() && (t == 0 ? 0 : end_of[t - 1]) < b; ++t) e.loss_mask[t] = 1;
     }
+    // The last assistant message begins past the cut: its prompt is the whole cut.
+    if (stopped) e.prompt_len = max_len;
     return e;
   }
   // Otherwise (a normalizer or a Metaspace prefix changes the bytes): the tokens of the
@@ -167,7 +180,7 @@ std::string render_sample(const Sample& s, const ChatFormat& f) {
 Example tokenize_sample(const Sample& s, const tokenizers::Tokenizer& tok, int64_t max_len, const ChatFormat& f,
                         LossTokens loss) {
   if (f.chatml()) return tokenize_sample(s, tok, max_len, f.system, loss);
-  Example e = tokenize_with_template(s, tok, f);
+  Example e = tokenize_with_template(s, tok, f, max_len);
   cut_example(e, max_len, loss);
   return e;
 }
