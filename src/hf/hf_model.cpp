@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -236,9 +237,24 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     it->second.copy_(t);
   });
   for (const auto& [name, p] : params)
-    if (!loaded.count(name))
-      throw InputError(files.dir + ": missing tensor '" + name + "' (shape " + shape_str(p.sizes()) + ", expected by " +
+    if (!loaded.count(name)) {
+      // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
+      std::string missing = name;
+      if (cfg.is_phi3())
+        for (const auto& [part, fused] : {std::pair<std::string, std::string>{"self_attn.q_proj.weight", "self_attn.qkv_proj.weight"},
+                                          {"self_attn.k_proj.weight", "self_attn.qkv_proj.weight"},
+                                          {"self_attn.v_proj.weight", "self_attn.qkv_proj.weight"},
+                                          {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight"},
+                                          {"mlp.up_proj.weight", "mlp.gate_up_proj.weight"}})
+          if (name.size() > part.size() && name.compare(name.size() - part.size(), part.size(), part) == 0) {
+            missing = name.substr(0, name.size() - part.size()) + fused;
+            break;
+          }
+      throw InputError(files.dir + ": missing tensor '" + missing + "'" +
+                       (missing == name ? " (shape " + shape_str(p.sizes()) + ", expected by "
+                                        : " (fused, expected by ") +
                        cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")");
+    }
   if (stored_head.defined()) {
     const auto emb = params.at("model.embed_tokens.weight");
     if (!torch::equal(stored_head.to(emb.scalar_type()), emb.cpu()))
@@ -255,7 +271,23 @@ baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtyp
   // can hold (each value takes at least 2 bytes: F16/BF16), or more than this machine's memory.
   const std::string config_path = (fs::path(dir) / "config.json").string();
   uintmax_t stored_bytes = 0;
-  for (const auto& shard : files.shards) stored_bytes += fs::file_size(fs::path(dir) / shard);
+  for (const auto& shard : files.shards) {
+    // A damaged file is named as such before its size is compared with config.json's.
+    const std::string path = (fs::path(dir) / shard).string();
+    const uintmax_t size = fs::file_size(path);
+    unsigned char head[8] = {};
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(head), 8);
+    uint64_t header = 0;
+    for (int b = 7; b >= 0; --b) header = (header << 8) | head[b];
+    if (!in || size < 8 || header > size - 8)
+      throw InputError(path + ": not a safetensors file (" +
+                       (size < 8 ? std::to_string(size) + " bytes, less than the 8-byte header length"
+                                 : "its header length " + std::to_string(header) + " exceeds the file's " +
+                                       std::to_string(size) + " bytes") +
+                       ")");
+    stored_bytes += size;
+  }
   const int64_t parameters = parameter_count(cfg);
   const double head = cfg.tie_word_embeddings ? 0.0 : double(cfg.vocab_size) * double(cfg.hidden_size);
   const double needed = 2.0 * (double(parameters) - head);

@@ -66,9 +66,10 @@ std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_j
     // that the whole conversation does not repeat (DeepSeek-R1's "<think>\n") counts up
     // to where the two part, provided the turns before are rendered alike.
     const std::string prompt = render(upto, s.tool_schemas, true, f, name);
-    size_t a = prompt.size();
+    size_t a = prompt.size(), history_end = std::string::npos;
     if (!is_prefix(prompt)) {
       const std::string history = render(upto, s.tool_schemas, false, f, name);
+      history_end = history.size();
       a = 0;
       while (a < prompt.size() && a < text.size() && prompt[a] == text[a]) ++a;
       if (!is_prefix(history) || a < history.size())
@@ -84,16 +85,24 @@ std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_j
     if (!is_prefix(turn) || turn.size() < a)
       refuse(i, "renders an assistant message differently once later messages follow (e.g. it drops the "
                 "reasoning of earlier turns)", "; split the conversation into one sample per assistant turn");
+    const std::string* content = m.contains("content") && m["content"].is_string() &&
+                                         !m["content"].get_ref<const std::string&>().empty()
+                                     ? &m["content"].get_ref<const std::string&>()
+                                     : nullptr;
+    // An unrepeated generation prompt that the answer happens to begin like ("<think>\n"
+    // and an answer "<th>..."): the answer starts no later than its own text, when the
+    // template writes it verbatim after the turns before.
+    if (history_end != std::string::npos && content) {
+      const size_t at = text.find(*content, history_end);
+      if (at != std::string::npos && at < a && at + content->size() <= turn.size()) a = at;
+    }
     // End: the turn's rendering without the white space that ends it, but not before the
     // end of the message's own text when it is there verbatim (an answer's trailing
     // white space is the assistant's).
     size_t floor = a, b = turn.size();
-    if (m.contains("content") && m["content"].is_string()) {
-      const std::string& content = m["content"].get_ref<const std::string&>();
-      if (!content.empty() && content.size() <= b - a) {
-        const size_t at = text.rfind(content, b - content.size());
-        if (at != std::string::npos && at >= a) floor = at + content.size();
-      }
+    if (content && content->size() <= b - a) {
+      const size_t at = text.rfind(*content, b - content->size());
+      if (at != std::string::npos && at >= a) floor = at + content->size();
     }
     while (b > floor && is_space(text[b - 1])) --b;
     if (b > a) spans.emplace_back(a, b);

@@ -172,6 +172,23 @@ TEST(HfExport, SlidingWindowModelsExportAsMistralAndQwen2) {
                      {"n_full_prelude = 1", "slides every layer"});
 }
 
+// A Phi-3 folder missing a fused tensor is told so by the fused tensor's name.
+TEST(HfExport, Phi3MissingFusedTensorIsNamed) {
+  auto m = small_dense(false, false, 5);
+  TempDir d("phi3_missing");
+  ExportOptions o;
+  o.architecture = kPhi3Arch;
+  export_hf(*m, nullptr, d.path(), o);
+  auto tensors = load_tensors(d / "model.safetensors");
+  for (const char* gone : {"model.layers.1.self_attn.qkv_proj.weight", "model.layers.0.mlp.gate_up_proj.weight"}) {
+    NamedTensors kept;
+    for (const auto& nt : tensors)
+      if (nt.first != gone) kept.push_back(nt);
+    save_tensors(d / "model.safetensors", kept);
+    expect_input_error([&] { load_hf_model(d.path()); }, {std::string("missing tensor '") + gone + "'", "fused"});
+  }
+}
+
 TEST(HfExport, Bfloat16ExportIsTheRoundedModel) {
   auto m = small_dense(true, false, 4);
   TempDir d("bf16");

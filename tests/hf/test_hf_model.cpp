@@ -158,6 +158,13 @@ TEST(HfModel, ConfigFarLargerThanItsWeightsIsRefusedBeforeAllocating) {
   write_hf_weights(d.path(), tiny_weights(s, 3), torch::kFloat32);
   expect_input_error([&] { load_hf_model(d.path()); },
                      {d.path() + "/config.json: declares 6.4e+10 parameters besides lm_head", "vocab_size 2000000000"});
+  // A damaged weight file (a header length past its end) is named, not config.json.
+  write_text(d / "config.json", tiny_config_json(s).dump());
+  std::string bytes(10, '\0');
+  bytes[7] = 0x40;  // header length 2^62
+  write_text(d / "model.safetensors", bytes);
+  expect_input_error([&] { load_hf_model(d.path()); },
+                     {d.path() + "/model.safetensors: not a safetensors file", "exceeds the file's 10 bytes"});
 }
 
 TEST(HfModel, DenseConfigConversion) {

@@ -206,6 +206,9 @@ TEST(LayerRouteChatFormat, AnswerWhiteSpaceAndUnrepeatedGenerationPrompts) {
   const auto h = tokenize_sample(hi, *tok, 0, r1);
   EXPECT_EQ(masked_text(*tok, h), "Hello.</s>");
   EXPECT_EQ(tok->decode(std::vector<int32_t>(h.tokens.begin(), h.tokens.begin() + h.prompt_len)), "<s><|User|>Hi?<|Assistant|>");
+  // An answer that begins like the unrepeated generation prompt is still trained whole.
+  const auto html = parse_sample(ordered_json::parse(R"({"question": "Table?", "answer": "<th>Name</th>"})"), "t:4");
+  EXPECT_EQ(masked_text(*tok, tokenize_sample(html, *tok, 0, r1)), "<th>Name</th></s>");
 }
 
 // End to end on a tiny Llama folder with Llama 3's template: render --ids shows the
