@@ -17,6 +17,18 @@ namespace lol::layerroute::test {
 
 using ::lol_test::TempDir;
 
+/// A Qwen2.5 tool-use conversation (tools block, tool calls with object and string
+/// arguments, consecutive tool results in one user turn), as one JSONL line.
+inline const char* const kToolCallSample = R"({"messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1, "a": [true, null, 2.5], "s": "é\n"}}}]},
+      {"role": "tool", "content": "42"},
+      {"role": "tool", "content": "43"},
+      {"role": "assistant", "content": "Let me check.", "tool_calls": [{"type": "function", "function": {"name": "g", "arguments": "{\"y\":2}"}}, {"name": "h", "arguments": {}}]},
+      {"role": "tool", "content": "ok"},
+      {"role": "assistant", "content": "done"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})";
+
 inline baselines::DenseConfig tiny_config(int64_t layers = 6) {
   baselines::DenseConfig c;
   c.vocab_size = 61;

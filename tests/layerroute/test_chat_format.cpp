@@ -12,6 +12,7 @@
 
 #include "hf/hf_test_util.h"
 #include "layerroute/chat_format.h"
+#include "layerroute_test_util.h"
 #include "model/file_test_util.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "tokenizers/chat_template.h"
@@ -65,15 +66,7 @@ std::string masked_text(const tokenizers::Tokenizer& tok, const Example& e) {
 }
 
 const char* kSamples[] = {
-    R"({"messages": [
-      {"role": "user", "content": "hi"},
-      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1, "a": [true, null, 2.5], "s": "é\n"}}}]},
-      {"role": "tool", "content": "42"},
-      {"role": "tool", "content": "43"},
-      {"role": "assistant", "content": "Let me check.", "tool_calls": [{"type": "function", "function": {"name": "g", "arguments": "{\"y\":2}"}}, {"name": "h", "arguments": {}}]},
-      {"role": "tool", "content": "ok"},
-      {"role": "assistant", "content": "done"}],
-    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})",
+    kToolCallSample,
     R"({"question": "q", "answer": "\nHi there"})",
     R"({"question": "Two  spaces ", "answer": "  leading and trailing  \n\n"})",
     R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}, {"role": "user", "content": "and 2+2?"}, {"role": "assistant", "content": " 4\n"}]})",

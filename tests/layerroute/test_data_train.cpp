@@ -30,16 +30,8 @@ tokenizers::ByteTokenizer chat_tokenizer() { return tokenizers::ByteTokenizer({"
 // turn): what transformers' apply_chat_template(messages, tools=tools) returns.
 TEST(LayerRouteData, RendersAsTheQwen25ChatTemplate) {
   auto tok = chat_tokenizer();
-  auto j = nlohmann::ordered_json::parse(R"({"messages": [
-      {"role": "user", "content": "hi"},
-      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1, "a": [true, null, 2.5], "s": "é\n"}}}]},
-      {"role": "tool", "content": "42"},
-      {"role": "tool", "content": "43"},
-      {"role": "assistant", "content": "Let me check.", "tool_calls": [{"type": "function", "function": {"name": "g", "arguments": "{\"y\":2}"}}, {"name": "h", "arguments": {}}]},
-      {"role": "tool", "content": "ok"},
-      {"role": "assistant", "content": "done"}],
-    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-    "source": "glaive"})");
+  auto j = nlohmann::ordered_json::parse(kToolCallSample);
+  j["source"] = "glaive";
   auto s = parse_sample(j, "t:1");
   const std::string expected =
       "<|im_start|>system\nSYS\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
