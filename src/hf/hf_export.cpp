@@ -32,18 +32,17 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     const std::string p = "model.layers." + std::to_string(i) + ".";
     put(p + "input_layernorm.weight");
     // Phi-3 stores q/k/v (and gate/up below) as one fused matrix, rows one after the other.
-    auto fuse = [&](const std::string& name, const std::vector<std::string>& parts) {
+    auto fuse = [&](const FusedWeight& fw) {
       std::vector<torch::Tensor> ts;
-      for (const auto& q : parts) {
-        put(q);
+      for (const auto& q : fw.parts) {
+        put(p + q);
         ts.push_back(out.back().second);
         out.pop_back();
       }
-      out.emplace_back(name, torch::cat(ts, 0).contiguous());
+      out.emplace_back(p + fw.fused, torch::cat(ts, 0).contiguous());
     };
     if (h.is_phi3())
-      fuse(p + "self_attn.qkv_proj.weight",
-           {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+      fuse(phi3_fused_weights()[0]);
     else
       for (const char* proj : {"q_proj", "k_proj", "v_proj"}) put(p + "self_attn." + proj + ".weight");
     if (h.qkv_bias) {
@@ -65,7 +64,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     }
     put(p + "post_attention_layernorm.weight");
     if (h.is_phi3()) {
-      fuse(p + "mlp.gate_up_proj.weight", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+      fuse(phi3_fused_weights()[1]);
       put(p + "mlp.down_proj.weight");
     } else {
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");

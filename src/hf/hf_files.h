@@ -35,6 +35,11 @@ WeightFiles find_weight_files(const std::string& dir);
 /// file in errors. Does not touch the file system.
 WeightFiles parse_weight_index(const nlohmann::json& index, const std::string& dir, const std::string& where);
 
+/// True when tensor or file name `s` ends with `suffix` ("...rotary_emb.inv_freq").
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 /// Calls fn(file, entry) for every tensor of every shard, shard by shard (each shard
 /// is read, validated and released in turn). For a sharded folder the shards must
 /// hold exactly the tensors the index maps to them: a tensor the index puts in

@@ -40,10 +40,7 @@ std::string shape_source(const std::string& name) {
   return "hidden_size";
 }
 
-bool is_rotary_buffer(const std::string& name) {
-  const std::string tail = "rotary_emb.inv_freq";
-  return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-}
+bool is_rotary_buffer(const std::string& name) { return ends_with(name, "rotary_emb.inv_freq"); }
 
 }  // namespace
 
@@ -145,21 +142,31 @@ std::string dtype_name(c10::ScalarType t) {
   }
 }
 
-std::vector<std::string> fused_parts(const HfConfig& cfg, const std::string& name) {
-  if (!cfg.is_phi3()) return {};
-  for (const auto& [fused, parts] :
-       {std::pair<std::string, std::vector<std::string>>{"self_attn.qkv_proj.weight",
-                                                         {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                                          "self_attn.v_proj.weight"}},
-        {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}}}) {
-    if (name.size() <= fused.size() || name.compare(name.size() - fused.size(), fused.size(), fused) != 0) continue;
-    const std::string prefix = name.substr(0, name.size() - fused.size());
-    std::vector<std::string> out;
-    for (const auto& p : parts) out.push_back(prefix + p);
-    return out;
-  }
-  return {};
+const std::vector<FusedWeight>& phi3_fused_weights() {
+  static const std::vector<FusedWeight> kFused = {
+      {"self_attn.qkv_proj.weight", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+      {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}}};
+  return kFused;
 }
+
+namespace {
+
+// The fused weight stored as `name` ("model.layers.3.self_attn.qkv_proj.weight"), or null.
+const FusedWeight* fused_weight(const std::string& name) {
+  for (const auto& fw : phi3_fused_weights())
+    if (ends_with(name, fw.fused)) return &fw;
+  return nullptr;
+}
+
+// The fused weight that holds parameter `name` ("model.layers.3.self_attn.k_proj.weight"), or null.
+const FusedWeight* fused_holder(const std::string& name) {
+  for (const auto& fw : phi3_fused_weights())
+    for (const auto& p : fw.parts)
+      if (ends_with(name, p)) return &fw;
+  return nullptr;
+}
+
+}  // namespace
 
 void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const WeightFiles& files) {
   torch::NoGradGuard no_grad;
@@ -174,45 +181,48 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
                             e.dtype == io::DType::F64;
     if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
-    // Phi-3's fused projections: the rows of q, k, v (gate, up) one after the other.
-    const auto parts = fused_parts(cfg, e.name);
-    if (!parts.empty() && params.count(parts[0])) {
-      if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
-      for (const auto& p : parts)
-        if (loaded.count(p)) throw InputError(w + ": holds '" + p + "', also stored in " + loaded[p]);
-      loaded[e.name] = f.path();
+    // Converted to the compute dtype before the check: a finite F64 value can overflow it.
+    auto read = [&] {
       torch::Tensor t = to_tensor(f, e).to(params.at("model.embed_tokens.weight").scalar_type());
       if (!torch::isfinite(t).all().item<bool>())
         throw InputError(w + ": contains NaN or Inf values (in the compute dtype " +
                          std::string(c10::toString(t.scalar_type())) + ")");
-      int64_t rows = 0;
-      for (const auto& p : parts) rows += params.at(p).size(0);
-      const std::vector<int64_t> want = {rows, params.at(parts[0]).size(1)};
-      if (t.sizes() != c10::IntArrayRef(want))
-        throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) + " from config.json (" +
-                         (parts.size() == 3 ? "(num_attention_heads + 2 num_key_value_heads) head_dim, hidden_size"
-                                            : "2 intermediate_size, hidden_size") +
-                         ")");
-      int64_t at = 0;
-      for (const auto& p : parts) {
-        auto& dst = params.at(p);
-        dst.copy_(t.narrow(0, at, dst.size(0)));
-        at += dst.size(0);
-        loaded[p] = f.path();
+      return t;
+    };
+    if (cfg.is_phi3()) {
+      // Phi3ForCausalLM has no separate projections: transformers would ignore them and
+      // leave the fused matrix random.
+      if (fused_holder(e.name))
+        throw InputError(w + ": unexpected tensor (" + cfg.architecture +
+                         " stores self_attn.qkv_proj and mlp.gate_up_proj, fused; separate projections are "
+                         "Llama's layout: set architectures to LlamaForCausalLM)");
+      // The fused projections: the rows of q, k, v (gate, up) one after the other.
+      if (const FusedWeight* fw = fused_weight(e.name)) {
+        const std::string layer = e.name.substr(0, e.name.size() - fw->fused.size());
+        if (params.count(layer + fw->parts[0])) {
+          if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
+          loaded[e.name] = f.path();
+          const torch::Tensor t = read();
+          int64_t rows = 0;
+          for (const auto& p : fw->parts) rows += params.at(layer + p).size(0);
+          const std::vector<int64_t> want = {rows, params.at(layer + fw->parts[0]).size(1)};
+          if (t.sizes() != c10::IntArrayRef(want))
+            throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
+                             " from config.json (" +
+                             (fw->parts.size() == 3 ? "(num_attention_heads + 2 num_key_value_heads) head_dim, hidden_size"
+                                                    : "2 intermediate_size, hidden_size") +
+                             ")");
+          int64_t at = 0;
+          for (const auto& p : fw->parts) {
+            auto& dst = params.at(layer + p);
+            dst.copy_(t.narrow(0, at, dst.size(0)));
+            at += dst.size(0);
+            loaded[layer + p] = f.path();
+          }
+          return;
+        }
       }
-      return;
     }
-    // Phi3ForCausalLM has no separate projections: transformers would leave qkv_proj /
-    // gate_up_proj random and ignore these.
-    if (cfg.is_phi3())
-      for (const char* sep : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                              "mlp.gate_proj.weight", "mlp.up_proj.weight"}) {
-        const std::string tail(sep);
-        if (e.name.size() > tail.size() && e.name.compare(e.name.size() - tail.size(), tail.size(), tail) == 0)
-          throw InputError(w + ": unexpected tensor (" + cfg.architecture +
-                           " stores self_attn.qkv_proj and mlp.gate_up_proj, fused; separate projections are "
-                           "Llama's layout: set architectures to LlamaForCausalLM)");
-      }
     auto it = params.find(e.name);
     if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings))
       throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
@@ -220,11 +230,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                        (cfg.qkv_bias ? "" : ", no q/k/v biases") + ")");
     if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
     loaded[e.name] = f.path();
-    // Converted to the compute dtype before the check: a finite F64 value can overflow it.
-    torch::Tensor t = to_tensor(f, e).to(params.at("model.embed_tokens.weight").scalar_type());
-    if (!torch::isfinite(t).all().item<bool>())
-      throw InputError(w + ": contains NaN or Inf values (in the compute dtype " +
-                       std::string(c10::toString(t.scalar_type())) + ")");
+    const torch::Tensor t = read();
     const auto want = it != params.end() ? it->second.sizes() : params.at("model.embed_tokens.weight").sizes();
     if (t.sizes() != want)
       throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
@@ -239,17 +245,11 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   for (const auto& [name, p] : params)
     if (!loaded.count(name)) {
       // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
+      const FusedWeight* fw = cfg.is_phi3() ? fused_holder(name) : nullptr;
       std::string missing = name;
-      if (cfg.is_phi3())
-        for (const auto& [part, fused] : {std::pair<std::string, std::string>{"self_attn.q_proj.weight", "self_attn.qkv_proj.weight"},
-                                          {"self_attn.k_proj.weight", "self_attn.qkv_proj.weight"},
-                                          {"self_attn.v_proj.weight", "self_attn.qkv_proj.weight"},
-                                          {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight"},
-                                          {"mlp.up_proj.weight", "mlp.gate_up_proj.weight"}})
-          if (name.size() > part.size() && name.compare(name.size() - part.size(), part.size(), part) == 0) {
-            missing = name.substr(0, name.size() - part.size()) + fused;
-            break;
-          }
+      if (fw)
+        for (const auto& p : fw->parts)
+          if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
                        (missing == name ? " (shape " + shape_str(p.sizes()) + ", expected by "
                                         : " (fused, expected by ") +

@@ -1,10 +1,12 @@
-// Loading a Hugging Face Qwen2 / Qwen3 / Llama folder into the project's dense
-// transformer (baselines::DenseModel, whose parameter names are exactly the Hugging Face
-// ones), issue 10. The computed function is that of transformers' Qwen2ForCausalLM /
-// Qwen3ForCausalLM / LlamaForCausalLM (LayerRoute section 4 starts from
-// Qwen2.5-0.5B-Instruct).
+// Loading a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 folder into the
+// project's dense transformer (baselines::DenseModel, whose parameter names are exactly
+// the Hugging Face ones, except Phi-3's fused projections: phi3_fused_weights), issue 10.
+// The computed function is that of transformers' Qwen2ForCausalLM / Qwen3ForCausalLM /
+// LlamaForCausalLM / MistralForCausalLM / Phi3ForCausalLM (LayerRoute section 4 starts
+// from Qwen2.5-0.5B-Instruct).
 #pragma once
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -15,7 +17,8 @@
 
 namespace lol::hf {
 
-/// The dense model configuration of a Hugging Face config: full attention,
+/// The dense model configuration of a Hugging Face config: full attention, or "sliding"
+/// with window = sliding_window and n_full_prelude = full_attention_layers;
 /// max_seq_len = max_position_embeddings, head_dim explicit.
 baselines::DenseConfig to_dense_config(const HfConfig& c);
 
@@ -23,13 +26,24 @@ baselines::DenseConfig to_dense_config(const HfConfig& c);
 /// num_parameters(): baselines::cost_model of to_dense_config(c).
 int64_t parameter_count(const HfConfig& c);
 
-/// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch, kQwen3Arch
-/// or kLlamaArch), weights stored as `torch_dtype` ("float32" | "bfloat16" | "float16").
-/// Throws InputError when the model cannot be expressed in that architecture:
-/// attention other than "full"; q/k/v biases except for Qwen2; qk_norm except for Qwen3,
-/// and no qk_norm for Qwen3.
+/// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch, kQwen3Arch,
+/// kLlamaArch, kMistralArch or kPhi3Arch), weights stored as `torch_dtype` ("float32" |
+/// "bfloat16" | "float16"). Throws InputError when the model cannot be expressed in that
+/// architecture: strided attention; sliding attention for Llama, with full layers after
+/// the sliding ones (n_full_coda), or with full layers first for Mistral / Phi-3; q/k/v
+/// biases except for Qwen2; qk_norm except for Qwen3, and no qk_norm for Qwen3.
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype);
+
+/// Phi-3's fused weights (transformers' Phi3Attention / Phi3MLP): per layer, the stored
+/// tensor (a suffix of "model.layers.N.") and the dense model's parameters whose rows it
+/// stacks, in order: qkv_proj = [q_proj; k_proj; v_proj] ([(H + 2 Hkv) hd, d]),
+/// gate_up_proj = [gate_proj; up_proj] ([2 F, d]).
+struct FusedWeight {
+  std::string fused;
+  std::vector<std::string> parts;
+};
+const std::vector<FusedWeight>& phi3_fused_weights();
 
 /// "float32" | "float" | "bfloat16" | "bf16" | "float16" | "half" | "fp16" | "float64";
 /// throws InputError naming `flag` otherwise.

@@ -34,10 +34,10 @@ std::string render(const nlohmann::ordered_json& messages, const nlohmann::order
   }
 }
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  return i;
+// Length of the common prefix of two sequences (token ids or bytes).
+template <class Seq>
+size_t common_prefix(const Seq& a, const Seq& b) {
+  return size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
@@ -70,8 +70,7 @@ std::vector<std::pair<size_t, size_t>> assistant_spans(const nlohmann::ordered_j
     if (!is_prefix(prompt)) {
       const std::string history = render(upto, s.tool_schemas, false, f, name);
       history_end = history.size();
-      a = 0;
-      while (a < prompt.size() && a < text.size() && prompt[a] == text[a]) ++a;
+      a = common_prefix(prompt, text);
       if (!is_prefix(history) || a < history.size())
         refuse(i, "renders the messages before an assistant message differently once it follows (a template that "
                   "rewrites earlier turns, or moves the system prompt into the last user turn)", "");
