@@ -114,10 +114,11 @@ torch::Tensor block_forward(nn::BlockImpl& b, const torch::Tensor& x, TokenLayou
     nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr, ffn_rows, L.seq()};
     return b.forward(x, ctx);
   }
-  auto h = b.input_layernorm(x);
-  auto att = attend(*b.self_attn, h, L, a, rope);
+  auto att = attend(*b.self_attn, b.input_layernorm(x), L, a, rope);
+  if (b.attn_output_norm) att = b.attn_output_norm(att);  // sandwich norms (nn/block.h)
   auto y = x + att;
-  return y + b.ffn(b.post_attention_layernorm(y), ffn_rows);
+  auto m = b.ffn(b.post_attention_layernorm(y), ffn_rows);
+  return y + (b.ffn_output_norm ? b.ffn_output_norm(m) : m);
 }
 
 double allowed_pairs(int64_t n, const LayerAttention& a) {

@@ -1,5 +1,8 @@
 #include "baselines/dense_config.h"
 
+#include <cmath>
+
+#include "nn/activation.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -9,11 +12,23 @@ LayerAttention DenseConfig::layer_attention(int64_t i) const {
   LayerAttention a;
   const AttentionKind kind = parse_attention_kind(attention, "dense config: field 'attention'");
   if (kind == AttentionKind::Full || i < n_full_prelude || i >= n_layers - n_full_coda) return a;
+  if (full_attention_interval > 0 && (i + 1) % full_attention_interval == 0) return a;
   a.kind = kind;
   a.window = window;
   a.stride = stride;
   a.depth = i - n_full_prelude + 1;
   return a;
+}
+
+nn::BlockShape DenseConfig::dense_block_shape() const {
+  nn::BlockShape s = block_shape();
+  s.activation = nn::activation_from_name(activation, "dense config: field 'activation'");
+  s.sandwich_norm = sandwich_norm;
+  return s;
+}
+
+bool DenseConfig::local_rope(int64_t layer) const {
+  return rope_local_theta > 0 && layer_attention(layer).kind == AttentionKind::Sliding;
 }
 
 void DenseConfig::validate(const std::string& w) const {
@@ -31,6 +46,15 @@ void DenseConfig::validate(const std::string& w) const {
             "attention = \"full\"");
   }
   if (kind == AttentionKind::Strided) check_range(w, "stride", stride, 0, window - 1);
+  nn::activation_from_name(activation, w + ": field 'activation'");
+  if (full_attention_interval != 0 || rope_local_theta != 0) {
+    require(kind == AttentionKind::Sliding, w,
+            "fields 'full_attention_interval'/'rope_local_theta' apply to sliding attention only: expected 0 with "
+            "attention = \"" + attention + "\"");
+    check_range(w, "full_attention_interval", full_attention_interval, 0, n_layers);
+    require(std::isfinite(rope_local_theta) && rope_local_theta >= 0, w,
+            "field 'rope_local_theta' = " + std::to_string(rope_local_theta) + ": expected 0 or a positive base");
+  }
   util::check_parameter_estimate(w, "n_layers blocks and the embeddings",
                                  double(n_layers) * block_parameter_estimate(1, ffn_hidden) +
                                      2.0 * double(vocab_size) * double(d_model));
@@ -47,6 +71,11 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("stride", c.stride);
   f.get("n_full_prelude", c.n_full_prelude);
   f.get("n_full_coda", c.n_full_coda);
+  f.get("full_attention_interval", c.full_attention_interval);
+  f.get("rope_local_theta", c.rope_local_theta);
+  f.get("activation", c.activation);
+  f.get("sandwich_norm", c.sandwich_norm);
+  f.get("scale_embeddings", c.scale_embeddings);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -61,6 +90,11 @@ nlohmann::json DenseConfig::to_json() const {
   j["stride"] = stride;
   j["n_full_prelude"] = n_full_prelude;
   j["n_full_coda"] = n_full_coda;
+  if (full_attention_interval != 0) j["full_attention_interval"] = full_attention_interval;
+  if (rope_local_theta != 0) j["rope_local_theta"] = rope_local_theta;
+  if (activation != "silu") j["activation"] = activation;
+  if (sandwich_norm) j["sandwich_norm"] = true;
+  if (scale_embeddings) j["scale_embeddings"] = true;
   return j;
 }
 

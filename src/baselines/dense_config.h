@@ -24,6 +24,26 @@ struct DenseConfig : TransformerShape {
   /// layers use full attention instead (LoL's prelude/coda layout); strided depth l = 1
   /// is the first layer after them.
   int64_t n_full_prelude = 0, n_full_coda = 0;
+  /// With "sliding": layer i (between the full prelude and coda) has full attention when
+  /// (i + 1) % full_attention_interval == 0 (Gemma 3's pattern: 6); 0 = never.
+  int64_t full_attention_interval = 0;
+  /// > 0: the RoPE base of the sliding layers, which then use no rope_scaling (Gemma 3's
+  /// rope_local_base_freq, 10000); 0 = every layer uses rope_theta and rope_scaling.
+  double rope_local_theta = 0;
+
+  // Gemma-family block and embedding (Hugging Face models; written to config.json only
+  // when not default, so a Llama-layout model's file does not change).
+  std::string activation = "silu";  ///< the FFN gate activation (nn::activation_from_name)
+  bool sandwich_norm = false;       ///< nn::BlockShape::sandwich_norm (Gemma 2/3)
+  /// Token embeddings multiplied by sqrt(d_model) rounded to the compute dtype (Gemma's
+  /// normalizer / Gemma3TextScaledWordEmbedding); the tied LM head uses the unscaled matrix.
+  bool scale_embeddings = false;
+
+  /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
+  /// activation and sandwich norms).
+  nn::BlockShape dense_block_shape() const;
+  /// Whether layer i uses the sliding layers' RoPE (rope_local_theta > 0 and a sliding layer).
+  bool local_rope(int64_t layer) const;
 
   /// Attention pattern of layer i (0-based).
   LayerAttention layer_attention(int64_t layer) const;

@@ -1,5 +1,7 @@
 #include "baselines/dense_model.h"
 
+#include <cmath>
+
 #include "baselines/init.h"
 #include "util/error.h"
 
@@ -20,10 +22,11 @@ void check_tokens(const torch::Tensor& tokens, int64_t vocab_size, int64_t max_s
 
 DenseModelImpl::DenseModelImpl(const DenseConfig& c) : rope(c.effective_head_dim(), c.rope_theta, c.rope_scaling), cfg_(c) {
   c.validate("dense model config");
+  if (c.rope_local_theta > 0) rope_local = nn::RoPE(c.effective_head_dim(), c.rope_local_theta);
   body_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
   layers = body_->register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.n_layers; ++i) layers->push_back(nn::Block(c.block_shape()));
+  for (int64_t i = 0; i < c.n_layers; ++i) layers->push_back(nn::Block(c.dense_block_shape()));
   norm = body_->register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps));
   if (!c.tie_word_embeddings)
     lm_head = register_module("lm_head",
@@ -38,11 +41,25 @@ torch::Tensor DenseModelImpl::hidden(const torch::Tensor& tokens, const torch::T
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const auto dev = embed_tokens->weight.device();
   TokenLayout L(B, T, doc_ids, dev);
-  auto s = embed_tokens(tokens.to(dev)).reshape({B * T, cfg_.d_model});
+  auto s = embed(tokens.to(dev)).reshape({B * T, cfg_.d_model});
   for (int64_t i = 0; i < cfg_.n_layers; ++i)
-    s = block_forward(*layers[i]->as<nn::Block>(), s, L, cfg_.layer_attention(i), rope);
+    s = block_forward(*layers[i]->as<nn::Block>(), s, L, cfg_.layer_attention(i), layer_rope(i));
   return norm(s.view({B, T, cfg_.d_model}));
 }
+
+double embedding_scale(const DenseConfig& c) { return c.scale_embeddings ? std::sqrt(double(c.d_model)) : 1.0; }
+
+torch::Tensor scale_embedding_rows(const torch::Tensor& e, const DenseConfig& c) {
+  if (!c.scale_embeddings) return e;
+  // The factor rounded to the compute dtype first, as transformers' Gemma does.
+  return e * torch::scalar_tensor(embedding_scale(c), e.options());
+}
+
+torch::Tensor DenseModelImpl::embed(const torch::Tensor& tokens) {
+  return scale_embedding_rows(embed_tokens(tokens), cfg_);
+}
+
+nn::RoPE& DenseModelImpl::layer_rope(int64_t layer) { return cfg_.local_rope(layer) ? rope_local : rope; }
 
 torch::Tensor DenseModelImpl::logits(const torch::Tensor& h) {
   return cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);

@@ -4,6 +4,7 @@
 //   model.layers.{i}.input_layernorm.weight [d]
 //   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias when qkv_bias)
 //   model.layers.{i}.post_attention_layernorm.weight [d]
+//   (sandwich_norm, Gemma 3: also pre_feedforward_layernorm, post_feedforward_layernorm; nn/block.h)
 //   model.layers.{i}.mlp.{gate,up,down}_proj.weight
 //   model.norm.weight [d]
 //   lm_head.weight [V, d] (absent when tie_word_embeddings)
@@ -27,6 +28,12 @@ namespace lol::baselines {
 /// [0, vocab_size); `what` names the model in the message.
 void check_tokens(const torch::Tensor& tokens, int64_t vocab_size, int64_t max_seq_len, const std::string& what);
 
+/// sqrt(d_model) when c.scale_embeddings, else 1.
+double embedding_scale(const DenseConfig& c);
+/// Embedding rows e [..., d_model] times embedding_scale(c) rounded to e's dtype (Gemma's
+/// normalizer); e itself when c.scale_embeddings is false.
+torch::Tensor scale_embedding_rows(const torch::Tensor& e, const DenseConfig& c);
+
 class DenseModelImpl : public torch::nn::Module {
  public:
   /// Validates `cfg` (InputError) and initialises the weights with seed 0.
@@ -43,6 +50,12 @@ class DenseModelImpl : public torch::nn::Module {
   torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {});
   /// Logits of hidden states h [..., d_model] -> [..., vocab] (lm_head or tied embedding).
   torch::Tensor logits(const torch::Tensor& h);
+  /// Input embeddings of tokens [...] int64 -> [..., d_model]: embed_tokens, times
+  /// sqrt(d_model) with scale_embeddings (Gemma).
+  torch::Tensor embed(const torch::Tensor& tokens);
+  /// The RoPE of layer `layer`: rope_local for a sliding layer when rope_local_theta > 0
+  /// (Gemma 3), else rope.
+  nn::RoPE& layer_rope(int64_t layer);
   const DenseConfig& config() const { return cfg_; }
 
   torch::nn::Embedding embed_tokens{nullptr};
@@ -50,6 +63,7 @@ class DenseModelImpl : public torch::nn::Module {
   nn::RMSNorm norm{nullptr};
   torch::nn::Linear lm_head{nullptr};     ///< nullptr when tie_word_embeddings
   nn::RoPE rope;
+  nn::RoPE rope_local;  ///< sliding layers' RoPE when rope_local_theta > 0 (else unused)
 
  private:
   DenseConfig cfg_;

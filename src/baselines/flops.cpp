@@ -64,12 +64,12 @@ CostModel cost_model(const DenseConfig& c) {
   CostModel m;
   m.architecture = "dense";
   const int64_t width = c.n_heads * c.effective_head_dim();
-  const double per_block = block_matmul(c.block_shape());
+  const double per_block = block_matmul(c.dense_block_shape());
   for (int64_t i = 0; i < c.n_layers; ++i)
     m.layers.push_back(layer("layers." + std::to_string(i), per_block, c.layer_attention(i), width));
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   const int64_t embed = c.vocab_size * c.d_model;
-  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.block_shape()) + c.d_model;
+  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.dense_block_shape()) + c.d_model;
   m.active_parameters = m.parameters;
   m.effective_parameters = m.parameters;
   return m;

@@ -1,4 +1,4 @@
-// `lol hf info|generate|ppl|bench`: Hugging Face Qwen2 / Llama folders (issue 10).
+// `lol hf info|generate|ppl|bench`: Hugging Face model folders (issue 10, docs/hf.md).
 //   info DIR                      config, weights, tokenizer and chat template summary
 //   generate DIR --prompt TEXT    streamed KV-cached generation (--chat: the folder's chat template)
 //   ppl DIR --data FILE           perplexity and bits per byte of a text file
@@ -91,11 +91,44 @@ std::string chat_template_summary(const tokenizers::Tokenizer& tok, const std::s
   }
 }
 
+/// Which layers slide, for `hf info`.
+std::string attention_text(const hf::HfConfig& c) {
+  if (c.sliding_window == 0) return "full causal, every layer";
+  const std::string w = "sliding window of " + std::to_string(c.sliding_window) + " tokens";
+  if (c.full_attention_interval > 0) {
+    std::string full;
+    for (int64_t i = c.full_attention_interval - 1; i < c.num_hidden_layers; i += c.full_attention_interval)
+      full += (full.empty() ? "" : ",") + std::to_string(i);
+    const int64_t p = c.full_attention_interval;
+    const char* th = p % 100 / 10 == 1 ? "th" : p % 10 == 1 ? "st" : p % 10 == 2 ? "nd" : p % 10 == 3 ? "rd" : "th";
+    return w + " on every layer but " + (full.empty() ? "none" : full) + " (full causal: every " +
+           std::to_string(p) + th + " layer)" +
+           (c.rope_local_theta > 0 ? "; sliding layers use unscaled RoPE with base " + nlohmann::json(c.rope_local_theta).dump()
+                                   : std::string());
+  }
+  return w + " on layers " + std::to_string(c.full_attention_layers) + ".." + std::to_string(c.num_hidden_layers - 1) +
+         (c.full_attention_layers > 0 ? ", full causal on 0.." + std::to_string(c.full_attention_layers - 1)
+                                      : std::string());
+}
+
+/// The block's layout, for `hf info`.
+std::string block_text(const hf::HfConfig& c) {
+  std::string s = std::string(c.sandwich_norm ? "sandwich norms (pre/post attention and feed-forward)" : "pre-norm") +
+                  ", MLP gate " + c.activation;
+  if (c.norm_offset) s += ", norm weights stored as offsets from 1";
+  if (c.scale_embeddings) s += ", embeddings times sqrt(hidden_size)";
+  if (c.query_pre_attn_scalar > 0)
+    s += ", attention scale query_pre_attn_scalar^-1/2 = " + nlohmann::json(1.0 / std::sqrt(c.query_pre_attn_scalar)).dump();
+  return s;
+}
+
 void run_info(const std::string& dir, bool check) {
   const hf::HfConfig c = hf::HfConfig::load_dir(dir);
   const hf::WeightFiles files = hf::find_weight_files(dir);
   std::cout << "folder        " << dir << "\n"
-            << "architecture  " << c.architecture << (c.qkv_bias ? " (q/k/v biases)" : "")
+            << "architecture  " << c.architecture
+            << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
+            << (c.qkv_bias ? " (q/k/v biases)" : "")
             << (c.qk_norm ? " (q/k norms)" : "") << "\n"
             << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
@@ -107,15 +140,8 @@ void run_info(const std::string& dir, bool check) {
             << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
             << c.rms_norm_eps << "\n"
             << "rope scaling  " << c.rope_scaling.describe() << "\n"
-            << "attention     "
-            << (c.sliding_window == 0
-                    ? std::string("full causal, every layer")
-                    : "sliding window of " + std::to_string(c.sliding_window) + " tokens on layers " +
-                          std::to_string(c.full_attention_layers) + ".." + std::to_string(c.num_hidden_layers - 1) +
-                          (c.full_attention_layers > 0
-                               ? ", full causal on 0.." + std::to_string(c.full_attention_layers - 1)
-                               : std::string()))
-            << "\n"
+            << "attention     " << attention_text(c) << "\n"
+            << "block         " << block_text(c) << "\n"
             << "torch_dtype   " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype)
             << " (config.json; each tensor keeps its own stored dtype)\n";
   uint64_t bytes = 0;
@@ -428,7 +454,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face Qwen2 / Llama model folders (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 3 (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

@@ -1,10 +1,12 @@
 #include "hf/hf_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <tuple>
 
 #include "io/json_file.h"
+#include "nn/activation.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -24,6 +26,35 @@ std::string num_text(double v) { return nlohmann::json(v).dump(); }
 
 void require_positive(const std::string& where, const std::string& key, int64_t v) {
   if (v < 1) throw InputError(where + ": " + field(key) + " = " + std::to_string(v) + ": expected >= 1");
+}
+
+/// Gemma3ForConditionalGeneration: its text_config as a Gemma3ForCausalLM config. The
+/// Hub's files list only the keys that differ from Gemma3TextConfig's defaults (gemma-3-4b:
+/// hidden_size, intermediate_size, num_hidden_layers, rope_scaling, sliding_window), so
+/// absent size keys take those defaults here; bos/eos ids, the dtype, tied embeddings and
+/// quantization come from the top level when it has them.
+nlohmann::json gemma3_text_config(const nlohmann::json& j, const std::string& where) {
+  if (j.contains("model_type") && j["model_type"] != "gemma3")
+    throw InputError(where + ": " + field("model_type") + " = " + j["model_type"].dump() + ": expected \"gemma3\" for " +
+                     kGemma3VisionArch);
+  if (!j.contains("text_config") || !j["text_config"].is_object())
+    throw InputError(where + ": " + field("text_config") + ": expected an object (the text model's settings of " +
+                     kGemma3VisionArch + ")");
+  nlohmann::json t = j["text_config"];
+  if (t.contains("model_type") && t["model_type"] != "gemma3_text")
+    throw InputError(where + ": " + field("text_config.model_type") + " = " + t["model_type"].dump() +
+                     ": expected \"gemma3_text\"");
+  static const nlohmann::json kDefaults = {{"vocab_size", 262208},      {"hidden_size", 2304},
+                                           {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+                                           {"num_attention_heads", 8},  {"num_key_value_heads", 4},
+                                           {"head_dim", 256},           {"max_position_embeddings", 131072}};
+  for (const auto& [k, v] : kDefaults.items())
+    if (!t.contains(k)) t[k] = v;
+  t["architectures"] = {kGemma3Arch};
+  t["model_type"] = "gemma3_text";
+  for (const char* k : {"bos_token_id", "eos_token_id", "torch_dtype", "dtype", "tie_word_embeddings", "quantization_config"})
+    if (j.contains(k) && !j[k].is_null()) t[k] = j[k];
+  return t;
 }
 
 }  // namespace
@@ -56,17 +87,26 @@ std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& k
 }
 
 HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) {
+  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kGemma3VisionArch})) {
+    HfConfig c = from_json(gemma3_text_config(j, where), where + " (text_config)");
+    c.multimodal_text = true;
+    return c;
+  }
   util::JsonFields f(j, where);
   HfConfig c;
   std::vector<std::string> archs;
   f.get("architectures", archs);
   const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
-                            kMistralArch + "\" or \"" + kPhi3Arch + "\"";
+                            kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma3Arch + "\" or \"" +
+                            kGemma3VisionArch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
+  if (archs[0] == "Gemma2ForCausalLM")
+    unsupported(where, "architectures", "[\"Gemma2ForCausalLM\"]",
+                "Gemma 2's attention and final logit soft-capping are not implemented; Gemma and Gemma 3 are");
   if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch &&
-      archs[0] != kPhi3Arch)
+      archs[0] != kPhi3Arch && archs[0] != kGemmaArch && archs[0] != kGemma3Arch)
     throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
   const std::string want_type = c.model_type();
@@ -99,7 +139,14 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   // (None: the query heads), Qwen2Config's / Qwen3Config's (32) or MistralConfig's (8).
   const bool kv_missing = !f.has("num_key_value_heads");
   const bool qwen = c.is_qwen2() || c.is_qwen3();
-  c.num_key_value_heads = kv_missing && qwen ? 32 : kv_missing && c.is_mistral() ? 8 : c.num_attention_heads;
+  const bool gemma = c.is_gemma() || c.is_gemma3();
+  // (GemmaConfig's default is 16, Gemma3TextConfig's 4.)
+  const int64_t kv_default = qwen            ? 32
+                             : c.is_mistral() ? 8
+                             : c.is_gemma()   ? 16
+                             : c.is_gemma3()  ? 4
+                                              : c.num_attention_heads;
+  c.num_key_value_heads = kv_missing ? kv_default : c.num_attention_heads;
   if (!kv_missing && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
   require_positive(where, "num_key_value_heads", c.num_key_value_heads);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
@@ -107,13 +154,16 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                      (kv_missing ? " is missing, and " +
                                        std::string(c.is_qwen3()     ? "Qwen3Config's default is 32"
                                                    : c.is_mistral() ? "MistralConfig's default is 8"
+                                                   : c.is_gemma()   ? "GemmaConfig's default is 16"
+                                                   : c.is_gemma3()  ? "Gemma3TextConfig's default is 4"
                                                                     : "Qwen2Config's default is 32")
                                  : " = " + std::to_string(c.num_key_value_heads)) +
                      ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
   c.head_dim = c.hidden_size / c.num_attention_heads;
-  if (c.is_qwen3() && !f.has("head_dim")) {
-    // Qwen3Config's default; a null head_dim is hidden_size / heads, as Qwen3Attention reads it.
-    c.head_dim = 128;
+  if ((c.is_qwen3() || gemma) && !f.has("head_dim")) {
+    // Qwen3Config's / the Gemma configs' defaults; a null head_dim is hidden_size / heads,
+    // as Qwen3Attention reads it.
+    c.head_dim = gemma ? 256 : 128;
   } else if (f.has("head_dim") && !j["head_dim"].is_null()) {
     f.get("head_dim", c.head_dim);
   } else if (c.hidden_size % c.num_attention_heads != 0) {
@@ -129,8 +179,11 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   f.get("rms_norm_eps", c.rms_norm_eps);
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
     throw InputError(where + ": " + field("rms_norm_eps") + ": expected 0 < rms_norm_eps < 1");
-  c.rope_theta = 10000.0;  // both architectures' transformers defaults
+  c.rope_theta = c.is_gemma3() ? 1e6 : 10000.0;  // the config classes' defaults
   f.get("rope_theta", c.rope_theta);
+  // Gemma 3: the sliding layers' RoPE base (transformers >= 5: rope_parameters.sliding_attention).
+  double local_theta = 10000.0;
+  if (c.is_gemma3()) f.get("rope_local_base_freq", local_theta);
   // RoPE: transformers 4.x writes rope_theta and rope_scaling {rope_type, factor, ...};
   // transformers >= 5 writes rope_parameters {rope_type, rope_theta, factor, ...}. Either
   // object may carry the base; when both objects are given, transformers uses rope_scaling.
@@ -139,7 +192,29 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   std::string scaling_key, theta_key;
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!f.has(key) || j[key].is_null()) continue;
-    const auto& rp = j[key];
+    // transformers >= 5 writes Gemma 3's as one object per layer type.
+    const bool per_type = c.is_gemma3() && std::string(key) == "rope_parameters" && j[key].is_object() &&
+                          (j[key].contains("full_attention") || j[key].contains("sliding_attention"));
+    if (per_type) {
+      for (const auto& [k, v] : j[key].items())
+        if (k != "full_attention" && k != "sliding_attention")
+          throw InputError(where + ": " + field(std::string(key) + "." + k) +
+                           ": expected only \"full_attention\" and \"sliding_attention\" RoPE settings");
+      if (j[key].contains("sliding_attention")) {
+        const std::string sk = std::string(key) + ".sliding_attention";
+        const auto& sl = j[key]["sliding_attention"];
+        if (!nn::RopeScaling::from_json(sl, where, sk, c.max_position_embeddings, true).is_default())
+          unsupported(where, sk, sl.dump(), "the sliding layers' RoPE is unscaled");
+        if (sl.contains("rope_theta") && !sl["rope_theta"].is_null()) {
+          if (!sl["rope_theta"].is_number())
+            throw InputError(where + ": " + field(sk + ".rope_theta") + " = " + sl["rope_theta"].dump() +
+                             ": expected a number");
+          local_theta = sl["rope_theta"].get<double>();
+        }
+      }
+      if (!j[key].contains("full_attention")) continue;
+    }
+    const auto& rp = per_type ? j[key]["full_attention"] : j[key];
     auto s = nn::RopeScaling::from_json(rp, where, key, c.max_position_embeddings, true);
     if (scaling && *scaling != s)
       throw InputError(where + ": " + field(key) + " = " + rp.dump() + " differs from " + field(scaling_key) + " = " +
@@ -180,7 +255,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
     throw InputError(where + ": " + field("rope_theta") + " = " + std::to_string(c.rope_theta) +
                      ": expected a value in [1, 1e30]");
-  c.tie_word_embeddings = false;  // PretrainedConfig default; Qwen2.5-0.5B sets true explicitly
+  c.tie_word_embeddings = gemma;  // PretrainedConfig default (the Gemma configs': true); Qwen2.5-0.5B sets true
   f.get("tie_word_embeddings", c.tie_word_embeddings);
 
   // Stored dtype: transformers < 4.56 writes torch_dtype, newer versions dtype.
@@ -198,10 +273,19 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   // Sliding layers: a window (none: nullopt) from layer full_layers on.
   std::optional<int64_t> window;
   int64_t full_layers = c.num_hidden_layers;
-  std::string act = "silu";
-  f.get("hidden_act", act);
-  // transformers' ACT2FN maps "swish" to SiLU too.
-  if (act != "silu" && act != "swish") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU (\"silu\" or \"swish\")");
+  if (gemma) {
+    // Gemma's MLP computes the tanh-approximated GELU whatever hidden_act says (gemma-2b's
+    // config.json has "gelu"; transformers 4.38-4.4x override it): hidden_activation
+    // decides, default gelu_pytorch_tanh.
+    c.activation = "gelu_pytorch_tanh";
+    if (f.has("hidden_activation") && !j["hidden_activation"].is_null()) f.get("hidden_activation", c.activation);
+    c.activation = nn::activation_name(nn::activation_from_name(c.activation, where + ": " + field("hidden_activation")));
+  } else {
+    std::string act = "silu";
+    f.get("hidden_act", act);
+    // transformers' ACT2FN maps "swish" to SiLU too.
+    if (act != "silu" && act != "swish") unsupported(where, "hidden_act", "\"" + act + "\"", "the MLP is SwiGLU with SiLU (\"silu\" or \"swish\")");
+  }
   if (f.has("quantization_config"))
     unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   if (qwen) {
@@ -224,6 +308,49 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       f.get("sliding_window", w);
       window = w;
       full_layers = std::clamp<int64_t>(max_window_layers, 0, c.num_hidden_layers);
+    }
+  } else if (gemma) {
+    bool attention_bias = false;
+    f.get("attention_bias", attention_bias);
+    if (attention_bias) unsupported(where, "attention_bias", "true", "Gemma's projections have no biases");
+    c.norm_offset = c.scale_embeddings = true;
+    if (c.is_gemma3()) {
+      for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+        if (f.has(key) && !j[key].is_null())
+          unsupported(where, key, j[key].dump(), "soft-capping (Gemma 2) is not implemented: expected null");
+      bool bidirectional = false;
+      f.get("use_bidirectional_attention", bidirectional);
+      if (bidirectional)
+        unsupported(where, "use_bidirectional_attention", "true", "the decoder's attention is causal");
+      c.sandwich_norm = c.qk_norm = true;
+      c.query_pre_attn_scalar = 256;  // Gemma3TextConfig's default
+      f.get("query_pre_attn_scalar", c.query_pre_attn_scalar);
+      if (!(c.query_pre_attn_scalar > 0 && std::isfinite(c.query_pre_attn_scalar)))
+        throw InputError(where + ": " + field("query_pre_attn_scalar") + " = " + num_text(c.query_pre_attn_scalar) +
+                         ": expected a positive number");
+      if (!(local_theta >= 1 && local_theta <= 1e30))
+        throw InputError(where + ": " + field("rope_local_base_freq") + " = " + num_text(local_theta) +
+                         ": expected a value in [1, 1e30]");
+      c.rope_local_theta = local_theta;
+      // Sliding layers: all but every sliding_window_pattern-th (default 6), window
+      // sliding_window (default 4096); layer_types, when given, decides below.
+      int64_t pattern = 6;
+      f.get("sliding_window_pattern", pattern);
+      if (pattern < 1)
+        throw InputError(where + ": " + field("sliding_window_pattern") + " = " + std::to_string(pattern) +
+                         ": expected >= 1 (every pattern-th layer has full attention)");
+      if (!(f.has("sliding_window") && j["sliding_window"].is_null())) {
+        int64_t w = 4096;
+        f.get("sliding_window", w);
+        window = w;
+        full_layers = 0;
+        c.full_attention_interval = pattern;
+      } else if (pattern > 1 && c.num_hidden_layers > 1 && !(f.has("layer_types") && !j["layer_types"].is_null())) {
+        // transformers fails on it (no window for the sliding layers' mask).
+        unsupported(where, "sliding_window", "null",
+                    "Gemma 3's sliding layers (all but every sliding_window_pattern = " + std::to_string(pattern) +
+                        "-th) need a window");
+      }
     }
   } else {
     if (c.is_mistral() || c.is_phi3()) {
@@ -253,32 +380,55 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     if (!lt.is_array() || int64_t(lt.size()) != c.num_hidden_layers)
       throw InputError(where + ": " + field("layer_types") + ": expected a list of num_hidden_layers = " +
                        std::to_string(c.num_hidden_layers) + " entries \"full_attention\" / \"sliding_attention\"");
-    int64_t full = 0;
-    while (full < c.num_hidden_layers && lt[size_t(full)] == "full_attention") ++full;
-    for (int64_t i = full; i < c.num_hidden_layers; ++i) {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       const std::string at = "layer_types[" + std::to_string(i) + "]";
-      if (lt[size_t(i)] != "sliding_attention")
-        unsupported(where, at, lt[size_t(i)].dump(),
-                    lt[size_t(i)] == "full_attention"
-                        ? "full-attention layers after a sliding one (lol lays out full layers first, then sliding ones)"
-                        : "\"full_attention\" or \"sliding_attention\" layers");
-      if (!window)
+      if (lt[size_t(i)] != "sliding_attention" && lt[size_t(i)] != "full_attention")
+        unsupported(where, at, lt[size_t(i)].dump(), "\"full_attention\" or \"sliding_attention\" layers");
+      if (!window && lt[size_t(i)] == "sliding_attention")
         unsupported(where, at, "\"sliding_attention\"",
                     "a sliding layer needs a window, and this config sets none (sliding_window null" +
                         std::string(qwen ? " or use_sliding_window false" : "") + ")");
     }
+    // Two layouts: full layers first, then sliding ones (n_full_prelude), or a full
+    // layer every P-th (Gemma's interleaving: full exactly where (i + 1) % P == 0).
+    int64_t full = 0;
+    while (full < c.num_hidden_layers && lt[size_t(full)] == "full_attention") ++full;
+    int64_t next_full = full;
+    while (next_full < c.num_hidden_layers && lt[size_t(next_full)] == "sliding_attention") ++next_full;
     full_layers = full;
+    c.full_attention_interval = 0;
+    if (next_full < c.num_hidden_layers) {  // a full layer after a sliding one
+      if (full > 0)
+        unsupported(where, "layer_types[" + std::to_string(next_full) + "]", "\"full_attention\"",
+                    "a full-attention layer after a sliding one that follows full ones (lol lays out full-attention "
+                    "layers first, then sliding ones, or a full layer every P-th from the first)");
+      const int64_t period = next_full + 1;
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+        if ((lt[size_t(i)] == "full_attention") != ((i + 1) % period == 0))
+          unsupported(where, "layer_types[" + std::to_string(i) + "]", lt[size_t(i)].dump(),
+                      "lol lays out full-attention layers first, then sliding ones, or a full layer every P-th "
+                      "(here P = " + std::to_string(period) + " from layer " + std::to_string(next_full) + ")");
+      full_layers = 0;
+      c.full_attention_interval = period;
+    }
   }
   if (window) {
     if (*window < 1)
       throw InputError(where + ": " + field("sliding_window") + " = " + std::to_string(*window) +
                        ": expected a positive number of tokens or null");
-    // A window of max_position_embeddings or more never binds: full attention.
-    if (*window < c.max_position_embeddings && full_layers < c.num_hidden_layers) {
+    // A window of max_position_embeddings or more never binds: full attention, unless
+    // the sliding layers' RoPE differs from the full layers' (Gemma 3).
+    const bool own_rope = c.rope_local_theta > 0 && (c.rope_local_theta != c.rope_theta || !c.rope_scaling.is_default());
+    const bool any_sliding = full_layers < c.num_hidden_layers && c.full_attention_interval != 1;
+    if ((*window < c.max_position_embeddings || own_rope) && any_sliding) {
       c.sliding_window = *window;
       c.full_attention_layers = full_layers;
     }
   }
+  if (c.sliding_window == 0) c.full_attention_interval = 0;
+  // The sliding layers' own RoPE only where there are sliding layers and it differs.
+  if (c.sliding_window == 0 || (c.rope_local_theta == c.rope_theta && c.rope_scaling.is_default()))
+    c.rope_local_theta = 0;
   return c;
 }
 

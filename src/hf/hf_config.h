@@ -1,8 +1,10 @@
 // Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
 // Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4),
-// Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM and Phi3ForCausalLM. LibTorch-free.
+// Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, and the
+// Gemma family's GemmaForCausalLM and Gemma3ForCausalLM (see kGemmaArch, kGemma3Arch and
+// docs/hf.md "Gemma and Gemma 3"). LibTorch-free.
 //
-// The five architectures compute the same function on the weights this project's
+// The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
 // attention, SwiGLU MLP); they differ in defaults, in the q/k/v biases (Qwen2
 // always has them, Llama and Qwen3 have them, with an o_proj bias, only with
@@ -45,9 +47,23 @@ inline constexpr const char* kMistralArch = "MistralForCausalLM";
 /// load, fused on export); sliding_window (Phi-3-mini-4k: 2047) on every layer.
 /// longrope (the 128k variants, Phi-3.5, Phi-4-mini) and partial_rotary_factor are refused.
 inline constexpr const char* kPhi3Arch = "Phi3ForCausalLM";
+/// Gemma (gemma-2b/7b, CodeGemma; model_type "gemma"): Llama's block with GeGLU
+/// (tanh-approximated GELU), RMSNorm weights stored as offsets from 1 (x (1 + w)),
+/// embeddings times sqrt(hidden_size), head_dim 256 and tied embeddings by default.
+inline constexpr const char* kGemmaArch = "GemmaForCausalLM";
+/// Gemma 3 text models (gemma-3-270m, gemma-3-1b; model_type "gemma3_text"): Gemma's
+/// embeddings, norms and GeGLU, plus sandwich norms (nn/block.h), q_norm / k_norm, the
+/// attention scale query_pre_attn_scalar^-1/2, sliding layers with full attention every
+/// sliding_window_pattern-th layer (or layer_types), and an unscaled RoPE of base
+/// rope_local_base_freq on the sliding layers. Soft-capping (Gemma 2) is refused.
+inline constexpr const char* kGemma3Arch = "Gemma3ForCausalLM";
+/// Gemma 3 with a vision tower (gemma-3-4b, -12b, -27b; model_type "gemma3"): its
+/// text_config is read as Gemma3ForCausalLM (absent keys: Gemma3TextConfig's defaults)
+/// and only the language model's weights are loaded (HfConfig::multimodal_text).
+inline constexpr const char* kGemma3VisionArch = "Gemma3ForConditionalGeneration";
 
 struct HfConfig {
-  std::string architecture = kQwen2Arch;  ///< kQwen2Arch, kQwen3Arch, kLlamaArch, kMistralArch or kPhi3Arch
+  std::string architecture = kQwen2Arch;  ///< one of the k...Arch names above
   int64_t vocab_size = 0;                 ///< V: rows of embed_tokens / lm_head
   int64_t hidden_size = 0;                ///< d_model
   int64_t intermediate_size = 0;          ///< F: SwiGLU hidden width
@@ -66,6 +82,19 @@ struct HfConfig {
   /// (see the file comment); 0: every layer has full attention.
   int64_t sliding_window = 0;
   int64_t full_attention_layers = 0;      ///< leading full-attention layers when sliding_window > 0
+  /// > 0 (with sliding_window): layer i >= full_attention_layers has full attention when
+  /// (i + 1) % full_attention_interval == 0 (Gemma 3: sliding_window_pattern, 6).
+  int64_t full_attention_interval = 0;
+  std::string activation = "silu";        ///< the MLP gate's ACT2FN name (nn/activation.h)
+  // Gemma family:
+  bool norm_offset = false;               ///< RMSNorm weights stored as w for x (1 + w) (Gemma)
+  bool scale_embeddings = false;          ///< embeddings times sqrt(hidden_size) (Gemma)
+  bool sandwich_norm = false;             ///< pre/post_feedforward_layernorm (Gemma 3; nn/block.h)
+  double query_pre_attn_scalar = 0;       ///< > 0: attention scale query_pre_attn_scalar^-1/2 (Gemma 3)
+  double rope_local_theta = 0;            ///< > 0: sliding layers' unscaled RoPE base (Gemma 3)
+  /// The text model of a Gemma3ForConditionalGeneration folder: weights stored under
+  /// "language_model.model." (or "model.language_model."), the vision tower's skipped.
+  bool multimodal_text = false;
   std::string torch_dtype;                ///< stored dtype: "float32" | "bfloat16" | "float16" | "" (absent)
   std::vector<int64_t> bos_token_id;      ///< empty: none
   std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
@@ -74,9 +103,18 @@ struct HfConfig {
   bool is_qwen3() const { return architecture == kQwen3Arch; }
   bool is_mistral() const { return architecture == kMistralArch; }
   bool is_phi3() const { return architecture == kPhi3Arch; }
-  /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral" or "phi3".
+  bool is_gemma() const { return architecture == kGemmaArch; }
+  bool is_gemma3() const { return architecture == kGemma3Arch; }
+  /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
+  /// "phi3", "gemma" or "gemma3_text".
   std::string model_type() const {
-    return is_qwen2() ? "qwen2" : is_qwen3() ? "qwen3" : is_mistral() ? "mistral" : is_phi3() ? "phi3" : "llama";
+    return is_qwen2()   ? "qwen2"
+           : is_qwen3() ? "qwen3"
+           : is_mistral() ? "mistral"
+           : is_phi3()  ? "phi3"
+           : is_gemma() ? "gemma"
+           : is_gemma3() ? "gemma3_text"
+                        : "llama";
   }
 
   /// Parses a config.json document; `where` names the file in errors. Throws

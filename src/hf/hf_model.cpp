@@ -1,9 +1,11 @@
 #include "hf/hf_model.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -66,6 +68,11 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.window = h.sliding_window;
   c.n_full_prelude = h.sliding_window > 0 ? h.full_attention_layers : 0;
   c.stride = 0;
+  c.full_attention_interval = h.sliding_window > 0 ? h.full_attention_interval : 0;
+  c.rope_local_theta = h.sliding_window > 0 ? h.rope_local_theta : 0;
+  c.activation = h.activation;
+  c.sandwich_norm = h.sandwich_norm;
+  c.scale_embeddings = h.scale_embeddings;
   return c;
 }
 
@@ -75,6 +82,12 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
       architecture != kMistralArch && architecture != kPhi3Arch)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\" or \"" + kPhi3Arch + "\"");
+  if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
+      c.rope_local_theta > 0)
+    throw InputError("dense model: a Gemma-layout model (activation \"" + c.activation + "\", sandwich_norm " +
+                     (c.sandwich_norm ? "true" : "false") + ", scale_embeddings " +
+                     (c.scale_embeddings ? "true" : "false") +
+                     "): export writes Llama-layout architectures only (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
   // Sliding layers export where the architecture has them: Mistral (every layer) and
   // Qwen2 / Qwen3 (layers >= max_window_layers); full ones after them have no field.
   if (c.attention == "sliding") {
@@ -166,6 +179,35 @@ const FusedWeight* fused_holder(const std::string& name) {
   return nullptr;
 }
 
+/// Gemma stores every RMSNorm weight w for x_normalized (1 + w) (GemmaRMSNorm,
+/// Gemma3RMSNorm: 1 + w in float32): the dense model holds 1 + w, computed in the compute
+/// dtype. Gemma 3's attention scale query_pre_attn_scalar^-1/2 (instead of hd^-1/2) is
+/// folded into q_norm, whose output the queries are (RoPE is linear):
+/// q_norm.weight *= sqrt(hd / query_pre_attn_scalar).
+void gemma_weights_to_dense(std::map<std::string, torch::Tensor>& params, const HfConfig& cfg) {
+  if (!cfg.norm_offset) return;
+  const double q_scale = cfg.query_pre_attn_scalar > 0 ? std::sqrt(double(cfg.head_dim) / cfg.query_pre_attn_scalar) : 1.0;
+  for (auto& [name, p] : params) {
+    if (!ends_with(name, "norm.weight")) continue;
+    p.add_(1.0);
+    if (q_scale != 1.0 && ends_with(name, "self_attn.q_norm.weight")) p.mul_(q_scale);
+  }
+}
+
+/// A Gemma3ForConditionalGeneration tensor's name in the text model: "language_model.model.X"
+/// (the Hub's files) or "model.language_model.X" (saved by transformers >= 4.52) -> "model.X",
+/// "language_model.lm_head.weight" -> "lm_head.weight"; nullopt for the vision tower and the
+/// multimodal projector (not loaded); other names unchanged (refused later as unexpected).
+std::optional<std::string> multimodal_text_name(const std::string& name) {
+  for (const char* skip : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."})
+    if (name.rfind(skip, 0) == 0) return std::nullopt;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"language_model.model.", "model."},
+                                 {"model.language_model.", "model."},
+                                 {"language_model.lm_head.", "lm_head."}})
+    if (name.rfind(from, 0) == 0) return to + name.substr(from.size());
+  return name;
+}
+
 }  // namespace
 
 void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const WeightFiles& files) {
@@ -175,9 +217,15 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   std::map<std::string, std::string> loaded;  // name -> file it came from
   torch::Tensor stored_head;                  // lm_head.weight of a tied checkpoint, if any
   std::string stored_head_file;
-  for_each_weight(files, [&](const io::SafetensorsFile& f, const io::TensorEntry& e) {
-    const std::string w = f.path() + ": tensor '" + e.name + "'";
-    if (is_rotary_buffer(e.name)) return;
+  for_each_weight(files, [&](const io::SafetensorsFile& f, const io::TensorEntry& stored) {
+    const std::string w = f.path() + ": tensor '" + stored.name + "'";
+    if (is_rotary_buffer(stored.name)) return;
+    io::TensorEntry e = stored;
+    if (cfg.multimodal_text) {  // the language model's tensors under their text-model names
+      const auto text = multimodal_text_name(stored.name);
+      if (!text) return;  // the vision tower and the projector
+      e.name = *text;
+    }
     const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
                             e.dtype == io::DType::F64;
     if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
@@ -253,7 +301,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
                        (missing == name ? " (shape " + shape_str(p.sizes()) + ", expected by "
                                         : " (fused, expected by ") +
-                       cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")");
+                       cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")" +
+                       (cfg.multimodal_text ? " (stored as language_model." + missing + " in a " + kGemma3VisionArch + " folder)"
+                                            : std::string()));
     }
   if (stored_head.defined()) {
     const auto emb = params.at("model.embed_tokens.weight");
@@ -261,6 +311,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       throw InputError(stored_head_file + ": tensor 'lm_head.weight' differs from model.embed_tokens.weight although "
                        "config.json has tie_word_embeddings = true");
   }
+  gemma_weights_to_dense(params, cfg);
 }
 
 baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtype, c10::Device device,

@@ -7,6 +7,7 @@
 #include "core/index_tensor.h"
 #include "core/runtime.h"
 #include "inference/ops.h"
+#include "nn/mlp.h"
 #include "nn/rmsnorm.h"
 #include "nn/rope.h"
 #include "nn/moe_routing.h"
@@ -19,12 +20,12 @@ torch::Tensor attn_norm(const PackedBlock& b, const PackedFiLM* film, const torc
   return film ? rms_norm_film(x, b.ln1, eps, film->attn_gamma, film->attn_beta) : rms_norm(x, b.ln1, eps);
 }
 
-/// SwiGLU: down(silu(gate(m)) * up(m)) with gate|up fused.
-torch::Tensor swiglu(const torch::Tensor& m, const torch::Tensor& w_gate_up, const torch::Tensor& w_down) {
+/// Gated FFN: down(act(gate(m)) * up(m)) with gate|up fused (SwiGLU for act = SiLU).
+torch::Tensor gated_ffn(const torch::Tensor& m, const torch::Tensor& w_gate_up, const torch::Tensor& w_down,
+                        nn::Activation act = nn::Activation::SiLU) {
   auto gu = dense(m, w_gate_up);
   const int64_t F = w_down.size(1);
-  auto act = torch::silu(gu.narrow(1, 0, F)) * gu.narrow(1, F, F);
-  return dense(act, w_down);
+  return dense(nn::gated_activation(gu.narrow(1, 0, F), gu.narrow(1, F, F), act), w_down);
 }
 
 /// MoE FFN (nn::SparseMoEImpl::forward in eval mode): p = softmax(gate(m)), the top-k
@@ -44,19 +45,22 @@ torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
   int64_t off = 0;
   for (size_t j = 0; j < g.expert.size(); ++j) {
     const size_t e = size_t(g.expert[j]);
-    ys.push_back(swiglu(xs.narrow(0, off, g.size[j]), b.expert_gate_up[e], b.expert_down[e]));
+    ys.push_back(gated_ffn(xs.narrow(0, off, g.size[j]), b.expert_gate_up[e], b.expert_down[e]));
     off += g.size[j];
   }
   return out.index_add_(0, tok_t, w * torch::cat(ys));
 }
 
-/// attn-output projection and the FFN half of the block: a + ffn(norm(x + a)).
+/// attn-output projection and the FFN half of the block: a + ffn(norm(x + a)); with
+/// sandwich norms (Gemma 3) a and ffn are each normalised first.
 torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, const torch::Tensor& o,
                      double eps) {
   auto a = dense(o, b.w_o);
+  if (b.ln_attn_out.defined()) a = rms_norm(a, b.ln_attn_out, eps);
   auto h = x + a;
   auto m = film ? rms_norm_film(h, b.ln2, eps, film->ffn_gamma, film->ffn_beta) : rms_norm(h, b.ln2, eps);
-  return a + (b.is_moe() ? moe_ffn(b, m) : swiglu(m, b.w_gate_up, b.w_down));
+  auto f = b.is_moe() ? moe_ffn(b, m) : gated_ffn(m, b.w_gate_up, b.w_down, b.act);
+  return a + (b.ln_ffn_out.defined() ? rms_norm(f, b.ln_ffn_out, eps) : f);
 }
 
 std::atomic<int64_t> padded_calls{0};
@@ -175,7 +179,9 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   }
   const Padding p = plan_padding(groups, stacked, x);
   if (p.G > 0) {
-    TORCH_CHECK(!groups[0].block->q_norm.defined(), "block_delta: stacked library experts have no q/k norm");
+    TORCH_CHECK(!groups[0].block->q_norm.defined() && !groups[0].block->ln_attn_out.defined() &&
+                    groups[0].block->act == nn::Activation::SiLU,
+                "block_delta: stacked library experts are Llama-layout SwiGLU blocks without q/k norm");
     padded_calls.fetch_add(1, std::memory_order_relaxed);
     // The used experts' stacked weights (all of them, in order: the tensors themselves).
     auto pick = [&](const torch::Tensor& t) { return !t.defined() || p.all ? t : t.index_select(0, p.experts); };

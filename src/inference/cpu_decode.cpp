@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "inference/blas.h"
+#include "nn/activation.h"
 
 namespace lol::inference {
 
@@ -36,7 +37,7 @@ class Kernels final : public CpuDecoder {
     // 2. RoPE, cache write, attention over the segment's cached keys
     T* K = cache.k.data_ptr<T>();
     T* V = cache.v.data_ptr<T>();
-    const T* table = w_.rope_table.data_ptr<T>();  // row p: [cos, cos, -sin, sin]
+    const T* table = (b.local_rope ? w_.rope_table_local : w_.rope_table).data_ptr<T>();  // row p: [cos, cos, -sin, sin]
     const T scale = T(1.0 / std::sqrt(double(hd)));
     for (int64_t r = 0; r < n; ++r) {
       const DecodeToken& tk = toks[r];
@@ -72,8 +73,10 @@ class Kernels final : public CpuDecoder {
         blas::gemm(false, false, hd, G, nk, T(1), Vj + first * hd, hd, scores_.data(), nk, T(0), out + j * G * hd, hd);
       }
     }
-    // 3. o_proj, post-attention norm (+ FiLM), SwiGLU, residual
+    // 3. o_proj (and its sandwich norm), post-attention norm (+ FiLM), gated FFN, residual
     blas::rows_times_wt(att_.data(), n, H * hd, b.w_o.data_ptr<T>(), d, a_.data());
+    if (b.ln_attn_out.defined())
+      for (int64_t r = 0; r < n; ++r) norm(a_.data() + r * d, d, b.ln_attn_out.data_ptr<T>(), nullptr, nullptr, a_.data() + r * d);
     for (int64_t r = 0; r < n; ++r) {
       T* hm = h_.data() + r * d;
       const T* xr = x + r * d;
@@ -88,9 +91,26 @@ class Kernels final : public CpuDecoder {
       const T* g = gu_.data() + r * 2 * F;
       const T* u = g + F;
       T* o = act_.data() + r * F;
-      for (int64_t i = 0; i < F; ++i) o[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
+      switch (b.act) {
+        case nn::Activation::SiLU:
+          for (int64_t i = 0; i < F; ++i) o[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
+          break;
+        case nn::Activation::GeluTanh: {  // LibTorch's gelu(approximate="tanh") formula
+          const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+          for (int64_t i = 0; i < F; ++i) {
+            const T x = g[i];
+            o[i] = T(0.5) * x * (T(1) + std::tanh(beta * (x + kappa * x * x * x))) * u[i];
+          }
+          break;
+        }
+        case nn::Activation::Gelu:
+          for (int64_t i = 0; i < F; ++i) o[i] = g[i] * T(0.5) * (T(1) + std::erf(g[i] * T(M_SQRT1_2))) * u[i];
+          break;
+      }
     }
     blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data());  // h_ <- mlp
+    if (b.ln_ffn_out.defined())
+      for (int64_t r = 0; r < n; ++r) norm(h_.data() + r * d, d, b.ln_ffn_out.data_ptr<T>(), nullptr, nullptr, h_.data() + r * d);
     for (int64_t r = 0; r < n; ++r) {
       const T* xr = x + r * d;
       const T* ar = a_.data() + r * d;

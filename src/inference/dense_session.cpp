@@ -39,6 +39,9 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   p.head = m.lm_head ? m.lm_head->weight.detach().clone() : p.embed;
   p.norm = m.norm->weight.detach().clone();
   for (auto& layer : *m.layers) p.prelude.push_back(pack_block(*layer->as<nn::Block>()));
+  p.rope_local_theta = c.rope_local_theta;
+  for (int64_t i = 0; i < c.n_layers; ++i) p.prelude[size_t(i)].local_rope = c.local_rope(i);
+  p.embed_scale = baselines::embedding_scale(c);
   p.ensure_rope(positions);
   return p;
 }
@@ -114,7 +117,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     for (auto& t : toks_w) t.first = std::max<int64_t>(0, t.base + 1 - W);
   }
   AttnPlan plan, plan_w;
-  std::pair<torch::Tensor, torch::Tensor> rope;
+  std::pair<torch::Tensor, torch::Tensor> rope, rope_local;
   torch::Tensor tokens_t;
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
@@ -122,20 +125,23 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     const auto t = index_tensors({&tokens, &pos}, dev);  // one upload on a GPU
     tokens_t = t[0];
     rope = nn::rotation_factors(w_.rope_table.index_select(0, t[1]));
+    if (w_.rope_table_local.defined()) rope_local = nn::rotation_factors(w_.rope_table_local.index_select(0, t[1]));
   } else {
     tokens_t = index_tensor(tokens, dev);
   }
   for (auto& kv : cache_) kv.reserve(need);
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
+  if (w_.embed_scale != 1.0) x = x * torch::scalar_tensor(w_.embed_scale, x.options());  // Gemma: rounded first
   for (int64_t l = 0; l < c.n_prelude; ++l) {
     const bool sliding = window_[l] > 0;
+    const PackedBlock& b = w_.prelude[l];
     if (fast) {
       auto y = torch::empty_like(x);
-      cpu_->block(w_.prelude[l], nullptr, x, y, sliding ? toks_w.data() : toks.data(), nullptr, cache_[l]);
+      cpu_->block(b, nullptr, x, y, sliding ? toks_w.data() : toks.data(), nullptr, cache_[l]);
       x = y;
     } else {
-      x = x + block_delta({{&w_.prelude[l], {}}}, nullptr, x, cache_[l], sliding ? plan_w : plan, rope, c);
+      x = x + block_delta({{&b, {}}}, nullptr, x, cache_[l], sliding ? plan_w : plan, b.local_rope ? rope_local : rope, c);
     }
   }
   for (int64_t a = 0; a < A; ++a) len_[rows[a]] += offset[a + 1] - offset[a];

@@ -65,9 +65,14 @@ PackedBlock pack_block(nn::BlockImpl& b) {
     p.q_norm = at.q_norm->weight.detach().clone();
     p.k_norm = at.k_norm->weight.detach().clone();
   }
+  if (b.attn_output_norm) {
+    p.ln_attn_out = b.attn_output_norm->weight.detach().clone();
+    p.ln_ffn_out = b.ffn_output_norm->weight.detach().clone();
+  }
   if (!b.is_moe()) {
     p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
     p.w_down = b.mlp->down_proj->weight.detach().clone();
+    p.act = b.mlp->act;
     return p;
   }
   auto& moe = *b.moe;
@@ -113,8 +118,12 @@ void PackedModel::ensure_rope(int64_t positions) {
   if (rope_table.defined() && rope_table.size(0) >= positions) return;
   // The table of nn::RoPE (float32, then cast), so values match bit for bit.
   nn::check_rope_positions(rope_scaling, positions);
-  rope_table = nn::rope_rotation_table(head_dim(), cfg.rope_theta, rope_scaling, std::max<int64_t>(positions, 1),
-                                       embed.scalar_type(), embed.device());
+  const int64_t rows = std::max<int64_t>(positions, 1);
+  rope_table = nn::rope_rotation_table(head_dim(), cfg.rope_theta, rope_scaling, rows, embed.scalar_type(),
+                                       embed.device());
+  if (rope_local_theta > 0)
+    rope_table_local = nn::rope_rotation_table(head_dim(), rope_local_theta, {}, rows, embed.scalar_type(),
+                                               embed.device());
 }
 
 }  // namespace lol::inference

@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include "lol/config.h"
+#include "nn/activation.h"
 #include "nn/rope_scaling.h"
 
 namespace lol {
@@ -40,6 +41,10 @@ struct PackedBlock {
   std::vector<torch::Tensor> expert_gate_up;///< E x [2 F_e, d]
   std::vector<torch::Tensor> expert_down;   ///< E x [d, F_e]
   int64_t top_k = 0;                        ///< experts per token
+  // Gemma-family dense blocks (nn/block.h, nn/mlp.h):
+  torch::Tensor ln_attn_out, ln_ffn_out;    ///< [d] sandwich norms of the attention / FFN outputs, or undefined
+  nn::Activation act = nn::Activation::SiLU;  ///< the dense FFN's gate activation
+  bool local_rope = false;                  ///< RoPE from PackedModel::rope_table_local (a Gemma 3 sliding layer)
   bool is_moe() const { return moe_gate.defined(); }
 };
 
@@ -81,6 +86,10 @@ struct PackedModel {
   torch::Tensor rope_table;          ///< [positions, 2, hd] in the model dtype (nn::rope_rotation_table)
   nn::RopeScaling rope_scaling;      ///< frequency scaling of a loaded Hugging Face model (LoL: none)
   int64_t attn_head_dim = 0;         ///< hd of a dense model whose head_dim is not d / H (0: cfg.head_dim())
+  /// > 0: RoPE base of the blocks with local_rope, unscaled (Gemma 3's sliding layers).
+  double rope_local_theta = 0;
+  torch::Tensor rope_table_local;    ///< [positions, 2, hd] for rope_local_theta, or undefined
+  double embed_scale = 1.0;          ///< input embeddings times it, rounded to the dtype (Gemma: sqrt(d))
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }
@@ -88,7 +97,7 @@ struct PackedModel {
   /// Snapshot of `m` (same device and dtype as its embedding), RoPE tables for
   /// `positions` positions. Call under NoGradGuard or InferenceMode.
   static PackedModel from(LoLModelImpl& m, int64_t positions);
-  /// Grows the RoPE table to at least `positions` rows (nn::rope_rotation_table). Throws
+  /// Grows the RoPE tables to at least `positions` rows (nn::rope_rotation_table). Throws
   /// InputError beyond rope_scaling's position limit.
   void ensure_rope(int64_t positions);
 

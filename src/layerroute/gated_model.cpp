@@ -28,6 +28,12 @@ const char* gate_mode_name(GateMode m) {
 }
 
 void require_full_attention(const baselines::DenseConfig& c, const std::string& where) {
+  // The gated decoder implements the Llama layout (SwiGLU, pre-norm, unscaled embeddings).
+  if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings)
+    throw InputError(where + ": a Gemma-layout model (MLP gate " + c.activation +
+                     (c.sandwich_norm ? ", sandwich norms" : "") +
+                     (c.scale_embeddings ? ", embeddings times sqrt(hidden_size)" : "") +
+                     "); LayerRoute needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind != baselines::AttentionKind::Full)
       throw InputError(where + ": layer " + std::to_string(i) +

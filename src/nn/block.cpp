@@ -24,10 +24,18 @@ BlockImpl::BlockImpl(const BlockShape& s) {
     moe = register_module("mlp", SparseMoE(s.attn.d_model, s.ffn_hidden, s.moe.n_experts, s.moe.top_k,
                                            s.moe.router_noise_std));
   } else {
-    mlp = register_module("mlp", MLP(s.attn.d_model, s.ffn_hidden));
+    mlp = register_module("mlp", MLP(s.attn.d_model, s.ffn_hidden, s.activation));
   }
-  input_layernorm = register_module("input_layernorm", RMSNorm(s.attn.d_model, s.norm_eps));
-  post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(s.attn.d_model, s.norm_eps));
+  const int64_t d = s.attn.d_model;
+  input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps));
+  if (s.sandwich_norm) {
+    if (s.moe.n_experts > 0) throw InputError("block: sandwich norms with an MoE FFN are not implemented");
+    attn_output_norm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps));
+    post_attention_layernorm = register_module("pre_feedforward_layernorm", RMSNorm(d, s.norm_eps));
+    ffn_output_norm = register_module("post_feedforward_layernorm", RMSNorm(d, s.norm_eps));
+  } else {
+    post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps));
+  }
 }
 
 torch::Tensor BlockImpl::delta(const torch::Tensor& x, const BlockContext& ctx) {
@@ -118,7 +126,7 @@ namespace {
 
 torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std::vector<int64_t>& sizes,
                                const torch::Tensor& x, const BlockContext& ctx) {
-  std::vector<torch::Tensor> ln1, ln2;
+  std::vector<torch::Tensor> ln1, ln2, ln_attn_out, ln_ffn_out;
   std::vector<AttentionImpl*> attn;
   std::vector<MLPImpl*> mlp;
   const bool moe = blocks.at(0)->is_moe();
@@ -128,6 +136,10 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
                        " blocks with an MoE FFN among them: expected an MoE block to run alone");
     ln1.push_back(b->input_layernorm->weight);
     ln2.push_back(b->post_attention_layernorm->weight);
+    if (b->attn_output_norm) {
+      ln_attn_out.push_back(b->attn_output_norm->weight);
+      ln_ffn_out.push_back(b->ffn_output_norm->weight);
+    }
     attn.push_back(b->self_attn.get());
     if (!moe) mlp.push_back(b->mlp.get());
   }
@@ -138,10 +150,16 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
                     ctx.stacks);
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
   auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope, ctx.pos_bound, ctx.stacks);
+  if (ln_attn_out.size() != blocks.size() && !ln_attn_out.empty())
+    throw InputError("grouped_block_delta: blocks with and without sandwich norms in one group");
+  const bool sandwich = !ln_attn_out.empty();
+  const torch::Tensor none;
+  if (sandwich) a = rms_norm(a, ln_attn_out, sizes, none, none, eps, ctx.stacks);
   auto r = x + a;
-  auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : torch::Tensor(), f ? f->ffn_beta : torch::Tensor(), eps,
-                       ctx.stacks);
-  return a + (moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in, ctx.stacks));
+  auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks);
+  auto m = moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in, ctx.stacks);
+  if (sandwich) m = rms_norm(m, ln_ffn_out, sizes, none, none, eps, ctx.stacks);
+  return a + m;
 }
 
 }  // namespace

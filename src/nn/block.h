@@ -1,5 +1,11 @@
 // Pre-norm decoder block (Llama/Qwen2 layout, HF parameter names):
 //   h = x + self_attn(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)).
+// With BlockShape::sandwich_norm (Gemma 2/3's layout, transformers' Gemma3DecoderLayer):
+//   h = x + attn_output_norm(self_attn(input_layernorm(x)));
+//   y = h + ffn_output_norm(mlp(post_attention_layernorm(h))),
+// where the members are registered under Gemma's names: attn_output_norm as
+// "post_attention_layernorm", post_attention_layernorm (the FFN's input norm) as
+// "pre_feedforward_layernorm", ffn_output_norm as "post_feedforward_layernorm".
 // Inside LoL's routed core each norm is followed by the routed depth's FiLM
 // (paper Appendix A): gamma_s * RMSNorm_s(x) + beta_s, s in {attn, ffn}.
 // With BlockShape::moe.n_experts > 0 the FFN is a top-k routed SparseMoE (registered as
@@ -20,9 +26,13 @@ namespace lol::nn {
 
 struct BlockShape {
   AttentionShape attn;
-  int64_t ffn_hidden = 0;  ///< SwiGLU hidden units (of each expert with an MoE FFN)
+  int64_t ffn_hidden = 0;  ///< gated FFN hidden units (of each expert with an MoE FFN)
   double norm_eps = 1e-5;
   MoEShape moe;            ///< n_experts = 0: dense FFN
+  Activation activation = Activation::SiLU;  ///< the dense FFN's gate activation (MoE experts: SiLU)
+  /// Gemma 2/3 "sandwich" norms: the attention output and the FFN output are each
+  /// RMSNorm-ed before their residual add (see BlockImpl).
+  bool sandwich_norm = false;
 };
 
 /// Depth-dependent FiLM parameters (paper Appendix A), each [d_model].
@@ -63,7 +73,11 @@ class BlockImpl : public torch::nn::Module {
   torch::Tensor ffn(const torch::Tensor& h, const torch::Tensor* rows = nullptr);
   bool is_moe() const { return !moe.is_empty(); }
 
+  /// The attention's and the FFN's input norms (see the file comment for their names
+  /// in the sandwich layout).
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  /// Sandwich layout only (null otherwise): norms of the attention and FFN outputs.
+  RMSNorm attn_output_norm{nullptr}, ffn_output_norm{nullptr};
   Attention self_attn{nullptr};
   MLP mlp{nullptr};        ///< dense FFN (null with an MoE FFN)
   SparseMoE moe{nullptr};  ///< MoE FFN, registered as "mlp" (null with a dense FFN)

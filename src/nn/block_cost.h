@@ -46,7 +46,7 @@ inline int64_t block_active_matmul_weights(const BlockShape& s) { return attenti
 /// gains 2 hd with qk_norm), FFN, and the two RMSNorm gains (2 d).
 inline int64_t block_parameters(const BlockShape& s) {
   return attention_weights(s) + attention_biases(s) + (s.attn.qk_norm ? 2 * s.attn.head_dim : 0) + ffn_weights(s) +
-         2 * s.attn.d_model;
+         (s.sandwich_norm ? 4 : 2) * s.attn.d_model;
 }
 
 }  // namespace lol::nn

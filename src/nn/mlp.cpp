@@ -94,16 +94,18 @@ struct SwiGLUFunction : public torch::autograd::Function<SwiGLUFunction> {
   }
 };
 
-torch::Tensor swiglu(const torch::Tensor& g, const torch::Tensor& u) {
+}  // namespace
+
+torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, Activation act) {
+  if (act == Activation::GeluTanh) return torch::gelu(g, "tanh") * u;
+  if (act == Activation::Gelu) return torch::gelu(g) * u;
   const bool cpu_kernel = cpu_kernel_device(g) && g.sizes() == u.sizes() && g.scalar_type() == u.scalar_type() &&
                           (g.scalar_type() == torch::kFloat32 || g.scalar_type() == torch::kFloat64);
   if (cpu_kernel) return SwiGLUFunction::apply(g, u);
   return torch::silu(g) * u;
 }
 
-}  // namespace
-
-MLPImpl::MLPImpl(int64_t d, int64_t h) {
+MLPImpl::MLPImpl(int64_t d, int64_t h, Activation a) : act(a) {
   using torch::nn::LinearOptions;
   gate_proj = register_module("gate_proj", torch::nn::Linear(LinearOptions(d, h).bias(false)));
   up_proj = register_module("up_proj", torch::nn::Linear(LinearOptions(d, h).bias(false)));
@@ -111,7 +113,7 @@ MLPImpl::MLPImpl(int64_t d, int64_t h) {
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
-  return linear(swiglu(linear(x, gate_proj), linear(x, up_proj)), down_proj);
+  return linear(gated_activation(linear(x, gate_proj), linear(x, up_proj), act), down_proj);
 }
 
 torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vector<int64_t>& sizes,
@@ -122,8 +124,9 @@ torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vecto
     up.push_back(e->up_proj.get());
     down.push_back(e->down_proj.get());
   }
-  return grouped_linear(swiglu(grouped_linear(x, gate, sizes, stacks), grouped_linear(x, up, sizes, stacks)), down,
-                        sizes, stacks);
+  return grouped_linear(gated_activation(grouped_linear(x, gate, sizes, stacks), grouped_linear(x, up, sizes, stacks),
+                                         experts.at(0)->act),
+                        down, sizes, stacks);
 }
 
 }  // namespace lol::nn

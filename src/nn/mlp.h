@@ -1,4 +1,6 @@
-// SwiGLU feed-forward (Shazeer 2020), HF naming: down_proj(silu(gate_proj(x)) * up_proj(x)).
+// Gated feed-forward (Shazeer 2020), HF naming: down_proj(act(gate_proj(x)) * up_proj(x)):
+// SwiGLU (act = SiLU: Llama, Qwen2, LoL paper Appendix A) or GeGLU (act = GELU, exact or
+// tanh-approximated: Gemma).
 #pragma once
 #include <vector>
 
@@ -6,20 +8,26 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "nn/activation.h"
 #include "nn/weight_stacks.h"
 
 namespace lol::nn {
 
+/// act(g) * u elementwise, g and u of one shape: SiLU through one fused autograd node on
+/// CPU float32/float64, GELU through LibTorch's gelu.
+torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, Activation act);
+
 class MLPImpl : public torch::nn::Module {
  public:
-  MLPImpl(int64_t d_model, int64_t hidden);
+  MLPImpl(int64_t d_model, int64_t hidden, Activation act = Activation::SiLU);
   /// x [..., d_model] -> [..., d_model]
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Activation act = Activation::SiLU;
 };
 TORCH_MODULE(MLP);
 
-/// Grouped SwiGLU for one routed depth's experts: x [N, d_model] cut into consecutive row
+/// Grouped gated FFN (experts[0]'s activation) for one routed depth's experts: x [N, d_model] cut into consecutive row
 /// blocks of sizes[g] rows, block g through experts[g]; one autograd node per projection
 /// (nn::grouped_linear; `stacks` as there). Returns [N, d_model]. Throws lol::InputError
 /// on mismatched sizes.

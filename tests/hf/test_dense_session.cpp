@@ -55,13 +55,17 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
   // Llama (no bias), Qwen2 (q/k/v biases), Qwen3: q_norm / k_norm with a head_dim (12)
   // other than d_model / n_heads (8), and Mistral v0.1 / Qwen2 sliding windows: layers
   // 1 and 2 attend within 7 tokens (sequences of 29-40), layer 0 fully.
-  for (int arch : {0, 1, 2, 3}) {
+  // Gemma 3 (arch 4): sandwich norms, GeGLU (tanh), scaled embeddings, q/k norms, layers
+  // 0 and 2 sliding within 7 with their own RoPE base, layer 1 full (interval 2).
+  // Gemma (arch 5): exact-GELU gate and scaled embeddings, full attention.
+  for (int arch : {0, 1, 2, 3, 4, 5}) {
     for (bool tied : {true, false}) {
-      const bool bias = arch == 1, qwen3 = arch == 2, sliding = arch == 3;
+      const bool bias = arch == 1, qwen3 = arch == 2, sliding = arch == 3 || arch == 4, gemma3 = arch == 4;
       SCOPED_TRACE(std::string(c10::toString(dtype)) + (bias ? " bias" : "") + (qwen3 ? " qk_norm head_dim 12" : "") +
-                   (sliding ? " sliding 7" : "") + (tied ? " tied" : " untied") + (cpu_kernels ? " kernels" : " tensors"));
+                   (sliding ? " sliding 7" : "") + (gemma3 ? " gemma3" : "") + (arch == 5 ? " gemma" : "") +
+                   (tied ? " tied" : " untied") + (cpu_kernels ? " kernels" : " tensors"));
       auto cfg = tiny_dense(bias, tied);
-      if (qwen3) {
+      if (qwen3 || gemma3) {
         cfg.qk_norm = true;
         cfg.head_dim = 12;
       }
@@ -69,6 +73,18 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
         cfg.attention = "sliding";
         cfg.window = 7;
         cfg.n_full_prelude = 1;
+      }
+      if (gemma3) {
+        cfg.n_full_prelude = 0;
+        cfg.full_attention_interval = 2;
+        cfg.rope_local_theta = 37.0;
+        cfg.sandwich_norm = true;
+        cfg.activation = "gelu_pytorch_tanh";
+        cfg.scale_embeddings = true;
+      }
+      if (arch == 5) {
+        cfg.activation = "gelu";
+        cfg.scale_embeddings = true;
       }
       auto m = random_dense(cfg, 7, dtype);
       inference::DenseSessionOptions so;
@@ -105,13 +121,14 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
         const double err = (got[r].to(torch::kFloat64) - ref).abs().max().item<double>();
         EXPECT_LT(err, tol) << "row " << r;
         EXPECT_GT(ref.std().item<double>(), 0.5);  // logits are far from constant
-        if (sliding && r == 0) {
+        if (sliding && !gemma3 && r == 0) {
           // The window binds: with the same weights and full attention, the logits agree
           // on the first 7 positions and differ after them.
           auto full_cfg = cfg;
           full_cfg.attention = "full";
           full_cfg.window = 0;
           full_cfg.n_full_prelude = 0;
+
           auto full = random_dense(full_cfg, 7, dtype);
           const auto f = full_logits(full, seqs[r]);
           EXPECT_LT((f.narrow(0, 0, 7) - ref.narrow(0, 0, 7)).abs().max().item<double>(), tol);

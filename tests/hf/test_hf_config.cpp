@@ -297,6 +297,14 @@ TEST(HfConfig, SlidingWindowLayers) {
   expect_input_error([&] { parse(j); }, {"layer_types", "num_hidden_layers = 24"});
   j["layer_types"] = std::vector<std::string>(24, "full_attention");
   EXPECT_EQ(parse(j).sliding_window, 0);
+  // Interleaved (a full layer every 3rd, from the first): read as full_attention_interval.
+  for (int i = 0; i < 24; ++i) j["layer_types"][size_t(i)] = (i + 1) % 3 == 0 ? "full_attention" : "sliding_attention";
+  c = parse(j);
+  EXPECT_EQ(c.sliding_window, 16);
+  EXPECT_EQ(c.full_attention_interval, 3);
+  EXPECT_EQ(c.full_attention_layers, 0);
+  j["layer_types"][5] = "sliding_attention";
+  expect_input_error([&] { parse(j); }, {"layer_types[5]", "sliding_attention", "every P-th", "P = 3"});
 }
 
 TEST(HfConfig, RopeParametersOfTransformers5) {
@@ -335,7 +343,7 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
       {kLlama, R"({"attention_bias": true})", {"attention_bias", "o_proj"}},
       {kLlama, R"({"mlp_bias": true})", {"mlp_bias"}},
       {kQwen25, R"({"quantization_config": {"quant_method": "gptq"}})", {"quantization_config", "quantized"}},
-      {kQwen25, R"({"architectures": ["GemmaForCausalLM"]})", {"architectures", "GemmaForCausalLM", "Qwen2ForCausalLM"}},
+      {kQwen25, R"({"architectures": ["GPTNeoXForCausalLM"]})", {"architectures", "GPTNeoXForCausalLM", "Qwen2ForCausalLM", "Gemma3ForCausalLM"}},
       {kQwen25, R"({"architectures": []})", {"architectures", "exactly one"}},
       {kQwen25, R"({"model_type": "llama"})", {"model_type", "qwen2"}},
       {kQwen25, R"({"hidden_size": "896"})", {"hidden_size", "expected an integer"}},
