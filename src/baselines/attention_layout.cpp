@@ -96,7 +96,7 @@ torch::Tensor attend(nn::AttentionImpl& attn, const torch::Tensor& h, TokenLayou
       auto qp = seg.to_padded(q).permute({0, 2, 1, 3}).contiguous();  // [S, H, Lmax, hd]
       auto kp = seg.to_padded(k).permute({0, 2, 1, 3}).contiguous();
       auto vp = seg.to_padded(v).permute({0, 2, 1, 3}).contiguous();
-      auto o = nn::masked_attention(qp, kp, vp, L.sliding_mask(a.window));
+      auto o = nn::masked_attention(qp, kp, vp, L.sliding_mask(a.window), attn.shape.softcap);
       auto flat = seg.from_padded(o.permute({0, 2, 1, 3}).contiguous());  // [N, H, hd]
       return nn::linear(flat.view({N, attn.shape.n_heads * attn.shape.head_dim}), attn.o_proj);
     }

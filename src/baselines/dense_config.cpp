@@ -24,6 +24,7 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   nn::BlockShape s = block_shape();
   s.activation = nn::activation_from_name(activation, "dense config: field 'activation'");
   s.sandwich_norm = sandwich_norm;
+  s.attn.softcap = attn_logit_softcap;
   return s;
 }
 
@@ -47,6 +48,10 @@ void DenseConfig::validate(const std::string& w) const {
   }
   if (kind == AttentionKind::Strided) check_range(w, "stride", stride, 0, window - 1);
   nn::activation_from_name(activation, w + ": field 'activation'");
+  for (auto [key, v] : {std::pair<const char*, double>{"attn_logit_softcap", attn_logit_softcap},
+                        {"final_logit_softcap", final_logit_softcap}})
+    require(std::isfinite(v) && v >= 0, w, std::string("field '") + key + "' = " + std::to_string(v) +
+                                               ": expected 0 (none) or a positive cap");
   if (full_attention_interval != 0 || rope_local_theta != 0) {
     require(kind == AttentionKind::Sliding, w,
             "fields 'full_attention_interval'/'rope_local_theta' apply to sliding attention only: expected 0 with "
@@ -76,6 +81,8 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("activation", c.activation);
   f.get("sandwich_norm", c.sandwich_norm);
   f.get("scale_embeddings", c.scale_embeddings);
+  f.get("attn_logit_softcap", c.attn_logit_softcap);
+  f.get("final_logit_softcap", c.final_logit_softcap);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -95,6 +102,8 @@ nlohmann::json DenseConfig::to_json() const {
   if (activation != "silu") j["activation"] = activation;
   if (sandwich_norm) j["sandwich_norm"] = true;
   if (scale_embeddings) j["scale_embeddings"] = true;
+  if (attn_logit_softcap != 0) j["attn_logit_softcap"] = attn_logit_softcap;
+  if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;
   return j;
 }
 

@@ -38,6 +38,10 @@ struct DenseConfig : TransformerShape {
   /// Token embeddings multiplied by sqrt(d_model) rounded to the compute dtype (Gemma's
   /// normalizer / Gemma3TextScaledWordEmbedding); the tied LM head uses the unscaled matrix.
   bool scale_embeddings = false;
+  /// > 0: attention logit soft-capping (nn::AttentionShape::softcap; Gemma 2).
+  double attn_logit_softcap = 0;
+  /// > 0: logits -> final_logit_softcap * tanh(logits / final_logit_softcap) (Gemma 2).
+  double final_logit_softcap = 0;
 
   /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
   /// activation and sandwich norms).

@@ -61,8 +61,13 @@ torch::Tensor DenseModelImpl::embed(const torch::Tensor& tokens) {
 
 nn::RoPE& DenseModelImpl::layer_rope(int64_t layer) { return cfg_.local_rope(layer) ? rope_local : rope; }
 
+torch::Tensor softcap_logits(const torch::Tensor& logits, double cap) {
+  return cap > 0 ? torch::tanh(logits / cap) * cap : logits;
+}
+
 torch::Tensor DenseModelImpl::logits(const torch::Tensor& h) {
-  return cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);
+  auto l = cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);
+  return softcap_logits(l, cfg_.final_logit_softcap);
 }
 
 torch::Tensor DenseModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {

@@ -34,6 +34,9 @@ double embedding_scale(const DenseConfig& c);
 /// normalizer); e itself when c.scale_embeddings is false.
 torch::Tensor scale_embedding_rows(const torch::Tensor& e, const DenseConfig& c);
 
+/// cap * tanh(logits / cap) for cap > 0 (Gemma 2's final soft-capping), else logits.
+torch::Tensor softcap_logits(const torch::Tensor& logits, double cap);
+
 class DenseModelImpl : public torch::nn::Module {
  public:
   /// Validates `cfg` (InputError) and initialises the weights with seed 0.
@@ -48,7 +51,8 @@ class DenseModelImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {});
   /// Final hidden states after model.norm, before lm_head: [batch, seq, d_model].
   torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {});
-  /// Logits of hidden states h [..., d_model] -> [..., vocab] (lm_head or tied embedding).
+  /// Logits of hidden states h [..., d_model] -> [..., vocab] (lm_head or tied embedding,
+  /// then final_logit_softcap).
   torch::Tensor logits(const torch::Tensor& h);
   /// Input embeddings of tokens [...] int64 -> [..., d_model]: embed_tokens, times
   /// sqrt(d_model) with scale_embeddings (Gemma).

@@ -117,6 +117,8 @@ std::string block_text(const hf::HfConfig& c) {
                   ", MLP gate " + c.activation;
   if (c.norm_offset) s += ", norm weights stored as offsets from 1";
   if (c.scale_embeddings) s += ", embeddings times sqrt(hidden_size)";
+  if (c.attn_logit_softcapping > 0) s += ", attention logits soft-capped at " + nlohmann::json(c.attn_logit_softcapping).dump();
+  if (c.final_logit_softcapping > 0) s += ", final logits soft-capped at " + nlohmann::json(c.final_logit_softcapping).dump();
   if (c.query_pre_attn_scalar > 0)
     s += ", attention scale query_pre_attn_scalar^-1/2 = " + nlohmann::json(1.0 / std::sqrt(c.query_pre_attn_scalar)).dump();
   return s;
@@ -454,7 +456,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 3 (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3 (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

@@ -97,16 +97,13 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   std::vector<std::string> archs;
   f.get("architectures", archs);
   const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
-                            kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma3Arch + "\" or \"" +
-                            kGemma3VisionArch + "\"";
+                            kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" +
+                            kGemma3Arch + "\" or \"" + kGemma3VisionArch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
-  if (archs[0] == "Gemma2ForCausalLM")
-    unsupported(where, "architectures", "[\"Gemma2ForCausalLM\"]",
-                "Gemma 2's attention and final logit soft-capping are not implemented; Gemma and Gemma 3 are");
   if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch &&
-      archs[0] != kPhi3Arch && archs[0] != kGemmaArch && archs[0] != kGemma3Arch)
+      archs[0] != kPhi3Arch && archs[0] != kGemmaArch && archs[0] != kGemma2Arch && archs[0] != kGemma3Arch)
     throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
   const std::string want_type = c.model_type();
@@ -139,11 +136,11 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   // (None: the query heads), Qwen2Config's / Qwen3Config's (32) or MistralConfig's (8).
   const bool kv_missing = !f.has("num_key_value_heads");
   const bool qwen = c.is_qwen2() || c.is_qwen3();
-  const bool gemma = c.is_gemma() || c.is_gemma3();
-  // (GemmaConfig's default is 16, Gemma3TextConfig's 4.)
+  const bool gemma = c.is_gemma() || c.is_gemma2() || c.is_gemma3();
+  // (GemmaConfig's / Gemma2Config's default is 16, Gemma3TextConfig's 4.)
   const int64_t kv_default = qwen            ? 32
                              : c.is_mistral() ? 8
-                             : c.is_gemma()   ? 16
+                             : c.is_gemma() || c.is_gemma2() ? 16
                              : c.is_gemma3()  ? 4
                                               : c.num_attention_heads;
   c.num_key_value_heads = kv_missing ? kv_default : c.num_attention_heads;
@@ -155,6 +152,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                                        std::string(c.is_qwen3()     ? "Qwen3Config's default is 32"
                                                    : c.is_mistral() ? "MistralConfig's default is 8"
                                                    : c.is_gemma()   ? "GemmaConfig's default is 16"
+                                                   : c.is_gemma2()  ? "Gemma2Config's default is 16"
                                                    : c.is_gemma3()  ? "Gemma3TextConfig's default is 4"
                                                                     : "Qwen2Config's default is 32")
                                  : " = " + std::to_string(c.num_key_value_heads)) +
@@ -314,28 +312,43 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     f.get("attention_bias", attention_bias);
     if (attention_bias) unsupported(where, "attention_bias", "true", "Gemma's projections have no biases");
     c.norm_offset = c.scale_embeddings = true;
-    if (c.is_gemma3()) {
-      for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
-        if (f.has(key) && !j[key].is_null())
-          unsupported(where, key, j[key].dump(), "soft-capping (Gemma 2) is not implemented: expected null");
+    if (c.is_gemma2() || c.is_gemma3()) {
+      // Soft-capping: Gemma2Config's defaults 50 / 30, Gemma3TextConfig's none; null: none.
+      for (auto [key, out, def] :
+           {std::tuple<const char*, double*, double>{"attn_logit_softcapping", &c.attn_logit_softcapping, 50.0},
+            {"final_logit_softcapping", &c.final_logit_softcapping, 30.0}}) {
+        *out = c.is_gemma2() ? def : 0.0;
+        if (!f.has(key)) continue;
+        if (j[key].is_null()) {
+          *out = 0;
+          continue;
+        }
+        f.get(key, *out);
+        if (!(*out > 0 && std::isfinite(*out)))
+          throw InputError(where + ": " + field(key) + " = " + j[key].dump() + ": expected a positive cap or null");
+      }
       bool bidirectional = false;
       f.get("use_bidirectional_attention", bidirectional);
       if (bidirectional)
         unsupported(where, "use_bidirectional_attention", "true", "the decoder's attention is causal");
-      c.sandwich_norm = c.qk_norm = true;
-      c.query_pre_attn_scalar = 256;  // Gemma3TextConfig's default
+      c.sandwich_norm = true;
+      c.qk_norm = c.is_gemma3();      // Gemma 2 has no q/k norms
+      c.query_pre_attn_scalar = 256;  // the config classes' default
       f.get("query_pre_attn_scalar", c.query_pre_attn_scalar);
       if (!(c.query_pre_attn_scalar > 0 && std::isfinite(c.query_pre_attn_scalar)))
         throw InputError(where + ": " + field("query_pre_attn_scalar") + " = " + num_text(c.query_pre_attn_scalar) +
                          ": expected a positive number");
-      if (!(local_theta >= 1 && local_theta <= 1e30))
-        throw InputError(where + ": " + field("rope_local_base_freq") + " = " + num_text(local_theta) +
-                         ": expected a value in [1, 1e30]");
-      c.rope_local_theta = local_theta;
-      // Sliding layers: all but every sliding_window_pattern-th (default 6), window
-      // sliding_window (default 4096); layer_types, when given, decides below.
-      int64_t pattern = 6;
-      f.get("sliding_window_pattern", pattern);
+      if (c.is_gemma3()) {
+        if (!(local_theta >= 1 && local_theta <= 1e30))
+          throw InputError(where + ": " + field("rope_local_base_freq") + " = " + num_text(local_theta) +
+                           ": expected a value in [1, 1e30]");
+        c.rope_local_theta = local_theta;
+      }
+      // Sliding layers: Gemma 3's all but every sliding_window_pattern-th (default 6),
+      // Gemma 2's every other one from layer 0 (pattern 2), window sliding_window (default
+      // 4096); layer_types, when given, decides below.
+      int64_t pattern = c.is_gemma3() ? 6 : 2;
+      if (c.is_gemma3()) f.get("sliding_window_pattern", pattern);
       if (pattern < 1)
         throw InputError(where + ": " + field("sliding_window_pattern") + " = " + std::to_string(pattern) +
                          ": expected >= 1 (every pattern-th layer has full attention)");
@@ -348,8 +361,9 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       } else if (pattern > 1 && c.num_hidden_layers > 1 && !(f.has("layer_types") && !j["layer_types"].is_null())) {
         // transformers fails on it (no window for the sliding layers' mask).
         unsupported(where, "sliding_window", "null",
-                    "Gemma 3's sliding layers (all but every sliding_window_pattern = " + std::to_string(pattern) +
-                        "-th) need a window");
+                    c.is_gemma3() ? "Gemma 3's sliding layers (all but every sliding_window_pattern = " +
+                                        std::to_string(pattern) + "-th) need a window"
+                                  : std::string("Gemma 2's sliding layers (0, 2, 4, ...) need a window"));
       }
     }
   } else {

@@ -1,8 +1,8 @@
 // Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
 // Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4),
 // Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, and the
-// Gemma family's GemmaForCausalLM and Gemma3ForCausalLM (see kGemmaArch, kGemma3Arch and
-// docs/hf.md "Gemma and Gemma 3"). LibTorch-free.
+// Gemma family's GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM (see kGemmaArch,
+// kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"). LibTorch-free.
 //
 // The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
@@ -55,8 +55,12 @@ inline constexpr const char* kGemmaArch = "GemmaForCausalLM";
 /// embeddings, norms and GeGLU, plus sandwich norms (nn/block.h), q_norm / k_norm, the
 /// attention scale query_pre_attn_scalar^-1/2, sliding layers with full attention every
 /// sliding_window_pattern-th layer (or layer_types), and an unscaled RoPE of base
-/// rope_local_base_freq on the sliding layers. Soft-capping (Gemma 2) is refused.
+/// rope_local_base_freq on the sliding layers; soft-capping as Gemma 2 when set (default none).
 inline constexpr const char* kGemma3Arch = "Gemma3ForCausalLM";
+/// Gemma 2 (gemma-2-2b/9b/27b; model_type "gemma2"): Gemma 3's block without q/k norms,
+/// with attention and final logit soft-capping (defaults 50 and 30) and a sliding window
+/// on every other layer (0, 2, 4, ...), one RoPE for all layers.
+inline constexpr const char* kGemma2Arch = "Gemma2ForCausalLM";
 /// Gemma 3 with a vision tower (gemma-3-4b, -12b, -27b; model_type "gemma3"): its
 /// text_config is read as Gemma3ForCausalLM (absent keys: Gemma3TextConfig's defaults)
 /// and only the language model's weights are loaded (HfConfig::multimodal_text).
@@ -92,6 +96,8 @@ struct HfConfig {
   bool sandwich_norm = false;             ///< pre/post_feedforward_layernorm (Gemma 3; nn/block.h)
   double query_pre_attn_scalar = 0;       ///< > 0: attention scale query_pre_attn_scalar^-1/2 (Gemma 3)
   double rope_local_theta = 0;            ///< > 0: sliding layers' unscaled RoPE base (Gemma 3)
+  double attn_logit_softcapping = 0;      ///< > 0: attention scores cap * tanh(s / cap) (Gemma 2)
+  double final_logit_softcapping = 0;     ///< > 0: logits cap * tanh(l / cap) (Gemma 2)
   /// The text model of a Gemma3ForConditionalGeneration folder: weights stored under
   /// "language_model.model." (or "model.language_model."), the vision tower's skipped.
   bool multimodal_text = false;
@@ -104,15 +110,17 @@ struct HfConfig {
   bool is_mistral() const { return architecture == kMistralArch; }
   bool is_phi3() const { return architecture == kPhi3Arch; }
   bool is_gemma() const { return architecture == kGemmaArch; }
+  bool is_gemma2() const { return architecture == kGemma2Arch; }
   bool is_gemma3() const { return architecture == kGemma3Arch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
-  /// "phi3", "gemma" or "gemma3_text".
+  /// "phi3", "gemma", "gemma2" or "gemma3_text".
   std::string model_type() const {
     return is_qwen2()   ? "qwen2"
            : is_qwen3() ? "qwen3"
            : is_mistral() ? "mistral"
            : is_phi3()  ? "phi3"
            : is_gemma() ? "gemma"
+           : is_gemma2() ? "gemma2"
            : is_gemma3() ? "gemma3_text"
                         : "llama";
   }

@@ -73,6 +73,8 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.activation = h.activation;
   c.sandwich_norm = h.sandwich_norm;
   c.scale_embeddings = h.scale_embeddings;
+  c.attn_logit_softcap = h.attn_logit_softcapping;
+  c.final_logit_softcap = h.final_logit_softcapping;
   return c;
 }
 
@@ -83,7 +85,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\" or \"" + kPhi3Arch + "\"");
   if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
-      c.rope_local_theta > 0)
+      c.rope_local_theta > 0 || c.attn_logit_softcap > 0 || c.final_logit_softcap > 0)
     throw InputError("dense model: a Gemma-layout model (activation \"" + c.activation + "\", sandwich_norm " +
                      (c.sandwich_norm ? "true" : "false") + ", scale_embeddings " +
                      (c.scale_embeddings ? "true" : "false") +
@@ -181,16 +183,17 @@ const FusedWeight* fused_holder(const std::string& name) {
 
 /// Gemma stores every RMSNorm weight w for x_normalized (1 + w) (GemmaRMSNorm,
 /// Gemma3RMSNorm: 1 + w in float32): the dense model holds 1 + w, computed in the compute
-/// dtype. Gemma 3's attention scale query_pre_attn_scalar^-1/2 (instead of hd^-1/2) is
-/// folded into q_norm, whose output the queries are (RoPE is linear):
-/// q_norm.weight *= sqrt(hd / query_pre_attn_scalar).
+/// dtype. Gemma 2/3's attention scale query_pre_attn_scalar^-1/2 (instead of hd^-1/2) is
+/// folded into the queries (RoPE is linear; soft-capping follows the scaling): into
+/// q_norm, whose output they are (Gemma 3), else into q_proj (Gemma 2):
+/// weight *= sqrt(hd / query_pre_attn_scalar).
 void gemma_weights_to_dense(std::map<std::string, torch::Tensor>& params, const HfConfig& cfg) {
   if (!cfg.norm_offset) return;
   const double q_scale = cfg.query_pre_attn_scalar > 0 ? std::sqrt(double(cfg.head_dim) / cfg.query_pre_attn_scalar) : 1.0;
+  const std::string scaled = cfg.qk_norm ? "self_attn.q_norm.weight" : "self_attn.q_proj.weight";
   for (auto& [name, p] : params) {
-    if (!ends_with(name, "norm.weight")) continue;
-    p.add_(1.0);
-    if (q_scale != 1.0 && ends_with(name, "self_attn.q_norm.weight")) p.mul_(q_scale);
+    if (ends_with(name, "norm.weight")) p.add_(1.0);
+    if (q_scale != 1.0 && ends_with(name, scaled)) p.mul_(q_scale);
   }
 }
 

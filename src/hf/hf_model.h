@@ -1,8 +1,8 @@
-// Loading a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / Gemma / Gemma 3 folder
+// Loading a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / Gemma / Gemma 2 / Gemma 3 folder
 // into the project's dense transformer (baselines::DenseModel, whose parameter names are
 // exactly the Hugging Face ones, except Phi-3's fused projections: phi3_fused_weights;
-// Gemma's norm weights are loaded as 1 + w and Gemma 3's attention scale is folded into
-// q_norm), issue 10.
+// Gemma's norm weights are loaded as 1 + w and Gemma 2/3's attention scale is folded into
+// the queries), issue 10.
 // The computed function is that of transformers' Qwen2ForCausalLM / Qwen3ForCausalLM /
 // LlamaForCausalLM / MistralForCausalLM / Phi3ForCausalLM (LayerRoute section 4 starts
 // from Qwen2.5-0.5B-Instruct).

@@ -171,7 +171,8 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   auto attend = [&](const torch::Tensor& qkv) {
     auto heads = qkv.view({n, H + 2 * Hkv, hd});
     auto qk = nn::rotate_with_factors(heads.narrow(1, 0, H + Hkv), rope.first, rope.second);
-    return cached_attention(qk.narrow(1, 0, H), qk.narrow(1, H, Hkv), heads.narrow(1, H + Hkv, Hkv), cache, plan);
+    return cached_attention(qk.narrow(1, 0, H), qk.narrow(1, H, Hkv), heads.narrow(1, H + Hkv, Hkv), cache, plan,
+                            groups[0].block->attn_softcap);
   };
   if (single) {
     const auto& b = *groups[0].block;

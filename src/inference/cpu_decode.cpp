@@ -68,6 +68,10 @@ class Kernels final : public CpuDecoder {
         }
         // scores [G, nk] (row-major) = q_g . K_i * scale: column-major [nk, G] = K^T' q
         blas::gemm(true, false, nk, G, hd, scale, Kj + first * hd, hd, q + j * G * hd, hd, T(0), scores_.data(), nk);
+        if (b.attn_softcap > 0) {  // Gemma 2's soft-capping of the scaled scores
+          const T cap = T(b.attn_softcap);
+          for (int64_t i = 0; i < G * nk; ++i) scores_[size_t(i)] = cap * std::tanh(scores_[size_t(i)] / cap);
+        }
         for (int64_t g = 0; g < G; ++g) softmax(scores_.data() + g * nk, nk);
         // out [G, hd] (row-major) = P [G, nk] V [nk, hd]: column-major [hd, G] = V' P'
         blas::gemm(false, false, hd, G, nk, T(1), Vj + first * hd, hd, scores_.data(), nk, T(0), out + j * G * hd, hd);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/index_tensor.h"
+#include "baselines/dense_model.h"
 #include "inference/block_step.h"
 #include "inference/feed_checks.h"
 #include "inference/ops.h"
@@ -42,6 +43,7 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   p.rope_local_theta = c.rope_local_theta;
   for (int64_t i = 0; i < c.n_layers; ++i) p.prelude[size_t(i)].local_rope = c.local_rope(i);
   p.embed_scale = baselines::embedding_scale(c);
+  p.final_softcap = c.final_logit_softcap;
   p.ensure_rope(positions);
   return p;
 }
@@ -151,7 +153,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     for (int64_t a = 0; a < A; ++a) last[a] = offset[a + 1] - 1;
     h = x.index_select(0, index_tensor(last, dev));
   }
-  return dense(rms_norm(h, w_.norm, c.norm_eps), w_.head);
+  return baselines::softcap_logits(dense(rms_norm(h, w_.norm, c.norm_eps), w_.head), w_.final_softcap);
 }
 
 int64_t DenseDecodeSession::cache_bytes() const {

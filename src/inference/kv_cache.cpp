@@ -118,7 +118,7 @@ AttnPlan AttnPlan::build(const std::vector<AttnSegment>& segs, int64_t n, const 
 }
 
 torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, KVCache& cache,
-                               const AttnPlan& p) {
+                               const AttnPlan& p, double softcap) {
   using torch::indexing::Slice;
   const int64_t n = q.size(0), H = q.size(1), hd = q.size(2), Hkv = k.size(1);
   const int64_t G = H / Hkv;
@@ -154,6 +154,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   // 4. Masked softmax attention (same arithmetic as nn::masked_attention).
   const double scale = 1.0 / std::sqrt(double(hd));
   auto scores = torch::matmul(Q, K.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G Lq, Lk]
+  if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;
   if (p.blocked.defined()) {
     scores = scores.view({p.S, Hkv, G, p.Lq, Lkv}).masked_fill_(p.blocked, nn::lowest_finite(scores.scalar_type()));
     scores = scores.view({p.S, Hkv, G * p.Lq, Lkv});

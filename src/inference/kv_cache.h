@@ -68,8 +68,9 @@ struct AttnPlan {
 /// Writes the visible tokens' k/v into `cache`, then attends: q [n, H, hd],
 /// k/v [n, Hkv, hd] (RoPE applied) -> [n, H hd]. Grouped-query heads as
 /// nn::masked_attention (kv head j serves query heads j G .. j G + G - 1); a query with
-/// no visible key outputs 0. The cache must have plan.needed_slots slots.
+/// no visible key outputs 0. The cache must have plan.needed_slots slots. softcap > 0:
+/// scores soft-capped before the mask (nn::AttentionShape::softcap).
 torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, KVCache& cache,
-                               const AttnPlan& plan);
+                               const AttnPlan& plan, double softcap = 0);
 
 }  // namespace lol::inference

@@ -61,6 +61,7 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   if (at.q_proj->bias.defined())
     p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();
   p.w_o = at.o_proj->weight.detach().clone();
+  p.attn_softcap = at.shape.softcap;
   if (at.q_norm) {
     p.q_norm = at.q_norm->weight.detach().clone();
     p.k_norm = at.k_norm->weight.detach().clone();

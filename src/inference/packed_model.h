@@ -45,6 +45,7 @@ struct PackedBlock {
   torch::Tensor ln_attn_out, ln_ffn_out;    ///< [d] sandwich norms of the attention / FFN outputs, or undefined
   nn::Activation act = nn::Activation::SiLU;  ///< the dense FFN's gate activation
   bool local_rope = false;                  ///< RoPE from PackedModel::rope_table_local (a Gemma 3 sliding layer)
+  double attn_softcap = 0;                  ///< > 0: attention logit soft-capping (nn::AttentionShape::softcap)
   bool is_moe() const { return moe_gate.defined(); }
 };
 
@@ -90,6 +91,7 @@ struct PackedModel {
   double rope_local_theta = 0;
   torch::Tensor rope_table_local;    ///< [positions, 2, hd] for rope_local_theta, or undefined
   double embed_scale = 1.0;          ///< input embeddings times it, rounded to the dtype (Gemma: sqrt(d))
+  double final_softcap = 0;          ///< > 0: logits soft-capped (baselines::softcap_logits; Gemma 2)
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }

@@ -45,7 +45,7 @@ namespace {
 /// result and its gradients are unchanged, and one [S, H, Lq, Lk] temporary less is
 /// kept for backward.
 torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             const torch::Tensor& allowed, bool rows_may_be_empty) {
+                             const torch::Tensor& allowed, bool rows_may_be_empty, double softcap = 0) {
   const int64_t S = q.size(0), H = q.size(1), Lq = q.size(2), hd = q.size(3);
   const int64_t Hkv = k.size(1), Lk = k.size(2);
   const int64_t G = H / Hkv;
@@ -53,6 +53,7 @@ torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, con
   // Group query heads by their kv head: no copy of k/v per query head.
   auto qg = q.reshape({S, Hkv, G * Lq, hd});
   auto scores = torch::matmul(qg, k.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G*Lq, Lk]
+  if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;  // Gemma 2's soft-capping
   scores = scores.view({S, Hkv, G, Lq, Lk});
   auto mask = allowed.view({S, 1, 1, Lq, Lk});
   scores.masked_fill_(mask.logical_not(), lowest_finite(scores.scalar_type()));  // in place: no copy
@@ -65,8 +66,8 @@ torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, con
 }  // namespace
 
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& allowed) {
-  return attention_impl(q, k, v, allowed, /*rows_may_be_empty=*/true);
+                               const torch::Tensor& allowed, double softcap) {
+  return attention_impl(q, k, v, allowed, /*rows_may_be_empty=*/true, softcap);
 }
 
 // ---------------------------------------------------------------------------------
@@ -634,7 +635,7 @@ torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, cons
   torch::Tensor q, k, v;
   grouped_project(experts, sizes, x, pos, rope, q, k, v, pos_bound, stacks);
   const auto o_proj = layers_of(experts, &AttentionImpl::o_proj);
-  if (direct_kernel_applies(q)) {
+  if (direct_kernel_applies(q) && shape.softcap == 0) {
     auto vis = key_visible.defined() ? key_visible.to(torch::kCPU, torch::kBool).contiguous()
                                      : torch::empty({0}, torch::kBool);
     auto o = SegmentAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), vis,
@@ -649,7 +650,7 @@ torch::Tensor grouped_attention(const std::vector<AttentionImpl*>& experts, cons
   if (key_visible.defined()) kv_vis = layout.to_padded(key_visible.to(torch::kUInt8)).to(torch::kBool);
   auto allowed = segment_causal_mask(layout.slot_valid, kv_vis);
   auto o = attention_impl(qp.contiguous(), kp.contiguous(), vp.contiguous(), allowed,
-                          /*rows_may_be_empty=*/kv_vis.defined());  // [S, H, L, hd]
+                          /*rows_may_be_empty=*/kv_vis.defined(), shape.softcap);  // [S, H, L, hd]
   auto flat = layout.from_padded(o.permute({0, 2, 1, 3}).contiguous());               // [N, H, hd]
   return grouped_linear(flat.view({N, shape.n_heads * shape.head_dim}), o_proj, sizes, stacks);
 }

@@ -27,14 +27,19 @@ struct AttentionShape {
   /// norm_eps) applied to every query and key head after the projection, before RoPE.
   bool qk_norm = false;
   double norm_eps = 1e-6;  ///< nn::Block sets it to BlockShape::norm_eps
+  /// > 0: attention logit soft-capping (Gemma 2): each scaled score s becomes
+  /// softcap * tanh(s / softcap) before the mask and softmax (the composed attention
+  /// path then runs instead of the direct CPU kernel). 0: none.
+  double softcap = 0;
 };
 
 /// Core masked softmax attention on padded segments.
 /// q [S, H, Lq, hd], k/v [S, Hkv, Lk, hd] with H % Hkv == 0 (kv head j serves heads
 /// j*G .. j*G+G-1, G = H/Hkv, as HF repeat_kv), allowed [S, Lq, Lk] bool.
 /// Returns [S, H, Lq, hd]; rows with no allowed key are exactly 0.
+/// softcap > 0: scores s -> softcap * tanh(s / softcap) first (AttentionShape::softcap).
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& allowed);
+                               const torch::Tensor& allowed, double softcap = 0);
 
 /// Number of threads at::parallel_for gives the CPU kernels of src/nn (attention,
 /// RMSNorm, RoPE, SwiGLU) for `tasks` work items: min(tasks, at::get_num_threads())

@@ -56,7 +56,8 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
   // other than d_model / n_heads (8), and Mistral v0.1 / Qwen2 sliding windows: layers
   // 1 and 2 attend within 7 tokens (sequences of 29-40), layer 0 fully.
   // Gemma 3 (arch 4): sandwich norms, GeGLU (tanh), scaled embeddings, q/k norms, layers
-  // 0 and 2 sliding within 7 with their own RoPE base, layer 1 full (interval 2).
+  // 0 and 2 sliding within 7 with their own RoPE base, layer 1 full (interval 2), and
+  // Gemma 2's attention / final logit soft-capping.
   // Gemma (arch 5): exact-GELU gate and scaled embeddings, full attention.
   for (int arch : {0, 1, 2, 3, 4, 5}) {
     for (bool tied : {true, false}) {
@@ -79,6 +80,8 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
         cfg.full_attention_interval = 2;
         cfg.rope_local_theta = 37.0;
         cfg.sandwich_norm = true;
+        cfg.attn_logit_softcap = 2.0;  // Gemma 2's soft-capping, binding at these scales
+        cfg.final_logit_softcap = 3.0;
         cfg.activation = "gelu_pytorch_tanh";
         cfg.scale_embeddings = true;
       }

@@ -1,9 +1,11 @@
-// Gemma (GemmaForCausalLM) and Gemma 3 text (Gemma3ForCausalLM) folders: config.json
+// Gemma (GemmaForCausalLM), Gemma 2 (Gemma2ForCausalLM) and Gemma 3 text
+// (Gemma3ForCausalLM) folders: config.json
 // parsing (defaults, layer_types, per-type rope_parameters, refusals) and the loaded
 // model's logits against a float64 reference written here from transformers' Gemma
 // equations: RMSNorm x (1 + w), embeddings times sqrt(hidden_size), GeGLU, and for
 // Gemma 3 sandwich norms, q/k norms, the query_pre_attn_scalar attention scale, sliding
-// layers with their own RoPE base and a full layer every P-th.
+// layers with their own RoPE base and a full layer every P-th; Gemma 2's attention and
+// final logit soft-capping.
 #include "hf_test_util.h"
 #include "baselines/flops.h"
 #include "hf/hf_config.h"
@@ -18,6 +20,8 @@ namespace {
 /// A tiny Gemma / Gemma 3 folder's shape and config.json.
 struct GemmaShape {
   bool gemma3 = true;
+  bool gemma2 = false;              ///< Gemma 2 (gemma3 false): sandwich norms, no q/k norms, soft-capping
+  double attn_cap = 0, final_cap = 0;  ///< soft-capping (0: null in config.json)
   int64_t vocab = 61, hidden = 32, ffn = 40, layers = 4, heads = 4, kv_heads = 2, head_dim = 12, max_pos = 64;
   int64_t window = 5, pattern = 2;  ///< Gemma 3: sliding window, full layer every pattern-th
   double rope_theta = 1e6, rope_local = 10000, qpas = 20, eps = 1e-6;
@@ -25,10 +29,11 @@ struct GemmaShape {
   std::string act = "gelu_pytorch_tanh";
   bool tied = true;
 
-  bool sliding(int64_t i) const { return gemma3 && (i + 1) % pattern != 0; }
+  bool sliding(int64_t i) const { return (gemma3 || gemma2) && (i + 1) % pattern != 0; }
+  bool sandwich() const { return gemma3 || gemma2; }
   nlohmann::json config() const {
-    nlohmann::json j = {{"architectures", {gemma3 ? "Gemma3ForCausalLM" : "GemmaForCausalLM"}},
-                        {"model_type", gemma3 ? "gemma3_text" : "gemma"},
+    nlohmann::json j = {{"architectures", {gemma3 ? "Gemma3ForCausalLM" : gemma2 ? "Gemma2ForCausalLM" : "GemmaForCausalLM"}},
+                        {"model_type", gemma3 ? "gemma3_text" : gemma2 ? "gemma2" : "gemma"},
                         {"vocab_size", vocab},
                         {"hidden_size", hidden},
                         {"intermediate_size", ffn},
@@ -46,13 +51,15 @@ struct GemmaShape {
                         {"torch_dtype", "float32"},
                         {"bos_token_id", 2},
                         {"eos_token_id", 1}};
-    if (gemma3) {
+    if (gemma3 || gemma2) {
       j["sliding_window"] = window;
-      j["sliding_window_pattern"] = pattern;
-      j["rope_local_base_freq"] = rope_local;
+      if (gemma3) {
+        j["sliding_window_pattern"] = pattern;
+        j["rope_local_base_freq"] = rope_local;
+      }
       j["query_pre_attn_scalar"] = qpas;
-      j["final_logit_softcapping"] = nullptr;
-      j["attn_logit_softcapping"] = nullptr;
+      j["final_logit_softcapping"] = final_cap > 0 ? nlohmann::json(final_cap) : nlohmann::json(nullptr);
+      j["attn_logit_softcapping"] = attn_cap > 0 ? nlohmann::json(attn_cap) : nlohmann::json(nullptr);
       j["rope_scaling"] = rope_linear > 0 ? nlohmann::json{{"rope_type", "linear"}, {"factor", rope_linear}}
                                           : nlohmann::json(nullptr);
     }
@@ -80,6 +87,8 @@ NamedTensors gemma_weights(const GemmaShape& s, uint64_t seed) {
     if (s.gemma3) {
       w.emplace_back(p + "self_attn.q_norm.weight", rnd({hd}, 0.3));
       w.emplace_back(p + "self_attn.k_norm.weight", rnd({hd}, 0.3));
+    }
+    if (s.sandwich()) {
       w.emplace_back(p + "pre_feedforward_layernorm.weight", rnd({s.hidden}, 0.3));
       w.emplace_back(p + "post_feedforward_layernorm.weight", rnd({s.hidden}, 0.3));
     }
@@ -111,7 +120,7 @@ torch::Tensor gemma_reference(const GemmaShape& s, const NamedTensors& named, co
     return std::make_pair(torch::cat({c, c}, -1).unsqueeze(1), torch::cat({sn, sn}, -1).unsqueeze(1));
   };
   const auto global = rope_tables(s.rope_theta, s.rope_linear > 0 ? s.rope_linear : 1.0);
-  const auto local = rope_tables(s.rope_local, 1.0);
+  const auto local = s.gemma3 ? rope_tables(s.rope_local, 1.0) : global;  // Gemma 2: one RoPE
   auto rope = [&](const torch::Tensor& x, const std::pair<torch::Tensor, torch::Tensor>& cs) {
     auto rot = torch::cat({-x.narrow(-1, hd / 2, hd / 2), x.narrow(-1, 0, hd / 2)}, -1);
     return x * cs.first + rot * cs.second;
@@ -126,7 +135,8 @@ torch::Tensor gemma_reference(const GemmaShape& s, const NamedTensors& named, co
   auto idx = torch::arange(T, torch::kInt64);
   auto causal = idx.unsqueeze(1) >= idx.unsqueeze(0);
   auto band = causal & (idx.unsqueeze(1) - idx.unsqueeze(0) < s.window);
-  const double scale = s.gemma3 ? 1.0 / std::sqrt(s.qpas) : 1.0 / std::sqrt(double(hd));
+  const double scale = s.sandwich() ? 1.0 / std::sqrt(s.qpas) : 1.0 / std::sqrt(double(hd));
+  auto cap = [](const torch::Tensor& t, double c) { return c > 0 ? c * torch::tanh(t / c) : t; };
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     auto h = norm(x, p + "input_layernorm.weight");
@@ -141,11 +151,11 @@ torch::Tensor gemma_reference(const GemmaShape& s, const NamedTensors& named, co
     q = rope(q, cs);
     k = rope(k, cs).repeat_interleave(G, 1);
     v = v.repeat_interleave(G, 1);
-    auto sc = torch::einsum("qhd,khd->hqk", {q, k}) * scale;
+    auto sc = cap(torch::einsum("qhd,khd->hqk", {q, k}) * scale, s.attn_cap);
     sc = sc.masked_fill(~(s.sliding(i) ? band : causal), -std::numeric_limits<double>::infinity());
     auto a = lin(torch::einsum("hqk,khd->qhd", {torch::softmax(sc, -1), v}).reshape({T, s.heads * hd}),
                  p + "self_attn.o_proj");
-    if (s.gemma3) {
+    if (s.sandwich()) {
       x = x + norm(a, p + "post_attention_layernorm.weight");
       h = norm(x, p + "pre_feedforward_layernorm.weight");
       auto m = lin(act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj");
@@ -157,7 +167,7 @@ torch::Tensor gemma_reference(const GemmaShape& s, const NamedTensors& named, co
     }
   }
   x = norm(x, "model.norm.weight");
-  return torch::matmul(x, (s.tied ? w.at("model.embed_tokens.weight") : w.at("lm_head.weight")).t());
+  return cap(torch::matmul(x, (s.tied ? w.at("model.embed_tokens.weight") : w.at("lm_head.weight")).t()), s.final_cap);
 }
 
 std::vector<int64_t> some_tokens(int64_t n, int64_t vocab) {
@@ -267,6 +277,23 @@ TEST(HfGemma, Gemma3VisionFolderLoadsItsTextModel) {
                      {"model.layers.0.self_attn.k_norm.weight", "language_model.model.layers.0.self_attn.k_norm.weight"});
 }
 
+TEST(HfGemma, Gemma2LogitsEqualReference) {
+  GemmaShape s;
+  s.gemma3 = false;
+  s.gemma2 = true;
+  s.attn_cap = 1.5;  // binding: the scores reach several units
+  s.final_cap = 2.0;
+  check_against_reference(s, "gemma2 soft-capped, window 5 on layers 0 and 2");
+  s.attn_cap = s.final_cap = 0;
+  s.tied = false;
+  check_against_reference(s, "gemma2 without soft-capping, untied");
+  // Gemma 3 with soft-capping set (Gemma3TextConfig allows it; transformers applies it).
+  GemmaShape g3;
+  g3.attn_cap = 2.5;
+  g3.final_cap = 3.0;
+  check_against_reference(g3, "gemma3 soft-capped");
+}
+
 TEST(HfGemma, GemmaLogitsEqualReference) {
   GemmaShape s;
   s.gemma3 = false;
@@ -341,14 +368,32 @@ TEST(HfGemma, ConfigDefaultsAndLayerTypes) {
 TEST(HfGemma, RefusedFeatures) {
   GemmaShape s;
   auto soft = s.config();
-  soft["final_logit_softcapping"] = 30.0;
-  expect_input_error([&] { HfConfig::from_json(soft, "config.json"); }, {"final_logit_softcapping", "30"});
+  soft["final_logit_softcapping"] = 0.0;
+  expect_input_error([&] { HfConfig::from_json(soft, "config.json"); }, {"final_logit_softcapping", "positive cap or null"});
   soft = s.config();
-  soft["attn_logit_softcapping"] = 50.0;
-  expect_input_error([&] { HfConfig::from_json(soft, "config.json"); }, {"attn_logit_softcapping"});
+  soft["attn_logit_softcapping"] = -50.0;
+  expect_input_error([&] { HfConfig::from_json(soft, "config.json"); }, {"attn_logit_softcapping", "-50"});
+  // Gemma 2's defaults: soft-capping 50 / 30, layers 0, 2, ... sliding within 4096.
   auto g2 = s.config();
   g2["architectures"] = {"Gemma2ForCausalLM"};
-  expect_input_error([&] { HfConfig::from_json(g2, "config.json"); }, {"Gemma2ForCausalLM", "soft-capping"});
+  g2["model_type"] = "gemma2";
+  for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping", "sliding_window", "sliding_window_pattern",
+                        "query_pre_attn_scalar", "rope_local_base_freq", "rope_theta"})
+    g2.erase(k);
+  g2["max_position_embeddings"] = 8192;
+  auto c2 = HfConfig::from_json(g2, "config.json");
+  EXPECT_EQ(c2.attn_logit_softcapping, 50.0);
+  EXPECT_EQ(c2.final_logit_softcapping, 30.0);
+  EXPECT_EQ(c2.sliding_window, 4096);
+  EXPECT_EQ(c2.full_attention_interval, 2);
+  EXPECT_EQ(c2.rope_theta, 10000.0);
+  EXPECT_EQ(c2.rope_local_theta, 0.0);
+  EXPECT_FALSE(c2.qk_norm);
+  EXPECT_TRUE(c2.sandwich_norm);
+  g2["sliding_window"] = nullptr;
+  expect_input_error([&] { HfConfig::from_json(g2, "config.json"); }, {"sliding_window", "Gemma 2's sliding layers"});
+  g2.erase("num_key_value_heads");  // the default 16 does not divide 4 query heads
+  expect_input_error([&] { HfConfig::from_json(g2, "config.json"); }, {"num_key_value_heads", "Gemma2Config's default is 16"});
   auto relu = s.config();
   relu["hidden_activation"] = "relu";
   expect_input_error([&] { HfConfig::from_json(relu, "config.json"); }, {"hidden_activation", "relu"});
