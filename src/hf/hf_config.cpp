@@ -137,11 +137,12 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   const bool kv_missing = !f.has("num_key_value_heads");
   const bool qwen = c.is_qwen2() || c.is_qwen3();
   const bool gemma = c.is_gemma() || c.is_gemma2() || c.is_gemma3();
-  // (GemmaConfig's / Gemma2Config's default is 16, Gemma3TextConfig's 4.)
+  // (GemmaConfig's default is 16; Gemma2Config's (current transformers; 4.42: 16) and
+  // Gemma3TextConfig's 4.)
   const int64_t kv_default = qwen            ? 32
                              : c.is_mistral() ? 8
-                             : c.is_gemma() || c.is_gemma2() ? 16
-                             : c.is_gemma3()  ? 4
+                             : c.is_gemma()   ? 16
+                             : c.is_gemma2() || c.is_gemma3() ? 4
                                               : c.num_attention_heads;
   c.num_key_value_heads = kv_missing ? kv_default : c.num_attention_heads;
   if (!kv_missing && !j["num_key_value_heads"].is_null()) f.get("num_key_value_heads", c.num_key_value_heads);
@@ -152,7 +153,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                                        std::string(c.is_qwen3()     ? "Qwen3Config's default is 32"
                                                    : c.is_mistral() ? "MistralConfig's default is 8"
                                                    : c.is_gemma()   ? "GemmaConfig's default is 16"
-                                                   : c.is_gemma2()  ? "Gemma2Config's default is 16"
+                                                   : c.is_gemma2()  ? "Gemma2Config's default is 4"
                                                    : c.is_gemma3()  ? "Gemma3TextConfig's default is 4"
                                                                     : "Qwen2Config's default is 32")
                                  : " = " + std::to_string(c.num_key_value_heads)) +

@@ -392,8 +392,12 @@ TEST(HfGemma, RefusedFeatures) {
   EXPECT_TRUE(c2.sandwich_norm);
   g2["sliding_window"] = nullptr;
   expect_input_error([&] { HfConfig::from_json(g2, "config.json"); }, {"sliding_window", "Gemma 2's sliding layers"});
-  g2.erase("num_key_value_heads");  // the default 16 does not divide 4 query heads
-  expect_input_error([&] { HfConfig::from_json(g2, "config.json"); }, {"num_key_value_heads", "Gemma2Config's default is 16"});
+  g2["sliding_window"] = 4096;
+  g2.erase("num_key_value_heads");  // Gemma2Config's default (current transformers) is 4
+  EXPECT_EQ(HfConfig::from_json(g2, "config.json").num_key_value_heads, 4);
+  g2["num_attention_heads"] = 6;
+  g2["hidden_size"] = 36;
+  expect_input_error([&] { HfConfig::from_json(g2, "config.json"); }, {"num_key_value_heads", "Gemma2Config's default is 4"});
   auto relu = s.config();
   relu["hidden_activation"] = "relu";
   expect_input_error([&] { HfConfig::from_json(relu, "config.json"); }, {"hidden_activation", "relu"});

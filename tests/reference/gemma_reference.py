@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """An independent float64 reference of Hugging Face Gemma (GemmaForCausalLM, model_type
-"gemma") and Gemma 3 text (Gemma3ForCausalLM, model_type "gemma3_text") in pure Python
-(stdlib only), and a check that `lol hf ppl|generate|info` agrees with it on tiny Gemma
-folders written here.
+"gemma"), Gemma 2 (Gemma2ForCausalLM, model_type "gemma2") and Gemma 3 text
+(Gemma3ForCausalLM, model_type "gemma3_text") in pure Python (stdlib only), and a check that
+`lol hf ppl|generate|info` agrees with it on tiny Gemma folders written here.
 
   python3 tests/reference/gemma_reference.py check --lol PATH/TO/lol --work /tmp/x
   python3 tests/reference/gemma_reference.py selftest      # the reference's own checks, no lol
@@ -11,7 +11,10 @@ Provenance. Written by a reviewer who did not read src/ nor tests/ outside
 tests/reference/, from transformers' modeling_gemma.py / configuration_gemma.py /
 modeling_gemma3.py / configuration_gemma3.py as remembered (and re-read in public copies
 of transformers for the points listed under "version differences"), and the feature's
-brief. It imports qwen2_reference.py (unchanged) for the float32 RoPE tables as
+brief. The Gemma 2 part was added by a second reviewer (same rules: src/ and tests/ outside
+tests/reference/ unread), from modeling_gemma2.py / configuration_gemma2.py as remembered,
+with the defaults and the version differences below re-read in public copies of
+transformers. It imports qwen2_reference.py (unchanged) for the float32 RoPE tables as
 transformers builds them, RMSNorm / matvec, the prefill / greedy driver of its `Ref`
 (this file's `GemmaRef` supplies its own weights, embedding scale, block and head),
 `mean_ce`, the folder / tokenizer / safetensors writers, `Checker` and the ppl / greedy
@@ -19,15 +22,15 @@ comparisons (summed CE, perplexity, bits/byte within 1e-5 relative; greedy ids e
 except after a float32 near-tie).
 
 Rules of the reference (float64; RoPE cos/sin tables in float32 as transformers builds them):
-  RMSNorm (GemmaRMSNorm = Gemma3RMSNorm): y = x / sqrt(mean(x^2) + eps) * (1 + w); the
-      stored weight w is an offset from 1 (initialised to zeros). Used for
-      input_layernorm, post_attention_layernorm, model.norm, and in Gemma 3 also
-      pre_feedforward_layernorm, post_feedforward_layernorm and self_attn.q_norm /
-      self_attn.k_norm (the latter two per head, over head_dim, eps rms_norm_eps).
-  Embedding: h0 = embed_tokens[id] * sqrt(hidden_size). Gemma 1 builds the normalizer as
-      torch.tensor(hidden_size ** 0.5, dtype=compute dtype); Gemma 3 as a float32 buffer cast
-      to the weight dtype, so the reference uses sqrt(d) (Gemma 1) and float32(sqrt(d))
-      (Gemma 3) -- 1.7e-8 apart, far below every tolerance. The tied lm_head is the
+  RMSNorm (GemmaRMSNorm = Gemma2RMSNorm = Gemma3RMSNorm):
+      y = x / sqrt(mean(x^2) + eps) * (1 + w); the stored weight w is an offset from 1
+      (initialised to zeros). Used for input_layernorm, post_attention_layernorm, model.norm,
+      and in Gemma 2 / 3 also pre_feedforward_layernorm, post_feedforward_layernorm, in Gemma 3
+      also self_attn.q_norm / self_attn.k_norm (the latter two per head, over head_dim, eps rms_norm_eps).
+  Embedding: h0 = embed_tokens[id] * sqrt(hidden_size). Gemma 1 and Gemma 2 build the
+      normalizer as torch.tensor(hidden_size ** 0.5, dtype=compute dtype); Gemma 3 as a float32
+      buffer cast to the weight dtype, so the reference uses sqrt(d) (Gemma 1, 2) and
+      float32(sqrt(d)) (Gemma 3) -- 1.7e-8 apart, far below every tolerance. The tied lm_head is the
       UNSCALED embedding matrix.
   MLP: down_proj(act(gate_proj(x)) * up_proj(x)), act "gelu_pytorch_tanh" (also
       "gelu_new", "gelu_fast" in the reference: the same tanh formula)
@@ -35,9 +38,24 @@ Rules of the reference (float64; RoPE cos/sin tables in float32 as transformers 
       0.5 x (1 + erf(x / sqrt 2)).
       Gemma 1: config "hidden_activation" when present and not null, else
       gelu_pytorch_tanh, whatever "hidden_act" says (transformers 4.39 .. 4.47's GemmaMLP;
-      see "version differences"). Gemma 3: "hidden_activation", default gelu_pytorch_tanh.
+      see "version differences"). Gemma 2 and 3: "hidden_activation", default
+      gelu_pytorch_tanh ("hidden_act" ignored).
   Gemma 1 block (Llama pre-norm): h = x + o_proj(attn(input_layernorm(x)));
       y = h + mlp(post_attention_layernorm(h)). Attention scale head_dim^-0.5.
+  Gemma 2 block: the Gemma 3 block below without q_norm / k_norm (none exist in Gemma 2):
+      a = post_attention_layernorm(o_proj(attn(input_layernorm(x)))); h = x + a;
+      y = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))).
+      Attention scale query_pre_attn_scalar^-0.5 (default 256). One RoPE (rope_theta, default
+      10000, with "rope_scaling" as given -- ASSUMED as transformers >= 4.48, whose
+      Gemma2RotaryEmbedding reads rope_scaling; 4.42 .. 4.47 built it from rope_theta alone)
+      for every layer, sliding or not.
+  Softcapping (Gemma 2; also Gemma 3, whose modeling code applies the same two caps when set):
+      attention: scores = (q . k) * scale; when attn_logit_softcapping c is not null:
+      scores = c * tanh(scores / c); THEN the causal / sliding mask (keys outside it excluded);
+      softmax. Final: when final_logit_softcapping c is not null: logits = c * tanh(logits / c),
+      and `hf ppl`'s cross entropy is that of the capped logits (greedy ids are unchanged by
+      the final cap: it is monotonic). Gemma2Config's defaults: attention 50.0, final 30.0; a
+      key given as null turns that cap off. Gemma3TextConfig's defaults: both null.
   Gemma 3 block ("sandwich" norms):
       a = post_attention_layernorm(o_proj(attn(input_layernorm(x)))); h = x + a;
       y = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))).
@@ -46,6 +64,9 @@ Rules of the reference (float64; RoPE cos/sin tables in float32 as transformers 
   Attention (both): rotate-half RoPE, grouped-query (query head a uses kv head
       a // (H / Hkv)), causal softmax, no biases, then o_proj; logits = model.norm(h) .
       lm_head^T (lm_head = embed_tokens when tie_word_embeddings).
+  Gemma 2 layer types: "layer_types" when given (and not null); else layer i is
+      "sliding_attention" iff i % 2 == 0 (layers 0, 2, 4, ... slide; 1, 3, ... full), window
+      W = "sliding_window" (default 4096) with the same rule as Gemma 3 below.
   Gemma 3 layer types: "layer_types" when given (and not null); else from
       "sliding_window_pattern" P (default 6): layer i is "sliding_attention" iff
       (i + 1) % P != 0, else "full_attention". A sliding layer with window
@@ -61,6 +82,10 @@ Rules of the reference (float64; RoPE cos/sin tables in float32 as transformers 
       tie_word_embeddings true, query_pre_attn_scalar 256, sliding_window 4096,
       sliding_window_pattern 6, rope_theta 1e6, rope_local_base_freq 10000,
       final_logit_softcapping null, attn_logit_softcapping null.
+      Gemma2Config (transformers >= 4.45 or so): head_dim 256, num_key_value_heads 4,
+      rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings true, attention_bias false,
+      hidden_activation gelu_pytorch_tanh, query_pre_attn_scalar 256, sliding_window 4096,
+      attn_logit_softcapping 50.0, final_logit_softcapping 30.0, max_position_embeddings 8192.
 
 Version differences found while writing this (transformers' own code, public copies):
   * GemmaMLP of transformers 4.39 .. 4.47 uses config.hidden_activation (null ->
@@ -70,6 +95,14 @@ Version differences found while writing this (transformers' own code, public cop
     hidden_activation". Google's original Gemma configs say "hidden_act": "gelu".
     The main cases here set both keys consistently; the rule of the brief (hidden_activation,
     else tanh) is checked on its own in variant A-hidden_act-gelu, marked ASSUMED.
+  * Gemma2Config's defaults changed: transformers 4.42 (gemma-2-9b style) had
+    num_attention_heads 16, num_key_value_heads 16, query_pre_attn_scalar 224; later releases
+    (gemma-2-2b style) have 8, 4 and 256. The cases write num_key_value_heads explicitly
+    (G3-kv-absent below tests the absent key leniently); G3 checks query_pre_attn_scalar
+    absent -> 256 (as the brief; ASSUMED the current default, 224 in 4.42).
+  * Gemma 2's sliding mask: 4.42 .. 4.4x masked keys j <= i - W with
+    torch.tril(ones, diagonal=-W); masking_utils (4.53+) keeps kv_idx > q_idx - W: the same
+    W keys, i - W < j <= i.
 
 Cases (`case_table()`; vocab 264 > the byte tokenizer's 259 ids, hidden 32, intermediate
 40, the qwen2_reference byte-level tokenizer, a 199-token text; norm offsets N(0, 0.2) so
@@ -109,36 +142,66 @@ repeats the input token):
     max_position_embeddings (never binds) and rope_theta / rope_local_base_freq /
     num_key_value_heads absent (1e6 / 10000 / 4 = MHA): ppl float64 64, generate float64:
     the sliding layer still uses the local RoPE base.
-  Refusals (hf ppl, exit 2, stderr naming what is wrong): a Gemma 2 folder
-    (Gemma2ForCausalLM, names Gemma2ForCausalLM / gemma2 / architectures / a softcapping
-    field); gemma3_text with attn_logit_softcapping 50 (names it) and with
-    final_logit_softcapping 30 (names it); a gemma3_text folder without
+  F gemma3-softcap: gemma3_text as C but 3 layers, window 4, attn_logit_softcapping 2.5 and
+    final_logit_softcapping 4.0 (both binding; they were refused before Gemma 2 support):
+    ppl float64 40, generate float64 (17 ids + 25).
+  G1 gemma2-softcap-w5: gemma2, 4 layers (0, 2 slide by default), 4 heads / 2 kv heads,
+    head_dim 16, query_pre_attn_scalar 24, sliding_window 5, attn_logit_softcapping 2.0,
+    final_logit_softcapping 3.0 (both bind: scores and logits are several units), rope_theta
+    10000, tied, max_position_embeddings 64: ppl float64 --context 7 and 40, float32 40;
+    generate float64 with prompts of 3 and 17 ids (+30 / +25, crossing the window); hf info
+    --check (the sliding line names 5; a note when no line names both softcaps).
+  G2 gemma2-nocap-layer_types: 3 layers, both softcaps given as null (off), explicit
+    layer_types ["sliding_attention", "sliding_attention", "full_attention"] (not the
+    default pattern), sliding_window 6, query_pre_attn_scalar 10, rope_theta 500 with
+    rope_scaling linear factor 2 (ASSUMED applied, transformers >= 4.48), untied, eps 1e-5:
+    ppl float64 40, generate float64 (17 ids + 25).
+  G3 gemma2-defaults: 3 layers, no softcap keys (-> 50 / 30), no query_pre_attn_scalar
+    (-> 256), no rope_theta / rms_norm_eps / tie_word_embeddings / hidden_activation keys,
+    sliding_window 4, q / k rows 8 / sqrt(32) so that the default attention cap of 50 binds:
+    ppl float64 40. G3-kv-absent: G3 without num_key_value_heads (4 query heads): agreement
+    with Gemma2Config's current default 4 (MHA) passes, a refusal naming
+    num_key_value_heads is only a note (4.42's default 16 cannot serve 4 query heads).
+  Refusals (hf ppl, exit 2, stderr naming what is wrong): a gemma3_text folder without
     model.layers.1.post_feedforward_layernorm.weight (names post_feedforward_layernorm);
     hidden_activation "relu" in gemma and in gemma3_text (names hidden_activation).
     ASSUMED (from docs/hf.md's rule that fields changing the function are refused and
     loading is strict): gemma3_text "use_bidirectional_attention": true (names it); gemma
     "attention_bias": true (names attention_bias or a bias tensor); a gemma3_text folder
     without layer 0's self_attn.q_norm.weight (names q_norm).
-  hf info --check (A, B, C): exit 0, names the architecture, "all tensors present", a printed
-    parameter count = transformers' num_parameters(). hf info (C with --check, D without):
-    a line mentioning the sliding layers / window that names W (5, 6); a note when the
+    Gemma 2 (on G1): a gemma2 folder without model.layers.1.post_feedforward_layernorm.weight
+    (names post_feedforward_layernorm); ASSUMED as the brief: attn_logit_softcapping 0.0
+    (names it; transformers would divide by zero), final_logit_softcapping -3.0 (names it;
+    transformers would compute -c tanh(x / -c) = 3 tanh(x / 3)), and a gemma2 folder with a
+    model.layers.0.self_attn.q_norm.weight tensor (names q_norm: strict loading; transformers
+    only warns about unexpected keys).
+  hf info --check (A, B, C, G1): exit 0, names the architecture, "all tensors present", a printed
+    parameter count = transformers' num_parameters(). hf info (C and G1 with --check, D
+    without): a line mentioning the sliding layers / window that names W (5, 6, 5); a note when the
     sliding layers' indices are not all in it.
   Probes: the two GELUs differ by < 5e-4 anywhere, which moves a 199-token summed loss by
     only ~1e-5 (random signs average out). So A, A-hidden_act-gelu, B and C also run
     `hf ppl --dtype float64` on a two-character text (one predicted token) chosen by
     `probe_text` as the one whose cross entropy differs most (relatively, 2.6e-4 .. 6e-4)
     between the two GELUs, compared within 2e-6.
-`check` does not run `selftest` (about 20 s of pure Python): run both.
+`check` does not run `selftest` (about 35 s of pure Python): run both.
 Every compared case is also evaluated (on a disagreement) under other readings -- no +1 on
 the norm weights, no sqrt(d) embedding scale, lm_head = the scaled embedding, the other
 GELU, head_dim^-0.5 scale, no q/k norm, one RoPE for every layer, no rope_scaling, full
-attention / W+1 keys, shifted layer pattern, Gemma 1 block on Gemma 3 weights -- and the
-reading that matches lol is named (first 6 disagreements). `selftest` asserts that each of
-those readings moves the loss by far more than the tolerance.
+attention / W+1 keys, shifted layer pattern (for Gemma 2: sliding on odd instead of even
+layers), Gemma 1 block on Gemma 2 / 3 weights, no attention softcap, the attention softcap
+before the query_pre_attn_scalar scale, no final softcap, and for G2 the caps of 50 / 30
+instead of null -- and the reading that matches lol is named (first 6 disagreements).
+`selftest` asserts that each of those readings moves the loss by far more than the tolerance
+(and that each changes the greedy ids of the generate checks, but the activation, the tied
+head's scale and the final softcap, which leave the argmax alone or nearly), that Gemma 2
+without softcaps and with every layer full equals the Gemma 3 model without q/k norms, that
+caps of 1e9 equal no caps, and Gemma2Config's defaults as read.
 """
 import argparse
 import json
 import math
+import operator
 import os
 import random
 import re
@@ -147,11 +210,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qwen2_reference as q2  # noqa: E402
-from qwen2_reference import (Checker, apply_rope, compare_generate, compare_ppl, f32, matvec,  # noqa: E402
+from qwen2_reference import (Checker, apply_rope, compare_generate, compare_ppl, f32,  # noqa: E402
                              mean_ce, ppl_windows, rmsnorm, silu, write_folder)
 
 TEXT = q2.TEXT
 DIAGNOSE = [6]
+_mul = operator.mul
+
+
+def matvec(W, x):
+    """qwen2_reference.matvec, faster: the same products summed in the same order (bit-identical)"""
+    return [sum(map(_mul, row, x)) for row in W]
+
 DROP = object()
 
 
@@ -170,50 +240,63 @@ ACTS = {"gelu_pytorch_tanh": gelu_tanh, "gelu_new": gelu_tanh, "gelu_fast": gelu
 
 # ---------------------------------------------------------------- config reading
 def gemma_params(cfg):
-    g3 = cfg.get("model_type") == "gemma3_text"
+    mt = cfg.get("model_type")
+    g3 = mt == "gemma3_text"
+    g2 = mt == "gemma2"
     d = cfg["hidden_size"]
     H = cfg["num_attention_heads"]
     L = cfg["num_hidden_layers"]
-    Hkv = cfg.get("num_key_value_heads", 4 if g3 else 16)
+    # Gemma2Config: 4 since transformers 4.45 or so (4.42's 9b-style defaults said 16)
+    Hkv = cfg.get("num_key_value_heads", 4 if (g3 or g2) else 16)
     hd = cfg.get("head_dim", 256)
-    if g3:
+    if g3 or g2:
         act = cfg.get("hidden_activation", "gelu_pytorch_tanh")
     else:
         act = cfg.get("hidden_activation") or "gelu_pytorch_tanh"
-    p = {"g3": g3, "d": d, "H": H, "Hkv": Hkv, "hd": hd, "F": cfg["intermediate_size"], "L": L,
-         "V": cfg["vocab_size"], "eps": cfg.get("rms_norm_eps", 1e-6),
+    p = {"g3": g3, "g2": g2, "sw": g3 or g2, "d": d, "H": H, "Hkv": Hkv, "hd": hd, "F": cfg["intermediate_size"],
+         "L": L, "V": cfg["vocab_size"], "eps": cfg.get("rms_norm_eps", 1e-6),
          "theta": cfg.get("rope_theta", 1e6 if g3 else 1e4), "tied": cfg.get("tie_word_embeddings", True),
          "mpe": cfg["max_position_embeddings"], "act": act, "rope_scaling": cfg.get("rope_scaling")}
-    if g3:
+    if g3 or g2:
         lt = cfg.get("layer_types")
-        if lt is None:
+        if lt is None and g3:
             P = cfg.get("sliding_window_pattern", 6)
             lt = ["sliding_attention" if (i + 1) % P else "full_attention" for i in range(L)]
+        elif lt is None:  # Gemma 2: layers 0, 2, 4, ... slide
+            lt = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(L)]
         p["layer_types"] = list(lt)
         p["window"] = cfg.get("sliding_window", 4096)
-        p["local_theta"] = cfg.get("rope_local_base_freq", 10000.0)
+        p["local_theta"] = cfg.get("rope_local_base_freq", 10000.0) if g3 else None
         p["scale"] = cfg.get("query_pre_attn_scalar", 256) ** -0.5
-        p["embed_scale"] = f32(math.sqrt(d))
+        p["embed_scale"] = f32(math.sqrt(d)) if g3 else math.sqrt(d)
+        dflt = (50.0, 30.0) if g2 else (None, None)
+        p["attn_cap"] = cfg.get("attn_logit_softcapping", dflt[0])
+        p["final_cap"] = cfg.get("final_logit_softcapping", dflt[1])
     else:
         p["layer_types"] = ["full_attention"] * L
         p["window"] = None
         p["local_theta"] = None
         p["scale"] = hd ** -0.5
         p["embed_scale"] = math.sqrt(d)
+        p["attn_cap"] = p["final_cap"] = None
     return p
 
 
 # ---------------------------------------------------------------- the model
 class GemmaRef(q2.Ref):
-    """GemmaForCausalLM / Gemma3ForCausalLM, float64. Reuses qwen2_reference.Ref's prefill /
+    """GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM, float64. Reuses qwen2_reference.Ref's prefill /
     greedy; weights, embedding scale, block and head are this class's. Keyword arguments
     select alternative readings (for the sensitivity checks and the diagnosis)."""
 
     def __init__(self, cfg, weights, plus1=True, embed_scale=True, scaled_head=False, act=None, attn_scale=None,
-                 qk_norm=True, rope="hf", window="config", layer_types=None, sandwich=True):
+                 qk_norm=True, rope="hf", window="config", layer_types=None, sandwich=True, attn_cap="config",
+                 final_cap="config", cap_order="hf"):
         p = gemma_params(cfg)
         self.cfg, self.p = cfg, p
-        self.g3 = p["g3"]
+        self.g3, self.sw = p["g3"], p["sw"]
+        self.attn_cap = p["attn_cap"] if attn_cap == "config" else attn_cap
+        self.final_cap = p["final_cap"] if final_cap == "config" else final_cap
+        self.cap_order = cap_order
         self.d, self.L, self.H, self.Hkv, self.hd, self.V = p["d"], p["L"], p["H"], p["Hkv"], p["hd"], p["V"]
         self.eps = p["eps"]
         self.act = ACTS[act or p["act"]]
@@ -249,9 +332,10 @@ class GemmaRef(q2.Ref):
                   "gate": M[pre + "mlp.gate_proj.weight"], "up": M[pre + "mlp.up_proj.weight"],
                   "down": M[pre + "mlp.down_proj.weight"], "cos": tab[0], "sin": tab[1],
                   "window": W if sliding else None}
-            if self.g3:
+            if self.sw:
                 ly["pre_ff"] = nw(M[pre + "pre_feedforward_layernorm.weight"])
                 ly["post_ff"] = nw(M[pre + "post_feedforward_layernorm.weight"])
+            if self.g3:
                 ly["q_norm"] = nw(M[pre + "self_attn.q_norm.weight"])
                 ly["k_norm"] = nw(M[pre + "self_attn.k_norm.weight"])
             self.layers.append(ly)
@@ -266,6 +350,7 @@ class GemmaRef(q2.Ref):
         scale = self.scale
         act = self.act
         qkn = self.g3 and self.qk_norm
+        cap = self.attn_cap
         out = []
         for t, h in enumerate(X):
             pos = pos0 + t
@@ -286,19 +371,23 @@ class GemmaRef(q2.Ref):
             att = []
             for a in range(H):
                 g = a // rep
-                sc = [sum(x1 * x2 for x1, x2 in zip(qh[a], kk[g])) * scale for kk in keys]
+                qa = qh[a]
+                sc = [sum(map(_mul, qa, kk[g])) * scale for kk in keys]
+                if cap is not None:
+                    if self.cap_order == "before_scale":  # an alternative reading: cap * tanh(q.k / cap) * scale
+                        sc = [cap * math.tanh(z / scale / cap) * scale for z in sc]
+                    else:  # transformers: scores * scaling, then cap * tanh(scores / cap), then the mask
+                        sc = [cap * math.tanh(z / cap) for z in sc]
                 m = max(sc)
                 e = [math.exp(z - m) for z in sc]
                 tot = sum(e)
                 o = [0.0] * hd
                 for wgt, vv in zip(e, vals):
-                    vg = vv[g]
                     wgt /= tot
-                    for j in range(hd):
-                        o[j] += wgt * vg[j]
+                    o = [oj + wgt * vj for oj, vj in zip(o, vv[g])]
                 att.extend(o)
             a_out = matvec(ly["o"], att)
-            if self.g3 and self.sandwich:
+            if self.sw and self.sandwich:
                 a_out = rmsnorm(a_out, ly["post_attn"], eps)
                 h2 = [x1 + x2 for x1, x2 in zip(h, a_out)]
                 x = rmsnorm(h2, ly["pre_ff"], eps)
@@ -307,13 +396,15 @@ class GemmaRef(q2.Ref):
                 x = rmsnorm(h2, ly["post_attn"], eps)
             mid = [act(g_) * u_ for g_, u_ in zip(matvec(ly["gate"], x), matvec(ly["up"], x))]
             mo = matvec(ly["down"], mid)
-            if self.g3 and self.sandwich:
+            if self.sw and self.sandwich:
                 mo = rmsnorm(mo, ly["post_ff"], eps)
             out.append([x1 + x2 for x1, x2 in zip(h2, mo)])
         return out
 
     def head(self, h):
-        return matvec(self.lm_head, rmsnorm(h, self.norm, self.eps))
+        z = matvec(self.lm_head, rmsnorm(h, self.norm, self.eps))
+        c = self.final_cap
+        return z if c is None else [c * math.tanh(v / c) for v in z]
 
 
 # ---------------------------------------------------------------- tiny folders
@@ -340,6 +431,18 @@ def gemma3_config(**kw):
     return _apply(c, kw)
 
 
+def gemma2_config(**kw):
+    c = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 264, "hidden_size": 32,
+         "intermediate_size": 40, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 16, "max_position_embeddings": 64, "rope_theta": 10000.0, "sliding_window": 5,
+         "query_pre_attn_scalar": 24, "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0,
+         "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+         "tie_word_embeddings": True, "attention_bias": False, "attention_dropout": 0.0, "initializer_range": 0.02,
+         "use_cache": True, "torch_dtype": "float32", "cache_implementation": "hybrid",
+         "bos_token_id": q2.ENDOFTEXT, "eos_token_id": q2.IM_END, "pad_token_id": q2.ENDOFTEXT}
+    return _apply(c, kw)
+
+
 def _apply(c, kw):
     for k, v in kw.items():
         if v is DROP:
@@ -350,14 +453,16 @@ def _apply(c, kw):
 
 
 def gemma_weights(cfg, seed, embed_std=0.3, norm_std=0.2, g2=False, qk_mean=1.0, gate=3.0, up=2.0, down=2.0,
-                  final_mean=0.0):
+                  final_mean=0.0, qk=2.5):
     """random tensors; norm weights are offsets N(0, norm_std) around 0 (the model uses 1 + w),
     q_norm / k_norm offsets N(qk_mean, norm_std) (so that the normalised heads give attention
     far from uniform at head_dim 16); q/k rows larger than v; gate pre-activations of a few
     units (where the two GELUs differ most) and a large MLP (the activation matters).
-    g2: Gemma 2 layout (sandwich norms, no q/k norm)."""
+    g2: Gemma 2 layout (sandwich norms, no q/k norm; also for a gemma2 config). qk: the q / k
+    rows' scale (times 1/sqrt(hidden))."""
     rng = random.Random(seed)
     p = gemma_params(cfg)
+    g2 = g2 or p["g2"]
     d, L, V, F, H, Hkv, hd = p["d"], p["L"], p["V"], p["F"], p["H"], p["Hkv"], p["hd"]
     T = {}
 
@@ -380,8 +485,8 @@ def gemma_weights(cfg, seed, embed_std=0.3, norm_std=0.2, g2=False, qk_mean=1.0,
         if p["g3"] and not g2:
             put(pre + "self_attn.q_norm.weight", [hd], norm_std, qk_mean)
             put(pre + "self_attn.k_norm.weight", [hd], norm_std, qk_mean)
-        put(pre + "self_attn.q_proj.weight", [H * hd, d], 2.5 / math.sqrt(d))
-        put(pre + "self_attn.k_proj.weight", [Hkv * hd, d], 2.5 / math.sqrt(d))
+        put(pre + "self_attn.q_proj.weight", [H * hd, d], qk / math.sqrt(d))
+        put(pre + "self_attn.k_proj.weight", [Hkv * hd, d], qk / math.sqrt(d))
         put(pre + "self_attn.v_proj.weight", [Hkv * hd, d], 1.2 / math.sqrt(d))
         put(pre + "self_attn.o_proj.weight", [d, H * hd], 1.2 / math.sqrt(H * hd))
         put(pre + "mlp.gate_proj.weight", [F, d], gate / math.sqrt(d))
@@ -397,6 +502,8 @@ def param_count(cfg):
     per = H * hd * d + 2 * Hkv * hd * d + d * H * hd + 3 * F * d + 2 * d
     if p["g3"]:
         per += 2 * d + 2 * hd
+    elif p["g2"]:
+        per += 2 * d
     return p["V"] * d * (1 if p["tied"] else 2) + d + p["L"] * per
 
 
@@ -410,14 +517,25 @@ def alternatives(cfg):
            ("activation silu", {"act": "silu"})]
     if p["tied"]:
         out.append(("tied lm_head = the scaled embedding", {"scaled_head": True}))
-    if p["g3"]:
+    if p["sw"]:
         out += [("attention scale head_dim^-0.5", {"attn_scale": p["hd"] ** -0.5}),
-                ("no q_norm / k_norm", {"qk_norm": False}),
-                ("Gemma 1 block (no sandwich norms)", {"sandwich": False}),
+                ("Gemma 1 block (no sandwich norms)", {"sandwich": False})]
+    if p["g3"]:
+        out += [("no q_norm / k_norm", {"qk_norm": False}),
                 ("global RoPE (rope_theta + scaling) on every layer", {"rope": "global"}),
                 ("local RoPE (rope_local_base_freq) on every layer", {"rope": "local"})]
-        if p["rope_scaling"]:
-            out.append(("rope_scaling ignored", {"rope": "noscale"}))
+    if p["sw"] and p["rope_scaling"]:
+        out.append(("rope_scaling ignored", {"rope": "noscale"}))
+    if p["sw"]:
+        if p["attn_cap"] is not None:
+            out += [("no attention logit softcap", {"attn_cap": None}),
+                    ("attention softcap before the query_pre_attn_scalar scale", {"cap_order": "before_scale"})]
+        elif p["g2"]:
+            out.append(("attention logit softcap 50 (Gemma2Config's default) instead of null", {"attn_cap": 50.0}))
+        if p["final_cap"] is not None:
+            out.append(("no final logit softcap", {"final_cap": None}))
+        elif p["g2"]:
+            out.append(("final logit softcap 30 (Gemma2Config's default) instead of null", {"final_cap": 30.0}))
         lt = p["layer_types"]
         if "sliding_attention" in lt:
             W = p["window"]
@@ -425,7 +543,9 @@ def alternatives(cfg):
                 out += [("full attention in the sliding layers", {"window": None}),
                         ("W+1 keys", {"window": W + 1})]
             flipped = ["full_attention" if t == "sliding_attention" else "sliding_attention" for t in lt]
-            out.append(("layer types flipped %s" % ["S" if t[0] == "s" else "F" for t in flipped],
+            odd = " (sliding on odd instead of even layers)" if p["g2"] and all(
+                (t == "sliding_attention") == (i % 2 == 0) for i, t in enumerate(lt)) else ""
+            out.append(("layer types flipped %s%s" % ("".join("S" if t[0] == "s" else "F" for t in flipped), odd),
                         {"layer_types": flipped}))
             out.append(("every layer sliding", {"layer_types": ["sliding_attention"] * p["L"]}))
     return out
@@ -464,10 +584,10 @@ class Case:
         self.model = self.alt({})
         p = gemma_params(cfg)
         print("[%s] %s H %d, Hkv %d, hd %d, act %s, scale %.4g, layers %s, window %s, theta %g / local %s, "
-              "rope_scaling %s, tied %s, %s" % (
+              "rope_scaling %s, tied %s, softcaps %s / %s, %s" % (
                   tag, cfg["model_type"], p["H"], p["Hkv"], p["hd"], p["act"], p["scale"],
                   "".join("S" if t[0] == "s" else "F" for t in p["layer_types"]), p["window"], p["theta"],
-                  p["local_theta"], p["rope_scaling"], p["tied"], dt), flush=True)
+                  p["local_theta"], p["rope_scaling"], p["tied"], p["attn_cap"], p["final_cap"], dt), flush=True)
 
     def alt(self, kw):
         key = (self.wtag, self.dt, json.dumps(self.cfg, sort_keys=True), json.dumps(kw, sort_keys=True))
@@ -532,7 +652,7 @@ class Case:
         if not ok and res.get("loss_sum") is not None and abs(res["loss_sum"] - ce_alt) <= rtol * ce_alt:
             print("    lol matches the reference under: %s" % name)
 
-    def info(self, check=True, window=None):
+    def info(self, check=True, window=None, caps=None):
         args = ["hf", "info", self.tag] + (["--check"] if check else [])
         r = self.ck.run(args, expect_rc=None)
         self.ck.equal("%s hf info%s exits 0" % (self.tag, " --check" if check else ""), r.returncode, 0)
@@ -549,6 +669,13 @@ class Case:
                               int(m.group(1).replace(",", "")), param_count(self.cfg))
             else:
                 self.ck.note("%s: hf info prints no parameter count" % self.tag)
+        if caps is not None:
+            cl = [l_ for l_ in r.stdout.splitlines() if re.search(r"soft.?cap|capping", l_, re.I)]
+            for l_ in cl:
+                print("    info: %s" % l_.strip())
+            nums = set(float(x) for x in re.findall(r"\d+(?:\.\d+)?", " ".join(cl)))
+            if not cl or not all(float(v) in nums for v in caps):
+                self.ck.note("%s: hf info does not print the softcaps %s (format?)" % (self.tag, caps))
         if window is None:
             return
         lines = [l_ for l_ in r.stdout.splitlines() if "slid" in l_.lower() or "window" in l_.lower()]
@@ -596,8 +723,50 @@ def case_table():
     E = gemma3_config(num_hidden_layers=2, sliding_window=64, rope_theta=DROP, rope_local_base_freq=DROP,
                       num_key_value_heads=DROP, rope_scaling=None)
     small = {"embed_std": 0.05, "final_mean": 4.0}
+    # Gemma 2
+    G1 = gemma2_config()
+    G2 = gemma2_config(num_hidden_layers=3, attn_logit_softcapping=None, final_logit_softcapping=None,
+                       layer_types=["sliding_attention", "sliding_attention", "full_attention"], sliding_window=6,
+                       query_pre_attn_scalar=10, rope_theta=500.0,
+                       rope_scaling={"rope_type": "linear", "factor": 2.0},
+                       tie_word_embeddings=False, rms_norm_eps=1e-5)
+    G3 = gemma2_config(num_hidden_layers=3, attn_logit_softcapping=DROP, final_logit_softcapping=DROP,
+                       query_pre_attn_scalar=DROP, rope_theta=DROP, rms_norm_eps=DROP, tie_word_embeddings=DROP,
+                       hidden_activation=DROP, hidden_act=DROP, cache_implementation=DROP, sliding_window=4)
+    # Gemma 3 with both softcaps set (binding)
+    F = gemma3_config(num_hidden_layers=3, attn_logit_softcapping=2.5, final_logit_softcapping=4.0, sliding_window=4)
     return {"A": (A, 401, {}, "F32"), "B": (B, 402, {}, "BF16"), "C": (C, 403, small, "F32"),
-            "D": (D, 404, {"embed_std": 0.1, "final_mean": 3.0}, "F32"), "E": (E, 405, small, "F32")}
+            "D": (D, 404, {"embed_std": 0.1, "final_mean": 3.0}, "F32"), "E": (E, 405, small, "F32"),
+            "G1": (G1, 413, {"embed_std": 0.05, "final_mean": 1.0}, "F32"),
+            "G2": (G2, 412, {"embed_std": 0.1, "final_mean": 1.0}, "F32"),
+            "G3": (G3, 413, {"embed_std": 0.1, "final_mean": 2.0, "qk": 8.0}, "F32"),
+            "F": (F, 414, {"embed_std": 0.1, "final_mean": 1.0}, "F32")}
+
+
+def kv_default(ck, cfg, seed, wkw, ids, tag="gemma2-defaults-kv-absent"):
+    """G3 without num_key_value_heads, 4 query heads: transformers' Gemma2Config (4.45 and
+    later) says 4 (multi-head attention here); 4.42's said 16, which 4 query heads cannot use.
+    Agreement with 4 passes; a refusal naming num_key_value_heads is a note; anything else fails."""
+    cfg = {k: v for k, v in cfg.items() if k != "num_key_value_heads"}
+    T = gemma_weights(cfg, seed, **wkw)
+    write_folder(os.path.join(ck.work, tag), cfg, T)
+    out = os.path.join(ck.work, "ppl_%s.json" % tag)
+    r = ck.run(["hf", "ppl", tag, "--data", "text.txt", "--context", 40, "--dtype", "float64", "--out", out,
+                "--threads", 1], expect_rc=None)
+    ck.compared += 1
+    want, _ = mean_ce(GemmaRef(cfg, q2.as_weights(T, "F32")), ppl_windows(ids, 40))
+    if r.returncode == 2 and "num_key_value_heads" in r.stderr:
+        ck.note("%s: refused naming num_key_value_heads (Gemma2Config's default is 4 since transformers 4.45 or "
+                "so, 16 in 4.42): %s" % (tag, r.stderr.strip()[-200:]))
+        return
+    got = json.load(open(out)).get("loss_sum") if r.returncode == 0 else None
+    if got is not None and abs(got - want) <= 1e-5 * abs(want):
+        if ck.verbose:
+            print("  ok %-60s lol %.10g ref %.10g" % ("%s (num_key_value_heads absent -> 4)" % tag, got, want))
+        return
+    ck.fail("%s (num_key_value_heads absent, 4 query heads; Gemma2Config's default 4 = multi-head): expected "
+            "loss_sum %.10g or exit 2 naming num_key_value_heads; got exit %d, %s" % (
+                tag, want, r.returncode, ("loss_sum %.10g" % got) if got is not None else r.stderr.strip()[-300:]))
 
 
 def null_window(ck, cfg, T, ids, tag="gemma3-pattern-window-null"):
@@ -653,6 +822,24 @@ def selftest():
     if (pd["Hkv"], pd["hd"], pd["eps"], pd["theta"], pd["tied"], pd["act"]) != (16, 256, 1e-6, 1e4, True,
                                                                                  "gelu_pytorch_tanh"):
         bad.append("GemmaConfig defaults %s" % pd)
+    pd = gemma_params(gemma2_config(num_key_value_heads=DROP, head_dim=DROP, rms_norm_eps=DROP, rope_theta=DROP,
+                                    query_pre_attn_scalar=DROP, sliding_window=DROP, tie_word_embeddings=DROP,
+                                    hidden_activation=DROP, attn_logit_softcapping=DROP, final_logit_softcapping=DROP,
+                                    num_hidden_layers=5))
+    if (pd["Hkv"], pd["hd"], pd["eps"], pd["theta"], pd["scale"], pd["window"], pd["tied"], pd["act"], pd["attn_cap"],
+            pd["final_cap"], pd["local_theta"], pd["embed_scale"]) != (
+            4, 256, 1e-6, 1e4, 1 / 16, 4096, True, "gelu_pytorch_tanh", 50.0, 30.0, None, math.sqrt(32)):
+        bad.append("Gemma2Config defaults %s" % pd)
+    if pd["layer_types"] != ["sliding_attention", "full_attention"] * 2 + ["sliding_attention"]:
+        bad.append("Gemma 2 default layer types %s" % pd["layer_types"])
+    pd = gemma_params(gemma2_config(attn_logit_softcapping=None, final_logit_softcapping=None,
+                                    layer_types=["full_attention"] * 3 + ["sliding_attention"]))
+    if (pd["attn_cap"], pd["final_cap"], pd["layer_types"][3], pd["layer_types"][0]) != (
+            None, None, "sliding_attention", "full_attention"):
+        bad.append("Gemma 2 null softcaps / explicit layer_types %s" % pd)
+    p3 = gemma_params(gemma3_config(attn_logit_softcapping=DROP, final_logit_softcapping=DROP))
+    if gemma_params(gemma3_config())["attn_cap"] is not None or p3["final_cap"] is not None:
+        bad.append("Gemma 3 softcaps default to null")
     # A Gemma 1 model = qwen2_reference's Llama Ref with 1 + w norm weights, the scaled
     # embedding as input, the unscaled one as (untied) lm_head and SiLU replaced by GELU-tanh
     import tempfile
@@ -699,6 +886,29 @@ def selftest():
     lc, _, _, _ = g3.prefill(ids)
     if max(abs(a - b) for ra, rb in zip(lb, lc) for a, b in zip(ra, rb)) > 1e-6:  # float32(sqrt(d)) vs sqrt(d)
         bad.append("GemmaRef (gemma3 with the Gemma 3 pieces off) != GemmaRef (gemma 1)")
+    # Gemma 2 with the softcaps off and every layer full = Gemma 3 without q/k norms, one RoPE
+    # (every layer full), same scale (float32(sqrt(d)) vs sqrt(d) apart)
+    g3s = GemmaRef(c3, q2.as_weights(T3, "F32"), qk_norm=False)
+    ld, _, _, _ = g3s.prefill(ids)
+    c2 = gemma2_config(num_hidden_layers=3, rope_theta=500.0, attn_logit_softcapping=None,
+                       final_logit_softcapping=None, layer_types=["full_attention"] * 3, query_pre_attn_scalar=16)
+    T2 = {k: v for k, v in T3.items() if "q_norm" not in k and "k_norm" not in k}
+    le, _, _, _ = GemmaRef(c2, q2.as_weights(T2, "F32")).prefill(ids)
+    if max(abs(a - b) for ra, rb in zip(ld, le) for a, b in zip(ra, rb)) > 1e-6:
+        bad.append("GemmaRef (gemma2, no softcaps, all full) != GemmaRef (gemma3 without q/k norms, all full)")
+    if param_count(c2) != sum(len(v[1]) for v in T2.values()):
+        bad.append("gemma2 param_count %d != stored values %d" % (param_count(c2),
+                                                                  sum(len(v[1]) for v in T2.values())))
+    # softcaps of 1e9 = no softcap; a binding final cap bounds the logits; the cap is c tanh(x / c)
+    c2b = dict(c2, attn_logit_softcapping=1e9, final_logit_softcapping=1e9)
+    lf, _, _, _ = GemmaRef(c2b, q2.as_weights(T2, "F32")).prefill(ids)
+    if max(abs(a - b) for ra, rb in zip(le, lf) for a, b in zip(ra, rb)) > 1e-9:
+        bad.append("softcaps of 1e9 != no softcaps")
+    c2c = dict(c2, final_logit_softcapping=0.5)
+    lg_, _, _, _ = GemmaRef(c2c, q2.as_weights(T2, "F32")).prefill(ids)
+    if max(abs(v) for r_ in lg_ for v in r_) >= 0.5 or \
+            abs(lg_[0][7] - 0.5 * math.tanh(le[0][7] / 0.5)) > 1e-12:
+        bad.append("final softcap 0.5: logits not 0.5 tanh(x / 0.5)")
     shutil.rmtree(tmp, ignore_errors=True)
 
     # sensitivity: every alternative reading moves the loss by far more than the tolerance
@@ -707,6 +917,7 @@ def selftest():
     for tag, (c, seed, wkw, dt) in sorted(case_table().items()):
         Tt = gemma_weights(c, seed, **wkw)
         Wt = q2.as_weights(Tt, dt)
+        p_ = gemma_params(c)
         ref, _ = mean_ce(GemmaRef(c, Wt), ppl_windows(tids, 40))
         worst = None
         model = GemmaRef(c, Wt)
@@ -718,21 +929,24 @@ def selftest():
                 a, _ = mean_ce(alt, ppl_windows(tids, 40))
                 rel = abs(a - ref) / abs(ref)
             worst = min(worst or rel, rel)
+            if "softcap" in name or (p_["g2"] and name.startswith("layer types flipped")):
+                print("  selftest %-4s %-72s relative change %.2e" % (tag, name, rel))
             if rel < (4e-5 if name.startswith("activation gelu") else 2e-4):  # 20x the tolerance
                 bad.append("%s: alternative '%s' moves the loss by only %.2e" % (tag, name, rel))
         print("  selftest %-20s loss %.6g; smallest relative change under an alternative %.2e" % (tag, ref, worst))
     # greedy decoding as check() runs it tells the readings of the window / RoPE / layer types apart
     ids = q2.encode(TEXT)
     for tag, prompts in (("C", ((ids[:3], 30), (ids[5:22], 25))), ("D", ((ids[5:22], 25),)),
-                         ("E", ((ids[5:22], 30),))):
+                         ("E", ((ids[5:22], 30),)), ("G1", ((ids[:3], 30), (ids[5:22], 25))),
+                         ("G2", ((ids[5:22], 25),)), ("G3", ((ids[5:22], 25),)), ("F", ((ids[5:22], 25),))):
         c, seed, wkw, dt = case_table()[tag]
         Wt = q2.as_weights(gemma_weights(c, seed, **wkw), dt)
         refs = [GemmaRef(c, Wt).greedy(pp, n)[0] for pp, n in prompts]
         if tag != "D" and any(len(set(r_)) < 4 for r_ in refs):
             bad.append("case %s: greedy continuations %s are too repetitive to test much" % (tag, refs))
         for name, kw in alternatives(c):
-            if name.startswith(("activation", "tied lm_head")):  # (the latter only scales the logits)
-                continue
+            if name.startswith(("activation", "tied lm_head", "no final logit softcap", "final logit softcap")):
+                continue  # (the latter three only scale the logits or are monotonic)
             alt = GemmaRef(c, Wt, **kw)
             if all(alt.greedy(pp, n)[0] == r_ for (pp, n), r_ in zip(prompts, refs)):
                 bad.append("case %s: greedy ids are the same under '%s'" % (tag, name))
@@ -754,7 +968,8 @@ def selftest():
             bad.append("cached greedy step %d: %d != recomputed %d" % (j, toks[j], t))
             break
         seq.append(t)
-    for c in (gemma_config(), gemma_config(tie_word_embeddings=False), gemma3_config()):
+    for c in (gemma_config(), gemma_config(tie_word_embeddings=False), gemma3_config(), gemma2_config(),
+              gemma2_config(tie_word_embeddings=False)):
         Tt = gemma_weights(c, 1)
         if param_count(c) != sum(len(v[1]) for v in Tt.values()):
             bad.append("param_count %d != stored values %d" % (param_count(c), sum(len(v[1]) for v in Tt.values())))
@@ -845,16 +1060,48 @@ def check(lol, work, verbose=True):
     c.ppl(ids, 64)
     c.generate(ids[5:22], 30)
 
+    # G1: Gemma 2 with both softcaps binding (attention 2, final 3), query_pre_attn_scalar 24 !=
+    # head_dim 16, window 5, the default layer pattern (layers 0, 2 slide)
+    cfgG1, sd, wkw, _ = tab["G1"]
+    TG1 = gemma_weights(cfgG1, sd, **wkw)
+    c = Case(ck, "gemma2-softcap-w5", cfgG1, TG1)
+    c.ppl(ids, 7)
+    c.ppl(ids, 40)
+    c.ppl(ids, 40, "float32")
+    c.generate(ids[:3], 30)
+    c.generate(ids[5:22], 25)
+    c.info(window=5, caps=(2, 3))
+    # G2: Gemma 2 with both softcaps null (off), explicit layer_types S S F, window 6, linear RoPE
+    # scaling, untied, query_pre_attn_scalar 10
+    cfgG2, sd, wkw, _ = tab["G2"]
+    c = Case(ck, "gemma2-nocap-layer_types", cfgG2, gemma_weights(cfgG2, sd, **wkw))
+    c.ppl(ids, 40)
+    c.generate(ids[5:22], 25)
+    # G3: Gemma2Config's defaults: softcaps 50 / 30, query_pre_attn_scalar 256, rope_theta 10000,
+    # eps 1e-6, tied, gelu_pytorch_tanh, layers 0, 2 slide (window 4 given)
+    cfgG3, sd, wkw, _ = tab["G3"]
+    c = Case(ck, "gemma2-defaults", cfgG3, gemma_weights(cfgG3, sd, **wkw))
+    c.ppl(ids, 40)
+    kv_default(ck, cfgG3, sd, wkw, ids)
+    # F: Gemma 3 with attn_logit_softcapping 2.5 and final_logit_softcapping 4 (applied as in Gemma 2)
+    cfgF, sd, wkw, _ = tab["F"]
+    c = Case(ck, "gemma3-softcap", cfgF, gemma_weights(cfgF, sd, **wkw))
+    c.ppl(ids, 40)
+    c.generate(ids[5:22], 25)
+
     # refusals
     print("[refusals]", flush=True)
-    cfg2 = gemma3_config(architectures=["Gemma2ForCausalLM"], model_type="gemma2", attn_logit_softcapping=50.0,
-                         final_logit_softcapping=30.0, rope_scaling=DROP, rope_local_base_freq=DROP,
-                         sliding_window_pattern=DROP, query_pre_attn_scalar=16, sliding_window=4,
-                         cache_implementation="hybrid")
-    T2 = gemma_weights(gemma3_config(), 406, g2=True)
-    refusal(ck, "refuse-gemma2", cfg2, T2, ["Gemma2ForCausalLM", "gemma2", "architectures", "softcapping"])
-    refusal(ck, "refuse-attn-softcap", dict(cfgC, attn_logit_softcapping=50.0), TC, ["attn_logit_softcapping"])
-    refusal(ck, "refuse-final-softcap", dict(cfgC, final_logit_softcapping=30.0), TC, ["final_logit_softcapping"])
+    refusal(ck, "refuse-gemma2-attn-softcap-0", dict(cfgG1, attn_logit_softcapping=0.0), TG1,
+            ["attn_logit_softcapping"], " (ASSUMED: a softcap <= 0 is refused; transformers divides by 0)")
+    refusal(ck, "refuse-gemma2-final-softcap-neg", dict(cfgG1, final_logit_softcapping=-3.0), TG1,
+            ["final_logit_softcapping"], " (ASSUMED: a softcap <= 0 is refused; transformers would compute "
+            "-c tanh(x / -c) = |c| tanh(x / |c|))")
+    T = dict(TG1)
+    del T["model.layers.1.post_feedforward_layernorm.weight"]
+    refusal(ck, "refuse-gemma2-missing-post_ff", cfgG1, T, ["post_feedforward_layernorm"])
+    T = dict(TG1)
+    T["model.layers.0.self_attn.q_norm.weight"] = ([16], [0.0] * 16)
+    refusal(ck, "refuse-gemma2-q_norm", cfgG1, T, ["q_norm"], " (ASSUMED: strict loading, an unexpected tensor)")
     T = dict(TC)
     del T["model.layers.1.post_feedforward_layernorm.weight"]
     refusal(ck, "refuse-missing-post_ff", cfgC, T, ["post_feedforward_layernorm"])
