@@ -277,6 +277,9 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     // config.json has "gelu"; transformers 4.38-4.4x override it): hidden_activation
     // decides, default gelu_pytorch_tanh.
     c.activation = "gelu_pytorch_tanh";
+    // Gemma 2/3 read hidden_activation directly: null fails to load in transformers.
+    if (f.has("hidden_activation") && j["hidden_activation"].is_null() && !c.is_gemma())
+      unsupported(where, "hidden_activation", "null", "expected an activation name, e.g. \"gelu_pytorch_tanh\"");
     if (f.has("hidden_activation") && !j["hidden_activation"].is_null()) f.get("hidden_activation", c.activation);
     c.activation = nn::activation_name(nn::activation_from_name(c.activation, where + ": " + field("hidden_activation")));
   } else {

@@ -401,6 +401,11 @@ TEST(HfGemma, RefusedFeatures) {
   auto relu = s.config();
   relu["hidden_activation"] = "relu";
   expect_input_error([&] { HfConfig::from_json(relu, "config.json"); }, {"hidden_activation", "relu"});
+  relu["hidden_activation"] = nullptr;  // Gemma 1 falls back to the tanh GELU; Gemma 2/3 fail in transformers
+  expect_input_error([&] { HfConfig::from_json(relu, "config.json"); }, {"hidden_activation", "null"});
+  relu["architectures"] = {"GemmaForCausalLM"};
+  relu["model_type"] = "gemma";
+  EXPECT_EQ(HfConfig::from_json(relu, "config.json").activation, "gelu_pytorch_tanh");
   auto null_window = s.config();  // sliding layers (pattern 2) without a window: transformers fails
   null_window["sliding_window"] = nullptr;
   expect_input_error([&] { HfConfig::from_json(null_window, "config.json"); }, {"sliding_window", "null", "need a window"});
