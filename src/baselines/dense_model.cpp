@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "baselines/init.h"
+#include "nn/mask_fill.h"
 #include "util/error.h"
 
 namespace lol::baselines {
@@ -49,25 +50,21 @@ torch::Tensor DenseModelImpl::hidden(const torch::Tensor& tokens, const torch::T
 
 double embedding_scale(const DenseConfig& c) { return c.scale_embeddings ? std::sqrt(double(c.d_model)) : 1.0; }
 
-torch::Tensor scale_embedding_rows(const torch::Tensor& e, const DenseConfig& c) {
-  if (!c.scale_embeddings) return e;
+torch::Tensor scale_embedding_rows(const torch::Tensor& e, double scale) {
+  if (scale == 1.0) return e;
   // The factor rounded to the compute dtype first, as transformers' Gemma does.
-  return e * torch::scalar_tensor(embedding_scale(c), e.options());
+  return e * torch::scalar_tensor(scale, e.options());
 }
 
 torch::Tensor DenseModelImpl::embed(const torch::Tensor& tokens) {
-  return scale_embedding_rows(embed_tokens(tokens), cfg_);
+  return scale_embedding_rows(embed_tokens(tokens), embedding_scale(cfg_));
 }
 
 nn::RoPE& DenseModelImpl::layer_rope(int64_t layer) { return cfg_.local_rope(layer) ? rope_local : rope; }
 
-torch::Tensor softcap_logits(const torch::Tensor& logits, double cap) {
-  return cap > 0 ? torch::tanh(logits / cap) * cap : logits;
-}
-
 torch::Tensor DenseModelImpl::logits(const torch::Tensor& h) {
   auto l = cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);
-  return softcap_logits(l, cfg_.final_logit_softcap);
+  return nn::soft_cap(l, cfg_.final_logit_softcap);
 }
 
 torch::Tensor DenseModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {

@@ -30,12 +30,9 @@ void check_tokens(const torch::Tensor& tokens, int64_t vocab_size, int64_t max_s
 
 /// sqrt(d_model) when c.scale_embeddings, else 1.
 double embedding_scale(const DenseConfig& c);
-/// Embedding rows e [..., d_model] times embedding_scale(c) rounded to e's dtype (Gemma's
-/// normalizer); e itself when c.scale_embeddings is false.
-torch::Tensor scale_embedding_rows(const torch::Tensor& e, const DenseConfig& c);
-
-/// cap * tanh(logits / cap) for cap > 0 (Gemma 2's final soft-capping), else logits.
-torch::Tensor softcap_logits(const torch::Tensor& logits, double cap);
+/// Embedding rows e [..., d_model] times `scale` (embedding_scale) rounded to e's dtype
+/// first (Gemma's normalizer); e itself when scale is 1.
+torch::Tensor scale_embedding_rows(const torch::Tensor& e, double scale);
 
 class DenseModelImpl : public torch::nn::Module {
  public:

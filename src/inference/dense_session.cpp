@@ -7,6 +7,7 @@
 #include "inference/block_step.h"
 #include "inference/feed_checks.h"
 #include "inference/ops.h"
+#include "nn/mask_fill.h"
 #include "nn/rope.h"
 #include "nn/block.h"
 #include "util/error.h"
@@ -134,7 +135,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   for (auto& kv : cache_) kv.reserve(need);
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
-  if (w_.embed_scale != 1.0) x = x * torch::scalar_tensor(w_.embed_scale, x.options());  // Gemma: rounded first
+  x = baselines::scale_embedding_rows(x, w_.embed_scale);  // Gemma: times sqrt(d)
   for (int64_t l = 0; l < c.n_prelude; ++l) {
     const bool sliding = window_[l] > 0;
     const PackedBlock& b = w_.prelude[l];
@@ -153,7 +154,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     for (int64_t a = 0; a < A; ++a) last[a] = offset[a + 1] - 1;
     h = x.index_select(0, index_tensor(last, dev));
   }
-  return baselines::softcap_logits(dense(rms_norm(h, w_.norm, c.norm_eps), w_.head), w_.final_softcap);
+  return nn::soft_cap(dense(rms_norm(h, w_.norm, c.norm_eps), w_.head), w_.final_softcap);
 }
 
 int64_t DenseDecodeSession::cache_bytes() const {

@@ -154,7 +154,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   // 4. Masked softmax attention (same arithmetic as nn::masked_attention).
   const double scale = 1.0 / std::sqrt(double(hd));
   auto scores = torch::matmul(Q, K.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G Lq, Lk]
-  if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;
+  scores = nn::soft_cap(scores, softcap);
   if (p.blocked.defined()) {
     scores = scores.view({p.S, Hkv, G, p.Lq, Lkv}).masked_fill_(p.blocked, nn::lowest_finite(scores.scalar_type()));
     scores = scores.view({p.S, Hkv, G * p.Lq, Lkv});

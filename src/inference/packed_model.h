@@ -91,7 +91,7 @@ struct PackedModel {
   double rope_local_theta = 0;
   torch::Tensor rope_table_local;    ///< [positions, 2, hd] for rope_local_theta, or undefined
   double embed_scale = 1.0;          ///< input embeddings times it, rounded to the dtype (Gemma: sqrt(d))
-  double final_softcap = 0;          ///< > 0: logits soft-capped (baselines::softcap_logits; Gemma 2)
+  double final_softcap = 0;          ///< > 0: logits soft-capped (nn::soft_cap; Gemma 2)
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }

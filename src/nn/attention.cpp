@@ -53,7 +53,7 @@ torch::Tensor attention_impl(const torch::Tensor& q, const torch::Tensor& k, con
   // Group query heads by their kv head: no copy of k/v per query head.
   auto qg = q.reshape({S, Hkv, G * Lq, hd});
   auto scores = torch::matmul(qg, k.transpose(-1, -2)).mul_(scale);  // [S, Hkv, G*Lq, Lk]
-  if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;  // Gemma 2's soft-capping
+  scores = soft_cap(scores, softcap);  // Gemma 2 (0: unchanged)
   scores = scores.view({S, Hkv, G, Lq, Lk});
   auto mask = allowed.view({S, 1, 1, Lq, Lk});
   scores.masked_fill_(mask.logical_not(), lowest_finite(scores.scalar_type()));  // in place: no copy

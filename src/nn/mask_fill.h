@@ -1,5 +1,6 @@
-// The fill value of masked attention scores and the score softmax, shared by the
-// training attention (nn/attention.cpp) and the cached decoder (inference/kv_cache.cpp).
+// The fill value of masked attention scores, the score softmax and soft-capping, shared
+// by the training attention (nn/attention.cpp) and the cached decoder
+// (inference/kv_cache.cpp); soft-capping also caps a dense model's logits.
 #pragma once
 #include <limits>
 
@@ -32,5 +33,10 @@ inline at::Tensor score_softmax(const at::Tensor& scores) {
   if (t == c10::kBFloat16 || t == c10::kHalf) return at::softmax(scores, -1, c10::kFloat).to(t);
   return at::softmax(scores, -1);
 }
+
+/// Soft-capping (Gemma 2): cap * tanh(x / cap) elementwise for cap > 0 (x of any shape,
+/// same shape out; attention scores after scaling, or logits [..., vocab]); x itself for
+/// cap = 0.
+inline at::Tensor soft_cap(const at::Tensor& x, double cap) { return cap > 0 ? at::tanh(x / cap) * cap : x; }
 
 }  // namespace lol::nn
