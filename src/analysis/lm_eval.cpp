@@ -253,7 +253,8 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> choice_request(const token
 
 std::vector<double> continuation_logliks(training::TrainableModel& model,
                                          const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& requests,
-                                         int64_t max_len, const torch::Device& device, int64_t batch_size) {
+                                         int64_t max_len, const torch::Device& device, int64_t batch_size,
+                                         bool feed_last) {
   ModeGuard guard(model);
   if (max_len < 1 || batch_size < 1) throw InputError("continuation_logliks: max_len and batch_size must be >= 1");
   std::vector<double> out(requests.size(), 0.0);
@@ -267,11 +268,12 @@ std::vector<double> continuation_logliks(training::TrainableModel& model,
       const auto& [ctx, cont] = requests[q];
       std::vector<int64_t> all(ctx.begin(), ctx.end());
       all.insert(all.end(), cont.begin(), cont.end());
-      all.pop_back();  // the last token is only a target
+      if (!feed_last) all.pop_back();  // the last token is only a target
       const int64_t drop = std::max<int64_t>(0, int64_t(all.size()) - max_len);
       rows.emplace_back(all.begin() + drop, all.end());
       const int64_t nc = int64_t(cont.size());
-      first.push_back(int64_t(rows.back().size()) - nc);  // may be < 0 if the continuation alone is too long
+      // may be < 0 if the continuation alone is too long
+      first.push_back(int64_t(rows.back().size()) - nc - (feed_last ? 1 : 0));
       n_cont.push_back(nc);
       width = std::max<int64_t>(width, int64_t(rows.back().size()));
     }

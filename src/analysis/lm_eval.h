@@ -98,10 +98,14 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> choice_request(const token
 /// `batch_size` at a time (padding has doc id -1). Output [requests]. Throws
 /// NonFiniteError when a log-likelihood is NaN/Inf (the model's activations overflowed),
 /// InputError for a continuation id outside the model's vocabulary. Log-probabilities
-/// are float32, float64 for a float64 model.
+/// are float32, float64 for a float64 model. feed_last = true keeps the last token in
+/// the row (its logits unused), as transformers' perplexity recipe feeds the whole
+/// window (`model(window, labels=window)`): the same values for every model but one
+/// whose RoPE depends on the call's length (longrope, nn/rope_scaling.h).
 std::vector<double> continuation_logliks(training::TrainableModel& model,
                                          const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& requests,
-                                         int64_t max_len, const torch::Device& device, int64_t batch_size = 16);
+                                         int64_t max_len, const torch::Device& device, int64_t batch_size = 16,
+                                         bool feed_last = false);
 
 struct ChoiceExampleScore {
   std::vector<double> logliks;  ///< per choice, nats

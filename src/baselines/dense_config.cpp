@@ -28,6 +28,10 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   return s;
 }
 
+int64_t DenseConfig::rotary_dim() const {
+  return int64_t(double(effective_head_dim()) * partial_rotary_factor);
+}
+
 bool DenseConfig::local_rope(int64_t layer) const {
   return rope_local_theta > 0 && layer_attention(layer).kind == AttentionKind::Sliding;
 }
@@ -60,6 +64,13 @@ void DenseConfig::validate(const std::string& w) const {
     require(std::isfinite(rope_local_theta) && rope_local_theta >= 0, w,
             "field 'rope_local_theta' = " + std::to_string(rope_local_theta) + ": expected 0 or a positive base");
   }
+  require(std::isfinite(partial_rotary_factor) && partial_rotary_factor > 0 && partial_rotary_factor <= 1, w,
+          "field 'partial_rotary_factor' = " + std::to_string(partial_rotary_factor) + ": expected a number in (0, 1]");
+  require(rotary_dim() >= 2 && rotary_dim() % 2 == 0, w,
+          "field 'partial_rotary_factor' = " + std::to_string(partial_rotary_factor) + ": the rotary dimension int(" +
+              std::to_string(effective_head_dim()) + " * " + std::to_string(partial_rotary_factor) +
+              ") = " + std::to_string(rotary_dim()) + ": expected an even number >= 2");
+  rope_scaling.check_rotary_dim(rotary_dim(), w, "rope_scaling");
   util::check_parameter_estimate(w, "n_layers blocks and the embeddings",
                                  double(n_layers) * block_parameter_estimate(1, ffn_hidden) +
                                      2.0 * double(vocab_size) * double(d_model));
@@ -83,6 +94,7 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("scale_embeddings", c.scale_embeddings);
   f.get("attn_logit_softcap", c.attn_logit_softcap);
   f.get("final_logit_softcap", c.final_logit_softcap);
+  f.get("partial_rotary_factor", c.partial_rotary_factor);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -104,6 +116,7 @@ nlohmann::json DenseConfig::to_json() const {
   if (scale_embeddings) j["scale_embeddings"] = true;
   if (attn_logit_softcap != 0) j["attn_logit_softcap"] = attn_logit_softcap;
   if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;
+  if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
   return j;
 }
 

@@ -42,10 +42,15 @@ struct DenseConfig : TransformerShape {
   double attn_logit_softcap = 0;
   /// > 0: logits -> final_logit_softcap * tanh(logits / final_logit_softcap) (Gemma 2).
   double final_logit_softcap = 0;
+  /// The share of each head's dimensions that RoPE rotates (Phi-3's partial_rotary_factor,
+  /// Phi-4-mini: 0.75): the leading rotary_dim() dimensions; 1 = all. Written only when not 1.
+  double partial_rotary_factor = 1.0;
 
   /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
   /// activation and sandwich norms).
   nn::BlockShape dense_block_shape() const;
+  /// int(head_dim * partial_rotary_factor), as transformers truncates it (even, >= 2 once validated).
+  int64_t rotary_dim() const;
   /// Whether layer i uses the sliding layers' RoPE (rope_local_theta > 0 and a sliding layer).
   bool local_rope(int64_t layer) const;
 

@@ -21,9 +21,10 @@ void check_tokens(const torch::Tensor& tokens, int64_t vocab_size, int64_t max_s
   }
 }
 
-DenseModelImpl::DenseModelImpl(const DenseConfig& c) : rope(c.effective_head_dim(), c.rope_theta, c.rope_scaling), cfg_(c) {
+DenseModelImpl::DenseModelImpl(const DenseConfig& c)
+    : rope(c.effective_head_dim(), c.rope_theta, c.rope_scaling, c.rotary_dim()), cfg_(c) {
   c.validate("dense model config");
-  if (c.rope_local_theta > 0) rope_local = nn::RoPE(c.effective_head_dim(), c.rope_local_theta);
+  if (c.rope_local_theta > 0) rope_local = nn::RoPE(c.effective_head_dim(), c.rope_local_theta, {}, c.rotary_dim());
   body_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
   layers = body_->register_module("layers", torch::nn::ModuleList());

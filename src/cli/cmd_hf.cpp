@@ -142,6 +142,11 @@ void run_info(const std::string& dir, bool check) {
             << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
             << c.rms_norm_eps << "\n"
             << "rope scaling  " << c.rope_scaling.describe() << "\n"
+            << (c.partial_rotary_factor != 1.0
+                    ? "rotary dims   " + std::to_string(int64_t(double(c.head_dim) * c.partial_rotary_factor)) +
+                          " of " + std::to_string(c.head_dim) + " per head (partial_rotary_factor " +
+                          nlohmann::json(c.partial_rotary_factor).dump() + ")\n"
+                    : std::string())
             << "attention     " << attention_text(c) << "\n"
             << "block         " << block_text(c) << "\n"
             << "torch_dtype   " << (c.torch_dtype.empty() ? "(not stated)" : c.torch_dtype)
@@ -380,7 +385,9 @@ void run_ppl(const PplArgs& given) {
   if (req.empty()) throw InputError(a.data + ": fewer than 2 tokens of text");
   baselines::DenseTrainable trainable(model);
   auto t0 = std::chrono::steady_clock::now();
-  const auto ll = analysis::continuation_logliks(trainable, req, a.context, c10::Device(c10::kCPU), 1);
+  // The whole window in one call, as transformers' perplexity recipe (longrope's factors
+  // depend on the call's length).
+  const auto ll = analysis::continuation_logliks(trainable, req, a.context, c10::Device(c10::kCPU), 1, true);
   analysis::LmEvalResult r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (size_t i = 0; i < req.size(); ++i) {

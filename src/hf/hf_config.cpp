@@ -213,7 +213,12 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       }
       if (!j[key].contains("full_attention")) continue;
     }
-    const auto& rp = per_type ? j[key]["full_attention"] : j[key];
+    auto rp = per_type ? j[key]["full_attention"] : j[key];
+    // Phi3Config (transformers 4.x and 5) renames the types "su" (the first 128k
+    // checkpoints) and "yarn" to "longrope", and accepts no other scaling.
+    if (c.is_phi3() && rp.is_object())
+      for (const char* tk : {"type", "rope_type"})
+        if (rp.contains(tk) && (rp[tk] == "su" || rp[tk] == "yarn")) rp[tk] = "longrope";
     auto s = nn::RopeScaling::from_json(rp, where, key, c.max_position_embeddings, true);
     if (scaling && *scaling != s)
       throw InputError(where + ": " + field(key) + " = " + rp.dump() + " differs from " + field(scaling_key) + " = " +
@@ -233,6 +238,9 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     }
   }
   if (scaling) c.rope_scaling = *scaling;
+  if (c.is_phi3() && !c.rope_scaling.is_default() && c.rope_scaling.type != "longrope")
+    unsupported(where, scaling_key, "\"" + c.rope_scaling.type + "\"",
+                "Phi3Config accepts longrope only (and renames su and yarn to it)");
   // A top-level original_max_position_embeddings (Phi-3 style): transformers 5 puts it
   // into the RoPE object of llama3 / yarn, 4.x ignores it. Accepted only when both agree.
   if (f.has("original_max_position_embeddings") && !j["original_max_position_embeddings"].is_null() &&
@@ -245,10 +253,48 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                        (j[scaling_key].contains("original_max_position_embeddings") ? "" : " (its default)") +
                        ": transformers 5 uses the top-level value, 4.x the other; expected one value");
   }
+  if (c.rope_scaling.type == "longrope") {
+    // transformers' _compute_longrope_parameters and longrope_frequency_update read the
+    // config's own original_max_position_embeddings (Phi3Config's default 4096): the
+    // switch to the long factors, and factor = max_position_embeddings / it.
+    if (!c.is_phi3())
+      unsupported(where, scaling_key, "\"longrope\"",
+                  "longrope is implemented for Phi-3 folders (Phi3ForCausalLM), whose config sets "
+                  "original_max_position_embeddings");
+    int64_t original = 4096;
+    if (f.has("original_max_position_embeddings")) {
+      const auto& v = j["original_max_position_embeddings"];
+      if (!v.is_number() || v.get<double>() != std::floor(v.get<double>()) || v.get<double>() < 1 ||
+          v.get<double>() > double(int64_t(1) << 24))
+        throw InputError(where + ": " + field("original_max_position_embeddings") + " = " + v.dump() +
+                         ": expected an integer in [1, 16777216] (the pretraining context of longrope)");
+      original = v.get<int64_t>();
+    }
+    const auto& rp = j[scaling_key];
+    if (rp.contains("original_max_position_embeddings") && !rp["original_max_position_embeddings"].is_null() &&
+        rp["original_max_position_embeddings"] != original)
+      throw InputError(where + ": " + field(scaling_key + ".original_max_position_embeddings") + " = " +
+                       rp["original_max_position_embeddings"].dump() + " differs from " +
+                       field("original_max_position_embeddings") + " = " + std::to_string(original) +
+                       ": expected one value");
+    c.rope_scaling.original_max_position_embeddings = original;
+    c.rope_scaling.factor = double(c.max_position_embeddings) / double(original);
+  }
   if (f.has("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() &&
-      !(j["partial_rotary_factor"].is_number() && j["partial_rotary_factor"].get<double>() == 1.0))
-    unsupported(where, "partial_rotary_factor", j["partial_rotary_factor"].dump(),
-                "RoPE is applied to every dimension of a head");
+      !(j["partial_rotary_factor"].is_number() && j["partial_rotary_factor"].get<double>() == 1.0)) {
+    const auto& v = j["partial_rotary_factor"];
+    // Only Phi3Attention slices the rotated dimensions; Llama-style attention would fail.
+    if (!c.is_phi3())
+      unsupported(where, "partial_rotary_factor", v.dump(), "RoPE is applied to every dimension of a head");
+    const int64_t hd = c.head_dim;
+    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1) ||
+        int64_t(double(hd) * v.get<double>()) < 2 || int64_t(double(hd) * v.get<double>()) % 2 != 0)
+      throw InputError(where + ": " + field("partial_rotary_factor") + " = " + v.dump() +
+                       ": expected a number in (0, 1] whose rotary dimension int(head_dim " + std::to_string(hd) +
+                       " * it) is even and >= 2");
+    c.partial_rotary_factor = v.get<double>();
+  }
+  c.rope_scaling.check_rotary_dim(int64_t(double(c.head_dim) * c.partial_rotary_factor), where, scaling_key);
   // Below 1 the RoPE frequencies grow with the dimension and overflow (1e-44: every
   // logit NaN); no model uses such a base.
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
@@ -481,8 +527,12 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["rope_theta"] = rope_theta;
   if (rope_scaling.is_default())
     j["rope_scaling"] = nullptr;
+  else if (rope_scaling.type == "longrope")  // Phi3Config 4.x accepts exactly these three keys
+    j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", rope_scaling.short_factor},
+                         {"long_factor", rope_scaling.long_factor}};
   else
     j["rope_scaling"] = rope_scaling.to_json(max_position_embeddings);
+  if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
   j["rms_norm_eps"] = rms_norm_eps;
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = tie_word_embeddings;
@@ -498,7 +548,10 @@ nlohmann::ordered_json HfConfig::to_json() const {
   if (is_mistral() || is_phi3()) {
     if (sliding_window > 0) j["sliding_window"] = sliding_window;  // MistralConfig / Phi3Config have no bias fields
     else j["sliding_window"] = nullptr;
-    if (is_phi3()) j["original_max_position_embeddings"] = max_position_embeddings;
+    if (is_phi3())
+      j["original_max_position_embeddings"] = rope_scaling.type == "longrope"
+                                                  ? rope_scaling.original_max_position_embeddings
+                                                  : max_position_embeddings;
   } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;

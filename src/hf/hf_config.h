@@ -13,8 +13,9 @@
 //
 // Features that would change the computed function and that the dense model does
 // not implement are refused with an InputError naming config.json and the field,
-// never silently ignored: RoPE types other than default, linear, llama3, yarn and
-// dynamic (nn/rope_scaling.h; longrope, ...), partial rotary embeddings, sliding
+// never silently ignored: RoPE types other than default, linear, llama3, yarn,
+// dynamic and (Phi-3) longrope (nn/rope_scaling.h), partial rotary embeddings outside
+// Phi-3, sliding
 // layers before full ones in layer_types, attention_bias or mlp_bias on Llama, an
 // activation other than SiLU, quantized weights.
 //
@@ -44,8 +45,9 @@ inline constexpr const char* kQwen3Arch = "Qwen3ForCausalLM";
 inline constexpr const char* kMistralArch = "MistralForCausalLM";
 /// Phi-3 / Phi-4 (Phi-3-mini-4k, Phi-3-medium, Phi-4): Llama's computation with q/k/v
 /// stored as one self_attn.qkv_proj and gate/up as one mlp.gate_up_proj (split on
-/// load, fused on export); sliding_window (Phi-3-mini-4k: 2047) on every layer.
-/// longrope (the 128k variants, Phi-3.5, Phi-4-mini) and partial_rotary_factor are refused.
+/// load, fused on export); sliding_window (Phi-3-mini-4k: 2047) on every layer; longrope
+/// (the 128k variants, Phi-3.5, Phi-4-mini) with the top-level original_max_position_embeddings
+/// (default 4096), and partial_rotary_factor (Phi-4-mini: 0.75).
 inline constexpr const char* kPhi3Arch = "Phi3ForCausalLM";
 /// Gemma (gemma-2b/7b, CodeGemma; model_type "gemma"): Llama's block with GeGLU
 /// (tanh-approximated GELU), RMSNorm weights stored as offsets from 1 (x (1 + w)),
@@ -78,6 +80,7 @@ struct HfConfig {
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
   nn::RopeScaling rope_scaling;           ///< "rope_scaling" / "rope_parameters" (default: none)
+  double partial_rotary_factor = 1.0;     ///< RoPE on the leading int(head_dim * f) dims (Phi-3 only)
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
   bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)

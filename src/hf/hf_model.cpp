@@ -70,6 +70,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.stride = 0;
   c.full_attention_interval = h.sliding_window > 0 ? h.full_attention_interval : 0;
   c.rope_local_theta = h.sliding_window > 0 ? h.rope_local_theta : 0;
+  c.partial_rotary_factor = h.partial_rotary_factor;
   c.activation = h.activation;
   c.sandwich_norm = h.sandwich_norm;
   c.scale_embeddings = h.scale_embeddings;
@@ -115,6 +116,19 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture != kQwen3Arch && c.qk_norm)
     throw InputError("dense model: qk_norm = true: " + architecture + " has no q_norm / k_norm (export as " +
                      std::string(kQwen3Arch) + ")");
+  if (architecture != kPhi3Arch && (c.partial_rotary_factor != 1.0 || c.rope_scaling.type == "longrope"))
+    throw InputError("dense model: " +
+                     (c.partial_rotary_factor != 1.0 ? "partial_rotary_factor " + std::to_string(c.partial_rotary_factor)
+                                                     : std::string("rope_scaling \"longrope\"")) +
+                     ": Hugging Face models compute it as Phi-3 only (export as " + kPhi3Arch + ")");
+  if (c.rope_scaling.type == "longrope" &&
+      (c.rope_scaling.attention_factor ||
+       c.rope_scaling.factor != double(c.max_seq_len) / double(c.rope_scaling.original_max_position_embeddings)))
+    throw InputError("dense model: rope_scaling \"longrope\" with factor " + std::to_string(c.rope_scaling.factor) +
+                     (c.rope_scaling.attention_factor ? " and an attention_factor" : "") +
+                     ": Phi3Config derives the factor as max_seq_len / original_max_position_embeddings = " +
+                     std::to_string(double(c.max_seq_len) / double(c.rope_scaling.original_max_position_embeddings)) +
+                     " and has no attention_factor");
   HfConfig h;
   h.architecture = architecture;
   h.vocab_size = c.vocab_size;
@@ -127,6 +141,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.max_position_embeddings = c.max_seq_len;
   h.rope_theta = c.rope_theta;
   h.rope_scaling = c.rope_scaling;
+  h.partial_rotary_factor = c.partial_rotary_factor;
   h.rms_norm_eps = c.norm_eps;
   h.tie_word_embeddings = c.tie_word_embeddings;
   h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)

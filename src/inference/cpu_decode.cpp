@@ -1,6 +1,7 @@
 #include "inference/cpu_decode.h"
 #include "core/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -37,15 +38,17 @@ class Kernels final : public CpuDecoder {
     // 2. RoPE, cache write, attention over the segment's cached keys
     T* K = cache.k.data_ptr<T>();
     T* V = cache.v.data_ptr<T>();
-    const T* table = (b.local_rope ? w_.rope_table_local : w_.rope_table).data_ptr<T>();  // row p: [cos, cos, -sin, sin]
+    const int64_t rd = w_.rotary_dim();
     const T scale = T(1.0 / std::sqrt(double(hd)));
     for (int64_t r = 0; r < n; ++r) {
       const DecodeToken& tk = toks[r];
       T* q = qkv_.data() + r * QKV;
       T* k = q + H * hd;
       const T* v = k + Hkv * hd;
-      const T* cos = table + tk.pos * 2 * hd;
-      const T* sin = cos + hd + hd / 2;
+      // Each row's sequence length (its position + 1) picks longrope's factors; table
+      // row p: [cos, cos, -sin, sin] over the rotary dimensions.
+      const T* cos = w_.rope_table_for(b.local_rope, tk.pos + 1).template data_ptr<T>() + tk.pos * 2 * rd;
+      const T* sin = cos + rd + rd / 2;
       if (b.q_norm.defined()) {  // Qwen3: each head's RMSNorm before RoPE
         for (int64_t h = 0; h < H; ++h) norm(q + h * hd, hd, b.q_norm.data_ptr<T>(), nullptr, nullptr, q + h * hd);
         for (int64_t h = 0; h < Hkv; ++h) norm(k + h * hd, hd, b.k_norm.data_ptr<T>(), nullptr, nullptr, k + h * hd);
@@ -142,9 +145,10 @@ class Kernels final : public CpuDecoder {
       out[i] = gamma ? gamma[i] * v + beta[i] : v;
     }
   }
-  /// Rotate-half RoPE in place on `heads` heads of x [heads, hd].
+  /// Rotate-half RoPE in place on the leading rotary_dim() dimensions of `heads` heads
+  /// of x [heads, hd] (the others pass: partial rotary).
   void rope(T* x, int64_t heads, const T* cos, const T* sin) const {
-    const int64_t hd = w_.head_dim(), half = hd / 2;
+    const int64_t hd = w_.head_dim(), half = w_.rotary_dim() / 2;
     for (int64_t h = 0; h < heads; ++h) {
       T* a = x + h * hd;
       for (int64_t i = 0; i < half; ++i) {

@@ -21,6 +21,7 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
                      "\": cached decoding implements full causal and sliding-window attention only");
   PackedModel p;
   p.attn_head_dim = c.effective_head_dim();
+  p.attn_rotary_dim = c.rotary_dim();
   LoLConfig& k = p.cfg;  // the fields the decoder reads; the rest describes "no routed core"
   k.vocab_size = c.vocab_size;
   k.d_model = c.d_model;
@@ -64,6 +65,7 @@ DenseDecodeSession::DenseDecodeSession(baselines::DenseModel model, const DenseS
     window_.push_back(a.kind == baselines::AttentionKind::Sliding ? a.window : 0);
   }
   len_.assign(opt.batch_size, 0);
+  if (w_.rope_scaling.type == "longrope") history_.assign(opt.batch_size, {});
   if (opt.cpu_kernels) cpu_ = CpuDecoder::create(w_);
 }
 
@@ -71,6 +73,7 @@ void DenseDecodeSession::reset(int64_t row) {
   if (row < 0 || row >= batch_size())
     throw InputError("row " + std::to_string(row) + ": expected 0 <= row < batch size " + std::to_string(batch_size()));
   len_[row] = 0;  // slots past the row's length are never read; they are overwritten
+  if (!history_.empty()) history_[row].clear();
 }
 
 torch::Tensor DenseDecodeSession::step(const std::vector<int64_t>& tokens) {
@@ -86,17 +89,31 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   const auto opt = w_.options();
   const auto dev = opt.device();
   // ---- validate and lay out the new tokens: one causal segment per input
-  std::vector<int64_t> tokens, pos, rows, offset{0};
+  std::vector<int64_t> tokens, pos, rows, offset{0}, replayed, base;
+  std::vector<const std::vector<int64_t>*> fed;
   std::vector<uint8_t> seen(batch_size(), 0);
   for (const auto& in : inputs) {
     if (in.tokens.empty()) continue;
     check_feed_row(in.row, seen);
-    const int64_t n = int64_t(in.tokens.size()), have = len_[in.row];
-    check_feed_tokens(in.row, in.tokens, have, max_len_, c.vocab_size);
+    const int64_t n = int64_t(in.tokens.size());
+    check_feed_tokens(in.row, in.tokens, len_[in.row], max_len_, c.vocab_size);
+    // LongRoPE's switch (see feed's comment): the row's cached tokens are fed again.
+    const int64_t original = w_.rope_scaling.original_max_position_embeddings;
+    const bool replay = !history_.empty() && len_[in.row] > 0 && len_[in.row] <= original && len_[in.row] + n > original;
+    const std::vector<int64_t> none;
+    const auto& again = replay ? history_[in.row] : none;
+    const int64_t have = replay ? 0 : len_[in.row];  // the segment's first position
+    for (size_t i = 0; i < again.size(); ++i) {
+      tokens.push_back(again[i]);
+      pos.push_back(int64_t(i));
+    }
     for (int64_t i = 0; i < n; ++i) {
       tokens.push_back(in.tokens[i]);
-      pos.push_back(have + i);
+      pos.push_back(have + int64_t(again.size()) + i);
     }
+    replayed.push_back(int64_t(again.size()));
+    base.push_back(have);
+    fed.push_back(&in.tokens);
     rows.push_back(in.row);
     offset.push_back(int64_t(tokens.size()));
   }
@@ -108,9 +125,9 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   std::vector<DecodeToken> toks(fast ? N : 0);
   int64_t need = 0;
   for (int64_t a = 0; a < A; ++a) {
-    segs[a] = {rows[a], len_[rows[a]], offset[a], offset[a + 1] - offset[a]};
-    if (fast) toks[a] = {rows[a], pos[a], len_[rows[a]], true};
-    need = std::max(need, len_[rows[a]] + segs[a].count);
+    segs[a] = {rows[a], base[a], offset[a], offset[a + 1] - offset[a]};
+    if (fast) toks[a] = {rows[a], pos[a], base[a], true};
+    need = std::max(need, base[a] + segs[a].count);
   }
   // Sliding layers: the same tokens, each seeing only its last W keys.
   const int64_t W = window_.empty() ? 0 : *std::max_element(window_.begin(), window_.end());
@@ -125,9 +142,17 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
     if (W > 0) plan_w = AttnPlan::build(segs, N, nullptr, opt, W);
-    const auto t = index_tensors({&tokens, &pos}, dev);  // one upload on a GPU
+    // Each row's sequence length (its last position + 1) picks longrope's factors.
+    std::vector<int64_t> long_rows;
+    for (int64_t a = 0; a < A; ++a)
+      if (w_.rope_scaling.uses_long_factors(base[a] + segs[a].count))
+        for (int64_t i = offset[a]; i < offset[a + 1]; ++i) long_rows.push_back(i);
+    const auto t = index_tensors({&tokens, &pos, &long_rows}, dev);  // one upload on a GPU
     tokens_t = t[0];
-    rope = nn::rotation_factors(w_.rope_table.index_select(0, t[1]));
+    auto rope_rows = w_.rope_table.index_select(0, t[1]);
+    if (!long_rows.empty())  // those tokens' rows from the long table
+      rope_rows.index_copy_(0, t[2], w_.rope_table_long.index_select(0, t[1].index_select(0, t[2])));
+    rope = nn::rotation_factors(rope_rows);
     if (w_.rope_table_local.defined()) rope_local = nn::rotation_factors(w_.rope_table_local.index_select(0, t[1]));
   } else {
     tokens_t = index_tensor(tokens, dev);
@@ -147,12 +172,21 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
       x = x + block_delta({{&b, {}}}, nullptr, x, cache_[l], sliding ? plan_w : plan, b.local_rope ? rope_local : rope, c);
     }
   }
-  for (int64_t a = 0; a < A; ++a) len_[rows[a]] += offset[a + 1] - offset[a];
+  for (int64_t a = 0; a < A; ++a) {
+    len_[rows[a]] = base[a] + offset[a + 1] - offset[a];
+    if (!history_.empty()) history_[rows[a]].insert(history_[rows[a]].end(), fed[a]->begin(), fed[a]->end());
+  }
   torch::Tensor h = x;
+  const bool any_replayed = std::any_of(replayed.begin(), replayed.end(), [](int64_t r) { return r > 0; });
   if (!all_logits && N != A) {
     std::vector<int64_t> last(A);
     for (int64_t a = 0; a < A; ++a) last[a] = offset[a + 1] - 1;
     h = x.index_select(0, index_tensor(last, dev));
+  } else if (all_logits && any_replayed) {  // the new tokens' rows only
+    std::vector<int64_t> fresh;
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t i = offset[a] + replayed[a]; i < offset[a + 1]; ++i) fresh.push_back(i);
+    h = x.index_select(0, index_tensor(fresh, dev));
   }
   return nn::soft_cap(dense(rms_norm(h, w_.norm, c.norm_eps), w_.head), w_.final_softcap);
 }

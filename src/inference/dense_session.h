@@ -63,6 +63,15 @@ class DenseDecodeSession {
   /// input, in input order, or with all_logits [sum of tokens, V]. Throws InputError
   /// for a bad or repeated row, a token id outside [0, V), or a row that would pass
   /// max_len.
+  ///
+  /// LongRoPE (nn/rope_scaling.h): each row's new tokens use the factor list of that
+  /// row's sequence length after the call (transformers' longrope_frequency_update for
+  /// a forward of that row alone, so results do not depend on batching), and a row whose
+  /// cached length L <= original_max_position_embeddings = O receives tokens that carry
+  /// it past O is recomputed from its first token with the long factors (its cache
+  /// rebuilt), as transformers' Phi3ForCausalLM.prepare_inputs_for_generation drops the
+  /// cache when the sequence first reaches O + 1 tokens: every cached key then has the
+  /// rotation a full forward of the sequence gives it.
   torch::Tensor feed(const std::vector<DenseRowInput>& inputs, bool all_logits = false);
 
   /// One token for every row 0..B-1 (tokens [B]) -> logits [B, V].
@@ -79,6 +88,8 @@ class DenseDecodeSession {
   PackedModel w_;
   int64_t max_len_ = 0;
   std::vector<int64_t> len_;      ///< positions fed per row
+  /// Tokens fed per row, kept only with longrope (for the recomputation at the switch).
+  std::vector<std::vector<int64_t>> history_;
   std::vector<KVCache> cache_;    ///< one per layer
   std::vector<int64_t> window_;   ///< per layer: W of a sliding layer, 0 for full attention
   std::unique_ptr<CpuDecoder> cpu_;

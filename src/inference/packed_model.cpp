@@ -120,11 +120,13 @@ void PackedModel::ensure_rope(int64_t positions) {
   // The table of nn::RoPE (float32, then cast), so values match bit for bit.
   nn::check_rope_positions(rope_scaling, positions);
   const int64_t rows = std::max<int64_t>(positions, 1);
-  rope_table = nn::rope_rotation_table(head_dim(), cfg.rope_theta, rope_scaling, rows, embed.scalar_type(),
-                                       embed.device());
+  const int64_t r = rotary_dim();
+  rope_table = nn::rope_rotation_table(r, cfg.rope_theta, rope_scaling, rows, embed.scalar_type(), embed.device());
+  if (rope_scaling.uses_long_factors(rows))
+    rope_table_long = nn::rope_rotation_table(r, cfg.rope_theta, rope_scaling, rows, embed.scalar_type(),
+                                              embed.device(), rows);
   if (rope_local_theta > 0)
-    rope_table_local = nn::rope_rotation_table(head_dim(), rope_local_theta, {}, rows, embed.scalar_type(),
-                                               embed.device());
+    rope_table_local = nn::rope_rotation_table(r, rope_local_theta, {}, rows, embed.scalar_type(), embed.device());
 }
 
 }  // namespace lol::inference

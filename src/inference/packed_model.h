@@ -84,12 +84,17 @@ struct PackedModel {
   std::vector<torch::Tensor> router; ///< [core_depth] each [L, d] (the same tensor when tied)
   torch::Tensor depth_embed;         ///< [core_depth, d]: row l-1 is e^(l)
   torch::Tensor balance_bias;        ///< [L]
-  torch::Tensor rope_table;          ///< [positions, 2, hd] in the model dtype (nn::rope_rotation_table)
+  torch::Tensor rope_table;          ///< [positions, 2, r] in the model dtype (nn::rope_rotation_table)
+  /// [positions, 2, r] with longrope's long factors, for calls whose sequence exceeds
+  /// rope_scaling.original_max_position_embeddings (built only when `positions` does), or undefined.
+  torch::Tensor rope_table_long;
   nn::RopeScaling rope_scaling;      ///< frequency scaling of a loaded Hugging Face model (LoL: none)
+  /// r: the rotated leading dimensions of each head (0: all hd; Phi-3's partial_rotary_factor).
+  int64_t attn_rotary_dim = 0;
   int64_t attn_head_dim = 0;         ///< hd of a dense model whose head_dim is not d / H (0: cfg.head_dim())
   /// > 0: RoPE base of the blocks with local_rope, unscaled (Gemma 3's sliding layers).
   double rope_local_theta = 0;
-  torch::Tensor rope_table_local;    ///< [positions, 2, hd] for rope_local_theta, or undefined
+  torch::Tensor rope_table_local;    ///< [positions, 2, r] for rope_local_theta, or undefined
   double embed_scale = 1.0;          ///< input embeddings times it, rounded to the dtype (Gemma: sqrt(d))
   double final_softcap = 0;          ///< > 0: logits soft-capped (nn::soft_cap; Gemma 2)
 
@@ -105,6 +110,15 @@ struct PackedModel {
 
   /// Attention head size hd: d_model / n_heads for LoL, a dense model's own head_dim.
   int64_t head_dim() const { return attn_head_dim > 0 ? attn_head_dim : cfg.head_dim(); }
+  /// The rotary dimension r <= hd (the width of the RoPE tables' rows).
+  int64_t rotary_dim() const { return attn_rotary_dim > 0 ? attn_rotary_dim : head_dim(); }
+  /// The RoPE table of a forward call whose sequence is `seq_len` positions long (its
+  /// largest position + 1): rope_table_local for a local_rope block, rope_table_long when
+  /// longrope's long factors apply (nn::RopeScaling::uses_long_factors), else rope_table.
+  const torch::Tensor& rope_table_for(bool local, int64_t seq_len) const {
+    if (local) return rope_table_local;
+    return rope_scaling.uses_long_factors(seq_len) ? rope_table_long : rope_table;
+  }
   torch::TensorOptions options() const { return embed.options(); }
 };
 

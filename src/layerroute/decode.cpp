@@ -87,25 +87,42 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   int64_t tok = choose(m.base->logits(m.base->norm(h.narrow(0, P - 1, 1))), 1);  // [1, V]
   g.prefill_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  // Decoding: one token at a time through the open layers only.
-  for (int64_t t = 1; t < new_tokens && !g.stopped; ++t) {
-    const int64_t p = P + t - 1;  // position of the token being fed
-    auto x = m.base->embed_tokens(torch::full({1}, tok, iopt));  // [1, d]
-    auto pp = torch::full({1}, p, iopt);
-    auto allowed = torch::ones({1, 1, p + 1}, torch::TensorOptions(torch::kBool).device(dev));
+  // n tokens at positions p0 .. p0 + n - 1 through the open layers only (the gates are
+  // decided), their keys and values written to the caches: x [n, d] -> [n, d].
+  const auto pass = [&](torch::Tensor x, int64_t p0) {
+    const int64_t n = x.size(0);
+    auto pp = torch::arange(p0, p0 + n, iopt);
+    auto allowed = torch::ones({1, n, p0 + n}, torch::TensorOptions(torch::kBool).device(dev)).tril(p0);
     for (int64_t i = 0; i < L; ++i) {
       if (!g.open[size_t(i)]) continue;
       auto& blk = *m.base->layers[i]->as<nn::Block>();
       const auto& s = blk.self_attn->shape;
       torch::Tensor q, k, v;
       block_qkv(blk, i, lo, blk.input_layernorm(x), pp, m.base->rope, q, k, v);
-      kc[size_t(i)].narrow(2, p, 1).copy_(k.permute({1, 0, 2}).unsqueeze(0));
-      vc[size_t(i)].narrow(2, p, 1).copy_(v.permute({1, 0, 2}).unsqueeze(0));
-      auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p + 1),
-                                    vc[size_t(i)].narrow(2, 0, p + 1), allowed);  // [1, H, 1, hd]
-      auto a = block_o(blk, i, lo, o.reshape({1, s.n_heads * s.head_dim}));
+      kc[size_t(i)].narrow(2, p0, n).copy_(k.permute({1, 0, 2}).unsqueeze(0));
+      vc[size_t(i)].narrow(2, p0, n).copy_(v.permute({1, 0, 2}).unsqueeze(0));
+      auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p0 + n),
+                                    vc[size_t(i)].narrow(2, 0, p0 + n), allowed);  // [1, H, n, hd]
+      auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({n, s.n_heads * s.head_dim}));
       x = x + a;
       x = x + block_mlp(blk, i, lo, x);
+    }
+    return x;
+  };
+
+  // Decoding: one token at a time through the open layers only.
+  const auto& scaling = c.rope_scaling;
+  for (int64_t t = 1; t < new_tokens && !g.stopped; ++t) {
+    const int64_t p = P + t - 1;  // position of the token being fed
+    torch::Tensor x;
+    if (scaling.uses_long_factors(p + 1) && !scaling.uses_long_factors(p)) {
+      // LongRoPE's switch: the sequence is recomputed with the long factors, as
+      // transformers' Phi3ForCausalLM drops its cache there (inference/dense_session.h).
+      std::vector<int64_t> seq(prompt);
+      seq.insert(seq.end(), g.tokens.begin(), g.tokens.end());
+      x = pass(m.base->embed_tokens(torch::tensor(seq, iopt)), 0).narrow(0, p, 1);
+    } else {
+      x = pass(m.base->embed_tokens(torch::full({1}, tok, iopt)), p);  // [1, d]
     }
     tok = choose(m.base->logits(m.base->norm(x)), t + 1);  // [1, V]
   }

@@ -23,6 +23,11 @@ double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m *
 }  // namespace
 
 double RopeScaling::cos_sin_factor() const {
+  if (type == "longrope") {  // transformers' _compute_longrope_parameters
+    if (attention_factor) return *attention_factor;
+    if (factor <= 1.0) return 1.0;
+    return std::sqrt(1 + std::log(factor) / std::log(double(original_max_position_embeddings)));
+  }
   if (type != "yarn") return 1.0;
   if (attention_factor) return *attention_factor;
   if (mscale != 0 && mscale_all_dim != 0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
@@ -40,7 +45,20 @@ std::string RopeScaling::describe() const {
          num(beta_fast) + ", beta_slow " + num(beta_slow) + ", attention factor " + num(cos_sin_factor()) +
          (truncate ? "" : ", truncate false");
   if (type == "dynamic") s += ", equal to plain RoPE up to " + std::to_string(max_positions) + " positions";
+  if (type == "longrope")
+    s += ", original_max_position_embeddings " + std::to_string(original_max_position_embeddings) +
+         ", attention factor " + num(cos_sin_factor()) + ", " + std::to_string(short_factor.size()) +
+         " short / long factors; long beyond " + std::to_string(original_max_position_embeddings) + " positions";
   return s + ")";
+}
+
+void RopeScaling::check_rotary_dim(int64_t rotary_dim, const std::string& where, const std::string& key) const {
+  if (type != "longrope") return;
+  for (const auto* f : {&short_factor, &long_factor})
+    if (int64_t(f->size()) != rotary_dim / 2)
+      throw InputError(where + ": field '" + key + (f == &short_factor ? ".short_factor" : ".long_factor") + "' has " +
+                       std::to_string(f->size()) + " values: expected rotary dimension / 2 = " +
+                       std::to_string(rotary_dim / 2) + " (one per RoPE frequency)");
 }
 
 RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& where, const std::string& key,
@@ -58,11 +76,11 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
     s.type = j[k].get<std::string>();
     typed = true;
   }
-  static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "llama3", "yarn"};
+  static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "llama3", "yarn", "longrope"};
   if (!kTypes.count(s.type))
     throw InputError(field("rope_type") + " = \"" + s.type +
-                     "\": not supported (implemented: default, linear, dynamic, llama3, yarn; the function of "
-                     "this RoPE type would not be computed)");
+                     "\": not supported (implemented: default, linear, dynamic, llama3, yarn, longrope; the function "
+                     "of this RoPE type would not be computed)");
   // The keys transformers reads for each type (modeling_rope_utils.py, validation functions).
   std::set<std::string> used = {"rope_type", "type"};
   if (s.type != "default") used.insert("factor");
@@ -71,6 +89,8 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
     used.insert({"original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
                  "mscale_all_dim", "truncate"});
   if (s.type == "dynamic") used.insert("original_max_position_embeddings");  // accepted and unused, as transformers
+  if (s.type == "longrope")
+    used.insert({"short_factor", "long_factor", "attention_factor", "original_max_position_embeddings"});
   auto number = [&](const std::string& k) -> std::optional<double> {
     if (!j.contains(k) || j[k].is_null()) return std::nullopt;
     if (!j[k].is_number() || !std::isfinite(j[k].get<double>()))
@@ -105,6 +125,31 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
       throw InputError(field("original_max_position_embeddings") + " = " + j["original_max_position_embeddings"].dump() +
                        ": expected an integer in [1, 16777216]");
     s.original_max_position_embeddings = int64_t(*o);
+  }
+  if (s.type == "longrope") {
+    for (auto [k, list] : {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}}) {
+      if (!j.contains(k) || !j[k].is_array() || j[k].empty())
+        throw InputError(field(k) + (j.contains(k) ? " = " + j[k].dump() : std::string(" is missing")) +
+                         ": expected a list of numbers > 0, one per RoPE frequency (rotary dimension / 2)");
+      for (size_t i = 0; i < j[k].size(); ++i) {
+        const auto& v = j[k][i];
+        if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+          throw InputError(field(std::string(k) + "[" + std::to_string(i) + "]") + " = " + v.dump() +
+                           ": expected a finite number > 0");
+        list->push_back(v.get<double>());
+      }
+    }
+    if (auto a = number("attention_factor")) {
+      if (!(*a > 0)) throw InputError(field("attention_factor") + " = " + num(*a) + ": expected a number > 0");
+      s.attention_factor = *a;
+    }
+    // Absent factor: Phi-3's rule, max_position_embeddings / original (hf_config applies
+    // it to every Phi-3 folder, as transformers does).
+    auto f = number("factor");
+    if (f && (!(*f > 0) || *f > 1e6))
+      throw InputError(field("factor") + " = " + j["factor"].dump() + ": expected a number in (0, 1e6]");
+    s.factor = f ? *f : double(max_position_embeddings) / double(s.original_max_position_embeddings);
+    return s;
   }
   if (!j.contains("factor"))
     throw InputError(field("factor") + " is missing (expected the scaling factor of RoPE type \"" + s.type + "\")");
@@ -174,6 +219,12 @@ nlohmann::ordered_json RopeScaling::to_json(int64_t max_position_embeddings) con
     if (mscale_all_dim != 0) j["mscale_all_dim"] = mscale_all_dim;
     if (!truncate) j["truncate"] = false;
   }
+  if (type == "longrope") {
+    j["original_max_position_embeddings"] = original_max_position_embeddings;
+    j["short_factor"] = short_factor;
+    j["long_factor"] = long_factor;
+    if (attention_factor) j["attention_factor"] = *attention_factor;
+  }
   return j;
 }
 
@@ -181,7 +232,8 @@ bool RopeScaling::operator==(const RopeScaling& o) const {
   return type == o.type && factor == o.factor && original_max_position_embeddings == o.original_max_position_embeddings &&
          low_freq_factor == o.low_freq_factor && high_freq_factor == o.high_freq_factor && beta_fast == o.beta_fast &&
          beta_slow == o.beta_slow && attention_factor == o.attention_factor && mscale == o.mscale &&
-         mscale_all_dim == o.mscale_all_dim && truncate == o.truncate && max_positions == o.max_positions;
+         mscale_all_dim == o.mscale_all_dim && truncate == o.truncate && max_positions == o.max_positions &&
+         short_factor == o.short_factor && long_factor == o.long_factor;
 }
 
 }  // namespace lol::nn

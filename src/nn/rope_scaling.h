@@ -15,36 +15,57 @@
 //   dynamic  dynamic NTK: equal to default for sequences within max_position_embeddings;
 //            beyond it transformers recomputes the base from the sequence length, which
 //            is not implemented (positions there are refused)
-// "longrope" and other types are refused by from_json.
+//   longrope LongRoPE (Ding et al. 2024; Phi-3-128k, Phi-3.5, Phi-4-mini): inv_freq_j divided
+//            by short_factor[j], or by long_factor[j] when the forward call's sequence
+//            (its largest position + 1) exceeds original_max_position_embeddings; cos and
+//            sin times sqrt(1 + ln(factor) / ln(original)) (or attention_factor)
+// Other types are refused by from_json.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace lol::nn {
 
 struct RopeScaling {
-  std::string type = "default";  ///< "default" | "linear" | "llama3" | "yarn" | "dynamic"
-  double factor = 1.0;           ///< context extension factor (every type but default)
-  /// Context length of pretraining (llama3, yarn); from_json defaults it to
+  std::string type = "default";  ///< "default" | "linear" | "llama3" | "yarn" | "dynamic" | "longrope"
+  /// Context extension factor (every type but default). longrope: absent (nullopt in
+  /// from_json) only with attention_factor given; Phi-3 folders set it to
+  /// max_position_embeddings / original_max_position_embeddings (hf_config).
+  double factor = 1.0;
+  /// Context length of pretraining (llama3, yarn, longrope); from_json defaults it to
   /// max_position_embeddings, as transformers 5 does.
   int64_t original_max_position_embeddings = 0;
   double low_freq_factor = 1.0;   ///< llama3
   double high_freq_factor = 4.0;  ///< llama3 (> low_freq_factor)
   double beta_fast = 32.0;        ///< yarn: rotations where extrapolation ends
   double beta_slow = 1.0;         ///< yarn: rotations where interpolation begins
-  std::optional<double> attention_factor;  ///< yarn: cos/sin multiplier; absent = from factor (and mscale)
+  std::optional<double> attention_factor;  ///< yarn, longrope: cos/sin multiplier; absent = from factor (and mscale)
   double mscale = 0.0;          ///< yarn (DeepSeek-style): with mscale_all_dim, the attention factor is
   double mscale_all_dim = 0.0;  ///< (0.1 mscale ln f + 1) / (0.1 mscale_all_dim ln f + 1); 0 = absent
   bool truncate = true;         ///< yarn: correction range rounded to whole dimensions
   /// dynamic: the largest sequence length computed as default RoPE (max_position_embeddings).
   int64_t max_positions = 0;
+  /// longrope: per-frequency divisors of inv_freq [rotary_dim / 2], for sequences up to
+  /// original_max_position_embeddings (short) and beyond it (long).
+  std::vector<double> short_factor, long_factor;
 
   bool is_default() const { return type == "default"; }
-  /// The multiplier of cos and sin: yarn's attention factor, 1 for the other types.
+  /// The multiplier of cos and sin: yarn's and longrope's attention factor, 1 for the
+  /// other types.
   double cos_sin_factor() const;
+  /// longrope: whether a forward call whose sequence is `seq_len` positions long (its
+  /// largest position + 1; transformers' longrope_frequency_update) uses long_factor.
+  /// False for every other type.
+  bool uses_long_factors(int64_t seq_len) const {
+    return type == "longrope" && seq_len > original_max_position_embeddings;
+  }
+  /// Throws InputError naming `where` and the field when longrope's factor lists do not
+  /// hold rotary_dim / 2 values (transformers' Phi3Config validation). No-op otherwise.
+  void check_rotary_dim(int64_t rotary_dim, const std::string& where, const std::string& key) const;
   /// Positions beyond which this scaling is refused (0: none): max_positions for dynamic.
   int64_t position_limit() const { return type == "dynamic" ? max_positions : 0; }
   /// One line for `hf info`: "llama3 (factor 8, low_freq_factor 1, ...)" or "none".
@@ -54,8 +75,9 @@ struct RopeScaling {
   /// older key "type" is read too). `where` names the file and `key` the field in errors;
   /// `max_position_embeddings` is the default of original_max_position_embeddings and
   /// the dynamic limit. A "rope_theta" key is left to the caller (`theta_key_allowed`,
-  /// else refused). Throws InputError naming `key`.<field> for an unsupported type
-  /// (longrope, ...), a missing required field (factor; llama3 low/high_freq_factor), a
+  /// else refused). Throws InputError naming `key`.<field> for an unsupported type,
+  /// a missing required field (factor; llama3 low/high_freq_factor; longrope
+  /// short_factor / long_factor, and factor unless attention_factor is given), a
   /// key the type does not use, a non-numeric or out-of-range value (factor > 0,
   /// high_freq_factor > low_freq_factor, original_max_position_embeddings >= 1,
   /// partial_rotary_factor other than 1).

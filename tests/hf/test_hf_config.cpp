@@ -95,7 +95,7 @@ const char* kPhi3 = R"({
   "vocab_size": 32064})";
 
 // Phi-3: Llama's function with fused weights (hf_model), every layer sliding within
-// sliding_window (default none), Phi3Config's rms_norm_eps default 1e-5; longrope refused.
+// sliding_window (default none), Phi3Config's rms_norm_eps default 1e-5.
 TEST(HfConfig, Phi3) {
   auto j = nlohmann::json::parse(kPhi3);
   const HfConfig c = parse(j);
@@ -118,12 +118,10 @@ TEST(HfConfig, Phi3) {
   EXPECT_EQ(parse(j).sliding_window, 0) << "Phi3Config's default: no window";
   j.erase("rms_norm_eps");
   EXPECT_DOUBLE_EQ(parse(j).rms_norm_eps, 1e-5);
+  // longrope and partial_rotary_factor: tests/hf/test_longrope.cpp.
   j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
-  expect_input_error([&] { parse(j); }, {"dir/config.json", "rope_scaling", "longrope"});
+  expect_input_error([&] { parse(j); }, {"dir/config.json", "rope_scaling.short_factor", "has 1 values", "48"});
   j["rope_scaling"] = nullptr;
-  j["partial_rotary_factor"] = 0.75;
-  expect_input_error([&] { parse(j); }, {"partial_rotary_factor", "0.75"});
-  j.erase("partial_rotary_factor");
   j["model_type"] = "llama";
   expect_input_error([&] { parse(j); }, {"model_type", "\"phi3\" for Phi3ForCausalLM"});
 }
@@ -329,7 +327,9 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
   const std::vector<Case> cases = {
       {kQwen25, R"({"rms_norm_eps": 1e30})", {"rms_norm_eps", "expected 0 < rms_norm_eps < 1"}},
       // RoPE scaling types that are not implemented (test_rope_scaling.cpp: the implemented ones).
-      {kLlama, R"({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}})", {"rope_scaling", "longrope", "not supported"}},
+      {kLlama, R"({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}})", {"rope_scaling.short_factor", "missing"}},
+      {kLlama, R"({"rope_scaling": {"rope_type": "longrope", "short_factor": [1], "long_factor": [2]}})",
+       {"rope_scaling", "longrope", "not supported", "Phi-3"}},
       {kLlama, R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", {"rope_scaling.low_freq_factor", "missing"}},
       // transformers >= 5: rope_parameters instead of rope_scaling / rope_theta.
       {kQwen25, R"({"rope_parameters": {"rope_type": "su", "factor": 4.0, "rope_theta": 1000000.0}})",

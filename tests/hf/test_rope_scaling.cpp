@@ -162,7 +162,12 @@ TEST(RopeScaling, RefusedSettingsNameTheField) {
     std::vector<std::string> says;
   };
   const std::vector<Bad> bad = {
-      {R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1]})", {"rope_scaling.rope_type", "longrope", "not supported"}},
+      {R"({"rope_type": "su", "short_factor": [1], "long_factor": [1]})", {"rope_scaling.rope_type", "su", "not supported"}},
+      {R"({"rope_type": "longrope", "short_factor": [1, 2]})", {"rope_scaling.long_factor", "missing"}},
+      {R"({"rope_type": "longrope", "short_factor": [1, 0], "long_factor": [1, 2]})", {"rope_scaling.short_factor[1]", "> 0"}},
+      {R"({"rope_type": "longrope", "short_factor": 1, "long_factor": [1]})", {"rope_scaling.short_factor", "list of numbers"}},
+      {R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1], "beta_fast": 2})",
+       {"rope_scaling.beta_fast", "not used", "longrope"}},
       {R"({"rope_type": "llama3", "factor": 8.0})", {"rope_scaling.low_freq_factor", "missing"}},
       {R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4})",
        {"rope_scaling.high_freq_factor", "> low_freq_factor = 4"}},

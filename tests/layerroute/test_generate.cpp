@@ -103,6 +103,38 @@ TEST(LayerRouteGenerate, SampledTokensEqualFullForwardReference) {
   EXPECT_THROW(generate_gated(*m, prompt, bad), InputError);
 }
 
+// A Phi-3-style base (partial rotary, longrope with original length 10): generation that
+// passes 10 tokens recomputes the sequence with the long factors (as transformers'
+// Phi3ForCausalLM), so every token equals the full forward's choice.
+TEST(LayerRouteGenerate, LongRopeSwitchRecomputesAsAFullForward) {
+  auto c = test::tiny_config(3);
+  c.partial_rotary_factor = 0.5;  // head_dim 8: 4 rotated dimensions, 2 frequencies
+  c.rope_theta = 50;
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.short_factor = {1.0, 1.5};
+  c.rope_scaling.long_factor = {3.0, 40.0};
+  c.rope_scaling.original_max_position_embeddings = 10;
+  c.rope_scaling.factor = 128.0 / 10.0;
+  baselines::DenseModel base(c);
+  {  // weights large enough for attention (and so RoPE) to decide the tokens
+    torch::NoGradGuard ng;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    for (auto& p : base->named_parameters())
+      p.value().copy_(p.key().find("norm") != std::string::npos ? 1.0 + 0.1 * torch::randn(p.value().sizes(), gen)
+                                                                : 0.4 * torch::randn(p.value().sizes(), gen));
+  }
+  base->eval();
+  GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
+  randomize_adapters(*m, 43, 2.0);  // gates decided from the prompt, LoRA active
+  GatedGenerateOptions o;
+  o.max_new_tokens = 12;
+  for (const std::vector<int64_t>& prompt : {std::vector<int64_t>{5, 9, 13, 2, 7, 30, 11}, std::vector<int64_t>{3, 4, 8, 1, 2, 6, 9, 12, 15, 17, 19, 23}}) {
+    const auto g = generate_gated(*m, prompt, o);
+    ASSERT_EQ(g.tokens.size(), 12u);
+    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << "prompt of " << prompt.size();
+  }
+}
+
 TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
   GatedModel m(tiny_base(4), LoraConfig{}, GateConfig{}, 12);
   randomize_adapters(*m, 41, /*gate_scale=*/3.0);

@@ -4,6 +4,8 @@
 with it on tiny Phi-3 folders written here.
 
   python3 tests/reference/phi3_reference.py check --lol PATH/TO/lol --work /tmp/x
+        [--probe]                 # also note the readings a comparison cannot tell apart (slower)
+        [--crossing keep]         # see "Greedy generation across original" below
   python3 tests/reference/phi3_reference.py selftest      # the reference's own checks, no lol
 
 Provenance. Written by a reviewer who did not read src/ nor tests/ outside
@@ -33,6 +35,38 @@ The reference (float64; RoPE cos/sin tables in float32 as transformers builds th
   sliding_window W (every layer): query i sees keys j with i - W < j <= i; a window
   W >= max_position_embeddings never binds (full attention).
 
+LongRoPE and partial rotary (session 45; Phi-3-mini-128k, Phi-3.5-mini, Phi-4-mini), from
+transformers' modeling_rope_utils.py (_compute_longrope_parameters, the dynamic_rope_update
+/ longrope_frequency_update decorator), modeling_phi3.py and configuration_phi3.py as
+remembered:
+  rotary_dim = int(head_dim * partial_rotary_factor) (default 1.0); RoPE rotates
+    q[..., :rotary_dim] and k[..., :rotary_dim] with rotate_half inside them (pairs
+    (i, i + rotary_dim / 2)); the remaining dims pass unchanged.
+  rope_scaling {"type": "longrope", "short_factor": [...], "long_factor": [...]} (each
+    rotary_dim / 2 numbers); Phi3Config renames the legacy types "su" and "yarn" to
+    longrope; "rope_type" is read when "type" is missing (ASSUMED, see below).
+  original = the top-level original_max_position_embeddings (Phi3Config default 4096);
+    factor = max_position_embeddings / original (a "factor" in rope_scaling is not used);
+    attention factor = rope_scaling's attention_factor when given, else
+    sqrt(1 + ln(factor) / ln(original)) for factor > 1, else 1; cos and sin are multiplied
+    by it in float32 (so only the rotary dims of q.k are scaled, by its square).
+  inv_freq = 1 / (ext_factors * base ** (arange(0, rotary_dim, 2).float() / rotary_dim)),
+    float32; ext_factors = long_factor when the forward call's seq_len = max(position_ids)
+    + 1 exceeds original, else short_factor: chosen per forward call, for every position of
+    that call.
+  hf ppl: each window is one forward call over all its tokens (transformers' model(window),
+    labels = the window shifted): a window of original + 1 tokens or more uses the long
+    factors, a shorter one (the text's last window too) the short ones.
+  Greedy generation across original: the prompt is one forward call, each new token one
+    call whose seq_len is its position + 1, so decoding switches to the long factors at
+    position original. transformers' generate() then also drops the KV cache once
+    (Phi3ForCausalLM.prepare_inputs_for_generation, transformers PR #33129: when the input
+    reaches original + 1 tokens with at most original cached) and recomputes the whole
+    sequence, so every cached key then carries the long factors: the default here
+    ('recompute'). `--crossing keep` checks instead a plain cached loop in which the keys
+    cached before the switch keep their short-factor rotation. The two agree for a prompt
+    longer than original and for generations that stay below it.
+
 Cases (vocab 264 > the byte tokenizer's 259 ids, hidden 32, 3 layers, intermediate 40; the
 qwen2_reference byte-level tokenizer; a 199-token text):
   A phi3-gqa-f32: 4 heads / 2 kv heads, rope_theta 500, rms_norm_eps 1e-5 given,
@@ -61,9 +95,31 @@ qwen2_reference byte-level tokenizer; a 199-token text):
     (names model.layers.0.mlp.gate_up_proj.weight; ASSUMED from docs/hf.md's strict
     loading); a folder holding both qkv_proj and a separate q_proj in layer 0 (names
     q_proj); Llama's separate q/k/v/gate/up tensors instead of the fused ones (ASSUMED:
-    refused, names qkv_proj); rope_scaling {"type": "longrope", ...} (Phi-3-mini-128k's
-    form) and {"rope_type": "longrope", ...} (names rope_scaling);
-    partial_rotary_factor 0.75 (names partial_rotary_factor).
+    refused, names qkv_proj).
+  LongRoPE / partial rotary (check_longrope; hf ppl float64 unless said):
+  F phi3-longrope: head_dim 8 (4 factors, short 1.3..4.7, long 2.6..19.5), original 20 of
+    80 positions (factor 4, attention 1.2094): ppl --context 20 (short), 21 (windows of
+    21: long; the last of 10: short) and 40 (long); generate float64 with a 9-id prompt
+    + 30 (crosses 20) and a 21-id prompt (= original + 1) + 20; float32 9 + 30; hf info
+    (the RoPE scaling line says longrope).
+  phi3-longrope-su: F with "type": "su" (ppl 40). phi3-longrope-orig-eq-mpe: original =
+    max_position_embeddings = 64 (factor 1: attention 1, short factors 2.5..35; ppl 64).
+    phi3-longrope-orig-default: no original_max_position_embeddings key (4096 > 80
+    positions: attention 1, short factors; ppl 40).
+  G phi3-partial: case A's weights with partial_rotary_factor 0.75 (rotary_dim 6), no
+    scaling: ppl 64, generate; phi3-partial-half: 0.5 (rotary_dim 4): ppl 64.
+  H phi3-partial-longrope (Phi-4-mini's form): 2 heads / 1 kv head, head_dim 16,
+    partial 0.75 -> rotary_dim 12 (6 factors), original 16 of 96 (attention 1.2831): ppl
+    --context 16, 17 (last window 12: short), 48 float64 and float32; generate 7 + 20
+    (crosses 16) float64 and float32; hf info (longrope; the rotary line names 0.75 or 12).
+  Accepted with the reference's reading, or refused (exit 2, a note: transformers versions
+    differ): {"rope_type": "longrope", ...} (ppl 40); attention_factor 1.7 in rope_scaling
+    (must then be used; ppl 40); {"type": "yarn", short/long factors} (Phi3Config renames
+    it to longrope; ppl 40).
+  Refusals (exit 2 naming the field): short_factor of 3 values for 4 frequencies; no
+    long_factor; with partial rotary, factors of head_dim / 2 = 8 values instead of
+    rotary_dim / 2 = 6 (names short_factor or long_factor); partial_rotary_factor 0.625
+    (rotary_dim 5, odd) and 0.1 (rotary_dim 0).
   Export: a dense lol model (d 24, 2 layers, 4/2 heads, ffn 32, no biases, untied) trained
     4 steps on a byte corpus, `export --hf --arch phi3`: config.json (architectures,
     model_type, sizes, kv heads / rope_theta / rms_norm_eps given or by Phi3Config's
@@ -74,10 +130,15 @@ qwen2_reference byte-level tokenizer; a 199-token text):
   hf info --check (A, B, C): exit 0, names Phi3ForCausalLM, "all tensors present", a printed
     parameter count = transformers' num_parameters() (fused shapes); C: the window line
     names 5.
-Every compared case is also evaluated under other readings of the fused tensors (gate/up
-swapped, q/k/v grouped per kv head, k/v swapped) and, with a window, W+1 keys / full
-attention; a reading that the checks cannot tell from the reference is noted, and on a
-disagreement the reading that matches lol is named (first 6 disagreements).
+With --probe, each case is also evaluated under other readings of the fused tensors
+(gate/up swapped, q/k/v grouped per kv head, k/v swapped), with a window W+1 keys / full
+attention, with LongRoPE short / long factors always, the switch at seq_len >= original,
+per-position factors, no attention factor, the cache kept or recomputed at the crossing,
+with partial rotary full rotary / interleaved pairs / the last dims / exponents over
+head_dim; a reading that a check cannot tell from the reference is noted (none at the
+time of writing). On a disagreement the readings that match lol are named (once per case
+for ppl and once for generate, 8 in all). The reference's arithmetic: float64 sums in a fixed order (this file's
+matvec = qwen2_reference's, faster).
 """
 import argparse
 import json
@@ -89,11 +150,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qwen2_reference as q2  # noqa: E402
-from qwen2_reference import (Checker, apply_rope, compare_generate, compare_ppl, f32, matvec,  # noqa: E402
+from operator import mul  # noqa: E402
+from qwen2_reference import (Checker, apply_rope, compare_generate, compare_ppl, f32,  # noqa: E402
                              mean_ce, ppl_windows, rmsnorm, silu, write_folder)
 
 TEXT = q2.TEXT
-DIAGNOSE = [6]
+
+
+def matvec(W, x):
+    """qwen2_reference.matvec's sums in the same order (bit for bit), faster"""
+    return [sum(map(mul, row, x)) for row in W]
+DIAGNOSE = [8]
 
 
 # ---------------------------------------------------------------- config reading (Phi3Config)
@@ -108,10 +175,79 @@ def phi3_params(cfg):
     W = cfg.get("sliding_window")
     if W is not None and W >= mpe:
         W = None
+    prf = cfg.get("partial_rotary_factor", 1.0)
     return {"d": d, "H": H, "Hkv": Hkv, "hd": hd, "F": cfg["intermediate_size"], "L": cfg["num_hidden_layers"],
             "V": cfg["vocab_size"], "eps": cfg.get("rms_norm_eps", 1e-5),
             "theta": cfg.get("rope_theta", 10000.0), "tied": cfg.get("tie_word_embeddings", False),
-            "mpe": mpe, "window": W}
+            "mpe": mpe, "window": W, "rd": int(hd * prf), "longrope": longrope_params(cfg)}
+
+
+def longrope_params(cfg):
+    """Phi3Config + modeling_rope_utils' longrope reading, or None without rope_scaling.
+    Phi3Config renames the legacy types "su" and "yarn" to "longrope"; the type is read from
+    "type" (Phi3Config's key) or else "rope_type" (transformers' generic key; ASSUMED accepted).
+    original_max_position_embeddings: the top-level key (Phi3Config default 4096);
+    factor = max_position_embeddings / original (rope_scaling's own "factor" is not used);
+    attention factor = rope_scaling's attention_factor when given, else
+    sqrt(1 + ln(factor) / ln(original)) for factor > 1, else 1."""
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return None
+    typ = rs.get("type", rs.get("rope_type"))
+    if typ in ("su", "yarn"):
+        typ = "longrope"
+    if typ != "longrope":
+        raise ValueError("rope_scaling type %r not in this reference" % typ)
+    orig = cfg.get("original_max_position_embeddings", 4096)
+    factor = cfg["max_position_embeddings"] / orig
+    att = rs.get("attention_factor")
+    if att is None:
+        att = math.sqrt(1 + math.log(factor) / math.log(orig)) if factor > 1.0 else 1.0
+    return {"short": list(rs["short_factor"]), "long": list(rs["long_factor"]), "orig": orig, "factor": factor,
+            "att": att}
+
+
+def rope_tables_rd(base, rd, npos, factors=None, att=1.0, expo_dim=None):
+    """cos, sin [npos][rd] over the first rd dims of a head, float32 as transformers builds
+    them: inv_freq = 1 / (ext_factors * base ** (arange(0, rd, 2).float() / rd)) (no
+    ext_factors: 1 / base ** ...), angle = inv_freq * pos, cos / sin in float32, each times
+    the attention factor in float32; emb = cat(freqs, freqs) (rotate-half layout).
+    expo_dim: the exponent's denominator (rd; head_dim for a diagnosis reading)."""
+    ed = expo_dim or rd
+    pf = [f32(base ** f32(float(j) / ed)) for j in range(0, rd, 2)]
+    if factors is None:
+        inv = [f32(1.0 / p) for p in pf]
+    else:
+        assert len(factors) == rd // 2
+        inv = [f32(1.0 / f32(f32(fc) * p)) for fc, p in zip(factors, pf)]
+    a32 = f32(att)
+    cos, sin = [], []
+    for p in range(npos):
+        ang = [f32(v * p) for v in inv]
+        c = [f32(f32(math.cos(a)) * a32) for a in ang]
+        s = [f32(f32(math.sin(a)) * a32) for a in ang]
+        cos.append(c + c)
+        sin.append(s + s)
+    return cos, sin
+
+
+def rope_partial(x, c, s, rd, layout="half"):
+    """RoPE on the first rd dims of a head x (len(c) == rd), the rest passes unchanged
+    (modeling_phi3.apply_rotary_pos_emb: q_rot = q[..., :rotary_dim], rotate_half within it).
+    Diagnosis layouts: 'interleaved' (pairs 2i, 2i+1), 'last' (the last rd dims rotate)."""
+    if layout == "half":
+        return apply_rope(x[:rd], c, s) + x[rd:]
+    if layout == "last":
+        n = len(x) - rd
+        return x[:n] + apply_rope(x[n:], c, s)
+    if layout == "interleaved":
+        out = list(x)
+        for i in range(rd // 2):
+            a, b = x[2 * i], x[2 * i + 1]
+            out[2 * i] = a * c[i] - b * s[i]
+            out[2 * i + 1] = b * c[i] + a * s[i]
+        return out
+    raise ValueError(layout)
 
 
 # ---------------------------------------------------------------- splitting the fused tensors
@@ -154,7 +290,20 @@ class Phi3Ref(q2.Ref):
     """Phi3ForCausalLM, float64. Reuses qwen2_reference.Ref's prefill / greedy / head;
     weights and the attention block are this class's."""
 
-    def __init__(self, cfg, weights, qkv_layout="hf", gu_layout="hf", window="config", eps=None, theta=None):
+    def __init__(self, cfg, weights, qkv_layout="hf", gu_layout="hf", window="config", eps=None, theta=None,
+                 select="call", att_mode="tables", rot_layout="half", crossing="recompute", rd=None,
+                 no_longrope=False):
+        """select (longrope: which factors a forward call uses): 'call' (transformers: long
+        when the call's max position + 1 > original), or for diagnosis 'call-ge' (>=),
+        'position' (per position: pos >= original), 'short', 'long'.
+        att_mode: 'tables' (transformers: cos and sin times the attention factor), 'none',
+        'scores' (att^2 on the whole q.k score, pass-through dims included).
+        rot_layout: 'half' (transformers), 'interleaved', 'last', 'expo-hd' (exponents over
+        head_dim instead of rotary_dim).
+        crossing (greedy): 'recompute' (transformers' Phi3ForCausalLM.prepare_inputs_for_generation:
+        when the step's input reaches original + 1 tokens with at most original cached, the
+        cache is dropped and the whole sequence recomputed, so every key then has the long
+        factors), 'keep' (the cached keys keep their short-factor rotation)."""
         p = phi3_params(cfg)
         self.cfg = cfg
         self.d, self.L, self.H, self.Hkv, self.hd, self.V = p["d"], p["L"], p["H"], p["Hkv"], p["hd"], p["V"]
@@ -174,25 +323,67 @@ class Phi3Ref(q2.Ref):
                                 "q": q, "k": k, "v": v, "o": M[pre + "self_attn.o_proj.weight"],
                                 "gate": g, "up": u, "down": M[pre + "mlp.down_proj.weight"]})
         th = p["theta"] if theta is None else theta
-        self.cos, self.sin = q2.rope_tables({"rope_theta": th, "max_position_embeddings": p["mpe"]}, self.hd,
-                                            p["mpe"])
+        self.rd = p["rd"] if rd is None else rd
+        self.lr = None if no_longrope else p["longrope"]
+        self.select, self.att_mode, self.rot_layout, self.crossing = select, att_mode, rot_layout, crossing
+        self.mpe = p["mpe"]
+        if self.lr is None and self.rd == self.hd and rot_layout == "half":  # the unchanged Llama path
+            self.cos, self.sin = q2.rope_tables({"rope_theta": th, "max_position_embeddings": p["mpe"]}, self.hd,
+                                                p["mpe"])
+            self.tables = {"short": (self.cos, self.sin)}
+        else:
+            ed = self.hd if rot_layout == "expo-hd" else None
+            if self.lr is None:
+                self.tables = {"short": rope_tables_rd(th, self.rd, p["mpe"], expo_dim=ed)}
+            else:
+                att = 1.0 if att_mode in ("none", "scores") else self.lr["att"]
+                self.tables = {k: rope_tables_rd(th, self.rd, p["mpe"], self.lr[k], att, ed)
+                               for k in ("short", "long")}
+            self.cos, self.sin = self.tables["short"]
         self.gates = None
         self.use_lora = False
         self.memo = {}
+
+    def factors_for(self, seq_len, pos):
+        """'short' or 'long': the table a query / key at pos uses in a forward call whose
+        positions end at seq_len - 1"""
+        if self.lr is None:
+            return "short"
+        o, sel = self.lr["orig"], self.select
+        if sel in ("short", "long"):
+            return sel
+        if sel == "call":
+            return "long" if seq_len > o else "short"
+        if sel == "call-ge":
+            return "long" if seq_len >= o else "short"
+        if sel == "position":
+            return "long" if pos >= o else "short"
+        if sel == "call-minus-last":
+            return "long" if seq_len - 1 > o else "short"
+        raise ValueError(sel)
 
     def block(self, i, X, pos0, cache):
         ly = self.layers[i]
         H, Hkv, hd, eps, W = self.H, self.Hkv, self.hd, self.eps, self.window
         rep = H // Hkv
         scale = hd ** -0.5
+        if self.att_mode == "scores" and self.lr is not None:
+            scale *= self.lr["att"] ** 2
+        rd, lay = self.rd, ("half" if self.rot_layout == "expo-hd" else self.rot_layout)
+        seq_len = pos0 + len(X)  # transformers: max(position_ids) + 1 of this forward call
         out = []
         for t, h in enumerate(X):
             pos = pos0 + t
             x = rmsnorm(h, ly["in_norm"], eps)
             q, k, v = matvec(ly["q"], x), matvec(ly["k"], x), matvec(ly["v"], x)
-            c, s = self.cos[pos], self.sin[pos]
-            qh = [apply_rope(q[a * hd:(a + 1) * hd], c, s) for a in range(H)]
-            cache["k"].append([apply_rope(k[a * hd:(a + 1) * hd], c, s) for a in range(Hkv)])
+            cos, sin = self.tables[self.factors_for(seq_len, pos)]
+            c, s = cos[pos], sin[pos]
+            if rd == hd and lay == "half":
+                qh = [apply_rope(q[a * hd:(a + 1) * hd], c, s) for a in range(H)]
+                cache["k"].append([apply_rope(k[a * hd:(a + 1) * hd], c, s) for a in range(Hkv)])
+            else:
+                qh = [rope_partial(q[a * hd:(a + 1) * hd], c, s, rd, lay) for a in range(H)]
+                cache["k"].append([rope_partial(k[a * hd:(a + 1) * hd], c, s, rd, lay) for a in range(Hkv)])
             cache["v"].append([v[a * hd:(a + 1) * hd] for a in range(Hkv)])
             assert len(cache["k"]) == pos + 1
             lo = 0 if W is None else max(0, pos - W + 1)  # keys j: pos - W < j <= pos
@@ -200,22 +391,55 @@ class Phi3Ref(q2.Ref):
             att = []
             for a in range(H):
                 g = a // rep
-                sc = [sum(x1 * x2 for x1, x2 in zip(qh[a], kk[g])) * scale for kk in keys]
+                sc = [sum(map(mul, qh[a], kk[g])) * scale for kk in keys]
                 m = max(sc)
                 e = [math.exp(z - m) for z in sc]
                 tot = sum(e)
                 o = [0.0] * hd
                 for wgt, vv in zip(e, vals):
-                    vg = vv[g]
                     wgt /= tot
-                    for j in range(hd):
-                        o[j] += wgt * vg[j]
+                    o = [oj + wgt * vj for oj, vj in zip(o, vv[g])]
                 att.extend(o)
             h2 = [x1 + x2 for x1, x2 in zip(h, matvec(ly["o"], att))]
             x = rmsnorm(h2, ly["post_norm"], eps)
             mid = [b_ * silu(a_) for a_, b_ in zip(matvec(ly["gate"], x), matvec(ly["up"], x))]
             out.append([x1 + x2 for x1, x2 in zip(h2, matvec(ly["down"], mid))])
         return out
+
+    def head(self, h):
+        return matvec(self.lm_head, rmsnorm(h, self.norm, self.eps))
+
+    def greedy(self, prompt, n, mode="open", forced=None):
+        """KV-cached greedy decoding as transformers' generate() runs a Phi-3 model: the prompt
+        is one forward call, each new token one more (its seq_len = its position + 1); with
+        crossing 'recompute', the step whose token sits at position original (input length
+        original + 1, at most original tokens cached) drops the cache and recomputes the whole
+        sequence (Phi3ForCausalLM.prepare_inputs_for_generation)."""
+        logits, caches, _, _ = self.prefill(prompt)
+        caches = [{"k": list(c["k"]), "v": list(c["v"])} for c in caches]
+        self.use_lora = False
+        seq = list(prompt)
+        toks, gaps = [], []
+        z = logits[-1]
+        pos = len(prompt)
+        while True:
+            t = q2.argmax_low(z)
+            toks.append(t)
+            gaps.append(q2.top2_gap(z) / max(1.0, max(abs(v) for v in z)))
+            if len(toks) == n:
+                break
+            seq.append(t)
+            if self.crossing == "recompute" and self.lr is not None and pos == self.lr["orig"]:
+                logits, caches, _, _ = self.prefill(seq)
+                caches = [{"k": list(c["k"]), "v": list(c["v"])} for c in caches]
+                z = logits[-1]
+            else:
+                h = list(self.embed[t])
+                for i in range(self.L):
+                    h = self.block(i, [h], pos, caches[i])[0]
+                z = self.head(h)
+            pos += 1
+        return toks, gaps, [True] * self.L, []
 
 
 # ---------------------------------------------------------------- tiny folders
@@ -285,46 +509,94 @@ def alternatives(cfg):
     if p["window"] is not None:
         out += [("full attention", {"window": None}), ("W+1 keys", {"window": p["window"] + 1}),
                 ("W-1 keys", {"window": max(1, p["window"] - 1)})]
+    lr, partial = p["longrope"], p["rd"] < p["hd"]
+    if lr is not None:
+        out += [("rope_scaling ignored (plain RoPE)", {"no_longrope": True}),
+                ("short factors always", {"select": "short"}),
+                ("long factors always", {"select": "long"}),
+                ("long factors from seq_len >= original (off by one)", {"select": "call-ge"}),
+                ("factors per position (pos >= original: long)", {"select": "position"}),
+                ("ppl: the forward call over a window's first n - 1 tokens (long when n - 1 > original)",
+                 {"select": "call-minus-last"})]
+        if lr["att"] != 1.0:
+            out.append(("no attention factor", {"att_mode": "none"}))
+            if partial:
+                out.append(("attention factor^2 on the whole score (pass-through dims too)", {"att_mode": "scores"}))
+        other = "keep" if CROSSING[0] == "recompute" else "recompute"
+        out.append(({"keep": "generate: the cached keys keep their short factors at the crossing",
+                     "recompute": "generate: cache recomputed with long factors at the crossing"}[other],
+                    {"crossing": other}))
+    if partial:
+        if lr is None:
+            out.append(("full rotary (partial_rotary_factor ignored)", {"rd": p["hd"]}))
+        out += [("rotary pairs interleaved (2i, 2i+1)", {"rot_layout": "interleaved"}),
+                ("rotary on the last rotary_dim dims", {"rot_layout": "last"}),
+                ("inv_freq exponents over head_dim, not rotary_dim", {"rot_layout": "expo-hd"})]
     return out
+
+
+CROSSING = ["recompute"]
+PROBE = [False]  # check --probe: note the alternative readings that a comparison cannot tell from the reference
 
 
 class Case:
     models = {}
 
-    def __init__(self, ck, tag, cfg, T, dt="F32", shards=1, wtag=None):
+    def __init__(self, ck, tag, cfg, T, dt="F32", shards=1, wtag=None, probe_all=True):
         self.ck, self.tag, self.cfg, self.T, self.dt = ck, tag, cfg, T, dt
         self.wtag = wtag or tag
         write_folder(os.path.join(ck.work, tag), cfg, T, dt, shards)
         self.W = as_weights(T, dt)
         self.model = self.alt({})
-        self.probed = False
+        self.probed = not probe_all
+        self.diagnosed = [False, False]
         p = phi3_params(cfg)
-        print("[%s] H %d, Hkv %d, hd %d, eps %g, theta %g, window %s, tied %s, %s%s" % (
+        lr = p["longrope"]
+        print("[%s] H %d, Hkv %d, hd %d, eps %g, theta %g, window %s, tied %s, %s%s%s%s" % (
             tag, p["H"], p["Hkv"], p["hd"], p["eps"], p["theta"], p["window"], p["tied"], dt,
-            " in %d shards" % shards if shards > 1 else ""), flush=True)
+            " in %d shards" % shards if shards > 1 else "",
+            ", rotary_dim %d" % p["rd"] if p["rd"] != p["hd"] else "",
+            ", longrope original %d factor %g attention %.9g" % (lr["orig"], lr["factor"], lr["att"]) if lr else ""),
+            flush=True)
+
+    def probe(self, what, names, ref, fn, same):
+        """note each named alternative reading that this comparison cannot tell from the reference"""
+        for name, kw in alternatives(self.cfg):
+            if any(name.startswith(n) for n in names):
+                a = fn(self.alt(kw))
+                if same(a, ref):
+                    self.ck.note("%s %s: the reading '%s' gives the same result: this comparison does not test it"
+                                 % (self.tag, what, name))
 
     def alt(self, kw):
+        kw = dict({"crossing": CROSSING[0]}, **kw)
         key = (self.wtag, self.dt, json.dumps(self.cfg, sort_keys=True), json.dumps(kw, sort_keys=True))
         if key not in Case.models:
             Case.models[key] = Phi3Ref(self.cfg, self.W, **kw)
         return Case.models[key]
 
-    def ppl(self, ids, context, dtype="float64", rtol=1e-5):
+    def ppl(self, ids, context, dtype="float64", rtol=1e-5, probe=()):
         nf = len(self.ck.failures)
         compare_ppl(self.ck, self.tag, self.model, ids, context, dtype, rtol, self.tag)
         ref, _ = mean_ce(self.model, ppl_windows(ids, context))
-        if dtype == "float64" and not self.probed:
+        if probe and PROBE[0]:
+            self.probe("ppl --context %d" % context, probe, ref, lambda m: mean_ce(m, ppl_windows(ids, context))[0],
+                       lambda a, b: abs(a - b) <= 3 * rtol * abs(b))
+        if dtype == "float64" and not self.probed and PROBE[0]:
             self.probed = True  # once per case: which readings this case's comparisons tell apart
             for name, kw in alternatives(self.cfg):
-                if "eps" in kw or (kw.get("qkv_layout") == "grouped" and phi3_params(self.cfg)["Hkv"] == 1):
-                    continue  # not expected to differ here (eps: case B checks it; grouped = hf for one kv head)
+                if "eps" in kw or "crossing" in kw or (kw.get("qkv_layout") == "grouped" and
+                                                       phi3_params(self.cfg)["Hkv"] == 1):
+                    continue  # not expected to differ here (eps: case B checks it; grouped = hf for one kv head;
+                    # crossing: generation only)
                 a, _ = mean_ce(self.alt(kw), ppl_windows(ids, context))
                 if abs(a - ref) <= 10 * rtol * abs(ref):
                     self.ck.note("%s ppl --context %d: the reading '%s' gives the same loss (%.3g relative): "
                                  "this comparison does not test it" % (self.tag, context, name,
                                                                        abs(a - ref) / abs(ref)))
-        if len(self.ck.failures) > nf and DIAGNOSE[0] > 0:
+        if len(self.ck.failures) > nf and DIAGNOSE[0] > 0 and not self.diagnosed[0]:
             DIAGNOSE[0] -= 1
+            self.diagnosed[0] = True  # once per case for ppl
             out = os.path.join(self.ck.work, "ppl_%s_%s_%d.json" % (self.tag, dtype, context))
             try:
                 got = json.load(open(out)).get("loss_sum")
@@ -337,12 +609,16 @@ class Case:
                     print("    alternative %-45s loss_sum %.10g%s" % (name, a, "   <-- lol matches" if abs(
                         a - got) <= max(rtol, 1e-4) * abs(a) else ""))
 
-    def generate(self, prompt, n, dtype="float64"):
+    def generate(self, prompt, n, dtype="float64", probe=()):
         nf = len(self.ck.failures)
         compare_generate(self.ck, self.tag, self.model, prompt, n, dtype, self.tag)
         toks, _, _, _ = self.model.greedy(prompt, n)
-        if len(self.ck.failures) > nf and DIAGNOSE[0] > 0:
+        if probe and PROBE[0]:
+            self.probe("generate (%d prompt ids + %d)" % (len(prompt), n), probe, toks,
+                       lambda m: m.greedy(prompt, n)[0], lambda a, b: a == b)
+        if len(self.ck.failures) > nf and DIAGNOSE[0] > 0 and not self.diagnosed[1]:
             DIAGNOSE[0] -= 1
+            self.diagnosed[1] = True  # once per case for generate
             r = self.ck.run(["hf", "generate", self.tag, "--ids", "--no-stop", "--max-new", n, "--dtype", dtype,
                              "--threads", 1, "--tokens", ",".join(map(str, prompt))], expect_rc=None)
             got = q2.parse_ids(r.stdout) if r.returncode == 0 else None
@@ -353,7 +629,7 @@ class Case:
                     if a == got:
                         print("    lol matches the reference under: %s" % name)
 
-    def info(self, window=None):
+    def info(self, window=None, rope=None, partial=None):
         r = self.ck.run(["hf", "info", self.tag, "--check"], expect_rc=None)
         self.ck.equal("%s hf info --check exits 0" % self.tag, r.returncode, 0)
         if r.returncode != 0:
@@ -375,6 +651,26 @@ class Case:
                 self.ck.equal("%s hf info's window line names %d" % (self.tag, window), str(window) in line, True)
             else:
                 self.ck.note("%s: hf info does not mention the sliding window" % self.tag)
+        lines = [l_ for l_ in r.stdout.splitlines() if self.tag not in l_]  # not the folder's name
+        if rope is not None:
+            line = next((l_ for l_ in lines if "rope" in l_.lower() and any(
+                w in l_.lower() for w in ("scaling", "longrope", "short_factor", "long_factor"))), None)
+            if line is None:
+                self.ck.note("%s: hf info does not mention the RoPE scaling" % self.tag)
+            else:
+                print("    info: %s" % line.strip())
+                self.ck.equal("%s hf info's RoPE scaling line says %s" % (self.tag, rope), rope in line.lower(), True)
+        if partial is not None:
+            line = next((l_ for l_ in lines if "partial" in l_.lower() or "rotary" in l_.lower()), None)
+            if line is None:
+                self.ck.note("%s: hf info does not mention the partial rotary factor" % self.tag)
+            else:
+                import re
+                print("    info: %s" % line.strip())
+                nums = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", line)]
+                self.ck.equal("%s hf info's rotary line names partial_rotary_factor %g or rotary_dim %d" % (
+                    self.tag, partial[0], partial[1]), any(abs(x - partial[0]) < 1e-9 or x == partial[1]
+                                                            for x in nums), True)
 
 
 def param_count(cfg):
@@ -385,9 +681,12 @@ def param_count(cfg):
 
 
 def refusal(ck, tag, cfg, T, needle, assumed="", rc=2):
+    """needle: a string the error must contain, or a tuple of which one must be there"""
     write_folder(os.path.join(ck.work, tag), cfg, T)
     r = ck.run(["hf", "ppl", tag, "--data", "text.txt", "--threads", 1], expect_rc=None)
-    ok = r.returncode == rc and needle in r.stderr
+    needles = needle if isinstance(needle, tuple) else (needle,)
+    ok = r.returncode == rc and any(n in r.stderr for n in needles)
+    needle = " or ".join(needles)
     ck.compared += 1
     if not ok:
         ck.fail("%s%s: expected exit %d naming %s; got exit %d, stderr %r" % (
@@ -476,7 +775,207 @@ def selftest():
     if param_count(cfg) != sum(len(v[1]) for v in T.values()):
         bad.append("param_count %d != stored values %d" % (param_count(cfg), sum(len(v[1]) for v in T.values())))
     shutil.rmtree(tmp, ignore_errors=True)
+    bad += selftest_longrope(cfg, T, ids)
     return bad
+
+
+def selftest_longrope(cfg, T, ids):
+    bad = []
+
+    def maxdiff(A, B):
+        return max(abs(a - b) for ra, rb in zip(A, B) for a, b in zip(ra, rb))
+    W = q2.as_weights(T, "F32")
+    # the rotary_dim tables without scaling = qwen2_reference's (transformers' default RoPE)
+    c1, s1 = rope_tables_rd(500.0, 8, 64)
+    c2, s2 = q2.rope_tables({"rope_theta": 500.0, "max_position_embeddings": 64}, 8, 64)
+    if c1 != c2 or s1 != s2:
+        bad.append("rope_tables_rd(no factors) != qwen2_reference.rope_tables")
+    # by hand: base 10000, rotary_dim 4, factors [2, 4]: inv_freq [1/2, 1/(4 * 100)]; att 1.5
+    c, s_ = rope_tables_rd(10000.0, 4, 4, [2.0, 4.0], 1.5)
+    want_c = [1.5 * math.cos(1.5), 1.5 * math.cos(0.0075)] * 2
+    want_s = [1.5 * math.sin(1.5), 1.5 * math.sin(0.0075)] * 2
+    if max(abs(a - b) for a, b in zip(c[3] + s_[3], want_c + want_s)) > 1e-6:
+        bad.append("longrope tables by hand: %s %s vs %s %s" % (c[3], s_[3], want_c, want_s))
+    # rope_partial: pairs (i, i + rd/2) within the first rd dims, the rest unchanged
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    ca, cb, sa, sb = 0.6, 0.28, 0.8, 0.96
+    got = rope_partial(x, [ca, cb, ca, cb], [sa, sb, sa, sb], 4)
+    want = [1 * ca - 3 * sa, 2 * cb - 4 * sb, 3 * ca + 1 * sa, 4 * cb + 2 * sb, 5.0, 6.0, 7.0, 8.0]
+    if max(abs(a - b) for a, b in zip(got, want)) > 1e-12:
+        bad.append("rope_partial by hand: %s vs %s" % (got, want))
+    # the partial path with rotary_dim = head_dim = the Llama path
+    full = Phi3Ref(cfg, W).prefill(ids)[0]
+    part = Phi3Ref(cfg, W, rot_layout="expo-hd").prefill(ids)[0]
+    if maxdiff(full, part) > 1e-12:
+        bad.append("partial-rotary code path with rotary_dim = head_dim differs from full RoPE")
+    if maxdiff(full, Phi3Ref(dict(cfg, partial_rotary_factor=0.75), W).prefill(ids)[0]) < 1e-4:
+        bad.append("partial_rotary_factor 0.75 leaves the logits unchanged")
+    # config reading
+    pa = phi3_params(dict(cfg, max_position_embeddings=131072, original_max_position_embeddings=4096,
+                          rope_scaling={"type": "su", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}))
+    if abs(pa["longrope"]["att"] - math.sqrt(17.0 / 12.0)) > 1e-15 or pa["longrope"]["factor"] != 32.0:
+        bad.append("Phi-3-mini-128k attention factor %r != sqrt(1 + ln 32 / ln 4096)" % pa["longrope"]["att"])
+    if phi3_params(dict(cfg, rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 4,
+                                           "long_factor": [2.0] * 4}))["longrope"]["att"] != 1.0:
+        bad.append("factor <= 1 (original 4096 > 64 positions) must give attention factor 1")
+    p4 = phi3_params({"hidden_size": 3072, "num_attention_heads": 24, "num_key_value_heads": 8,
+                      "intermediate_size": 8192, "num_hidden_layers": 32, "vocab_size": 200064,
+                      "max_position_embeddings": 131072, "partial_rotary_factor": 0.75})
+    if p4["rd"] != 96:
+        bad.append("Phi-4-mini rotary_dim %d != 96" % p4["rd"])
+    # per forward call: 6 original positions of 64; a call of 6 tokens uses the short
+    # factors everywhere, one of 7 the long ones everywhere
+    lcfg = dict(cfg, original_max_position_embeddings=6,
+                rope_scaling={"type": "longrope", "short_factor": LR_SHORT, "long_factor": LR_LONG})
+    m = Phi3Ref(lcfg, W)
+    for n, fixed in ((6, "short"), (7, "long")):
+        a = m.prefill(ids[:n])[0]
+        b = Phi3Ref(lcfg, W, select=fixed).prefill(ids[:n])[0]
+        o = Phi3Ref(lcfg, W, select="long" if fixed == "short" else "short").prefill(ids[:n])[0]
+        if maxdiff(a, b) > 1e-12 or maxdiff(a, o) < 1e-4:
+            bad.append("a forward call of %d tokens (original 6) must use the %s factors only" % (n, fixed))
+    # greedy: 'recompute' = recomputing the whole sequence at every step; 'keep' = plain cached
+    # decoding, and they differ once the generation crosses position 6
+    prompt, n = ids[:3], 8
+    rec = Phi3Ref(lcfg, W).greedy(prompt, n)[0]
+    keep = Phi3Ref(lcfg, W, crossing="keep").greedy(prompt, n)[0]
+    seq, full_toks = list(prompt), []
+    for _ in range(n):
+        t = q2.argmax_low(Phi3Ref(lcfg, W).prefill(seq)[0][-1])
+        full_toks.append(t)
+        seq.append(t)
+    if rec != full_toks:
+        bad.append("greedy 'recompute' %s != full recomputation per step %s" % (rec, full_toks))
+    mk = Phi3Ref(lcfg, W, crossing="keep")
+    lg, caches, _, _ = mk.prefill(prompt)
+    caches = [{"k": list(c["k"]), "v": list(c["v"])} for c in caches]
+    toks, z, pos = [], lg[-1], len(prompt)
+    for _ in range(n):
+        t = q2.argmax_low(z)
+        toks.append(t)
+        h = list(mk.embed[t])
+        for i in range(mk.L):
+            h = mk.block(i, [h], pos, caches[i])[0]
+        z = mk.head(h)
+        pos += 1
+    if keep != toks:
+        bad.append("greedy 'keep' %s != plain cached decoding %s" % (keep, toks))
+    if rec[:4] != keep[:4]:
+        bad.append("'recompute' and 'keep' must agree before the crossing: %s %s" % (rec, keep))
+    return bad
+
+
+# ---------------------------------------------------------------- LongRoPE and partial rotary
+LR_SHORT = [1.3, 1.9, 3.1, 4.7]
+LR_LONG = [2.6, 5.2, 11.0, 19.5]
+LR_SHORT_BIG = [2.5, 6.0, 14.0, 35.0]  # for the cases with attention factor 1 (short factors only)
+LR6_SHORT = [1.1, 1.45, 2.3, 3.2, 4.4, 6.1]
+LR6_LONG = [1.7, 3.3, 5.9, 9.7, 14.2, 22.8]
+
+
+def accepted_or_refused(ck, c, context, needles, why):
+    """a setting transformers versions disagree on: lol may refuse it (exit 2 naming one of
+    needles: a note) or accept it, and then it must compute the reference's reading"""
+    out = os.path.join(ck.work, "ppl_%s_float64_%d.json" % (c.tag, context))
+    r = ck.run(["hf", "ppl", c.tag, "--data", "text.txt", "--context", context, "--dtype", "float64", "--out", out,
+                "--threads", 1], expect_rc=None)
+    if r.returncode == 0:
+        res = json.load(open(out))
+        tot, cnt = mean_ce(c.model, ppl_windows(q2.encode(TEXT), context))
+        ck.equal("%s hf ppl --context %d: targets" % (c.tag, context), res.get("targets"), cnt)
+        ck.close("%s hf ppl --dtype float64 --context %d: loss_sum" % (c.tag, context), res.get("loss_sum"), tot)
+        return True
+    ck.compared += 1
+    if r.returncode == 2 and any(n in r.stderr for n in needles):
+        ck.note("%s: refused (%s) -- accepted by the reference: %s" % (c.tag, r.stderr.strip()[:160], why))
+    else:
+        ck.fail("%s: expected exit 0 or a refusal (exit 2 naming %s); got exit %d, stderr %r" % (
+            c.tag, " or ".join(needles), r.returncode, r.stderr.strip()[-400:]))
+    return False
+
+
+def check_longrope(ck, ids, TA, pr):
+    """LongRoPE (Phi-3-mini-128k, Phi-3.5-mini, Phi-4-mini) and partial_rotary_factor (Phi-4-mini)"""
+    lr = {"type": "longrope", "short_factor": LR_SHORT, "long_factor": LR_LONG}
+    # F: longrope, full rotary (head_dim 8: 4 factors), original 20 of 80 positions
+    cfgF = phi3_config(max_position_embeddings=80, original_max_position_embeddings=20, rope_scaling=lr)
+    TF = phi3_weights(cfgF, 401, embed_std=0.3)
+    c = Case(ck, "phi3-longrope", cfgF, TF, wtag="F", probe_all=False)
+    c.ppl(ids, 20, probe=("long factors always", "long factors from seq_len >="))  # = original: short
+    c.ppl(ids, 21, probe=("short factors always", "long factors always", "factors per position"))  # last window 10
+    c.ppl(ids, 40, probe=("short factors always", "factors per position", "no attention factor",
+                          "rope_scaling ignored"))  # all long
+    c.generate(ids[:9], 30, probe=("generate:", "long factors always", "short factors always"))  # crosses 20
+    c.generate(ids[60:81], 20, probe=("short factors always", "factors per position"))  # 21 = original + 1
+    c.generate(ids[:9], 30, "float32")
+    c.info(rope="longrope")
+    # "su": Phi3Config's legacy name of longrope
+    c = Case(ck, "phi3-longrope-su", dict(cfgF, rope_scaling=dict(lr, type="su")), TF, wtag="F", probe_all=False)
+    c.ppl(ids, 40)
+    # original_max_position_embeddings = max_position_embeddings: factor 1, attention 1, short factors
+    lrb = dict(lr, short_factor=LR_SHORT_BIG)
+    c = Case(ck, "phi3-longrope-orig-eq-mpe", dict(cfgF, max_position_embeddings=64,
+                                                   original_max_position_embeddings=64, rope_scaling=lrb), TF,
+             wtag="F", probe_all=False)
+    c.ppl(ids, 64, probe=("rope_scaling ignored", "long factors always"))
+    # original_max_position_embeddings missing: Phi3Config's 4096 > 80: attention 1, short factors
+    c = Case(ck, "phi3-longrope-orig-default", phi3_config(max_position_embeddings=80,
+                                                           original_max_position_embeddings=DROP, rope_scaling=lrb),
+             TF, wtag="F", probe_all=False)
+    c.ppl(ids, 40, probe=("rope_scaling ignored", "long factors always"))
+
+    # G: partial rotary 0.75 (head_dim 8 -> rotary_dim 6), no scaling; G2: 0.5 (-> 4)
+    cfgG = phi3_config(partial_rotary_factor=0.75)
+    c = Case(ck, "phi3-partial", cfgG, TA, wtag="A", probe_all=False)
+    c.ppl(ids, 64, probe=("full rotary", "rotary pairs interleaved", "rotary on the last", "inv_freq exponents"))
+    c.generate(pr, 12, probe=("full rotary",))
+    c = Case(ck, "phi3-partial-half", phi3_config(partial_rotary_factor=0.5), TA, wtag="A", probe_all=False)
+    c.ppl(ids, 64, probe=("full rotary", "inv_freq exponents"))
+
+    # H: partial rotary 0.75 with longrope (Phi-4-mini's form): head_dim 16 -> rotary_dim 12, 6 factors
+    lr6 = {"type": "longrope", "short_factor": LR6_SHORT, "long_factor": LR6_LONG}
+    cfgH = phi3_config(num_attention_heads=2, num_key_value_heads=1, partial_rotary_factor=0.75,
+                       max_position_embeddings=96, original_max_position_embeddings=16, rope_theta=2000.0,
+                       rope_scaling=lr6)
+    TH = phi3_weights(cfgH, 402, embed_std=0.3)
+    c = Case(ck, "phi3-partial-longrope", cfgH, TH, wtag="H", probe_all=False)
+    c.ppl(ids, 16, probe=("long factors always", "rotary pairs interleaved", "inv_freq exponents",
+                          "rotary on the last"))
+    c.ppl(ids, 17, probe=("short factors always", "long factors always"))  # last window 12: short
+    c.ppl(ids, 48, probe=("attention factor^2 on the whole score", "no attention factor", "factors per position"))
+    c.ppl(ids, 48, "float32")
+    c.generate(ids[:7], 20, probe=("generate:", "long factors always"))  # crosses 16
+    c.generate(ids[:7], 20, "float32")
+    c.info(rope="longrope", partial=(0.75, 12))
+
+    # settings transformers versions disagree on: accepted (the reference's reading) or refused
+    c = Case(ck, "phi3-longrope-rope_type", dict(cfgF, rope_scaling={"rope_type": "longrope", "short_factor": LR_SHORT,
+                                                                     "long_factor": LR_LONG}), TF, wtag="F",
+             probe_all=False)
+    accepted_or_refused(ck, c, 40, ("rope_scaling", "rope_type"),
+                        "'rope_type' read as 'type' (transformers' generic key; Phi3Config 4.x checks 'type')")
+    c = Case(ck, "phi3-longrope-attention_factor", dict(cfgF, rope_scaling=dict(lr, attention_factor=1.7)), TF,
+             wtag="F", probe_all=False)
+    accepted_or_refused(ck, c, 40, ("attention_factor", "rope_scaling"),
+                        "_compute_longrope_parameters uses a given attention_factor (Phi3Config 4.x allows "
+                        "exactly three rope_scaling keys)")
+    c = Case(ck, "phi3-longrope-yarn-name", dict(cfgF, rope_scaling=dict(lr, type="yarn")), TF, wtag="F",
+             probe_all=False)
+    accepted_or_refused(ck, c, 40, ("rope_scaling", "yarn", "factor"),
+                        "Phi3Config renames a 'yarn' type (with short/long factors) to longrope, as 'su'")
+
+    # refusals
+    print("[longrope / partial rotary refusals]", flush=True)
+    refusal(ck, "refuse-longrope-short-length", dict(cfgF, rope_scaling=dict(lr, short_factor=LR_SHORT[:3])), TF,
+            "short_factor")
+    refusal(ck, "refuse-longrope-no-long", dict(cfgF, rope_scaling={"type": "longrope", "short_factor": LR_SHORT}),
+            TF, "long_factor")
+    # with partial rotary the factors have rotary_dim / 2 entries, not head_dim / 2
+    refusal(ck, "refuse-partial-longrope-hd-length", dict(cfgH, rope_scaling=dict(
+        lr6, short_factor=LR6_SHORT + [7.0, 8.0], long_factor=LR6_LONG + [30.0, 40.0])), TH,
+        ("short_factor", "long_factor"))
+    refusal(ck, "refuse-partial-odd", phi3_config(partial_rotary_factor=0.625), TA, "partial_rotary_factor")
+    refusal(ck, "refuse-partial-zero", phi3_config(partial_rotary_factor=0.1), TA, "partial_rotary_factor")
 
 
 # ---------------------------------------------------------------- export --arch phi3 (a trained dense model)
@@ -672,13 +1171,7 @@ def check(lol, work, verbose=True):
         else:
             T[name] = (shape, vals)
     refusal(ck, "refuse-unfused", cfgA, T, "qkv_proj", " (ASSUMED: unfused tensors are refused)")
-    half = hd // 2
-    refusal(ck, "refuse-longrope-type", dict(cfgA, rope_scaling={
-        "type": "longrope", "short_factor": [1.0] * half, "long_factor": [2.0] * half}), TA, "rope_scaling")
-    refusal(ck, "refuse-longrope-rope_type", dict(cfgA, max_position_embeddings=1024, original_max_position_embeddings=256,
-                                                  rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * half,
-                                                                "long_factor": [3.0] * half}), TA, "rope_scaling")
-    refusal(ck, "refuse-partial-rotary", dict(cfgA, partial_rotary_factor=0.75), TA, "partial_rotary_factor")
+    check_longrope(ck, ids, TA, pr)
 
     check_export(ck)
 
@@ -699,6 +1192,14 @@ def main():
     c.add_argument("--lol", default="build/lol")
     c.add_argument("--work", required=True)
     c.add_argument("--quiet", action="store_true", help="print only disagreements and the summary")
+    c.add_argument("--probe", action="store_true",
+                   help="also note which alternative readings (fused layouts, eps, theta, window, LongRoPE, "
+                        "partial rotary) the comparisons cannot tell from the reference (slower)")
+    c.add_argument("--crossing", choices=("recompute", "keep"), default="recompute",
+                   help="greedy generation whose positions cross original_max_position_embeddings: "
+                        "'recompute' (default; transformers' generate(): Phi3ForCausalLM.prepare_inputs_for_generation "
+                        "drops the cache and recomputes every key with the long factors) or 'keep' (the cached keys "
+                        "keep their short-factor rotation: a plain cached forward loop)")
     sub.add_parser("selftest", help="the reference's own checks (no lol)")
     a = ap.parse_args()
     if a.cmd == "selftest":
@@ -707,6 +1208,8 @@ def main():
             print("FAIL " + b)
         print("selftest: %d failures" % len(bad))
         sys.exit(1 if bad else 0)
+    CROSSING[0] = a.crossing
+    PROBE[0] = a.probe
     sys.exit(check(a.lol, a.work, not a.quiet))
 
 
