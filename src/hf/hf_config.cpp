@@ -279,8 +279,10 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                        ": expected one value");
     c.rope_scaling.original_max_position_embeddings = original;
     c.rope_scaling.factor = double(c.max_position_embeddings) / double(original);
+    c.rope_scaling.check_attention_factor(where, "original_max_position_embeddings");
   }
-  if (f.has("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() &&
+  // null: transformers' int(head_dim * None) fails (TypeError), for every architecture.
+  if (f.has("partial_rotary_factor") &&
       !(j["partial_rotary_factor"].is_number() && j["partial_rotary_factor"].get<double>() == 1.0)) {
     const auto& v = j["partial_rotary_factor"];
     // Only Phi3Attention slices the rotated dimensions; Llama-style attention would fail.

@@ -52,6 +52,16 @@ std::string RopeScaling::describe() const {
   return s + ")";
 }
 
+void RopeScaling::check_attention_factor(const std::string& where, const std::string& key) const {
+  const double a = cos_sin_factor();
+  if (!(a > 0) || !(a <= 1e6))  // beyond it q.k overflows float32
+    throw InputError(where + ": field '" + key + "': the attention factor " + num(a) +
+                     (attention_factor ? std::string(" (given)")
+                                       : " (from factor " + num(factor) + ", original_max_position_embeddings " +
+                                             std::to_string(original_max_position_embeddings) + ")") +
+                     ": expected a number in (0, 1e6]");
+}
+
 void RopeScaling::check_rotary_dim(int64_t rotary_dim, const std::string& where, const std::string& key) const {
   if (type != "longrope") return;
   for (const auto* f : {&short_factor, &long_factor})
@@ -78,7 +88,7 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
   }
   static const std::set<std::string> kTypes = {"default", "linear", "dynamic", "llama3", "yarn", "longrope"};
   if (!kTypes.count(s.type))
-    throw InputError(field("rope_type") + " = \"" + s.type +
+    throw InputError(field(j.contains("rope_type") ? "rope_type" : "type") + " = \"" + s.type +
                      "\": not supported (implemented: default, linear, dynamic, llama3, yarn, longrope; the function "
                      "of this RoPE type would not be computed)");
   // The keys transformers reads for each type (modeling_rope_utils.py, validation functions).
@@ -130,12 +140,13 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
     for (auto [k, list] : {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}}) {
       if (!j.contains(k) || !j[k].is_array() || j[k].empty())
         throw InputError(field(k) + (j.contains(k) ? " = " + j[k].dump() : std::string(" is missing")) +
-                         ": expected a list of numbers > 0, one per RoPE frequency (rotary dimension / 2)");
+                         ": expected a list of numbers in [1e-6, 1e6], one per RoPE frequency (rotary dimension / 2)");
       for (size_t i = 0; i < j[k].size(); ++i) {
         const auto& v = j[k][i];
-        if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        // Outside [1e-6, 1e6] the frequencies overflow float32 or vanish (real lists: 1 to ~100).
+        if (!v.is_number() || !(v.get<double>() >= 1e-6 && v.get<double>() <= 1e6))
           throw InputError(field(std::string(k) + "[" + std::to_string(i) + "]") + " = " + v.dump() +
-                           ": expected a finite number > 0");
+                           ": expected a number in [1e-6, 1e6]");
         list->push_back(v.get<double>());
       }
     }
@@ -149,6 +160,7 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
     if (f && (!(*f > 0) || *f > 1e6))
       throw InputError(field("factor") + " = " + j["factor"].dump() + ": expected a number in (0, 1e6]");
     s.factor = f ? *f : double(max_position_embeddings) / double(s.original_max_position_embeddings);
+    s.check_attention_factor(where, key);
     return s;
   }
   if (!j.contains("factor"))

@@ -66,6 +66,10 @@ struct RopeScaling {
   /// Throws InputError naming `where` and the field when longrope's factor lists do not
   /// hold rotary_dim / 2 values (transformers' Phi3Config validation). No-op otherwise.
   void check_rotary_dim(int64_t rotary_dim, const std::string& where, const std::string& key) const;
+  /// Throws InputError naming `where` and `key` when the cos/sin multiplier is not a
+  /// finite number > 0 (longrope with original_max_position_embeddings 1 and factor > 1:
+  /// ln(1) = 0 divides, a ZeroDivisionError in transformers; yarn's mscales).
+  void check_attention_factor(const std::string& where, const std::string& key) const;
   /// Positions beyond which this scaling is refused (0: none): max_positions for dynamic.
   int64_t position_limit() const { return type == "dynamic" ? max_positions : 0; }
   /// One line for `hf info`: "llama3 (factor 8, low_freq_factor 1, ...)" or "none".

@@ -170,9 +170,16 @@ TEST(LongRope, Phi3ConfigsParseExportAndRefuse) {
   expect_input_error([&] { parse(bad); }, {"partial_rotary_factor", "even and >= 2"});
   bad["partial_rotary_factor"] = 0.0;
   expect_input_error([&] { parse(bad); }, {"partial_rotary_factor", "(0, 1]"});
+  bad["partial_rotary_factor"] = nullptr;  // transformers: int(head_dim * None) fails
+  expect_input_error([&] { parse(bad); }, {"partial_rotary_factor", "= null", "(0, 1]"});
   bad = j;
   bad["rope_scaling"]["original_max_position_embeddings"] = 8192;
   expect_input_error([&] { parse(bad); }, {"rope_scaling.original_max_position_embeddings", "8192", "4096"});
+  bad = j;
+  bad["original_max_position_embeddings"] = 1;  // ln(1) = 0 divides (transformers: ZeroDivisionError)
+  expect_input_error([&] { parse(bad); }, {"original_max_position_embeddings", "attention factor inf", "(0, 1e6]"});
+  bad["rope_scaling"]["attention_factor"] = 1.5;  // given: no division
+  EXPECT_DOUBLE_EQ(parse(bad).rope_scaling.cos_sin_factor(), 1.5);
   bad = j;
   bad["original_max_position_embeddings"] = nullptr;
   expect_input_error([&] { parse(bad); }, {"original_max_position_embeddings", "integer"});

@@ -164,7 +164,11 @@ TEST(RopeScaling, RefusedSettingsNameTheField) {
   const std::vector<Bad> bad = {
       {R"({"rope_type": "su", "short_factor": [1], "long_factor": [1]})", {"rope_scaling.rope_type", "su", "not supported"}},
       {R"({"rope_type": "longrope", "short_factor": [1, 2]})", {"rope_scaling.long_factor", "missing"}},
-      {R"({"rope_type": "longrope", "short_factor": [1, 0], "long_factor": [1, 2]})", {"rope_scaling.short_factor[1]", "> 0"}},
+      {R"({"rope_type": "longrope", "short_factor": [1, 0], "long_factor": [1, 2]})", {"rope_scaling.short_factor[1]", "[1e-6, 1e6]"}},
+      {R"({"rope_type": "longrope", "short_factor": [1, 2], "long_factor": [1e-300, 2]})", {"rope_scaling.long_factor[0]", "[1e-6, 1e6]"}},
+      {R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1], "attention_factor": 1e30})",
+       {"rope_scaling", "attention factor 1e+30 (given)", "(0, 1e6]"}},
+      {R"({"type": "su", "short_factor": [1], "long_factor": [1]})", {"rope_scaling.type", "su", "not supported"}},
       {R"({"rope_type": "longrope", "short_factor": 1, "long_factor": [1]})", {"rope_scaling.short_factor", "list of numbers"}},
       {R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1], "beta_fast": 2})",
        {"rope_scaling.beta_fast", "not used", "longrope"}},
