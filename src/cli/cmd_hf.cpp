@@ -143,7 +143,7 @@ void run_info(const std::string& dir, bool check) {
             << c.rms_norm_eps << "\n"
             << "rope scaling  " << c.rope_scaling.describe() << "\n"
             << (c.partial_rotary_factor != 1.0
-                    ? "rotary dims   " + std::to_string(int64_t(double(c.head_dim) * c.partial_rotary_factor)) +
+                    ? "rotary dims   " + std::to_string(c.rotary_dim()) +
                           " of " + std::to_string(c.head_dim) + " per head (partial_rotary_factor " +
                           nlohmann::json(c.partial_rotary_factor).dump() + ")\n"
                     : std::string())

@@ -288,15 +288,14 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     // Only Phi3Attention slices the rotated dimensions; Llama-style attention would fail.
     if (!c.is_phi3())
       unsupported(where, "partial_rotary_factor", v.dump(), "RoPE is applied to every dimension of a head");
-    const int64_t hd = c.head_dim;
-    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1) ||
-        int64_t(double(hd) * v.get<double>()) < 2 || int64_t(double(hd) * v.get<double>()) % 2 != 0)
+    const bool in_range = v.is_number() && v.get<double>() > 0 && v.get<double>() <= 1;
+    if (in_range) c.partial_rotary_factor = v.get<double>();
+    if (!in_range || c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0)
       throw InputError(where + ": " + field("partial_rotary_factor") + " = " + v.dump() +
-                       ": expected a number in (0, 1] whose rotary dimension int(head_dim " + std::to_string(hd) +
-                       " * it) is even and >= 2");
-    c.partial_rotary_factor = v.get<double>();
+                       ": expected a number in (0, 1] whose rotary dimension int(head_dim " +
+                       std::to_string(c.head_dim) + " * it) is even and >= 2");
   }
-  c.rope_scaling.check_rotary_dim(int64_t(double(c.head_dim) * c.partial_rotary_factor), where, scaling_key);
+  c.rope_scaling.check_rotary_dim(c.rotary_dim(), where, scaling_key);
   // Below 1 the RoPE frequencies grow with the dimension and overflow (1e-44: every
   // logit NaN); no model uses such a base.
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))

@@ -80,7 +80,7 @@ struct HfConfig {
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
   nn::RopeScaling rope_scaling;           ///< "rope_scaling" / "rope_parameters" (default: none)
-  double partial_rotary_factor = 1.0;     ///< RoPE on the leading int(head_dim * f) dims (Phi-3 only)
+  double partial_rotary_factor = 1.0;     ///< RoPE on the leading rotary_dim() dims (Phi-3 only)
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
   bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)
@@ -111,6 +111,9 @@ struct HfConfig {
   bool is_qwen2() const { return architecture == kQwen2Arch; }
   bool is_qwen3() const { return architecture == kQwen3Arch; }
   bool is_mistral() const { return architecture == kMistralArch; }
+  /// int(head_dim * partial_rotary_factor), as transformers truncates it: the rotated
+  /// leading dimensions of each head (head_dim unless Phi-3 sets a partial factor).
+  int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }
   bool is_phi3() const { return architecture == kPhi3Arch; }
   bool is_gemma() const { return architecture == kGemmaArch; }
   bool is_gemma2() const { return architecture == kGemma2Arch; }

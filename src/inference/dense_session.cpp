@@ -100,18 +100,11 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
     // LongRoPE's switch (see feed's comment): the row's cached tokens are fed again.
     const int64_t original = w_.rope_scaling.original_max_position_embeddings;
     const bool replay = !history_.empty() && len_[in.row] > 0 && len_[in.row] <= original && len_[in.row] + n > original;
-    const std::vector<int64_t> none;
-    const auto& again = replay ? history_[in.row] : none;
     const int64_t have = replay ? 0 : len_[in.row];  // the segment's first position
-    for (size_t i = 0; i < again.size(); ++i) {
-      tokens.push_back(again[i]);
-      pos.push_back(int64_t(i));
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      tokens.push_back(in.tokens[i]);
-      pos.push_back(have + int64_t(again.size()) + i);
-    }
-    replayed.push_back(int64_t(again.size()));
+    if (replay) tokens.insert(tokens.end(), history_[in.row].begin(), history_[in.row].end());
+    tokens.insert(tokens.end(), in.tokens.begin(), in.tokens.end());
+    for (int64_t p = have; pos.size() < tokens.size(); ++p) pos.push_back(p);
+    replayed.push_back(replay ? int64_t(history_[in.row].size()) : 0);
     base.push_back(have);
     fed.push_back(&in.tokens);
     rows.push_back(in.row);

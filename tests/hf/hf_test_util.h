@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "baselines/dense_model.h"
 #include "core/tensor_io.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "util/error.h"
@@ -228,6 +229,28 @@ inline NamedTensors rounded(const NamedTensors& named, torch::ScalarType dtype) 
   NamedTensors out;
   for (const auto& [n, t] : named) out.emplace_back(n, t.to(dtype).to(torch::kFloat64));
   return out;
+}
+
+/// A dense model with random weights large enough for peaked, input-dependent logits
+/// (norm weights 1 + 0.1 N(0, 1), the others 0.3 N(0, 1), drawn from `seed`), in `dtype`.
+inline baselines::DenseModel random_dense(const baselines::DenseConfig& c, uint64_t seed, torch::ScalarType dtype) {
+  baselines::DenseModel m(c);
+  torch::NoGradGuard ng;
+  auto gen = at::detail::createCPUGenerator(seed);
+  for (auto& p : m->named_parameters()) {
+    auto noise = at::normal(0.0, 1.0, p.value().sizes(), gen);
+    const bool norm = p.key().find("norm") != std::string::npos;
+    p.value().copy_(norm ? 1.0 + 0.1 * noise : 0.3 * noise);
+  }
+  m->to(dtype);
+  m->eval();
+  return m;
+}
+
+/// Logits [T, V] in float64 of one sequence `t` through the model's full forward.
+inline torch::Tensor full_logits(baselines::DenseModel& m, const std::vector<int64_t>& t) {
+  c10::InferenceMode g;
+  return m->forward(torch::tensor(t, torch::kInt64).unsqueeze(0)).squeeze(0).to(torch::kFloat64);
 }
 
 }  // namespace lol::hf::test

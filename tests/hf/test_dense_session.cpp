@@ -25,30 +25,10 @@ baselines::DenseConfig tiny_dense(bool qkv_bias, bool tied) {
   return c;
 }
 
-/// Random weights large enough for peaked, input-dependent logits.
-baselines::DenseModel random_dense(const baselines::DenseConfig& c, uint64_t seed, torch::ScalarType dtype) {
-  baselines::DenseModel m(c);
-  torch::NoGradGuard ng;
-  auto gen = at::detail::createCPUGenerator(seed);
-  for (auto& p : m->named_parameters()) {
-    auto noise = at::normal(0.0, 1.0, p.value().sizes(), gen);
-    const bool norm = p.key().find("norm") != std::string::npos;
-    p.value().copy_(norm ? 1.0 + 0.1 * noise : 0.3 * noise);
-  }
-  m->to(dtype);
-  m->eval();
-  return m;
-}
-
 std::vector<int64_t> tokens_of(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int64_t> t;
   for (int64_t i = 0; i < n; ++i) t.push_back(int64_t((seed * 131 + uint64_t(i) * 37 + uint64_t(i * i) * 7) % uint64_t(vocab)));
   return t;
-}
-
-torch::Tensor full_logits(baselines::DenseModel& m, const std::vector<int64_t>& t) {
-  c10::InferenceMode g;
-  return m->forward(torch::tensor(t, torch::kInt64).unsqueeze(0)).squeeze(0).to(torch::kFloat64);
 }
 
 void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double tol) {

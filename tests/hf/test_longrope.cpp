@@ -220,24 +220,6 @@ baselines::DenseConfig tiny_phi4(const std::vector<double>& sf, const std::vecto
   return c;
 }
 
-baselines::DenseModel random_model(const baselines::DenseConfig& c, torch::ScalarType dt) {
-  baselines::DenseModel m(c);
-  torch::NoGradGuard ng;
-  auto gen = at::detail::createCPUGenerator(11);
-  for (auto& p : m->named_parameters()) {
-    auto noise = at::normal(0.0, 1.0, p.value().sizes(), gen);
-    p.value().copy_(p.key().find("norm") != std::string::npos ? 1.0 + 0.1 * noise : 0.3 * noise);
-  }
-  m->to(dt);
-  m->eval();
-  return m;
-}
-
-torch::Tensor forward_logits(baselines::DenseModel& m, const std::vector<int64_t>& t) {
-  c10::InferenceMode g;
-  return m->forward(torch::tensor(t, torch::kInt64).unsqueeze(0)).squeeze(0).to(torch::kFloat64);
-}
-
 /// Logits of `t` fed as one call of `first` tokens, then one token per call.
 torch::Tensor cached_logits(baselines::DenseModel& m, const std::vector<int64_t>& t, size_t first, bool kernels) {
   inference::DenseSessionOptions so;
@@ -255,15 +237,15 @@ TEST(LongRope, CachedDecodingSwitchesToTheLongFactorsAsTransformers) {
   const std::vector<int64_t> prefix(t.begin(), t.begin() + 16);
   for (auto dt : {torch::kFloat64, torch::kFloat32}) {
     const double tol = dt == torch::kFloat64 ? 1e-9 : 2e-4;
-    auto m = random_model(tiny_phi4(sf, lf), dt);
+    auto m = random_dense(tiny_phi4(sf, lf), 11, dt);
     // The same weights with only the short (or only the long) factors.
-    auto m_short = random_model(tiny_phi4(sf, sf), dt);
-    auto m_long = random_model(tiny_phi4(lf, lf), dt);
-    const auto full = forward_logits(m, t), full_long = forward_logits(m_long, t);
+    auto m_short = random_dense(tiny_phi4(sf, sf), 11, dt);
+    auto m_long = random_dense(tiny_phi4(lf, lf), 11, dt);
+    const auto full = full_logits(m, t), full_long = full_logits(m_long, t);
     EXPECT_LT((full - full_long).abs().max().item<double>(), tol) << "30 > 16 positions: the long factors";
-    EXPECT_LT((forward_logits(m, prefix) - forward_logits(m_short, prefix)).abs().max().item<double>(), tol)
+    EXPECT_LT((full_logits(m, prefix) - full_logits(m_short, prefix)).abs().max().item<double>(), tol)
         << "16 positions: the short factors";
-    EXPECT_GT((full.narrow(0, 0, 16) - forward_logits(m_short, prefix)).abs().max().item<double>(), 1e-2)
+    EXPECT_GT((full.narrow(0, 0, 16) - full_logits(m_short, prefix)).abs().max().item<double>(), 1e-2)
         << "the two lists give different logits";
     for (bool kernels : {false, true}) {
       SCOPED_TRACE(std::string(c10::toString(dt)) + (kernels ? " kernels" : " tensors"));
@@ -274,7 +256,7 @@ TEST(LongRope, CachedDecodingSwitchesToTheLongFactorsAsTransformers) {
       // row with the long factors (Phi3ForCausalLM's generation drops its cache there),
       // so from then on the logits are the full forward's.
       const auto stepped = cached_logits(m, t, 10, kernels);
-      const auto short_ref = forward_logits(m_short, prefix);
+      const auto short_ref = full_logits(m_short, prefix);
       EXPECT_LT((stepped.narrow(0, 0, 16) - short_ref).abs().max().item<double>(), tol);
       EXPECT_LT((stepped.narrow(0, 16, 14) - full.narrow(0, 16, 14)).abs().max().item<double>(), tol);
       // A chunk that crosses: 10 tokens, then 10 more with all_logits -> the 10 new
