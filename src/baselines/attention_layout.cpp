@@ -114,10 +114,10 @@ torch::Tensor block_forward(nn::BlockImpl& b, const torch::Tensor& x, TokenLayou
     nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr, ffn_rows, L.seq()};
     return b.forward(x, ctx);
   }
-  auto att = attend(*b.self_attn, b.input_layernorm(x), L, a, rope);
+  auto att = attend(*b.self_attn, b.attn_input(x), L, a, rope);
   if (b.attn_output_norm) att = b.attn_output_norm(att);  // sandwich norms (nn/block.h)
   auto y = x + att;
-  auto m = b.ffn(b.post_attention_layernorm(y), ffn_rows);
+  auto m = b.ffn(b.ffn_input(y), ffn_rows);
   return y + (b.ffn_output_norm ? b.ffn_output_norm(m) : m);
 }
 

@@ -24,6 +24,7 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   nn::BlockShape s = block_shape();
   s.activation = nn::activation_from_name(activation, "dense config: field 'activation'");
   s.sandwich_norm = sandwich_norm;
+  s.input_norms = input_norms;
   s.attn.softcap = attn_logit_softcap;
   return s;
 }
@@ -52,6 +53,8 @@ void DenseConfig::validate(const std::string& w) const {
   }
   if (kind == AttentionKind::Strided) check_range(w, "stride", stride, 0, window - 1);
   nn::activation_from_name(activation, w + ": field 'activation'");
+  require(input_norms || sandwich_norm, w,
+          "field 'input_norms' = false: expected sandwich_norm = true (a block keeps its output norms, OLMo 2's layout)");
   for (auto [key, v] : {std::pair<const char*, double>{"attn_logit_softcap", attn_logit_softcap},
                         {"final_logit_softcap", final_logit_softcap}})
     require(std::isfinite(v) && v >= 0, w, std::string("field '") + key + "' = " + std::to_string(v) +
@@ -91,6 +94,7 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("rope_local_theta", c.rope_local_theta);
   f.get("activation", c.activation);
   f.get("sandwich_norm", c.sandwich_norm);
+  f.get("input_norms", c.input_norms);
   f.get("scale_embeddings", c.scale_embeddings);
   f.get("attn_logit_softcap", c.attn_logit_softcap);
   f.get("final_logit_softcap", c.final_logit_softcap);
@@ -113,6 +117,7 @@ nlohmann::json DenseConfig::to_json() const {
   if (rope_local_theta != 0) j["rope_local_theta"] = rope_local_theta;
   if (activation != "silu") j["activation"] = activation;
   if (sandwich_norm) j["sandwich_norm"] = true;
+  if (!input_norms) j["input_norms"] = false;
   if (scale_embeddings) j["scale_embeddings"] = true;
   if (attn_logit_softcap != 0) j["attn_logit_softcap"] = attn_logit_softcap;
   if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;

@@ -35,6 +35,9 @@ struct DenseConfig : TransformerShape {
   // when not default, so a Llama-layout model's file does not change).
   std::string activation = "silu";  ///< the FFN gate activation (nn::activation_from_name)
   bool sandwich_norm = false;       ///< nn::BlockShape::sandwich_norm (Gemma 2/3)
+  /// false (with sandwich_norm): only the sandwich's output norms, no input norms
+  /// (nn::BlockShape::input_norms; OLMo 2/3). Written only when false.
+  bool input_norms = true;
   /// Token embeddings multiplied by sqrt(d_model) rounded to the compute dtype (Gemma's
   /// normalizer / Gemma3TextScaledWordEmbedding); the tied LM head uses the unscaled matrix.
   bool scale_embeddings = false;

@@ -12,6 +12,7 @@ nn::BlockShape TransformerShape::block_shape(int64_t ffn) const {
   s.attn.head_dim = effective_head_dim();
   s.attn.qkv_bias = qkv_bias;
   s.attn.qk_norm = qk_norm;
+  s.attn.qk_norm_across_heads = qk_norm_across_heads;
   s.ffn_hidden = ffn > 0 ? ffn : ffn_hidden;
   s.norm_eps = norm_eps;
   return s;
@@ -27,6 +28,7 @@ void TransformerShape::read(util::JsonFields& f) {
   f.get("max_seq_len", max_seq_len);
   f.get("qkv_bias", qkv_bias);
   f.get("qk_norm", qk_norm);
+  f.get("qk_norm_across_heads", qk_norm_across_heads);
   f.get("tie_word_embeddings", tie_word_embeddings);
   f.get("rope_theta", rope_theta);
   if (const auto* r = f.raw("rope_scaling"); r && !r->is_null())
@@ -44,6 +46,7 @@ void TransformerShape::write(nlohmann::json& j) const {
   j["max_seq_len"] = max_seq_len;
   j["qkv_bias"] = qkv_bias;
   if (qk_norm) j["qk_norm"] = true;
+  if (qk_norm_across_heads) j["qk_norm_across_heads"] = true;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["rope_theta"] = rope_theta;
   if (!rope_scaling.is_default()) j["rope_scaling"] = rope_scaling.to_json(max_seq_len);
@@ -70,6 +73,8 @@ void TransformerShape::validate(const std::string& w) const {
   require(rope_theta >= 1 && rope_theta <= 1e30, w,
           "field 'rope_theta' = " + std::to_string(rope_theta) + ": expected a value in [1, 1e30]");
   require(norm_eps > 0 && norm_eps < 1, w, "field 'norm_eps' = " + std::to_string(norm_eps) + ": expected 0 < eps < 1");
+  require(qk_norm || !qk_norm_across_heads, w,
+          "field 'qk_norm_across_heads' = true: expected qk_norm = true (it sets how q_norm / k_norm normalize)");
   util::check_parameter_estimate(w, "one block", block_parameter_estimate(1, ffn_hidden));
 }
 

@@ -24,6 +24,9 @@ struct TransformerShape {
   int64_t max_seq_len = 2048;
   bool qkv_bias = false;             ///< q/k/v projection biases (Qwen2)
   bool qk_norm = false;              ///< per-head RMSNorm of q and k before RoPE (Qwen3; nn::AttentionShape)
+  /// With qk_norm: one RMSNorm over all heads of q and of k instead (OLMo 2/3;
+  /// nn::AttentionShape::qk_norm_across_heads). Written only when true.
+  bool qk_norm_across_heads = false;
   bool tie_word_embeddings = false;  ///< LM head shares the token embedding
   double rope_theta = 10000;
   /// RoPE frequency scaling of a loaded Hugging Face model (config key "rope_scaling",
@@ -46,11 +49,13 @@ struct TransformerShape {
   /// Reads the shape fields present in `f` (marking them as known). "rope_scaling" is
   /// read after max_seq_len, its default original / dynamic length.
   void read(util::JsonFields& f);
-  /// Writes every shape field into `j` (rope_scaling and qk_norm only when not default).
+  /// Writes every shape field into `j` (rope_scaling, qk_norm and qk_norm_across_heads only
+  /// when not default).
   void write(nlohmann::json& j) const;
   /// Throws InputError("<where>: field '<name>' = v: expected ...") for invalid values:
   /// sizes >= 1, n_kv_heads divides n_heads, an even head dimension (RoPE), head_dim = 0
-  /// only when n_heads divides d_model, rope_theta > 0, 0 < norm_eps < 1.
+  /// only when n_heads divides d_model, rope_theta > 0, 0 < norm_eps < 1,
+  /// qk_norm_across_heads only with qk_norm.
   void validate(const std::string& where) const;
 };
 

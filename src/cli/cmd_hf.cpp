@@ -113,7 +113,9 @@ std::string attention_text(const hf::HfConfig& c) {
 
 /// The block's layout, for `hf info`.
 std::string block_text(const hf::HfConfig& c) {
-  std::string s = std::string(c.sandwich_norm ? "sandwich norms (pre/post attention and feed-forward)" : "pre-norm") +
+  std::string s = std::string(!c.input_norms      ? "output norms only (post attention and feed-forward, no input norms)"
+                              : c.sandwich_norm ? "sandwich norms (pre/post attention and feed-forward)"
+                                                : "pre-norm") +
                   ", MLP gate " + c.activation;
   if (c.norm_offset) s += ", norm weights stored as offsets from 1";
   if (c.scale_embeddings) s += ", embeddings times sqrt(hidden_size)";
@@ -131,7 +133,7 @@ void run_info(const std::string& dir, bool check) {
             << "architecture  " << c.architecture
             << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
             << (c.qkv_bias ? " (q/k/v biases)" : "")
-            << (c.qk_norm ? " (q/k norms)" : "") << "\n"
+            << (c.qk_norm ? (c.qk_norm_across_heads ? " (q/k norms across heads)" : " (q/k norms)") : "") << "\n"
             << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
             << c.intermediate_size << "\n"

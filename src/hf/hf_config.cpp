@@ -98,12 +98,13 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   f.get("architectures", archs);
   const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
                             kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" +
-                            kGemma3Arch + "\" or \"" + kGemma3VisionArch + "\"";
+                            kGemma3Arch + "\", \"" + kGemma3VisionArch + "\", \"" + kOlmo2Arch + "\" or \"" + kOlmo3Arch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
   if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch &&
-      archs[0] != kPhi3Arch && archs[0] != kGemmaArch && archs[0] != kGemma2Arch && archs[0] != kGemma3Arch)
+      archs[0] != kPhi3Arch && archs[0] != kGemmaArch && archs[0] != kGemma2Arch && archs[0] != kGemma3Arch &&
+      archs[0] != kOlmo2Arch && archs[0] != kOlmo3Arch)
     throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
   const std::string want_type = c.model_type();
@@ -174,7 +175,9 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (c.head_dim % 2 != 0)
     throw InputError(where + ": " + field("head_dim") + " = " + std::to_string(c.head_dim) + ": expected an even number (RoPE)");
 
-  c.rms_norm_eps = c.is_phi3() ? 1e-5 : 1e-6;  // the config classes' defaults (Phi3Config: 1e-5)
+  const bool olmo = c.is_olmo2() || c.is_olmo3();
+  // The config classes' defaults (Phi3Config, Olmo2Config, Olmo3Config: 1e-5).
+  c.rms_norm_eps = c.is_phi3() || olmo ? 1e-5 : 1e-6;
   f.get("rms_norm_eps", c.rms_norm_eps);
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
     throw InputError(where + ": " + field("rms_norm_eps") + ": expected 0 < rms_norm_eps < 1");
@@ -415,6 +418,28 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                     c.is_gemma3() ? "Gemma 3's sliding layers (all but every sliding_window_pattern = " +
                                         std::to_string(pattern) + "-th) need a window"
                                   : std::string("Gemma 2's sliding layers (0, 2, 4, ...) need a window"));
+      }
+    }
+  } else if (olmo) {
+    // Olmo2Attention: attention_bias puts biases on q, k, v and o_proj; the MLP never has any.
+    bool attention_bias = false;
+    f.get("attention_bias", attention_bias);
+    if (attention_bias) unsupported(where, "attention_bias", "true", "OLMo's attention biases include an o_proj bias");
+    c.qk_norm = c.qk_norm_across_heads = true;  // Olmo2Attention's q_norm / k_norm over the projections
+    c.sandwich_norm = true;                     // post_attention_layernorm, post_feedforward_layernorm
+    c.input_norms = false;                      // and no input norms
+    if (c.is_olmo3()) {
+      // Olmo3Config: sliding_window (default 4096) on every layer but each fourth
+      // (layer_types' default); layer_types, when given, decides below.
+      if (!(f.has("sliding_window") && j["sliding_window"].is_null())) {
+        int64_t w = 4096;
+        f.get("sliding_window", w);
+        window = w;
+        full_layers = 0;
+        c.full_attention_interval = 4;
+      } else if (c.num_hidden_layers > 0 && !(f.has("layer_types") && !j["layer_types"].is_null())) {
+        unsupported(where, "sliding_window", "null",
+                    "OLMo 3's sliding layers (all but every fourth, layer_types' default) need a window");
       }
     }
   } else {

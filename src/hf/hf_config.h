@@ -1,8 +1,9 @@
 // Hugging Face `config.json` of decoder-only Llama-family checkpoints (issue 10):
 // Qwen2ForCausalLM (Qwen2 / Qwen2.5, used by LayerRoute section 4),
-// Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, and the
+// Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, the
 // Gemma family's GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM (see kGemmaArch,
-// kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"). LibTorch-free.
+// kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"), and
+// Olmo2ForCausalLM / Olmo3ForCausalLM (kOlmo2Arch, kOlmo3Arch). LibTorch-free.
 //
 // The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
@@ -63,6 +64,15 @@ inline constexpr const char* kGemma3Arch = "Gemma3ForCausalLM";
 /// with attention and final logit soft-capping (defaults 50 and 30) and a sliding window
 /// on every other layer (0, 2, 4, ...), one RoPE for all layers.
 inline constexpr const char* kGemma2Arch = "Gemma2ForCausalLM";
+/// OLMo 2 (OLMo-2-0425-1B, OLMo-2-1124-7B/13B, OLMo-2-0325-32B; model_type "olmo2"):
+/// Llama's SwiGLU and RoPE with the norms moved to the sublayer outputs (no input norms:
+/// h = x + post_attention_layernorm(attn(x)), y = h + post_feedforward_layernorm(mlp(h)))
+/// and q_norm / k_norm over the whole q and k projections ([H hd] and [Hkv hd]).
+inline constexpr const char* kOlmo2Arch = "Olmo2ForCausalLM";
+/// OLMo 3 (Olmo-3-7B, -32B; model_type "olmo3"): OLMo 2's blocks with sliding-window
+/// layers, by default all but every fourth (layer_types), window sliding_window (default
+/// 4096); one RoPE, its scaling included, for every layer.
+inline constexpr const char* kOlmo3Arch = "Olmo3ForCausalLM";
 /// Gemma 3 with a vision tower (gemma-3-4b, -12b, -27b; model_type "gemma3"): its
 /// text_config is read as Gemma3ForCausalLM (absent keys: Gemma3TextConfig's defaults)
 /// and only the language model's weights are loaded (HfConfig::multimodal_text).
@@ -85,6 +95,11 @@ struct HfConfig {
   bool tie_word_embeddings = false;       ///< lm_head shares embed_tokens (no lm_head.weight tensor)
   bool qkv_bias = false;                  ///< q/k/v projections have biases (always for Qwen2)
   bool qk_norm = false;                   ///< q_norm / k_norm weights [head_dim] per layer (always for Qwen3)
+  /// q_norm / k_norm over the whole projection, weights [H head_dim] / [Hkv head_dim] (OLMo 2/3)
+  bool qk_norm_across_heads = false;
+  /// false: no input_layernorm / FFN input norm, only the sublayers' output norms (OLMo 2/3;
+  /// sandwich_norm is then set too, nn/block.h)
+  bool input_norms = true;
   /// W > 0: layers full_attention_layers .. num_hidden_layers - 1 attend within W tokens
   /// (see the file comment); 0: every layer has full attention.
   int64_t sliding_window = 0;
@@ -118,8 +133,10 @@ struct HfConfig {
   bool is_gemma() const { return architecture == kGemmaArch; }
   bool is_gemma2() const { return architecture == kGemma2Arch; }
   bool is_gemma3() const { return architecture == kGemma3Arch; }
+  bool is_olmo2() const { return architecture == kOlmo2Arch; }
+  bool is_olmo3() const { return architecture == kOlmo3Arch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
-  /// "phi3", "gemma", "gemma2" or "gemma3_text".
+  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2" or "olmo3".
   std::string model_type() const {
     return is_qwen2()   ? "qwen2"
            : is_qwen3() ? "qwen3"
@@ -128,6 +145,8 @@ struct HfConfig {
            : is_gemma() ? "gemma"
            : is_gemma2() ? "gemma2"
            : is_gemma3() ? "gemma3_text"
+           : is_olmo2() ? "olmo2"
+           : is_olmo3() ? "olmo3"
                         : "llama";
   }
 

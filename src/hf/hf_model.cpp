@@ -31,10 +31,12 @@ std::string shape_str(c10::IntArrayRef s) {
 }
 
 /// Which config.json fields set the shape of a tensor (for error messages).
-std::string shape_source(const std::string& name) {
+std::string shape_source(const std::string& name, const HfConfig& cfg) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
-  if (has("q_norm") || has("k_norm")) return "head_dim";
+  // OLMo's q_norm / k_norm span all heads of the projection.
+  if (has("q_norm")) return cfg.qk_norm_across_heads ? "num_attention_heads, head_dim" : "head_dim";
+  if (has("k_norm")) return cfg.qk_norm_across_heads ? "num_key_value_heads, head_dim" : "head_dim";
   if (has("q_proj")) return "num_attention_heads, head_dim, hidden_size";
   if (has("k_proj") || has("v_proj")) return "num_key_value_heads, head_dim, hidden_size";
   if (has("o_proj")) return "hidden_size, num_attention_heads, head_dim";
@@ -60,6 +62,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.max_seq_len = h.max_position_embeddings;
   c.qkv_bias = h.qkv_bias;
   c.qk_norm = h.qk_norm;
+  c.qk_norm_across_heads = h.qk_norm_across_heads;
   c.tie_word_embeddings = h.tie_word_embeddings;
   c.rope_theta = h.rope_theta;
   c.rope_scaling = h.rope_scaling;
@@ -73,6 +76,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.partial_rotary_factor = h.partial_rotary_factor;
   c.activation = h.activation;
   c.sandwich_norm = h.sandwich_norm;
+  c.input_norms = h.input_norms;
   c.scale_embeddings = h.scale_embeddings;
   c.attn_logit_softcap = h.attn_logit_softcapping;
   c.final_logit_softcap = h.final_logit_softcapping;
@@ -85,6 +89,11 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
       architecture != kMistralArch && architecture != kPhi3Arch)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\" or \"" + kPhi3Arch + "\"");
+  if (!c.input_norms || c.qk_norm_across_heads)
+    throw InputError(std::string("dense model: an OLMo-layout model (") +
+                     (c.input_norms ? "" : "input_norms false, ") +
+                     (c.qk_norm_across_heads ? "qk_norm_across_heads true" : "output norms only") +
+                     "): export writes Llama-layout architectures only (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
   if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
       c.rope_local_theta > 0 || c.attn_logit_softcap > 0 || c.final_logit_softcap > 0)
     throw InputError("dense model: a Gemma-layout model (activation \"" + c.activation + "\", sandwich_norm " +
@@ -300,7 +309,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     const auto want = it != params.end() ? it->second.sizes() : params.at("model.embed_tokens.weight").sizes();
     if (t.sizes() != want)
       throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
-                       " from config.json (" + shape_source(e.name) + ")");
+                       " from config.json (" + shape_source(e.name, cfg) + ")");
     if (it == params.end()) {
       stored_head = t;
       stored_head_file = f.path();

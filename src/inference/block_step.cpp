@@ -16,8 +16,21 @@ namespace lol::inference {
 
 namespace {
 
+/// The attention's input: RMSNorm (+ FiLM), or x itself in a block without input norms (OLMo 2/3).
 torch::Tensor attn_norm(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, double eps) {
+  if (!b.ln1.defined()) return x;
   return film ? rms_norm_film(x, b.ln1, eps, film->attn_gamma, film->attn_beta) : rms_norm(x, b.ln1, eps);
+}
+
+/// q_norm / k_norm on `heads` [rows, n, hd] (a view, normalised in place): per head with
+/// weights [hd], over all n heads with weights [n hd].
+void qk_norm_(torch::Tensor heads, const torch::Tensor& w, double eps) {
+  if (w.size(0) == heads.size(2)) {
+    heads.copy_(nn::rms_norm_composed(heads, w, eps));
+    return;
+  }
+  const auto flat = heads.reshape({heads.size(0), heads.size(1) * heads.size(2)});
+  heads.copy_(nn::rms_norm_composed(flat, w, eps).view(heads.sizes()));
 }
 
 /// Gated FFN: down(act(gate(m)) * up(m)) with gate|up fused (SwiGLU for act = SiLU).
@@ -52,13 +65,16 @@ torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
 }
 
 /// attn-output projection and the FFN half of the block: a + ffn(norm(x + a)); with
-/// sandwich norms (Gemma 3) a and ffn are each normalised first.
+/// sandwich norms (Gemma 3) a and ffn are each normalised first; without input norms
+/// (OLMo 2/3) the FFN reads x + a itself.
 torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, const torch::Tensor& o,
                      double eps) {
   auto a = dense(o, b.w_o);
   if (b.ln_attn_out.defined()) a = rms_norm(a, b.ln_attn_out, eps);
   auto h = x + a;
-  auto m = film ? rms_norm_film(h, b.ln2, eps, film->ffn_gamma, film->ffn_beta) : rms_norm(h, b.ln2, eps);
+  auto m = !b.ln2.defined() ? h
+           : film            ? rms_norm_film(h, b.ln2, eps, film->ffn_gamma, film->ffn_beta)
+                             : rms_norm(h, b.ln2, eps);
   auto f = b.is_moe() ? moe_ffn(b, m) : gated_ffn(m, b.w_gate_up, b.w_down, b.act);
   return a + (b.ln_ffn_out.defined() ? rms_norm(f, b.ln_ffn_out, eps) : f);
 }
@@ -157,14 +173,13 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   const int64_t n = x.size(0);
   const double eps = cfg.norm_eps;
   const bool single = groups.size() == 1 && groups[0].rows.empty();
-  // q/k/v of block b's rows: the fused projection, then Qwen3's per-head q/k RMSNorm.
+  // q/k/v of block b's rows: the fused projection, then the q/k RMSNorms (Qwen3, OLMo 2).
   auto project = [&](const PackedBlock& b, const torch::Tensor& rows_x) {
     auto qkv = dense(attn_norm(b, film, rows_x, eps), b.w_qkv, b.b_qkv);
     if (b.q_norm.defined()) {  // in place on the product's q and k heads
       auto heads = qkv.view({rows_x.size(0), H + 2 * Hkv, hd});
-      auto q = heads.narrow(1, 0, H), k = heads.narrow(1, H, Hkv);
-      q.copy_(nn::rms_norm_composed(q, b.q_norm, eps));
-      k.copy_(nn::rms_norm_composed(k, b.k_norm, eps));
+      qk_norm_(heads.narrow(1, 0, H), b.q_norm, eps);
+      qk_norm_(heads.narrow(1, H, Hkv), b.k_norm, eps);
     }
     return qkv;
   };
@@ -181,7 +196,7 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   const Padding p = plan_padding(groups, stacked, x);
   if (p.G > 0) {
     TORCH_CHECK(!groups[0].block->q_norm.defined() && !groups[0].block->ln_attn_out.defined() &&
-                    groups[0].block->act == nn::Activation::SiLU,
+                    groups[0].block->ln1.defined() && groups[0].block->act == nn::Activation::SiLU,
                 "block_delta: stacked library experts are Llama-layout SwiGLU blocks without q/k norm");
     padded_calls.fetch_add(1, std::memory_order_relaxed);
     // The used experts' stacked weights (all of them, in order: the tensors themselves).

@@ -29,11 +29,13 @@ class Kernels final : public CpuDecoder {
     att_.resize(n * H * hd);
     a_.resize(n * d);
     gu_.resize(n * 2 * F);
-    // 1. attention input: RMSNorm (+ FiLM), q/k/v
-    for (int64_t r = 0; r < n; ++r)
-      norm(x + r * d, d, b.ln1.data_ptr<T>(), film ? film->attn_gamma.data_ptr<T>() : nullptr,
-           film ? film->attn_beta.data_ptr<T>() : nullptr, h_.data() + r * d);
-    blas::rows_times_wt(h_.data(), n, d, b.w_qkv.data_ptr<T>(), QKV, qkv_.data(),
+    // 1. attention input: RMSNorm (+ FiLM; none in OLMo 2's blocks), q/k/v
+    if (b.ln1.defined()) {
+      for (int64_t r = 0; r < n; ++r)
+        norm(x + r * d, d, b.ln1.data_ptr<T>(), film ? film->attn_gamma.data_ptr<T>() : nullptr,
+             film ? film->attn_beta.data_ptr<T>() : nullptr, h_.data() + r * d);
+    }
+    blas::rows_times_wt(b.ln1.defined() ? h_.data() : x, n, d, b.w_qkv.data_ptr<T>(), QKV, qkv_.data(),
                         b.b_qkv.defined() ? b.b_qkv.data_ptr<T>() : nullptr);
     // 2. RoPE, cache write, attention over the segment's cached keys
     T* K = cache.k.data_ptr<T>();
@@ -49,9 +51,10 @@ class Kernels final : public CpuDecoder {
       // row p: [cos, cos, -sin, sin] over the rotary dimensions.
       const T* cos = w_.rope_table_for(b.local_rope, tk.pos + 1).template data_ptr<T>() + tk.pos * 2 * rd;
       const T* sin = cos + rd + rd / 2;
-      if (b.q_norm.defined()) {  // Qwen3: each head's RMSNorm before RoPE
-        for (int64_t h = 0; h < H; ++h) norm(q + h * hd, hd, b.q_norm.data_ptr<T>(), nullptr, nullptr, q + h * hd);
-        for (int64_t h = 0; h < Hkv; ++h) norm(k + h * hd, hd, b.k_norm.data_ptr<T>(), nullptr, nullptr, k + h * hd);
+      if (b.q_norm.defined()) {  // before RoPE: each head's RMSNorm (Qwen3), or one over all heads (OLMo 2)
+        const int64_t qw = b.q_norm.size(0), kw = b.k_norm.size(0);
+        for (int64_t i = 0; i < H * hd; i += qw) norm(q + i, qw, b.q_norm.data_ptr<T>(), nullptr, nullptr, q + i);
+        for (int64_t i = 0; i < Hkv * hd; i += kw) norm(k + i, kw, b.k_norm.data_ptr<T>(), nullptr, nullptr, k + i);
       }
       rope(q, H, cos, sin);
       rope(k, Hkv, cos, sin);
@@ -89,8 +92,9 @@ class Kernels final : public CpuDecoder {
       const T* xr = x + r * d;
       const T* ar = a_.data() + r * d;
       for (int64_t i = 0; i < d; ++i) hm[i] = xr[i] + ar[i];
-      norm(hm, d, b.ln2.data_ptr<T>(), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
-           film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
+      if (b.ln2.defined())
+        norm(hm, d, b.ln2.data_ptr<T>(), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
+             film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
     }
     blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), 2 * F, gu_.data());
     act_.resize(n * F);
@@ -134,7 +138,7 @@ class Kernels final : public CpuDecoder {
 
  private:
   /// out = w * RMSNorm(x) over n values (d for the block's norms, hd for Qwen3's per-head
-  /// q_norm / k_norm), then gamma * . + beta; out may be x. The sum of squares in double,
+  /// q_norm / k_norm, H hd or Hkv hd for OLMo 2's), then gamma * . + beta; out may be x. The sum of squares in double,
   /// as the forward's CPU kernel (nn/rmsnorm.cpp), so huge activations do not overflow it.
   void norm(const T* x, int64_t n, const T* w, const T* gamma, const T* beta, T* out) const {
     double ss = 0;

@@ -55,8 +55,10 @@ std::vector<PackedBlock> pack_library(torch::nn::ModuleList& list, PackedLibrary
 PackedBlock pack_block(nn::BlockImpl& b) {
   PackedBlock p;
   auto& at = *b.self_attn;
-  p.ln1 = b.input_layernorm->weight.detach().clone();
-  p.ln2 = b.post_attention_layernorm->weight.detach().clone();
+  if (b.input_layernorm) {  // (OLMo 2/3's blocks have only the output norms)
+    p.ln1 = b.input_layernorm->weight.detach().clone();
+    p.ln2 = b.post_attention_layernorm->weight.detach().clone();
+  }
   p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
   if (at.q_proj->bias.defined())
     p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();

@@ -28,11 +28,15 @@ namespace lol::inference {
 
 /// One decoder block (nn::Block) with fused projections.
 struct PackedBlock {
-  torch::Tensor ln1, ln2;    ///< [d] input_layernorm / post_attention_layernorm weights
+  /// [d] input_layernorm / post_attention_layernorm weights, or undefined (OLMo 2/3: the
+  /// attention and the FFN read the residual stream as it is).
+  torch::Tensor ln1, ln2;
   torch::Tensor w_qkv;       ///< [(H + 2 Hkv) hd, d]: rows q | k | v
   torch::Tensor b_qkv;       ///< [(H + 2 Hkv) hd] or undefined (bias-free attention)
   torch::Tensor w_o;         ///< [d, H hd]
-  torch::Tensor q_norm, k_norm;  ///< [hd] per-head RMSNorm weights before RoPE (Qwen3), or undefined
+  /// RMSNorm weights of q and k before RoPE, or undefined: [hd] per head (Qwen3, Gemma 3),
+  /// [H hd] / [Hkv hd] over all heads (OLMo 2/3; nn::AttentionShape::qk_norm_across_heads).
+  torch::Tensor q_norm, k_norm;
   torch::Tensor w_gate_up;   ///< [2 F, d]: rows gate | up (undefined with an MoE FFN)
   torch::Tensor w_down;      ///< [d, F] (undefined with an MoE FFN)
   // MoE FFN (nn/sparse_moe.h; LoL's MoE prelude/coda, paper 4.3.2); moe_gate undefined = dense.

@@ -29,6 +29,9 @@ const char* gate_mode_name(GateMode m) {
 
 void require_full_attention(const baselines::DenseConfig& c, const std::string& where) {
   // The gated decoder implements the Llama layout (SwiGLU, pre-norm, unscaled embeddings).
+  if (!c.input_norms || c.qk_norm_across_heads)
+    throw InputError(where + ": an OLMo-layout model (output norms only, q/k norms across heads); LayerRoute "
+                     "needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
   if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings)
     throw InputError(where + ": a Gemma-layout model (MLP gate " + c.activation +
                      (c.sandwich_norm ? ", sandwich norms" : "") +

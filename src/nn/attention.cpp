@@ -580,8 +580,10 @@ AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
   v_proj = register_module("v_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_kv_heads * s.head_dim).bias(s.qkv_bias)));
   o_proj = register_module("o_proj", torch::nn::Linear(LinearOptions(s.n_heads * s.head_dim, s.d_model).bias(false)));
   if (s.qk_norm) {
-    q_norm = register_module("q_norm", RMSNorm(s.head_dim, s.norm_eps));
-    k_norm = register_module("k_norm", RMSNorm(s.head_dim, s.norm_eps));
+    const int64_t q_width = s.qk_norm_across_heads ? s.n_heads * s.head_dim : s.head_dim;
+    const int64_t k_width = s.qk_norm_across_heads ? s.n_kv_heads * s.head_dim : s.head_dim;
+    q_norm = register_module("q_norm", RMSNorm(q_width, s.norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(k_width, s.norm_eps));
   }
 }
 
@@ -605,11 +607,14 @@ void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vect
   auto project = [&](torch::nn::Linear AttentionImpl::*member, int64_t heads) {
     return grouped_linear(x, layers_of(experts, member), sizes, stacks).view({N, heads, s.head_dim});
   };
-  // Qwen3: each head's RMSNorm, before RoPE. Only dense models have it (one group: LoL's
-  // library experts, the only multi-group caller, have no qk_norm).
+  // Qwen3: each head's RMSNorm, before RoPE; OLMo 2/3: one RMSNorm over all heads. Only
+  // dense models have it (one group: LoL's library experts, the only multi-group caller,
+  // have no qk_norm).
   TORCH_CHECK(!s.qk_norm || experts.size() == 1, "grouped_project: qk_norm with ", experts.size(), " expert groups");
   auto head_norm = [&](const torch::Tensor& t, RMSNorm AttentionImpl::*member) {
-    return s.qk_norm ? (experts[0]->*member)(t) : t;
+    if (!s.qk_norm) return t;
+    if (!s.qk_norm_across_heads) return (experts[0]->*member)(t);
+    return (experts[0]->*member)(t.reshape({N, t.size(1) * s.head_dim})).view({N, t.size(1), s.head_dim});
   };
   q = rope.apply(head_norm(project(&AttentionImpl::q_proj, s.n_heads), &AttentionImpl::q_norm), pos, pos_bound);
   k = rope.apply(head_norm(project(&AttentionImpl::k_proj, s.n_kv_heads), &AttentionImpl::k_norm), pos, pos_bound);

@@ -1,5 +1,6 @@
 // Grouped-query self-attention without biases (optional q/k/v biases for Qwen2,
-// optional per-head RMSNorm of q and k before RoPE for Qwen3), operating on flat token
+// optional RMSNorm of q and k before RoPE: per head for Qwen3 and Gemma 3, over the whole
+// projection for OLMo 2/3), operating on flat token
 // arrays cut into causal segments (nn/segments.h).
 //
 // Masking rules (paper 3.2): a query at slot i of a segment sees keys at slots
@@ -26,6 +27,9 @@ struct AttentionShape {
   /// Qwen3's q_norm / k_norm: an RMSNorm over head_dim (weights [head_dim], epsilon
   /// norm_eps) applied to every query and key head after the projection, before RoPE.
   bool qk_norm = false;
+  /// OLMo 2/3's q_norm / k_norm (with qk_norm): one RMSNorm over the whole projection
+  /// instead of each head (weights [n_heads head_dim] and [n_kv_heads head_dim]).
+  bool qk_norm_across_heads = false;
   double norm_eps = 1e-6;  ///< nn::Block sets it to BlockShape::norm_eps
   /// > 0: attention logit soft-capping (Gemma 2): each scaled score s becomes
   /// softcap * tanh(s / softcap) before the mask and softmax (the composed attention
@@ -67,7 +71,9 @@ class AttentionImpl : public torch::nn::Module {
 
   AttentionShape shape;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  RMSNorm q_norm{nullptr}, k_norm{nullptr};  ///< [head_dim] each, only when shape.qk_norm
+  /// Only when shape.qk_norm: [head_dim] each, or [n_heads head_dim] / [n_kv_heads head_dim]
+  /// with shape.qk_norm_across_heads.
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
 };
 TORCH_MODULE(Attention);
 

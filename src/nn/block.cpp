@@ -27,11 +27,14 @@ BlockImpl::BlockImpl(const BlockShape& s) {
     mlp = register_module("mlp", MLP(s.attn.d_model, s.ffn_hidden, s.activation));
   }
   const int64_t d = s.attn.d_model;
-  input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps));
+  if (!s.input_norms && !s.sandwich_norm)
+    throw InputError("block: input_norms = false without sandwich_norm: expected the output norms (OLMo 2's layout)");
+  if (s.input_norms) input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps));
   if (s.sandwich_norm) {
     if (s.moe.n_experts > 0) throw InputError("block: sandwich norms with an MoE FFN are not implemented");
     attn_output_norm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps));
-    post_attention_layernorm = register_module("pre_feedforward_layernorm", RMSNorm(d, s.norm_eps));
+    if (s.input_norms)
+      post_attention_layernorm = register_module("pre_feedforward_layernorm", RMSNorm(d, s.norm_eps));
     ffn_output_norm = register_module("post_feedforward_layernorm", RMSNorm(d, s.norm_eps));
   } else {
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps));
@@ -134,8 +137,10 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
     if (b->is_moe() && blocks.size() > 1)
       throw InputError("grouped_block_delta: " + std::to_string(blocks.size()) +
                        " blocks with an MoE FFN among them: expected an MoE block to run alone");
-    ln1.push_back(b->input_layernorm->weight);
-    ln2.push_back(b->post_attention_layernorm->weight);
+    if (b->input_layernorm) {
+      ln1.push_back(b->input_layernorm->weight);
+      ln2.push_back(b->post_attention_layernorm->weight);
+    }
     if (b->attn_output_norm) {
       ln_attn_out.push_back(b->attn_output_norm->weight);
       ln_ffn_out.push_back(b->ffn_output_norm->weight);
@@ -143,11 +148,16 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
     attn.push_back(b->self_attn.get());
     if (!moe) mlp.push_back(b->mlp.get());
   }
-  const double eps = blocks.at(0)->input_layernorm->eps;
+  if (!ln1.empty() && ln1.size() != blocks.size())
+    throw InputError("grouped_block_delta: blocks with and without input norms in one group");
+  const bool input_norms = !ln1.empty();
+  const double eps = blocks.at(0)->attn_output_norm ? blocks[0]->attn_output_norm->eps : blocks[0]->input_layernorm->eps;
   // FiLM (gamma_s * RMSNorm_s(x) + beta_s) runs inside the norms' fused kernel.
   const FiLMImpl* f = ctx.film;
-  auto h = rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(), f ? f->attn_beta : torch::Tensor(), eps,
-                    ctx.stacks);
+  if (f && !input_norms) throw InputError("grouped_block_delta: FiLM needs the blocks' input norms");
+  auto h = input_norms ? rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(),
+                                  f ? f->attn_beta : torch::Tensor(), eps, ctx.stacks)
+                       : x;
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
   auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope, ctx.pos_bound, ctx.stacks);
   if (ln_attn_out.size() != blocks.size() && !ln_attn_out.empty())
@@ -156,7 +166,7 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
   const torch::Tensor none;
   if (sandwich) a = rms_norm(a, ln_attn_out, sizes, none, none, eps, ctx.stacks);
   auto r = x + a;
-  auto m_in = rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks);
+  auto m_in = input_norms ? rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks) : r;
   auto m = moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in, ctx.stacks);
   if (sandwich) m = rms_norm(m, ln_ffn_out, sizes, none, none, eps, ctx.stacks);
   return a + m;

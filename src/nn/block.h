@@ -6,6 +6,9 @@
 // where the members are registered under Gemma's names: attn_output_norm as
 // "post_attention_layernorm", post_attention_layernorm (the FFN's input norm) as
 // "pre_feedforward_layernorm", ffn_output_norm as "post_feedforward_layernorm".
+// With sandwich_norm and no input_norms (OLMo 2/3's layout, transformers'
+// Olmo2DecoderLayer) only the output norms remain:
+//   h = x + attn_output_norm(self_attn(x)); y = h + ffn_output_norm(mlp(h)).
 // Inside LoL's routed core each norm is followed by the routed depth's FiLM
 // (paper Appendix A): gamma_s * RMSNorm_s(x) + beta_s, s in {attn, ffn}.
 // With BlockShape::moe.n_experts > 0 the FFN is a top-k routed SparseMoE (registered as
@@ -33,6 +36,9 @@ struct BlockShape {
   /// Gemma 2/3 "sandwich" norms: the attention output and the FFN output are each
   /// RMSNorm-ed before their residual add (see BlockImpl).
   bool sandwich_norm = false;
+  /// false (with sandwich_norm, a dense FFN and no FiLM): no input_layernorm and no FFN
+  /// input norm, only the output norms (OLMo 2/3, see BlockImpl).
+  bool input_norms = true;
 };
 
 /// Depth-dependent FiLM parameters (paper Appendix A), each [d_model].
@@ -74,8 +80,12 @@ class BlockImpl : public torch::nn::Module {
   bool is_moe() const { return !moe.is_empty(); }
 
   /// The attention's and the FFN's input norms (see the file comment for their names
-  /// in the sandwich layout).
+  /// in the sandwich layout; null without BlockShape::input_norms).
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  /// The attention's input: input_layernorm(x), or x itself without input norms. x [N, d] -> [N, d].
+  torch::Tensor attn_input(const torch::Tensor& x) { return input_layernorm ? input_layernorm(x) : x; }
+  /// The FFN's input: post_attention_layernorm(h), or h itself without input norms. h [N, d] -> [N, d].
+  torch::Tensor ffn_input(const torch::Tensor& h) { return post_attention_layernorm ? post_attention_layernorm(h) : h; }
   /// Sandwich layout only (null otherwise): norms of the attention and FFN outputs.
   RMSNorm attn_output_norm{nullptr}, ffn_output_norm{nullptr};
   Attention self_attn{nullptr};

@@ -42,11 +42,24 @@ inline int64_t ffn_idle_weights(const BlockShape& s) { return ffn_weights(s) - f
 /// (forward matmul FLOPs per token = 2 x this, attention scores excluded).
 inline int64_t block_active_matmul_weights(const BlockShape& s) { return attention_weights(s) + ffn_active_weights(s); }
 
-/// Every parameter of one nn::Block: attention (with biases, and Qwen3's q_norm / k_norm
-/// gains 2 hd with qk_norm), FFN, and the two RMSNorm gains (2 d).
+/// q_norm / k_norm gains: 2 hd per head (Qwen3, Gemma 3), hd (H + H_kv) across heads
+/// (OLMo 2/3), 0 without qk_norm.
+inline int64_t qk_norm_parameters(const BlockShape& s) {
+  if (!s.attn.qk_norm) return 0;
+  return s.attn.qk_norm_across_heads ? s.attn.head_dim * (s.attn.n_heads + s.attn.n_kv_heads) : 2 * s.attn.head_dim;
+}
+
+/// RMSNorm gains of a block, d each: 2 pre-norm, 4 sandwich (Gemma 2/3), 2 with the
+/// sandwich's output norms only (OLMo 2/3).
+inline int64_t block_norm_parameters(const BlockShape& s) {
+  return ((s.sandwich_norm ? 2 : 0) + (s.input_norms ? 2 : 0)) * s.attn.d_model;
+}
+
+/// Every parameter of one nn::Block: attention (with biases and q_norm / k_norm), FFN and
+/// the RMSNorm gains.
 inline int64_t block_parameters(const BlockShape& s) {
-  return attention_weights(s) + attention_biases(s) + (s.attn.qk_norm ? 2 * s.attn.head_dim : 0) + ffn_weights(s) +
-         (s.sandwich_norm ? 4 : 2) * s.attn.d_model;
+  return attention_weights(s) + attention_biases(s) + qk_norm_parameters(s) + ffn_weights(s) +
+         block_norm_parameters(s);
 }
 
 }  // namespace lol::nn
