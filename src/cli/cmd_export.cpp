@@ -121,9 +121,7 @@ void run_export(const ExportArgs& a) {
     }
   }
   hf::ExportOptions o;
-  o.architecture = !a.arch.empty()             ? hf::architecture_from_name(a.arch)
-                   : model->config().qk_norm ? hf::kQwen3Arch
-                                             : hf::kQwen2Arch;
+  o.architecture = !a.arch.empty() ? hf::architecture_from_name(a.arch) : hf::default_architecture(model->config());
   o.dtype = dtype;
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;
@@ -179,8 +177,9 @@ void register_export(CLI::App& app) {
   e->add_option("--out", a->out, "Output folder (new or empty)")->required();
   e->add_option("--arch", a->arch,
                  "qwen2 (Qwen2ForCausalLM) | qwen3 (Qwen3ForCausalLM: a model with qk_norm) | llama (LlamaForCausalLM) | "
-                 "mistral (MistralForCausalLM) | phi3 (Phi3ForCausalLM: fused qkv_proj / gate_up_proj) "
-                 "(default: qwen3 for a model with qk_norm, else qwen2)");
+                 "mistral (MistralForCausalLM) | phi3 (Phi3ForCausalLM: fused qkv_proj / gate_up_proj) | olmo2 | olmo3 "
+                 "(Olmo2ForCausalLM / Olmo3ForCausalLM: a model of OLMo's layout) "
+                 "(default: olmo2/olmo3 for OLMo's layout, qwen3 for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
   auto* tokenizer = e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");

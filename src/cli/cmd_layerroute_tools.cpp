@@ -43,7 +43,8 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--out", a->out, "output folder")->required();
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
   c->add_option("--arch", a->arch,
-                "qwen2 | qwen3 | llama | mistral | phi3 (default: the base folder's architecture, else qwen3 for a qk_norm model, else qwen2)");
+                "qwen2 | qwen3 | llama | mistral | phi3 | olmo2 | olmo3 (default: the base folder's architecture, else "
+                "as `lol export`: olmo2/3 for OLMo's layout, qwen3 for a qk_norm model, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);
@@ -53,14 +54,15 @@ void register_merge_cmd(CLI::App* lr) {
     std::unique_ptr<tokenizers::Tokenizer> tok;
     if (fs::exists(fs::path(base) / "tokenizer.json")) tok = tokenizers::load_tokenizer(base);
     hf::ExportOptions eo;
-    // --arch, else a Hugging Face base's architecture, else as `lol export`: Qwen3 for a
-    // qk_norm model, Qwen2 otherwise.
-    eo.architecture = m->base->config().qk_norm ? hf::kQwen3Arch : hf::kQwen2Arch;
+    // --arch, else a Hugging Face base's architecture, else as `lol export`
+    // (hf::default_architecture).
+    eo.architecture = hf::default_architecture(m->base->config());
     if (!a->arch.empty()) {
       eo.architecture = hf::architecture_from_name(a->arch);
     } else if (fs::exists(fs::path(base) / "config.json")) {
       const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
-      for (const char* known : {hf::kQwen2Arch, hf::kQwen3Arch, hf::kLlamaArch, hf::kMistralArch, hf::kPhi3Arch})
+      for (const char* known : {hf::kQwen2Arch, hf::kQwen3Arch, hf::kLlamaArch, hf::kMistralArch, hf::kPhi3Arch,
+                                hf::kOlmo2Arch, hf::kOlmo3Arch})
         if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({known})) eo.architecture = known;
     }
     eo.dtype = hf::parse_dtype_name(a->dtype);

@@ -65,7 +65,9 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "llama") return kLlamaArch;
   if (name == "mistral") return kMistralArch;
   if (name == "phi3") return kPhi3Arch;
-  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral or phi3");
+  if (name == "olmo2") return kOlmo2Arch;
+  if (name == "olmo3") return kOlmo3Arch;
+  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2 or olmo3");
 }
 
 std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where) {
@@ -578,6 +580,19 @@ nlohmann::ordered_json HfConfig::to_json() const {
       j["original_max_position_embeddings"] = rope_scaling.type == "longrope"
                                                   ? rope_scaling.original_max_position_embeddings
                                                   : max_position_embeddings;
+  } else if (is_olmo2() || is_olmo3()) {
+    j["attention_bias"] = false;  // Olmo2Config / Olmo3Config have no mlp_bias
+    if (is_olmo3()) {
+      // Olmo3Config: every layer's type spelled out (its default slides all but every fourth).
+      nlohmann::ordered_json types = nlohmann::ordered_json::array();
+      for (int64_t i = 0; i < num_hidden_layers; ++i) {
+        const bool full = sliding_window == 0 || i < full_attention_layers ||
+                          (full_attention_interval > 0 && (i + 1) % full_attention_interval == 0);
+        types.push_back(full ? "full_attention" : "sliding_attention");
+      }
+      j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
+      j["layer_types"] = types;
+    }
   } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
@@ -590,7 +605,8 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["bos_token_id"] = ids(bos_token_id);
   j["eos_token_id"] = ids(eos_token_id);
   if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
-  j["transformers_version"] = "4.45.0";
+  // The first release with the architecture (Olmo2ForCausalLM: 4.47, Olmo3ForCausalLM: 4.57).
+  j["transformers_version"] = is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : "4.45.0";
   return j;
 }
 

@@ -168,9 +168,9 @@ struct HfConfig {
 };
 
 /// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
-/// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch.
-/// Throws InputError("<flag> \"<name>\": expected qwen2, qwen3, llama, mistral or phi3")
-/// otherwise.
+/// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch,
+/// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch. Throws InputError("<flag> \"<name>\":
+/// expected qwen2, qwen3, llama, mistral, phi3, olmo2 or olmo3") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
 
 /// Ids of a token-id field that is null, an integer or a list of integers

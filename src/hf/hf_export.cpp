@@ -30,7 +30,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    put(p + "input_layernorm.weight");
+    if (h.input_norms) put(p + "input_layernorm.weight");  // (OLMo: none)
     // Phi-3 stores q/k/v (and gate/up below) as one fused matrix, rows one after the other.
     auto fuse = [&](const FusedWeight& fw) {
       std::vector<torch::Tensor> ts;
@@ -62,7 +62,8 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
       put(p + "self_attn.q_norm.weight");
       put(p + "self_attn.k_norm.weight");
     }
-    put(p + "post_attention_layernorm.weight");
+    put(p + "post_attention_layernorm.weight");  // OLMo: the attention output's norm
+    if (h.sandwich_norm) put(p + "post_feedforward_layernorm.weight");
     if (h.is_phi3()) {
       fuse(phi3_fused_weights()[1]);
       put(p + "mlp.down_proj.weight");

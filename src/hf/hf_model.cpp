@@ -83,18 +83,46 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   return c;
 }
 
+namespace {
+
+/// A dense model of OLMo 2's layout: no input norms, output norms, q/k norms across heads.
+bool olmo_layout(const baselines::DenseConfig& c) {
+  return !c.input_norms && c.sandwich_norm && c.qk_norm && c.qk_norm_across_heads;
+}
+
+}  // namespace
+
+std::string default_architecture(const baselines::DenseConfig& c) {
+  if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
+  return c.qk_norm ? kQwen3Arch : kQwen2Arch;
+}
+
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
-      architecture != kMistralArch && architecture != kPhi3Arch)
+      architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
+      architecture != kOlmo3Arch)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
-                     "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\" or \"" + kPhi3Arch + "\"");
-  if (!c.input_norms || c.qk_norm_across_heads)
-    throw InputError(std::string("dense model: an OLMo-layout model (") +
-                     (c.input_norms ? "" : "input_norms false, ") +
-                     (c.qk_norm_across_heads ? "qk_norm_across_heads true" : "output norms only") +
-                     "): export writes Llama-layout architectures only (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
-  if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
+                     "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
+                     "\" or \"" + kOlmo3Arch + "\"");
+  const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
+  if (olmo != olmo_layout(c))
+    throw InputError(olmo ? "dense model: " + architecture +
+                                " has no input norms, RMSNorms on the attention and MLP outputs and q/k norms across "
+                                "heads; this model's blocks differ (input_norms " +
+                                (c.input_norms ? "true" : "false") + ", sandwich_norm " +
+                                (c.sandwich_norm ? "true" : "false") + ", qk_norm_across_heads " +
+                                (c.qk_norm_across_heads ? "true" : "false") + "; export as " + default_architecture(c) +
+                                ")"
+                          : std::string("dense model: an OLMo-layout model (output norms only, q/k norms across heads): "
+                                        "export as Olmo2ForCausalLM or Olmo3ForCausalLM (--arch olmo2 | olmo3)"));
+  if (olmo) {
+    if (c.activation != "silu" || c.scale_embeddings || c.rope_local_theta > 0 || c.attn_logit_softcap > 0 ||
+        c.final_logit_softcap > 0)
+      throw InputError("dense model: activation \"" + c.activation +
+                       "\" with Gemma's embedding scale, soft-capping or local RoPE: " + architecture +
+                       " has none of them");
+  } else if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
       c.rope_local_theta > 0 || c.attn_logit_softcap > 0 || c.final_logit_softcap > 0)
     throw InputError("dense model: a Gemma-layout model (activation \"" + c.activation + "\", sandwich_norm " +
                      (c.sandwich_norm ? "true" : "false") + ", scale_embeddings " +
@@ -102,8 +130,13 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                      "): export writes Llama-layout architectures only (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
   // Sliding layers export where the architecture has them: Mistral (every layer) and
   // Qwen2 / Qwen3 (layers >= max_window_layers); full ones after them have no field.
-  if (c.attention == "sliding") {
-    if (architecture == kLlamaArch)
+  if (c.attention == "sliding" && architecture == kOlmo3Arch) {
+    if (c.n_full_coda > 0)
+      throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) + ": " + architecture +
+                       " lays out layer_types with full layers first or every P-th (export the layout as it is "
+                       "read)");
+  } else if (c.attention == "sliding") {
+    if (architecture == kLlamaArch || architecture == kOlmo2Arch)
       throw InputError("dense model: attention \"sliding\" (window " + std::to_string(c.window) + "): " + architecture +
                        " has no sliding window (export as " + kMistralArch + ", " + kQwen2Arch + " or " + kQwen3Arch + ")");
     if (c.n_full_coda > 0)
@@ -119,10 +152,13 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture != kQwen2Arch && c.qkv_bias)
     throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
                      std::string(kQwen2Arch) + ")");
+  if (olmo && c.qkv_bias)
+    throw InputError("dense model: qkv_bias = true: " + architecture +
+                     "'s attention_bias adds an o_proj bias too (export as " + std::string(kQwen2Arch) + ")");
   if (architecture == kQwen3Arch && !c.qk_norm)
     throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
                      " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");
-  if (architecture != kQwen3Arch && c.qk_norm)
+  if (architecture != kQwen3Arch && !olmo && c.qk_norm)
     throw InputError("dense model: qk_norm = true: " + architecture + " has no q_norm / k_norm (export as " +
                      std::string(kQwen3Arch) + ")");
   if (architecture != kPhi3Arch && (c.partial_rotary_factor != 1.0 || c.rope_scaling.type == "longrope"))
@@ -155,9 +191,13 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.tie_word_embeddings = c.tie_word_embeddings;
   h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)
   h.qk_norm = c.qk_norm;
+  h.qk_norm_across_heads = c.qk_norm_across_heads;
+  h.sandwich_norm = c.sandwich_norm;
+  h.input_norms = c.input_norms;
   if (c.attention == "sliding" && c.window < c.max_seq_len && c.n_full_prelude < c.n_layers) {
     h.sliding_window = c.window;
     h.full_attention_layers = c.n_full_prelude;
+    if (architecture == kOlmo3Arch) h.full_attention_interval = c.full_attention_interval;
   }
   h.torch_dtype = torch_dtype;
   return h;

@@ -29,13 +29,20 @@ baselines::DenseConfig to_dense_config(const HfConfig& c);
 int64_t parameter_count(const HfConfig& c);
 
 /// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch, kQwen3Arch,
-/// kLlamaArch, kMistralArch or kPhi3Arch), weights stored as `torch_dtype` ("float32" |
-/// "bfloat16" | "float16"). Throws InputError when the model cannot be expressed in that
-/// architecture: strided attention; sliding attention for Llama, with full layers after
-/// the sliding ones (n_full_coda), or with full layers first for Mistral / Phi-3; q/k/v
-/// biases except for Qwen2; qk_norm except for Qwen3, and no qk_norm for Qwen3.
+/// kLlamaArch, kMistralArch, kPhi3Arch, kOlmo2Arch or kOlmo3Arch), weights stored as
+/// `torch_dtype` ("float32" | "bfloat16" | "float16"). Throws InputError when the model
+/// cannot be expressed in that architecture: strided attention; sliding attention for
+/// Llama and OLMo 2, with full layers after the sliding ones (n_full_coda), or with full
+/// layers first for Mistral / Phi-3; q/k/v biases except for Qwen2; per-head qk_norm
+/// except for Qwen3, and no qk_norm for Qwen3; OLMo's layout (output norms only, q/k
+/// norms across heads) for an architecture other than OLMo 2/3, and any other layout for them.
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype);
+
+/// The architecture `lol export` and `layerroute merge` write a dense model as when no
+/// --arch is given: OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for it without,
+/// Qwen3 for per-head q/k norms, Qwen2 otherwise.
+std::string default_architecture(const baselines::DenseConfig& c);
 
 /// Phi-3's fused weights (transformers' Phi3Attention / Phi3MLP): per layer, the stored
 /// tensor (a suffix of "model.layers.N.") and the dense model's parameters whose rows it

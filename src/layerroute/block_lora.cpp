@@ -17,9 +17,15 @@ void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const to
   auto& at = *blk.self_attn;
   const auto& s = at.shape;
   const int64_t N = h.size(0);
-  q = proj(at.q_proj, layer, "q_proj", lora, h).view({N, s.n_heads, s.head_dim});
-  k = proj(at.k_proj, layer, "k_proj", lora, h).view({N, s.n_kv_heads, s.head_dim});
-  if (s.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE (frozen, never a LoRA target)
+  q = proj(at.q_proj, layer, "q_proj", lora, h);
+  k = proj(at.k_proj, layer, "k_proj", lora, h);
+  if (s.qk_norm && s.qk_norm_across_heads) {  // OLMo 2/3: one RMSNorm over all heads (frozen)
+    q = at.q_norm(q);
+    k = at.k_norm(k);
+  }
+  q = q.view({N, s.n_heads, s.head_dim});
+  k = k.view({N, s.n_kv_heads, s.head_dim});
+  if (s.qk_norm && !s.qk_norm_across_heads) {  // Qwen3: per-head RMSNorm before RoPE (frozen, never a LoRA target)
     q = at.q_norm(q);
     k = at.k_norm(k);
   }
@@ -29,22 +35,24 @@ void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const to
 }
 
 torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o) {
-  return proj(blk.self_attn->o_proj, layer, "o_proj", lora, o);
+  auto a = proj(blk.self_attn->o_proj, layer, "o_proj", lora, o);
+  return blk.attn_output_norm ? blk.attn_output_norm(a) : a;  // OLMo: the output's RMSNorm
 }
 
 torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn) {
-  auto m = blk.post_attention_layernorm(x_attn);
+  auto m = blk.ffn_input(x_attn);
   auto& mlp = *blk.mlp;
   auto g = proj(mlp.gate_proj, layer, "gate_proj", lora, m);
   auto u = proj(mlp.up_proj, layer, "up_proj", lora, m);
-  return proj(mlp.down_proj, layer, "down_proj", lora, torch::silu(g) * u);
+  auto f = proj(mlp.down_proj, layer, "down_proj", lora, torch::silu(g) * u);
+  return blk.ffn_output_norm ? blk.ffn_output_norm(f) : f;
 }
 
 torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x,
                                const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope) {
   const auto& s = blk.self_attn->shape;
   const int64_t N = x.size(0);
-  auto h = blk.input_layernorm(x);
+  auto h = blk.attn_input(x);
   torch::Tensor q, k, v;
   block_qkv(blk, layer, lora, h, pos, rope, q, k, v);
   auto qp = seg.to_padded(q).permute({0, 2, 1, 3}).contiguous();  // [S, H, L, hd]

@@ -1,5 +1,5 @@
-// The pieces of one pre-norm decoder block (nn/block.h, Llama/Qwen2 layout) with
-// LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
+// The pieces of one decoder block (nn/block.h: Llama/Qwen2's pre-norm layout, or OLMo 2's
+// output norms with q/k norms across heads) with LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
 // runs normally, with LoRA adapters active"). Shared by the gated model's forward
 // (gated_model.h) and the KV-cached gated decoder (decode.h). `lora` may be null
 // (plain or merged weights). Full causal attention only.
@@ -15,16 +15,17 @@
 
 namespace lol::layerroute {
 
-/// q/k/v of the block's attention for normed inputs h [N, d]: q [N, H, hd] and
-/// k, v [N, Hkv, hd], RoPE applied to q and k at positions pos [N] int64.
+/// q/k/v of the block's attention for its inputs h [N, d] (BlockImpl::attn_input): q [N, H, hd]
+/// and k, v [N, Hkv, hd], the q/k norms (LoRA on q_proj / k_proj comes before them) and RoPE
+/// applied to q and k at positions pos [N] int64.
 void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& h,
                const torch::Tensor& pos, nn::RoPE& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v);
 
-/// o_proj (+ LoRA) of the attention output o [N, H * hd] -> [N, d].
+/// o_proj (+ LoRA) of the attention output o [N, H * hd] -> [N, d], then OLMo's output norm.
 torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o);
 
-/// post_attention_layernorm + SwiGLU MLP (+ LoRA) of the state after attention,
-/// x_attn [N, d] -> mlp output [N, d] (the residual is not added).
+/// The FFN input norm (none in OLMo) + SwiGLU MLP (+ LoRA) of the state after attention,
+/// then OLMo's output norm: x_attn [N, d] -> mlp output [N, d] (the residual is not added).
 torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn);
 
 /// Residual update of block `layer` over causal segments: x [N, d] -> attn + mlp [N, d],

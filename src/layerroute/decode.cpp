@@ -60,7 +60,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     auto& blk = *m.base->layers[i]->as<nn::Block>();
     const auto& s = blk.self_attn->shape;
     torch::Tensor q, k, v;
-    block_qkv(blk, i, lo, blk.input_layernorm(h), pos, m.base->rope, q, k, v);
+    block_qkv(blk, i, lo, blk.attn_input(h), pos, m.base->rope, q, k, v);
     kc[size_t(i)] = torch::empty({1, s.n_kv_heads, maxlen, s.head_dim}, h.options());
     vc[size_t(i)] = torch::empty({1, s.n_kv_heads, maxlen, s.head_dim}, h.options());
     kc[size_t(i)].narrow(2, 0, P).copy_(k.permute({1, 0, 2}).unsqueeze(0));
@@ -98,7 +98,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       auto& blk = *m.base->layers[i]->as<nn::Block>();
       const auto& s = blk.self_attn->shape;
       torch::Tensor q, k, v;
-      block_qkv(blk, i, lo, blk.input_layernorm(x), pp, m.base->rope, q, k, v);
+      block_qkv(blk, i, lo, blk.attn_input(x), pp, m.base->rope, q, k, v);
       kc[size_t(i)].narrow(2, p0, n).copy_(k.permute({1, 0, 2}).unsqueeze(0));
       vc[size_t(i)].narrow(2, p0, n).copy_(v.permute({1, 0, 2}).unsqueeze(0));
       auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p0 + n),

@@ -28,15 +28,14 @@ const char* gate_mode_name(GateMode m) {
 }
 
 void require_full_attention(const baselines::DenseConfig& c, const std::string& where) {
-  // The gated decoder implements the Llama layout (SwiGLU, pre-norm, unscaled embeddings).
-  if (!c.input_norms || c.qk_norm_across_heads)
-    throw InputError(where + ": an OLMo-layout model (output norms only, q/k norms across heads); LayerRoute "
-                     "needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
-  if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings)
+  // The gated decoder implements the Llama layout (SwiGLU, pre-norm, unscaled embeddings)
+  // and OLMo 2's (output norms only, q/k norms across heads).
+  const bool olmo = !c.input_norms && c.sandwich_norm && c.activation == "silu" && !c.scale_embeddings;
+  if (!olmo && (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings))
     throw InputError(where + ": a Gemma-layout model (MLP gate " + c.activation +
                      (c.sandwich_norm ? ", sandwich norms" : "") +
                      (c.scale_embeddings ? ", embeddings times sqrt(hidden_size)" : "") +
-                     "); LayerRoute needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
+                     "); LayerRoute needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3) or OLMo 2's");
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind != baselines::AttentionKind::Full)
       throw InputError(where + ": layer " + std::to_string(i) +

@@ -5,7 +5,8 @@
 // k_norm over the whole q and k projections ([H hd], [Hkv hd]) before RoPE; OLMo 3's
 // sliding-window layers (all but every fourth by default). Full forward, cached decoding on
 // both paths (fused CPU kernels and tensors), batched sessions, the dense config.json
-// round trip, and the commands that refuse the layout (export, LayerRoute).
+// round trip, export (--arch olmo2 / olmo3) and what it refuses. (LayerRoute on an OLMo
+// base: tests/layerroute/test_generate.cpp.)
 #include "hf_test_util.h"
 #include "baselines/flops.h"
 #include "hf/hf_config.h"
@@ -313,12 +314,58 @@ TEST(HfOlmo, RefusedFeaturesAndTensors) {
   expect_input_error([&] { load_hf_model(d3->path(), torch::kFloat32); },
                      {"missing tensor 'model.layers.2.post_feedforward_layernorm.weight'"});
 
-  // Export and LayerRoute implement the Llama layout: refused with the reason.
+  // Export: OLMo's layout only as OLMo 2/3, and they only with it; LayerRoute needs full attention.
   const auto dense = to_dense_config(HfConfig::from_json(s.config(), "config.json"));
-  expect_input_error([&] { from_dense_config(dense, kLlamaArch, "float32"); }, {"OLMo-layout", "export"});
-  auto base = random_dense(dense, 1, torch::kFloat32);
+  expect_input_error([&] { from_dense_config(dense, kLlamaArch, "float32"); }, {"OLMo-layout", "olmo2"});
+  expect_input_error([&] { from_dense_config(dense, kQwen3Arch, "float32"); }, {"OLMo-layout"});
+  auto llama = dense;
+  llama.input_norms = true;
+  llama.sandwich_norm = llama.qk_norm = llama.qk_norm_across_heads = false;
+  expect_input_error([&] { from_dense_config(llama, kOlmo2Arch, "float32"); },
+                     {"Olmo2ForCausalLM", "input_norms true", "export as Qwen2ForCausalLM"});
+  s3.layers = 4;
+  const auto sliding = to_dense_config(HfConfig::from_json(s3.config(), "config.json"));
+  expect_input_error([&] { from_dense_config(sliding, kOlmo2Arch, "float32"); }, {"sliding", "Olmo2ForCausalLM"});
+  auto base = random_dense(sliding, 1, torch::kFloat32);
   expect_input_error([&] { layerroute::GatedModel(base, layerroute::LoraConfig{}, layerroute::GateConfig{}, 0); },
-                     {"OLMo-layout", "LayerRoute"});
+                     {"layer 0", "full attention"});
+}
+
+TEST(HfOlmo, ExportRoundTrip) {
+  // A loaded OLMo 2 / OLMo 3 folder exported again (the default architecture follows the
+  // layout) reloads with the same config and the same logits; OLMo 3's layer types are
+  // written out.
+  for (bool olmo3 : {false, true}) {
+    SCOPED_TRACE(olmo3 ? "OLMo 3" : "OLMo 2");
+    OlmoShape s;
+    s.olmo3 = olmo3;
+    s.layers = 5;
+    TempDir dir("olmo-export");
+    std::filesystem::create_directories(dir.path() + "/in");
+    write_text(dir.path() + "/in/config.json", s.config().dump(2));
+    write_hf_weights(dir.path() + "/in", olmo_weights(s, 17), torch::kFloat32);
+    HfConfig read;
+    auto m = load_hf_model(dir.path() + "/in", torch::kFloat32, torch::kCPU, &read);
+    ExportOptions eo;
+    eo.architecture = default_architecture(m->config());
+    EXPECT_EQ(eo.architecture, olmo3 ? kOlmo3Arch : kOlmo2Arch);
+    const auto written = export_hf(*m, nullptr, dir.path() + "/out", eo);
+    const auto j = nlohmann::json::parse(read_text(dir.path() + "/out/config.json"));
+    EXPECT_EQ(j["model_type"], olmo3 ? "olmo3" : "olmo2");
+    EXPECT_FALSE(j.contains("mlp_bias"));
+    if (olmo3) {
+      EXPECT_EQ(j["layer_types"], nlohmann::json({"sliding_attention", "sliding_attention", "sliding_attention",
+                                                  "full_attention", "sliding_attention"}));
+      EXPECT_EQ(j["sliding_window"], s.window);
+    }
+    HfConfig again;
+    auto m2 = load_hf_model(dir.path() + "/out", torch::kFloat32, torch::kCPU, &again);
+    EXPECT_EQ(again.sliding_window, read.sliding_window);
+    EXPECT_EQ(again.full_attention_interval, read.full_attention_interval);
+    EXPECT_EQ(m2->config().to_json(), m->config().to_json());
+    const auto tokens = some_tokens(15, s.vocab);
+    EXPECT_EQ((full_logits(m2, tokens) - full_logits(m, tokens)).abs().max().item<double>(), 0.0);
+  }
 }
 
 TEST(HfOlmo, OutputNormLayoutTrains) {

@@ -1,6 +1,7 @@
 // Sampled gated generation (layerroute/decode.h GatedGenerateOptions) against a
 // full-forward reference with the same engine, stop tokens, and `lol layerroute
-// generate` end to end on a merged folder.
+// generate` end to end on a merged folder; an OLMo 2-layout base (output norms only, q/k
+// norms across heads) through the gated forward, generation and merge.
 #include <algorithm>
 #include <filesystem>
 #include <future>
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hf/hf_model.h"
 #include "inference/sampling.h"
 #include "layerroute/adapter_io.h"
 #include "layerroute/decode.h"
@@ -211,6 +213,55 @@ TEST(LayerRouteGenerate, CommandStreamsTheGatedModelsTokens) {
     EXPECT_NE(r[6 + i].out.find(says[i]), std::string::npos) << bad[i] << ": " << r[6 + i].out;
   }
   EXPECT_EQ(r.back().code, 0) << r.back().out;
+}
+
+// An OLMo 2-layout base: the gated forward with every gate open and no LoRA is the base's
+// own forward (nn::Block); with LoRA it is the forward of the merged Olmo2ForCausalLM
+// folder (LoRA on q_proj / k_proj before the q/k norms, as the merge folds it); and cached
+// gated generation picks the full forward's tokens.
+TEST(LayerRouteGenerate, OlmoLayoutBaseRunsMergesAndGenerates) {
+  auto c = test::tiny_config(4);
+  c.qkv_bias = false;
+  c.qk_norm = c.qk_norm_across_heads = true;
+  c.sandwich_norm = true;
+  c.input_norms = false;
+  baselines::DenseModel base(c);
+  {
+    torch::NoGradGuard ng;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+    for (auto& p : base->named_parameters())
+      p.value().copy_(p.key().find("norm") != std::string::npos ? 1.0 + 0.3 * torch::randn(p.value().sizes(), gen)
+                                                                : 0.4 * torch::randn(p.value().sizes(), gen));
+  }
+  base->eval();
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8};
+  const auto tokens = torch::tensor(prompt).unsqueeze(0);
+  GatedOptions open;
+  open.mode = GateMode::Open;
+  GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
+  torch::NoGradGuard ng;
+  const auto base_logits = base->forward(tokens);
+  EXPECT_LT((m->forward(tokens, torch::Tensor(), open).logits - base_logits).abs().max().item<double>(), 1e-5);
+
+  randomize_adapters(*m, 43, 2.0);
+  const auto adapted = m->forward(tokens, torch::Tensor(), open).logits;
+  EXPECT_GT((adapted - base_logits).abs().max().item<double>(), 1e-3) << "LoRA should change the logits";
+  GatedGenerateOptions o;
+  o.max_new_tokens = 10;
+  for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
+    o.sampling.temperature = 0;
+    const auto g = generate_gated(*m, prompt, 10, mode, true);
+    ASSERT_EQ(g.tokens.size(), 10u);
+    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << int(mode);
+  }
+
+  test::TempDir dir("olmo-merge");
+  hf::ExportOptions eo;
+  eo.architecture = hf::default_architecture(c);
+  EXPECT_EQ(eo.architecture, hf::kOlmo2Arch);
+  save_merged(*m, nullptr, dir.path() + "/merged", eo, "adapter");
+  auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32);
+  EXPECT_LT((merged->forward(tokens) - adapted).abs().max().item<double>(), 1e-4);
 }
 
 }  // namespace
