@@ -108,9 +108,12 @@ torch::Tensor block_forward(nn::BlockImpl& b, const torch::Tensor& x, TokenLayou
                             nn::RoPE& rope) {
   // An MoE FFN routes only the tokens (padding is neither computed nor counted).
   const torch::Tensor* ffn_rows = L.n_valid() < x.size(0) ? &L.valid_rows() : nullptr;
-  if (a.kind != AttentionKind::Sliding) {  // the block's own forward on the pattern's segments
-    const nn::SegmentLayout& seg = a.kind == AttentionKind::Full ? L.document_segments()
-                                                                 : L.strided_segments(a.depth, a.window, a.stride);
+  // A window as long as the sequence never binds: the block's own (full causal) forward,
+  // the same function on the faster path, so that a model exported with its window
+  // dropped (hf::from_dense_config) computes bit for bit what it computed here.
+  const bool full = a.kind == AttentionKind::Full || (a.kind == AttentionKind::Sliding && a.window >= L.seq());
+  if (a.kind != AttentionKind::Sliding || full) {  // the block's own forward on the pattern's segments
+    const nn::SegmentLayout& seg = full ? L.document_segments() : L.strided_segments(a.depth, a.window, a.stride);
     nn::BlockContext ctx{&L.pos(), &seg, nullptr, &rope, nullptr, ffn_rows, L.seq()};
     return b.forward(x, ctx);
   }

@@ -122,6 +122,11 @@ void run_export(const ExportArgs& a) {
   }
   hf::ExportOptions o;
   o.architecture = !a.arch.empty() ? hf::architecture_from_name(a.arch) : hf::default_architecture(model->config());
+  try {  // the model's layout against the architecture, naming the checkpoint's config.json
+    hf::from_dense_config(model->config(), o.architecture, "float32");
+  } catch (const InputError& e) {
+    throw InputError(dir + "/config.json: " + e.what());
+  }
   o.dtype = dtype;
   o.max_shard_bytes = a.max_shard.empty() ? 0 : parse_size(a.max_shard);
   o.overwrite = a.overwrite;

@@ -96,9 +96,10 @@ std::string attention_text(const hf::HfConfig& c) {
   if (c.sliding_window == 0) return "full causal, every layer";
   const std::string w = "sliding window of " + std::to_string(c.sliding_window) + " tokens";
   if (c.full_attention_interval > 0) {
-    std::string full;
-    for (int64_t i = c.full_attention_interval - 1; i < c.num_hidden_layers; i += c.full_attention_interval)
-      full += (full.empty() ? "" : ",") + std::to_string(i);
+    std::string full;  // the leading full layers, then every P-th
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      if (i < c.full_attention_layers || (i + 1) % c.full_attention_interval == 0)
+        full += (full.empty() ? "" : ",") + std::to_string(i);
     const int64_t p = c.full_attention_interval;
     const char* th = p % 100 / 10 == 1 ? "th" : p % 10 == 1 ? "st" : p % 10 == 2 ? "nd" : p % 10 == 3 ? "rd" : "th";
     return w + " on every layer but " + (full.empty() ? "none" : full) + " (full causal: every " +
@@ -465,7 +466,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3 (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3 (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

@@ -32,7 +32,7 @@ std::string resolve_base(const std::string& base) {
     dir = find_model_dir(base);
   } catch (const InputError& e) {
     throw InputError(std::string("--base ") + e.what() +
-                     " (expected a Hugging Face Qwen2/Llama folder, a dense checkpoint or a `lol train` run of one)");
+                     " (expected a Hugging Face Qwen2/Qwen3/Llama/Mistral/Phi-3/OLMo 2 folder, a dense checkpoint or a `lol train` run of one)");
   }
   if (dir != base)
     std::cerr << "note: --base " << base << " is a training run: using its latest checkpoint " << dir << "\n";

@@ -319,6 +319,10 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   }
   c.bos_token_id = token_id_list(j, "bos_token_id", where);
   c.eos_token_id = token_id_list(j, "eos_token_id", where);
+  // Kept for export only, never used here: a value other than one id >= 0 (older Llama
+  // conversions write -1) is dropped rather than refused.
+  if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer() && j["pad_token_id"].get<int64_t>() >= 0)
+    c.pad_token_id = {j["pad_token_id"].get<int64_t>()};
 
   // ---- features that change the computed function: refuse unless neutral
   // Sliding layers: a window (none: nullopt) from layer full_layers on.
@@ -476,32 +480,44 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       const std::string at = "layer_types[" + std::to_string(i) + "]";
       if (lt[size_t(i)] != "sliding_attention" && lt[size_t(i)] != "full_attention")
         unsupported(where, at, lt[size_t(i)].dump(), "\"full_attention\" or \"sliding_attention\" layers");
+      if (c.is_olmo2() && lt[size_t(i)] == "sliding_attention")
+        unsupported(where, at, "\"sliding_attention\"",
+                    "Olmo2ForCausalLM has no sliding layers (transformers ignores layer_types and sliding_window "
+                    "for it; OLMo 3's sliding layers are Olmo3ForCausalLM's)");
       if (!window && lt[size_t(i)] == "sliding_attention")
         unsupported(where, at, "\"sliding_attention\"",
-                    "a sliding layer needs a window, and this config sets none (sliding_window null" +
+                    "a sliding layer needs a window, and this config sets none (sliding_window " +
+                        std::string(f.has("sliding_window") && !j["sliding_window"].is_null() ? "ignored by " + c.architecture
+                                                                                               : "null") +
                         std::string(qwen ? " or use_sliding_window false" : "") + ")");
     }
-    // Two layouts: full layers first, then sliding ones (n_full_prelude), or a full
-    // layer every P-th (Gemma's interleaving: full exactly where (i + 1) % P == 0).
+    // The layouts of the dense model (baselines::DenseConfig): F leading full layers
+    // (n_full_prelude), then sliding ones, of which those with (i + 1) % P == 0 are full
+    // (Gemma's interleaving; P = 0: none).
     int64_t full = 0;
     while (full < c.num_hidden_layers && lt[size_t(full)] == "full_attention") ++full;
     int64_t next_full = full;
     while (next_full < c.num_hidden_layers && lt[size_t(next_full)] == "sliding_attention") ++next_full;
     full_layers = full;
     c.full_attention_interval = 0;
-    if (next_full < c.num_hidden_layers) {  // a full layer after a sliding one
-      if (full > 0)
-        unsupported(where, "layer_types[" + std::to_string(next_full) + "]", "\"full_attention\"",
-                    "a full-attention layer after a sliding one that follows full ones (lol lays out full-attention "
-                    "layers first, then sliding ones, or a full layer every P-th from the first)");
-      const int64_t period = next_full + 1;
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-        if ((lt[size_t(i)] == "full_attention") != ((i + 1) % period == 0))
-          unsupported(where, "layer_types[" + std::to_string(i) + "]", lt[size_t(i)].dump(),
-                      "lol lays out full-attention layers first, then sliding ones, or a full layer every P-th "
-                      "(here P = " + std::to_string(period) + " from layer " + std::to_string(next_full) + ")");
-      full_layers = 0;
-      c.full_attention_interval = period;
+    if (next_full < c.num_hidden_layers) {  // a full layer after a sliding one: find P
+      auto matches = [&](int64_t period) {
+        for (int64_t i = full; i < c.num_hidden_layers; ++i)
+          if ((lt[size_t(i)] == "full_attention") != ((i + 1) % period == 0)) return i;
+        return c.num_hidden_layers;
+      };
+      int64_t mismatch = -1;
+      for (int64_t period = 2; period <= next_full + 1 && c.full_attention_interval == 0; ++period) {
+        if ((next_full + 1) % period != 0) continue;  // layer next_full is full: (next_full + 1) % P == 0
+        const int64_t at = matches(period);
+        if (at == c.num_hidden_layers) c.full_attention_interval = period;
+        else if (period == next_full + 1) mismatch = at;
+      }
+      if (c.full_attention_interval == 0)
+        unsupported(where, "layer_types[" + std::to_string(mismatch) + "]", lt[size_t(mismatch)].dump(),
+                    "lol lays out full-attention layers first, then sliding ones of which every P-th layer (i + 1 "
+                    "a multiple of P) is full: no P fits (P = " + std::to_string(next_full + 1) + " from the full layer " +
+                        std::to_string(next_full) + " does not fit this one)");
     }
   }
   if (window) {
@@ -602,6 +618,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     if (v.size() == 1) return v[0];
     return v;
   };
+  if (!pad_token_id.empty()) j["pad_token_id"] = ids(pad_token_id);
   j["bos_token_id"] = ids(bos_token_id);
   j["eos_token_id"] = ids(eos_token_id);
   if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;

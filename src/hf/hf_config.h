@@ -122,6 +122,9 @@ struct HfConfig {
   std::string torch_dtype;                ///< stored dtype: "float32" | "bfloat16" | "float16" | "" (absent)
   std::vector<int64_t> bos_token_id;      ///< empty: none
   std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
+  /// empty: none; written back by export (a derived folder keeps its source's, which OLMo's
+  /// config classes would otherwise default to 1).
+  std::vector<int64_t> pad_token_id;
 
   bool is_qwen2() const { return architecture == kQwen2Arch; }
   bool is_qwen3() const { return architecture == kQwen3Arch; }

@@ -106,22 +106,35 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
                      "\" or \"" + kOlmo3Arch + "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
-  if (olmo != olmo_layout(c))
-    throw InputError(olmo ? "dense model: " + architecture +
-                                " has no input norms, RMSNorms on the attention and MLP outputs and q/k norms across "
-                                "heads; this model's blocks differ (input_norms " +
-                                (c.input_norms ? "true" : "false") + ", sandwich_norm " +
-                                (c.sandwich_norm ? "true" : "false") + ", qk_norm_across_heads " +
-                                (c.qk_norm_across_heads ? "true" : "false") + "; export as " + default_architecture(c) +
-                                ")"
-                          : std::string("dense model: an OLMo-layout model (output norms only, q/k norms across heads): "
-                                        "export as Olmo2ForCausalLM or Olmo3ForCausalLM (--arch olmo2 | olmo3)"));
+  // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
+  // OLMo 2/3, and they have no other blocks.
+  const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +
+                             (c.sandwich_norm ? "true" : "false") + ", qk_norm " + (c.qk_norm ? "true" : "false") +
+                             ", qk_norm_across_heads " + (c.qk_norm_across_heads ? "true" : "false");
+  const bool olmo_like = !c.input_norms || c.qk_norm_across_heads;
+  if (olmo_like && !olmo_layout(c))
+    throw InputError("dense model: blocks with " + blocks +
+                     ": no Hugging Face architecture has them (OLMo 2/3: input_norms false, sandwich_norm, qk_norm "
+                     "and qk_norm_across_heads true; the Llama family: input_norms true, no qk_norm_across_heads)");
+  if (olmo && !olmo_like)
+    throw InputError("dense model: blocks with " + blocks + ": " + architecture +
+                     " has no input norms, RMSNorms on the attention and MLP outputs and q/k norms across heads "
+                     "(export as " + default_architecture(c) + ")");
+  if (!olmo && olmo_like)
+    throw InputError(std::string("dense model: an OLMo-layout model (output norms only, q/k norms across heads): "
+                                 "export as ") +
+                     (c.attention == "sliding" ? "Olmo3ForCausalLM (--arch olmo3)"
+                                               : "Olmo2ForCausalLM or Olmo3ForCausalLM (--arch olmo2 | olmo3)"));
   if (olmo) {
     if (c.activation != "silu" || c.scale_embeddings || c.rope_local_theta > 0 || c.attn_logit_softcap > 0 ||
         c.final_logit_softcap > 0)
       throw InputError("dense model: activation \"" + c.activation +
                        "\" with Gemma's embedding scale, soft-capping or local RoPE: " + architecture +
-                       " has none of them");
+                       " has none of them (no Hugging Face architecture has them with OLMo's blocks)");
+    if (c.qkv_bias)
+      throw InputError("dense model: qkv_bias = true: " + architecture +
+                       "'s attention_bias adds an o_proj bias too (no Hugging Face architecture has q/k/v biases "
+                       "with OLMo's blocks)");
   } else if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
       c.rope_local_theta > 0 || c.attn_logit_softcap > 0 || c.final_logit_softcap > 0)
     throw InputError("dense model: a Gemma-layout model (activation \"" + c.activation + "\", sandwich_norm " +
@@ -132,11 +145,14 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   // Qwen2 / Qwen3 (layers >= max_window_layers); full ones after them have no field.
   if (c.attention == "sliding" && architecture == kOlmo3Arch) {
     if (c.n_full_coda > 0)
-      throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) + ": " + architecture +
-                       " lays out layer_types with full layers first or every P-th (export the layout as it is "
-                       "read)");
+      throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) + ": lol reads " + architecture +
+                       "'s layer_types as full layers first, then sliding ones of which every P-th is full; trailing "
+                       "full layers are not written");
+  } else if (c.attention == "sliding" && architecture == kOlmo2Arch) {
+    throw InputError("dense model: attention \"sliding\" (window " + std::to_string(c.window) + "): " + architecture +
+                     " has no sliding window (export as " + kOlmo3Arch + ", --arch olmo3)");
   } else if (c.attention == "sliding") {
-    if (architecture == kLlamaArch || architecture == kOlmo2Arch)
+    if (architecture == kLlamaArch)
       throw InputError("dense model: attention \"sliding\" (window " + std::to_string(c.window) + "): " + architecture +
                        " has no sliding window (export as " + kMistralArch + ", " + kQwen2Arch + " or " + kQwen3Arch + ")");
     if (c.n_full_coda > 0)
@@ -152,9 +168,6 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture != kQwen2Arch && c.qkv_bias)
     throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
                      std::string(kQwen2Arch) + ")");
-  if (olmo && c.qkv_bias)
-    throw InputError("dense model: qkv_bias = true: " + architecture +
-                     "'s attention_bias adds an o_proj bias too (export as " + std::string(kQwen2Arch) + ")");
   if (architecture == kQwen3Arch && !c.qk_norm)
     throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
                      " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");

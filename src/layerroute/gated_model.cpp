@@ -38,8 +38,10 @@ void require_full_attention(const baselines::DenseConfig& c, const std::string& 
                      "); LayerRoute needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3) or OLMo 2's");
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind != baselines::AttentionKind::Full)
-      throw InputError(where + ": layer " + std::to_string(i) +
-                       " does not use full attention; LayerRoute needs a full-attention (Qwen2/Llama) model");
+      throw InputError(where + ": layer " + std::to_string(i) + " does not use full attention (" + c.attention +
+                       " attention, window " + std::to_string(c.window) +
+                       ": a Hugging Face folder's sliding_window / layer_types); LayerRoute needs full causal "
+                       "attention in every layer");
 }
 
 GatedModelImpl::GatedModelImpl(baselines::DenseModel b, const LoraConfig& lc, const GateConfig& gc, uint64_t seed)

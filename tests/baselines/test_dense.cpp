@@ -57,6 +57,23 @@ TEST(DenseModel, ForwardBackwardEveryAttention) {
   }
 }
 
+TEST(DenseModel, WindowAsLongAsTheSequenceIsFullAttentionBitForBit) {
+  // A sliding window of at least the sequence's length never binds: the same logits as
+  // full attention, bit for bit (it runs the full path), so that an export that drops the
+  // window (hf::from_dense_config) reloads to the same numbers; a shorter window differs.
+  auto full = btest::tiny_dense();
+  auto sliding = full;
+  sliding.attention = "sliding";
+  sliding.window = 11;
+  DenseModel a(full), b(sliding);
+  torch::NoGradGuard ng;
+  for (auto& [n, t] : b->named_parameters().pairs()) t.copy_(a->named_parameters()[n]);
+  auto tok = btest::random_tokens(2, 11, full.vocab_size, 3);
+  EXPECT_TRUE(torch::equal(a->forward(tok), b->forward(tok)));
+  auto shorter = btest::random_tokens(2, 12, full.vocab_size, 3);
+  EXPECT_FALSE(torch::allclose(a->forward(shorter), b->forward(shorter), 1e-4, 1e-4));
+}
+
 TEST(DenseModel, PackedDocumentsEqualDocumentsAlone) {
   for (const std::string att : {"full", "sliding", "strided"}) {
     auto c = btest::tiny_dense(att);

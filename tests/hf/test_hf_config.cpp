@@ -288,7 +288,8 @@ TEST(HfConfig, SlidingWindowLayers) {
   EXPECT_EQ(c.sliding_window, 16);
   EXPECT_EQ(c.full_attention_layers, 23) << "layer_types decides over max_window_layers (21)";
   j["layer_types"][10] = "sliding_attention";
-  expect_input_error([&] { parse(j); }, {"layer_types[11]", "full_attention", "after a sliding one"});
+  // 10 full layers, a sliding one, then full ones: no period P fits the full layers after it.
+  expect_input_error([&] { parse(j); }, {"layer_types[12]", "full_attention", "every P-th", "P = 12"});
   j["layer_types"][10] = "chunked_attention";
   expect_input_error([&] { parse(j); }, {"layer_types[10]", "chunked_attention"});
   j["layer_types"] = std::vector<std::string>(3, "full_attention");
@@ -303,6 +304,17 @@ TEST(HfConfig, SlidingWindowLayers) {
   EXPECT_EQ(c.full_attention_layers, 0);
   j["layer_types"][5] = "sliding_attention";
   expect_input_error([&] { parse(j); }, {"layer_types[5]", "sliding_attention", "every P-th", "P = 3"});
+  // Leading full layers, then every P-th full (what `export --arch olmo3` writes for a
+  // dense model with n_full_prelude and full_attention_interval): 0, 1 full, then 3, 7, ...
+  // (P = 4; P = 2 fits layer 3 too but not layer 5).
+  for (int i = 0; i < 24; ++i)
+    j["layer_types"][size_t(i)] = i < 2 || (i + 1) % 4 == 0 ? "full_attention" : "sliding_attention";
+  c = parse(j);
+  EXPECT_EQ(c.full_attention_layers, 2);
+  EXPECT_EQ(c.full_attention_interval, 4);
+  const auto d = to_dense_config(c);
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(d.layer_attention(i).kind == baselines::AttentionKind::Full, j["layer_types"][size_t(i)] == "full_attention") << i;
 }
 
 TEST(HfConfig, RopeParametersOfTransformers5) {

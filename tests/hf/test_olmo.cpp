@@ -288,6 +288,13 @@ TEST(HfOlmo, RefusedFeaturesAndTensors) {
   j = s3.config();
   j["sliding_window"] = nullptr;
   expect_input_error([&] { HfConfig::from_json(j, "m/config.json"); }, {"sliding_window", "window"});
+  j = s.config();  // OLMo 2 has no sliding layers (transformers ignores these keys)
+  j["sliding_window"] = 4;
+  j["layer_types"] = {"sliding_attention", "full_attention", "full_attention"};
+  expect_input_error([&] { HfConfig::from_json(j, "m/config.json"); },
+                     {"layer_types[0]", "Olmo2ForCausalLM has no sliding layers"});
+  j["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(HfConfig::from_json(j, "m/config.json").sliding_window, 0);
 
   // Tensors: an input norm is not a parameter; a per-head q_norm has the wrong shape.
   auto folder = [&](const NamedTensors& w) {
@@ -323,6 +330,16 @@ TEST(HfOlmo, RefusedFeaturesAndTensors) {
   llama.sandwich_norm = llama.qk_norm = llama.qk_norm_across_heads = false;
   expect_input_error([&] { from_dense_config(llama, kOlmo2Arch, "float32"); },
                      {"Olmo2ForCausalLM", "input_norms true", "export as Qwen2ForCausalLM"});
+  // Llama-layout blocks with q/k norms across heads, or OLMo's without them: no
+  // architecture has them (an export would not load), whatever --arch says.
+  auto mixed = llama;
+  mixed.qk_norm = mixed.qk_norm_across_heads = true;
+  auto headless = dense;
+  headless.qk_norm_across_heads = false;
+  for (const auto& bad_blocks : {mixed, headless})
+    for (const char* arch : {kQwen3Arch, kQwen2Arch, kOlmo2Arch, kOlmo3Arch})
+      expect_input_error([&] { from_dense_config(bad_blocks, arch, "float32"); },
+                         {"no Hugging Face architecture has them"});
   s3.layers = 4;
   const auto sliding = to_dense_config(HfConfig::from_json(s3.config(), "config.json"));
   expect_input_error([&] { from_dense_config(sliding, kOlmo2Arch, "float32"); }, {"sliding", "Olmo2ForCausalLM"});
@@ -366,6 +383,30 @@ TEST(HfOlmo, ExportRoundTrip) {
     const auto tokens = some_tokens(15, s.vocab);
     EXPECT_EQ((full_logits(m2, tokens) - full_logits(m, tokens)).abs().max().item<double>(), 0.0);
   }
+}
+
+TEST(HfOlmo, Olmo3ExportOfLeadingFullLayersAndAnIntervalReloads) {
+  // n_full_prelude 1 and full_attention_interval 3 over 6 layers: layer_types F S F S S F,
+  // which the reader takes back as the same layout (and the same logits).
+  OlmoShape s;
+  s.olmo3 = true;
+  s.layers = 6;
+  auto d = to_dense_config(HfConfig::from_json(s.config(), "config.json"));
+  d.n_full_prelude = 1;
+  d.full_attention_interval = 3;
+  auto m = random_dense(d, 3, torch::kFloat32);
+  TempDir dir("olmo3-layout");
+  ExportOptions eo;
+  eo.architecture = kOlmo3Arch;
+  export_hf(*m, nullptr, dir.path() + "/out", eo);
+  const auto j = nlohmann::json::parse(read_text(dir.path() + "/out/config.json"));
+  EXPECT_EQ(j["layer_types"], nlohmann::json({"full_attention", "sliding_attention", "full_attention",
+                                              "sliding_attention", "sliding_attention", "full_attention"}));
+  auto back = load_hf_model(dir.path() + "/out", torch::kFloat32);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(back->config().layer_attention(i).kind, d.layer_attention(i).kind) << i;
+  const auto tokens = some_tokens(17, s.vocab);
+  EXPECT_EQ((full_logits(back, tokens) - full_logits(m, tokens)).abs().max().item<double>(), 0.0);
 }
 
 TEST(HfOlmo, OutputNormLayoutTrains) {

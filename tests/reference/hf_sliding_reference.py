@@ -49,7 +49,9 @@ a byte-level text of 116 tokens; runs in ~37 s on one core):
       float32; info.
   qwen2-layer_types-over-mwl ([full, full, sliding] with max_window_layers absent, i.e.
       28): layer_types decides (transformers >= 4.53 takes a given layer_types as is).
-  refused (exit 2, stderr naming layer_types): sliding then full; full, sliding, full;
+  qwen2-layer_types-full-sliding-full: [full, sliding, full] (session 46: accepted, one
+      leading full layer, then every third full).
+  refused (exit 2, stderr naming layer_types): sliding then full (full, full);
       a list shorter than num_hidden_layers (ASSUMED: transformers raises); an unknown
       type "chunked_attention" (ASSUMED).
   full-attention equivalents, each against the full-attention reference: Mistral
@@ -466,8 +468,12 @@ def check(lol, work, verbose=True):
     base = qwen2_config(use_sliding_window=True, sliding_window=4, max_window_layers=1)
     refusal(ck, "refuse-sliding-then-full",
             dict(base, layer_types=["sliding_attention", "full_attention", "full_attention"]), Tq, "layer_types")
-    refusal(ck, "refuse-full-sliding-full",
-            dict(base, layer_types=["full_attention", "sliding_attention", "full_attention"]), Tq, "layer_types")
+    # (Session 46: lol reads full layers first, then sliding ones of which every P-th is
+    # full; [full, sliding, full] is 1 leading full layer with P = 3, no longer refused.)
+    c = Case(ck, "qwen2-layer_types-full-sliding-full",
+             dict(base, layer_types=["full_attention", "sliding_attention", "full_attention"]), Tq, wtag="qwen2")
+    c.ppl(ids, 40)
+    c.generate(p3, 30)
     refusal(ck, "refuse-layer_types-length",
             dict(base, layer_types=["full_attention", "sliding_attention"]), Tq, "layer_types",
             " (ASSUMED: transformers' layer_type_validation raises on a length mismatch)")

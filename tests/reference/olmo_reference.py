@@ -109,6 +109,27 @@ head (x0.5, x1, x2, x1.4 / x0.6, x1.6) so that per-head and whole-projection nor
     printed parameter count = transformers' num_parameters(); for olmo3 (D, and D2 without
     --check) a line about the sliding layers naming W, and the layers it excepts ("every layer
     but 3") = the full ones.
+LayerRoute and export (added by a second reviewer, same rules; check_layerroute_olmo /
+check_export_olmo):
+  * layerroute train on case A's folder (3 steps, all seven LoRA targets, rank 4, --system ""),
+    eval --json (ppl_base / ppl_open / ppl_gated / executed_mean against OlmoRef with the
+    adapter's LoRA folded in float64 and its gates: ChatML without a system turn, pooled over
+    the assistant tokens), merge (Olmo2ForCausalLM, the base's tensor names, weights = the
+    float64 fold within 1e-6 of max |W'|, hf ppl float64 of the merged folder = the reference),
+    generate --gates learned (layers run and greedy ids); a merged pad_token_id that changed is
+    a note (Olmo2Config's default for an absent one is 1).
+  * layerroute train on case D's folder (sliding layers): exit 2 naming the sliding / full
+    attention requirement; on D4 (no sliding_window: 4096 > 64 positions, never binds): trains,
+    and eval's perplexities = the reference.
+  * lol train of tiny dense OLMo-layout models (input_norms false, sandwich_norm, qk_norm
+    across heads) on a byte-tokenized corpus, then lol export --hf: (1) a sliding model with
+    n_full_prelude 1 and full_attention_interval 3 exports by default as Olmo3ForCausalLM with
+    Olmo3Config's keys and Olmo3's tensor names / shapes; `lol forward` on the checkpoint equals
+    the reference on the exported folder (1e-4), and `lol hf ppl` must read the folder back
+    (transformers runs any layer_types list; ASSUMED: writing a folder lol itself refuses is a
+    defect, an export refusal would also be accepted); (2) a Llama-block model with
+    qk_norm_across_heads: export must refuse (exit 2) or write a folder that hf info --check
+    loads (Qwen3's q_norm is [head_dim], so the default Qwen3 export cannot hold it).
 On a disagreement (first 8), the case is re-evaluated under other readings -- per-head q/k
 norms, no k_norm, no q/k norms, q/k norms after RoPE, pre-norm placement (Llama's), eps 1e-6,
 another rope_theta, rope_scaling ignored or only on full layers, full attention / W+1 keys /
@@ -581,6 +602,237 @@ def accepted_or_refused(ck, tag, cfg, T, ids, context, needles, why, model_kw=No
                 "stderr %r" % (tag, " or ".join(needles), r.returncode, r.stderr.strip()[-400:]))
 
 
+# ---------------------------------------------------------------- LayerRoute and export (second reviewer)
+LR_SAMPLES = [{"question": "hi %d" % i, "answer": "ok %d" % (i * 7)} for i in range(8)]
+LR_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+
+
+def fold_adapter(T, adapter):
+    """T (name -> (shape, vals)) with the adapter's LoRA folded in float64 (W + alpha/r B A), and
+    the gates (W [L][d], b [L]) of `adapter`"""
+    from safetensors_io import read_st
+    lj = json.load(open(os.path.join(adapter, "layerroute.json")))
+    sc = lj["lora"]["alpha"] / lj["lora"]["rank"]
+    A = read_st(os.path.join(adapter, "adapter_model.safetensors"))
+    F = {k: (list(v[0]), list(v[1])) for k, v in T.items()}
+    for k in A:
+        if not k.endswith(".lora_A.weight"):
+            continue
+        mod = k[len("base_model.model."):-len(".lora_A.weight")]
+        ba = q2.matmul(q2.mat(A[k.replace("lora_A", "lora_B")]), q2.mat(A[k]))
+        shape, vals = F[mod + ".weight"]
+        c = shape[1]
+        F[mod + ".weight"] = (shape, [v + sc * ba[i // c][i % c] for i, v in enumerate(vals)])
+    G = read_st(os.path.join(adapter, "gates.safetensors"))
+    return F, (q2.mat(G["gates.weight"]), list(G["gates.bias"][1]))
+
+
+def lr_reference(cfg, T, F, gates, samples):
+    """LayerRoute eval's pooled assistant-token perplexities (backbone, open, gated: each sample's
+    gates from the mean of its whole sequence) and mean executed layers; no system turn; the
+    smallest |gate score| (a float32 near-tie makes the gated numbers unreliable)"""
+    W = lambda X: {k: (s, v, "F64") for k, (s, v) in X.items()}  # noqa: E731
+    bb, ad = OlmoRef(cfg, W(T)), OlmoRef(cfg, W(F))
+    ad.gates = gates
+    out, margin = {}, float("inf")
+    for key, model, mode in (("ppl_base", bb, "backbone"), ("ppl_open", ad, "open"), ("ppl_gated", ad, "gated")):
+        tot = cnt = 0.0
+        ex = []
+        for s in samples:
+            toks, mask, _ = q2.chatml_ids(s, None)
+            logits, _, opens, scores = model.prefill(toks, mode)
+            ex.append(sum(opens))
+            if scores:
+                margin = min(margin, min(abs(x) for x in scores))
+            for j in range(len(toks) - 1):
+                if mask[j + 1]:
+                    tot -= q2.log_softmax(logits[j])[toks[j + 1]]
+                    cnt += 1
+        out[key] = math.exp(tot / cnt)
+        if mode == "gated":
+            out["executed_mean"] = sum(ex) / len(ex)
+    return out, margin, ad
+
+
+def check_layerroute_olmo(ck, cfgA, TA, cfgD):
+    """LayerRoute on an OLMo 2 base (case A's folder): train, eval against the reference (LoRA
+    folded in float64, gates from the adapter), merge (an Olmo2ForCausalLM folder of the folded
+    weights that hf ppl reads), generate; an OLMo 3 base with sliding layers is refused, one
+    whose window never binds (D4) trains and evaluates."""
+    import shutil
+    print("[layerroute on OLMo]", flush=True)
+    data = os.path.join(ck.work, "lr_olmo.jsonl")
+    with open(data, "w") as f:
+        for s_ in LR_SAMPLES:
+            f.write(json.dumps(s_) + "\n")
+    train = ["--data", "lr_olmo.jsonl", "--steps", 3, "--batch", 2, "--accum", 1, "--lr", 0.01, "--system", "",
+             "--max-len", 64, "--rank", 4, "--targets", LR_TARGETS, "--threads", 1, "--no-progress"]
+    for d_ in ("lr-olmo2", "lr-olmo2-merged", "lr-olmo3", "lr-olmo3-full"):
+        shutil.rmtree(os.path.join(ck.work, d_), ignore_errors=True)
+    r = ck.run(["layerroute", "train", "--base", "olmo2-gqa-f32", "--out", "lr-olmo2"] + train)
+    if r.returncode != 0:
+        return
+    F, gates = fold_adapter(TA, os.path.join(ck.work, "lr-olmo2"))
+    ref, margin, model = lr_reference(cfgA, TA, F, gates, LR_SAMPLES)
+    r = ck.run(["layerroute", "eval", "--adapter", "lr-olmo2", "--data", "lr_olmo.jsonl", "--samples", 0,
+                "--timing-samples", 0, "--json", "lr-olmo2-eval.json", "--threads", 1])
+    if r.returncode == 0:
+        res = json.load(open(os.path.join(ck.work, "lr-olmo2-eval.json")))
+        keys = ("ppl_base", "ppl_open") + (("ppl_gated",) if margin > 1e-4 else ())
+        for k in keys:
+            ck.close("olmo2 layerroute eval %s" % k, res.get(k), ref[k], 1e-5)
+        if margin > 1e-4:
+            ck.close("olmo2 layerroute eval executed_mean", res.get("executed_mean"), ref["executed_mean"], 0, 1e-9)
+        else:
+            ck.note("olmo2 layerroute: a gate score within %.1e of 0: gated numbers not compared" % margin)
+    # merge: an Olmo2ForCausalLM folder holding the folded weights
+    r = ck.run(["layerroute", "merge", "--adapter", "lr-olmo2", "--out", "lr-olmo2-merged"])
+    if r.returncode == 0:
+        mdir = os.path.join(ck.work, "lr-olmo2-merged")
+        mc = json.load(open(os.path.join(mdir, "config.json")))
+        ck.equal("olmo2 layerroute merge: architectures / model_type", (mc.get("architectures"), mc.get("model_type")),
+                 (["Olmo2ForCausalLM"], "olmo2"))
+        mT = q2.read_folder_weights(mdir)
+        ck.equal("olmo2 layerroute merge: tensor names = the base's", sorted(mT), sorted(TA))
+        worst = 0.0
+        for k, (shape, want) in F.items():
+            if k in mT:
+                sc = max(abs(v) for v in want) or 1.0
+                worst = max(worst, max(abs(a - b) for a, b in zip(mT[k][1], want)) / sc)
+        ck.close("olmo2 layerroute merge: max |merged - float64 fold| / max |W'|", worst, 0.0, 0, 1e-6)
+        if mc.get("pad_token_id") != cfgA.get("pad_token_id"):
+            ck.note("olmo2 layerroute merge: pad_token_id %r -> %r (Olmo2Config's default for an absent key is 1)"
+                    % (cfgA.get("pad_token_id"), mc.get("pad_token_id")))
+        ids = q2.encode(TEXT)
+        compare_ppl(ck, "lr-olmo2-merged", OlmoRef(cfgA, {k: (s_, v, "F64") for k, (s_, v) in F.items()}), ids, 64,
+                    "float64", 1e-5, "olmo2-merged")
+    if margin > 1e-4:
+        q2.lr_generate(ck, model, "lr-olmo2", "olmo2", q2.encode("ok 1 hi"), "learned")
+    # OLMo 3: sliding layers refused; a window that never binds (no sliding_window key: 4096 > 64) trains
+    r = ck.run(["layerroute", "train", "--base", "olmo3-sw5-default-types", "--out", "lr-olmo3"] + train,
+               expect_rc=None)
+    ck.compared += 1
+    if r.returncode != 2 or not any(w in r.stderr for w in ("sliding", "full attention", "full-attention")):
+        ck.fail("layerroute train on an OLMo 3 base with sliding layers: expected exit 2 naming the sliding / "
+                "full attention requirement; got exit %d, %r" % (r.returncode, r.stderr.strip()[-300:]))
+    elif ck.verbose:
+        print("  ok %-60s %s" % ("olmo3 sliding base refused by layerroute (exit 2)", r.stderr.strip()[:140]))
+    r = ck.run(["layerroute", "train", "--base", "olmo3-window-absent", "--out", "lr-olmo3-full"] + train)
+    if r.returncode == 0:
+        cfgD4 = {k: v for k, v in cfgD.items() if k != "sliding_window"}
+        TD4 = q2.read_folder_weights(os.path.join(ck.work, "olmo3-window-absent"))
+        TD4 = {k: (v[0], v[1]) for k, v in TD4.items()}
+        F4, g4 = fold_adapter(TD4, os.path.join(ck.work, "lr-olmo3-full"))
+        ref4, m4, _ = lr_reference(cfgD4, TD4, F4, g4, LR_SAMPLES)
+        r = ck.run(["layerroute", "eval", "--adapter", "lr-olmo3-full", "--data", "lr_olmo.jsonl", "--samples", 0,
+                    "--timing-samples", 0, "--json", "lr-olmo3-eval.json", "--threads", 1])
+        if r.returncode == 0:
+            res = json.load(open(os.path.join(ck.work, "lr-olmo3-eval.json")))
+            for k in ("ppl_base", "ppl_open") + (("ppl_gated",) if m4 > 1e-4 else ()):
+                ck.close("olmo3 (window never binds) layerroute eval %s" % k, res.get(k), ref4[k], 1e-5)
+
+
+WORDS = "the quick brown fox jumps over lazy dog pack my box with five dozen liquor jugs sphinx of black quartz".split()
+OLMO_DENSE = {"input_norms": False, "sandwich_norm": True, "qk_norm": True, "qk_norm_across_heads": True}
+
+
+def train_dense(ck, name, model):
+    """a 5-step `lol train` of a tiny dense model (byte tokenizer data in olmo-data); returns the run dir or None"""
+    import shutil
+    m = {"architecture": "dense", "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 40, "max_seq_len": 64,
+         "n_layers": 3}
+    m.update(model)
+    cfg = {"model": m, "data": {"dir": "olmo-data", "seq_len": 32, "batch_size": 4, "packing": "pack"},
+           "optim": {"type": "adamw", "lr": 0.01},
+           "train": {"steps": 5, "out": name, "device": "cpu", "threads": 1, "seed": 0, "eval_every": 100,
+                     "eval_batches": 1, "save_every": 100, "log_every": 100}}
+    shutil.rmtree(os.path.join(ck.work, name), ignore_errors=True)
+    json.dump(cfg, open(os.path.join(ck.work, name + ".json"), "w"))
+    r = ck.run(["train", "--config", name + ".json", "--no-progress"])
+    return name if r.returncode == 0 else None
+
+
+def check_export_olmo(ck):
+    """`lol export --hf` of OLMo-layout dense checkpoints: what is written must be a folder the
+    Hugging Face loader (lol's own included) reads, computing the checkpoint's function."""
+    import shutil
+    from safetensors_io import read_st
+    print("[export of OLMo-layout dense checkpoints]", flush=True)
+    rng = random.Random(11)
+    with open(os.path.join(ck.work, "olmo_corpus.txt"), "w") as f:
+        for _ in range(300):
+            f.write(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 30))) + "\n\n")
+    shutil.rmtree(os.path.join(ck.work, "olmo-data"), ignore_errors=True)
+    r = ck.run(["corpus", "--in", "olmo_corpus.txt", "--tokenizer", "olmo2-gqa-f32/tokenizer.json", "--out",
+                "olmo-data", "--valid-fraction", 0.1, "--no-progress"])
+    if r.returncode != 0:
+        return
+    ids = q2.encode(TEXT)
+    # 1. OLMo 3 layout: a full first layer, then a full layer every 3rd (n_full_prelude 1 + interval 3)
+    run = train_dense(ck, "olmo-dense-mix", dict(OLMO_DENSE, n_layers=6, attention="sliding", window=6,
+                                                 n_full_prelude=1, full_attention_interval=3))
+    if run:
+        shutil.rmtree(os.path.join(ck.work, "ex-olmo-mix"), ignore_errors=True)
+        r = ck.run(["export", "--hf", run, "--out", "ex-olmo-mix"])
+        if r.returncode == 0:
+            ex = os.path.join(ck.work, "ex-olmo-mix")
+            c = json.load(open(os.path.join(ex, "config.json")))
+            ck.equal("export (OLMo layout, sliding): default architecture", (c.get("architectures"),
+                     c.get("model_type")), (["Olmo3ForCausalLM"], "olmo3"))
+            need = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                    "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps",
+                    "tie_word_embeddings", "attention_bias", "sliding_window", "layer_types")
+            ck.equal("export olmo3 config.json: Olmo3Config keys present", [k for k in need if k not in c], [])
+            T = q2.read_folder_weights(ex)
+            exp = {"model.embed_tokens.weight": [259, 32], "lm_head.weight": [259, 32], "model.norm.weight": [32]}
+            for i in range(6):
+                p_ = "model.layers.%d." % i
+                exp.update({p_ + "self_attn.q_proj.weight": [32, 32], p_ + "self_attn.k_proj.weight": [16, 32],
+                            p_ + "self_attn.v_proj.weight": [16, 32], p_ + "self_attn.o_proj.weight": [32, 32],
+                            p_ + "self_attn.q_norm.weight": [32], p_ + "self_attn.k_norm.weight": [16],
+                            p_ + "post_attention_layernorm.weight": [32],
+                            p_ + "post_feedforward_layernorm.weight": [32], p_ + "mlp.gate_proj.weight": [40, 32],
+                            p_ + "mlp.up_proj.weight": [40, 32], p_ + "mlp.down_proj.weight": [32, 40]})
+            ck.equal("export olmo3: tensor names and shapes (Olmo3ForCausalLM's)",
+                     sorted((k, list(v[0])) for k, v in T.items()), sorted(exp.items()))
+            # the written folder computes the checkpoint's function: lol forward on the checkpoint
+            # against the reference on the exported folder
+            toks = ids[:40]
+            r = ck.run(["forward", "--model", run, "--tokens", ",".join(map(str, toks)), "--out",
+                        "olmo-mix-fw.safetensors"])
+            if r.returncode == 0:
+                lg = read_st(os.path.join(ck.work, "olmo-mix-fw.safetensors"))["logits"]
+                V = lg[0][-1]
+                got = [lg[1][i * V:(i + 1) * V] for i in range(len(toks))]
+                want = OlmoRef(c, T).prefill(toks)[0]
+                ck.close("export olmo3: max |lol forward(checkpoint) - reference(exported folder)| logits",
+                         max(abs(a - b) for ra, rb in zip(got, want) for a, b in zip(ra, rb)), 0.0, 0, 1e-4)
+            # and lol itself reads back what it wrote (transformers runs any layer_types list)
+            compare_ppl(ck, "ex-olmo-mix", OlmoRef(c, T), ids, 40, "float64", 1e-5, "ex-olmo-mix")
+        elif r.returncode != 2:
+            ck.fail("export of an OLMo 3 layout: exit %d" % r.returncode)
+    # 2. Llama blocks (input norms) with q/k norms across heads: no Hugging Face architecture has
+    # them. Whatever export writes must load (Qwen3's q_norm is [head_dim]): refused, or readable.
+    run = train_dense(ck, "olmo-dense-across", {"qk_norm": True, "qk_norm_across_heads": True})
+    if run:
+        shutil.rmtree(os.path.join(ck.work, "ex-across"), ignore_errors=True)
+        r = ck.run(["export", "--hf", run, "--out", "ex-across"], expect_rc=None)
+        ck.compared += 1
+        if r.returncode == 0:
+            r2 = ck.run(["hf", "info", "ex-across", "--check"], expect_rc=None)
+            if r2.returncode != 0:
+                ck.fail("export of a Llama-block model with qk_norm_across_heads exited 0 but wrote a folder that "
+                        "does not load (expected a refusal, exit 2): %s" % r2.stderr.strip()[-300:],
+                        "cd %s && lol export --hf %s --out ex-across && lol hf info ex-across --check"
+                        % (ck.work, run))
+        elif r.returncode != 2:
+            ck.fail("export of a Llama-block model with qk_norm_across_heads: exit %d (expected 0 or 2): %s"
+                    % (r.returncode, r.stderr.strip()[-300:]))
+        elif ck.verbose:
+            print("  ok %-60s %s" % ("Llama blocks + q/k norms across heads: export refused", r.stderr.strip()[:120]))
+
+
+
 # ---------------------------------------------------------------- self-checks
 def _maxdiff(A, B):
     return max(abs(a - b) for ra, rb in zip(A, B) for a, b in zip(ra, rb))
@@ -887,6 +1139,10 @@ def check(lol, work, verbose=True, cpu=None):
             " (ASSUMED: docs/hf.md refuses hidden_act other than silu)")
     refusal(ck, "refuse-olmo3-layer_types-length", dict(cfgD, layer_types=["sliding_attention"] * 3), TD,
             ["layer_types"], " (transformers' layer_type_validation)")
+
+    # LayerRoute on OLMo bases, and export of OLMo-layout dense checkpoints
+    check_layerroute_olmo(ck, cfgA, TA, cfgD)
+    check_export_olmo(ck)
 
     dt_ = time.time() - t0
     print("\n%d lol runs (%.1f s of them), %.1f s in all" % (ck.calls, ck.lol_seconds, dt_))
