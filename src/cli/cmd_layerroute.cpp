@@ -223,6 +223,7 @@ void register_train_cmd(CLI::App* lr) {
   c->callback([a] {
     init_runtime(a->threads);
     if (a->out.empty()) throw InputError("--out: empty path (expected the adapter directory to write)");
+    a->t.validate("layerroute train");  // before anything is read or written (--steps 0 leaves no partial log)
     a->base = resolve_base(a->base);
     std::error_code ec;
     const fs::path out(a->out), state_dir = out / "train_state";

@@ -1,7 +1,7 @@
 // `lol layerroute` refusals end to end on a tiny Hugging Face Qwen2 folder (the fixtures
 // of tests/hf: write_tiny_checkpoint, a byte-level ChatML tokenizer): the protocol's
-// non-empty --out, malformed training records in layerroute.json, a resumed training
-// with another --log-every, and run directories / other architectures given as --base.
+// non-empty --out, training options refused before --out is created, malformed training
+// records in layerroute.json, a resumed training with another --log-every, and run directories / other architectures given as --base.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -67,6 +67,23 @@ TEST(CliLayerRouteChecks, ProtocolRefusesANonEmptyOutWithoutReuseOrOverwrite) {
   expect_refused(r[2], {"--overwrite applies to the protocol (--seeds N) only"}, "--adapter");
   EXPECT_EQ(read_text(out + "/seed-0/layerroute.json"), "{}") << "the earlier seed was kept";
   EXPECT_EQ(read_text(out + "/protocol.json"), "[]");
+}
+
+// Training options are checked before --out is created: a refused --steps 0 leaves
+// nothing behind, so the corrected command runs without --overwrite.
+TEST(CliLayerRouteChecks, RefusedTrainingOptionsLeaveNoOutput) {
+  TempDir d("lr_cli_steps0");
+  const std::string base = d / "base", data = d / "train.jsonl", out = d / "adapter";
+  write_base_and_data(base, data);
+  const std::string train = "layerroute train --base " + quote(base) + " --data " + quote(data) +
+                            " --batch 2 --accum 1 --max-len 128 --out " + quote(out);
+  const auto refused = run_lol(train + " --steps 0");  // one after the other: the same --out
+  expect_refused(refused, {"steps", "0"}, "--steps 0");
+  EXPECT_FALSE(fs::exists(out));
+  const auto ok = run_lol(train + " --steps 1");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_TRUE(fs::exists(out + "/layerroute.json"));
+  EXPECT_FALSE(fs::exists(out + "/train_log.jsonl.partial"));
 }
 
 // A training record in layerroute.json "extra" is read as strictly as the rest: a field
