@@ -18,6 +18,8 @@
 
 #include "baselines/dense_model.h"
 #include "core/tensor_io.h"
+#include "hf/hf_model.h"
+#include "inference/dense_session.h"
 #include "tokenizers/byte_tokenizer.h"
 #include "util/error.h"
 #include "../common/test_files.h"
@@ -251,6 +253,34 @@ inline baselines::DenseModel random_dense(const baselines::DenseConfig& c, uint6
 inline torch::Tensor full_logits(baselines::DenseModel& m, const std::vector<int64_t>& t) {
   c10::InferenceMode g;
   return m->forward(torch::tensor(t, torch::kInt64).unsqueeze(0)).squeeze(0).to(torch::kFloat64);
+}
+
+/// n token ids below `vocab`, spread by a quadratic.
+inline std::vector<int64_t> some_tokens(int64_t n, int64_t vocab) {
+  std::vector<int64_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back((i * 17 + i * i * 5 + 3) % vocab);
+  return t;
+}
+
+/// The Hugging Face folder `dir` loaded by lol against a reference's logits ref [T, V]
+/// (float64) of `tokens`: the full forward in float64 (within 1e-9) and float32 (2e-4),
+/// and cached decoding in float64 (a prompt of 6 tokens, then one at a time) on the
+/// fused CPU kernels and on the tensor path (1e-9). Returns the float64 model.
+inline baselines::DenseModel expect_folder_matches_reference(const std::string& dir, const std::vector<int64_t>& tokens,
+                                                             const torch::Tensor& ref) {
+  auto m64 = load_hf_model(dir, torch::kFloat64);
+  EXPECT_LT((full_logits(m64, tokens) - ref).abs().max().item<double>(), 1e-9);
+  auto m32 = load_hf_model(dir, torch::kFloat32);
+  EXPECT_LT((full_logits(m32, tokens) - ref).abs().max().item<double>(), 2e-4);
+  for (bool kernels : {true, false}) {
+    inference::DenseSessionOptions so;
+    so.cpu_kernels = kernels;
+    inference::DenseDecodeSession session(m64, so);
+    auto got = session.feed({{0, {tokens.begin(), tokens.begin() + 6}}}, true);
+    for (size_t i = 6; i < tokens.size(); ++i) got = torch::cat({got, session.step({tokens[i]})});
+    EXPECT_LT((got.to(torch::kFloat64) - ref).abs().max().item<double>(), 1e-9) << (kernels ? "kernels" : "tensors");
+  }
+  return m64;
 }
 
 }  // namespace lol::hf::test

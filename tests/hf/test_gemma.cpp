@@ -170,17 +170,6 @@ torch::Tensor gemma_reference(const GemmaShape& s, const NamedTensors& named, co
   return cap(torch::matmul(x, (s.tied ? w.at("model.embed_tokens.weight") : w.at("lm_head.weight")).t()), s.final_cap);
 }
 
-std::vector<int64_t> some_tokens(int64_t n, int64_t vocab) {
-  std::vector<int64_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back((i * 17 + i * i * 5 + 3) % vocab);
-  return t;
-}
-
-torch::Tensor lol_logits(baselines::DenseModel& m, const std::vector<int64_t>& t) {
-  c10::InferenceMode g;
-  return m->forward(torch::tensor(t, torch::kInt64).unsqueeze(0)).squeeze(0).to(torch::kFloat64);
-}
-
 void check_against_reference(const GemmaShape& s, const std::string& what) {
   SCOPED_TRACE(what);
   TempDir dir("gemma");
@@ -191,19 +180,7 @@ void check_against_reference(const GemmaShape& s, const std::string& what) {
   const auto tokens = some_tokens(23, s.vocab);
   const auto ref = gemma_reference(s, stored, tokens);
   ASSERT_GT(ref.std().item<double>(), 0.3);
-  auto m64 = load_hf_model(dir.path(), torch::kFloat64);
-  EXPECT_LT((lol_logits(m64, tokens) - ref).abs().max().item<double>(), 1e-9);
-  auto m32 = load_hf_model(dir.path(), torch::kFloat32);
-  EXPECT_LT((lol_logits(m32, tokens) - ref).abs().max().item<double>(), 2e-4);
-  // Cached decoding (the fused kernels and the tensor path): prompt of 6, then one by one.
-  for (bool kernels : {true, false}) {
-    inference::DenseSessionOptions so;
-    so.cpu_kernels = kernels;
-    inference::DenseDecodeSession session(m64, so);
-    auto got = session.feed({{0, {tokens.begin(), tokens.begin() + 6}}}, true);
-    for (size_t i = 6; i < tokens.size(); ++i) got = torch::cat({got, session.step({tokens[i]})});
-    EXPECT_LT((got.to(torch::kFloat64) - ref).abs().max().item<double>(), 1e-9) << (kernels ? "kernels" : "tensors");
-  }
+  expect_folder_matches_reference(dir.path(), tokens, ref);
 }
 
 TEST(HfGemma, Gemma3LogitsEqualReference) {
@@ -248,7 +225,7 @@ TEST(HfGemma, Gemma3VisionFolderLoadsItsTextModel) {
     EXPECT_TRUE(c.multimodal_text);
     EXPECT_EQ(c.architecture, kGemma3Arch);
     EXPECT_EQ(c.eos_token_id, (std::vector<int64_t>{1, 106}));
-    EXPECT_LT((lol_logits(m, tokens) - ref).abs().max().item<double>(), 1e-9);
+    EXPECT_LT((full_logits(m, tokens) - ref).abs().max().item<double>(), 1e-9);
   }
   // Absent text_config keys take Gemma3TextConfig's defaults (the Hub's files omit them).
   auto sparse = cfg;

@@ -67,6 +67,17 @@ inline void random_batch(const std::vector<int64_t>& lengths, int64_t vocab, uin
 }
 
 /// Fills every LoRA B (and A) and the gate weights with seeded random values.
+/// Base weights large enough for attention to decide the tokens: norm weights
+/// 1 + norm_scale N(0, 1), the others 0.4 N(0, 1), drawn from `seed`; eval mode.
+inline void randomize_base(baselines::DenseModelImpl& base, uint64_t seed, double norm_scale) {
+  torch::NoGradGuard ng;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& p : base.named_parameters())
+    p.value().copy_(p.key().find("norm") != std::string::npos ? 1.0 + norm_scale * torch::randn(p.value().sizes(), gen)
+                                                              : 0.4 * torch::randn(p.value().sizes(), gen));
+  base.eval();
+}
+
 inline void randomize_adapters(GatedModelImpl& m, uint64_t seed, double gate_scale = 1.0) {
   torch::NoGradGuard ng;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

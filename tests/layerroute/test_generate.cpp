@@ -22,6 +22,7 @@ namespace lol::layerroute {
 namespace {
 
 using test::randomize_adapters;
+using test::randomize_base;
 using test::tiny_base;
 
 /// The tokens that full forwards of `m` with the gates of `open` held pick, step by
@@ -118,14 +119,7 @@ TEST(LayerRouteGenerate, LongRopeSwitchRecomputesAsAFullForward) {
   c.rope_scaling.original_max_position_embeddings = 10;
   c.rope_scaling.factor = 128.0 / 10.0;
   baselines::DenseModel base(c);
-  {  // weights large enough for attention (and so RoPE) to decide the tokens
-    torch::NoGradGuard ng;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-    for (auto& p : base->named_parameters())
-      p.value().copy_(p.key().find("norm") != std::string::npos ? 1.0 + 0.1 * torch::randn(p.value().sizes(), gen)
-                                                                : 0.4 * torch::randn(p.value().sizes(), gen));
-  }
-  base->eval();
+  randomize_base(*base, 5, 0.1);  // weights large enough for attention (and so RoPE) to decide the tokens
   GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
   randomize_adapters(*m, 43, 2.0);  // gates decided from the prompt, LoRA active
   GatedGenerateOptions o;
@@ -226,14 +220,7 @@ TEST(LayerRouteGenerate, OlmoLayoutBaseRunsMergesAndGenerates) {
   c.sandwich_norm = true;
   c.input_norms = false;
   baselines::DenseModel base(c);
-  {
-    torch::NoGradGuard ng;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-    for (auto& p : base->named_parameters())
-      p.value().copy_(p.key().find("norm") != std::string::npos ? 1.0 + 0.3 * torch::randn(p.value().sizes(), gen)
-                                                                : 0.4 * torch::randn(p.value().sizes(), gen));
-  }
-  base->eval();
+  randomize_base(*base, 7, 0.3);
   const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8};
   const auto tokens = torch::tensor(prompt).unsqueeze(0);
   GatedOptions open;
