@@ -35,11 +35,21 @@ void require_dense_base(const std::string& dir) {
   if (j.contains("architecture"))
     arch = j["architecture"].is_string() ? j["architecture"].get<std::string>() : j["architecture"].dump();
   else if (!j.contains("architectures") && !j.contains("model_type")) arch = "lol";  // lol's loaders' default
-  if (arch.empty() || arch == "dense") return;
+  if (arch == "dense" || (arch.empty() && j.contains("architectures"))) {
+    // The layout, before any data is read: full attention in every layer, a block the
+    // gated decoder implements (gated_model.h).
+    auto dense = j;
+    dense.erase("extra");  // what the run recorded with a checkpoint (baselines::load_dense ignores it)
+    const auto c = arch == "dense" ? baselines::DenseConfig::from_json(dense, cfg_path)
+                                   : hf::to_dense_config(hf::HfConfig::from_json(j, cfg_path));
+    require_full_attention(c, cfg_path);
+    return;
+  }
+  if (arch.empty()) return;
   const std::string name = arch == "lol" ? "LoL" : arch == "moe" ? "MoE" : arch;
-  throw InputError("LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model (a Hugging Face Qwen2/Qwen3/Llama folder or a "
-                   "dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name + " checkpoint (" +
-                   cfg_path + ": architecture \"" + arch + "\")");
+  throw InputError("LayerRoute needs a dense model (a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / OLMo 2 "
+                   "folder or a dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name +
+                   " checkpoint (" + cfg_path + ": architecture \"" + arch + "\")");
 }
 
 baselines::DenseModel load_base_model(const std::string& dir) {

@@ -35,10 +35,12 @@ baselines::DenseModel load_base_model(const std::string& dir);
 /// Throws InputError when `dir`'s config.json is a project checkpoint of another
 /// architecture than "dense" (LoL, MoE, looped, ...; a config.json without
 /// "architecture", "architectures" or "model_type" is a LoL checkpoint, as lol's
-/// loaders read it): "LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model; DIR is
-/// a LoL checkpoint". A Hugging Face folder or dense checkpoint passes (their loaders
-/// check the rest); so does a directory without config.json (the loader names it).
-/// InputError for a config.json that does not parse.
+/// loaders read it): "LayerRoute needs a dense model (...); DIR is a LoL checkpoint"; and
+/// when a Hugging Face folder's or dense checkpoint's config is refused by its parser or
+/// has a layer without full attention or a block layout the gated decoder does not run
+/// (require_full_attention, naming config.json), before any data is read. A directory
+/// without config.json passes (the loader names it). InputError for a config.json that
+/// does not parse.
 void require_dense_base(const std::string& dir);
 
 /// Writes the four files into `dir` (created): all four are staged first, then the old

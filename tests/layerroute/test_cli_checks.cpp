@@ -207,10 +207,10 @@ TEST(CliLayerRouteChecks, BaseRunDirectoryResolvesAndOtherArchitecturesAreRefuse
   const auto rec = nlohmann::json::parse(read_text(d / "ad/layerroute.json"));
   EXPECT_TRUE(fs::equivalent(rec.at("base").get<std::string>(), ckpt)) << rec.at("base");
   expect_refused(r[1],
-                 {"LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model",
+                 {"LayerRoute needs a dense model",
                   lol_run + "/checkpoints/step-1 is a LoL checkpoint"},
                  "LoL run");
-  expect_refused(r[2], {"LayerRoute needs a Qwen2/Qwen3/Llama-architecture dense model", moe + " is an MoE checkpoint"}, "MoE");
+  expect_refused(r[2], {"LayerRoute needs a dense model", moe + " is an MoE checkpoint"}, "MoE");
   for (int i = 1; i < 3; ++i) EXPECT_EQ(r[i].out.find("tokenizer"), std::string::npos) << r[i].out;
   expect_refused(r[3], {"--base " + (d / "nothing") + ": not a model directory"}, "missing");
   // The adapter trained on the run evaluates against it (its recorded checkpoint), and
@@ -220,6 +220,24 @@ TEST(CliLayerRouteChecks, BaseRunDirectoryResolvesAndOtherArchitecturesAreRefuse
                         "layerroute eval --adapter " + quote(d / "ad") + " --base " + quote(run) + " --data " +
                             quote(data) + " --samples 2 --timing-samples 0"});
   for (const auto& x : e) EXPECT_EQ(x.code, 0) << x.out;
+}
+
+// A base with sliding layers is refused from its config.json, before the data is read
+// (here a --data file that does not exist).
+TEST(CliLayerRouteChecks, SlidingBaseIsRefusedBeforeTheData) {
+  TempDir d("lr_cli_sliding");
+  const std::string base = d / "base";
+  write_base_and_data(base, d / "train.jsonl");
+  auto j = nlohmann::json::parse(read_text(base + "/config.json"));
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 4;
+  j["max_window_layers"] = 1;
+  write_text(base + "/config.json", j.dump(2));
+  const auto r = run_lol("layerroute train --base " + quote(base) + " --data " + quote(d / "missing.jsonl") +
+                         " --steps 1 --out " + quote(d / "ad"));
+  expect_refused(r, {base + "/config.json", "layer 1 does not use full attention", "sliding_window"}, "sliding base");
+  EXPECT_EQ(r.out.find("missing.jsonl"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "ad"));
 }
 
 }  // namespace

@@ -581,9 +581,11 @@ def check_refusals(ck, cfg, T):
         refusal(ck, "k_norm of shape [hidden] refused (%s)" % " ".join(cmd[:2]), cmd,
                 ["model.layers.0.self_attn.k_norm.weight"])
     # sliding-window layers: loaded since session 43 (checked by hf_sliding_reference.py);
-    # a full layer after a sliding one is still refused
+    # a pattern that is neither full layers first nor a full layer every P-th after them is
+    # still refused (session 46: [full, sliding, full] reads as 1 full + every third, so
+    # the refused case is now [sliding, full, full])
     cs = dict(cfg, use_sliding_window=True, sliding_window=16,
-              layer_types=["full_attention", "sliding_attention", "full_attention"])
+              layer_types=["sliding_attention", "full_attention", "full_attention"])
     f = folder("refuse-layer-types", cs, T)
     refusal(ck, "layer_types sliding_attention refused", ["hf", "ppl", f, "--data", "text.txt", "--threads", 1],
             ["config.json", ("layer_types", "sliding")])
