@@ -442,7 +442,8 @@ void run_hf_bench(const HfBenchArgs& a) {
   o.new_tokens = a.new_tokens;
   o.full_steps = a.full_steps;
   o.batch = a.batch;
-  const auto r = inference::bench_dense_decode(model, o);
+  const auto r = inference::bench_dense_decode(model, o, (random ? a.model : a.model + "/config.json") +
+                                                             ": max_position_embeddings");
   if (a.json) {
     nlohmann::json j = {{"model", a.model}, {"random_weights", random}, {"parameters", hf::parameter_count(cfg)},
                         {"dtype", a.dtype}, {"threads", at::get_num_threads()}, {"context", a.context},

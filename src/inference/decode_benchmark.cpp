@@ -53,7 +53,8 @@ DecodeBenchResult time_decoding(const DecodeBenchOptions& o, int64_t vocab_size,
   return r;
 }
 
-void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len, int64_t min_full_steps) {
+void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len, int64_t min_full_steps,
+                                const std::string& limit_name) {
   auto at_least = [](const char* flag, int64_t v, int64_t lo) {
     if (v < lo) throw InputError(std::string(flag) + " " + std::to_string(v) + ": expected >= " + std::to_string(lo));
   };
@@ -65,7 +66,7 @@ void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len
   if (longest > max_seq_len)
     throw InputError("--context " + std::to_string(o.context) + " with --new " + std::to_string(o.new_tokens) +
                      " / --full-steps " + std::to_string(o.full_steps) + " needs " + std::to_string(longest) +
-                     " positions: expected --context + max(--new, --full-steps) + 1 <= max_seq_len " +
+                     " positions: expected --context + max(--new, --full-steps) + 1 <= " + limit_name + " " +
                      std::to_string(max_seq_len));
 }
 

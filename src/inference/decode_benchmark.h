@@ -2,6 +2,7 @@
 // "decode at 512 tokens of context is >= 10x faster than full recompute").
 #pragma once
 #include <cstdint>
+#include <string>
 #include <functional>
 #include <vector>
 
@@ -20,8 +21,10 @@ struct DecodeBenchOptions {
 /// Checks `o` against a model of `max_seq_len` positions: context, new_tokens and batch
 /// >= 1, full_steps >= `min_full_steps`, and context + max(new_tokens, full_steps) + 1 <=
 /// max_seq_len. Throws InputError naming the option as the benchmark commands spell it
-/// (--context, --new, --full-steps, --batch) and the expected range.
-void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len, int64_t min_full_steps);
+/// (--context, --new, --full-steps, --batch) and the expected range, the limit named
+/// `limit_name` (a Hugging Face config's "max_position_embeddings").
+void check_decode_bench_options(const DecodeBenchOptions& o, int64_t max_seq_len, int64_t min_full_steps,
+                                const std::string& limit_name = "max_seq_len");
 
 struct DecodeBenchResult {
   double prefill_s = 0, decode_s = 0, full_s = 0;  ///< wall seconds of each phase

@@ -7,9 +7,10 @@
 
 namespace lol::inference {
 
-DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBenchOptions& o) {
+DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBenchOptions& o,
+                                     const std::string& limit_name) {
   const auto& c = model->config();
-  check_decode_bench_options(o, c.max_seq_len, 0);
+  check_decode_bench_options(o, c.max_seq_len, 0, limit_name);
   model->eval();
   c10::InferenceMode guard;
   DenseSessionOptions so;

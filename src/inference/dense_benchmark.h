@@ -11,7 +11,8 @@ namespace lol::inference {
 /// each run the whole sequence through DenseModelImpl::hidden and the LM head at the
 /// last position (0 skips this phase; its fields stay 0). One untimed warm-up precedes
 /// each timed phase. Throws InputError when context + new tokens (+ full steps)
-/// exceed max_seq_len, or context, new_tokens or batch is < 1.
-DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBenchOptions& opt);
+/// exceed max_seq_len (named `limit_name` in the message), or context, new_tokens or batch is < 1.
+DecodeBenchResult bench_dense_decode(baselines::DenseModel model, const DecodeBenchOptions& opt,
+                                     const std::string& limit_name = "max_seq_len");
 
 }  // namespace lol::inference

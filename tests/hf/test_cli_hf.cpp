@@ -224,7 +224,8 @@ TEST(CliHf, GenerationConfigSampling) {
 }
 
 // The cached decoder (hf generate, hf bench) runs a head_dim other than hidden / heads
-// (it refused it until session 41) and Qwen3's q/k norms. An eos_token_id beyond the
+// (it refused it until session 41) and Qwen3's q/k norms; hf bench names the position
+// limit max_position_embeddings. An eos_token_id beyond the
 // vocabulary gets a note (it can never stop generation). generation_config.json fields
 // lol does not apply get a note each.
 TEST(CliHf, CachedDecodingLimitsAndUnappliedSettingsAreNamed) {
@@ -235,8 +236,14 @@ TEST(CliHf, CachedDecodingLimitsAndUnappliedSettingsAreNamed) {
   write_tiny_checkpoint(q3.path(), h, 3, torch::kFloat32, 1);
   auto r = run_lol_all({"hf generate " + quote(q3.path()) + " --tokens 1,2 --max-new 2 --ids --no-stop",
                         "hf bench " + quote(q3 / "config.json") + " --context 4 --new 2",
-                        "hf info " + quote(q3.path())});
-  for (const auto& x : r) EXPECT_EQ(x.code, 0) << x.out;
+                        "hf info " + quote(q3.path()),
+                        "hf bench " + quote(q3.path()) + " --context " + std::to_string(h.max_pos) + " --new 2"});
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r[i].code, 0) << r[i].out;
+  // The position limit is named as config.json spells it.
+  EXPECT_EQ(r[3].code, 2) << r[3].out;
+  EXPECT_NE(r[3].out.find(q3.path() + "/config.json: max_position_embeddings " + std::to_string(h.max_pos)),
+            std::string::npos)
+      << r[3].out;
   EXPECT_NE(r[2].out.find("Qwen3ForCausalLM (q/k norms)"), std::string::npos) << r[2].out;
   EXPECT_NE(r[2].out.find("head_dim 16"), std::string::npos) << r[2].out;
   TinyShape s;
