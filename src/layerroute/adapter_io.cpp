@@ -36,13 +36,13 @@ void require_dense_base(const std::string& dir) {
     arch = j["architecture"].is_string() ? j["architecture"].get<std::string>() : j["architecture"].dump();
   else if (!j.contains("architectures") && !j.contains("model_type")) arch = "lol";  // lol's loaders' default
   if (arch == "dense" || (arch.empty() && j.contains("architectures"))) {
-    // The layout, before any data is read: full attention in every layer, a block the
-    // gated decoder implements (gated_model.h).
+    // The layout, before any data is read: blocks and attention the gated decoder
+    // implements (gated_model.h).
     auto dense = j;
     dense.erase("extra");  // what the run recorded with a checkpoint (baselines::load_dense ignores it)
     const auto c = arch == "dense" ? baselines::DenseConfig::from_json(dense, cfg_path)
                                    : hf::to_dense_config(hf::HfConfig::from_json(j, cfg_path));
-    require_full_attention(c, cfg_path);
+    require_layerroute_base(c, cfg_path);
     return;
   }
   if (arch.empty()) return;

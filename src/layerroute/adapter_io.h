@@ -37,8 +37,8 @@ baselines::DenseModel load_base_model(const std::string& dir);
 /// "architecture", "architectures" or "model_type" is a LoL checkpoint, as lol's
 /// loaders read it): "LayerRoute needs a dense model (...); DIR is a LoL checkpoint"; and
 /// when a Hugging Face folder's or dense checkpoint's config is refused by its parser or
-/// has a layer without full attention or a block layout the gated decoder does not run
-/// (require_full_attention, naming config.json), before any data is read. A directory
+/// has layers or blocks the gated decoder does not run (require_layerroute_base, naming
+/// config.json), before any data is read. A directory
 /// without config.json passes (the loader names it). InputError for a config.json that
 /// does not parse.
 void require_dense_base(const std::string& dir);

@@ -48,8 +48,15 @@ torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora,
   return blk.ffn_output_norm ? blk.ffn_output_norm(f) : f;
 }
 
+torch::Tensor cached_attention_mask(int64_t n, int64_t p0, int64_t window, const torch::Device& device) {
+  auto allowed = torch::ones({1, n, p0 + n}, torch::TensorOptions(torch::kBool).device(device)).tril(p0);
+  if (window > 0) allowed = allowed.triu(p0 - window + 1);  // key j >= query position - W + 1
+  return allowed;
+}
+
 torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x,
-                               const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope) {
+                               const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope,
+                               int64_t window) {
   const auto& s = blk.self_attn->shape;
   const int64_t N = x.size(0);
   auto h = blk.attn_input(x);
@@ -58,7 +65,11 @@ torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl
   auto qp = seg.to_padded(q).permute({0, 2, 1, 3}).contiguous();  // [S, H, L, hd]
   auto kp = seg.to_padded(k).permute({0, 2, 1, 3}).contiguous();
   auto vp = seg.to_padded(v).permute({0, 2, 1, 3}).contiguous();
-  auto allowed = nn::segment_causal_mask(seg.slot_valid, torch::Tensor());
+  auto allowed = nn::segment_causal_mask(seg.slot_valid, torch::Tensor());  // [S, L, L]
+  if (window > 0) {  // slots are positions within the segment (a document)
+    const int64_t Lmax = allowed.size(1);
+    allowed = allowed & torch::ones({Lmax, Lmax}, allowed.options()).triu(-(window - 1)).unsqueeze(0);
+  }
   auto o = nn::masked_attention(qp, kp, vp, allowed);                                   // [S, H, L, hd]
   auto flat = seg.from_padded(o.permute({0, 2, 1, 3}).contiguous()).view({N, s.n_heads * s.head_dim});
   auto a = block_o(blk, layer, lora, flat);

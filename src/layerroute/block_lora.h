@@ -2,7 +2,7 @@
 // output norms with q/k norms across heads) with LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
 // runs normally, with LoRA adapters active"). Shared by the gated model's forward
 // (gated_model.h) and the KV-cached gated decoder (decode.h). `lora` may be null
-// (plain or merged weights). Full causal attention only.
+// (plain or merged weights). Full causal or sliding-window attention.
 #pragma once
 #include <cstdint>
 
@@ -30,7 +30,14 @@ torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora,
 
 /// Residual update of block `layer` over causal segments: x [N, d] -> attn + mlp [N, d],
 /// equal to nn::BlockImpl::delta (full attention, no FiLM) when lora is null or B = 0.
+/// window > 0: a query sees only the window - 1 slots before its own in its segment
+/// (sliding-window attention, transformers' mask: i - W < j <= i).
 torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x,
-                               const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope);
+                               const nn::SegmentLayout& seg, const torch::Tensor& pos, nn::RoPE& rope,
+                               int64_t window = 0);
+
+/// Causal (and, with window > 0, sliding-window) mask of n queries at positions p0 ..
+/// p0 + n - 1 over keys 0 .. p0 + n - 1: [1, n, p0 + n] bool on `device`.
+torch::Tensor cached_attention_mask(int64_t n, int64_t p0, int64_t window, const torch::Device& device);
 
 }  // namespace lol::layerroute

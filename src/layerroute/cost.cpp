@@ -1,5 +1,6 @@
 #include "layerroute/cost.h"
 
+#include "baselines/attention_layout.h"
 #include "baselines/flops.h"
 #include "util/error.h"
 
@@ -12,12 +13,13 @@ GenerationCost generation_cost(const baselines::DenseConfig& c, int64_t P, int64
           "open has " + std::to_string(open.size()) + " entries, expected n_layers = " + std::to_string(c.n_layers));
   const auto cm = baselines::cost_model(c);
   const double tokens = double(P + N - 1);
-  // (query, key) pairs: causal prefill triangle + keys seen at decoding steps 1 .. N-1.
-  const double pairs = double(P) * double(P + 1) / 2.0 + double(N - 1) * double(P) + double(N - 1) * double(N) / 2.0;
   GenerationCost g;
   for (int64_t i = 0; i < c.n_layers; ++i) {
     if (!open[size_t(i)]) continue;
     const auto& l = cm.layers[size_t(i)];
+    // (query, key) pairs over the P + N - 1 positions run (prefill, then decoding steps 1
+    // .. N - 1): the causal triangle, or each query's W keys in a sliding layer.
+    const double pairs = baselines::allowed_pairs(P + N - 1, c.layer_attention(i));
     g.layer_flops += 2.0 * l.matmul_params * tokens + 4.0 * double(l.attn_width) * pairs;
   }
   g.fixed_flops = 2.0 * cm.extra_matmul_params * double(N);

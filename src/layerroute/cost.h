@@ -7,7 +7,8 @@
 // tokens, then N - 1 single-token steps; the N-th token is not fed back):
 //   open layer  : 2 x (matmul weights of the block) x (P + N - 1) tokens
 //               + 4 x (H head_dim) x (query, key) pairs, P (P + 1) / 2 at prefill plus
-//                 P + t keys at decoding step t = 1 .. N - 1;
+//                 P + t keys at decoding step t = 1 .. N - 1 (a sliding layer of window W:
+//                 min(position + 1, W) keys per query, baselines::allowed_pairs);
 //   closed layer: nothing;
 //   fixed       : LM head 2 d V x N (the last prompt position and every decoding step);
 //   gates       : 2 d per layer, once at prefill (only when gates are evaluated).

@@ -46,7 +46,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   auto h = m.base->embed_tokens(torch::tensor(prompt, iopt));  // [P, d]
   auto pos = torch::arange(P, iopt);
   std::vector<torch::Tensor> kc(static_cast<size_t>(L)), vc(static_cast<size_t>(L));
-  auto causal = torch::ones({1, P, P}, torch::TensorOptions(torch::kBool).device(dev)).tril();
+
   // Gate input: the mean over the prompt's tokens, pooled as in the batched forward.
   const auto valid = torch::ones({1, P}, torch::TensorOptions(torch::kBool).device(dev));
   for (int64_t i = 0; i < L; ++i) {
@@ -67,7 +67,8 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     vc[size_t(i)].narrow(2, 0, P).copy_(v.permute({1, 0, 2}).unsqueeze(0));
     g.cache_bytes += 2 * kc[size_t(i)].numel() * int64_t(kc[size_t(i)].element_size());
     auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, P),
-                                  vc[size_t(i)].narrow(2, 0, P), causal);  // [1, H, P, hd]
+                                  vc[size_t(i)].narrow(2, 0, P),
+                                  cached_attention_mask(P, 0, layer_window(c, i), dev));  // [1, H, P, hd]
     auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({P, s.n_heads * s.head_dim}));
     h = h + a;
     h = h + block_mlp(blk, i, lo, h);
@@ -92,7 +93,6 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   const auto pass = [&](torch::Tensor x, int64_t p0) {
     const int64_t n = x.size(0);
     auto pp = torch::arange(p0, p0 + n, iopt);
-    auto allowed = torch::ones({1, n, p0 + n}, torch::TensorOptions(torch::kBool).device(dev)).tril(p0);
     for (int64_t i = 0; i < L; ++i) {
       if (!g.open[size_t(i)]) continue;
       auto& blk = *m.base->layers[i]->as<nn::Block>();
@@ -102,7 +102,8 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       kc[size_t(i)].narrow(2, p0, n).copy_(k.permute({1, 0, 2}).unsqueeze(0));
       vc[size_t(i)].narrow(2, p0, n).copy_(v.permute({1, 0, 2}).unsqueeze(0));
       auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p0 + n),
-                                    vc[size_t(i)].narrow(2, 0, p0 + n), allowed);  // [1, H, n, hd]
+                                    vc[size_t(i)].narrow(2, 0, p0 + n),
+                                    cached_attention_mask(n, p0, layer_window(c, i), dev));  // [1, H, n, hd]
       auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({n, s.n_heads * s.head_dim}));
       x = x + a;
       x = x + block_mlp(blk, i, lo, x);

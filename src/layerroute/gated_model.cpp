@@ -27,7 +27,12 @@ const char* gate_mode_name(GateMode m) {
   return "?";
 }
 
-void require_full_attention(const baselines::DenseConfig& c, const std::string& where) {
+int64_t layer_window(const baselines::DenseConfig& c, int64_t layer) {
+  const auto a = c.layer_attention(layer);
+  return a.kind == baselines::AttentionKind::Sliding ? a.window : 0;
+}
+
+void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where) {
   // The gated decoder implements the Llama layout (SwiGLU, pre-norm, unscaled embeddings)
   // and OLMo 2's (output norms only, q/k norms across heads).
   const bool olmo = !c.input_norms && c.sandwich_norm && c.activation == "silu" && !c.scale_embeddings;
@@ -37,16 +42,18 @@ void require_full_attention(const baselines::DenseConfig& c, const std::string& 
                      (c.scale_embeddings ? ", embeddings times sqrt(hidden_size)" : "") +
                      "); LayerRoute needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3) or OLMo 2's");
   for (int64_t i = 0; i < c.n_layers; ++i)
-    if (c.layer_attention(i).kind != baselines::AttentionKind::Full)
-      throw InputError(where + ": layer " + std::to_string(i) + " does not use full attention (" + c.attention +
-                       " attention, window " + std::to_string(c.window) +
-                       ": a Hugging Face folder's sliding_window / layer_types); LayerRoute needs full causal "
-                       "attention in every layer");
+    if (c.layer_attention(i).kind == baselines::AttentionKind::Strided)
+      throw InputError(where + ": layer " + std::to_string(i) + " uses strided window attention (window " +
+                       std::to_string(c.window) + ", stride " + std::to_string(c.stride) +
+                       "); LayerRoute runs full causal or sliding-window layers");
+  if (c.rope_local_theta > 0)
+    throw InputError(where + ": sliding layers with their own RoPE base (rope_local_theta " +
+                     std::to_string(c.rope_local_theta) + ", Gemma 3); LayerRoute runs one RoPE for every layer");
 }
 
 GatedModelImpl::GatedModelImpl(baselines::DenseModel b, const LoraConfig& lc, const GateConfig& gc, uint64_t seed)
     : base(std::move(b)) {
-  require_full_attention(base->config(), "LayerRoute base model");
+  require_layerroute_base(base->config(), "LayerRoute base model");
   for (auto& p : base->parameters()) p.set_requires_grad(false);
   register_module("base", base);
   lora = register_module("lora", Lora(*base, lc, seed));
@@ -78,6 +85,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
 
   for (int64_t i = 0; i < L; ++i) {
     auto& blk = *base->layers[i]->as<nn::Block>();
+    const int64_t window = layer_window(c, i);
     torch::Tensor s, sigma, open;
     if (forced.defined()) {
       s = torch::zeros({B}, f32);
@@ -96,7 +104,8 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     sigmas.push_back(sigma);
     opens.push_back(open);
     if (opt.ste) {
-      auto delta = block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope);
+      auto delta =
+          block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope, window);
       auto g = (forced.defined() || opt.mode == GateMode::Open || opt.mode == GateMode::Closed) ? sigma : ste_gate(sigma);
       h = h + g.to(h.scalar_type()).view({B, 1, 1}) * delta.view({B, T, d});
       out.executed_blocks += B;
@@ -108,7 +117,8 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     if (n_open == 0) continue;
     out.executed_blocks += n_open;
     if (n_open == B) {
-      auto delta = block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope);
+      auto delta =
+          block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope, window);
       h = h + delta.view({B, T, d});
       continue;
     }
@@ -117,7 +127,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     auto idx = rows_t.to(dev);
     if (!lay) lay = std::make_unique<baselines::TokenLayout>(n_open, T, docs.index_select(0, idx), dev);
     auto x = h.index_select(0, idx).reshape({n_open * T, d});
-    auto delta = block_delta_lora(blk, i, lo, x, lay->document_segments(), lay->pos(), base->rope);
+    auto delta = block_delta_lora(blk, i, lo, x, lay->document_segments(), lay->pos(), base->rope, window);
     h = h.index_add(0, idx, delta.view({n_open, T, d}));
   }
   out.logits = base->logits(base->norm(h));

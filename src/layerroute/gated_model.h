@@ -78,8 +78,15 @@ class GatedModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(GatedModel);
 
-/// The base model's layers that are not "full" attention (LayerRoute decodes with
-/// full attention only) -> InputError naming `where`.
-void require_full_attention(const baselines::DenseConfig& c, const std::string& where);
+/// InputError naming `where` for a base the gated decoder does not run: a block layout
+/// other than Llama's or OLMo 2's (Gemma's GeGLU, sandwich norms, scaled embeddings),
+/// strided window attention, or sliding layers with their own RoPE (Gemma 3).
+/// Full causal and sliding-window layers (Mistral v0.1, Phi-3-mini-4k, Qwen2's
+/// use_sliding_window, OLMo 3) run.
+void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where);
+
+/// W of layer `layer`'s sliding window (a query sees itself and the W - 1 keys before
+/// it), 0 for a full-attention layer.
+int64_t layer_window(const baselines::DenseConfig& c, int64_t layer);
 
 }  // namespace lol::layerroute

@@ -222,20 +222,28 @@ TEST(CliLayerRouteChecks, BaseRunDirectoryResolvesAndOtherArchitecturesAreRefuse
   for (const auto& x : e) EXPECT_EQ(x.code, 0) << x.out;
 }
 
-// A base with sliding layers is refused from its config.json, before the data is read
-// (here a --data file that does not exist).
-TEST(CliLayerRouteChecks, SlidingBaseIsRefusedBeforeTheData) {
-  TempDir d("lr_cli_sliding");
+// A base whose layers the gated decoder does not run (here a dense checkpoint with
+// strided window attention) is refused from its config.json, before the data is read
+// (a --data file that does not exist).
+TEST(CliLayerRouteChecks, UnsupportedBaseIsRefusedBeforeTheData) {
+  TempDir d("lr_cli_strided");
   const std::string base = d / "base";
-  write_base_and_data(base, d / "train.jsonl");
-  auto j = nlohmann::json::parse(read_text(base + "/config.json"));
-  j["use_sliding_window"] = true;
-  j["sliding_window"] = 4;
-  j["max_window_layers"] = 1;
-  write_text(base + "/config.json", j.dump(2));
+  fs::create_directories(base);
+  baselines::DenseConfig c;
+  c.vocab_size = 64;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.ffn_hidden = 32;
+  c.n_layers = 2;
+  c.max_seq_len = 64;
+  c.attention = "strided";
+  c.window = 8;
+  c.stride = 4;
+  write_text(base + "/config.json", c.to_json().dump(2));
   const auto r = run_lol("layerroute train --base " + quote(base) + " --data " + quote(d / "missing.jsonl") +
                          " --steps 1 --out " + quote(d / "ad"));
-  expect_refused(r, {base + "/config.json", "layer 1 does not use full attention", "sliding_window"}, "sliding base");
+  expect_refused(r, {base + "/config.json", "layer 0 uses strided window attention"}, "strided base");
   EXPECT_EQ(r.out.find("missing.jsonl"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d / "ad"));
 }

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "baselines/flops.h"
 #include "hf/hf_model.h"
 #include "inference/sampling.h"
 #include "layerroute/adapter_io.h"
+#include "layerroute/cost.h"
 #include "layerroute/decode.h"
 #include "layerroute_test_util.h"
 #include "model/file_test_util.h"
@@ -249,6 +251,71 @@ TEST(LayerRouteGenerate, OlmoLayoutBaseRunsMergesAndGenerates) {
   save_merged(*m, nullptr, dir.path() + "/merged", eo, "adapter");
   auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32);
   EXPECT_LT((merged->forward(tokens) - adapted).abs().max().item<double>(), 1e-4);
+}
+
+// Sliding-window bases (Mistral v0.1 / Phi-3-mini-4k: every layer; Qwen2's
+// use_sliding_window: layers after the full ones): with every gate open and no LoRA the
+// gated forward is the base's own; cached gated generation picks the full forward's
+// tokens across many window lengths; the merge is a Mistral folder computing the adapted
+// forward; the generation cost counts each query's W keys.
+TEST(LayerRouteGenerate, SlidingWindowBasesRunGenerateAndMerge) {
+  for (int64_t prelude : {0, 1}) {
+    SCOPED_TRACE("full prelude " + std::to_string(prelude));
+    auto c = test::tiny_config(4);
+    c.qkv_bias = prelude > 0;  // Qwen2 for the full prelude, Mistral without
+    c.attention = "sliding";
+    c.window = 4;
+    c.n_full_prelude = prelude;
+    baselines::DenseModel base(c);
+    randomize_base(*base, 9, 0.2);
+    const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21, 17};
+    const auto tokens = torch::tensor(prompt).unsqueeze(0);
+    GatedOptions open;
+    open.mode = GateMode::Open;
+    GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
+    torch::NoGradGuard ng;
+    const auto base_logits = base->forward(tokens);
+    EXPECT_LT((m->forward(tokens, torch::Tensor(), open).logits - base_logits).abs().max().item<double>(), 1e-5);
+    auto full = c;
+    full.attention = "full";
+    full.n_full_prelude = 0;
+    baselines::DenseModel unwindowed(full);
+    for (auto& p : unwindowed->named_parameters()) p.value().copy_(base->named_parameters()[p.key()]);
+    EXPECT_GT((unwindowed->forward(tokens) - base_logits).abs().max().item<double>(), 1e-3) << "the window binds";
+
+    randomize_adapters(*m, 43, 2.0);
+    const auto adapted = m->forward(tokens, torch::Tensor(), open).logits;
+    GatedGenerateOptions o;
+    o.max_new_tokens = 12;
+    for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
+      const auto g = generate_gated(*m, prompt, 12, mode, true);
+      ASSERT_EQ(g.tokens.size(), 12u);
+      EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << int(mode);
+      // Each open layer's pairs: sliding layers see min(position + 1, W) keys.
+      const auto cost = generation_cost(c, int64_t(prompt.size()), 12, g.open, false);
+      const auto cm = baselines::cost_model(c);
+      double want = 0;
+      const int64_t T = int64_t(prompt.size()) + 11;
+      for (int64_t i = 0; i < c.n_layers; ++i) {
+        if (!g.open[size_t(i)]) continue;
+        double pairs = 0;
+        for (int64_t q = 0; q < T; ++q) pairs += double(i < prelude ? q + 1 : std::min<int64_t>(q + 1, c.window));
+        want += 2.0 * double(cm.layers[size_t(i)].matmul_params) * double(T) +
+                4.0 * double(cm.layers[size_t(i)].attn_width) * pairs;
+      }
+      EXPECT_DOUBLE_EQ(cost.layer_flops, want);
+    }
+
+    test::TempDir dir("sliding-merge");
+    hf::ExportOptions eo;
+    eo.architecture = prelude > 0 ? hf::kQwen2Arch : hf::kMistralArch;
+    save_merged(*m, nullptr, dir.path() + "/merged", eo, "adapter");
+    hf::HfConfig read;
+    auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32, torch::kCPU, &read);
+    EXPECT_EQ(read.sliding_window, 4);
+    EXPECT_EQ(read.full_attention_layers, prelude);
+    EXPECT_LT((merged->forward(tokens) - adapted).abs().max().item<double>(), 1e-4);
+  }
 }
 
 }  // namespace
