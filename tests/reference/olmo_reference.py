@@ -118,9 +118,10 @@ check_export_olmo):
     float64 fold within 1e-6 of max |W'|, hf ppl float64 of the merged folder = the reference),
     generate --gates learned (layers run and greedy ids); a merged pad_token_id that changed is
     a note (Olmo2Config's default for an absent one is 1).
-  * layerroute train on case D's folder (sliding layers): exit 2 naming the sliding / full
-    attention requirement; on D4 (no sliding_window: 4096 > 64 positions, never binds): trains,
-    and eval's perplexities = the reference.
+  * layerroute train on case D's folder (sliding layers, window 5; refused until session 46,
+    when LayerRoute learned sliding windows: changed by the main developer) and on D4 (no
+    sliding_window: 4096 > 64 positions, never binds): trains, and eval's perplexities = the
+    reference.
   * lol train of tiny dense OLMo-layout models (input_norms false, sandwich_norm, qk_norm
     across heads) on a byte-tokenized corpus, then lol export --hf: (1) a sliding model with
     n_full_prelude 1 and full_attention_interval 3 exports by default as Olmo3ForCausalLM with
@@ -708,15 +709,21 @@ def check_layerroute_olmo(ck, cfgA, TA, cfgD):
                     "float64", 1e-5, "olmo2-merged")
     if margin > 1e-4:
         q2.lr_generate(ck, model, "lr-olmo2", "olmo2", q2.encode("ok 1 hi"), "learned")
-    # OLMo 3: sliding layers refused; a window that never binds (no sliding_window key: 4096 > 64) trains
-    r = ck.run(["layerroute", "train", "--base", "olmo3-sw5-default-types", "--out", "lr-olmo3"] + train,
-               expect_rc=None)
-    ck.compared += 1
-    if r.returncode != 2 or not any(w in r.stderr for w in ("sliding", "full attention", "full-attention")):
-        ck.fail("layerroute train on an OLMo 3 base with sliding layers: expected exit 2 naming the sliding / "
-                "full attention requirement; got exit %d, %r" % (r.returncode, r.stderr.strip()[-300:]))
-    elif ck.verbose:
-        print("  ok %-60s %s" % ("olmo3 sliding base refused by layerroute (exit 2)", r.stderr.strip()[:140]))
+    # OLMo 3: its sliding layers (window 5, binding on these samples) run under LayerRoute
+    # since session 46 (they were refused before): eval = the reference with the window;
+    # a window that never binds (no sliding_window key: 4096 > 64) trains as well.
+    r = ck.run(["layerroute", "train", "--base", "olmo3-sw5-default-types", "--out", "lr-olmo3"] + train)
+    if r.returncode == 0:
+        TD = q2.read_folder_weights(os.path.join(ck.work, "olmo3-sw5-default-types"))
+        TD = {k: (v[0], v[1]) for k, v in TD.items()}
+        F3, g3 = fold_adapter(TD, os.path.join(ck.work, "lr-olmo3"))
+        ref3, m3, _ = lr_reference(cfgD, TD, F3, g3, LR_SAMPLES)
+        r = ck.run(["layerroute", "eval", "--adapter", "lr-olmo3", "--data", "lr_olmo.jsonl", "--samples", 0,
+                    "--timing-samples", 0, "--json", "lr-olmo3-sliding-eval.json", "--threads", 1])
+        if r.returncode == 0:
+            res = json.load(open(os.path.join(ck.work, "lr-olmo3-sliding-eval.json")))
+            for k in ("ppl_base", "ppl_open") + (("ppl_gated",) if m3 > 1e-4 else ()):
+                ck.close("olmo3 (sliding window 5) layerroute eval %s" % k, res.get(k), ref3[k], 1e-5)
     r = ck.run(["layerroute", "train", "--base", "olmo3-window-absent", "--out", "lr-olmo3-full"] + train)
     if r.returncode == 0:
         cfgD4 = {k: v for k, v in cfgD.items() if k != "sliding_window"}
