@@ -98,8 +98,7 @@ std::string attention_text(const hf::HfConfig& c) {
   if (c.full_attention_interval > 0) {
     std::string full;  // the leading full layers, then every P-th
     for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-      if (i < c.full_attention_layers || (i + 1) % c.full_attention_interval == 0)
-        full += (full.empty() ? "" : ",") + std::to_string(i);
+      if (c.layer_is_full(i)) full += (full.empty() ? "" : ",") + std::to_string(i);
     const int64_t p = c.full_attention_interval;
     const char* th = p % 100 / 10 == 1 ? "th" : p % 10 == 1 ? "st" : p % 10 == 2 ? "nd" : p % 10 == 3 ? "rd" : "th";
     return w + " on every layer but " + (full.empty() ? "none" : full) + " (full causal: every " +

@@ -70,6 +70,13 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2 or olmo3");
 }
 
+std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("pad_token_id")) return {};
+  const auto& v = config["pad_token_id"];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) return {};
+  return {v.get<int64_t>()};
+}
+
 std::vector<int64_t> token_id_list(const nlohmann::json& j, const std::string& key, const std::string& where) {
   std::vector<int64_t> out;
   if (!j.contains(key) || j[key].is_null()) return out;
@@ -319,10 +326,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   }
   c.bos_token_id = token_id_list(j, "bos_token_id", where);
   c.eos_token_id = token_id_list(j, "eos_token_id", where);
-  // Kept for export only, never used here: a value other than one id >= 0 (older Llama
-  // conversions write -1) is dropped rather than refused.
-  if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer() && j["pad_token_id"].get<int64_t>() >= 0)
-    c.pad_token_id = {j["pad_token_id"].get<int64_t>()};
+  c.pad_token_id = pad_token_id_of(j);
 
   // ---- features that change the computed function: refuse unless neutral
   // Sliding layers: a window (none: nullopt) from layer full_layers on.
@@ -601,11 +605,8 @@ nlohmann::ordered_json HfConfig::to_json() const {
     if (is_olmo3()) {
       // Olmo3Config: every layer's type spelled out (its default slides all but every fourth).
       nlohmann::ordered_json types = nlohmann::ordered_json::array();
-      for (int64_t i = 0; i < num_hidden_layers; ++i) {
-        const bool full = sliding_window == 0 || i < full_attention_layers ||
-                          (full_attention_interval > 0 && (i + 1) % full_attention_interval == 0);
-        types.push_back(full ? "full_attention" : "sliding_attention");
-      }
+      for (int64_t i = 0; i < num_hidden_layers; ++i)
+        types.push_back(layer_is_full(i) ? "full_attention" : "sliding_attention");
       j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
       j["layer_types"] = types;
     }

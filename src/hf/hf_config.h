@@ -136,6 +136,13 @@ struct HfConfig {
   bool is_gemma() const { return architecture == kGemmaArch; }
   bool is_gemma2() const { return architecture == kGemma2Arch; }
   bool is_gemma3() const { return architecture == kGemma3Arch; }
+  /// Whether layer i (0-based) has full attention: every layer without a window, else the
+  /// full_attention_layers leading ones and, with full_attention_interval P > 0, those with
+  /// (i + 1) % P == 0 (baselines::DenseConfig::layer_attention's rule).
+  bool layer_is_full(int64_t i) const {
+    return sliding_window == 0 || i < full_attention_layers ||
+           (full_attention_interval > 0 && (i + 1) % full_attention_interval == 0);
+  }
   bool is_olmo2() const { return architecture == kOlmo2Arch; }
   bool is_olmo3() const { return architecture == kOlmo3Arch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
@@ -175,6 +182,10 @@ struct HfConfig {
 /// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch. Throws InputError("<flag> \"<name>\":
 /// expected qwen2, qwen3, llama, mistral, phi3, olmo2 or olmo3") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
+
+/// config.json's "pad_token_id" when it is one id >= 0, else empty: kept for export only,
+/// so any other value (older Llama conversions write -1) is dropped rather than refused.
+std::vector<int64_t> pad_token_id_of(const nlohmann::json& config);
 
 /// Ids of a token-id field that is null, an integer or a list of integers
 /// (config.json / generation_config.json "eos_token_id"). Throws InputError naming

@@ -173,8 +173,7 @@ HfConfig export_hf(baselines::DenseModelImpl& m, const tokenizers::Tokenizer* to
   if (from_hf) {
     h.bos_token_id = token_id_list(sc, "bos_token_id", src + "/config.json");
     h.eos_token_id = token_id_list(sc, "eos_token_id", src + "/config.json");
-    if (sc.contains("pad_token_id") && sc["pad_token_id"].is_number_integer() && sc["pad_token_id"].get<int64_t>() >= 0)
-      h.pad_token_id = {sc["pad_token_id"].get<int64_t>()};
+    h.pad_token_id = pad_token_id_of(sc);
   }
   prepare_out_dir(out_dir, opt);
   write_weights(out_dir, hf_tensors(m, h, opt.dtype), opt.max_shard_bytes);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "core/finite.h"
 #include "inference/token_chooser.h"
@@ -46,6 +47,16 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   auto h = m.base->embed_tokens(torch::tensor(prompt, iopt));  // [P, d]
   auto pos = torch::arange(P, iopt);
   std::vector<torch::Tensor> kc(static_cast<size_t>(L)), vc(static_cast<size_t>(L));
+  // Each layer's sliding window (0: full attention), and the masks of one call: one per
+  // distinct window, built when a layer first needs it.
+  std::vector<int64_t> window(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) window[size_t(i)] = layer_window(c, i);
+  std::map<int64_t, torch::Tensor> masks;
+  const auto mask_of = [&](int64_t i, int64_t n, int64_t p0) -> const torch::Tensor& {
+    auto& t = masks[window[size_t(i)]];
+    if (!t.defined()) t = cached_attention_mask(n, p0, window[size_t(i)], dev);
+    return t;
+  };
 
   // Gate input: the mean over the prompt's tokens, pooled as in the batched forward.
   const auto valid = torch::ones({1, P}, torch::TensorOptions(torch::kBool).device(dev));
@@ -68,7 +79,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     g.cache_bytes += 2 * kc[size_t(i)].numel() * int64_t(kc[size_t(i)].element_size());
     auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, P),
                                   vc[size_t(i)].narrow(2, 0, P),
-                                  cached_attention_mask(P, 0, layer_window(c, i), dev));  // [1, H, P, hd]
+                                  mask_of(i, P, 0));  // [1, H, P, hd]
     auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({P, s.n_heads * s.head_dim}));
     h = h + a;
     h = h + block_mlp(blk, i, lo, h);
@@ -93,6 +104,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   const auto pass = [&](torch::Tensor x, int64_t p0) {
     const int64_t n = x.size(0);
     auto pp = torch::arange(p0, p0 + n, iopt);
+    masks.clear();
     for (int64_t i = 0; i < L; ++i) {
       if (!g.open[size_t(i)]) continue;
       auto& blk = *m.base->layers[i]->as<nn::Block>();
@@ -103,7 +115,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       vc[size_t(i)].narrow(2, p0, n).copy_(v.permute({1, 0, 2}).unsqueeze(0));
       auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p0 + n),
                                     vc[size_t(i)].narrow(2, 0, p0 + n),
-                                    cached_attention_mask(n, p0, layer_window(c, i), dev));  // [1, H, n, hd]
+                                    mask_of(i, n, p0));  // [1, H, n, hd]
       auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({n, s.n_heads * s.head_dim}));
       x = x + a;
       x = x + block_mlp(blk, i, lo, x);
