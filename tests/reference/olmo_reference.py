@@ -712,31 +712,24 @@ def check_layerroute_olmo(ck, cfgA, TA, cfgD):
     # OLMo 3: its sliding layers (window 5, binding on these samples) run under LayerRoute
     # since session 46 (they were refused before): eval = the reference with the window;
     # a window that never binds (no sliding_window key: 4096 > 64) trains as well.
-    r = ck.run(["layerroute", "train", "--base", "olmo3-sw5-default-types", "--out", "lr-olmo3"] + train)
-    if r.returncode == 0:
-        TD = q2.read_folder_weights(os.path.join(ck.work, "olmo3-sw5-default-types"))
-        TD = {k: (v[0], v[1]) for k, v in TD.items()}
-        F3, g3 = fold_adapter(TD, os.path.join(ck.work, "lr-olmo3"))
-        ref3, m3, _ = lr_reference(cfgD, TD, F3, g3, LR_SAMPLES)
-        r = ck.run(["layerroute", "eval", "--adapter", "lr-olmo3", "--data", "lr_olmo.jsonl", "--samples", 0,
-                    "--timing-samples", 0, "--json", "lr-olmo3-sliding-eval.json", "--threads", 1])
+    def train_and_eval(base, cfg, adapter, tag):
+        """layerroute train on `base`, then eval's perplexities against the reference"""
+        r = ck.run(["layerroute", "train", "--base", base, "--out", adapter] + train)
+        if r.returncode != 0:
+            return
+        TB = {k: (v[0], v[1]) for k, v in q2.read_folder_weights(os.path.join(ck.work, base)).items()}
+        FB, gb = fold_adapter(TB, os.path.join(ck.work, adapter))
+        refb, mb, _ = lr_reference(cfg, TB, FB, gb, LR_SAMPLES)
+        r = ck.run(["layerroute", "eval", "--adapter", adapter, "--data", "lr_olmo.jsonl", "--samples", 0,
+                    "--timing-samples", 0, "--json", adapter + "-eval.json", "--threads", 1])
         if r.returncode == 0:
-            res = json.load(open(os.path.join(ck.work, "lr-olmo3-sliding-eval.json")))
-            for k in ("ppl_base", "ppl_open") + (("ppl_gated",) if m3 > 1e-4 else ()):
-                ck.close("olmo3 (sliding window 5) layerroute eval %s" % k, res.get(k), ref3[k], 1e-5)
-    r = ck.run(["layerroute", "train", "--base", "olmo3-window-absent", "--out", "lr-olmo3-full"] + train)
-    if r.returncode == 0:
-        cfgD4 = {k: v for k, v in cfgD.items() if k != "sliding_window"}
-        TD4 = q2.read_folder_weights(os.path.join(ck.work, "olmo3-window-absent"))
-        TD4 = {k: (v[0], v[1]) for k, v in TD4.items()}
-        F4, g4 = fold_adapter(TD4, os.path.join(ck.work, "lr-olmo3-full"))
-        ref4, m4, _ = lr_reference(cfgD4, TD4, F4, g4, LR_SAMPLES)
-        r = ck.run(["layerroute", "eval", "--adapter", "lr-olmo3-full", "--data", "lr_olmo.jsonl", "--samples", 0,
-                    "--timing-samples", 0, "--json", "lr-olmo3-eval.json", "--threads", 1])
-        if r.returncode == 0:
-            res = json.load(open(os.path.join(ck.work, "lr-olmo3-eval.json")))
-            for k in ("ppl_base", "ppl_open") + (("ppl_gated",) if m4 > 1e-4 else ()):
-                ck.close("olmo3 (window never binds) layerroute eval %s" % k, res.get(k), ref4[k], 1e-5)
+            res = json.load(open(os.path.join(ck.work, adapter + "-eval.json")))
+            for k in ("ppl_base", "ppl_open") + (("ppl_gated",) if mb > 1e-4 else ()):
+                ck.close("%s layerroute eval %s" % (tag, k), res.get(k), refb[k], 1e-5)
+
+    train_and_eval("olmo3-sw5-default-types", cfgD, "lr-olmo3", "olmo3 (sliding window 5)")
+    train_and_eval("olmo3-window-absent", {k: v for k, v in cfgD.items() if k != "sliding_window"}, "lr-olmo3-full",
+                   "olmo3 (window never binds)")
 
 
 WORDS = "the quick brown fox jumps over lazy dog pack my box with five dozen liquor jugs sphinx of black quartz".split()
