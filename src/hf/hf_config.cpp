@@ -67,7 +67,10 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "phi3") return kPhi3Arch;
   if (name == "olmo2") return kOlmo2Arch;
   if (name == "olmo3") return kOlmo3Arch;
-  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2 or olmo3");
+  if (name == "gemma") return kGemmaArch;
+  if (name == "gemma2") return kGemma2Arch;
+  if (name == "gemma3") return kGemma3Arch;
+  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2 or gemma3");
 }
 
 std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
@@ -569,7 +572,9 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["num_hidden_layers"] = num_hidden_layers;
   j["num_attention_heads"] = num_attention_heads;
   j["num_key_value_heads"] = num_key_value_heads;
-  if (is_qwen3() || head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0)
+  const bool gemma = is_gemma() || is_gemma2() || is_gemma3();
+  // (The Gemma configs' default head_dim is 256, not hidden_size / heads.)
+  if (is_qwen3() || gemma || head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0)
     j["head_dim"] = head_dim;
   j["max_position_embeddings"] = max_position_embeddings;
   j["rope_theta"] = rope_theta;
@@ -582,7 +587,14 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["rope_scaling"] = rope_scaling.to_json(max_position_embeddings);
   if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
   j["rms_norm_eps"] = rms_norm_eps;
-  j["hidden_act"] = "silu";
+  if (gemma) {
+    // GemmaConfig reads hidden_activation (hidden_act only when it is null); Gemma 2/3's
+    // configs have hidden_activation alone.
+    if (is_gemma()) j["hidden_act"] = activation;
+    j["hidden_activation"] = activation;
+  } else {
+    j["hidden_act"] = "silu";
+  }
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = 0.02;
@@ -610,6 +622,33 @@ nlohmann::ordered_json HfConfig::to_json() const {
       j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
       j["layer_types"] = types;
     }
+  } else if (gemma) {
+    j["attention_bias"] = false;
+    if (!is_gemma()) {
+      // Gemma 2/3: the attention scale query_pre_attn_scalar^-1/2, the soft-caps (null: none),
+      // and the sliding layers: every layer's type spelled out (transformers >= 4.53), and
+      // the older configs' fields (Gemma 2: every other layer from layer 0; Gemma 3: all
+      // but every sliding_window_pattern-th), a window of max_position_embeddings (never
+      // binding) when no layer slides.
+      if (query_pre_attn_scalar == std::floor(query_pre_attn_scalar) && query_pre_attn_scalar < 1e15)
+        j["query_pre_attn_scalar"] = int64_t(query_pre_attn_scalar);  // as the Hub's configs write it
+      else
+        j["query_pre_attn_scalar"] = query_pre_attn_scalar;
+      j["attn_logit_softcapping"] = attn_logit_softcapping > 0 ? nlohmann::ordered_json(attn_logit_softcapping) : nullptr;
+      j["final_logit_softcapping"] =
+          final_logit_softcapping > 0 ? nlohmann::ordered_json(final_logit_softcapping) : nullptr;
+      j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
+      if (is_gemma3()) {
+        // (No full layer after layer 0: a pattern longer than the model.)
+        j["sliding_window_pattern"] =
+            sliding_window == 0 ? 1 : full_attention_interval > 0 ? full_attention_interval : num_hidden_layers + 1;
+        j["rope_local_base_freq"] = rope_local_theta > 0 ? rope_local_theta : rope_theta;
+      }
+      nlohmann::ordered_json types = nlohmann::ordered_json::array();
+      for (int64_t i = 0; i < num_hidden_layers; ++i)
+        types.push_back(layer_is_full(i) ? "full_attention" : "sliding_attention");
+      j["layer_types"] = types;
+    }
   } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
@@ -624,7 +663,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["eos_token_id"] = ids(eos_token_id);
   if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
   // The first release with the architecture (Olmo2ForCausalLM: 4.47, Olmo3ForCausalLM: 4.57).
-  j["transformers_version"] = is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : "4.45.0";
+  j["transformers_version"] = is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : (is_gemma2() || is_gemma3()) ? "4.53.0" : "4.45.0";
   return j;
 }
 

@@ -16,7 +16,9 @@ namespace lol::hf {
 namespace {
 
 /// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
-/// biases where the architecture has them and the model does not.
+/// biases where the architecture has them and the model does not. Gemma's RMSNorm weights
+/// (h.norm_offset) are written as w - 1 (the model computes x_normalized (1 + w)), computed
+/// in float32 (float64 for a float64 model) before the conversion (hf_model.cpp: the loader adds 1 back).
 NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::ScalarType dtype) {
   std::map<std::string, torch::Tensor> params;
   for (auto& p : m.named_parameters()) params[p.key()] = p.value().detach();
@@ -24,7 +26,10 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   auto put = [&](const std::string& name) {
     auto it = params.find(name);
     if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
-    out.emplace_back(name, it->second.to(torch::kCPU, dtype).contiguous());
+    auto t = it->second.to(torch::kCPU);
+    if (h.norm_offset && name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
+      t = t.to(torch::promote_types(t.scalar_type(), torch::kFloat)) - 1.0;
+    out.emplace_back(name, t.to(dtype).contiguous());
     params.erase(it);
   };
   put("model.embed_tokens.weight");
@@ -62,7 +67,8 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
       put(p + "self_attn.q_norm.weight");
       put(p + "self_attn.k_norm.weight");
     }
-    put(p + "post_attention_layernorm.weight");  // OLMo: the attention output's norm
+    put(p + "post_attention_layernorm.weight");  // Gemma 2/3, OLMo: the attention output's norm
+    if (h.sandwich_norm && h.input_norms) put(p + "pre_feedforward_layernorm.weight");  // Gemma 2/3
     if (h.sandwich_norm) put(p + "post_feedforward_layernorm.weight");
     if (h.is_phi3()) {
       fuse(phi3_fused_weights()[1]);

@@ -17,7 +17,7 @@
 namespace lol::hf {
 
 struct ExportOptions {
-  std::string architecture = kQwen2Arch;   ///< kQwen2Arch, kQwen3Arch (a qk_norm model) or kLlamaArch
+  std::string architecture = kQwen2Arch;   ///< a k...Arch name of hf_config.h (from_dense_config decides which fit)
   c10::ScalarType dtype = c10::kFloat;     ///< stored dtype of the weights (F32, BF16 or F16)
   int64_t max_shard_bytes = 0;             ///< > 0: split into shards of at most this size (a larger tensor gets its own)
   bool overwrite = false;                  ///< allow an existing non-empty out_dir

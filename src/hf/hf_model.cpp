@@ -94,17 +94,73 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 
 std::string default_architecture(const baselines::DenseConfig& c) {
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
+  if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
 }
 
+namespace {
+
+bool is_gemma_architecture(const std::string& a) { return a == kGemmaArch || a == kGemma2Arch || a == kGemma3Arch; }
+
+/// Whether the sliding layers of `c` (attention "sliding") are written as such: when their
+/// window binds (is shorter than max_seq_len), or, for Gemma 3, when their RoPE is their own.
+bool exported_sliding(const baselines::DenseConfig& c, const std::string& architecture) {
+  return c.window < c.max_seq_len || (architecture == kGemma3Arch && c.rope_local_theta > 0);
+}
+
+/// Throws InputError unless the dense model `c` (scaled embeddings, per-head q/k norms at
+/// most) computes what transformers' `architecture` (a Gemma one) computes from the
+/// config.json that HfConfig::to_json writes for it: Gemma's blocks have no sandwich norms,
+/// no q/k norms, no soft-capping and no sliding layers; Gemma 2's have sandwich norms, no
+/// q/k norms and slide on every other layer from layer 0 (or none); Gemma 3's have
+/// sandwich norms, per-head q/k norms and slide on all but every P-th layer, with unscaled
+/// RoPE on the sliding layers.
+void check_gemma_layout(const baselines::DenseConfig& c, const std::string& architecture) {
+  const std::string as = "export as " + default_architecture(c);
+  auto refuse = [&](const std::string& what, const std::string& why) {
+    throw InputError("dense model: " + what + ": " + architecture + " " + why + " (" + as + ")");
+  };
+  if (!c.scale_embeddings)
+    refuse("scale_embeddings = false", "multiplies the embeddings by sqrt(hidden_size)");
+  if (!c.input_norms || c.qk_norm_across_heads)
+    refuse("OLMo's blocks (output norms only, q/k norms across heads)", "has input norms and per-head q/k norms");
+  if (c.qkv_bias) refuse("qkv_bias = true", "has no projection biases");
+  const bool g1 = architecture == kGemmaArch, g3 = architecture == kGemma3Arch;
+  if (g1 == c.sandwich_norm)
+    refuse(std::string("sandwich_norm = ") + (c.sandwich_norm ? "true" : "false"),
+           g1 ? "has no norms on the attention and MLP outputs" : "normalizes the attention and MLP outputs");
+  if (g3 != c.qk_norm)
+    refuse(std::string("qk_norm = ") + (c.qk_norm ? "true" : "false"),
+           g3 ? "normalizes every query and key head" : "has no q_norm / k_norm");
+  if (g1 && (c.attn_logit_softcap > 0 || c.final_logit_softcap > 0))
+    refuse("logit soft-capping", "has none (Gemma 2 does)");
+  if (!g3 && c.rope_local_theta > 0)
+    refuse("rope_local_theta = " + std::to_string(c.rope_local_theta), "has one RoPE for every layer");
+  if (c.attention == "sliding" && exported_sliding(c, architecture)) {
+    if (g1) refuse("attention \"sliding\" (window " + std::to_string(c.window) + ")", "has no sliding window");
+    if (c.n_full_prelude > 0 || c.n_full_coda > 0)
+      refuse("n_full_prelude / n_full_coda > 0", "interleaves its full layers from layer 0 (no leading or trailing block)");
+    if (!g3 && c.full_attention_interval != 2)
+      refuse("full_attention_interval = " + std::to_string(c.full_attention_interval),
+             "slides on layers 0, 2, 4, ... (full_attention_interval 2)");
+    if (g3 && c.rope_local_theta == 0 && !c.rope_scaling.is_default())
+      refuse("sliding layers with the full layers' scaled RoPE",
+             "runs its sliding layers with unscaled RoPE (rope_local_base_freq)");
+  }
+}
+
+}  // namespace
+
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
+  const bool gemma = is_gemma_architecture(architecture);
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
       architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
-      architecture != kOlmo3Arch)
+      architecture != kOlmo3Arch && !gemma)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
-                     "\" or \"" + kOlmo3Arch + "\"");
+                     "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\" or \"" + kGemma3Arch +
+                     "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
   // OLMo 2/3, and they have no other blocks.
@@ -135,15 +191,24 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
       throw InputError("dense model: qkv_bias = true: " + architecture +
                        "'s attention_bias adds an o_proj bias too (no Hugging Face architecture has q/k/v biases "
                        "with OLMo's blocks)");
+  } else if (gemma) {
+    check_gemma_layout(c, architecture);
   } else if (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings || c.full_attention_interval > 0 ||
-      c.rope_local_theta > 0 || c.attn_logit_softcap > 0 || c.final_logit_softcap > 0)
+             c.rope_local_theta > 0 || c.attn_logit_softcap > 0 || c.final_logit_softcap > 0) {
+    const std::string def = default_architecture(c);
     throw InputError("dense model: a Gemma-layout model (activation \"" + c.activation + "\", sandwich_norm " +
                      (c.sandwich_norm ? "true" : "false") + ", scale_embeddings " +
-                     (c.scale_embeddings ? "true" : "false") +
-                     "): export writes Llama-layout architectures only (Qwen2, Qwen3, Llama, Mistral, Phi-3)");
+                     (c.scale_embeddings ? "true" : "false") + "): " + architecture + " has none of it (" +
+                     (is_gemma_architecture(def) ? "export as " + def
+                                                 : std::string("no Hugging Face architecture has these blocks without "
+                                                               "Gemma's embedding scale")) +
+                     ")");
+  }
   // Sliding layers export where the architecture has them: Mistral (every layer) and
   // Qwen2 / Qwen3 (layers >= max_window_layers); full ones after them have no field.
-  if (c.attention == "sliding" && architecture == kOlmo3Arch) {
+  if (gemma && c.attention != "strided") {
+    // check_gemma_layout decided
+  } else if (c.attention == "sliding" && architecture == kOlmo3Arch) {
     if (c.n_full_coda > 0)
       throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) + ": lol reads " + architecture +
                        "'s layer_types as full layers first, then sliding ones of which every P-th is full; trailing "
@@ -171,7 +236,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture == kQwen3Arch && !c.qk_norm)
     throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
                      " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");
-  if (architecture != kQwen3Arch && !olmo && c.qk_norm)
+  if (architecture != kQwen3Arch && !olmo && !gemma && c.qk_norm)
     throw InputError("dense model: qk_norm = true: " + architecture + " has no q_norm / k_norm (export as " +
                      std::string(kQwen3Arch) + ")");
   if (architecture != kPhi3Arch && (c.partial_rotary_factor != 1.0 || c.rope_scaling.type == "longrope"))
@@ -207,10 +272,20 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.qk_norm_across_heads = c.qk_norm_across_heads;
   h.sandwich_norm = c.sandwich_norm;
   h.input_norms = c.input_norms;
-  if (c.attention == "sliding" && c.window < c.max_seq_len && c.n_full_prelude < c.n_layers) {
+  if (c.attention == "sliding" && exported_sliding(c, architecture) && c.n_full_prelude < c.n_layers) {
     h.sliding_window = c.window;
     h.full_attention_layers = c.n_full_prelude;
-    if (architecture == kOlmo3Arch) h.full_attention_interval = c.full_attention_interval;
+    if (architecture == kOlmo3Arch || gemma) h.full_attention_interval = c.full_attention_interval;
+  }
+  if (gemma) {
+    h.activation = c.activation;
+    h.norm_offset = h.scale_embeddings = true;  // the weights are written as w - 1 (hf_export)
+    h.attn_logit_softcapping = c.attn_logit_softcap;
+    h.final_logit_softcapping = c.final_logit_softcap;
+    // The attention scale stays hd^-1/2: the loader folds any other into the queries.
+    if (architecture != kGemmaArch) h.query_pre_attn_scalar = double(h.head_dim);
+    // Gemma 3's sliding layers: their own RoPE base, or the full layers' (unscaled: checked).
+    if (architecture == kGemma3Arch) h.rope_local_theta = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
   }
   h.torch_dtype = torch_dtype;
   return h;

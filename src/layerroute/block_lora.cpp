@@ -44,7 +44,7 @@ torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora,
   auto& mlp = *blk.mlp;
   auto g = proj(mlp.gate_proj, layer, "gate_proj", lora, m);
   auto u = proj(mlp.up_proj, layer, "up_proj", lora, m);
-  auto f = proj(mlp.down_proj, layer, "down_proj", lora, torch::silu(g) * u);
+  auto f = proj(mlp.down_proj, layer, "down_proj", lora, nn::gated_activation(g, u, mlp.act));
   return blk.ffn_output_norm ? blk.ffn_output_norm(f) : f;
 }
 
@@ -70,7 +70,7 @@ torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl
     const int64_t Lmax = allowed.size(1);
     allowed = allowed & torch::ones({Lmax, Lmax}, allowed.options()).triu(-(window - 1)).unsqueeze(0);
   }
-  auto o = nn::masked_attention(qp, kp, vp, allowed);                                   // [S, H, L, hd]
+  auto o = nn::masked_attention(qp, kp, vp, allowed, s.softcap);                        // [S, H, L, hd]
   auto flat = seg.from_padded(o.permute({0, 2, 1, 3}).contiguous()).view({N, s.n_heads * s.head_dim});
   auto a = block_o(blk, layer, lora, flat);
   return a + block_mlp(blk, layer, lora, x + a);

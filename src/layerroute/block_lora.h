@@ -1,5 +1,6 @@
-// The pieces of one decoder block (nn/block.h: Llama/Qwen2's pre-norm layout, or OLMo 2's
-// output norms with q/k norms across heads) with LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
+// The pieces of one decoder block (nn/block.h: Llama/Qwen2's pre-norm layout, Gemma's
+// GeGLU with sandwich norms and soft-capped attention, or OLMo 2's output norms with q/k
+// norms across heads) with LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
 // runs normally, with LoRA adapters active"). Shared by the gated model's forward
 // (gated_model.h) and the KV-cached gated decoder (decode.h). `lora` may be null
 // (plain or merged weights). Full causal or sliding-window attention.
@@ -21,15 +22,16 @@ namespace lol::layerroute {
 void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& h,
                const torch::Tensor& pos, nn::RoPE& rope, torch::Tensor& q, torch::Tensor& k, torch::Tensor& v);
 
-/// o_proj (+ LoRA) of the attention output o [N, H * hd] -> [N, d], then OLMo's output norm.
+/// o_proj (+ LoRA) of the attention output o [N, H * hd] -> [N, d], then the output norm (Gemma 2/3, OLMo).
 torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o);
 
-/// The FFN input norm (none in OLMo) + SwiGLU MLP (+ LoRA) of the state after attention,
-/// then OLMo's output norm: x_attn [N, d] -> mlp output [N, d] (the residual is not added).
+/// The FFN input norm (none in OLMo) + gated MLP (+ LoRA; SwiGLU, or Gemma's GeGLU) of the
+/// state after attention, then the output norm (Gemma 2/3, OLMo): x_attn [N, d] -> mlp output [N, d] (the residual is not added).
 torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn);
 
 /// Residual update of block `layer` over causal segments: x [N, d] -> attn + mlp [N, d],
-/// equal to nn::BlockImpl::delta (full attention, no FiLM) when lora is null or B = 0.
+/// equal to nn::BlockImpl::delta (full attention, no FiLM) when lora is null or B = 0;
+/// `rope` is the layer's (DenseModelImpl::layer_rope), attention soft-capped as the block's shape says.
 /// window > 0: a query sees only the window - 1 slots before its own in its segment
 /// (sliding-window attention, transformers' mask: i - W < j <= i).
 torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x,

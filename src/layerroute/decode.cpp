@@ -44,7 +44,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   g.open.assign(size_t(L), 0);
 
   // Prefill: decide each gate from the prompt states entering its block.
-  auto h = m.base->embed_tokens(torch::tensor(prompt, iopt));  // [P, d]
+  auto h = m.base->embed(torch::tensor(prompt, iopt));  // [P, d] (Gemma: times sqrt(d))
   auto pos = torch::arange(P, iopt);
   std::vector<torch::Tensor> kc(static_cast<size_t>(L)), vc(static_cast<size_t>(L));
   // Each layer's sliding window (0: full attention), and the masks of one call: one per
@@ -71,7 +71,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     auto& blk = *m.base->layers[i]->as<nn::Block>();
     const auto& s = blk.self_attn->shape;
     torch::Tensor q, k, v;
-    block_qkv(blk, i, lo, blk.attn_input(h), pos, m.base->rope, q, k, v);
+    block_qkv(blk, i, lo, blk.attn_input(h), pos, m.base->layer_rope(i), q, k, v);
     kc[size_t(i)] = torch::empty({1, s.n_kv_heads, maxlen, s.head_dim}, h.options());
     vc[size_t(i)] = torch::empty({1, s.n_kv_heads, maxlen, s.head_dim}, h.options());
     kc[size_t(i)].narrow(2, 0, P).copy_(k.permute({1, 0, 2}).unsqueeze(0));
@@ -79,7 +79,7 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
     g.cache_bytes += 2 * kc[size_t(i)].numel() * int64_t(kc[size_t(i)].element_size());
     auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, P),
                                   vc[size_t(i)].narrow(2, 0, P),
-                                  mask_of(i, P, 0));  // [1, H, P, hd]
+                                  mask_of(i, P, 0), s.softcap);  // [1, H, P, hd]
     auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({P, s.n_heads * s.head_dim}));
     h = h + a;
     h = h + block_mlp(blk, i, lo, h);
@@ -110,12 +110,12 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       auto& blk = *m.base->layers[i]->as<nn::Block>();
       const auto& s = blk.self_attn->shape;
       torch::Tensor q, k, v;
-      block_qkv(blk, i, lo, blk.attn_input(x), pp, m.base->rope, q, k, v);
+      block_qkv(blk, i, lo, blk.attn_input(x), pp, m.base->layer_rope(i), q, k, v);
       kc[size_t(i)].narrow(2, p0, n).copy_(k.permute({1, 0, 2}).unsqueeze(0));
       vc[size_t(i)].narrow(2, p0, n).copy_(v.permute({1, 0, 2}).unsqueeze(0));
       auto o = nn::masked_attention(q.permute({1, 0, 2}).unsqueeze(0).contiguous(), kc[size_t(i)].narrow(2, 0, p0 + n),
                                     vc[size_t(i)].narrow(2, 0, p0 + n),
-                                    mask_of(i, n, p0));  // [1, H, n, hd]
+                                    mask_of(i, n, p0), s.softcap);  // [1, H, n, hd]
       auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({n, s.n_heads * s.head_dim}));
       x = x + a;
       x = x + block_mlp(blk, i, lo, x);
@@ -133,9 +133,9 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       // transformers' Phi3ForCausalLM drops its cache there (inference/dense_session.h).
       std::vector<int64_t> seq(prompt);
       seq.insert(seq.end(), g.tokens.begin(), g.tokens.end());
-      x = pass(m.base->embed_tokens(torch::tensor(seq, iopt)), 0).narrow(0, p, 1);
+      x = pass(m.base->embed(torch::tensor(seq, iopt)), 0).narrow(0, p, 1);
     } else {
-      x = pass(m.base->embed_tokens(torch::full({1}, tok, iopt)), p);  // [1, d]
+      x = pass(m.base->embed(torch::full({1}, tok, iopt)), p);  // [1, d]
     }
     tok = choose(m.base->logits(m.base->norm(x)), t + 1);  // [1, V]
   }

@@ -33,22 +33,14 @@ int64_t layer_window(const baselines::DenseConfig& c, int64_t layer) {
 }
 
 void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where) {
-  // The gated decoder implements the Llama layout (SwiGLU, pre-norm, unscaled embeddings)
-  // and OLMo 2's (output norms only, q/k norms across heads).
-  const bool olmo = !c.input_norms && c.sandwich_norm && c.activation == "silu" && !c.scale_embeddings;
-  if (!olmo && (c.activation != "silu" || c.sandwich_norm || c.scale_embeddings))
-    throw InputError(where + ": a Gemma-layout model (MLP gate " + c.activation +
-                     (c.sandwich_norm ? ", sandwich norms" : "") +
-                     (c.scale_embeddings ? ", embeddings times sqrt(hidden_size)" : "") +
-                     "); LayerRoute needs a Llama-layout model (Qwen2, Qwen3, Llama, Mistral, Phi-3) or OLMo 2's");
+  // The gated blocks (block_lora.h) are nn::Block's: the Llama layout, Gemma's (GeGLU,
+  // sandwich norms, scaled embeddings, soft-capping, the sliding layers' own RoPE) and
+  // OLMo 2's; the attention full causal or sliding-window.
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind == baselines::AttentionKind::Strided)
       throw InputError(where + ": layer " + std::to_string(i) + " uses strided window attention (window " +
                        std::to_string(c.window) + ", stride " + std::to_string(c.stride) +
                        "); LayerRoute runs full causal or sliding-window layers");
-  if (c.rope_local_theta > 0)
-    throw InputError(where + ": sliding layers with their own RoPE base (rope_local_theta " +
-                     std::to_string(c.rope_local_theta) + ", Gemma 3); LayerRoute runs one RoPE for every layer");
 }
 
 GatedModelImpl::GatedModelImpl(baselines::DenseModel b, const LoraConfig& lc, const GateConfig& gc, uint64_t seed)
@@ -77,7 +69,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
   const auto forced = opt.forced_open.defined() ? opt.forced_open.to(dev).to(torch::kBool) : torch::Tensor();
   const LoraImpl* lo = opt.use_lora ? lora.get() : nullptr;
 
-  auto h = base->embed_tokens(tokens.to(dev));  // [B, T, d]
+  auto h = base->embed(tokens.to(dev));  // [B, T, d] (Gemma: times sqrt(d))
   GatedOutput out;
   auto f32 = torch::TensorOptions(torch::kFloat32).device(dev);
   std::vector<torch::Tensor> scores, sigmas, opens;
@@ -86,6 +78,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
   for (int64_t i = 0; i < L; ++i) {
     auto& blk = *base->layers[i]->as<nn::Block>();
     const int64_t window = layer_window(c, i);
+    auto& rope = base->layer_rope(i);  // Gemma 3's sliding layers: their own RoPE base
     torch::Tensor s, sigma, open;
     if (forced.defined()) {
       s = torch::zeros({B}, f32);
@@ -105,7 +98,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     opens.push_back(open);
     if (opt.ste) {
       auto delta =
-          block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope, window);
+          block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), rope, window);
       auto g = (forced.defined() || opt.mode == GateMode::Open || opt.mode == GateMode::Closed) ? sigma : ste_gate(sigma);
       h = h + g.to(h.scalar_type()).view({B, 1, 1}) * delta.view({B, T, d});
       out.executed_blocks += B;
@@ -118,7 +111,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     out.executed_blocks += n_open;
     if (n_open == B) {
       auto delta =
-          block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), base->rope, window);
+          block_delta_lora(blk, i, lo, h.view({B * T, d}), full.document_segments(), full.pos(), rope, window);
       h = h + delta.view({B, T, d});
       continue;
     }
@@ -127,7 +120,7 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
     auto idx = rows_t.to(dev);
     if (!lay) lay = std::make_unique<baselines::TokenLayout>(n_open, T, docs.index_select(0, idx), dev);
     auto x = h.index_select(0, idx).reshape({n_open * T, d});
-    auto delta = block_delta_lora(blk, i, lo, x, lay->document_segments(), lay->pos(), base->rope, window);
+    auto delta = block_delta_lora(blk, i, lo, x, lay->document_segments(), lay->pos(), rope, window);
     h = h.index_add(0, idx, delta.view({n_open, T, d}));
   }
   out.logits = base->logits(base->norm(h));

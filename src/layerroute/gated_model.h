@@ -78,11 +78,12 @@ class GatedModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(GatedModel);
 
-/// InputError naming `where` for a base the gated decoder does not run: a block layout
-/// other than Llama's or OLMo 2's (Gemma's GeGLU, sandwich norms, scaled embeddings),
-/// strided window attention, or sliding layers with their own RoPE (Gemma 3).
-/// Full causal and sliding-window layers (Mistral v0.1, Phi-3-mini-4k, Qwen2's
-/// use_sliding_window, OLMo 3) run.
+/// InputError naming `where` for a base the gated decoder does not run: one with strided
+/// window attention (a lol-trained dense baseline). Every block layout of the Hugging Face
+/// architectures runs (Llama's, Gemma's GeGLU, sandwich norms, scaled embeddings,
+/// soft-capping and per-layer RoPE, OLMo 2's output norms), with full causal and
+/// sliding-window layers (Mistral v0.1, Phi-3-mini-4k, Qwen2's use_sliding_window,
+/// Gemma 2/3, OLMo 3).
 void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where);
 
 /// W of layer `layer`'s sliding window (a query sees itself and the W - 1 keys before

@@ -401,11 +401,90 @@ TEST(HfGemma, RefusedFeatures) {
   write_hf_weights(dir.path(), w, torch::kFloat32);
   expect_input_error([&] { load_hf_model(dir.path()); }, {"model.layers.1.post_feedforward_layernorm.weight", "missing"});
 
-  // LayerRoute and export implement the Llama layout only.
+  // Export as a Llama-family architecture names the Gemma one that fits.
   write_hf_weights(dir.path(), gemma_weights(s, 3), torch::kFloat32);
   auto m = load_hf_model(dir.path());
-  expect_input_error([&] { layerroute::GatedModel(m, layerroute::LoraConfig{}, layerroute::GateConfig{}, 0); }, {"Gemma-layout", "LayerRoute"});
-  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"Gemma-layout", "export"});
+  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); },
+                     {"Gemma-layout", "export as Gemma3ForCausalLM"});
+}
+
+/// Exports the folder of `s` (loaded) with the default architecture: config.json names
+/// `arch`, the exported folder computes the float64 reference of the source weights, and
+/// the stored norm weights are the source's offsets w (not 1 + w).
+void check_export(const GemmaShape& s, const std::string& arch, const std::string& what) {
+  SCOPED_TRACE(what);
+  TempDir dir("gemma-export");
+  write_text(dir.path() + "/config.json", s.config().dump(2));
+  const auto weights = gemma_weights(s, 11);
+  write_hf_weights(dir.path(), weights, torch::kFloat32);
+  auto m = load_hf_model(dir.path());
+  ExportOptions eo;
+  eo.architecture = default_architecture(m->config());
+  EXPECT_EQ(eo.architecture, arch);
+  eo.derived_from = dir.path();
+  const std::string out = dir.path() + "/exported";
+  export_hf(*m, nullptr, out, eo);
+  const auto written = nlohmann::json::parse(read_text(out + "/config.json"));
+  EXPECT_EQ(written["architectures"], nlohmann::json::array({arch}));
+  // The exported folder read as transformers reads it: its query_pre_attn_scalar is
+  // head_dim (the source's scale is folded into the queries), its weights as stored.
+  GemmaShape e = s;
+  e.qpas = double(s.head_dim);
+  EXPECT_EQ(written.value("query_pre_attn_scalar", s.head_dim), s.head_dim);
+  const auto exported = load_tensors(out + "/model.safetensors");
+  NamedTensors exported64;
+  for (const auto& [name, t] : exported) exported64.emplace_back(name, t.to(torch::kFloat64));
+  const auto tokens = some_tokens(23, s.vocab);
+  const auto ref = gemma_reference(e, exported64, tokens);
+  expect_folder_matches_reference(out, tokens, ref);
+  // ... which is the source's function, up to float32 rounding of the folded weights.
+  const auto source_ref = gemma_reference(s, rounded(weights, torch::kFloat32), tokens);
+  EXPECT_LT((ref - source_ref).abs().max().item<double>(), 1e-5);
+  const auto stored = rounded(weights, torch::kFloat32);
+  std::map<std::string, torch::Tensor> source(stored.begin(), stored.end());
+  int64_t norms = 0;
+  for (const auto& [name, t] : exported) {
+    if (name.find("layernorm") == std::string::npos && name != "model.norm.weight") continue;
+    ++norms;  // stored as the offset w (1 + w rounded to float32 by the model, then - 1)
+    EXPECT_LT((t.to(torch::kFloat64) - source.at(name)).abs().max().item<double>(), 1e-6) << name;
+  }
+  EXPECT_EQ(norms, s.layers * (s.sandwich() ? 4 : 2) + 1);
+}
+
+TEST(HfGemma, ExportWritesEachGemmaArchitecture) {
+  GemmaShape s;  // Gemma 3: query_pre_attn_scalar 20 (folded into q_norm), pattern 2
+  s.rope_linear = 4;
+  check_export(s, kGemma3Arch, "gemma3, linear RoPE on the full layers");
+  s.window = 64;  // never binds; the sliding layers keep their own RoPE base
+  check_export(s, kGemma3Arch, "gemma3, window = max_position_embeddings");
+  GemmaShape g2;
+  g2.gemma3 = false;
+  g2.gemma2 = true;
+  g2.attn_cap = 1.5;
+  g2.final_cap = 2.0;
+  g2.tied = false;
+  check_export(g2, kGemma2Arch, "gemma2 soft-capped (query_pre_attn_scalar 20 folded into q_proj), untied");
+  GemmaShape g1;
+  g1.gemma3 = false;
+  g1.layers = 2;
+  g1.act = "gelu";
+  check_export(g1, kGemmaArch, "gemma exact GELU");
+
+  // Layouts an architecture cannot hold are refused, naming what differs.
+  auto c = to_dense_config(HfConfig::from_json(GemmaShape().config(), "config.json"));
+  expect_input_error([&] { from_dense_config(c, kGemma2Arch, "float32"); }, {"qk_norm = true", "Gemma2ForCausalLM"});
+  expect_input_error([&] { from_dense_config(c, kGemmaArch, "float32"); }, {"sandwich_norm = true", "GemmaForCausalLM"});
+  auto c2 = to_dense_config(HfConfig::from_json(g2.config(), "config.json"));
+  c2.full_attention_interval = 3;
+  expect_input_error([&] { from_dense_config(c2, kGemma2Arch, "float32"); }, {"full_attention_interval = 3", "0, 2, 4"});
+  auto flat = c;
+  flat.scale_embeddings = false;
+  expect_input_error([&] { from_dense_config(flat, kGemma3Arch, "float32"); }, {"scale_embeddings = false"});
+  auto scaled_local = c;  // sliding layers on the full layers' scaled RoPE: not Gemma 3's
+  scaled_local.rope_local_theta = 0;
+  scaled_local.rope_scaling.type = "linear";
+  scaled_local.rope_scaling.factor = 2;
+  expect_input_error([&] { from_dense_config(scaled_local, kGemma3Arch, "float32"); }, {"unscaled RoPE"});
 }
 
 }  // namespace
