@@ -1,5 +1,6 @@
-// `lol generate`: stream a continuation of a prompt from a LoL checkpoint (issue 6), or
-// from a dense / looped / MoE baseline by full recomputation.
+// `lol generate`: stream a continuation of a prompt from a LoL checkpoint (issue 6), a
+// dense checkpoint with full / sliding-window attention (KV-cached, inference/dense_generate.h),
+// or a strided dense / looped / MoE baseline by full recomputation.
 // `lol bench generate`: prefill and decode tokens/s, cached vs full recompute.
 #include <cctype>
 #include <chrono>
@@ -14,7 +15,9 @@
 #include "cli/model_dir.h"
 #include "cli/prompt_room.h"
 #include "core/runtime.h"
+#include "baselines/dense_trainable.h"
 #include "inference/decode_benchmark.h"
+#include "inference/dense_generate.h"
 #include "inference/full_recompute.h"
 #include "inference/generate.h"
 #include "io/atomic_file.h"
@@ -160,7 +163,7 @@ void run_generate(const GenerateArgs& a) {
   const std::string dir = resolve_model_dir(a.model);  // a run directory means its latest checkpoint
   const std::string arch = model_architecture(dir);
   LoLModel model{nullptr};
-  std::unique_ptr<training::TrainableModel> baseline;  // dense / looped / MoE: full recomputation
+  std::unique_ptr<training::TrainableModel> baseline;  // dense / looped / MoE
   int64_t vocab_size = 0, max_seq_len = 0;
   if (arch == "lol") {
     model = load_lol(dir, dev, &extra);
@@ -261,8 +264,13 @@ void run_generate(const GenerateArgs& a) {
     else std::cout << stream->push(int32_t(tok)) << std::flush;
   };
   auto t0 = std::chrono::steady_clock::now();
-  auto gens = model ? inference::generate(model, {p}, o)
-                    : std::vector<inference::Generation>{inference::generate_full_recompute(*baseline, p.tokens, o)};
+  // A dense checkpoint with full or sliding-window layers decodes with a KV cache (the
+  // decoder of Hugging Face folders); strided dense, looped and MoE ones recompute.
+  auto* dense = dynamic_cast<baselines::DenseTrainable*>(baseline.get());
+  const bool cached_dense = dense && dense->model()->config().attention != "strided";
+  auto gens = model          ? inference::generate(model, {p}, o)
+              : cached_dense ? inference::generate_dense(dense->model(), {p.tokens}, o)
+                             : std::vector<inference::Generation>{inference::generate_full_recompute(*baseline, p.tokens, o)};
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << (stream ? stream->finish() : std::string()) << "\n";
   std::cerr << gens[0].tokens.size() << " tokens in " << std::fixed << std::setprecision(3) << s << " s ("
@@ -332,8 +340,8 @@ void run_bench(const BenchArgs& a) {
 void register_generate(CLI::App& app) {
   auto ga = std::make_shared<GenerateArgs>();
   auto* g = app.add_subcommand("generate",
-                               "Generate a continuation of a prompt with a LoL checkpoint (streams output; dense, looped "
-                               "and MoE baselines by full recomputation)");
+                               "Generate a continuation of a prompt with a LoL checkpoint (streams output; dense "
+                               "baselines with a KV cache, strided dense, looped and MoE ones by full recomputation)");
   g->add_option("--model", ga->model, "Checkpoint directory, or a training run directory (its latest checkpoint)")->required();
   auto* pr = g->add_option("--prompt", ga->prompt, "Prompt text (needs a tokenizer)");
   auto* tk = g->add_option("--tokens", ga->tokens, "Prompt token ids, comma or space separated");

@@ -260,11 +260,12 @@ TEST(Compare, InfoReportsEveryArchitecture) {
   EXPECT_EQ(rc, 2);
 }
 
-// `lol generate` on dense, looped and MoE checkpoints (full recomputation): greedy tokens
-// are the argmax of the in-process forward of the sequence so far (teacher forcing), a
+// `lol generate` on dense (sliding: KV-cached; strided: full recomputation), looped and
+// MoE checkpoints: greedy tokens are the argmax of the in-process forward of the sequence
+// so far (teacher forcing), past the window, a
 // stop token ends the output, the same seed samples the same tokens, and the routing
 // options of LoL models are refused (exit 2).
-TEST(Compare, GenerateRunsEveryArchitectureByFullRecomputation) {
+TEST(Compare, GenerateRunsEveryArchitecture) {
   btest::TempDir dir("generate");
   LoopedConfig lc;
   static_cast<TransformerShape&>(lc) = btest::tiny_dense();
@@ -278,8 +279,11 @@ TEST(Compare, GenerateRunsEveryArchitectureByFullRecomputation) {
     for (int64_t t; in >> t;) v.push_back(t);
     return v;
   };
-  for (const auto& cfg : {btest::tiny_dense("sliding").to_json(), lc.to_json(), btest::tiny_moe(3, 2).to_json()}) {
-    const std::string arch = cfg["architecture"].get<std::string>();
+  // (Dense sliding: KV-cached decoding; dense strided: full recomputation.)
+  for (const auto& cfg : {btest::tiny_dense("sliding").to_json(), btest::tiny_dense("strided").to_json(), lc.to_json(),
+                          btest::tiny_moe(3, 2).to_json()}) {
+    const std::string arch = cfg["architecture"].get<std::string>() +
+                             (cfg["architecture"] == "dense" ? "-" + cfg["attention"].get<std::string>() : "");
     const std::string d = dir.path() + "/" + arch;
     auto m = lol::training::make_model(cfg, "t", 29, 16, 0);
     btest::perturb(m->module(), 13);
