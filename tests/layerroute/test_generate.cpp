@@ -54,6 +54,40 @@ std::vector<int64_t> reference_tokens(GatedModelImpl& m, const std::vector<uint8
   return out;
 }
 
+/// A gated model over `base` whose forward with every gate open and no LoRA is checked to
+/// be the base's own on `tokens` [1, T]; its adapters then randomized from `adapter_seed`
+/// (gate scale 2). `adapted`: the open forward's logits with LoRA.
+struct AdaptedBase {
+  GatedModel m{nullptr};
+  torch::Tensor base_logits, adapted;
+};
+AdaptedBase adapt_base(baselines::DenseModel base, const torch::Tensor& tokens, uint64_t adapter_seed) {
+  GatedOptions open;
+  open.mode = GateMode::Open;
+  AdaptedBase a;
+  a.m = GatedModel(base, LoraConfig{}, GateConfig{}, 6);
+  torch::NoGradGuard ng;
+  a.base_logits = base->forward(tokens);
+  EXPECT_LT((a.m->forward(tokens, torch::Tensor(), open).logits - a.base_logits).abs().max().item<double>(), 1e-5);
+  randomize_adapters(*a.m, adapter_seed, 2.0);
+  a.adapted = a.m->forward(tokens, torch::Tensor(), open).logits;
+  EXPECT_GT((a.adapted - a.base_logits).abs().max().item<double>(), 1e-3) << "LoRA should change the logits";
+  return a;
+}
+
+/// Merges `a` into a folder of `architecture` (save_merged) and checks that the folder,
+/// read back, computes the adapted forward on `tokens`; `read` receives its config.
+void expect_merge_computes_adapted(AdaptedBase& a, const std::string& architecture, const torch::Tensor& tokens,
+                                   hf::HfConfig* read = nullptr) {
+  test::TempDir dir("merge");
+  hf::ExportOptions eo;
+  eo.architecture = architecture;
+  save_merged(*a.m, nullptr, dir.path() + "/merged", eo, "adapter");
+  auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32, torch::kCPU, read);
+  torch::NoGradGuard ng;
+  EXPECT_LT((merged->forward(tokens) - a.adapted).abs().max().item<double>(), 1e-4);
+}
+
 TEST(LayerRouteGenerate, SampledTokensEqualFullForwardReference) {
   GatedModel m(tiny_base(), LoraConfig{}, GateConfig{}, 6);
   randomize_adapters(*m, 41, 2.0);
@@ -225,16 +259,8 @@ TEST(LayerRouteGenerate, OlmoLayoutBaseRunsMergesAndGenerates) {
   randomize_base(*base, 7, 0.3);
   const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8};
   const auto tokens = torch::tensor(prompt).unsqueeze(0);
-  GatedOptions open;
-  open.mode = GateMode::Open;
-  GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
-  torch::NoGradGuard ng;
-  const auto base_logits = base->forward(tokens);
-  EXPECT_LT((m->forward(tokens, torch::Tensor(), open).logits - base_logits).abs().max().item<double>(), 1e-5);
-
-  randomize_adapters(*m, 43, 2.0);
-  const auto adapted = m->forward(tokens, torch::Tensor(), open).logits;
-  EXPECT_GT((adapted - base_logits).abs().max().item<double>(), 1e-3) << "LoRA should change the logits";
+  auto a = adapt_base(base, tokens, 43);
+  auto& m = a.m;
   GatedGenerateOptions o;
   o.max_new_tokens = 10;
   for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
@@ -244,13 +270,8 @@ TEST(LayerRouteGenerate, OlmoLayoutBaseRunsMergesAndGenerates) {
     EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << int(mode);
   }
 
-  test::TempDir dir("olmo-merge");
-  hf::ExportOptions eo;
-  eo.architecture = hf::default_architecture(c);
-  EXPECT_EQ(eo.architecture, hf::kOlmo2Arch);
-  save_merged(*m, nullptr, dir.path() + "/merged", eo, "adapter");
-  auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32);
-  EXPECT_LT((merged->forward(tokens) - adapted).abs().max().item<double>(), 1e-4);
+  EXPECT_EQ(hf::default_architecture(c), hf::kOlmo2Arch);
+  expect_merge_computes_adapted(a, hf::kOlmo2Arch, tokens);
 }
 
 // Gemma-layout bases (GeGLU, embeddings times sqrt(d); Gemma 2: sandwich norms,
@@ -289,23 +310,16 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
     randomize_base(*base, 11, 0.3);
     const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
     const auto tokens = torch::tensor(prompt).unsqueeze(0);
-    GatedOptions open;
-    open.mode = GateMode::Open;
-    GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
+    auto a = adapt_base(base, tokens, 47);
+    auto& m = a.m;
     torch::NoGradGuard ng;
-    const auto base_logits = base->forward(tokens);
-    EXPECT_LT((m->forward(tokens, torch::Tensor(), open).logits - base_logits).abs().max().item<double>(), 1e-5);
     if (version == 3) {  // the sliding layers' own RoPE base matters here (a decoder using the full layers' would fail)
       auto one_rope = c;
       one_rope.rope_local_theta = 0;
       baselines::DenseModel other(one_rope);
       for (auto& p : other->named_parameters()) p.value().copy_(base->named_parameters()[p.key()]);
-      EXPECT_GT((other->forward(tokens) - base_logits).abs().max().item<double>(), 1e-2);
+      EXPECT_GT((other->forward(tokens) - a.base_logits).abs().max().item<double>(), 1e-2);
     }
-
-    randomize_adapters(*m, 47, 2.0);
-    const auto adapted = m->forward(tokens, torch::Tensor(), open).logits;
-    EXPECT_GT((adapted - base_logits).abs().max().item<double>(), 1e-3) << "LoRA should change the logits";
     GatedGenerateOptions o;
     o.max_new_tokens = 12;
     for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
@@ -322,13 +336,9 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
       EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << "seed " << seed;
     }
 
-    test::TempDir dir("gemma-merge");
-    hf::ExportOptions eo;
-    eo.architecture = hf::default_architecture(c);
-    EXPECT_EQ(eo.architecture, version == 1 ? hf::kGemmaArch : version == 2 ? hf::kGemma2Arch : hf::kGemma3Arch);
-    save_merged(*m, nullptr, dir.path() + "/merged", eo, "adapter");
-    auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32);
-    EXPECT_LT((merged->forward(tokens) - adapted).abs().max().item<double>(), 1e-4);
+    const std::string arch = version == 1 ? hf::kGemmaArch : version == 2 ? hf::kGemma2Arch : hf::kGemma3Arch;
+    EXPECT_EQ(hf::default_architecture(c), arch);
+    expect_merge_computes_adapted(a, arch, tokens);
   }
 }
 
@@ -349,21 +359,15 @@ TEST(LayerRouteGenerate, SlidingWindowBasesRunGenerateAndMerge) {
     randomize_base(*base, 9, 0.2);
     const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21, 17};
     const auto tokens = torch::tensor(prompt).unsqueeze(0);
-    GatedOptions open;
-    open.mode = GateMode::Open;
-    GatedModel m(base, LoraConfig{}, GateConfig{}, 6);
+    auto a = adapt_base(base, tokens, 43);
+    auto& m = a.m;
     torch::NoGradGuard ng;
-    const auto base_logits = base->forward(tokens);
-    EXPECT_LT((m->forward(tokens, torch::Tensor(), open).logits - base_logits).abs().max().item<double>(), 1e-5);
     auto full = c;
     full.attention = "full";
     full.n_full_prelude = 0;
     baselines::DenseModel unwindowed(full);
     for (auto& p : unwindowed->named_parameters()) p.value().copy_(base->named_parameters()[p.key()]);
-    EXPECT_GT((unwindowed->forward(tokens) - base_logits).abs().max().item<double>(), 1e-3) << "the window binds";
-
-    randomize_adapters(*m, 43, 2.0);
-    const auto adapted = m->forward(tokens, torch::Tensor(), open).logits;
+    EXPECT_GT((unwindowed->forward(tokens) - a.base_logits).abs().max().item<double>(), 1e-3) << "the window binds";
     GatedGenerateOptions o;
     o.max_new_tokens = 12;
     for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
@@ -385,15 +389,10 @@ TEST(LayerRouteGenerate, SlidingWindowBasesRunGenerateAndMerge) {
       EXPECT_DOUBLE_EQ(cost.layer_flops, want);
     }
 
-    test::TempDir dir("sliding-merge");
-    hf::ExportOptions eo;
-    eo.architecture = prelude > 0 ? hf::kQwen2Arch : hf::kMistralArch;
-    save_merged(*m, nullptr, dir.path() + "/merged", eo, "adapter");
     hf::HfConfig read;
-    auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32, torch::kCPU, &read);
+    expect_merge_computes_adapted(a, prelude > 0 ? hf::kQwen2Arch : hf::kMistralArch, tokens, &read);
     EXPECT_EQ(read.sliding_window, 4);
     EXPECT_EQ(read.full_attention_layers, prelude);
-    EXPECT_LT((merged->forward(tokens) - adapted).abs().max().item<double>(), 1e-4);
   }
 }
 
