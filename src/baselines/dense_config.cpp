@@ -26,7 +26,16 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   s.sandwich_norm = sandwich_norm;
   s.input_norms = input_norms;
   s.attn.softcap = attn_logit_softcap;
+  s.layer_norm = norm == "layernorm";
+  s.gated_mlp = mlp == "gated";
+  s.mlp_bias = mlp_bias;
+  s.attn.o_bias = o_bias;
+  s.attn.rope = !learned_positions();
   return s;
+}
+
+double DenseConfig::query_fold() const {
+  return query_pre_attn_scalar > 0 ? std::sqrt(double(effective_head_dim()) / query_pre_attn_scalar) : 1.0;
 }
 
 int64_t DenseConfig::rotary_dim() const {
@@ -55,6 +64,8 @@ void DenseConfig::validate(const std::string& w) const {
   nn::activation_from_name(activation, w + ": field 'activation'");
   require(input_norms || sandwich_norm, w,
           "field 'input_norms' = false: expected sandwich_norm = true (a block keeps its output norms, OLMo 2's layout)");
+  require(std::isfinite(query_pre_attn_scalar) && query_pre_attn_scalar >= 0, w,
+          "field 'query_pre_attn_scalar' = " + std::to_string(query_pre_attn_scalar) + ": expected 0 (none) or > 0");
   for (auto [key, v] : {std::pair<const char*, double>{"attn_logit_softcap", attn_logit_softcap},
                         {"final_logit_softcap", final_logit_softcap}})
     require(std::isfinite(v) && v >= 0, w, std::string("field '") + key + "' = " + std::to_string(v) +
@@ -74,6 +85,16 @@ void DenseConfig::validate(const std::string& w) const {
               std::to_string(effective_head_dim()) + " * " + std::to_string(partial_rotary_factor) +
               ") = " + std::to_string(rotary_dim()) + ": expected an even number >= 2");
   rope_scaling.check_rotary_dim(rotary_dim(), w, "rope_scaling");
+  require(norm == "rmsnorm" || norm == "layernorm", w, "field 'norm' = \"" + norm + "\": expected \"rmsnorm\" or \"layernorm\"");
+  require(mlp == "gated" || mlp == "plain", w, "field 'mlp' = \"" + mlp + "\": expected \"gated\" or \"plain\"");
+  require(positions == "rope" || positions == "learned", w,
+          "field 'positions' = \"" + positions + "\": expected \"rope\" or \"learned\"");
+  require(!(norm == "layernorm" || mlp == "plain" || mlp_bias) || (!sandwich_norm && input_norms), w,
+          "fields 'norm' = \"layernorm\" / 'mlp' = \"plain\" / 'mlp_bias' (GPT-2's blocks): expected the pre-norm "
+          "layout (no sandwich_norm, input_norms true)");
+  require(!learned_positions() || (rope_scaling.is_default() && rope_local_theta == 0 && partial_rotary_factor == 1.0),
+          w, "field 'positions' = \"learned\": expected no RoPE settings (rope_scaling, rope_local_theta, "
+             "partial_rotary_factor)");
   util::check_parameter_estimate(w, "n_layers blocks and the embeddings",
                                  double(n_layers) * block_parameter_estimate(1, ffn_hidden) +
                                      2.0 * double(vocab_size) * double(d_model));
@@ -98,7 +119,13 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("scale_embeddings", c.scale_embeddings);
   f.get("attn_logit_softcap", c.attn_logit_softcap);
   f.get("final_logit_softcap", c.final_logit_softcap);
+  f.get("query_pre_attn_scalar", c.query_pre_attn_scalar);
   f.get("partial_rotary_factor", c.partial_rotary_factor);
+  f.get("norm", c.norm);
+  f.get("mlp", c.mlp);
+  f.get("o_bias", c.o_bias);
+  f.get("mlp_bias", c.mlp_bias);
+  f.get("positions", c.positions);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -121,7 +148,13 @@ nlohmann::json DenseConfig::to_json() const {
   if (scale_embeddings) j["scale_embeddings"] = true;
   if (attn_logit_softcap != 0) j["attn_logit_softcap"] = attn_logit_softcap;
   if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;
+  if (query_pre_attn_scalar != 0) j["query_pre_attn_scalar"] = query_pre_attn_scalar;
   if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
+  if (norm != "rmsnorm") j["norm"] = norm;
+  if (mlp != "gated") j["mlp"] = mlp;
+  if (o_bias) j["o_bias"] = true;
+  if (mlp_bias) j["mlp_bias"] = true;
+  if (positions != "rope") j["positions"] = positions;
   return j;
 }
 

@@ -45,12 +45,29 @@ struct DenseConfig : TransformerShape {
   double attn_logit_softcap = 0;
   /// > 0: logits -> final_logit_softcap * tanh(logits / final_logit_softcap) (Gemma 2).
   double final_logit_softcap = 0;
+  /// > 0: a Hugging Face Gemma 2/3 model's query_pre_attn_scalar, whose attention scale
+  /// query_pre_attn_scalar^-1/2 the loader folded into the queries' weights (times
+  /// query_fold(): q_norm for Gemma 3, q_proj for Gemma 2), so the forward never reads it;
+  /// LoRA on a folded q_proj (LayerRoute) and export do. 0: nothing folded.
+  double query_pre_attn_scalar = 0;
+  /// sqrt(head_dim / query_pre_attn_scalar), or 1 when nothing is folded.
+  double query_fold() const;
   /// The share of each head's dimensions that RoPE rotates (Phi-3's partial_rotary_factor,
   /// Phi-4-mini: 0.75): the leading rotary_dim() dimensions; 1 = all. Written only when not 1.
   double partial_rotary_factor = 1.0;
 
+  // GPT-2's block and positions (Hugging Face GPT2LMHeadModel; written only when not default):
+  std::string norm = "rmsnorm";    ///< "rmsnorm" | "layernorm" (every norm, the final one too, with a bias)
+  std::string mlp = "gated";       ///< "gated" | "plain": down_proj(act(up_proj x)), no gate_proj
+  bool o_bias = false;             ///< o_proj has a bias
+  bool mlp_bias = false;           ///< the MLP projections have biases
+  /// "rope" | "learned": absolute position embeddings model.embed_positions.weight
+  /// [max_seq_len, d_model] added to the token embeddings, and no rotary embedding.
+  std::string positions = "rope";
+  bool learned_positions() const { return positions == "learned"; }
+
   /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
-  /// activation and sandwich norms).
+  /// activation, sandwich norms and GPT-2's LayerNorms, MLP and biases).
   nn::BlockShape dense_block_shape() const;
   /// int(head_dim * partial_rotary_factor), as transformers truncates it (even, >= 2 once validated).
   int64_t rotary_dim() const;

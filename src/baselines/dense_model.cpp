@@ -29,7 +29,9 @@ DenseModelImpl::DenseModelImpl(const DenseConfig& c)
   embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
   layers = body_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layers; ++i) layers->push_back(nn::Block(c.dense_block_shape()));
-  norm = body_->register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps));
+  if (c.learned_positions())
+    embed_positions = body_->register_module("embed_positions", torch::nn::Embedding(c.max_seq_len, c.d_model));
+  norm = body_->register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps, c.norm == "layernorm"));
   if (!c.tie_word_embeddings)
     lm_head = register_module("lm_head",
                               torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
@@ -43,7 +45,7 @@ torch::Tensor DenseModelImpl::hidden(const torch::Tensor& tokens, const torch::T
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const auto dev = embed_tokens->weight.device();
   TokenLayout L(B, T, doc_ids, dev);
-  auto s = embed(tokens.to(dev)).reshape({B * T, cfg_.d_model});
+  auto s = embed_at(tokens.to(dev).reshape({B * T}), L.pos());  // [B T, d]
   for (int64_t i = 0; i < cfg_.n_layers; ++i)
     s = block_forward(*layers[i]->as<nn::Block>(), s, L, cfg_.layer_attention(i), layer_rope(i));
   return norm(s.view({B, T, cfg_.d_model}));
@@ -59,6 +61,11 @@ torch::Tensor scale_embedding_rows(const torch::Tensor& e, double scale) {
 
 torch::Tensor DenseModelImpl::embed(const torch::Tensor& tokens) {
   return scale_embedding_rows(embed_tokens(tokens), embedding_scale(cfg_));
+}
+
+torch::Tensor DenseModelImpl::embed_at(const torch::Tensor& tokens, const torch::Tensor& pos) {
+  auto e = embed(tokens);
+  return embed_positions ? e + embed_positions(pos.to(e.device())) : e;
 }
 
 nn::RoPE& DenseModelImpl::layer_rope(int64_t layer) { return cfg_.local_rope(layer) ? rope_local : rope; }

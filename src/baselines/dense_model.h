@@ -8,6 +8,9 @@
 //   model.layers.{i}.mlp.{gate,up,down}_proj.weight
 //   model.norm.weight [d]
 //   lm_head.weight [V, d] (absent when tie_word_embeddings)
+// GPT-2's layout (DenseConfig norm / mlp / o_bias / mlp_bias / positions): every norm a
+// LayerNorm with a .bias, o_proj and mlp.{up,down}_proj biases, no gate_proj, and
+//   model.embed_positions.weight [max_seq_len, d] (learned absolute positions, no RoPE).
 // Attention per layer: DenseConfig::layer_attention (full / sliding / strided).
 #pragma once
 #include <torch/nn/module.h>
@@ -52,8 +55,11 @@ class DenseModelImpl : public torch::nn::Module {
   /// then final_logit_softcap).
   torch::Tensor logits(const torch::Tensor& h);
   /// Input embeddings of tokens [...] int64 -> [..., d_model]: embed_tokens, times
-  /// sqrt(d_model) with scale_embeddings (Gemma).
+  /// sqrt(d_model) with scale_embeddings (Gemma). Positions are not added (see embed_at).
   torch::Tensor embed(const torch::Tensor& tokens);
+  /// embed(tokens) plus, with learned positions (GPT-2), embed_positions(pos); pos [...]
+  /// int64 of tokens' shape, each < max_seq_len.
+  torch::Tensor embed_at(const torch::Tensor& tokens, const torch::Tensor& pos);
   /// The RoPE of layer `layer`: rope_local for a sliding layer when rope_local_theta > 0
   /// (Gemma 3), else rope.
   nn::RoPE& layer_rope(int64_t layer);
@@ -63,6 +69,7 @@ class DenseModelImpl : public torch::nn::Module {
   torch::nn::ModuleList layers{nullptr};  ///< n_layers nn::Block
   nn::RMSNorm norm{nullptr};
   torch::nn::Linear lm_head{nullptr};     ///< nullptr when tie_word_embeddings
+  torch::nn::Embedding embed_positions{nullptr};  ///< [max_seq_len, d] with learned positions, else nullptr
   nn::RoPE rope;
   nn::RoPE rope_local;  ///< sliding layers' RoPE when rope_local_theta > 0 (else unused)
 

@@ -69,7 +69,9 @@ CostModel cost_model(const DenseConfig& c) {
     m.layers.push_back(layer("layers." + std::to_string(i), per_block, c.layer_attention(i), width));
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   const int64_t embed = c.vocab_size * c.d_model;
-  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.dense_block_shape()) + c.d_model;
+  // (+ GPT-2's position table and final LayerNorm bias)
+  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.dense_block_shape()) +
+                 c.d_model * (c.norm == "layernorm" ? 2 : 1) + (c.learned_positions() ? c.max_seq_len * c.d_model : 0);
   m.active_parameters = m.parameters;
   m.effective_parameters = m.parameters;
   return m;

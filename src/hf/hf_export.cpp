@@ -18,17 +18,25 @@ namespace {
 /// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
 /// biases where the architecture has them and the model does not. Gemma's RMSNorm weights
 /// (h.norm_offset) are written as w - 1 (the model computes x_normalized (1 + w)), computed
-/// in float32 (float64 for a float64 model) before the conversion (hf_model.cpp: the loader adds 1 back).
+/// in float32 (float64 for a float64 model) before the conversion (hf_model.cpp: the loader adds 1 back);
+/// an attention scale the loader folded into the queries (DenseConfig::query_pre_attn_scalar)
+/// is divided out of q_norm (Gemma 3) or q_proj (Gemma 2) first.
 NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::ScalarType dtype) {
   std::map<std::string, torch::Tensor> params;
   for (auto& p : m.named_parameters()) params[p.key()] = p.value().detach();
   NamedTensors out;
+  const double fold = h.norm_offset ? m.config().query_fold() : 1.0;
+  const std::string folded = h.qk_norm ? "self_attn.q_norm.weight" : "self_attn.q_proj.weight";
+  auto ends_with = [](const std::string& n, const std::string& s) {
+    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+  };
   auto put = [&](const std::string& name) {
     auto it = params.find(name);
     if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
     auto t = it->second.to(torch::kCPU);
-    if (h.norm_offset && name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
-      t = t.to(torch::promote_types(t.scalar_type(), torch::kFloat)) - 1.0;
+    const auto wide = torch::promote_types(t.scalar_type(), torch::kFloat);
+    if (fold != 1.0 && ends_with(name, folded)) t = t.to(wide) / fold;
+    if (h.norm_offset && ends_with(name, "norm.weight")) t = t.to(wide) - 1.0;
     out.emplace_back(name, t.to(dtype).contiguous());
     params.erase(it);
   };

@@ -80,6 +80,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.scale_embeddings = h.scale_embeddings;
   c.attn_logit_softcap = h.attn_logit_softcapping;
   c.final_logit_softcap = h.final_logit_softcapping;
+  c.query_pre_attn_scalar = h.query_pre_attn_scalar;  // folded into the queries by the loader
   return c;
 }
 
@@ -134,6 +135,8 @@ void check_gemma_layout(const baselines::DenseConfig& c, const std::string& arch
            g3 ? "normalizes every query and key head" : "has no q_norm / k_norm");
   if (g1 && (c.attn_logit_softcap > 0 || c.final_logit_softcap > 0))
     refuse("logit soft-capping", "has none (Gemma 2 does)");
+  if (g1 && c.query_fold() != 1.0)
+    refuse("query_pre_attn_scalar = " + std::to_string(c.query_pre_attn_scalar), "scales attention by head_dim^-1/2");
   if (!g3 && c.rope_local_theta > 0)
     refuse("rope_local_theta = " + std::to_string(c.rope_local_theta), "has one RoPE for every layer");
   if (c.attention == "sliding" && exported_sliding(c, architecture)) {
@@ -162,6 +165,10 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                      "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\" or \"" + kGemma3Arch +
                      "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
+  if (c.norm != "rmsnorm" || c.mlp != "gated" || c.o_bias || c.mlp_bias || c.learned_positions())
+    throw InputError("dense model: GPT-2's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp + "\", positions \"" +
+                     c.positions + "\"): export writes RMSNorm / gated-MLP / RoPE architectures only (" + architecture +
+                     " is not GPT2LMHeadModel)");
   // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
   // OLMo 2/3, and they have no other blocks.
   const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +
@@ -282,8 +289,9 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     h.norm_offset = h.scale_embeddings = true;  // the weights are written as w - 1 (hf_export)
     h.attn_logit_softcapping = c.attn_logit_softcap;
     h.final_logit_softcapping = c.final_logit_softcap;
-    // The attention scale stays hd^-1/2: the loader folds any other into the queries.
-    if (architecture != kGemmaArch) h.query_pre_attn_scalar = double(h.head_dim);
+    // The loaded model's scale (hf_export unfolds the queries' weights), else hd's.
+    if (architecture != kGemmaArch)
+      h.query_pre_attn_scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : double(h.head_dim);
     // Gemma 3's sliding layers: their own RoPE base, or the full layers' (unscaled: checked).
     if (architecture == kGemma3Arch) h.rope_local_theta = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
   }

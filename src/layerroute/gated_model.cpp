@@ -33,6 +33,9 @@ int64_t layer_window(const baselines::DenseConfig& c, int64_t layer) {
 }
 
 void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where) {
+  if (c.norm != "rmsnorm" || c.mlp != "gated" || c.o_bias || c.mlp_bias || c.learned_positions())
+    throw InputError(where + ": GPT-2's layout (LayerNorms, an ungated MLP with biases, learned positions); "
+                             "LayerRoute's gated blocks implement RMSNorm, gated-MLP, RoPE models");
   // The gated blocks (block_lora.h) are nn::Block's: the Llama layout, Gemma's (GeGLU,
   // sandwich norms, scaled embeddings, soft-capping, the sliding layers' own RoPE) and
   // OLMo 2's; the attention full causal or sliding-window.

@@ -29,6 +29,8 @@ torch::nn::Linear& target_linear(baselines::DenseModelImpl& m, int64_t layer, co
 LoraImpl::LoraImpl(baselines::DenseModelImpl& base, const LoraConfig& cfg, uint64_t seed) : cfg_(cfg) {
   cfg_.validate("LoRA config");
   n_layers_ = base.config().n_layers;
+  // Gemma 3 folds the scale into q_norm, after q_proj (and its LoRA): nothing to scale.
+  if (!base.config().qk_norm) q_proj_fold_ = base.config().query_fold();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto dev = base.embed_tokens->weight.device();
   for (int64_t i = 0; i < n_layers_; ++i)
@@ -62,7 +64,7 @@ torch::Tensor LoraImpl::add(int64_t layer, const std::string& target, const torc
   if (k < 0) return base_out;
   const auto dt = x.scalar_type();
   auto low = torch::matmul(x, a_[k].to(dt).t());  // [..., r]
-  return base_out + torch::matmul(low, b_[k].to(dt).t()).mul(cfg_.scale());
+  return base_out + torch::matmul(low, b_[k].to(dt).t()).mul(cfg_.scale() * factor(target));
 }
 
 NamedTensors LoraImpl::peft_tensors() const {
@@ -108,7 +110,7 @@ void LoraImpl::merge_into(baselines::DenseModelImpl& m) const {
     for (const auto& t : cfg_.targets) {
       const int64_t k = index(i, t);
       auto& w = target_linear(m, i, t)->weight;
-      auto d = torch::matmul(b_[k].to(torch::kFloat64), a_[k].to(torch::kFloat64)).mul(cfg_.scale());
+      auto d = torch::matmul(b_[k].to(torch::kFloat64), a_[k].to(torch::kFloat64)).mul(cfg_.scale() * factor(t));
       require(d.sizes() == w.sizes(), "LoRA merge", "shape mismatch at " + peft_name(i, t, 'A'));
       w.copy_((w.to(torch::kFloat64) + d.to(w.device())).to(w.scalar_type()));
     }

@@ -35,7 +35,9 @@ class LoraImpl : public torch::nn::Module {
   LoraImpl(baselines::DenseModelImpl& base, const LoraConfig& cfg, uint64_t seed);
 
   /// `base_out` [..., out] + scale * (x [..., in] A^T) B^T when (layer, target) has an
-  /// adapter, else base_out unchanged. Computed in x's dtype.
+  /// adapter, else base_out unchanged. Computed in x's dtype. On a Gemma 2 base whose
+  /// q_proj holds the folded attention scale (DenseConfig::query_fold), q_proj's update is
+  /// scaled likewise: the adapter is PEFT's on the Hugging Face model's q_proj.
   torch::Tensor add(int64_t layer, const std::string& target, const torch::Tensor& x,
                     const torch::Tensor& base_out) const;
   bool has_target(const std::string& target) const;
@@ -49,7 +51,8 @@ class LoraImpl : public torch::nn::Module {
   /// shape mismatch or a non-finite value is an InputError naming `where` and the tensor.
   void load_peft_tensors(const NamedTensors& tensors, const std::string& where);
   /// Folds the adapters into `m`'s weights: W <- W + scale * B A (computed in float64,
-  /// stored in W's dtype). `m` must have the shapes of the base the adapters were made for.
+  /// stored in W's dtype; times the fold on a folded q_proj, as add). `m` must have the
+  /// shapes and the fold of the base the adapters were made for.
   void merge_into(baselines::DenseModelImpl& m) const;
 
  private:
@@ -57,6 +60,8 @@ class LoraImpl : public torch::nn::Module {
   LoraConfig cfg_;
   int64_t n_layers_ = 0;
   std::vector<torch::Tensor> a_, b_;  ///< [layer * n_targets + t]
+  double q_proj_fold_ = 1.0;          ///< the base's query_fold on q_proj (Gemma 2), else 1
+  double factor(const std::string& target) const { return target == "q_proj" ? q_proj_fold_ : 1.0; }
 };
 TORCH_MODULE(Lora);
 

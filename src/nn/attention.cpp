@@ -578,7 +578,7 @@ AttentionImpl::AttentionImpl(const AttentionShape& s) : shape(s) {
   q_proj = register_module("q_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_heads * s.head_dim).bias(s.qkv_bias)));
   k_proj = register_module("k_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_kv_heads * s.head_dim).bias(s.qkv_bias)));
   v_proj = register_module("v_proj", torch::nn::Linear(LinearOptions(s.d_model, s.n_kv_heads * s.head_dim).bias(s.qkv_bias)));
-  o_proj = register_module("o_proj", torch::nn::Linear(LinearOptions(s.n_heads * s.head_dim, s.d_model).bias(false)));
+  o_proj = register_module("o_proj", torch::nn::Linear(LinearOptions(s.n_heads * s.head_dim, s.d_model).bias(s.o_bias)));
   if (s.qk_norm) {
     const int64_t q_width = s.qk_norm_across_heads ? s.n_heads * s.head_dim : s.head_dim;
     const int64_t k_width = s.qk_norm_across_heads ? s.n_kv_heads * s.head_dim : s.head_dim;
@@ -616,8 +616,12 @@ void grouped_project(const std::vector<AttentionImpl*>& experts, const std::vect
     if (!s.qk_norm_across_heads) return (experts[0]->*member)(t);
     return (experts[0]->*member)(t.reshape({N, t.size(1) * s.head_dim})).view({N, t.size(1), s.head_dim});
   };
-  q = rope.apply(head_norm(project(&AttentionImpl::q_proj, s.n_heads), &AttentionImpl::q_norm), pos, pos_bound);
-  k = rope.apply(head_norm(project(&AttentionImpl::k_proj, s.n_kv_heads), &AttentionImpl::k_norm), pos, pos_bound);
+  q = head_norm(project(&AttentionImpl::q_proj, s.n_heads), &AttentionImpl::q_norm);
+  k = head_norm(project(&AttentionImpl::k_proj, s.n_kv_heads), &AttentionImpl::k_norm);
+  if (s.rope) {
+    q = rope.apply(q, pos, pos_bound);
+    k = rope.apply(k, pos, pos_bound);
+  }
   v = project(&AttentionImpl::v_proj, s.n_kv_heads);
 }
 

@@ -35,6 +35,9 @@ struct AttentionShape {
   /// softcap * tanh(s / softcap) before the mask and softmax (the composed attention
   /// path then runs instead of the direct CPU kernel). 0: none.
   double softcap = 0;
+  bool o_bias = false;  ///< o_proj has a bias (GPT-2)
+  /// false: no rotary embedding (positions enter through learned absolute embeddings, GPT-2).
+  bool rope = true;
 };
 
 /// Core masked softmax attention on padded segments.

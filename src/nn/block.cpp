@@ -24,12 +24,14 @@ BlockImpl::BlockImpl(const BlockShape& s) {
     moe = register_module("mlp", SparseMoE(s.attn.d_model, s.ffn_hidden, s.moe.n_experts, s.moe.top_k,
                                            s.moe.router_noise_std));
   } else {
-    mlp = register_module("mlp", MLP(s.attn.d_model, s.ffn_hidden, s.activation));
+    mlp = register_module("mlp", MLP(s.attn.d_model, s.ffn_hidden, s.activation, s.gated_mlp, s.mlp_bias));
   }
+  if ((s.layer_norm || !s.gated_mlp || s.mlp_bias) && (s.moe.n_experts > 0 || s.sandwich_norm || !s.input_norms))
+    throw InputError("block: GPT-2's LayerNorms / ungated MLP with an MoE FFN or sandwich norms are not implemented");
   const int64_t d = s.attn.d_model;
   if (!s.input_norms && !s.sandwich_norm)
     throw InputError("block: input_norms = false without sandwich_norm: expected the output norms (OLMo 2's layout)");
-  if (s.input_norms) input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps));
+  if (s.input_norms) input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps, s.layer_norm));
   if (s.sandwich_norm) {
     if (s.moe.n_experts > 0) throw InputError("block: sandwich norms with an MoE FFN are not implemented");
     attn_output_norm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps));
@@ -37,7 +39,7 @@ BlockImpl::BlockImpl(const BlockShape& s) {
       post_attention_layernorm = register_module("pre_feedforward_layernorm", RMSNorm(d, s.norm_eps));
     ffn_output_norm = register_module("post_feedforward_layernorm", RMSNorm(d, s.norm_eps));
   } else {
-    post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps));
+    post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps, s.layer_norm));
   }
 }
 
@@ -155,9 +157,13 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
   // FiLM (gamma_s * RMSNorm_s(x) + beta_s) runs inside the norms' fused kernel.
   const FiLMImpl* f = ctx.film;
   if (f && !input_norms) throw InputError("grouped_block_delta: FiLM needs the blocks' input norms");
-  auto h = input_norms ? rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(),
-                                  f ? f->attn_beta : torch::Tensor(), eps, ctx.stacks)
-                       : x;
+  // GPT-2's LayerNorms (with biases): one block per group, no FiLM (modulated refuses it).
+  const bool layer_norm = input_norms && blocks[0]->input_layernorm->is_layer_norm();
+  if (layer_norm && blocks.size() > 1) throw InputError("grouped_block_delta: LayerNorm blocks run one per group");
+  auto h = layer_norm    ? blocks[0]->input_layernorm->modulated(x, f ? f->attn_gamma : torch::Tensor(), torch::Tensor())
+           : input_norms ? rms_norm(x, ln1, sizes, f ? f->attn_gamma : torch::Tensor(),
+                                    f ? f->attn_beta : torch::Tensor(), eps, ctx.stacks)
+                         : x;
   torch::Tensor kv = ctx.key_visible ? *ctx.key_visible : torch::Tensor();
   auto a = grouped_attention(attn, sizes, h, *ctx.pos, *ctx.layout, kv, *ctx.rope, ctx.pos_bound, ctx.stacks);
   if (ln_attn_out.size() != blocks.size() && !ln_attn_out.empty())
@@ -166,7 +172,9 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
   const torch::Tensor none;
   if (sandwich) a = rms_norm(a, ln_attn_out, sizes, none, none, eps, ctx.stacks);
   auto r = x + a;
-  auto m_in = input_norms ? rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks) : r;
+  auto m_in = layer_norm    ? blocks[0]->post_attention_layernorm->forward(r)
+              : input_norms ? rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks)
+                            : r;
   auto m = moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in, ctx.stacks);
   if (sandwich) m = rms_norm(m, ln_ffn_out, sizes, none, none, eps, ctx.stacks);
   return a + m;

@@ -39,6 +39,12 @@ struct BlockShape {
   /// false (with sandwich_norm, a dense FFN and no FiLM): no input_layernorm and no FFN
   /// input norm, only the output norms (OLMo 2/3, see BlockImpl).
   bool input_norms = true;
+  /// GPT-2's blocks: LayerNorms with biases instead of RMSNorms (no FiLM, one block per
+  /// group), an ungated MLP (down_proj(act(up_proj x))) and biases on the MLP projections
+  /// (attn.o_bias and attn.rope = false complete the layout).
+  bool layer_norm = false;
+  bool gated_mlp = true;
+  bool mlp_bias = false;
 };
 
 /// Depth-dependent FiLM parameters (paper Appendix A), each [d_model].

@@ -15,13 +15,23 @@ inline int64_t attention_weights(const BlockShape& s) {
   return s.attn.d_model * s.attn.head_dim * (2 * s.attn.n_heads + 2 * s.attn.n_kv_heads);
 }
 
-/// Attention projection biases (q, k, v with qkv_bias, Qwen2): hd (H + 2 H_kv), else 0.
+/// Attention projection biases: hd (H + 2 H_kv) with qkv_bias (Qwen2), + d with o_bias (GPT-2).
 inline int64_t attention_biases(const BlockShape& s) {
-  return s.attn.qkv_bias ? s.attn.head_dim * (s.attn.n_heads + 2 * s.attn.n_kv_heads) : 0;
+  return (s.attn.qkv_bias ? s.attn.head_dim * (s.attn.n_heads + 2 * s.attn.n_kv_heads) : 0) +
+         (s.attn.o_bias ? s.attn.d_model : 0);
 }
 
-/// Parameters of one SwiGLU expert (or of the dense FFN): gate, up, down = 3 d F.
-inline int64_t swiglu_weights(const BlockShape& s) { return 3 * s.attn.d_model * s.ffn_hidden; }
+/// Parameters of one SwiGLU expert (or of the dense FFN): gate, up, down = 3 d F; an
+/// ungated MLP (GPT-2) 2 d F, + F + d with mlp_bias (+ F more when gated).
+inline int64_t swiglu_weights(const BlockShape& s) {
+  const int64_t mats = s.gated_mlp ? 3 : 2;
+  return mats * s.attn.d_model * s.ffn_hidden;
+}
+
+/// MLP biases of a dense FFN (GPT-2): up (F), down (d) and, gated, gate (F).
+inline int64_t mlp_biases(const BlockShape& s) {
+  return s.mlp_bias ? (s.gated_mlp ? 2 : 1) * s.ffn_hidden + s.attn.d_model : 0;
+}
 
 /// Every FFN weight of a block: 3 d F dense; E d (gate) + E * 3 d F with an MoE FFN.
 inline int64_t ffn_weights(const BlockShape& s) {
@@ -49,16 +59,16 @@ inline int64_t qk_norm_parameters(const BlockShape& s) {
   return s.attn.qk_norm_across_heads ? s.attn.head_dim * (s.attn.n_heads + s.attn.n_kv_heads) : 2 * s.attn.head_dim;
 }
 
-/// RMSNorm gains of a block, d each: 2 pre-norm, 4 sandwich (Gemma 2/3), 2 with the
-/// sandwich's output norms only (OLMo 2/3).
+/// Norm gains of a block, d each: 2 pre-norm, 4 sandwich (Gemma 2/3), 2 with the
+/// sandwich's output norms only (OLMo 2/3); LayerNorms (GPT-2) have as many biases again.
 inline int64_t block_norm_parameters(const BlockShape& s) {
-  return ((s.sandwich_norm ? 2 : 0) + (s.input_norms ? 2 : 0)) * s.attn.d_model;
+  return ((s.sandwich_norm ? 2 : 0) + (s.input_norms ? 2 : 0)) * s.attn.d_model * (s.layer_norm ? 2 : 1);
 }
 
 /// Every parameter of one nn::Block: attention (with biases and q_norm / k_norm), FFN and
 /// the RMSNorm gains.
 inline int64_t block_parameters(const BlockShape& s) {
-  return attention_weights(s) + attention_biases(s) + qk_norm_parameters(s) + ffn_weights(s) +
+  return attention_weights(s) + attention_biases(s) + qk_norm_parameters(s) + ffn_weights(s) + mlp_biases(s) +
          block_norm_parameters(s);
 }
 

@@ -2,6 +2,7 @@
 #include "nn/linear.h"
 #include "nn/vec_math.h"
 #include "core/runtime.h"
+#include "util/error.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -105,14 +106,21 @@ torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, A
   return torch::silu(g) * u;
 }
 
-MLPImpl::MLPImpl(int64_t d, int64_t h, Activation a) : act(a) {
+torch::Tensor activation(const torch::Tensor& x, Activation act) {
+  if (act == Activation::GeluTanh) return torch::gelu(x, "tanh");
+  if (act == Activation::Gelu) return torch::gelu(x);
+  return torch::silu(x);
+}
+
+MLPImpl::MLPImpl(int64_t d, int64_t h, Activation a, bool gated, bool bias) : act(a) {
   using torch::nn::LinearOptions;
-  gate_proj = register_module("gate_proj", torch::nn::Linear(LinearOptions(d, h).bias(false)));
-  up_proj = register_module("up_proj", torch::nn::Linear(LinearOptions(d, h).bias(false)));
-  down_proj = register_module("down_proj", torch::nn::Linear(LinearOptions(h, d).bias(false)));
+  if (gated) gate_proj = register_module("gate_proj", torch::nn::Linear(LinearOptions(d, h).bias(bias)));
+  up_proj = register_module("up_proj", torch::nn::Linear(LinearOptions(d, h).bias(bias)));
+  down_proj = register_module("down_proj", torch::nn::Linear(LinearOptions(h, d).bias(bias)));
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  if (!gated()) return linear(activation(linear(x, up_proj), act), down_proj);
   return linear(gated_activation(linear(x, gate_proj), linear(x, up_proj), act), down_proj);
 }
 
@@ -120,10 +128,13 @@ torch::Tensor grouped_mlp(const std::vector<MLPImpl*>& experts, const std::vecto
                           const torch::Tensor& x, WeightStacks* stacks) {
   std::vector<const torch::nn::LinearImpl*> gate, up, down;
   for (auto* e : experts) {
-    gate.push_back(e->gate_proj.get());
+    if (e->gated() != experts.at(0)->gated()) throw InputError("grouped_mlp: gated and ungated experts in one group");
+    if (e->gated()) gate.push_back(e->gate_proj.get());
     up.push_back(e->up_proj.get());
     down.push_back(e->down_proj.get());
   }
+  if (!experts.at(0)->gated())
+    return grouped_linear(activation(grouped_linear(x, up, sizes, stacks), experts[0]->act), down, sizes, stacks);
   return grouped_linear(gated_activation(grouped_linear(x, gate, sizes, stacks), grouped_linear(x, up, sizes, stacks),
                                          experts.at(0)->act),
                         down, sizes, stacks);

@@ -1,6 +1,7 @@
 // Gated feed-forward (Shazeer 2020), HF naming: down_proj(act(gate_proj(x)) * up_proj(x)):
 // SwiGLU (act = SiLU: Llama, Qwen2, LoL paper Appendix A) or GeGLU (act = GELU, exact or
-// tanh-approximated: Gemma).
+// tanh-approximated: Gemma). Not gated (GPT-2's MLP): down_proj(act(up_proj(x))), with
+// biases on both projections.
 #pragma once
 #include <vector>
 
@@ -16,18 +17,22 @@ namespace lol::nn {
 /// act(g) * u elementwise, g and u of one shape: SiLU through one fused autograd node on
 /// CPU float32/float64, GELU through LibTorch's gelu.
 torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, Activation act);
+/// act(x) elementwise (the ungated MLP's activation).
+torch::Tensor activation(const torch::Tensor& x, Activation act);
 
 class MLPImpl : public torch::nn::Module {
  public:
-  MLPImpl(int64_t d_model, int64_t hidden, Activation act = Activation::SiLU);
+  /// gated = false: no gate_proj (down_proj(act(up_proj(x)))); bias: up/down (and gate) biases.
+  MLPImpl(int64_t d_model, int64_t hidden, Activation act = Activation::SiLU, bool gated = true, bool bias = false);
   /// x [..., d_model] -> [..., d_model]
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};  ///< gate_proj null when not gated
   Activation act = Activation::SiLU;
+  bool gated() const { return !gate_proj.is_empty(); }
 };
 TORCH_MODULE(MLP);
 
-/// Grouped gated FFN (experts[0]'s activation) for one routed depth's experts: x [N, d_model] cut into consecutive row
+/// Grouped FFN (experts[0]'s activation and gating) for one routed depth's experts: x [N, d_model] cut into consecutive row
 /// blocks of sizes[g] rows, block g through experts[g]; one autograd node per projection
 /// (nn::grouped_linear; `stacks` as there). Returns [N, d_model]. Throws lol::InputError
 /// on mismatched sizes.

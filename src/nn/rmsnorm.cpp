@@ -240,11 +240,21 @@ struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
 
 }  // namespace
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps_, bool layer_norm) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({dim}));
+  if (layer_norm) bias = register_parameter("bias", torch::zeros({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  if (is_layer_norm()) return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  return modulated(x, {}, {});
 }
 
 torch::Tensor RMSNormImpl::modulated(const torch::Tensor& x, const torch::Tensor& scale, const torch::Tensor& shift) {
+  if (is_layer_norm()) {
+    if (scale.defined() || shift.defined()) throw InputError("LayerNorm: FiLM modulation is not implemented");
+    return forward(x);
+  }
   return rms_norm(x, {weight}, {x.dim() == 0 ? 0 : x.numel() / std::max<int64_t>(1, x.size(-1))}, scale, shift, eps);
 }
 

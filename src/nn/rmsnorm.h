@@ -1,6 +1,7 @@
 // RMSNorm (Zhang & Sennrich 2019) as in Hugging Face Llama/Qwen2:
 // y = weight * x / sqrt(mean(x^2, last dim) + eps), computed in float32 (float64
-// inputs in float64).
+// inputs in float64). With layer_norm (GPT-2's blocks): LayerNorm (Ba et al. 2016),
+// y = weight * (x - mean) / sqrt(var + eps) + bias, LibTorch's layer_norm.
 #pragma once
 #include <vector>
 
@@ -14,16 +15,20 @@ namespace lol::nn {
 
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t dim, double eps);
+  /// layer_norm: a LayerNorm with a bias [dim] (registered as "bias") instead.
+  RMSNormImpl(int64_t dim, double eps, bool layer_norm = false);
   /// x [..., dim] -> [..., dim]
-  torch::Tensor forward(const torch::Tensor& x) { return modulated(x, {}, {}); }
+  torch::Tensor forward(const torch::Tensor& x);
   /// FiLM-modulated norm (LoL paper Appendix A): scale * RMSNorm(x) + shift, with scale and
   /// shift [dim] (either may be undefined = 1 / 0); one fused node on CPU. x [..., dim] ->
   /// [..., dim]. Throws c10::Error when scale or shift is not broadcastable to [dim].
   /// (Not an overload of forward: torch::nn::ModuleHolder needs a single forward.)
+  /// Throws InputError for a LayerNorm (no FiLM in GPT-2's blocks).
   torch::Tensor modulated(const torch::Tensor& x, const torch::Tensor& scale, const torch::Tensor& shift);
   torch::Tensor weight;
+  torch::Tensor bias;  ///< [dim] with layer_norm, else undefined
   double eps;
+  bool is_layer_norm() const { return bias.defined(); }
 };
 TORCH_MODULE(RMSNorm);
 

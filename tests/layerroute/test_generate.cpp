@@ -4,12 +4,14 @@
 // across heads) and Gemma-layout bases through the gated forward, generation and merge.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "baselines/flops.h"
+#include "core/tensor_io.h"
 #include "hf/hf_model.h"
 #include "inference/sampling.h"
 #include "layerroute/adapter_io.h"
@@ -76,13 +78,16 @@ AdaptedBase adapt_base(baselines::DenseModel base, const torch::Tensor& tokens, 
 }
 
 /// Merges `a` into a folder of `architecture` (save_merged) and checks that the folder,
-/// read back, computes the adapted forward on `tokens`; `read` receives its config.
+/// read back, computes the adapted forward on `tokens`; `read` receives its config,
+/// `inspect` (if given) the folder before it is removed.
 void expect_merge_computes_adapted(AdaptedBase& a, const std::string& architecture, const torch::Tensor& tokens,
-                                   hf::HfConfig* read = nullptr) {
+                                   hf::HfConfig* read = nullptr,
+                                   const std::function<void(const std::string&)>& inspect = {}) {
   test::TempDir dir("merge");
   hf::ExportOptions eo;
   eo.architecture = architecture;
   save_merged(*a.m, nullptr, dir.path() + "/merged", eo, "adapter");
+  if (inspect) inspect(dir.path() + "/merged");
   auto merged = hf::load_hf_model(dir.path() + "/merged", torch::kFloat32, torch::kCPU, read);
   torch::NoGradGuard ng;
   EXPECT_LT((merged->forward(tokens) - a.adapted).abs().max().item<double>(), 1e-4);
@@ -299,8 +304,12 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
     if (version == 2) {
       c.attn_logit_softcap = 3.0;
       c.final_logit_softcap = 5.0;
+      // As loaded from a folder with query_pre_attn_scalar 24 (head_dim 8): q_proj holds the
+      // scale sqrt(8 / 24), so q_proj's LoRA update is scaled too, and the merge unfolds it.
+      c.query_pre_attn_scalar = 24;
     }
     if (version == 3) {
+      c.query_pre_attn_scalar = 12;  // (folded into q_norm, after q_proj's LoRA)
       c.qk_norm = true;
       c.rope_local_theta = 500;
       c.rope_scaling.type = "linear";
@@ -338,7 +347,22 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
 
     const std::string arch = version == 1 ? hf::kGemmaArch : version == 2 ? hf::kGemma2Arch : hf::kGemma3Arch;
     EXPECT_EQ(hf::default_architecture(c), arch);
-    expect_merge_computes_adapted(a, arch, tokens);
+    // The merged q_proj is PEFT's fold on the Hugging Face model's q_proj: W + scale B A,
+    // W the folded weight divided by the fold (Gemma 2), whatever the loader folded.
+    auto& q0 = base->layers[0]->as<nn::Block>()->self_attn->q_proj->weight;
+    const double fold = version == 2 ? c.query_fold() : 1.0;
+    torch::Tensor want_q0;
+    for (const auto& [name, t] : m->lora->peft_tensors())
+      if (name.find("layers.0.self_attn.q_proj.lora_A") != std::string::npos) want_q0 = t;
+    for (const auto& [name, t] : m->lora->peft_tensors())
+      if (name.find("layers.0.self_attn.q_proj.lora_B") != std::string::npos)
+        want_q0 = q0.detach().to(torch::kFloat64) / fold +
+                  m->lora->config().scale() * torch::matmul(t.to(torch::kFloat64), want_q0.to(torch::kFloat64));
+    expect_merge_computes_adapted(a, arch, tokens, nullptr, [&](const std::string& dir) {
+      for (const auto& [name, t] : load_tensors(dir + "/model.safetensors"))
+        if (name == "model.layers.0.self_attn.q_proj.weight")
+          EXPECT_LT((t.to(torch::kFloat64) - want_q0).abs().max().item<double>(), 1e-5);
+    });
   }
 }
 

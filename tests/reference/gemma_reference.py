@@ -197,6 +197,57 @@ instead of null -- and the reading that matches lol is named (first 6 disagreeme
 head's scale and the final softcap, which leave the argmax alone or nearly), that Gemma 2
 without softcaps and with every layer full equals the Gemma 3 model without q/k norms, that
 caps of 1e9 equal no caps, and Gemma2Config's defaults as read.
+
+LayerRoute and export (added by a third reviewer, same rules: src/ and tests/ outside
+tests/reference/ unread; check_layerroute_gemma / check_export_gemma, modelled on
+olmo_reference.py's check_layerroute_olmo / check_export_olmo, whose fold_adapter, LR_SAMPLES,
+LR_TARGETS and WORDS are imported):
+  * layerroute train (3 steps, rank 4, all seven LoRA targets, --system "", 8 ChatML samples of
+    29-30 tokens) on three bases: a Gemma 3 folder (C's config, untied, 4 layers, layers 0, 2
+    slide with window 5 and rope_local_base_freq 10000, the full ones rope_theta 1e6 with linear
+    scaling 4, query_pre_attn_scalar 12 != head_dim 16), G1's Gemma 2 folder (soft-caps 2 / 3,
+    window 5, query_pre_attn_scalar 24, tied) and A's Gemma folder. Gemma 3 and Gemma 2 train
+    with gate biases 0 (--bias-band 0 --bias-outside 0; Gemma 2 --seed 3) so that the gates follow
+    each sample's mean hidden state (Gemma 3's samples take 3 gate patterns). eval --json
+    (ppl_base / ppl_open / ppl_gated / executed_mean / layer_open against GemmaRef with the
+    adapter's LoRA folded in float64 -- W + alpha/r B A, as PEFT on transformers' model: on q_proj
+    before q_norm and before the query_pre_attn_scalar^-1/2 scale -- and the adapter's gates: the
+    gate of layer i reads the mean of the states entering block i, the scaled embeddings for
+    block 0; gated numbers only when every |gate score| > 1e-4). merge: the base's architecture,
+    model_type and tensor names; every tensor = the float64 fold within 1e-6 of max |W'|, where a
+    query_pre_attn_scalar rewritten to s' carries c = sqrt(s' / s) in Gemma 2's q_proj
+    (c W') or Gemma 3's q_norm (1 + w' = c (1 + w)); the merged folder read with its own
+    config.json (as transformers reads it) gives the adapted model's logits (1e-5 relative) and
+    `hf ppl` float64 of it = the reference; gates.safetensors = the adapter's. layerroute
+    generate --gates learned and open (greedy, 12 new ids after a 26-id chat prompt and a 17-id
+    text piece: the window binds): the layers run and the ids. On a Gemma 2 disagreement the
+    reading "LoRA on q_proj not times sqrt(head_dim / query_pre_attn_scalar)" is evaluated.
+  * lol train (8 steps, d 32, 4 heads / 2 kv heads, head_dim 16, ffn 40, a byte-tokenized word
+    corpus) of dense models of Gemma layout, then lol export --hf (default architecture):
+    Gemma 3 (scale_embeddings, gelu_pytorch_tanh, sandwich_norm, qk_norm, sliding window 6 with
+    full_attention_interval 2, rope_local_theta 10000, rope_theta 1e6 with linear scaling 2,
+    untied); the same checkpoint with its config.json edited to full_attention_interval 3 and
+    soft-caps 2.5 / 4 (Gemma 3 holds any pattern and both caps); Gemma 2 (sandwich_norm, window 5,
+    interval 2, soft-caps 2 / 3, tied), and edited without caps (Gemma2Config's 50 / 30 defaults
+    must not apply); Gemma 1 (exact GELU, full attention, tied). Checked: architectures /
+    model_type; config.json as the transformers class reads it (absent keys -> its defaults):
+    head_dim, num_key_value_heads, hidden_activation, tie_word_embeddings, rope_theta,
+    rms_norm_eps, max_position_embeddings, layer_types, sliding_window, the soft-caps,
+    rope_local_base_freq, rope_scaling; Gemma 3's layer_types = the sliding_window_pattern's
+    (transformers < 4.53 reads the pattern), Gemma 2's = 0, 2, .. sliding (< 4.53 ignores
+    layer_types), Gemma's hidden_act = hidden_activation (>= 4.48 reads hidden_act); tensor names
+    and shapes exactly Gemma's; exported norm + 1 = the checkpoint's norm, other tensors equal
+    (q_proj / q_norm up to the query_pre_attn_scalar factor); the reference on the exported folder
+    = `lol forward` on the checkpoint (2e-5 of max |logit|; the readings it cannot tell apart are
+    noted); `hf ppl` float64 of the folder = the reference. Refusals (exit 2, naming what
+    differs): the Gemma 3 layout with --arch gemma2 / qwen2 / gemma, the Gemma 2 layout edited to
+    interval 3 (default arch and --arch gemma2), the Gemma 1 layout with --arch gemma3.
+  ASSUMED: the adapter's LoRA means PEFT's on the Hugging Face base (docs/layerroute.md: PEFT
+  names, scale lora_alpha / r), so a query_pre_attn_scalar that lol folds into its queries must
+  not change the LoRA's effect; a merged folder is right when transformers, reading it, computes
+  that adapted model (rewritten query_pre_attn_scalar accepted); an export whose
+  query_pre_attn_scalar is not head_dim is a note (the function check decides); Gemma 2/3
+  exports need layer_types only to agree with what older readers derive.
 """
 import argparse
 import json
@@ -797,6 +848,464 @@ def null_window(ck, cfg, T, ids, tag="gemma3-pattern-window-null"):
     ck.fail(msg)
 
 
+# ---------------------------------------------------------------- LayerRoute and export (third reviewer)
+# check_layerroute_gemma / check_export_gemma: modelled on olmo_reference.py's check_layerroute_olmo /
+# check_export_olmo, whose fold_adapter, LR_SAMPLES, LR_TARGETS and WORDS are imported.
+def lr_reference_gemma(cfg, T, F, gates, samples):
+    """LayerRoute eval's pooled assistant-token perplexities (backbone on T, open and gated on F =
+    T with the LoRA folded in float64; each sample's gates from the mean of its whole sequence's
+    states entering block i, the scaled embeddings for block 0) and mean executed layers; no
+    system turn. Also the smallest |gate score| and the gated model."""
+    W = lambda X: {k: (s, v, "F64") for k, (s, v) in X.items()}  # noqa: E731
+    bb, ad = GemmaRef(cfg, W(T)), GemmaRef(cfg, W(F))
+    ad.gates = gates
+    out, margin = {}, float("inf")
+    for key, model, mode in (("ppl_base", bb, "backbone"), ("ppl_open", ad, "open"), ("ppl_gated", ad, "gated")):
+        tot = cnt = 0.0
+        ex, pats = [], []
+        for s in samples:
+            toks, mask, _ = q2.chatml_ids(s, None)
+            logits, _, opens, scores = model.prefill(toks, mode)
+            ex.append(sum(opens))
+            pats.append(opens)
+            if scores:
+                margin = min(margin, min(abs(x) for x in scores))
+            for j in range(len(toks) - 1):
+                if mask[j + 1]:
+                    tot -= q2.log_softmax(logits[j])[toks[j + 1]]
+                    cnt += 1
+        out[key] = math.exp(tot / cnt)
+        if mode == "gated":
+            out["executed_mean"] = sum(ex) / len(ex)
+            out["layer_open"] = [sum(o[i] for o in pats) / len(pats) for i in range(model.L)]
+            out["patterns"] = sorted(set("".join("1" if o else "0" for o in op) for op in pats))
+    return out, margin, ad
+
+
+def q_lora_unscaled(cfg, T, F):
+    """a diagnosis reading for Gemma 2 (query_pre_attn_scalar s != head_dim): the scale folded into the
+    base q_proj only, q = (c W + alpha/r B A) x with c = sqrt(head_dim / s) and scores times
+    head_dim^-1/2, i.e. the LoRA on q_proj divided by c relative to PEFT on transformers' model.
+    Returns (config, base tensors, adapted tensors) of that reading."""
+    p = gemma_params(cfg)
+    c = p["scale"] / p["hd"] ** -0.5
+    cfg2 = dict(cfg, query_pre_attn_scalar=p["hd"])
+    T2 = {k: (v[0], [x * c for x in v[1]] if k.endswith("q_proj.weight") else v[1]) for k, v in T.items()}
+    F2 = dict(F)
+    for k, v in T2.items():
+        if k.endswith("q_proj.weight"):
+            # F - T = the LoRA delta; add it to the scaled base unscaled
+            F2[k] = (v[0], [x + (f - t) for x, f, t in zip(v[1], F[k][1], T[k][1])])
+    return cfg2, T2, F2
+
+
+def _maxrel(A, B):
+    """max |a - b| over two lists of logit rows, relative to max |b|"""
+    return max(abs(a - b) for ra, rb in zip(A, B) for a, b in zip(ra, rb)) / max(abs(b) for rb in B for b in rb)
+
+
+def merged_expected(cfg, mc, F):
+    """the tensors a merged folder of config `mc` should hold: the float64 fold F, where a rewritten
+    query_pre_attn_scalar s' (the base's s) folds sqrt(s' / s) into the queries: Gemma 2's q_proj,
+    Gemma 3's q_norm (1 + w' = c (1 + w)); RoPE is linear and q_norm is scale-equivariant."""
+    p, pm = gemma_params(cfg), gemma_params(mc)
+    c = p["scale"] / pm["scale"]
+    E = dict(F)
+    if abs(c - 1.0) > 1e-12:
+        for k, (shape, vals) in F.items():
+            if p["g3"] and k.endswith("self_attn.q_norm.weight"):
+                E[k] = (shape, [c * (1.0 + v) - 1.0 for v in vals])
+            elif p["g2"] and k.endswith("self_attn.q_proj.weight"):
+                E[k] = (shape, [c * v for v in vals])
+    return E, c
+
+
+def check_layerroute_gemma(ck, bases):
+    """LayerRoute on Gemma-family bases. bases: (tag, folder, config, tensors, full, extra train args)
+    where `full` asks for merge and generate besides train + eval. Train 3 steps (every LoRA target), eval against the
+    reference with the LoRA folded in float64 and the adapter's gates, merge (the base's architecture
+    and tensor names, the fold's values, a folder that read as transformers reads it computes the
+    adapted model, and hf ppl of it), layerroute generate (--gates learned and open)."""
+    import shutil
+    import olmo_reference as olmo
+    from safetensors_io import read_st
+    print("[layerroute on Gemma bases]", flush=True)
+    data = os.path.join(ck.work, "lr_gemma.jsonl")
+    with open(data, "w") as f:
+        for s_ in olmo.LR_SAMPLES:
+            f.write(json.dumps(s_) + "\n")
+    lens = [len(q2.chatml_ids(s_, None)[0]) for s_ in olmo.LR_SAMPLES]
+    train = ["--data", "lr_gemma.jsonl", "--steps", 3, "--batch", 2, "--accum", 1, "--lr", 0.01, "--system", "",
+             "--max-len", 64, "--rank", 4, "--targets", olmo.LR_TARGETS, "--threads", 1, "--no-progress"]
+    ids = q2.encode(TEXT)
+    for tag, base, cfg, T, full, extra in bases:
+        p = gemma_params(cfg)
+        adapter, merged = "lr-" + tag, "lr-" + tag + "-merged"
+        for d_ in (adapter, merged):
+            shutil.rmtree(os.path.join(ck.work, d_), ignore_errors=True)
+        slid = [i for i, t in enumerate(p["layer_types"]) if t == "sliding_attention"]
+        print("  [%s] base %s (%s), sliding layers %s window %s, samples of %d..%d tokens" % (
+            tag, base, cfg["architectures"][0], slid, p["window"], min(lens), max(lens)), flush=True)
+        r = ck.run(["layerroute", "train", "--base", base, "--out", adapter] + train + extra)
+        if r.returncode != 0:
+            continue
+        F, gates = olmo.fold_adapter(T, os.path.join(ck.work, adapter))
+        ref, margin, model = lr_reference_gemma(cfg, T, F, gates, olmo.LR_SAMPLES)
+        print("    reference: gate patterns %s, smallest |gate score| %.2e" % (ref["patterns"], margin))
+        r = ck.run(["layerroute", "eval", "--adapter", adapter, "--data", "lr_gemma.jsonl", "--samples", 0,
+                    "--timing-samples", 0, "--json", adapter + "-eval.json", "--threads", 1])
+        if r.returncode == 0:
+            res = json.load(open(os.path.join(ck.work, adapter + "-eval.json")))
+            gated = margin > 1e-4
+            nf = len(ck.failures)
+            for k in ("ppl_base", "ppl_open") + (("ppl_gated",) if gated else ()):
+                ck.close("%s layerroute eval %s" % (tag, k), res.get(k), ref[k], 1e-5)
+            if gated:
+                ck.close("%s layerroute eval executed_mean" % tag, res.get("executed_mean"), ref["executed_mean"],
+                         0, 1e-9)
+                if "layer_open" in res:
+                    ck.equal("%s layerroute eval layer_open" % tag, [round(v, 9) for v in res["layer_open"]],
+                             [round(v, 9) for v in ref["layer_open"]])
+            if len(ck.failures) > nf and p["g2"] and abs(p["scale"] - p["hd"] ** -0.5) > 1e-12:
+                c2, T2, F2 = q_lora_unscaled(cfg, T, F)
+                alt, _, _ = lr_reference_gemma(c2, T2, F2, gates, olmo.LR_SAMPLES)
+                print("    under the reading 'q = (c W_q + alpha/r B A) x, scores x head_dim^-1/2' (the LoRA on "
+                      "q_proj not times c = sqrt(head_dim / query_pre_attn_scalar)): ppl_open %.10g, ppl_gated %.10g"
+                      "%s" % (alt["ppl_open"], alt["ppl_gated"], "   <-- lol matches" if abs(
+                          alt["ppl_open"] - (res.get("ppl_open") or 0)) <= 1e-5 * alt["ppl_open"] else ""))
+            if not gated:
+                ck.note("%s layerroute: a gate score within %.1e of 0: gated numbers not compared" % (tag, margin))
+            if abs(ref["ppl_open"] - ref["ppl_base"]) < 1e-4 * ref["ppl_base"]:
+                ck.note("%s layerroute: the LoRA barely moves the perplexity (%.3g vs %.3g)" % (
+                    tag, ref["ppl_open"], ref["ppl_base"]))
+        if not full:
+            continue
+        # merge: a folder of the base's architecture holding the folded weights
+        r = ck.run(["layerroute", "merge", "--adapter", adapter, "--out", merged])
+        if r.returncode == 0:
+            mdir = os.path.join(ck.work, merged)
+            mc = json.load(open(os.path.join(mdir, "config.json")))
+            ck.equal("%s layerroute merge: architectures / model_type" % tag,
+                     (mc.get("architectures"), mc.get("model_type")), (cfg["architectures"], cfg["model_type"]))
+            mT = q2.read_folder_weights(mdir)
+            ck.equal("%s layerroute merge: tensor names = the base's" % tag, sorted(mT), sorted(T))
+            E, c = merged_expected(cfg, mc, F)
+            if c != 1.0:
+                print("    merged query_pre_attn_scalar %r (base %r): the queries carry x%.6g" % (
+                    mc.get("query_pre_attn_scalar"), cfg.get("query_pre_attn_scalar"), c))
+            worst, wname = 0.0, None
+            for k, (shape, want) in E.items():
+                if k in mT:
+                    sc = max(abs(v) for v in want) or 1.0
+                    e = max(abs(a - b) for a, b in zip(mT[k][1], want)) / sc
+                    if e > worst:
+                        worst, wname = e, k
+            ck.close("%s layerroute merge: max |merged - float64 fold| / max |W'| (worst %s)" % (tag, wname), worst,
+                     0.0, 0, 1e-6)
+            # the function: the merged folder read as transformers reads it (its own config) against
+            # the adapted model (the base's config on the fold)
+            adapted = GemmaRef(cfg, {k: (s_, v, "F64") for k, (s_, v) in F.items()})
+            mref = GemmaRef(mc, mT)
+            seqs = [q2.chatml_ids(s_, None)[0] for s_ in olmo.LR_SAMPLES[:3]] + [ids[:40]]
+            dmax = max(_maxrel(mref.prefill(s_)[0], adapted.prefill(s_)[0]) for s_ in seqs)
+            ok = ck.close("%s layerroute merge: the merged folder's logits (its config.json, as transformers reads "
+                          "it) vs the adapted model, max rel" % tag, dmax, 0.0, 0, 1e-5)
+            if not ok and p["g2"] and abs(p["scale"] - p["hd"] ** -0.5) > 1e-12:
+                c2, _, F2 = q_lora_unscaled(cfg, T, F)
+                alt = GemmaRef(c2, {k: (s_, v, "F64") for k, (s_, v) in F2.items()})
+                d2 = max(_maxrel(mref.prefill(s_)[0], alt.prefill(s_)[0]) for s_ in seqs)
+                print("    the merged folder against the reading 'LoRA on q_proj not times sqrt(head_dim / "
+                      "query_pre_attn_scalar)': max rel %.2e%s" % (d2, "   <-- lol matches" if d2 < 1e-5 else ""))
+            mg = os.path.join(mdir, "gates.safetensors")
+            if os.path.exists(mg):
+                G = read_st(mg)
+                got_g = (q2.mat(G["gates.weight"]), list(G["gates.bias"][1])) if "gates.weight" in G and \
+                    "gates.bias" in G else sorted(G)
+                ck.equal("%s layerroute merge: gates.safetensors = the adapter's" % tag, got_g, gates)
+            else:
+                ck.note("%s layerroute merge: no gates.safetensors in the merged folder" % tag)
+            for k_ in ("pad_token_id", "bos_token_id", "eos_token_id"):
+                if mc.get(k_) != cfg.get(k_):
+                    ck.note("%s layerroute merge: %s %r -> %r" % (tag, k_, cfg.get(k_), mc.get(k_)))
+            compare_ppl(ck, merged, adapted, ids, 40, "float64", 1e-5, merged)
+        # generate: the gated model (gates from the prompt) and every layer open, greedy
+        # (a chat prompt of 26 ids and a 17-id piece of TEXT, +12 new: past the window of 5)
+        toks_, _, plen = q2.chatml_ids({"question": "hi 3 hi", "answer": "ok"}, None)
+        for prompt in (toks_[:plen], ids[5:22]):
+            for gt, fo in (("open", [True] * model.L), ("learned", None)):
+                want = model.greedy(prompt, 12, "forced" if fo else "gated", fo)[0]
+                if len(set(want)) < 3:
+                    ck.note("%s layerroute generate --gates %s (%d prompt ids): the reference's greedy ids %s are "
+                            "repetitive" % (tag, gt, len(prompt), want))
+            if margin > 1e-4:
+                q2.lr_generate(ck, model, adapter, "%s (%d prompt ids)" % (tag, len(prompt)), prompt, "learned",
+                               n=12)
+            q2.lr_generate(ck, model, adapter, "%s (%d prompt ids)" % (tag, len(prompt)), prompt, "open", n=12)
+
+
+def train_dense_gemma(ck, name, model, steps=8):
+    """an 8-step `lol train` of a tiny dense model on gemma-data (the byte-level tokenizer's 259 ids)"""
+    import shutil
+    m = {"architecture": "dense", "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16, "ffn_hidden": 40,
+         "max_seq_len": 64, "n_layers": 4}
+    m.update(model)
+    cfg = {"model": m, "data": {"dir": "gemma-data", "seq_len": 32, "batch_size": 4, "packing": "pack"},
+           "optim": {"type": "adamw", "lr": 0.02},
+           "train": {"steps": steps, "out": name, "device": "cpu", "threads": 1, "seed": 0, "eval_every": 100,
+                     "eval_batches": 1, "save_every": 100, "log_every": 100}}
+    shutil.rmtree(os.path.join(ck.work, name), ignore_errors=True)
+    json.dump(cfg, open(os.path.join(ck.work, name + ".json"), "w"))
+    r = ck.run(["train", "--config", name + ".json", "--no-progress"])
+    return name if r.returncode == 0 else None
+
+
+def _latest_ckpt(ck, run):
+    d = os.path.join(ck.work, run, "checkpoints")
+    return os.path.join(d, sorted(os.listdir(d))[-1])
+
+
+def gemma_shapes(arch, V, d, H, Hkv, hd, F, L, tied):
+    """Gemma / Gemma2 / Gemma3ForCausalLM's tensor names and shapes"""
+    out = {"model.embed_tokens.weight": [V, d], "model.norm.weight": [d]}
+    if not tied:
+        out["lm_head.weight"] = [V, d]
+    for i in range(L):
+        p_ = "model.layers.%d." % i
+        out.update({p_ + "self_attn.q_proj.weight": [H * hd, d], p_ + "self_attn.k_proj.weight": [Hkv * hd, d],
+                    p_ + "self_attn.v_proj.weight": [Hkv * hd, d], p_ + "self_attn.o_proj.weight": [d, H * hd],
+                    p_ + "input_layernorm.weight": [d], p_ + "post_attention_layernorm.weight": [d],
+                    p_ + "mlp.gate_proj.weight": [F, d], p_ + "mlp.up_proj.weight": [F, d],
+                    p_ + "mlp.down_proj.weight": [d, F]})
+        if arch in ("gemma2", "gemma3"):
+            out.update({p_ + "pre_feedforward_layernorm.weight": [d], p_ + "post_feedforward_layernorm.weight": [d]})
+        if arch == "gemma3":
+            out.update({p_ + "self_attn.q_norm.weight": [hd], p_ + "self_attn.k_norm.weight": [hd]})
+    return out
+
+
+ARCHS = {"gemma": ("GemmaForCausalLM", "gemma"), "gemma2": ("Gemma2ForCausalLM", "gemma2"),
+         "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}
+
+
+def export_case(ck, tag, run, arch, model, want_keys, ids):
+    """`lol export --hf RUN` (default architecture): config.json / tensors as `arch`'s, the reference on
+    the folder = `lol forward` on the checkpoint, norms = the checkpoint's minus 1, hf ppl reads it back"""
+    from safetensors_io import read_st
+    out = "ex-" + tag
+    import shutil
+    shutil.rmtree(os.path.join(ck.work, out), ignore_errors=True)
+    r = ck.run(["export", "--hf", run, "--out", out])
+    if r.returncode != 0:
+        return
+    ex = os.path.join(ck.work, out)
+    c = json.load(open(os.path.join(ex, "config.json")))
+    ck.equal("export %s: default architecture" % tag, (c.get("architectures"), c.get("model_type")),
+             ([ARCHS[arch][0]], ARCHS[arch][1]))
+    if c.get("model_type") != ARCHS[arch][1]:
+        return
+    p = gemma_params(c)
+    # the config as transformers' config class reads it (absent keys -> the class's defaults)
+    got = {"head_dim": p["hd"], "num_key_value_heads": p["Hkv"], "hidden_activation": p["act"],
+           "tie_word_embeddings": p["tied"], "rope_theta": p["theta"], "rms_norm_eps": p["eps"],
+           "max_position_embeddings": p["mpe"]}
+    want = {"head_dim": model["head_dim"], "num_key_value_heads": model["n_kv_heads"],
+            "hidden_activation": model["activation"], "tie_word_embeddings": model.get("tie_word_embeddings", False),
+            "rope_theta": model.get("rope_theta", 10000.0), "rms_norm_eps": 1e-6, "max_position_embeddings": 64}
+    if arch in ("gemma2", "gemma3"):
+        got.update({"layer_types": p["layer_types"], "sliding_window": p["window"],
+                    "attn_logit_softcapping": p["attn_cap"], "final_logit_softcapping": p["final_cap"]})
+        want.update(want_keys)
+    if arch == "gemma3":
+        got.update({"rope_local_base_freq": p["local_theta"], "rope_scaling": p["rope_scaling"]})
+    for k in sorted(want):
+        if k in got:
+            ok = (abs(got[k] - want[k]) <= 1e-12 * abs(want[k])) if isinstance(want[k], float) and \
+                isinstance(got[k], (int, float)) else got[k] == want[k]
+            ck.compared += 1
+            if not ok:
+                ck.fail("export %s config.json read as %s: %s %r, the checkpoint's %r" % (
+                    tag, ARCHS[arch][0], k, got[k], want[k]))
+    if ck.verbose:
+        print("  ok %-60s %s" % ("export %s config.json as %s reads it" % (tag, ARCHS[arch][0]), _kv(got)))
+    # version differences: each reading of the same file must give the same function
+    if arch == "gemma3":
+        lt = c.get("layer_types")
+        P = c.get("sliding_window_pattern", 6)
+        by_p = ["sliding_attention" if (i + 1) % P else "full_attention" for i in range(c["num_hidden_layers"])]
+        if lt is not None:
+            ck.equal("export %s: layer_types = sliding_window_pattern's %s (transformers < 4.53 reads the pattern)"
+                     % (tag, P), lt, by_p)
+    if arch == "gemma2":
+        lt = c.get("layer_types")
+        if lt is not None:
+            ck.equal("export %s: layer_types = 0, 2, .. sliding (transformers < 4.53 ignores layer_types)" % tag, lt,
+                     ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(c["num_hidden_layers"])])
+    if arch == "gemma":
+        ha = c.get("hidden_act", "gelu_pytorch_tanh")
+        ck.equal("export %s: hidden_act = hidden_activation (transformers >= 4.48's GemmaMLP reads hidden_act, "
+                 "default gelu_pytorch_tanh)" % tag, (ha, c.get("hidden_activation")), (model["activation"],) * 2)
+    T = q2.read_folder_weights(ex)
+    ck.equal("export %s: tensor names and shapes (%s's)" % (tag, ARCHS[arch][0]),
+             sorted((k, list(v[0])) for k, v in T.items()),
+             sorted(gemma_shapes(arch, 259, 32, 4, 2, model["head_dim"], 40, model["n_layers"],
+                                 model.get("tie_word_embeddings", False)).items()))
+    # norms written as w - 1 (the checkpoint's tensors carry Llama's names)
+    try:
+        CK = read_st(os.path.join(_latest_ckpt(ck, run), "model.safetensors"))
+    except (OSError, IndexError):
+        CK = {}
+    # lol's attention scale is head_dim^-1/2; a query_pre_attn_scalar s other than head_dim must carry
+    # c = sqrt(s / head_dim) in Gemma 2's q_proj or Gemma 3's q_norm (1 + w)
+    c_q = model["head_dim"] ** -0.5 / p["scale"]
+    if abs(c_q - 1.0) > 1e-12:
+        ck.note("export %s: query_pre_attn_scalar %r != head_dim %d: queries scaled by %.6g" % (
+            tag, c.get("query_pre_attn_scalar"), model["head_dim"], c_q))
+    worst, n, other, miss = 0.0, 0, 0.0, []
+    for k, v in T.items():
+        if k not in CK:
+            miss.append(k)
+            continue
+        if "norm" in k:
+            n += 1
+            f = c_q if k.endswith("q_norm.weight") else 1.0
+            worst = max(worst, max(abs(a + 1.0 - f * b) for a, b in zip(v[1], CK[k][1])))
+        else:
+            f = c_q if (k.endswith("q_proj.weight") and arch != "gemma3") else 1.0
+            other = max(other, max(abs(a - f * b) for a, b in zip(v[1], CK[k][1])) / max(abs(b) for b in CK[k][1]))
+    if CK:
+        ck.close("export %s: max |exported norm + 1 - checkpoint's norm| (%d norms)" % (tag, n), worst, 0.0, 0, 1e-6)
+        ck.close("export %s: max |exported - checkpoint| / max |W| of the other weights" % tag, other, 0.0, 0,
+                 1e-6)
+        if miss:
+            ck.note("export %s: tensors not in the checkpoint under the same name: %s" % (tag, miss[:4]))
+    # the function: lol forward on the checkpoint against the reference on the exported folder
+    toks = ids[:40]
+    fw = "fw-%s.safetensors" % tag
+    r = ck.run(["forward", "--model", run, "--tokens", ",".join(map(str, toks)), "--out", fw])
+    model_ref = GemmaRef(c, T)
+    if r.returncode == 0:
+        lg = read_st(os.path.join(ck.work, fw))["logits"]
+        V = lg[0][-1]
+        gotl = [lg[1][i * V:(i + 1) * V] for i in range(len(toks))]
+        want_l = model_ref.prefill(toks)[0]
+        err = _maxrel(gotl, want_l)
+        ok = ck.close("export %s: max |lol forward(checkpoint) - reference(exported folder)| / max |logit|" % tag,
+                      err, 0.0, 0, 2e-5)
+        # which readings would the comparison tell apart?
+        blind, match = [], []
+        for name, kw in alternatives(c):
+            if name.startswith("activation") or ("attn_scale" in kw and abs(kw["attn_scale"] - p["scale"]) < 1e-15):
+                continue  # hidden_activation is checked above; the same scale is no alternative
+            e2 = _maxrel(gotl, GemmaRef(c, T, **kw).prefill(toks)[0])
+            if e2 < 2e-4:
+                (match if not ok else blind).append(name)
+        if blind:
+            ck.note("export %s: the forward comparison barely tells apart: %s" % (tag, "; ".join(blind)))
+        if match:
+            print("    lol forward matches the reference under: %s" % "; ".join(match))
+    compare_ppl(ck, out, model_ref, ids, 40, "float64", 1e-5, out)
+
+
+def _kv(d):
+    s = ", ".join("%s %s" % (k, v if not isinstance(v, list) else "".join("S" if t[0] == "s" else "F" for t in v))
+                  for k, v in sorted(d.items()))
+    return s if len(s) < 200 else s[:197] + "..."
+
+
+def export_refusal(ck, tag, run, arch, needles):
+    import shutil
+    out = "ex-refuse-%s-%s" % (tag, arch or "default")
+    shutil.rmtree(os.path.join(ck.work, out), ignore_errors=True)
+    r = ck.run(["export", "--hf", run, "--out", out] + (["--arch", arch] if arch else []), expect_rc=None)
+    ck.compared += 1
+    named = [n for n in needles if n in r.stderr]
+    if r.returncode != 2 or not named:
+        ck.fail("export of %s%s: expected exit 2 naming %s; got exit %d, stderr %r" % (
+            tag, " --arch " + arch if arch else "", " or ".join(needles), r.returncode, r.stderr.strip()[-300:]))
+    elif ck.verbose:
+        print("  ok %-60s %s" % ("export %s --arch %s refused (exit 2)" % (tag, arch), r.stderr.strip()[:160]))
+
+
+def _edited_ckpt(ck, run, name, **changes):
+    """a copy of run's latest checkpoint with config.json fields changed (same weights)"""
+    import shutil
+    dst = os.path.join(ck.work, name)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(_latest_ckpt(ck, run), dst)
+    cp = os.path.join(dst, "config.json")
+    c = json.load(open(cp))
+    c.update(changes)
+    json.dump(c, open(cp, "w"), indent=1)
+    return name
+
+
+def check_export_gemma(ck, tokenizer_folder):
+    """`lol export --hf` of Gemma-layout dense checkpoints trained with `lol train`"""
+    import shutil
+    import olmo_reference as olmo
+    print("[export of Gemma-layout dense checkpoints]", flush=True)
+    rng = random.Random(12)
+    with open(os.path.join(ck.work, "gemma_corpus.txt"), "w") as f:
+        for _ in range(300):
+            f.write(" ".join(rng.choice(olmo.WORDS) for _ in range(rng.randint(5, 30))) + "\n\n")
+    shutil.rmtree(os.path.join(ck.work, "gemma-data"), ignore_errors=True)
+    r = ck.run(["corpus", "--in", "gemma_corpus.txt", "--tokenizer", tokenizer_folder + "/tokenizer.json", "--out",
+                "gemma-data", "--valid-fraction", 0.1, "--no-progress"])
+    if r.returncode != 0:
+        return
+    ids = q2.encode(TEXT)
+    gem = {"scale_embeddings": True, "activation": "gelu_pytorch_tanh"}
+    # Gemma 3: sandwich norms, per-head q/k norms, layers 0, 2 slide (window 6) with their own RoPE
+    # base 10000, the full ones rope_theta 1e6 with linear scaling 2; untied
+    m3 = dict(gem, n_layers=4, sandwich_norm=True, qk_norm=True, attention="sliding", window=6,
+              full_attention_interval=2, rope_theta=1e6, rope_local_theta=10000.0,
+              rope_scaling={"rope_type": "linear", "factor": 2.0}, tie_word_embeddings=False)
+    run3 = train_dense_gemma(ck, "gemma3-dense", m3)
+    m3 = dict(m3, head_dim=16, n_kv_heads=2)
+    if run3:
+        export_case(ck, "gemma3-dense", run3, "gemma3", m3, {
+            "layer_types": ["sliding_attention", "full_attention"] * 2, "sliding_window": 6,
+            "attn_logit_softcapping": None, "final_logit_softcapping": None, "rope_local_base_freq": 10000.0,
+            "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, ids)
+        # the same weights with a full layer every 3rd and both soft-caps (Gemma 3 holds any pattern)
+        ed = _edited_ckpt(ck, run3, "gemma3-dense-p3-caps", full_attention_interval=3, attn_logit_softcap=2.5,
+                          final_logit_softcap=4.0)
+        export_case(ck, "gemma3-dense-p3-caps", ed, "gemma3", m3, {
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+            "sliding_window": 6, "attn_logit_softcapping": 2.5, "final_logit_softcapping": 4.0,
+            "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, ids)
+        export_refusal(ck, "gemma3-dense", run3, "gemma2", ["qk_norm", "q_norm", "rope_local"])
+        export_refusal(ck, "gemma3-dense", run3, "qwen2", ["scale_embeddings", "sandwich", "activation", "gelu",
+                                                           "rope_local", "Gemma", "gemma"])
+        export_refusal(ck, "gemma3-dense", run3, "gemma", ["sandwich", "qk_norm", "q_norm", "sliding", "window",
+                                                           "rope_local"])
+    # Gemma 2: sandwich norms, no q/k norms, layers 0, 2 slide (window 5), both soft-caps; tied
+    m2 = dict(gem, n_layers=4, sandwich_norm=True, attention="sliding", window=5, full_attention_interval=2,
+              attn_logit_softcap=2.0, final_logit_softcap=3.0, tie_word_embeddings=True)
+    run2 = train_dense_gemma(ck, "gemma2-dense", m2)
+    m2 = dict(m2, head_dim=16, n_kv_heads=2)
+    if run2:
+        export_case(ck, "gemma2-dense", run2, "gemma2", m2, {
+            "layer_types": ["sliding_attention", "full_attention"] * 2, "sliding_window": 5,
+            "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0}, ids)
+        # without soft-caps: Gemma2Config's defaults (50 / 30) must not apply
+        ed = _edited_ckpt(ck, run2, "gemma2-dense-nocap", attn_logit_softcap=0.0, final_logit_softcap=0.0)
+        export_case(ck, "gemma2-dense-nocap", ed, "gemma2", m2, {
+            "layer_types": ["sliding_attention", "full_attention"] * 2, "sliding_window": 5,
+            "attn_logit_softcapping": None, "final_logit_softcapping": None}, ids)
+        # a full layer every 3rd: Gemma 2 slides on 0, 2, 4, .. only
+        ed = _edited_ckpt(ck, run2, "gemma2-dense-p3", full_attention_interval=3)
+        export_refusal(ck, "gemma2-dense-p3", ed, None, ["full_attention_interval", "interval", "layer"])
+        export_refusal(ck, "gemma2-dense-p3", ed, "gemma2", ["full_attention_interval", "interval", "layer"])
+    # Gemma 1: Llama blocks, exact GELU, full attention, tied
+    m1 = dict(gem, n_layers=3, activation="gelu", rope_theta=500.0, tie_word_embeddings=True)
+    run1 = train_dense_gemma(ck, "gemma1-dense", m1)
+    m1 = dict(m1, head_dim=16, n_kv_heads=2)
+    if run1:
+        export_case(ck, "gemma1-dense", run1, "gemma", m1, {}, ids)
+        export_refusal(ck, "gemma1-dense", run1, "gemma3", ["sandwich", "qk_norm", "q_norm", "pre_feedforward"])
+
+
 # ---------------------------------------------------------------- self-checks
 def selftest():
     bad = []
@@ -973,6 +1482,29 @@ def selftest():
         Tt = gemma_weights(c, 1)
         if param_count(c) != sum(len(v[1]) for v in Tt.values()):
             bad.append("param_count %d != stored values %d" % (param_count(c), sum(len(v[1]) for v in Tt.values())))
+    # the merge rule of check_layerroute_gemma: query_pre_attn_scalar rewritten to head_dim with the old
+    # scale in Gemma 2's q_proj / Gemma 3's q_norm computes the same function; the diagnosis reading
+    # q_lora_unscaled is that function when the LoRA delta is zero, another one otherwise
+    for tag in ("C", "G1"):
+        c, seed, wkw, _ = case_table()[tag]
+        Tt = gemma_weights(c, seed, **wkw)
+        rng = random.Random(5)
+        Ft = {k: (v[0], [x + rng.gauss(0, 0.05) for x in v[1]] if "proj" in k else v[1]) for k, v in Tt.items()}
+        mc = dict(c, query_pre_attn_scalar=c["head_dim"])
+        E, cq = merged_expected(c, mc, Ft)
+        W64 = lambda X: {k: (s_, v, "F64") for k, (s_, v) in X.items()}  # noqa: E731
+        a = GemmaRef(c, W64(Ft)).prefill(tids[:20])[0]
+        b = GemmaRef(mc, W64(E)).prefill(tids[:20])[0]
+        if abs(cq - 1.0) < 1e-3 or _maxrel(b, a) > 1e-12:
+            bad.append("case %s: the merged-folder rule (query_pre_attn_scalar -> head_dim, c %.4g) changes the "
+                       "logits by %.2e" % (tag, cq, _maxrel(b, a)))
+        if tag == "G1":
+            c2, T2, F2 = q_lora_unscaled(c, Tt, Tt)
+            d0 = _maxrel(GemmaRef(c2, W64(F2)).prefill(tids[:20])[0], GemmaRef(c, W64(Tt)).prefill(tids[:20])[0])
+            c2, T2, F2 = q_lora_unscaled(c, Tt, Ft)
+            d1 = _maxrel(GemmaRef(c2, W64(F2)).prefill(tids[:20])[0], a)
+            if d0 > 1e-12 or d1 < 1e-4:
+                bad.append("q_lora_unscaled: %.2e without LoRA (want 0), %.2e with (want > 1e-4)" % (d0, d1))
     print("  selftest: %.1f s" % (time.time() - t0))
     return bad
 
@@ -1088,6 +1620,19 @@ def check(lol, work, verbose=True):
     c = Case(ck, "gemma3-softcap", cfgF, gemma_weights(cfgF, sd, **wkw))
     c.ppl(ids, 40)
     c.generate(ids[5:22], 25)
+
+    # LayerRoute on Gemma 3 (untied, sliding layers with their own RoPE), Gemma 2 (G1: soft-caps,
+    # window 5, tied) and Gemma (A: train + eval only) bases; export of Gemma-layout checkpoints
+    cfgL3 = gemma3_config(tie_word_embeddings=False)
+    TL3 = gemma_weights(cfgL3, 421, embed_std=0.1, final_mean=1.0)
+    write_folder(os.path.join(ck.work, "lr-base-gemma3"), cfgL3, TL3)
+    # (gate biases of 0: the gates follow each sample's mean hidden state, W . mean + b, not the bias;
+    # Gemma 3: patterns 0001 / 0010 / 0011 over the samples; Gemma 2, seed 3: the sliding layers 0, 2 run)
+    unbiased = ["--bias-band", 0, "--bias-outside", 0]
+    check_layerroute_gemma(ck, [("gemma3", "lr-base-gemma3", cfgL3, TL3, True, unbiased),
+                                ("gemma2", "gemma2-softcap-w5", cfgG1, TG1, True, unbiased + ["--seed", 3]),
+                                ("gemma", "gemma-gqa-f32", cfgA, TA, True, [])])
+    check_export_gemma(ck, "gemma-gqa-f32")
 
     # refusals
     print("[refusals]", flush=True)
