@@ -16,9 +16,15 @@ namespace lol::inference {
 
 namespace {
 
+/// RMSNorm of x with weight w, or LayerNorm with bias when `bias` is defined (GPT-2).
+torch::Tensor norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, double eps) {
+  return bias.defined() ? torch::layer_norm(x, {w.size(0)}, w, bias, eps) : rms_norm(x, w, eps);
+}
+
 /// The attention's input: RMSNorm (+ FiLM), or x itself in a block without input norms (OLMo 2/3).
 torch::Tensor attn_norm(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, double eps) {
   if (!b.ln1.defined()) return x;
+  if (b.ln1_b.defined()) return norm(x, b.ln1, b.ln1_b, eps);  // GPT-2 (no FiLM: dense models only)
   return film ? rms_norm_film(x, b.ln1, eps, film->attn_gamma, film->attn_beta) : rms_norm(x, b.ln1, eps);
 }
 
@@ -39,6 +45,19 @@ torch::Tensor gated_ffn(const torch::Tensor& m, const torch::Tensor& w_gate_up, 
   auto gu = dense(m, w_gate_up);
   const int64_t F = w_down.size(1);
   return dense(nn::gated_activation(gu.narrow(1, 0, F), gu.narrow(1, F, F), act), w_down);
+}
+
+/// A dense block's FFN with its biases: gated, or down(act(up m)) (GPT-2).
+torch::Tensor dense_ffn(const PackedBlock& b, const torch::Tensor& m) {
+  if (b.gated_mlp && !b.b_gate_up.defined() && !b.b_down.defined()) return gated_ffn(m, b.w_gate_up, b.w_down, b.act);
+  auto u = dense(m, b.w_gate_up, b.b_gate_up);
+  if (b.gated_mlp) {
+    const int64_t F = b.w_down.size(1);
+    u = nn::gated_activation(u.narrow(1, 0, F), u.narrow(1, F, F), b.act);
+  } else {
+    u = nn::activation(u, b.act);
+  }
+  return dense(u, b.w_down, b.b_down);
 }
 
 /// MoE FFN (nn::SparseMoEImpl::forward in eval mode): p = softmax(gate(m)), the top-k
@@ -69,13 +88,14 @@ torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
 /// (OLMo 2/3) the FFN reads x + a itself.
 torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, const torch::Tensor& o,
                      double eps) {
-  auto a = dense(o, b.w_o);
+  auto a = dense(o, b.w_o, b.b_o);
   if (b.ln_attn_out.defined()) a = rms_norm(a, b.ln_attn_out, eps);
   auto h = x + a;
   auto m = !b.ln2.defined() ? h
+           : b.ln2_b.defined() ? norm(h, b.ln2, b.ln2_b, eps)
            : film            ? rms_norm_film(h, b.ln2, eps, film->ffn_gamma, film->ffn_beta)
                              : rms_norm(h, b.ln2, eps);
-  auto f = b.is_moe() ? moe_ffn(b, m) : gated_ffn(m, b.w_gate_up, b.w_down, b.act);
+  auto f = b.is_moe() ? moe_ffn(b, m) : dense_ffn(b, m);
   return a + (b.ln_ffn_out.defined() ? rms_norm(f, b.ln_ffn_out, eps) : f);
 }
 
@@ -185,7 +205,9 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   };
   auto attend = [&](const torch::Tensor& qkv) {
     auto heads = qkv.view({n, H + 2 * Hkv, hd});
-    auto qk = nn::rotate_with_factors(heads.narrow(1, 0, H + Hkv), rope.first, rope.second);
+    // (GPT-2: no rotary embedding; its positions were added to the input embeddings)
+    auto qk = groups[0].block->rope ? nn::rotate_with_factors(heads.narrow(1, 0, H + Hkv), rope.first, rope.second)
+                                    : heads.narrow(1, 0, H + Hkv);
     return cached_attention(qk.narrow(1, 0, H), qk.narrow(1, H, Hkv), heads.narrow(1, H + Hkv, Hkv), cache, plan,
                             groups[0].block->attn_softcap);
   };
@@ -196,7 +218,8 @@ torch::Tensor block_delta(const std::vector<BlockGroup>& groups, const PackedFiL
   const Padding p = plan_padding(groups, stacked, x);
   if (p.G > 0) {
     TORCH_CHECK(!groups[0].block->q_norm.defined() && !groups[0].block->ln_attn_out.defined() &&
-                    groups[0].block->ln1.defined() && groups[0].block->act == nn::Activation::SiLU,
+                    groups[0].block->ln1.defined() && groups[0].block->act == nn::Activation::SiLU &&
+                    !groups[0].block->gpt2_layout(),
                 "block_delta: stacked library experts are Llama-layout SwiGLU blocks without q/k norm");
     padded_calls.fetch_add(1, std::memory_order_relaxed);
     // The used experts' stacked weights (all of them, in order: the tensors themselves).

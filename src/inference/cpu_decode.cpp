@@ -180,6 +180,8 @@ class Kernels final : public CpuDecoder {
 std::unique_ptr<CpuDecoder> CpuDecoder::create(const PackedModel& w) {
   if (!w.embed.is_cpu() || !cpu_kernels_enabled()) return nullptr;
   if (w.moe_prelude_coda()) return nullptr;  // the fused kernels run dense FFNs: block_step's path decodes MoE blocks
+  for (const auto& b : w.prelude)  // GPT-2's blocks (LayerNorms, biases, no RoPE): block_step's path
+    if (b.gpt2_layout()) return nullptr;
   if (w.embed.scalar_type() == torch::kFloat32) return std::make_unique<Kernels<float>>(w);
   if (w.embed.scalar_type() == torch::kFloat64) return std::make_unique<Kernels<double>>(w);
   return nullptr;

@@ -41,6 +41,8 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   p.embed = m.embed_tokens->weight.detach().clone();
   p.head = m.lm_head ? m.lm_head->weight.detach().clone() : p.embed;
   p.norm = m.norm->weight.detach().clone();
+  if (m.norm->is_layer_norm()) p.norm_bias = m.norm->bias.detach().clone();
+  if (m.embed_positions) p.pos_embed = m.embed_positions->weight.detach().clone();
   for (auto& layer : *m.layers) p.prelude.push_back(pack_block(*layer->as<nn::Block>()));
   p.rope_local_theta = c.rope_local_theta;
   for (int64_t i = 0; i < c.n_layers; ++i) p.prelude[size_t(i)].local_rope = c.local_rope(i);
@@ -57,6 +59,9 @@ DenseDecodeSession::DenseDecodeSession(baselines::DenseModel model, const DenseS
   if (max_len_ < 1 || max_len_ > (int64_t(1) << 24))
     throw InputError("max_len " + std::to_string(max_len_) + ": expected 1 <= max_len <= 2^24");
   w_ = pack_dense_model(*model, max_len_);
+  if (w_.pos_embed.defined() && max_len_ > w_.pos_embed.size(0))
+    throw InputError("max_len " + std::to_string(max_len_) + ": the model's learned position embeddings cover " +
+                     std::to_string(w_.pos_embed.size(0)) + " positions (max_seq_len)");
   const auto& c = w_.cfg;
   const int64_t cap = std::min<int64_t>(max_len_, 64);
   for (int64_t i = 0; i < c.n_prelude; ++i) cache_.emplace_back(opt.batch_size, c.n_kv_heads, w_.head_dim(), cap, w_.options());
@@ -154,6 +159,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
   x = baselines::scale_embedding_rows(x, w_.embed_scale);  // Gemma: times sqrt(d)
+  if (w_.pos_embed.defined()) x = x + w_.pos_embed.index_select(0, index_tensor(pos, dev));  // GPT-2
   for (int64_t l = 0; l < c.n_prelude; ++l) {
     const bool sliding = window_[l] > 0;
     const PackedBlock& b = w_.prelude[l];
@@ -181,7 +187,9 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
       for (int64_t i = offset[a] + replayed[a]; i < offset[a + 1]; ++i) fresh.push_back(i);
     h = x.index_select(0, index_tensor(fresh, dev));
   }
-  return nn::soft_cap(dense(rms_norm(h, w_.norm, c.norm_eps), w_.head), w_.final_softcap);
+  const auto hn = w_.norm_bias.defined() ? torch::layer_norm(h, {w_.norm.size(0)}, w_.norm, w_.norm_bias, c.norm_eps)
+                                         : rms_norm(h, w_.norm, c.norm_eps);
+  return nn::soft_cap(dense(hn, w_.head), w_.final_softcap);
 }
 
 int64_t DenseDecodeSession::cache_bytes() const {

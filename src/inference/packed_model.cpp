@@ -58,7 +58,13 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   if (b.input_layernorm) {  // (OLMo 2/3's blocks have only the output norms)
     p.ln1 = b.input_layernorm->weight.detach().clone();
     p.ln2 = b.post_attention_layernorm->weight.detach().clone();
+    if (b.input_layernorm->is_layer_norm()) {  // GPT-2
+      p.ln1_b = b.input_layernorm->bias.detach().clone();
+      p.ln2_b = b.post_attention_layernorm->bias.detach().clone();
+    }
   }
+  if (at.o_proj->bias.defined()) p.b_o = at.o_proj->bias.detach().clone();
+  p.rope = at.shape.rope;
   p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
   if (at.q_proj->bias.defined())
     p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();
@@ -73,9 +79,18 @@ PackedBlock pack_block(nn::BlockImpl& b) {
     p.ln_ffn_out = b.ffn_output_norm->weight.detach().clone();
   }
   if (!b.is_moe()) {
-    p.w_gate_up = torch::cat({b.mlp->gate_proj->weight, b.mlp->up_proj->weight}, 0).detach().contiguous();
-    p.w_down = b.mlp->down_proj->weight.detach().clone();
-    p.act = b.mlp->act;
+    auto& mlp = *b.mlp;
+    p.gated_mlp = mlp.gated();
+    p.w_gate_up = (p.gated_mlp ? torch::cat({mlp.gate_proj->weight, mlp.up_proj->weight}, 0) : mlp.up_proj->weight)
+                      .detach()
+                      .contiguous();
+    if (mlp.up_proj->bias.defined())
+      p.b_gate_up = (p.gated_mlp ? torch::cat({mlp.gate_proj->bias, mlp.up_proj->bias}, 0) : mlp.up_proj->bias)
+                        .detach()
+                        .contiguous();
+    p.w_down = mlp.down_proj->weight.detach().clone();
+    if (mlp.down_proj->bias.defined()) p.b_down = mlp.down_proj->bias.detach().clone();
+    p.act = mlp.act;
     return p;
   }
   auto& moe = *b.moe;

@@ -50,7 +50,15 @@ struct PackedBlock {
   nn::Activation act = nn::Activation::SiLU;  ///< the dense FFN's gate activation
   bool local_rope = false;                  ///< RoPE from PackedModel::rope_table_local (a Gemma 3 sliding layer)
   double attn_softcap = 0;                  ///< > 0: attention logit soft-capping (nn::AttentionShape::softcap)
+  // GPT-2's blocks (nn::BlockShape::layer_norm, gated_mlp, mlp_bias, attn.o_bias / rope):
+  torch::Tensor ln1_b, ln2_b;               ///< [d] LayerNorm biases: ln1 / ln2 are LayerNorms, or undefined (RMSNorm)
+  torch::Tensor b_o;                        ///< [d] o_proj bias, or undefined
+  bool gated_mlp = true;                    ///< false: w_gate_up holds up_proj only ([F, d]), ffn = down(act(up m))
+  torch::Tensor b_gate_up, b_down;          ///< MLP biases ([2F] or [F] / [d]), or undefined
+  bool rope = true;                         ///< false: no rotary embedding (learned positions)
   bool is_moe() const { return moe_gate.defined(); }
+  /// True for a block the fused CPU decoding kernels do not run (GPT-2's): block_step's path.
+  bool gpt2_layout() const { return ln1_b.defined() || b_o.defined() || !gated_mlp || b_down.defined() || !rope; }
 };
 
 /// Packs one pre-norm block's weights (detached copies; q|k|v and gate|up fused, also
@@ -82,6 +90,8 @@ struct PackedModel {
   torch::Tensor embed;               ///< [V, d]
   torch::Tensor head;                ///< [V, d] (the embedding when tied)
   torch::Tensor norm;                ///< [d] final RMSNorm weight
+  torch::Tensor norm_bias;           ///< [d] with a final LayerNorm (GPT-2), else undefined
+  torch::Tensor pos_embed;           ///< [max positions, d] learned position embeddings (GPT-2), or undefined
   std::vector<PackedBlock> prelude, library, coda;
   PackedLibrary stacked;             ///< the library stacked by expert (library[e] views row e)
   std::vector<PackedFiLM> film;      ///< [core_depth]

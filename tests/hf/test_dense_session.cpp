@@ -39,11 +39,13 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
   // 0 and 2 sliding within 7 with their own RoPE base, layer 1 full (interval 2), and
   // Gemma 2's attention / final logit soft-capping.
   // Gemma (arch 5): exact-GELU gate and scaled embeddings, full attention.
-  for (int arch : {0, 1, 2, 3, 4, 5}) {
+  // GPT-2 (arch 6): LayerNorms with biases, learned positions (no RoPE), an ungated tanh-GELU
+  // MLP, biases on every projection (block_step's path: the fused kernels decline it).
+  for (int arch : {0, 1, 2, 3, 4, 5, 6}) {
     for (bool tied : {true, false}) {
       const bool bias = arch == 1, qwen3 = arch == 2, sliding = arch == 3 || arch == 4, gemma3 = arch == 4;
       SCOPED_TRACE(std::string(c10::toString(dtype)) + (bias ? " bias" : "") + (qwen3 ? " qk_norm head_dim 12" : "") +
-                   (sliding ? " sliding 7" : "") + (gemma3 ? " gemma3" : "") + (arch == 5 ? " gemma" : "") +
+                   (sliding ? " sliding 7" : "") + (gemma3 ? " gemma3" : "") + (arch == 5 ? " gemma" : "") + (arch == 6 ? " gpt2" : "") +
                    (tied ? " tied" : " untied") + (cpu_kernels ? " kernels" : " tensors"));
       auto cfg = tiny_dense(bias, tied);
       if (qwen3 || gemma3) {
@@ -68,6 +70,13 @@ void check_cached_equals_full(torch::ScalarType dtype, bool cpu_kernels, double 
       if (arch == 5) {
         cfg.activation = "gelu";
         cfg.scale_embeddings = true;
+      }
+      if (arch == 6) {
+        cfg.norm = "layernorm";
+        cfg.mlp = "plain";
+        cfg.positions = "learned";
+        cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = true;
+        cfg.activation = "gelu_pytorch_tanh";
       }
       auto m = random_dense(cfg, 7, dtype);
       inference::DenseSessionOptions so;
