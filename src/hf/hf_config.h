@@ -77,6 +77,13 @@ inline constexpr const char* kOlmo3Arch = "Olmo3ForCausalLM";
 /// text_config is read as Gemma3ForCausalLM (absent keys: Gemma3TextConfig's defaults)
 /// and only the language model's weights are loaded (HfConfig::multimodal_text).
 inline constexpr const char* kGemma3VisionArch = "Gemma3ForConditionalGeneration";
+/// GPT-2 (gpt2, gpt2-medium/large/xl, distilgpt2, models trained with nanoGPT and saved
+/// by transformers; model_type "gpt2"): pre-norm blocks with LayerNorms (weight and
+/// bias), learned absolute position embeddings (wpe) and no RoPE, multi-head attention
+/// with q/k/v (one Conv1D c_attn, stored [in, out]) and output biases, an ungated GELU
+/// MLP (c_fc, c_proj) with biases, tied embeddings; the config's n_embd / n_layer /
+/// n_head / n_positions / n_inner / layer_norm_epsilon / activation_function names.
+inline constexpr const char* kGpt2Arch = "GPT2LMHeadModel";
 
 struct HfConfig {
   std::string architecture = kQwen2Arch;  ///< one of the k...Arch names above
@@ -144,6 +151,7 @@ struct HfConfig {
            (full_attention_interval > 0 && (i + 1) % full_attention_interval == 0);
   }
   bool is_olmo2() const { return architecture == kOlmo2Arch; }
+  bool is_gpt2() const { return architecture == kGpt2Arch; }
   bool is_olmo3() const { return architecture == kOlmo3Arch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
   /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2" or "olmo3".
@@ -157,6 +165,7 @@ struct HfConfig {
            : is_gemma3() ? "gemma3_text"
            : is_olmo2() ? "olmo2"
            : is_olmo3() ? "olmo3"
+           : is_gpt2()  ? "gpt2"
                         : "llama";
   }
 

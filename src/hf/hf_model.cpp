@@ -81,6 +81,12 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.attn_logit_softcap = h.attn_logit_softcapping;
   c.final_logit_softcap = h.final_logit_softcapping;
   c.query_pre_attn_scalar = h.query_pre_attn_scalar;  // folded into the queries by the loader
+  if (h.is_gpt2()) {  // LayerNorms, learned positions, ungated MLP, biases everywhere
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.positions = "learned";
+    c.o_bias = c.mlp_bias = true;
+  }
   return c;
 }
 
@@ -357,6 +363,55 @@ void gemma_weights_to_dense(std::map<std::string, torch::Tensor>& params, const 
   }
 }
 
+/// GPT2LMHeadModel's tensor `name` (without "transformer.") as the dense model's:
+/// `to` the parameter (or, for c_attn, the layer's prefix "model.layers.{i}.self_attn."
+/// with split set), `transpose` for Conv1D weights (stored [in, out]). nullopt: a name
+/// GPT-2 does not have (refused as unexpected).
+struct Gpt2Name {
+  std::string to;
+  bool transpose = false, split = false;
+};
+std::optional<Gpt2Name> gpt2_name(const std::string& name) {
+  static const std::map<std::string, std::string> top = {{"wte.weight", "model.embed_tokens.weight"},
+                                                         {"wpe.weight", "model.embed_positions.weight"},
+                                                         {"ln_f.weight", "model.norm.weight"},
+                                                         {"ln_f.bias", "model.norm.bias"},
+                                                         {"lm_head.weight", "lm_head.weight"}};
+  if (auto it = top.find(name); it != top.end()) return Gpt2Name{it->second};
+  if (name.rfind("h.", 0) != 0) return std::nullopt;
+  const size_t dot = name.find('.', 2);
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string layer = name.substr(2, dot - 2), rest = name.substr(dot + 1);
+  if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const std::string p = "model.layers." + layer + ".";
+  static const std::map<std::string, std::pair<std::string, bool>> in_layer = {
+      {"ln_1.weight", {"input_layernorm.weight", false}},       {"ln_1.bias", {"input_layernorm.bias", false}},
+      {"ln_2.weight", {"post_attention_layernorm.weight", false}}, {"ln_2.bias", {"post_attention_layernorm.bias", false}},
+      {"attn.c_proj.weight", {"self_attn.o_proj.weight", true}},  {"attn.c_proj.bias", {"self_attn.o_proj.bias", false}},
+      {"mlp.c_fc.weight", {"mlp.up_proj.weight", true}},          {"mlp.c_fc.bias", {"mlp.up_proj.bias", false}},
+      {"mlp.c_proj.weight", {"mlp.down_proj.weight", true}},      {"mlp.c_proj.bias", {"mlp.down_proj.bias", false}}};
+  if (auto it = in_layer.find(rest); it != in_layer.end()) return Gpt2Name{p + it->second.first, it->second.second};
+  if (rest == "attn.c_attn.weight") return Gpt2Name{p + "self_attn.", true, true};
+  if (rest == "attn.c_attn.bias") return Gpt2Name{p + "self_attn.", false, true};
+  return std::nullopt;
+}
+
+/// The GPT-2 name of the dense model's parameter `name` (for a missing tensor's message).
+std::string gpt2_stored_name(const std::string& name) {
+  static const std::vector<std::pair<std::string, std::string>> parts = {
+      {"model.embed_tokens.weight", "wte.weight"},   {"model.embed_positions.weight", "wpe.weight"},
+      {"model.norm.", "ln_f."},                      {"input_layernorm.", "ln_1."},
+      {"post_attention_layernorm.", "ln_2."},        {"self_attn.o_proj.", "attn.c_proj."},
+      {"mlp.up_proj.", "mlp.c_fc."},                 {"mlp.down_proj.", "mlp.c_proj."},
+      {"self_attn.q_proj.", "attn.c_attn."},         {"self_attn.k_proj.", "attn.c_attn."},
+      {"self_attn.v_proj.", "attn.c_attn."}};
+  std::string out = name;
+  if (out.rfind("model.layers.", 0) == 0) out = "h." + out.substr(13);
+  for (const auto& [from, to] : parts)
+    if (auto at = out.find(from); at != std::string::npos) out = out.substr(0, at) + to + out.substr(at + from.size());
+  return out;
+}
+
 /// A Gemma3ForConditionalGeneration tensor's name in the text model: "language_model.model.X"
 /// (the Hub's files) or "model.language_model.X" (saved by transformers >= 4.52) -> "model.X",
 /// "language_model.lm_head.weight" -> "lm_head.weight"; nullopt for the vision tower and the
@@ -400,6 +455,56 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
+    if (cfg.is_gpt2()) {
+      // GPT-2's names (with or without GPT2LMHeadModel's "transformer." prefix), Conv1D
+      // weights stored [in, out], q/k/v as one c_attn; the causal-mask buffers of older
+      // files (attn.bias, attn.masked_bias) are skipped.
+      const std::string n = e.name.rfind("transformer.", 0) == 0 ? e.name.substr(12) : e.name;
+      if (ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias")) return;
+      const auto g = gpt2_name(n);
+      if (g && g->split) {
+        const bool weight = ends_with(n, ".weight");
+        const std::string suffix = weight ? ".weight" : ".bias";
+        if (!params.count(g->to + "q_proj" + suffix))
+          throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
+                           std::to_string(cfg.num_hidden_layers) + " layers)");
+        if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
+        loaded[e.name] = f.path();
+        const torch::Tensor t = read();
+        const int64_t d = cfg.hidden_size;
+        const std::vector<int64_t> want = weight ? std::vector<int64_t>{d, 3 * d} : std::vector<int64_t>{3 * d};
+        if (t.sizes() != c10::IntArrayRef(want))
+          throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
+                           " from config.json (n_embd" + (weight ? ", 3 n_embd: Conv1D [in, out]" : " times 3") + ")");
+        const auto rows = weight ? t.t() : t;  // [3d, d] / [3d]: q rows, then k, then v
+        int64_t at = 0;
+        for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+          auto& dst = params.at(g->to + proj + suffix);
+          dst.copy_(rows.narrow(0, at, dst.size(0)));
+          at += dst.size(0);
+          loaded[g->to + proj + suffix] = f.path();
+        }
+        return;
+      }
+      if (g) {
+        e.name = g->to;
+        if (g->transpose) {  // checked and copied as [out, in]
+          auto it = params.find(e.name);
+          if (it == params.end())
+            throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
+                             std::to_string(cfg.num_hidden_layers) + " layers)");
+          if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
+          loaded[e.name] = f.path();
+          const torch::Tensor t = read();
+          const auto want = it->second.t().sizes();
+          if (t.sizes() != want)
+            throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
+                             " from config.json (n_embd, n_inner: Conv1D weights are stored [in, out])");
+          it->second.copy_(t.t());
+          return;
+        }
+      }
+    }
     if (cfg.is_phi3()) {
       // Phi3ForCausalLM has no separate projections: transformers would ignore them and
       // leave the fused matrix random.
@@ -445,7 +550,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     const auto want = it != params.end() ? it->second.sizes() : params.at("model.embed_tokens.weight").sizes();
     if (t.sizes() != want)
       throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
-                       " from config.json (" + shape_source(e.name, cfg) + ")");
+                       " from config.json (" +
+                       (cfg.is_gpt2() ? std::string("n_embd, n_inner, n_positions, vocab_size") : shape_source(e.name, cfg)) +
+                       ")");
     if (it == params.end()) {
       stored_head = t;
       stored_head_file = f.path();
@@ -457,13 +564,15 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (!loaded.count(name)) {
       // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
       const FusedWeight* fw = cfg.is_phi3() ? fused_holder(name) : nullptr;
-      std::string missing = name;
+      std::string missing = cfg.is_gpt2() ? gpt2_stored_name(name) : name;
       if (fw)
         for (const auto& p : fw->parts)
           if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
-                       (missing == name ? " (shape " + shape_str(p.sizes()) + ", expected by "
-                                        : " (fused, expected by ") +
+                       (!fw ? " (shape " + shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes()
+                                                                                                    : p.sizes()) +
+                                  ", expected by "
+                            : " (fused, expected by ") +
                        cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")" +
                        (cfg.multimodal_text ? " (stored as language_model." + missing + " in a " + kGemma3VisionArch + " folder)"
                                             : std::string()));

@@ -8,7 +8,7 @@
 namespace lol::hf::test {
 namespace {
 
-std::vector<int64_t> some_tokens(int64_t vocab, int64_t n, uint64_t seed) {
+std::vector<int64_t> seeded_tokens(int64_t vocab, int64_t n, uint64_t seed) {
   std::vector<int64_t> t;
   for (int64_t i = 0; i < n; ++i) t.push_back(int64_t((seed * 7919 + uint64_t(i) * 104729 + uint64_t(i * i)) % uint64_t(vocab)));
   return t;
@@ -51,7 +51,7 @@ TEST(HfModel, LogitsMatchReferenceForEveryLayout) {
     EXPECT_FALSE(m->is_training());
     EXPECT_EQ(m->embed_tokens->weight.scalar_type(), torch::kFloat64);
     EXPECT_EQ(bool(m->lm_head), !c.tied);
-    const auto tokens = some_tokens(s.vocab, 23, 3);
+    const auto tokens = seeded_tokens(s.vocab, 23, 3);
     const auto ref = reference_logits(s, rounded(tiny_weights(s, 11), c.store), tokens);
     const auto got = model_logits(m, tokens);
     EXPECT_LT((got - ref).abs().max().item<double>(), 1e-9);
