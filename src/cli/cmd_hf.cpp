@@ -113,6 +113,9 @@ std::string attention_text(const hf::HfConfig& c) {
 
 /// The block's layout, for `hf info`.
 std::string block_text(const hf::HfConfig& c) {
+  if (c.is_gpt2())
+    return "pre-norm LayerNorms (weight and bias), MLP " + c.activation +
+           " (not gated), biases on every projection, Conv1D weights stored [in, out]";
   std::string s = std::string(!c.input_norms      ? "output norms only (post attention and feed-forward, no input norms)"
                               : c.sandwich_norm ? "sandwich norms (pre/post attention and feed-forward)"
                                                 : "pre-norm") +
@@ -132,7 +135,7 @@ void run_info(const std::string& dir, bool check) {
   std::cout << "folder        " << dir << "\n"
             << "architecture  " << c.architecture
             << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
-            << (c.qkv_bias ? " (q/k/v biases)" : "")
+            << (c.is_gpt2() ? "" : c.qkv_bias ? " (q/k/v biases)" : "")
             << (c.qk_norm ? (c.qk_norm_across_heads ? " (q/k norms across heads)" : " (q/k norms)") : "") << "\n"
             << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
@@ -141,9 +144,13 @@ void run_info(const std::string& dir, bool check) {
             << c.head_dim << "\n"
             << "vocab         " << c.vocab_size << (c.tie_word_embeddings ? " (tied embeddings)" : " (separate lm_head)")
             << "\n"
-            << "positions     " << c.max_position_embeddings << ", rope_theta " << c.rope_theta << ", rms_norm_eps "
-            << c.rms_norm_eps << "\n"
-            << "rope scaling  " << c.rope_scaling.describe() << "\n"
+            << "positions     " << c.max_position_embeddings;
+  if (c.is_gpt2())
+    std::cout << " (learned position embeddings, no RoPE), layer_norm_epsilon " << c.rms_norm_eps << "\n";
+  else
+    std::cout << ", rope_theta " << c.rope_theta << ", rms_norm_eps " << c.rms_norm_eps << "\n";
+  std::cout
+            << (c.is_gpt2() ? std::string() : "rope scaling  " + c.rope_scaling.describe() + "\n")
             << (c.partial_rotary_factor != 1.0
                     ? "rotary dims   " + std::to_string(c.rotary_dim()) +
                           " of " + std::to_string(c.head_dim) + " per head (partial_rotary_factor " +
