@@ -1,8 +1,9 @@
-// Loading a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / Gemma / Gemma 2 / Gemma 3 folder
-// into the project's dense transformer (baselines::DenseModel, whose parameter names are
-// exactly the Hugging Face ones, except Phi-3's fused projections: phi3_fused_weights;
-// Gemma's norm weights are loaded as 1 + w and Gemma 2/3's attention scale is folded into
-// the queries), issue 10.
+// Loading a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / Gemma / Gemma 2 / Gemma 3 /
+// OLMo 2 / OLMo 3 / GPT-2 folder into the project's dense transformer (baselines::DenseModel,
+// whose parameter names are exactly the Hugging Face ones, except Phi-3's fused
+// projections: phi3_fused_weights; Gemma's norm weights are loaded as 1 + w and Gemma
+// 2/3's attention scale is folded into the queries; GPT-2's tensors are renamed, its
+// Conv1D weights transposed and c_attn split), issue 10.
 // The computed function is that of transformers' Qwen2ForCausalLM / Qwen3ForCausalLM /
 // LlamaForCausalLM / MistralForCausalLM / Phi3ForCausalLM (LayerRoute section 4 starts
 // from Qwen2.5-0.5B-Instruct).
