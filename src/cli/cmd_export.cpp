@@ -184,9 +184,10 @@ void register_export(CLI::App& app) {
                  "qwen2 (Qwen2ForCausalLM) | qwen3 (Qwen3ForCausalLM: a model with qk_norm) | llama (LlamaForCausalLM) | "
                  "mistral (MistralForCausalLM) | phi3 (Phi3ForCausalLM: fused qkv_proj / gate_up_proj) | olmo2 | olmo3 "
                  "(Olmo2ForCausalLM / Olmo3ForCausalLM: a model of OLMo's layout) | gemma | gemma2 | gemma3 "
-                 "(GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM: scaled embeddings) "
-                 "(default: olmo2/olmo3 for OLMo's layout, gemma/gemma2/gemma3 for Gemma's, qwen3 for a model "
-                 "with qk_norm, else qwen2)");
+                 "(GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM: scaled embeddings) | gpt2 "
+                 "(GPT2LMHeadModel: LayerNorms, learned positions) "
+                 "(default: gpt2 for GPT-2's layout, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, qwen3 "
+                 "for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");
   auto* tokenizer = e->add_option("--tokenizer", a->tokenizer, "Tokenizer to include: 'byte', a tokenizer.json or its directory (default: the one the checkpoint was trained with)");

@@ -147,7 +147,9 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "gemma") return kGemmaArch;
   if (name == "gemma2") return kGemma2Arch;
   if (name == "gemma3") return kGemma3Arch;
-  throw InputError(flag + " \"" + name + "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2 or gemma3");
+  if (name == "gpt2") return kGpt2Arch;
+  throw InputError(flag + " \"" + name +
+                   "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2, gemma3 or gpt2");
 }
 
 std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
@@ -643,7 +645,38 @@ HfConfig HfConfig::load_dir(const std::string& dir) {
 }
 
 nlohmann::ordered_json HfConfig::to_json() const {
+  auto ids = [](const std::vector<int64_t>& v) -> nlohmann::ordered_json {
+    if (v.empty()) return nullptr;
+    if (v.size() == 1) return v[0];
+    return v;
+  };
   nlohmann::ordered_json j;
+  if (is_gpt2()) {  // GPT2Config's keys
+    j["architectures"] = {architecture};
+    j["model_type"] = "gpt2";
+    j["vocab_size"] = vocab_size;
+    j["n_embd"] = hidden_size;
+    j["n_layer"] = num_hidden_layers;
+    j["n_head"] = num_attention_heads;
+    j["n_positions"] = max_position_embeddings;
+    j["n_ctx"] = max_position_embeddings;
+    j["n_inner"] = intermediate_size;
+    j["activation_function"] = activation == "gelu" ? "gelu" : "gelu_new";
+    j["layer_norm_epsilon"] = rms_norm_eps;
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["scale_attn_weights"] = true;
+    j["scale_attn_by_inverse_layer_idx"] = false;
+    j["reorder_and_upcast_attn"] = false;
+    j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    if (!pad_token_id.empty()) j["pad_token_id"] = ids(pad_token_id);
+    j["bos_token_id"] = ids(bos_token_id);
+    j["eos_token_id"] = ids(eos_token_id);
+    if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
+    j["transformers_version"] = "4.45.0";
+    return j;
+  }
   j["architectures"] = {architecture};
   j["model_type"] = model_type();
   j["vocab_size"] = vocab_size;
@@ -733,11 +766,6 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
-  auto ids = [](const std::vector<int64_t>& v) -> nlohmann::ordered_json {
-    if (v.empty()) return nullptr;
-    if (v.size() == 1) return v[0];
-    return v;
-  };
   if (!pad_token_id.empty()) j["pad_token_id"] = ids(pad_token_id);
   j["bos_token_id"] = ids(bos_token_id);
   j["eos_token_id"] = ids(eos_token_id);

@@ -15,6 +15,48 @@ namespace lol::hf {
 
 namespace {
 
+/// GPT2LMHeadModel's tensors of a GPT-2-layout dense model (`params`, name -> tensor):
+/// "transformer."-prefixed GPT-2 names, Conv1D weights transposed to [in, out], q/k/v
+/// fused into c_attn; lm_head.weight only when untied.
+NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype) {
+  NamedTensors out;
+  auto take = [&](const std::string& name) {
+    auto it = params.find(name);
+    if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
+    auto t = it->second.to(torch::kCPU);
+    params.erase(it);
+    return t;
+  };
+  auto put = [&](const std::string& to, const torch::Tensor& t) { out.emplace_back(to, t.to(dtype).contiguous()); };
+  put("transformer.wte.weight", take("model.embed_tokens.weight"));
+  put("transformer.wpe.weight", take("model.embed_positions.weight"));
+  for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".", g = "transformer.h." + std::to_string(i) + ".";
+    put(g + "ln_1.weight", take(p + "input_layernorm.weight"));
+    put(g + "ln_1.bias", take(p + "input_layernorm.bias"));
+    std::vector<torch::Tensor> w, b;
+    for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+      w.push_back(take(p + "self_attn." + proj + ".weight"));
+      b.push_back(take(p + "self_attn." + std::string(proj) + ".bias"));
+    }
+    put(g + "attn.c_attn.weight", torch::cat(w, 0).t());
+    put(g + "attn.c_attn.bias", torch::cat(b, 0));
+    put(g + "attn.c_proj.weight", take(p + "self_attn.o_proj.weight").t());
+    put(g + "attn.c_proj.bias", take(p + "self_attn.o_proj.bias"));
+    put(g + "ln_2.weight", take(p + "post_attention_layernorm.weight"));
+    put(g + "ln_2.bias", take(p + "post_attention_layernorm.bias"));
+    put(g + "mlp.c_fc.weight", take(p + "mlp.up_proj.weight").t());
+    put(g + "mlp.c_fc.bias", take(p + "mlp.up_proj.bias"));
+    put(g + "mlp.c_proj.weight", take(p + "mlp.down_proj.weight").t());
+    put(g + "mlp.c_proj.bias", take(p + "mlp.down_proj.bias"));
+  }
+  put("transformer.ln_f.weight", take("model.norm.weight"));
+  put("transformer.ln_f.bias", take("model.norm.bias"));
+  if (!h.tie_word_embeddings) put("lm_head.weight", take("lm_head.weight"));
+  if (!params.empty()) throw std::logic_error("export: dense model parameter not exported: " + params.begin()->first);
+  return out;
+}
+
 /// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
 /// biases where the architecture has them and the model does not. Gemma's RMSNorm weights
 /// (h.norm_offset) are written as w - 1 (the model computes x_normalized (1 + w)), computed
@@ -40,6 +82,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     out.emplace_back(name, t.to(dtype).contiguous());
     params.erase(it);
   };
+  if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

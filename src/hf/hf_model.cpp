@@ -100,6 +100,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
+  if (c.norm == "layernorm" || c.learned_positions() || c.mlp == "plain") return kGpt2Arch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
@@ -158,23 +159,63 @@ void check_gemma_layout(const baselines::DenseConfig& c, const std::string& arch
   }
 }
 
+/// GPT2LMHeadModel's config of a dense model of GPT-2's layout (InputError naming what
+/// differs otherwise): LayerNorms, learned positions, an ungated GELU MLP, biases on every
+/// projection, multi-head full attention, head_dim = d_model / n_heads.
+HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  auto refuse = [](const std::string& what, const std::string& why) {
+    throw InputError("dense model: " + what + ": " + std::string(kGpt2Arch) + " " + why);
+  };
+  if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
+  if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
+  if (c.mlp != "plain") refuse("mlp \"" + c.mlp + "\"", "has an ungated MLP (mlp \"plain\")");
+  if (!c.qkv_bias || !c.o_bias || !c.mlp_bias)
+    refuse("qkv_bias / o_bias / mlp_bias not all true", "has biases on every projection");
+  if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
+    refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
+  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  if (c.effective_head_dim() * c.n_heads != c.d_model)
+    refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of d_model / n_heads");
+  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
+    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")", "has full causal attention");
+  if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
+      c.final_logit_softcap > 0)
+    refuse("q/k norms, sandwich norms, scaled embeddings or soft-capping", "has none of them");
+  HfConfig h;
+  h.architecture = kGpt2Arch;
+  h.vocab_size = c.vocab_size;
+  h.hidden_size = c.d_model;
+  h.intermediate_size = c.ffn_hidden;
+  h.num_hidden_layers = c.n_layers;
+  h.num_attention_heads = h.num_key_value_heads = c.n_heads;
+  h.head_dim = c.effective_head_dim();
+  h.max_position_embeddings = c.max_seq_len;
+  h.rms_norm_eps = c.norm_eps;
+  h.tie_word_embeddings = c.tie_word_embeddings;
+  h.qkv_bias = true;
+  h.activation = c.activation;
+  h.torch_dtype = torch_dtype;
+  return h;
+}
+
 }  // namespace
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
+  if (architecture == kGpt2Arch) return gpt2_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
       architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
       architecture != kOlmo3Arch && !gemma)
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
-                     "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\" or \"" + kGemma3Arch +
-                     "\"");
+                     "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" + kGemma3Arch +
+                     "\" or \"" + kGpt2Arch + "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   if (c.norm != "rmsnorm" || c.mlp != "gated" || c.o_bias || c.mlp_bias || c.learned_positions())
     throw InputError("dense model: GPT-2's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp + "\", positions \"" +
-                     c.positions + "\"): export writes RMSNorm / gated-MLP / RoPE architectures only (" + architecture +
-                     " is not GPT2LMHeadModel)");
+                     c.positions + "\"): " + architecture + " has RMSNorms, a gated MLP and RoPE (export as " + kGpt2Arch +
+                     ", --arch gpt2)");
   // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
   // OLMo 2/3, and they have no other blocks.
   const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +

@@ -20,6 +20,7 @@ struct Gpt2Shape {
   bool prefix = true;      ///< tensors under "transformer." (GPT2LMHeadModel's state dict)
   bool buffers = false;    ///< older files' attn.bias / attn.masked_bias causal-mask buffers
   bool stored_head = false;  ///< lm_head.weight stored too (a tied copy)
+  bool tied = true;          ///< false: a separate lm_head.weight (tie_word_embeddings false)
   int64_t ffn() const { return inner > 0 ? inner : 4 * embd; }
   nlohmann::json config() const {
     nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
@@ -41,7 +42,8 @@ struct Gpt2Shape {
                         {"reorder_and_upcast_attn", false},
                         {"bos_token_id", 2},
                         {"eos_token_id", 1},
-                        {"torch_dtype", "float32"}};
+                        {"torch_dtype", "float32"},
+                        {"tie_word_embeddings", tied}};
     return j;
   }
 };
@@ -80,6 +82,7 @@ NamedTensors gpt2_weights(const Gpt2Shape& s, uint64_t seed) {
   w.emplace_back(pre + "ln_f.weight", rnd({d}, 0.2, 1.0));
   w.emplace_back(pre + "ln_f.bias", rnd({d}, 0.2));
   if (s.stored_head) w.emplace_back("lm_head.weight", w[0].second.clone());
+  if (!s.tied) w.emplace_back("lm_head.weight", rnd({s.vocab, d}, 0.3));
   return w;
 }
 
@@ -116,7 +119,7 @@ torch::Tensor gpt2_reference(const Gpt2Shape& s, const NamedTensors& named, cons
     x = x + conv1d(a, p + "attn.c_proj");
     x = x + conv1d(gelu(conv1d(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj");
   }
-  return torch::matmul(ln(x, "ln_f"), w.at("wte.weight").t());
+  return torch::matmul(ln(x, "ln_f"), w.at(s.tied ? "wte.weight" : "lm_head.weight").t());
 }
 
 void check_against_reference(const Gpt2Shape& s, const std::string& what) {
@@ -195,12 +198,66 @@ TEST(HfGpt2, ConfigDefaultsParameterCountAndRefusals) {
   write_hf_weights(dir.path(), w, torch::kFloat32);
   expect_input_error([&] { load_hf_model(dir.path()); }, {"h.0.attn.c_attn.weight", "[32, 96]"});
 
-  // Export and LayerRoute implement RMSNorm / RoPE / gated-MLP models: refused, naming the layout.
+  // Export as another architecture and LayerRoute are refused, naming the layout.
   write_hf_weights(dir.path(), gpt2_weights(s, 3), torch::kFloat32);
   auto m = load_hf_model(dir.path());
-  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-2's layout"});
+  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-2's layout", "--arch gpt2"});
   expect_input_error([&] { layerroute::GatedModel(m, layerroute::LoraConfig{}, layerroute::GateConfig{}, 0); },
                      {"GPT-2's layout", "LayerRoute"});
+  // GPT2LMHeadModel holds GPT-2's layout only.
+  auto gqa = m->config();
+  gqa.n_kv_heads = 2;
+  expect_input_error([&] { from_dense_config(gqa, kGpt2Arch, "float32"); }, {"n_kv_heads = 2", "GPT2LMHeadModel"});
+  auto silu = m->config();
+  silu.activation = "silu";
+  expect_input_error([&] { from_dense_config(silu, kGpt2Arch, "float32"); }, {"activation \"silu\""});
+  baselines::DenseConfig llama;
+  llama.vocab_size = 61;
+  llama.d_model = 32;
+  llama.n_heads = llama.n_kv_heads = 4;
+  llama.ffn_hidden = 40;
+  llama.n_layers = 2;
+  expect_input_error([&] { from_dense_config(llama, kGpt2Arch, "float32"); }, {"norm \"rmsnorm\"", "GPT2LMHeadModel"});
+}
+
+// `lol export --hf` of a GPT-2-layout model writes GPT2LMHeadModel's folder: GPT2Config's
+// keys, the source's tensor names and values (Conv1D [in, out], c_attn fused again), and
+// the function (the exported folder against the float64 reference of the source weights).
+TEST(HfGpt2, ExportWritesTheSourceFolderBack) {
+  for (bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    Gpt2Shape s;
+    s.inner = 40;
+    s.act = "gelu";
+    s.tied = tied;
+    TempDir dir("gpt2-export");
+    const auto cfg = s.config();
+    write_text(dir.path() + "/config.json", cfg.dump(2));
+    const auto weights = gpt2_weights(s, 9);
+    write_hf_weights(dir.path(), weights, torch::kFloat32);
+    auto m = load_hf_model(dir.path());
+    ExportOptions eo;
+    eo.architecture = default_architecture(m->config());
+    EXPECT_EQ(eo.architecture, kGpt2Arch);
+    const std::string out = dir.path() + "/exported";
+    export_hf(*m, nullptr, out, eo);
+    const auto written = nlohmann::json::parse(read_text(out + "/config.json"));
+    for (const char* key : {"vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "n_inner", "activation_function",
+                            "layer_norm_epsilon", "tie_word_embeddings"})
+      EXPECT_EQ(written.at(key), cfg.at(key)) << key;
+    const auto stored = rounded(weights, torch::kFloat32);
+    std::map<std::string, torch::Tensor> source(stored.begin(), stored.end());
+    const auto exported = load_tensors(out + "/model.safetensors");
+    EXPECT_EQ(exported.size(), source.size());
+    for (const auto& [name, t] : exported) {
+      ASSERT_TRUE(source.count(name)) << name;
+      EXPECT_EQ((t.to(torch::kFloat64) - source.at(name)).abs().max().item<double>(), 0.0) << name;
+    }
+    const auto tokens = some_tokens(29, s.vocab);
+    Gpt2Shape read_back = s;
+    read_back.prefix = true;
+    expect_folder_matches_reference(out, tokens, gpt2_reference(read_back, stored, tokens));
+  }
 }
 
 }  // namespace
