@@ -485,6 +485,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       if (!text) return;  // the vision tower and the projector
       e.name = *text;
     }
+    // GPT-2's causal-mask buffers of older files (attn.bias [1, 1, n, n], attn.masked_bias),
+    // stored as float, bool or uint8: not parameters, skipped whatever their dtype.
+    if (cfg.is_gpt2() && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias"))) return;
     const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
                             e.dtype == io::DType::F64;
     if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
@@ -498,10 +501,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     };
     if (cfg.is_gpt2()) {
       // GPT-2's names (with or without GPT2LMHeadModel's "transformer." prefix), Conv1D
-      // weights stored [in, out], q/k/v as one c_attn; the causal-mask buffers of older
-      // files (attn.bias, attn.masked_bias) are skipped.
+      // weights stored [in, out], q/k/v as one c_attn (the mask buffers were skipped above).
       const std::string n = e.name.rfind("transformer.", 0) == 0 ? e.name.substr(12) : e.name;
-      if (ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias")) return;
       const auto g = gpt2_name(n);
       if (g && g->split) {
         const bool weight = ends_with(n, ".weight");

@@ -29,8 +29,10 @@ void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const to
     q = at.q_norm(q);
     k = at.k_norm(k);
   }
-  q = rope.apply(q, pos);
-  k = rope.apply(k, pos);
+  if (s.rope) {  // (GPT-2: positions were added to the input embeddings)
+    q = rope.apply(q, pos);
+    k = rope.apply(k, pos);
+  }
   v = proj(at.v_proj, layer, "v_proj", lora, h).view({N, s.n_kv_heads, s.head_dim});
 }
 
@@ -42,9 +44,10 @@ torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, c
 torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn) {
   auto m = blk.ffn_input(x_attn);
   auto& mlp = *blk.mlp;
-  auto g = proj(mlp.gate_proj, layer, "gate_proj", lora, m);
   auto u = proj(mlp.up_proj, layer, "up_proj", lora, m);
-  auto f = proj(mlp.down_proj, layer, "down_proj", lora, nn::gated_activation(g, u, mlp.act));
+  const auto hidden = mlp.gated() ? nn::gated_activation(proj(mlp.gate_proj, layer, "gate_proj", lora, m), u, mlp.act)
+                                  : nn::activation(u, mlp.act);  // GPT-2: down(act(up m))
+  auto f = proj(mlp.down_proj, layer, "down_proj", lora, hidden);
   return blk.ffn_output_norm ? blk.ffn_output_norm(f) : f;
 }
 

@@ -44,8 +44,8 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   g.open.assign(size_t(L), 0);
 
   // Prefill: decide each gate from the prompt states entering its block.
-  auto h = m.base->embed(torch::tensor(prompt, iopt));  // [P, d] (Gemma: times sqrt(d))
   auto pos = torch::arange(P, iopt);
+  auto h = m.base->embed_at(torch::tensor(prompt, iopt), pos);  // [P, d] (Gemma: times sqrt(d); GPT-2: + positions)
   std::vector<torch::Tensor> kc(static_cast<size_t>(L)), vc(static_cast<size_t>(L));
   // Each layer's sliding window (0: full attention), and the masks of one call: one per
   // distinct window, built when a layer first needs it.
@@ -133,9 +133,9 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       // transformers' Phi3ForCausalLM drops its cache there (inference/dense_session.h).
       std::vector<int64_t> seq(prompt);
       seq.insert(seq.end(), g.tokens.begin(), g.tokens.end());
-      x = pass(m.base->embed(torch::tensor(seq, iopt)), 0).narrow(0, p, 1);
+      x = pass(m.base->embed_at(torch::tensor(seq, iopt), torch::arange(int64_t(seq.size()), iopt)), 0).narrow(0, p, 1);
     } else {
-      x = pass(m.base->embed(torch::full({1}, tok, iopt)), p);  // [1, d]
+      x = pass(m.base->embed_at(torch::full({1}, tok, iopt), torch::full({1}, p, iopt)), p);  // [1, d]
     }
     tok = choose(m.base->logits(m.base->norm(x)), t + 1);  // [1, V]
   }

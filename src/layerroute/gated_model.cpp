@@ -33,12 +33,10 @@ int64_t layer_window(const baselines::DenseConfig& c, int64_t layer) {
 }
 
 void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where) {
-  if (c.norm != "rmsnorm" || c.mlp != "gated" || c.o_bias || c.mlp_bias || c.learned_positions())
-    throw InputError(where + ": GPT-2's layout (LayerNorms, an ungated MLP with biases, learned positions); "
-                             "LayerRoute's gated blocks implement RMSNorm, gated-MLP, RoPE models");
   // The gated blocks (block_lora.h) are nn::Block's: the Llama layout, Gemma's (GeGLU,
-  // sandwich norms, scaled embeddings, soft-capping, the sliding layers' own RoPE) and
-  // OLMo 2's; the attention full causal or sliding-window.
+  // sandwich norms, scaled embeddings, soft-capping, the sliding layers' own RoPE),
+  // OLMo 2's and GPT-2's (LayerNorms, learned positions, ungated MLP, biases); the
+  // attention full causal or sliding-window.
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind == baselines::AttentionKind::Strided)
       throw InputError(where + ": layer " + std::to_string(i) + " uses strided window attention (window " +
@@ -72,7 +70,8 @@ GatedOutput GatedModelImpl::forward(const torch::Tensor& tokens, const torch::Te
   const auto forced = opt.forced_open.defined() ? opt.forced_open.to(dev).to(torch::kBool) : torch::Tensor();
   const LoraImpl* lo = opt.use_lora ? lora.get() : nullptr;
 
-  auto h = base->embed(tokens.to(dev));  // [B, T, d] (Gemma: times sqrt(d))
+  // [B, T, d] (Gemma: times sqrt(d); GPT-2: + the positions' embeddings)
+  auto h = base->embed_at(tokens.to(dev).reshape({B * T}), full.pos()).view({B, T, d});
   GatedOutput out;
   auto f32 = torch::TensorOptions(torch::kFloat32).device(dev);
   std::vector<torch::Tensor> scores, sigmas, opens;

@@ -81,7 +81,8 @@ TORCH_MODULE(GatedModel);
 /// InputError naming `where` for a base the gated decoder does not run: one with strided
 /// window attention (a lol-trained dense baseline). Every block layout of the Hugging Face
 /// architectures runs (Llama's, Gemma's GeGLU, sandwich norms, scaled embeddings,
-/// soft-capping and per-layer RoPE, OLMo 2's output norms), with full causal and
+/// soft-capping and per-layer RoPE, OLMo 2's output norms, GPT-2's LayerNorms, learned
+/// positions and ungated MLP with biases), with full causal and
 /// sliding-window layers (Mistral v0.1, Phi-3-mini-4k, Qwen2's use_sliding_window,
 /// Gemma 2/3, OLMo 3).
 void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where);

@@ -19,7 +19,11 @@ torch::nn::Linear& target_linear(baselines::DenseModelImpl& m, int64_t layer, co
   if (t == "k_proj") return blk->self_attn->k_proj;
   if (t == "v_proj") return blk->self_attn->v_proj;
   if (t == "o_proj") return blk->self_attn->o_proj;
-  if (t == "gate_proj") return blk->mlp->gate_proj;
+  if (t == "gate_proj") {
+    if (!blk->mlp->gated())
+      throw InputError("LoRA target 'gate_proj': the base's MLP has no gate (GPT-2's: up_proj, down_proj)");
+    return blk->mlp->gate_proj;
+  }
   if (t == "up_proj") return blk->mlp->up_proj;
   if (t == "down_proj") return blk->mlp->down_proj;
   target_parent(t);  // throws

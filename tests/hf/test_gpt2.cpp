@@ -8,7 +8,6 @@
 #include "hf/hf_config.h"
 #include "hf/hf_export.h"
 #include "hf/hf_model.h"
-#include "layerroute/gated_model.h"
 
 namespace lol::hf::test {
 namespace {
@@ -18,7 +17,7 @@ struct Gpt2Shape {
   double eps = 1e-5;
   std::string act = "gelu_new";
   bool prefix = true;      ///< tensors under "transformer." (GPT2LMHeadModel's state dict)
-  bool buffers = false;    ///< older files' attn.bias / attn.masked_bias causal-mask buffers
+  bool buffers = false;    ///< older files' attn.bias (bool / uint8) / attn.masked_bias causal-mask buffers
   bool stored_head = false;  ///< lm_head.weight stored too (a tied copy)
   bool tied = true;          ///< false: a separate lm_head.weight (tie_word_embeddings false)
   int64_t ffn() const { return inner > 0 ? inner : 4 * embd; }
@@ -75,7 +74,9 @@ NamedTensors gpt2_weights(const Gpt2Shape& s, uint64_t seed) {
     w.emplace_back(p + "mlp.c_proj.weight", rnd({F, d}, 0.2));
     w.emplace_back(p + "mlp.c_proj.bias", rnd({d}, 0.2));
     if (s.buffers) {
-      w.emplace_back(p + "attn.bias", torch::ones({1, 1, s.positions, s.positions}, torch::kFloat64).tril());
+      // (transformers 4.x saved the mask as bool, older releases as uint8)
+      w.emplace_back(p + "attn.bias",
+                     torch::ones({1, 1, s.positions, s.positions}, i % 2 ? torch::kUInt8 : torch::kBool).tril());
       w.emplace_back(p + "attn.masked_bias", torch::full({}, -1e4, torch::kFloat64));
     }
   }
@@ -198,12 +199,10 @@ TEST(HfGpt2, ConfigDefaultsParameterCountAndRefusals) {
   write_hf_weights(dir.path(), w, torch::kFloat32);
   expect_input_error([&] { load_hf_model(dir.path()); }, {"h.0.attn.c_attn.weight", "[32, 96]"});
 
-  // Export as another architecture and LayerRoute are refused, naming the layout.
+  // Export as another architecture is refused, naming the layout.
   write_hf_weights(dir.path(), gpt2_weights(s, 3), torch::kFloat32);
   auto m = load_hf_model(dir.path());
   expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-2's layout", "--arch gpt2"});
-  expect_input_error([&] { layerroute::GatedModel(m, layerroute::LoraConfig{}, layerroute::GateConfig{}, 0); },
-                     {"GPT-2's layout", "LayerRoute"});
   // GPT2LMHeadModel holds GPT-2's layout only.
   auto gqa = m->config();
   gqa.n_kv_heads = 2;

@@ -34,7 +34,7 @@ using test::tiny_base;
 std::vector<int64_t> reference_tokens(GatedModelImpl& m, const std::vector<uint8_t>& open,
                                       const std::vector<int64_t>& prompt, const GatedGenerateOptions& o) {
   torch::NoGradGuard ng;
-  GatedModel fixed(m.base, LoraConfig{}, GateConfig{}, 0);
+  GatedModel fixed(m.base, m.lora->config(), GateConfig{}, 0);
   auto pa = m.lora->peft_tensors(), pb = fixed->lora->peft_tensors();
   for (size_t k = 0; k < pa.size(); ++k) pb[k].second.copy_(pa[k].second);
   fixed->gates->weight.zero_();
@@ -364,6 +364,57 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
           EXPECT_LT((t.to(torch::kFloat64) - want_q0).abs().max().item<double>(), 1e-5);
     });
   }
+}
+
+// GPT-2-layout bases (LayerNorms with biases, learned positions and no RoPE, an ungated
+// MLP, biases on every projection): the open gated forward is the base's own; cached gated
+// generation (positions embedded at every step) picks the full forward's tokens; the
+// merge is a GPT2LMHeadModel folder computing the adapted forward; gate_proj is no target.
+TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
+  auto c = test::tiny_config(4);
+  c.norm = "layernorm";
+  c.mlp = "plain";
+  c.positions = "learned";
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.n_kv_heads = c.n_heads;
+  c.activation = "gelu_pytorch_tanh";
+  baselines::DenseModel base(c);
+  randomize_base(*base, 13, 0.3);
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
+  const auto tokens = torch::tensor(prompt).unsqueeze(0);
+  LoraConfig lc;
+  lc.targets = {"q_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
+  AdaptedBase a;
+  {
+    GatedOptions open;
+    open.mode = GateMode::Open;
+    a.m = GatedModel(base, lc, GateConfig{}, 6);
+    torch::NoGradGuard ng;
+    a.base_logits = base->forward(tokens);
+    EXPECT_LT((a.m->forward(tokens, torch::Tensor(), open).logits - a.base_logits).abs().max().item<double>(), 1e-5);
+    randomize_adapters(*a.m, 53, 2.0);
+    a.adapted = a.m->forward(tokens, torch::Tensor(), open).logits;
+    EXPECT_GT((a.adapted - a.base_logits).abs().max().item<double>(), 1e-3);
+  }
+  auto& m = a.m;
+  GatedGenerateOptions o;
+  o.max_new_tokens = 12;
+  for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
+    const auto g = generate_gated(*m, prompt, 12, mode, true);
+    ASSERT_EQ(g.tokens.size(), 12u);
+    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << int(mode);
+  }
+  o.sampling.temperature = 1.0;
+  for (uint64_t seed : {1, 2, 3}) {
+    o.seed = seed;
+    const auto g = generate_gated(*m, prompt, o);
+    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << "seed " << seed;
+  }
+  EXPECT_EQ(hf::default_architecture(c), hf::kGpt2Arch);
+  expect_merge_computes_adapted(a, hf::kGpt2Arch, tokens);
+  LoraConfig gate_target;
+  gate_target.targets = {"gate_proj"};
+  EXPECT_THROW(GatedModel(base, gate_target, GateConfig{}, 6), InputError);
 }
 
 // Sliding-window bases (Mistral v0.1 / Phi-3-mini-4k: every layer; Qwen2's
