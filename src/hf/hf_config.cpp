@@ -24,6 +24,18 @@ std::string field(const std::string& key) { return "field '" + key + "'"; }
 
 std::string num_text(double v) { return nlohmann::json(v).dump(); }
 
+/// The stored dtype into c.torch_dtype: transformers < 4.56 writes torch_dtype, newer
+/// versions dtype; null or absent: unchanged.
+void read_torch_dtype(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!f.has(key) || j[key].is_null()) continue;
+    f.get(key, c.torch_dtype);
+    if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
+      throw InputError(where + ": " + field(key) + " = \"" + c.torch_dtype +
+                       "\": expected \"float32\", \"bfloat16\" or \"float16\"");
+  }
+}
+
 void require_positive(const std::string& where, const std::string& key, int64_t v) {
   if (v < 1) throw InputError(where + ": " + field(key) + " = " + std::to_string(v) + ": expected >= 1");
 }
@@ -119,13 +131,7 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
   c.qkv_bias = true;
   c.tie_word_embeddings = true;  // PretrainedConfig's default; GPT-2 ties them
   f.get("tie_word_embeddings", c.tie_word_embeddings);
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (!f.has(key) || j[key].is_null()) continue;
-    f.get(key, c.torch_dtype);
-    if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
-      throw InputError(where + ": " + field(key) + " = \"" + c.torch_dtype +
-                       "\": expected \"float32\", \"bfloat16\" or \"float16\"");
-  }
+  read_torch_dtype(f, j, where, c);
   c.bos_token_id = {50256};  // GPT2Config's defaults
   c.eos_token_id = {50256};
   if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
@@ -401,14 +407,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   c.tie_word_embeddings = gemma;  // PretrainedConfig default (the Gemma configs': true); Qwen2.5-0.5B sets true
   f.get("tie_word_embeddings", c.tie_word_embeddings);
 
-  // Stored dtype: transformers < 4.56 writes torch_dtype, newer versions dtype.
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (!f.has(key) || j[key].is_null()) continue;
-    f.get(key, c.torch_dtype);
-    if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
-      throw InputError(where + ": " + field(key) + " = \"" + c.torch_dtype +
-                       "\": expected \"float32\", \"bfloat16\" or \"float16\"");
-  }
+  read_torch_dtype(f, j, where, c);
   c.bos_token_id = token_id_list(j, "bos_token_id", where);
   c.eos_token_id = token_id_list(j, "eos_token_id", where);
   c.pad_token_id = pad_token_id_of(j);

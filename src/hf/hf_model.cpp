@@ -159,6 +159,25 @@ void check_gemma_layout(const baselines::DenseConfig& c, const std::string& arch
   }
 }
 
+/// The fields every architecture's config takes from the dense model as they are: sizes,
+/// heads, positions, the norm epsilon, tied embeddings, the stored dtype.
+HfConfig sized_config(const baselines::DenseConfig& c, const std::string& architecture, const std::string& torch_dtype) {
+  HfConfig h;
+  h.architecture = architecture;
+  h.vocab_size = c.vocab_size;
+  h.hidden_size = c.d_model;
+  h.intermediate_size = c.ffn_hidden;
+  h.num_hidden_layers = c.n_layers;
+  h.num_attention_heads = c.n_heads;
+  h.num_key_value_heads = c.n_kv_heads;
+  h.head_dim = c.effective_head_dim();
+  h.max_position_embeddings = c.max_seq_len;
+  h.rms_norm_eps = c.norm_eps;
+  h.tie_word_embeddings = c.tie_word_embeddings;
+  h.torch_dtype = torch_dtype;
+  return h;
+}
+
 /// GPT2LMHeadModel's config of a dense model of GPT-2's layout (InputError naming what
 /// differs otherwise): LayerNorms, learned positions, an ungated GELU MLP, biases on every
 /// projection, multi-head full attention, head_dim = d_model / n_heads.
@@ -181,20 +200,9 @@ HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::stri
   if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
       c.final_logit_softcap > 0)
     refuse("q/k norms, sandwich norms, scaled embeddings or soft-capping", "has none of them");
-  HfConfig h;
-  h.architecture = kGpt2Arch;
-  h.vocab_size = c.vocab_size;
-  h.hidden_size = c.d_model;
-  h.intermediate_size = c.ffn_hidden;
-  h.num_hidden_layers = c.n_layers;
-  h.num_attention_heads = h.num_key_value_heads = c.n_heads;
-  h.head_dim = c.effective_head_dim();
-  h.max_position_embeddings = c.max_seq_len;
-  h.rms_norm_eps = c.norm_eps;
-  h.tie_word_embeddings = c.tie_word_embeddings;
+  HfConfig h = sized_config(c, kGpt2Arch, torch_dtype);
   h.qkv_bias = true;
   h.activation = c.activation;
-  h.torch_dtype = torch_dtype;
   return h;
 }
 
@@ -306,21 +314,10 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                      ": Phi3Config derives the factor as max_seq_len / original_max_position_embeddings = " +
                      std::to_string(double(c.max_seq_len) / double(c.rope_scaling.original_max_position_embeddings)) +
                      " and has no attention_factor");
-  HfConfig h;
-  h.architecture = architecture;
-  h.vocab_size = c.vocab_size;
-  h.hidden_size = c.d_model;
-  h.intermediate_size = c.ffn_hidden;
-  h.num_hidden_layers = c.n_layers;
-  h.num_attention_heads = c.n_heads;
-  h.num_key_value_heads = c.n_kv_heads;
-  h.head_dim = c.effective_head_dim();
-  h.max_position_embeddings = c.max_seq_len;
+  HfConfig h = sized_config(c, architecture, torch_dtype);
   h.rope_theta = c.rope_theta;
   h.rope_scaling = c.rope_scaling;
   h.partial_rotary_factor = c.partial_rotary_factor;
-  h.rms_norm_eps = c.norm_eps;
-  h.tie_word_embeddings = c.tie_word_embeddings;
   h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)
   h.qk_norm = c.qk_norm;
   h.qk_norm_across_heads = c.qk_norm_across_heads;
@@ -342,7 +339,6 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     // Gemma 3's sliding layers: their own RoPE base, or the full layers' (unscaled: checked).
     if (architecture == kGemma3Arch) h.rope_local_theta = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
   }
-  h.torch_dtype = torch_dtype;
   return h;
 }
 
