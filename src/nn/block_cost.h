@@ -21,8 +21,8 @@ inline int64_t attention_biases(const BlockShape& s) {
          (s.attn.o_bias ? s.attn.d_model : 0);
 }
 
-/// Parameters of one SwiGLU expert (or of the dense FFN): gate, up, down = 3 d F; an
-/// ungated MLP (GPT-2) 2 d F, + F + d with mlp_bias (+ F more when gated).
+/// Weights of one SwiGLU expert (or of the dense FFN): gate, up, down = 3 d F; an
+/// ungated MLP (GPT-2): up, down = 2 d F (biases: mlp_biases).
 inline int64_t swiglu_weights(const BlockShape& s) {
   const int64_t mats = s.gated_mlp ? 3 : 2;
   return mats * s.attn.d_model * s.ffn_hidden;
