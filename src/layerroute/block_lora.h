@@ -1,6 +1,6 @@
 // The pieces of one decoder block (nn/block.h: Llama/Qwen2's pre-norm layout, Gemma's
-// GeGLU with sandwich norms and soft-capped attention, or OLMo 2's output norms with q/k
-// norms across heads) with LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
+// GeGLU with sandwich norms and soft-capped attention, OLMo 2's output norms with q/k
+// norms across heads, or GPT-2's LayerNorms, ungated MLP and no RoPE) with LoRA adapters added to the targeted projections (paper 3.1: "when g_i = 1 the block
 // runs normally, with LoRA adapters active"). Shared by the gated model's forward
 // (gated_model.h) and the KV-cached gated decoder (decode.h). `lora` may be null
 // (plain or merged weights). Full causal or sliding-window attention.
@@ -25,7 +25,7 @@ void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const to
 /// o_proj (+ LoRA) of the attention output o [N, H * hd] -> [N, d], then the output norm (Gemma 2/3, OLMo).
 torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o);
 
-/// The FFN input norm (none in OLMo) + gated MLP (+ LoRA; SwiGLU, or Gemma's GeGLU) of the
+/// The FFN input norm (none in OLMo) + MLP (+ LoRA; SwiGLU, Gemma's GeGLU, GPT-2's ungated GELU) of the
 /// state after attention, then the output norm (Gemma 2/3, OLMo): x_attn [N, d] -> mlp output [N, d] (the residual is not added).
 torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn);
 
