@@ -94,7 +94,8 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
                      ": expected a multiple of n_head = " + std::to_string(c.num_attention_heads));
   c.head_dim = c.hidden_size / c.num_attention_heads;
   if (c.head_dim % 2 != 0)
-    throw InputError(where + ": " + field("n_embd") + " / " + field("n_head") + " = " + std::to_string(c.head_dim) +
+    throw InputError(where + ": " + field("n_embd") + " = " + std::to_string(c.hidden_size) + " / " + field("n_head") +
+                     " = " + std::to_string(c.num_attention_heads) + " gives heads of " + std::to_string(c.head_dim) +
                      ": expected an even head size (lol's attention kernels)");
   c.intermediate_size = 4 * c.hidden_size;  // n_inner: null = 4 n_embd
   if (f.has("n_inner") && !j["n_inner"].is_null()) {

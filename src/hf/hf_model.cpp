@@ -182,8 +182,10 @@ HfConfig sized_config(const baselines::DenseConfig& c, const std::string& archit
 /// differs otherwise): LayerNorms, learned positions, an ungated GELU MLP, biases on every
 /// projection, multi-head full attention, head_dim = d_model / n_heads.
 HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
-  auto refuse = [](const std::string& what, const std::string& why) {
-    throw InputError("dense model: " + what + ": " + std::string(kGpt2Arch) + " " + why);
+  auto refuse = [&](const std::string& what, const std::string& why) {
+    const std::string def = default_architecture(c);
+    throw InputError("dense model: " + what + ": " + std::string(kGpt2Arch) + " " + why +
+                     (def != kGpt2Arch ? " (export as " + def + ")" : std::string()));
   };
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
   if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
@@ -470,6 +472,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   std::map<std::string, torch::Tensor> params;
   for (auto& p : m.named_parameters()) params[p.key()] = p.value();
   std::map<std::string, std::string> loaded;  // name -> file it came from
+  std::string gpt2_prefix;                    // "transformer." when the GPT-2 file's names carry it
   torch::Tensor stored_head;                  // lm_head.weight of a tied checkpoint, if any
   std::string stored_head_file;
   for_each_weight(files, [&](const io::SafetensorsFile& f, const io::TensorEntry& stored) {
@@ -498,6 +501,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (cfg.is_gpt2()) {
       // GPT-2's names (with or without GPT2LMHeadModel's "transformer." prefix), Conv1D
       // weights stored [in, out], q/k/v as one c_attn (the mask buffers were skipped above).
+      if (e.name.rfind("transformer.", 0) == 0) gpt2_prefix = "transformer.";
       const std::string n = e.name.rfind("transformer.", 0) == 0 ? e.name.substr(12) : e.name;
       const auto g = gpt2_name(n);
       if (g && g->split) {
@@ -602,7 +606,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (!loaded.count(name)) {
       // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
       const FusedWeight* fw = cfg.is_phi3() ? fused_holder(name) : nullptr;
-      std::string missing = cfg.is_gpt2() ? gpt2_stored_name(name) : name;
+      std::string missing = cfg.is_gpt2() ? gpt2_prefix + gpt2_stored_name(name) : name;
       if (fw)
         for (const auto& p : fw->parts)
           if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
@@ -618,8 +622,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   if (stored_head.defined()) {
     const auto emb = params.at("model.embed_tokens.weight");
     if (!torch::equal(stored_head.to(emb.scalar_type()), emb.cpu()))
-      throw InputError(stored_head_file + ": tensor 'lm_head.weight' differs from model.embed_tokens.weight although "
-                       "config.json has tie_word_embeddings = true");
+      throw InputError(stored_head_file + ": tensor 'lm_head.weight' differs from " +
+                       (cfg.is_gpt2() ? std::string(gpt2_prefix) + "wte.weight" : std::string("model.embed_tokens.weight")) +
+                       " although config.json has tie_word_embeddings = true");
   }
   gemma_weights_to_dense(params, cfg);
 }
