@@ -538,8 +538,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
           if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
           loaded[e.name] = f.path();
           const torch::Tensor t = read();
-          const auto want = it->second.t().sizes();
-          if (t.sizes() != want)
+          const std::vector<int64_t> want = it->second.t().sizes().vec();  // (a copy: t() is a temporary)
+          if (t.sizes() != c10::IntArrayRef(want))
             throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
                              " from config.json (n_embd, n_inner: Conv1D weights are stored [in, out])");
           it->second.copy_(t.t());
@@ -611,8 +611,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
         for (const auto& p : fw->parts)
           if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
-                       (!fw ? " (shape " + shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes()
-                                                                                                    : p.sizes()) +
+                       (!fw ? " (shape " +
+                                  shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes().vec()
+                                                                                             : p.sizes().vec()) +
                                   ", expected by "
                             : " (fused, expected by ") +
                        cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")" +
