@@ -58,16 +58,17 @@ std::vector<int64_t> reference_tokens(GatedModelImpl& m, const std::vector<uint8
 
 /// A gated model over `base` whose forward with every gate open and no LoRA is checked to
 /// be the base's own on `tokens` [1, T]; its adapters then randomized from `adapter_seed`
-/// (gate scale 2). `adapted`: the open forward's logits with LoRA.
+/// (gate scale 2). `adapted`: the open forward's logits with LoRA (targets of `lc`).
 struct AdaptedBase {
   GatedModel m{nullptr};
   torch::Tensor base_logits, adapted;
 };
-AdaptedBase adapt_base(baselines::DenseModel base, const torch::Tensor& tokens, uint64_t adapter_seed) {
+AdaptedBase adapt_base(baselines::DenseModel base, const torch::Tensor& tokens, uint64_t adapter_seed,
+                       const LoraConfig& lc = {}) {
   GatedOptions open;
   open.mode = GateMode::Open;
   AdaptedBase a;
-  a.m = GatedModel(base, LoraConfig{}, GateConfig{}, 6);
+  a.m = GatedModel(base, lc, GateConfig{}, 6);
   torch::NoGradGuard ng;
   a.base_logits = base->forward(tokens);
   EXPECT_LT((a.m->forward(tokens, torch::Tensor(), open).logits - a.base_logits).abs().max().item<double>(), 1e-5);
@@ -75,6 +76,27 @@ AdaptedBase adapt_base(baselines::DenseModel base, const torch::Tensor& tokens, 
   a.adapted = a.m->forward(tokens, torch::Tensor(), open).logits;
   EXPECT_GT((a.adapted - a.base_logits).abs().max().item<double>(), 1e-3) << "LoRA should change the logits";
   return a;
+}
+
+/// Cached gated generation of 12 tokens after `prompt` picks the tokens of full forwards
+/// (reference_tokens): greedy with the gates open and learned, then sampled (temperature 1,
+/// repetition penalty 1.3) with seeds 1..`seeds`: sampling follows the probabilities closely,
+/// where a greedy pick can hide a wrong position encoding.
+void expect_generation_follows_forward(GatedModelImpl& m, const std::vector<int64_t>& prompt, uint64_t seeds) {
+  GatedGenerateOptions o;
+  o.max_new_tokens = 12;
+  for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
+    const auto g = generate_gated(m, prompt, 12, mode, true);
+    ASSERT_EQ(g.tokens.size(), 12u);
+    EXPECT_EQ(g.tokens, reference_tokens(m, g.open, prompt, o)) << int(mode);
+  }
+  o.sampling.temperature = 1.0;
+  o.sampling.repetition_penalty = 1.3;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    o.seed = seed;
+    const auto g = generate_gated(m, prompt, o);
+    EXPECT_EQ(g.tokens, reference_tokens(m, g.open, prompt, o)) << "seed " << seed;
+  }
 }
 
 /// Merges `a` into a folder of `architecture` (save_merged) and checks that the folder,
@@ -329,21 +351,7 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
       for (auto& p : other->named_parameters()) p.value().copy_(base->named_parameters()[p.key()]);
       EXPECT_GT((other->forward(tokens) - a.base_logits).abs().max().item<double>(), 1e-2);
     }
-    GatedGenerateOptions o;
-    o.max_new_tokens = 12;
-    for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
-      const auto g = generate_gated(*m, prompt, 12, mode, true);
-      ASSERT_EQ(g.tokens.size(), 12u);
-      EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << int(mode);
-    }
-    // Sampled tokens follow the probabilities closely (a greedy pick can hide a wrong RoPE).
-    o.sampling.temperature = 1.0;
-    o.sampling.repetition_penalty = 1.3;
-    for (uint64_t seed : {1, 2, 3, 4}) {
-      o.seed = seed;
-      const auto g = generate_gated(*m, prompt, o);
-      EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << "seed " << seed;
-    }
+    expect_generation_follows_forward(*m, prompt, 4);
 
     const std::string arch = version == 1 ? hf::kGemmaArch : version == 2 ? hf::kGemma2Arch : hf::kGemma3Arch;
     EXPECT_EQ(hf::default_architecture(c), arch);
@@ -384,32 +392,8 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
   const auto tokens = torch::tensor(prompt).unsqueeze(0);
   LoraConfig lc;
   lc.targets = {"q_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
-  AdaptedBase a;
-  {
-    GatedOptions open;
-    open.mode = GateMode::Open;
-    a.m = GatedModel(base, lc, GateConfig{}, 6);
-    torch::NoGradGuard ng;
-    a.base_logits = base->forward(tokens);
-    EXPECT_LT((a.m->forward(tokens, torch::Tensor(), open).logits - a.base_logits).abs().max().item<double>(), 1e-5);
-    randomize_adapters(*a.m, 53, 2.0);
-    a.adapted = a.m->forward(tokens, torch::Tensor(), open).logits;
-    EXPECT_GT((a.adapted - a.base_logits).abs().max().item<double>(), 1e-3);
-  }
-  auto& m = a.m;
-  GatedGenerateOptions o;
-  o.max_new_tokens = 12;
-  for (GateMode mode : {GateMode::Open, GateMode::Learned}) {
-    const auto g = generate_gated(*m, prompt, 12, mode, true);
-    ASSERT_EQ(g.tokens.size(), 12u);
-    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << int(mode);
-  }
-  o.sampling.temperature = 1.0;
-  for (uint64_t seed : {1, 2, 3}) {
-    o.seed = seed;
-    const auto g = generate_gated(*m, prompt, o);
-    EXPECT_EQ(g.tokens, reference_tokens(*m, g.open, prompt, o)) << "seed " << seed;
-  }
+  auto a = adapt_base(base, tokens, 53, lc);
+  expect_generation_follows_forward(*a.m, prompt, 3);
   EXPECT_EQ(hf::default_architecture(c), hf::kGpt2Arch);
   expect_merge_computes_adapted(a, hf::kGpt2Arch, tokens);
   LoraConfig gate_target;
