@@ -65,6 +65,8 @@ struct DenseConfig : TransformerShape {
   /// [max_seq_len, d_model] added to the token embeddings, and no rotary embedding.
   std::string positions = "rope";
   bool learned_positions() const { return positions == "learned"; }
+  /// Whether any of GPT-2's switches is set (norm, mlp, o_bias, mlp_bias, positions).
+  bool gpt2_blocks() const { return norm != "rmsnorm" || mlp != "gated" || o_bias || mlp_bias || learned_positions(); }
 
   /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
   /// activation, sandwich norms and GPT-2's LayerNorms, MLP and biases).

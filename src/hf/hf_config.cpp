@@ -645,10 +645,22 @@ HfConfig HfConfig::load_dir(const std::string& dir) {
 }
 
 nlohmann::ordered_json HfConfig::to_json() const {
-  auto ids = [](const std::vector<int64_t>& v) -> nlohmann::ordered_json {
-    if (v.empty()) return nullptr;
-    if (v.size() == 1) return v[0];
-    return v;
+  // The keys every architecture ends with: token ids, the stored dtype and the first
+  // transformers release with the architecture (Olmo2ForCausalLM: 4.47, Olmo3ForCausalLM:
+  // 4.57, Gemma 2/3's layer_types: 4.53).
+  const auto finish = [&](nlohmann::ordered_json& j) {
+    auto ids = [](const std::vector<int64_t>& v) -> nlohmann::ordered_json {
+      if (v.empty()) return nullptr;
+      if (v.size() == 1) return v[0];
+      return v;
+    };
+    if (!pad_token_id.empty()) j["pad_token_id"] = ids(pad_token_id);
+    j["bos_token_id"] = ids(bos_token_id);
+    j["eos_token_id"] = ids(eos_token_id);
+    if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
+    j["transformers_version"] =
+        is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : (is_gemma2() || is_gemma3()) ? "4.53.0" : "4.45.0";
+    return j;
   };
   nlohmann::ordered_json j;
   if (is_gpt2()) {  // GPT2Config's keys
@@ -670,12 +682,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
-    if (!pad_token_id.empty()) j["pad_token_id"] = ids(pad_token_id);
-    j["bos_token_id"] = ids(bos_token_id);
-    j["eos_token_id"] = ids(eos_token_id);
-    if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
-    j["transformers_version"] = "4.45.0";
-    return j;
+    return finish(j);
   }
   j["architectures"] = {architecture};
   j["model_type"] = model_type();
@@ -766,13 +773,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
-  if (!pad_token_id.empty()) j["pad_token_id"] = ids(pad_token_id);
-  j["bos_token_id"] = ids(bos_token_id);
-  j["eos_token_id"] = ids(eos_token_id);
-  if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
-  // The first release with the architecture (Olmo2ForCausalLM: 4.47, Olmo3ForCausalLM: 4.57).
-  j["transformers_version"] = is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : (is_gemma2() || is_gemma3()) ? "4.53.0" : "4.45.0";
-  return j;
+  return finish(j);
 }
 
 }  // namespace lol::hf

@@ -27,32 +27,32 @@ NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const Hf
     params.erase(it);
     return t;
   };
-  auto put = [&](const std::string& to, const torch::Tensor& t) { out.emplace_back(to, t.to(dtype).contiguous()); };
-  put("transformer.wte.weight", take("model.embed_tokens.weight"));
-  put("transformer.wpe.weight", take("model.embed_positions.weight"));
+  // A parameter under its GPT-2 name (hf::gpt2_stored_name), Conv1D weights transposed.
+  auto move = [&](const std::string& name) {
+    auto t = take(name);
+    const bool conv1d = ends_with(name, "_proj.weight");
+    out.emplace_back("transformer." + gpt2_stored_name(name), (conv1d ? t.t() : t).to(dtype).contiguous());
+  };
+  move("model.embed_tokens.weight");
+  move("model.embed_positions.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".", g = "transformer.h." + std::to_string(i) + ".";
-    put(g + "ln_1.weight", take(p + "input_layernorm.weight"));
-    put(g + "ln_1.bias", take(p + "input_layernorm.bias"));
-    std::vector<torch::Tensor> w, b;
-    for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-      w.push_back(take(p + "self_attn." + proj + ".weight"));
-      b.push_back(take(p + "self_attn." + std::string(proj) + ".bias"));
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* n : {"input_layernorm.weight", "input_layernorm.bias"}) move(p + n);
+    for (const char* kind : {".weight", ".bias"}) {  // q, k, v fused into c_attn
+      std::vector<torch::Tensor> qkv;
+      for (const char* proj : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}) qkv.push_back(take(p + proj + kind));
+      auto t = torch::cat(qkv, 0);
+      out.emplace_back("transformer." + gpt2_stored_name(p + "self_attn.q_proj" + kind),
+                       (std::string(kind) == ".weight" ? t.t() : t).to(dtype).contiguous());
     }
-    put(g + "attn.c_attn.weight", torch::cat(w, 0).t());
-    put(g + "attn.c_attn.bias", torch::cat(b, 0));
-    put(g + "attn.c_proj.weight", take(p + "self_attn.o_proj.weight").t());
-    put(g + "attn.c_proj.bias", take(p + "self_attn.o_proj.bias"));
-    put(g + "ln_2.weight", take(p + "post_attention_layernorm.weight"));
-    put(g + "ln_2.bias", take(p + "post_attention_layernorm.bias"));
-    put(g + "mlp.c_fc.weight", take(p + "mlp.up_proj.weight").t());
-    put(g + "mlp.c_fc.bias", take(p + "mlp.up_proj.bias"));
-    put(g + "mlp.c_proj.weight", take(p + "mlp.down_proj.weight").t());
-    put(g + "mlp.c_proj.bias", take(p + "mlp.down_proj.bias"));
+    for (const char* n : {"self_attn.o_proj.weight", "self_attn.o_proj.bias", "post_attention_layernorm.weight",
+                          "post_attention_layernorm.bias", "mlp.up_proj.weight", "mlp.up_proj.bias",
+                          "mlp.down_proj.weight", "mlp.down_proj.bias"})
+      move(p + n);
   }
-  put("transformer.ln_f.weight", take("model.norm.weight"));
-  put("transformer.ln_f.bias", take("model.norm.bias"));
-  if (!h.tie_word_embeddings) put("lm_head.weight", take("lm_head.weight"));
+  move("model.norm.weight");
+  move("model.norm.bias");
+  if (!h.tie_word_embeddings) out.emplace_back("lm_head.weight", take("lm_head.weight").to(dtype).contiguous());
   if (!params.empty()) throw std::logic_error("export: dense model parameter not exported: " + params.begin()->first);
   return out;
 }
@@ -69,9 +69,6 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   NamedTensors out;
   const double fold = h.norm_offset ? m.config().query_fold() : 1.0;
   const std::string folded = h.qk_norm ? "self_attn.q_norm.weight" : "self_attn.q_proj.weight";
-  auto ends_with = [](const std::string& n, const std::string& s) {
-    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
-  };
   auto put = [&](const std::string& name) {
     auto it = params.find(name);
     if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);

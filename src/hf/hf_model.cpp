@@ -100,7 +100,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
-  if (c.norm == "layernorm" || c.learned_positions() || c.mlp == "plain") return kGpt2Arch;
+  if (c.gpt2_blocks()) return kGpt2Arch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
@@ -222,7 +222,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                      "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" + kGemma3Arch +
                      "\" or \"" + kGpt2Arch + "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
-  if (c.norm != "rmsnorm" || c.mlp != "gated" || c.o_bias || c.mlp_bias || c.learned_positions())
+  if (c.gpt2_blocks())
     throw InputError("dense model: GPT-2's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp + "\", positions \"" +
                      c.positions + "\"): " + architecture + " has RMSNorms, a gated MLP and RoPE (export as " + kGpt2Arch +
                      ", --arch gpt2)");
@@ -369,6 +369,21 @@ const std::vector<FusedWeight>& phi3_fused_weights() {
   return kFused;
 }
 
+std::string gpt2_stored_name(const std::string& name) {
+  static const std::vector<std::pair<std::string, std::string>> parts = {
+      {"model.embed_tokens.weight", "wte.weight"},   {"model.embed_positions.weight", "wpe.weight"},
+      {"model.norm.", "ln_f."},                      {"input_layernorm.", "ln_1."},
+      {"post_attention_layernorm.", "ln_2."},        {"self_attn.o_proj.", "attn.c_proj."},
+      {"mlp.up_proj.", "mlp.c_fc."},                 {"mlp.down_proj.", "mlp.c_proj."},
+      {"self_attn.q_proj.", "attn.c_attn."},         {"self_attn.k_proj.", "attn.c_attn."},
+      {"self_attn.v_proj.", "attn.c_attn."}};
+  std::string out = name;
+  if (out.rfind("model.layers.", 0) == 0) out = "h." + out.substr(13);
+  for (const auto& [from, to] : parts)
+    if (auto at = out.find(from); at != std::string::npos) out = out.substr(0, at) + to + out.substr(at + from.size());
+  return out;
+}
+
 namespace {
 
 // The fused weight stored as `name` ("model.layers.3.self_attn.qkv_proj.weight"), or null.
@@ -435,21 +450,6 @@ std::optional<Gpt2Name> gpt2_name(const std::string& name) {
   return std::nullopt;
 }
 
-/// The GPT-2 name of the dense model's parameter `name` (for a missing tensor's message).
-std::string gpt2_stored_name(const std::string& name) {
-  static const std::vector<std::pair<std::string, std::string>> parts = {
-      {"model.embed_tokens.weight", "wte.weight"},   {"model.embed_positions.weight", "wpe.weight"},
-      {"model.norm.", "ln_f."},                      {"input_layernorm.", "ln_1."},
-      {"post_attention_layernorm.", "ln_2."},        {"self_attn.o_proj.", "attn.c_proj."},
-      {"mlp.up_proj.", "mlp.c_fc."},                 {"mlp.down_proj.", "mlp.c_proj."},
-      {"self_attn.q_proj.", "attn.c_attn."},         {"self_attn.k_proj.", "attn.c_attn."},
-      {"self_attn.v_proj.", "attn.c_attn."}};
-  std::string out = name;
-  if (out.rfind("model.layers.", 0) == 0) out = "h." + out.substr(13);
-  for (const auto& [from, to] : parts)
-    if (auto at = out.find(from); at != std::string::npos) out = out.substr(0, at) + to + out.substr(at + from.size());
-  return out;
-}
 
 /// A Gemma3ForConditionalGeneration tensor's name in the text model: "language_model.model.X"
 /// (the Hub's files) or "model.language_model.X" (saved by transformers >= 4.52) -> "model.X",
@@ -478,6 +478,17 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   for_each_weight(files, [&](const io::SafetensorsFile& f, const io::TensorEntry& stored) {
     const std::string w = f.path() + ": tensor '" + stored.name + "'";
     if (is_rotary_buffer(stored.name)) return;
+    // A tensor with no parameter of this model (e.g. biases the architecture lacks).
+    const auto unexpected = [&] {
+      return InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
+                        std::to_string(cfg.num_hidden_layers) + " layers" + (cfg.qkv_bias ? "" : ", no q/k/v biases") +
+                        ")");
+    };
+    // Records that `name` was read from this file; a second copy of it is refused.
+    const auto claim = [&](const std::string& name) {
+      if (loaded.count(name)) throw InputError(w + ": also stored in " + loaded[name]);
+      loaded[name] = f.path();
+    };
     io::TensorEntry e = stored;
     if (cfg.multimodal_text) {  // the language model's tensors under their text-model names
       const auto text = multimodal_text_name(stored.name);
@@ -501,17 +512,15 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (cfg.is_gpt2()) {
       // GPT-2's names (with or without GPT2LMHeadModel's "transformer." prefix), Conv1D
       // weights stored [in, out], q/k/v as one c_attn (the mask buffers were skipped above).
-      if (e.name.rfind("transformer.", 0) == 0) gpt2_prefix = "transformer.";
-      const std::string n = e.name.rfind("transformer.", 0) == 0 ? e.name.substr(12) : e.name;
+      const bool prefixed = e.name.rfind("transformer.", 0) == 0;
+      if (prefixed) gpt2_prefix = "transformer.";
+      const std::string n = prefixed ? e.name.substr(12) : e.name;
       const auto g = gpt2_name(n);
       if (g && g->split) {
         const bool weight = ends_with(n, ".weight");
         const std::string suffix = weight ? ".weight" : ".bias";
-        if (!params.count(g->to + "q_proj" + suffix))
-          throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
-                           std::to_string(cfg.num_hidden_layers) + " layers)");
-        if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
-        loaded[e.name] = f.path();
+        if (!params.count(g->to + "q_proj" + suffix)) throw unexpected();
+        claim(e.name);
         const torch::Tensor t = read();
         const int64_t d = cfg.hidden_size;
         const std::vector<int64_t> want = weight ? std::vector<int64_t>{d, 3 * d} : std::vector<int64_t>{3 * d};
@@ -532,11 +541,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
         e.name = g->to;
         if (g->transpose) {  // checked and copied as [out, in]
           auto it = params.find(e.name);
-          if (it == params.end())
-            throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
-                             std::to_string(cfg.num_hidden_layers) + " layers)");
-          if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
-          loaded[e.name] = f.path();
+          if (it == params.end()) throw unexpected();
+          claim(e.name);
           const torch::Tensor t = read();
           const std::vector<int64_t> want = it->second.t().sizes().vec();  // (a copy: t() is a temporary)
           if (t.sizes() != c10::IntArrayRef(want))
@@ -558,8 +564,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       if (const FusedWeight* fw = fused_weight(e.name)) {
         const std::string layer = e.name.substr(0, e.name.size() - fw->fused.size());
         if (params.count(layer + fw->parts[0])) {
-          if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
-          loaded[e.name] = f.path();
+          claim(e.name);
           const torch::Tensor t = read();
           int64_t rows = 0;
           for (const auto& p : fw->parts) rows += params.at(layer + p).size(0);
@@ -582,12 +587,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       }
     }
     auto it = params.find(e.name);
-    if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings))
-      throw InputError(w + ": unexpected tensor (not a parameter of " + cfg.architecture + " with " +
-                       std::to_string(cfg.num_hidden_layers) + " layers" +
-                       (cfg.qkv_bias ? "" : ", no q/k/v biases") + ")");
-    if (loaded.count(e.name)) throw InputError(w + ": also stored in " + loaded[e.name]);
-    loaded[e.name] = f.path();
+    if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings)) throw unexpected();
+    claim(e.name);
     const torch::Tensor t = read();
     const auto want = it != params.end() ? it->second.sizes() : params.at("model.embed_tokens.weight").sizes();
     if (t.sizes() != want)

@@ -55,6 +55,13 @@ struct FusedWeight {
 };
 const std::vector<FusedWeight>& phi3_fused_weights();
 
+/// GPT-2's name (GPT2Model's, without "transformer.") of the dense model's parameter `name`:
+/// "model.embed_tokens.weight" -> "wte.weight", "model.layers.3.mlp.up_proj.bias" ->
+/// "h.3.mlp.c_fc.bias", q_proj / k_proj / v_proj -> "h.{i}.attn.c_attn.*" (stored fused,
+/// q rows then k then v); the weights of *_proj are stored transposed ([in, out], Conv1D).
+/// Names with no GPT-2 counterpart come back as they are (lm_head.weight).
+std::string gpt2_stored_name(const std::string& name);
+
 /// "float32" | "float" | "bfloat16" | "bf16" | "float16" | "half" | "fp16" | "float64";
 /// throws InputError naming `flag` otherwise.
 c10::ScalarType parse_dtype_name(const std::string& name, const std::string& flag = "--dtype");

@@ -136,7 +136,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   }
   AttnPlan plan, plan_w;
   std::pair<torch::Tensor, torch::Tensor> rope, rope_local;
-  torch::Tensor tokens_t;
+  torch::Tensor tokens_t, pos_t;
   if (!fast) {
     plan = AttnPlan::build(segs, N, nullptr, opt);
     if (W > 0) plan_w = AttnPlan::build(segs, N, nullptr, opt, W);
@@ -147,6 +147,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
         for (int64_t i = offset[a]; i < offset[a + 1]; ++i) long_rows.push_back(i);
     const auto t = index_tensors({&tokens, &pos, &long_rows}, dev);  // one upload on a GPU
     tokens_t = t[0];
+    pos_t = t[1];
     auto rope_rows = w_.rope_table.index_select(0, t[1]);
     if (!long_rows.empty())  // those tokens' rows from the long table
       rope_rows.index_copy_(0, t[2], w_.rope_table_long.index_select(0, t[1].index_select(0, t[2])));
@@ -159,7 +160,10 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
   x = baselines::scale_embedding_rows(x, w_.embed_scale);  // Gemma: times sqrt(d)
-  if (w_.pos_embed.defined()) x = x + w_.pos_embed.index_select(0, index_tensor(pos, dev));  // GPT-2
+  if (w_.pos_embed.defined()) {  // GPT-2 (never on the fused path: CpuDecoder declines its blocks)
+    if (!pos_t.defined()) pos_t = index_tensor(pos, dev);
+    x = x + w_.pos_embed.index_select(0, pos_t);
+  }
   for (int64_t l = 0; l < c.n_prelude; ++l) {
     const bool sliding = window_[l] > 0;
     const PackedBlock& b = w_.prelude[l];

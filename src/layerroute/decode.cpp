@@ -99,11 +99,12 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
   int64_t tok = choose(m.base->logits(m.base->norm(h.narrow(0, P - 1, 1))), 1);  // [1, V]
   g.prefill_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  // n tokens at positions p0 .. p0 + n - 1 through the open layers only (the gates are
-  // decided), their keys and values written to the caches: x [n, d] -> [n, d].
-  const auto pass = [&](torch::Tensor x, int64_t p0) {
-    const int64_t n = x.size(0);
+  // n tokens (ids [n]) at positions p0 .. p0 + n - 1 through the open layers only (the
+  // gates are decided), their keys and values written to the caches: -> states [n, d].
+  const auto pass = [&](const torch::Tensor& ids, int64_t p0) {
+    const int64_t n = ids.size(0);
     auto pp = torch::arange(p0, p0 + n, iopt);
+    auto x = m.base->embed_at(ids, pp);  // (Gemma: times sqrt(d); GPT-2: + positions)
     masks.clear();
     for (int64_t i = 0; i < L; ++i) {
       if (!g.open[size_t(i)]) continue;
@@ -133,9 +134,9 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
       // transformers' Phi3ForCausalLM drops its cache there (inference/dense_session.h).
       std::vector<int64_t> seq(prompt);
       seq.insert(seq.end(), g.tokens.begin(), g.tokens.end());
-      x = pass(m.base->embed_at(torch::tensor(seq, iopt), torch::arange(int64_t(seq.size()), iopt)), 0).narrow(0, p, 1);
+      x = pass(torch::tensor(seq, iopt), 0).narrow(0, p, 1);
     } else {
-      x = pass(m.base->embed_at(torch::full({1}, tok, iopt), torch::full({1}, p, iopt)), p);  // [1, d]
+      x = pass(torch::full({1}, tok, iopt), p);  // [1, d]
     }
     tok = choose(m.base->logits(m.base->norm(x)), t + 1);  // [1, V]
   }

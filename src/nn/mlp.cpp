@@ -97,19 +97,18 @@ struct SwiGLUFunction : public torch::autograd::Function<SwiGLUFunction> {
 
 }  // namespace
 
-torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, Activation act) {
-  if (act == Activation::GeluTanh) return torch::gelu(g, "tanh") * u;
-  if (act == Activation::Gelu) return torch::gelu(g) * u;
-  const bool cpu_kernel = cpu_kernel_device(g) && g.sizes() == u.sizes() && g.scalar_type() == u.scalar_type() &&
-                          (g.scalar_type() == torch::kFloat32 || g.scalar_type() == torch::kFloat64);
-  if (cpu_kernel) return SwiGLUFunction::apply(g, u);
-  return torch::silu(g) * u;
-}
-
 torch::Tensor activation(const torch::Tensor& x, Activation act) {
   if (act == Activation::GeluTanh) return torch::gelu(x, "tanh");
   if (act == Activation::Gelu) return torch::gelu(x);
   return torch::silu(x);
+}
+
+torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, Activation act) {
+  if (act != Activation::SiLU) return activation(g, act) * u;
+  const bool cpu_kernel = cpu_kernel_device(g) && g.sizes() == u.sizes() && g.scalar_type() == u.scalar_type() &&
+                          (g.scalar_type() == torch::kFloat32 || g.scalar_type() == torch::kFloat64);
+  if (cpu_kernel) return SwiGLUFunction::apply(g, u);
+  return torch::silu(g) * u;
 }
 
 MLPImpl::MLPImpl(int64_t d, int64_t h, Activation a, bool gated, bool bias) : act(a) {

@@ -17,7 +17,8 @@ namespace lol::nn {
 /// act(g) * u elementwise, g and u of one shape: SiLU through one fused autograd node on
 /// CPU float32/float64, GELU through LibTorch's gelu.
 torch::Tensor gated_activation(const torch::Tensor& g, const torch::Tensor& u, Activation act);
-/// act(x) elementwise (the ungated MLP's activation).
+/// act(x) elementwise, x [...] -> the same shape (the ungated MLP's activation, GPT-2):
+/// SiLU, exact GELU or tanh-approximated GELU (LibTorch's silu / gelu).
 torch::Tensor activation(const torch::Tensor& x, Activation act);
 
 class MLPImpl : public torch::nn::Module {
