@@ -120,7 +120,7 @@ torch::Tensor block_forward(nn::BlockImpl& b, const torch::Tensor& x, TokenLayou
   auto att = attend(*b.self_attn, b.attn_input(x), L, a, rope);
   if (b.attn_output_norm) att = b.attn_output_norm(att);  // sandwich norms (nn/block.h)
   auto y = x + att;
-  auto m = b.ffn(b.ffn_input(y), ffn_rows);
+  auto m = b.ffn(b.ffn_input(b.ffn_source(x, y)), ffn_rows);
   return y + (b.ffn_output_norm ? b.ffn_output_norm(m) : m);
 }
 

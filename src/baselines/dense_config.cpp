@@ -31,6 +31,7 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   s.mlp_bias = mlp_bias;
   s.attn.o_bias = o_bias;
   s.attn.rope = !learned_positions();
+  s.parallel_residual = parallel_residual;
   return s;
 }
 
@@ -89,9 +90,10 @@ void DenseConfig::validate(const std::string& w) const {
   require(mlp == "gated" || mlp == "plain", w, "field 'mlp' = \"" + mlp + "\": expected \"gated\" or \"plain\"");
   require(positions == "rope" || positions == "learned", w,
           "field 'positions' = \"" + positions + "\": expected \"rope\" or \"learned\"");
-  require(!(norm == "layernorm" || mlp == "plain" || mlp_bias) || (!sandwich_norm && input_norms), w,
-          "fields 'norm' = \"layernorm\" / 'mlp' = \"plain\" / 'mlp_bias' (GPT-2's blocks): expected the pre-norm "
-          "layout (no sandwich_norm, input_norms true)");
+  require(!(norm == "layernorm" || mlp == "plain" || mlp_bias || parallel_residual) || (!sandwich_norm && input_norms),
+          w,
+          "fields 'norm' = \"layernorm\" / 'mlp' = \"plain\" / 'mlp_bias' / 'parallel_residual' (GPT-2's and "
+          "GPT-NeoX's blocks): expected the pre-norm layout (no sandwich_norm, input_norms true)");
   require(!learned_positions() || (rope_scaling.is_default() && rope_local_theta == 0 && partial_rotary_factor == 1.0),
           w, "field 'positions' = \"learned\": expected no RoPE settings (rope_scaling, rope_local_theta, "
              "partial_rotary_factor)");
@@ -126,6 +128,7 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("o_bias", c.o_bias);
   f.get("mlp_bias", c.mlp_bias);
   f.get("positions", c.positions);
+  f.get("parallel_residual", c.parallel_residual);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -155,6 +158,7 @@ nlohmann::json DenseConfig::to_json() const {
   if (o_bias) j["o_bias"] = true;
   if (mlp_bias) j["mlp_bias"] = true;
   if (positions != "rope") j["positions"] = positions;
+  if (parallel_residual) j["parallel_residual"] = true;
   return j;
 }
 

@@ -65,8 +65,15 @@ struct DenseConfig : TransformerShape {
   /// [max_seq_len, d_model] added to the token embeddings, and no rotary embedding.
   std::string positions = "rope";
   bool learned_positions() const { return positions == "learned"; }
-  /// Whether any of GPT-2's switches is set (norm, mlp, o_bias, mlp_bias, positions).
-  bool gpt2_blocks() const { return norm != "rmsnorm" || mlp != "gated" || o_bias || mlp_bias || learned_positions(); }
+  /// GPT-NeoX's parallel blocks (Pythia; nn::BlockShape::parallel_residual): the FFN reads
+  /// the block input through post_attention_layernorm, y = x + attn(ln1 x) + mlp(ln2 x).
+  /// Written only when true.
+  bool parallel_residual = false;
+  /// Whether any of GPT-2's / GPT-NeoX's switches is set (norm, mlp, o_bias, mlp_bias,
+  /// positions, parallel_residual): blocks no Llama-family architecture has.
+  bool gpt2_blocks() const {
+    return norm != "rmsnorm" || mlp != "gated" || o_bias || mlp_bias || learned_positions() || parallel_residual;
+  }
 
   /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
   /// activation, sandwich norms and GPT-2's LayerNorms, MLP and biases).

@@ -185,8 +185,9 @@ void register_export(CLI::App& app) {
                  "mistral (MistralForCausalLM) | phi3 (Phi3ForCausalLM: fused qkv_proj / gate_up_proj) | olmo2 | olmo3 "
                  "(Olmo2ForCausalLM / Olmo3ForCausalLM: a model of OLMo's layout) | gemma | gemma2 | gemma3 "
                  "(GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM: scaled embeddings) | gpt2 "
-                 "(GPT2LMHeadModel: LayerNorms, learned positions) "
-                 "(default: gpt2 for GPT-2's layout, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, qwen3 "
+                 "(GPT2LMHeadModel: LayerNorms, learned positions) | gpt_neox (GPTNeoXForCausalLM: LayerNorms, RoPE, "
+                 "parallel blocks) "
+                 "(default: gpt2 for GPT-2's layout, gpt_neox for GPT-NeoX's, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, qwen3 "
                  "for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");

@@ -1,5 +1,7 @@
 #include "hf/hf_config.h"
 
+#include "hf/config_parts.h"
+
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -12,33 +14,9 @@
 
 namespace lol::hf {
 
+using namespace config_parts;
+
 namespace {
-
-std::string field(const std::string& key) { return "field '" + key + "'"; }
-
-/// Throws the standard "unsupported feature" error.
-[[noreturn]] void unsupported(const std::string& where, const std::string& key, const std::string& value,
-                              const std::string& why) {
-  throw InputError(where + ": " + field(key) + " = " + value + ": not supported (" + why + ")");
-}
-
-std::string num_text(double v) { return nlohmann::json(v).dump(); }
-
-/// The stored dtype into c.torch_dtype: transformers < 4.56 writes torch_dtype, newer
-/// versions dtype; null or absent: unchanged.
-void read_torch_dtype(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (!f.has(key) || j[key].is_null()) continue;
-    f.get(key, c.torch_dtype);
-    if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
-      throw InputError(where + ": " + field(key) + " = \"" + c.torch_dtype +
-                       "\": expected \"float32\", \"bfloat16\" or \"float16\"");
-  }
-}
-
-void require_positive(const std::string& where, const std::string& key, int64_t v) {
-  if (v < 1) throw InputError(where + ": " + field(key) + " = " + std::to_string(v) + ": expected >= 1");
-}
 
 /// Gemma3ForConditionalGeneration: its text_config as a Gemma3ForCausalLM config. The
 /// Hub's files list only the keys that differ from Gemma3TextConfig's defaults (gemma-3-4b:
@@ -69,78 +47,6 @@ nlohmann::json gemma3_text_config(const nlohmann::json& j, const std::string& wh
   return t;
 }
 
-/// GPT2LMHeadModel's config.json (GPT2Config's keys and defaults) as an HfConfig: see kGpt2Arch.
-HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
-  util::JsonFields f(j, where);
-  HfConfig c;
-  c.architecture = kGpt2Arch;
-  std::string model_type = "gpt2";
-  f.get("model_type", model_type);
-  if (model_type != "gpt2")
-    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"gpt2\" for " + kGpt2Arch);
-  // Sizes: required, as for the other architectures (GPT-2 folders always list them).
-  for (auto [key, out, hi] : {std::tuple<const char*, int64_t*, int64_t>{"vocab_size", &c.vocab_size, int64_t(1) << 31},
-                              {"n_embd", &c.hidden_size, int64_t(1) << 20},
-                              {"n_layer", &c.num_hidden_layers, 4096},
-                              {"n_head", &c.num_attention_heads, int64_t(1) << 16},
-                              {"n_positions", &c.max_position_embeddings, int64_t(1) << 24}}) {
-    if (!f.has(key)) throw InputError(where + ": " + field(key) + " is missing (expected a positive integer)");
-    f.get(key, *out);
-    util::check_range(where, key, *out, 1, hi);
-  }
-  c.num_key_value_heads = c.num_attention_heads;
-  if (c.hidden_size % c.num_attention_heads != 0)
-    throw InputError(where + ": " + field("n_embd") + " = " + std::to_string(c.hidden_size) +
-                     ": expected a multiple of n_head = " + std::to_string(c.num_attention_heads));
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  if (c.head_dim % 2 != 0)
-    throw InputError(where + ": " + field("n_embd") + " = " + std::to_string(c.hidden_size) + " / " + field("n_head") +
-                     " = " + std::to_string(c.num_attention_heads) + " gives heads of " + std::to_string(c.head_dim) +
-                     ": expected an even head size (lol's attention kernels)");
-  c.intermediate_size = 4 * c.hidden_size;  // n_inner: null = 4 n_embd
-  if (f.has("n_inner") && !j["n_inner"].is_null()) {
-    f.get("n_inner", c.intermediate_size);
-    util::check_range(where, "n_inner", c.intermediate_size, 1, int64_t(1) << 24);
-  }
-  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
-  f.get("layer_norm_epsilon", c.rms_norm_eps);
-  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
-    throw InputError(where + ": " + field("layer_norm_epsilon") + ": expected 0 < layer_norm_epsilon < 1");
-  // ACT2FN: gelu_new (GPT-2's), gelu_pytorch_tanh and gelu_fast are the tanh form; gelu the exact one.
-  std::string act = "gelu_new";
-  f.get("activation_function", act);
-  if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh")
-    c.activation = "gelu_pytorch_tanh";
-  else if (act == "gelu")
-    c.activation = "gelu";
-  else
-    unsupported(where, "activation_function", "\"" + act + "\"",
-                "implemented: gelu_new, gelu_fast, gelu_pytorch_tanh (tanh GELU) and gelu (exact)");
-  // Switches that change the attention: refused unless at GPT-2's values.
-  bool scale_weights = true, by_layer = false, cross = false;
-  f.get("scale_attn_weights", scale_weights);
-  f.get("scale_attn_by_inverse_layer_idx", by_layer);
-  f.get("add_cross_attention", cross);
-  if (!scale_weights) unsupported(where, "scale_attn_weights", "false", "attention scores are scaled by head_size^-1/2");
-  if (by_layer)
-    unsupported(where, "scale_attn_by_inverse_layer_idx", "true", "attention scores are scaled by head_size^-1/2 only");
-  if (cross) unsupported(where, "add_cross_attention", "true", "decoder-only blocks");
-  if (f.has("quantization_config"))
-    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
-  // reorder_and_upcast_attn only changes the precision of the scores (lol computes them in
-  // float32 or wider already).
-  c.qkv_bias = true;
-  c.tie_word_embeddings = true;  // PretrainedConfig's default; GPT-2 ties them
-  f.get("tie_word_embeddings", c.tie_word_embeddings);
-  read_torch_dtype(f, j, where, c);
-  c.bos_token_id = {50256};  // GPT2Config's defaults
-  c.eos_token_id = {50256};
-  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
-  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
-  c.pad_token_id = pad_token_id_of(j);
-  return c;
-}
-
 }  // namespace
 
 std::string architecture_from_name(const std::string& name, const std::string& flag) {
@@ -155,8 +61,10 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "gemma2") return kGemma2Arch;
   if (name == "gemma3") return kGemma3Arch;
   if (name == "gpt2") return kGpt2Arch;
+  if (name == "gpt_neox") return kGptNeoXArch;
   throw InputError(flag + " \"" + name +
-                   "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2, gemma3 or gpt2");
+                   "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2, gemma3, gpt2 or "
+                   "gpt_neox");
 }
 
 std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
@@ -192,14 +100,16 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   }
   if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kGpt2Arch}))
     return gpt2_config(j, where);
+  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kGptNeoXArch}))
+    return gpt_neox_config(j, where);
   util::JsonFields f(j, where);
   HfConfig c;
   std::vector<std::string> archs;
   f.get("architectures", archs);
   const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
                             kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" +
-                            kGemma3Arch + "\", \"" + kGemma3VisionArch + "\", \"" + kOlmo2Arch + "\", \"" + kOlmo3Arch + "\" or \"" +
-                            kGpt2Arch + "\"";
+                            kGemma3Arch + "\", \"" + kGemma3VisionArch + "\", \"" + kOlmo2Arch + "\", \"" + kOlmo3Arch + "\", \"" +
+                            kGpt2Arch + "\" or \"" + kGptNeoXArch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
@@ -680,6 +590,29 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["scale_attn_by_inverse_layer_idx"] = false;
     j["reorder_and_upcast_attn"] = false;
     j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_gpt_neox()) {  // GPTNeoXConfig's keys (transformers 4.x: rotary_pct, rotary_emb_base)
+    j["architectures"] = {architecture};
+    j["model_type"] = "gpt_neox";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["max_position_embeddings"] = max_position_embeddings;
+    j["rotary_pct"] = partial_rotary_factor;
+    j["rotary_emb_base"] = rope_theta;
+    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
+                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["layer_norm_eps"] = rms_norm_eps;
+    j["hidden_act"] = activation == "gelu" ? "gelu" : "gelu_new";
+    j["use_parallel_residual"] = parallel_residual;
+    j["attention_bias"] = qkv_bias;
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["attention_dropout"] = j["hidden_dropout"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
     return finish(j);

@@ -84,6 +84,14 @@ inline constexpr const char* kGemma3VisionArch = "Gemma3ForConditionalGeneration
 /// MLP (c_fc, c_proj) with biases, tied embeddings; the config's n_embd / n_layer /
 /// n_head / n_positions / n_inner / layer_norm_epsilon / activation_function names.
 inline constexpr const char* kGpt2Arch = "GPT2LMHeadModel";
+/// GPT-NeoX (Pythia 14m-12b, gpt-neox-20b, and models trained with EleutherAI's GPT-NeoX;
+/// model_type "gpt_neox"): LayerNorms with biases, rotate-half RoPE on the leading
+/// rotary_pct of each head (Pythia: 0.25), multi-head attention with q/k/v in one
+/// query_key_value stored per head ([q_h; k_h; v_h] for h = 0..H-1) and a dense (o_proj)
+/// projection, both with biases (attention_bias), an ungated GELU MLP with biases
+/// (dense_h_to_4h, dense_4h_to_h), parallel blocks (use_parallel_residual, default true:
+/// y = x + attn(ln1 x) + mlp(ln2 x)) and an untied head (embed_out).
+inline constexpr const char* kGptNeoXArch = "GPTNeoXForCausalLM";
 
 struct HfConfig {
   std::string architecture = kQwen2Arch;  ///< one of the k...Arch names above
@@ -129,6 +137,8 @@ struct HfConfig {
   std::string torch_dtype;                ///< stored dtype: "float32" | "bfloat16" | "float16" | "" (absent)
   std::vector<int64_t> bos_token_id;      ///< empty: none
   std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
+  /// GPT-NeoX's parallel blocks (use_parallel_residual; nn::BlockShape::parallel_residual).
+  bool parallel_residual = false;
   /// empty: none; written back by export (a derived folder keeps its source's, which OLMo's
   /// config classes would otherwise default to 1).
   std::vector<int64_t> pad_token_id;
@@ -153,8 +163,9 @@ struct HfConfig {
   bool is_olmo2() const { return architecture == kOlmo2Arch; }
   bool is_gpt2() const { return architecture == kGpt2Arch; }
   bool is_olmo3() const { return architecture == kOlmo3Arch; }
+  bool is_gpt_neox() const { return architecture == kGptNeoXArch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
-  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2" or "olmo3".
+  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt2" or "gpt_neox".
   std::string model_type() const {
     return is_qwen2()   ? "qwen2"
            : is_qwen3() ? "qwen3"
@@ -166,6 +177,7 @@ struct HfConfig {
            : is_olmo2() ? "olmo2"
            : is_olmo3() ? "olmo3"
            : is_gpt2()  ? "gpt2"
+           : is_gpt_neox() ? "gpt_neox"
                         : "llama";
   }
 
@@ -188,8 +200,9 @@ struct HfConfig {
 
 /// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
 /// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch,
-/// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch. Throws InputError("<flag> \"<name>\":
-/// expected qwen2, qwen3, llama, mistral, phi3, olmo2 or olmo3") otherwise.
+/// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch, "gemma" / "gemma2" / "gemma3" -> the
+/// Gemma classes, "gpt2" -> kGpt2Arch, "gpt_neox" -> kGptNeoXArch. Throws
+/// InputError("<flag> \"<name>\": expected qwen2, ..., gpt2 or gpt_neox") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
 
 /// config.json's "pad_token_id" when it is one id >= 0, else empty: kept for export only,

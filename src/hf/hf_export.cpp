@@ -57,6 +57,43 @@ NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const Hf
   return out;
 }
 
+/// GPTNeoXForCausalLM's tensors of a GPT-NeoX-layout dense model (`params`, name ->
+/// tensor) under GPT-NeoX's names (hf::gpt_neox_stored_name), q/k/v fused per head into
+/// query_key_value (hf::gpt_neox_fuse_qkv); embed_out.weight only when untied.
+NamedTensors gpt_neox_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype) {
+  NamedTensors out;
+  auto take = [&](const std::string& name) {
+    auto it = params.find(name);
+    if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
+    auto t = it->second.to(torch::kCPU);
+    params.erase(it);
+    return t;
+  };
+  auto move = [&](const std::string& name) { out.emplace_back(gpt_neox_stored_name(name), take(name).to(dtype).contiguous()); };
+  move("model.embed_tokens.weight");
+  for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* n : {"input_layernorm.weight", "input_layernorm.bias", "post_attention_layernorm.weight",
+                          "post_attention_layernorm.bias"})
+      move(p + n);
+    for (const char* kind : {".weight", ".bias"}) {
+      if (std::string(kind) == ".bias" && !h.qkv_bias) continue;
+      auto qkv = gpt_neox_fuse_qkv(take(p + "self_attn.q_proj" + kind), take(p + "self_attn.k_proj" + kind),
+                                   take(p + "self_attn.v_proj" + kind), h.num_attention_heads, h.head_dim);
+      out.emplace_back(gpt_neox_stored_name(p + "self_attn.q_proj" + kind), qkv.to(dtype).contiguous());
+    }
+    move(p + "self_attn.o_proj.weight");
+    if (h.qkv_bias) move(p + "self_attn.o_proj.bias");
+    for (const char* n : {"mlp.up_proj.weight", "mlp.up_proj.bias", "mlp.down_proj.weight", "mlp.down_proj.bias"})
+      move(p + n);
+  }
+  move("model.norm.weight");
+  move("model.norm.bias");
+  if (!h.tie_word_embeddings) move("lm_head.weight");
+  if (!params.empty()) throw std::logic_error("export: dense model parameter not exported: " + params.begin()->first);
+  return out;
+}
+
 /// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
 /// biases where the architecture has them and the model does not. Gemma's RMSNorm weights
 /// (h.norm_offset) are written as w - 1 (the model computes x_normalized (1 + w)), computed
@@ -80,6 +117,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     params.erase(it);
   };
   if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
+  if (h.is_gpt_neox()) return gpt_neox_tensors(params, h, dtype);
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

@@ -87,6 +87,13 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.positions = "learned";
     c.o_bias = c.mlp_bias = true;
   }
+  if (h.is_gpt_neox()) {  // LayerNorms, partial RoPE, ungated MLP with biases, parallel blocks
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.mlp_bias = true;
+    c.o_bias = h.qkv_bias;  // attention_bias: query_key_value and dense alike
+    c.parallel_residual = h.parallel_residual;
+  }
   return c;
 }
 
@@ -100,7 +107,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
-  if (c.gpt2_blocks()) return kGpt2Arch;
+  if (c.gpt2_blocks()) return c.learned_positions() ? kGpt2Arch : kGptNeoXArch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
@@ -190,6 +197,7 @@ HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::stri
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
   if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
   if (c.mlp != "plain") refuse("mlp \"" + c.mlp + "\"", "has an ungated MLP (mlp \"plain\")");
+  if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
   if (!c.qkv_bias || !c.o_bias || !c.mlp_bias)
     refuse("qkv_bias / o_bias / mlp_bias not all true", "has biases on every projection");
   if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
@@ -208,11 +216,48 @@ HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::stri
   return h;
 }
 
+/// GPTNeoXForCausalLM's config of a dense model of GPT-NeoX's layout (InputError naming
+/// what differs otherwise): LayerNorms, RoPE (partial or not), an ungated GELU MLP with
+/// biases, q/k/v and o_proj biases both or neither, multi-head full attention,
+/// head_dim = d_model / n_heads; parallel or sequential blocks.
+HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  auto refuse = [&](const std::string& what, const std::string& why) {
+    const std::string def = default_architecture(c);
+    throw InputError("dense model: " + what + ": " + std::string(kGptNeoXArch) + " " + why +
+                     (def != kGptNeoXArch ? " (export as " + def + ")" : std::string()));
+  };
+  if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (c.mlp != "plain" || !c.mlp_bias) refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has an ungated MLP with biases");
+  if (c.qkv_bias != c.o_bias)
+    refuse(std::string("qkv_bias ") + (c.qkv_bias ? "true" : "false") + " with o_bias " + (c.o_bias ? "true" : "false"),
+           "has biases on query_key_value and dense together (attention_bias) or on neither");
+  if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
+    refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
+  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  if (c.effective_head_dim() * c.n_heads != c.d_model)
+    refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
+  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
+    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")", "has full causal attention");
+  if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
+      c.final_logit_softcap > 0 || c.rope_local_theta > 0 || c.rope_scaling.type == "longrope")
+    refuse("q/k norms, sandwich norms, scaled embeddings, soft-capping, a local RoPE or longrope", "has none of them");
+  HfConfig h = sized_config(c, kGptNeoXArch, torch_dtype);
+  h.qkv_bias = c.qkv_bias;
+  h.activation = c.activation;
+  h.parallel_residual = c.parallel_residual;
+  h.rope_theta = c.rope_theta;
+  h.rope_scaling = c.rope_scaling;
+  h.partial_rotary_factor = c.partial_rotary_factor;
+  return h;
+}
+
 }  // namespace
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
   if (architecture == kGpt2Arch) return gpt2_from_dense_config(c, torch_dtype);
+  if (architecture == kGptNeoXArch) return gpt_neox_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
       architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
@@ -220,12 +265,14 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
                      "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" + kGemma3Arch +
-                     "\" or \"" + kGpt2Arch + "\"");
+                     "\", \"" + kGpt2Arch + "\" or \"" + kGptNeoXArch + "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   if (c.gpt2_blocks())
-    throw InputError("dense model: GPT-2's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp + "\", positions \"" +
-                     c.positions + "\"): " + architecture + " has RMSNorms, a gated MLP and RoPE (export as " + kGpt2Arch +
-                     ", --arch gpt2)");
+    throw InputError("dense model: GPT-2's / GPT-NeoX's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
+                     "\", positions \"" + c.positions + "\", parallel_residual " +
+                     (c.parallel_residual ? "true" : "false") + "): " + architecture +
+                     " has RMSNorms, a gated MLP, RoPE and sequential blocks (export as " + default_architecture(c) +
+                     ", --arch " + (c.learned_positions() ? "gpt2" : "gpt_neox") + ")");
   // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
   // OLMo 2/3, and they have no other blocks.
   const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +
@@ -386,6 +433,69 @@ std::string gpt2_stored_name(const std::string& name) {
 
 namespace {
 
+/// The dense model's names and GPT-NeoX's, one pair per part of a name (gpt_neox_stored_name).
+const std::vector<std::pair<std::string, std::string>>& gpt_neox_parts() {
+  static const std::vector<std::pair<std::string, std::string>> parts = {
+      {"model.embed_tokens.weight", "gpt_neox.embed_in.weight"},
+      {"lm_head.weight", "embed_out.weight"},
+      {"model.norm.", "gpt_neox.final_layer_norm."},
+      {"model.layers.", "gpt_neox.layers."},
+      {"self_attn.o_proj.", "attention.dense."},
+      {"mlp.up_proj.", "mlp.dense_h_to_4h."},
+      {"mlp.down_proj.", "mlp.dense_4h_to_h."}};
+  return parts;
+}
+
+/// `name` with each `from` part replaced by its `to` (at most once each).
+std::string replace_parts(std::string name, bool forward) {
+  for (const auto& [dense, neox] : gpt_neox_parts()) {
+    const std::string& from = forward ? dense : neox;
+    const std::string& to = forward ? neox : dense;
+    if (auto at = name.find(from); at != std::string::npos) name = name.substr(0, at) + to + name.substr(at + from.size());
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string gpt_neox_stored_name(const std::string& name) {
+  std::string out = name;
+  for (const char* proj : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj."})
+    if (auto at = out.find(proj); at != std::string::npos)
+      out = out.substr(0, at) + "attention.query_key_value." + out.substr(at + std::string(proj).size());
+  return replace_parts(out, true);
+}
+
+std::string gpt_neox_parameter_name(const std::string& name) {
+  if (name.rfind("gpt_neox.", 0) != 0 && name != "embed_out.weight") return "";
+  const std::string out = replace_parts(name, false);
+  if (auto at = out.find("attention.query_key_value."); at != std::string::npos)
+    return out.substr(0, at) + "self_attn.";
+  return out.rfind("model.", 0) == 0 || out == "lm_head.weight" ? out : "";
+}
+
+torch::Tensor gpt_neox_split_qkv(const torch::Tensor& fused, int64_t heads, int64_t head_dim) {
+  if (fused.dim() < 1 || fused.size(0) != 3 * heads * head_dim)
+    throw InputError("query_key_value: " + std::to_string(fused.dim() ? fused.size(0) : 0) + " rows, expected 3 H hd = " +
+                     std::to_string(3 * heads * head_dim));
+  std::vector<int64_t> per_head = {heads, 3, head_dim};
+  for (int64_t i = 1; i < fused.dim(); ++i) per_head.push_back(fused.size(i));
+  auto rows = fused.sizes().vec();
+  return fused.reshape(per_head).transpose(0, 1).reshape(rows);  // [3, H, hd, ...] -> [3 H hd, ...]
+}
+
+torch::Tensor gpt_neox_fuse_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
+                                int64_t head_dim) {
+  std::vector<int64_t> shape = {heads, head_dim};
+  for (int64_t i = 1; i < q.dim(); ++i) shape.push_back(q.size(i));
+  auto stacked = torch::stack({q.reshape(shape), k.reshape(shape), v.reshape(shape)}, 1);  // [H, 3, hd, ...]
+  auto rows = q.sizes().vec();
+  rows[0] = 3 * heads * head_dim;
+  return stacked.reshape(rows);
+}
+
+namespace {
+
 // The fused weight stored as `name` ("model.layers.3.self_attn.qkv_proj.weight"), or null.
 const FusedWeight* fused_weight(const std::string& name) {
   for (const auto& fw : phi3_fused_weights())
@@ -474,7 +584,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   std::map<std::string, std::string> loaded;  // name -> file it came from
   std::string gpt2_prefix;                    // "transformer." when the GPT-2 file's names carry it
   torch::Tensor stored_head;                  // lm_head.weight of a tied checkpoint, if any
-  std::string stored_head_file;
+  std::string stored_head_file, stored_head_name;
   for_each_weight(files, [&](const io::SafetensorsFile& f, const io::TensorEntry& stored) {
     const std::string w = f.path() + ": tensor '" + stored.name + "'";
     if (is_rotary_buffer(stored.name)) return;
@@ -498,6 +608,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     // GPT-2's causal-mask buffers of older files (attn.bias [1, 1, n, n], attn.masked_bias),
     // stored as float, bool or uint8: not parameters, skipped whatever their dtype.
     if (cfg.is_gpt2() && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias"))) return;
+    if (cfg.is_gpt_neox() && (ends_with(e.name, ".attention.bias") || ends_with(e.name, ".attention.masked_bias")))
+      return;  // (GPT-NeoX's, likewise)
     const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
                             e.dtype == io::DType::F64;
     if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
@@ -509,13 +621,22 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
-    if (cfg.is_gpt2()) {
-      // GPT-2's names (with or without GPT2LMHeadModel's "transformer." prefix), Conv1D
-      // weights stored [in, out], q/k/v as one c_attn (the mask buffers were skipped above).
-      const bool prefixed = e.name.rfind("transformer.", 0) == 0;
-      if (prefixed) gpt2_prefix = "transformer.";
-      const std::string n = prefixed ? e.name.substr(12) : e.name;
-      const auto g = gpt2_name(n);
+    if (cfg.is_gpt2() || cfg.is_gpt_neox()) {
+      // The GPT family's names: GPT-2's (with or without GPT2LMHeadModel's "transformer."
+      // prefix; Conv1D weights stored [in, out]) or GPT-NeoX's; q/k/v stored as one
+      // tensor (c_attn: q rows, then k, then v; query_key_value: per head).
+      std::string n = e.name;
+      std::optional<Gpt2Name> g;
+      if (cfg.is_gpt2()) {
+        const bool prefixed = e.name.rfind("transformer.", 0) == 0;
+        if (prefixed) gpt2_prefix = "transformer.";
+        if (prefixed) n = e.name.substr(12);
+        g = gpt2_name(n);
+      } else if (const std::string to = gpt_neox_parameter_name(n); !to.empty()) {
+        g = Gpt2Name{to, false, ends_with(to, "self_attn.")};
+      } else {
+        throw unexpected();
+      }
       if (g && g->split) {
         const bool weight = ends_with(n, ".weight");
         const std::string suffix = weight ? ".weight" : ".bias";
@@ -523,11 +644,16 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
         claim(e.name);
         const torch::Tensor t = read();
         const int64_t d = cfg.hidden_size;
-        const std::vector<int64_t> want = weight ? std::vector<int64_t>{d, 3 * d} : std::vector<int64_t>{3 * d};
+        std::vector<int64_t> want = {3 * d};
+        if (weight) want = cfg.is_gpt2() ? std::vector<int64_t>{d, 3 * d} : std::vector<int64_t>{3 * d, d};
         if (t.sizes() != c10::IntArrayRef(want))
-          throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
-                           " from config.json (n_embd" + (weight ? ", 3 n_embd: Conv1D [in, out]" : " times 3") + ")");
-        const auto rows = weight ? t.t() : t;  // [3d, d] / [3d]: q rows, then k, then v
+          throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) + " from config.json (" +
+                           (cfg.is_gpt2() ? std::string("n_embd") + (weight ? ", 3 n_embd: Conv1D [in, out]" : " times 3")
+                                          : std::string("3 hidden_size") + (weight ? ", hidden_size" : "")) +
+                           ")");
+        // [3d, d] / [3d]: q rows, then k, then v
+        const auto rows = cfg.is_gpt2() ? (weight ? t.t() : t)
+                                        : gpt_neox_split_qkv(t, cfg.num_attention_heads, cfg.head_dim);
         int64_t at = 0;
         for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
           auto& dst = params.at(g->to + proj + suffix);
@@ -599,6 +725,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (it == params.end()) {
       stored_head = t;
       stored_head_file = f.path();
+      stored_head_name = stored.name;
       return;
     }
     it->second.copy_(t);
@@ -607,16 +734,20 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (!loaded.count(name)) {
       // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
       const FusedWeight* fw = cfg.is_phi3() ? fused_holder(name) : nullptr;
-      std::string missing = cfg.is_gpt2() ? gpt2_prefix + gpt2_stored_name(name) : name;
+      std::string missing = cfg.is_gpt2()       ? gpt2_prefix + gpt2_stored_name(name)
+                            : cfg.is_gpt_neox() ? gpt_neox_stored_name(name)
+                                                : name;
       if (fw)
         for (const auto& p : fw->parts)
           if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
+      // (GPT-NeoX's query_key_value holds q, k and v: named, as Phi-3's, "fused")
+      const bool fused = fw || (cfg.is_gpt_neox() && missing.find("query_key_value") != std::string::npos);
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
-                       (!fw ? " (shape " +
-                                  shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes().vec()
-                                                                                             : p.sizes().vec()) +
-                                  ", expected by "
-                            : " (fused, expected by ") +
+                       (!fused ? " (shape " +
+                                     shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes().vec()
+                                                                                                : p.sizes().vec()) +
+                                     ", expected by "
+                               : " (fused, expected by ") +
                        cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")" +
                        (cfg.multimodal_text ? " (stored as language_model." + missing + " in a " + kGemma3VisionArch + " folder)"
                                             : std::string()));
@@ -624,8 +755,10 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   if (stored_head.defined()) {
     const auto emb = params.at("model.embed_tokens.weight");
     if (!torch::equal(stored_head.to(emb.scalar_type()), emb.cpu()))
-      throw InputError(stored_head_file + ": tensor 'lm_head.weight' differs from " +
-                       (cfg.is_gpt2() ? std::string(gpt2_prefix) + "wte.weight" : std::string("model.embed_tokens.weight")) +
+      throw InputError(stored_head_file + ": tensor '" + stored_head_name + "' differs from " +
+                       (cfg.is_gpt2()       ? std::string(gpt2_prefix) + "wte.weight"
+                        : cfg.is_gpt_neox() ? std::string("gpt_neox.embed_in.weight")
+                                            : std::string("model.embed_tokens.weight")) +
                        " although config.json has tie_word_embeddings = true");
   }
   gemma_weights_to_dense(params, cfg);

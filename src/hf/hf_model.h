@@ -41,8 +41,10 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                            const std::string& torch_dtype);
 
 /// The architecture `lol export` and `layerroute merge` write a dense model as when no
-/// --arch is given: OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for it without,
-/// Qwen3 for per-head q/k norms, Qwen2 otherwise.
+/// --arch is given: GPT-2 for GPT-2's blocks with learned positions, GPT-NeoX for them with
+/// RoPE (or for parallel blocks), OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for
+/// it without, the Gemma classes for scaled embeddings, Qwen3 for per-head q/k norms,
+/// Qwen2 otherwise.
 std::string default_architecture(const baselines::DenseConfig& c);
 
 /// Phi-3's fused weights (transformers' Phi3Attention / Phi3MLP): per layer, the stored
@@ -61,6 +63,24 @@ const std::vector<FusedWeight>& phi3_fused_weights();
 /// q rows then k then v); the weights of *_proj are stored transposed ([in, out], Conv1D).
 /// Names with no GPT-2 counterpart come back as they are (lm_head.weight).
 std::string gpt2_stored_name(const std::string& name);
+
+/// GPT-NeoX's name (GPTNeoXForCausalLM's) of the dense model's parameter `name`:
+/// "model.embed_tokens.weight" -> "gpt_neox.embed_in.weight", "lm_head.weight" ->
+/// "embed_out.weight", "model.norm.*" -> "gpt_neox.final_layer_norm.*",
+/// "model.layers.3.self_attn.o_proj.bias" -> "gpt_neox.layers.3.attention.dense.bias",
+/// mlp.up_proj / down_proj -> mlp.dense_h_to_4h / dense_4h_to_h, q_proj / k_proj / v_proj
+/// -> "attention.query_key_value.*" (stored fused per head: gpt_neox_fuse_qkv).
+std::string gpt_neox_stored_name(const std::string& name);
+/// The dense model's name of GPT-NeoX's tensor `name` (gpt_neox_stored_name reversed;
+/// query_key_value -> the layer's "model.layers.{i}.self_attn." prefix), or "" for a
+/// name GPT-NeoX does not have.
+std::string gpt_neox_parameter_name(const std::string& name);
+/// GPT-NeoX's query_key_value rows ([3 H hd] or [3 H hd, d]: per head h its q, k and v
+/// rows, GPTNeoXAttention's view(H, 3 hd)) as [q; k; v] (all heads' q rows, then k, then
+/// v), and back. Throws InputError unless rows(0) = 3 H hd.
+torch::Tensor gpt_neox_split_qkv(const torch::Tensor& fused, int64_t heads, int64_t head_dim);
+torch::Tensor gpt_neox_fuse_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
+                                int64_t head_dim);
 
 /// "float32" | "float" | "bfloat16" | "bf16" | "float16" | "half" | "fp16" | "float64";
 /// throws InputError naming `flag` otherwise.

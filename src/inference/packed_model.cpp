@@ -65,6 +65,7 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   }
   if (at.o_proj->bias.defined()) p.b_o = at.o_proj->bias.detach().clone();
   p.rope = at.shape.rope;
+  p.parallel_residual = b.parallel_residual;
   p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
   if (at.q_proj->bias.defined())
     p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();

@@ -56,9 +56,14 @@ struct PackedBlock {
   bool gated_mlp = true;                    ///< false: w_gate_up holds up_proj only ([F, d]), ffn = down(act(up m))
   torch::Tensor b_gate_up, b_down;          ///< MLP biases ([2F] or [F] / [d]), or undefined
   bool rope = true;                         ///< false: no rotary embedding (learned positions)
+  /// GPT-NeoX's parallel block: the FFN reads the block input (nn::BlockShape::parallel_residual).
+  bool parallel_residual = false;
   bool is_moe() const { return moe_gate.defined(); }
-  /// True for a block the fused CPU decoding kernels do not run (GPT-2's): block_step's path.
-  bool gpt2_layout() const { return ln1_b.defined() || b_o.defined() || !gated_mlp || b_down.defined() || !rope; }
+  /// True for a block the fused CPU decoding kernels do not run (GPT-2's, GPT-NeoX's):
+  /// block_step's path.
+  bool gpt2_layout() const {
+    return ln1_b.defined() || b_o.defined() || !gated_mlp || b_down.defined() || !rope || parallel_residual;
+  }
 };
 
 /// Packs one pre-norm block's weights (detached copies; q|k|v and gate|up fused, also

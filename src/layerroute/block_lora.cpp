@@ -76,7 +76,7 @@ torch::Tensor block_delta_lora(nn::BlockImpl& blk, int64_t layer, const LoraImpl
   auto o = nn::masked_attention(qp, kp, vp, allowed, s.softcap);                        // [S, H, L, hd]
   auto flat = seg.from_padded(o.permute({0, 2, 1, 3}).contiguous()).view({N, s.n_heads * s.head_dim});
   auto a = block_o(blk, layer, lora, flat);
-  return a + block_mlp(blk, layer, lora, x + a);
+  return a + block_mlp(blk, layer, lora, blk.ffn_source(x, x + a));
 }
 
 }  // namespace lol::layerroute

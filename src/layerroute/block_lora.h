@@ -26,7 +26,9 @@ void block_qkv(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const to
 torch::Tensor block_o(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& o);
 
 /// The FFN input norm (none in OLMo) + MLP (+ LoRA; SwiGLU, Gemma's GeGLU, GPT-2's ungated GELU) of the
-/// state after attention, then the output norm (Gemma 2/3, OLMo): x_attn [N, d] -> mlp output [N, d] (the residual is not added).
+/// states the FFN reads (x + attention, or the block input in GPT-NeoX's parallel blocks:
+/// nn::BlockImpl::ffn_source), then the output norm (Gemma 2/3, OLMo): x_attn [N, d] -> mlp
+/// output [N, d] (the residual is not added).
 torch::Tensor block_mlp(nn::BlockImpl& blk, int64_t layer, const LoraImpl* lora, const torch::Tensor& x_attn);
 
 /// Residual update of block `layer` over causal segments: x [N, d] -> attn + mlp [N, d],

@@ -81,8 +81,8 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
                                   vc[size_t(i)].narrow(2, 0, P),
                                   mask_of(i, P, 0), s.softcap);  // [1, H, P, hd]
     auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({P, s.n_heads * s.head_dim}));
-    h = h + a;
-    h = h + block_mlp(blk, i, lo, h);
+    const auto y = h + a;
+    h = y + block_mlp(blk, i, lo, blk.ffn_source(h, y));
   }
   if (new_tokens == 0) {  // prefill only: the gate decisions and the prompt's pass through the open layers
     g.prefill_seconds = g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -118,8 +118,8 @@ Generation generate_gated(GatedModelImpl& m, const std::vector<int64_t>& prompt,
                                     vc[size_t(i)].narrow(2, 0, p0 + n),
                                     mask_of(i, n, p0), s.softcap);  // [1, H, n, hd]
       auto a = block_o(blk, i, lo, o.squeeze(0).permute({1, 0, 2}).reshape({n, s.n_heads * s.head_dim}));
-      x = x + a;
-      x = x + block_mlp(blk, i, lo, x);
+      const auto y = x + a;
+      x = y + block_mlp(blk, i, lo, blk.ffn_source(x, y));
     }
     return x;
   };

@@ -35,7 +35,8 @@ int64_t layer_window(const baselines::DenseConfig& c, int64_t layer) {
 void require_layerroute_base(const baselines::DenseConfig& c, const std::string& where) {
   // The gated blocks (block_lora.h) are nn::Block's: the Llama layout, Gemma's (GeGLU,
   // sandwich norms, scaled embeddings, soft-capping, the sliding layers' own RoPE),
-  // OLMo 2's and GPT-2's (LayerNorms, learned positions, ungated MLP, biases); the
+  // OLMo 2's, GPT-2's (LayerNorms, learned positions, ungated MLP, biases) and GPT-NeoX's
+  // (GPT-2's blocks with partial RoPE and parallel residuals); the
   // attention full causal or sliding-window.
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind == baselines::AttentionKind::Strided)

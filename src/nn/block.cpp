@@ -29,6 +29,10 @@ BlockImpl::BlockImpl(const BlockShape& s) {
   if ((s.layer_norm || !s.gated_mlp || s.mlp_bias) && (s.moe.n_experts > 0 || s.sandwich_norm || !s.input_norms))
     throw InputError("block: GPT-2's LayerNorms / ungated MLP with an MoE FFN or sandwich norms are not implemented");
   const int64_t d = s.attn.d_model;
+  if (s.parallel_residual && (s.sandwich_norm || !s.input_norms || s.moe.n_experts > 0))
+    throw InputError("block: parallel_residual with sandwich norms, without input norms or with an MoE FFN is not "
+                     "implemented (GPT-NeoX's parallel blocks have two input norms and a dense FFN)");
+  parallel_residual = s.parallel_residual;
   if (!s.input_norms && !s.sandwich_norm)
     throw InputError("block: input_norms = false without sandwich_norm: expected the output norms (OLMo 2's layout)");
   if (s.input_norms) input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps, s.layer_norm));
@@ -171,7 +175,11 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
   const bool sandwich = !ln_attn_out.empty();
   const torch::Tensor none;
   if (sandwich) a = rms_norm(a, ln_attn_out, sizes, none, none, eps, ctx.stacks);
-  auto r = x + a;
+  for (auto* b : blocks)
+    if (b->parallel_residual != blocks[0]->parallel_residual)
+      throw InputError("grouped_block_delta: parallel and sequential blocks in one group");
+  // The FFN reads x + a, or x itself in a parallel block (GPT-NeoX).
+  const torch::Tensor r = blocks[0]->parallel_residual ? x : x + a;
   auto m_in = layer_norm    ? blocks[0]->post_attention_layernorm->forward(r)
               : input_norms ? rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks)
                             : r;

@@ -1,5 +1,8 @@
 // Pre-norm decoder block (Llama/Qwen2 layout, HF parameter names):
 //   h = x + self_attn(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)).
+// With BlockShape::parallel_residual (GPT-NeoX / Pythia, transformers' GPTNeoXLayer with
+// use_parallel_residual) both sublayers read the block input:
+//   y = x + self_attn(input_layernorm(x)) + mlp(post_attention_layernorm(x)).
 // With BlockShape::sandwich_norm (Gemma 2/3's layout, transformers' Gemma3DecoderLayer):
 //   h = x + attn_output_norm(self_attn(input_layernorm(x)));
 //   y = h + ffn_output_norm(mlp(post_attention_layernorm(h))),
@@ -45,6 +48,9 @@ struct BlockShape {
   bool layer_norm = false;
   bool gated_mlp = true;
   bool mlp_bias = false;
+  /// GPT-NeoX's parallel blocks: the FFN reads the block input x (through its own norm)
+  /// instead of x + attention (see BlockImpl). Needs the input norms and no sandwich norms.
+  bool parallel_residual = false;
 };
 
 /// Depth-dependent FiLM parameters (paper Appendix A), each [d_model].
@@ -92,6 +98,12 @@ class BlockImpl : public torch::nn::Module {
   torch::Tensor attn_input(const torch::Tensor& x) { return input_layernorm ? input_layernorm(x) : x; }
   /// The FFN's input: post_attention_layernorm(h), or h itself without input norms. h [N, d] -> [N, d].
   torch::Tensor ffn_input(const torch::Tensor& h) { return post_attention_layernorm ? post_attention_layernorm(h) : h; }
+  /// The states the FFN half reads (before its input norm): the block input x with
+  /// parallel_residual (GPT-NeoX), else h = x + attention. Both [N, d].
+  const torch::Tensor& ffn_source(const torch::Tensor& x, const torch::Tensor& h) const {
+    return parallel_residual ? x : h;
+  }
+  bool parallel_residual = false;  ///< BlockShape::parallel_residual
   /// Sandwich layout only (null otherwise): norms of the attention and FFN outputs.
   RMSNorm attn_output_norm{nullptr}, ffn_output_norm{nullptr};
   Attention self_attn{nullptr};

@@ -401,6 +401,46 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
   EXPECT_THROW(GatedModel(base, gate_target, GateConfig{}, 6), InputError);
 }
 
+// GPT-NeoX-layout bases (Pythia: LayerNorms, partial RoPE, an ungated MLP, biases, parallel
+// blocks whose MLP reads the block input; and the sequential variant): the open gated
+// forward is the base's own (the parallel layout matters: the same weights as sequential
+// blocks compute other logits); cached gated generation picks the full forward's tokens;
+// the merge is a GPTNeoXForCausalLM folder computing the adapted forward.
+TEST(LayerRouteGenerate, GptNeoxLayoutBasesRunGenerateAndMerge) {
+  for (bool parallel : {true, false}) {
+    SCOPED_TRACE(parallel ? "parallel" : "sequential");
+    auto c = test::tiny_config(4);
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.n_kv_heads = c.n_heads;
+    c.activation = "gelu";
+    c.partial_rotary_factor = 0.5;
+    c.parallel_residual = parallel;
+    baselines::DenseModel base(c);
+    randomize_base(*base, 17, 0.3);
+    const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
+    const auto tokens = torch::tensor(prompt).unsqueeze(0);
+    LoraConfig lc;
+    lc.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
+    auto a = adapt_base(base, tokens, 59, lc);
+    if (parallel) {
+      torch::NoGradGuard ng;
+      auto seq = c;
+      seq.parallel_residual = false;
+      baselines::DenseModel other(seq);
+      for (auto& p : other->named_parameters()) p.value().copy_(base->named_parameters()[p.key()]);
+      EXPECT_GT((other->forward(tokens) - a.base_logits).abs().max().item<double>(), 1e-2);
+    }
+    expect_generation_follows_forward(*a.m, prompt, 3);
+    EXPECT_EQ(hf::default_architecture(c), hf::kGptNeoXArch);
+    hf::HfConfig read;
+    expect_merge_computes_adapted(a, hf::kGptNeoXArch, tokens, &read);
+    EXPECT_EQ(read.parallel_residual, parallel);
+    EXPECT_EQ(read.rotary_dim(), c.rotary_dim());
+  }
+}
+
 // Sliding-window bases (Mistral v0.1 / Phi-3-mini-4k: every layer; Qwen2's
 // use_sliding_window: layers after the full ones): with every gate open and no LoRA the
 // gated forward is the base's own; cached gated generation picks the full forward's

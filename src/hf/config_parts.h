@@ -1,0 +1,49 @@
+// Pieces of HfConfig::from_json (hf_config.h) shared by its files: the error helpers
+// and the parsers of the GPT family's config.json files, whose keys are not Llama's
+// (hf_config_gpt.cpp). LibTorch-free.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "hf/hf_config.h"
+#include "util/error.h"
+#include "util/json_fields.h"
+
+namespace lol::hf::config_parts {
+
+inline std::string field(const std::string& key) { return "field '" + key + "'"; }
+
+/// Throws the standard "unsupported feature" error:
+/// "<where>: field '<key>' = <value>: not supported (<why>)".
+[[noreturn]] inline void unsupported(const std::string& where, const std::string& key, const std::string& value,
+                                     const std::string& why) {
+  throw InputError(where + ": " + field(key) + " = " + value + ": not supported (" + why + ")");
+}
+
+/// A number as JSON writes it (1e-05, 10000.0).
+inline std::string num_text(double v) { return nlohmann::json(v).dump(); }
+
+/// The stored dtype into c.torch_dtype: transformers < 4.56 writes torch_dtype, newer
+/// versions dtype; null or absent: unchanged. InputError for another dtype name.
+inline void read_torch_dtype(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!f.has(key) || j[key].is_null()) continue;
+    f.get(key, c.torch_dtype);
+    if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
+      throw InputError(where + ": " + field(key) + " = \"" + c.torch_dtype +
+                       "\": expected \"float32\", \"bfloat16\" or \"float16\"");
+  }
+}
+
+inline void require_positive(const std::string& where, const std::string& key, int64_t v) {
+  if (v < 1) throw InputError(where + ": " + field(key) + " = " + std::to_string(v) + ": expected >= 1");
+}
+
+/// GPT2LMHeadModel's config.json (GPT2Config's keys and defaults): see kGpt2Arch.
+HfConfig gpt2_config(const nlohmann::json& j, const std::string& where);
+/// GPTNeoXForCausalLM's config.json (GPTNeoXConfig's keys and defaults, transformers 4.x's
+/// rotary_pct / rotary_emb_base and 5's rope_parameters): see kGptNeoXArch.
+HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where);
+
+}  // namespace lol::hf::config_parts

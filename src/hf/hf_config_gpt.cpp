@@ -1,0 +1,196 @@
+// The GPT family's config.json files (config_parts.h): GPT2Config's and GPTNeoXConfig's
+// keys, defaults and refusals, read into the HfConfig the rest of the loader uses.
+#include <cmath>
+#include <optional>
+#include <tuple>
+
+#include "hf/config_parts.h"
+#include "nn/rope_scaling.h"
+
+namespace lol::hf::config_parts {
+
+namespace {
+
+/// The MLP activation of an ACT2FN name read from `key` (default `def`): gelu_new,
+/// gelu_fast and gelu_pytorch_tanh are the tanh form ("gelu_pytorch_tanh"), gelu the
+/// exact one; any other name is refused.
+std::string gelu_activation(util::JsonFields& f, const std::string& where, const char* key, const char* def) {
+  std::string act = def;
+  f.get(key, act);
+  if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh") return "gelu_pytorch_tanh";
+  if (act == "gelu") return "gelu";
+  unsupported(where, key, "\"" + act + "\"", "implemented: gelu_new, gelu_fast, gelu_pytorch_tanh (tanh GELU) and gelu (exact)");
+}
+
+/// The required size fields `keys` (each with its upper bound) into their outputs.
+void read_sizes(util::JsonFields& f, const std::string& where,
+                std::initializer_list<std::tuple<const char*, int64_t*, int64_t>> keys) {
+  for (auto [key, out, hi] : keys) {
+    if (!f.has(key)) throw InputError(where + ": " + field(key) + " is missing (expected a positive integer)");
+    f.get(key, *out);
+    util::check_range(where, key, *out, 1, hi);
+  }
+}
+
+/// head_dim = hidden / heads for the GPT family's multi-head attention (`hidden_key` and
+/// `heads_key` name the fields in errors): a divisor and an even quotient are required.
+void multi_head(HfConfig& c, const std::string& where, const char* hidden_key, const char* heads_key) {
+  c.num_key_value_heads = c.num_attention_heads;
+  if (c.hidden_size % c.num_attention_heads != 0)
+    throw InputError(where + ": " + field(hidden_key) + " = " + std::to_string(c.hidden_size) +
+                     ": expected a multiple of " + heads_key + " = " + std::to_string(c.num_attention_heads));
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  if (c.head_dim % 2 != 0)
+    throw InputError(where + ": " + field(hidden_key) + " = " + std::to_string(c.hidden_size) + " / " + field(heads_key) +
+                     " = " + std::to_string(c.num_attention_heads) + " gives heads of " + std::to_string(c.head_dim) +
+                     ": expected an even head size (lol's attention kernels)");
+}
+
+}  // namespace
+
+HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kGpt2Arch;
+  std::string model_type = "gpt2";
+  f.get("model_type", model_type);
+  if (model_type != "gpt2")
+    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"gpt2\" for " + kGpt2Arch);
+  // Sizes: required, as for the other architectures (GPT-2 folders always list them).
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"n_embd", &c.hidden_size, int64_t(1) << 20},
+                        {"n_layer", &c.num_hidden_layers, 4096},
+                        {"n_head", &c.num_attention_heads, int64_t(1) << 16},
+                        {"n_positions", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "n_embd", "n_head");
+  c.intermediate_size = 4 * c.hidden_size;  // n_inner: null = 4 n_embd
+  if (f.has("n_inner") && !j["n_inner"].is_null()) {
+    f.get("n_inner", c.intermediate_size);
+    util::check_range(where, "n_inner", c.intermediate_size, 1, int64_t(1) << 24);
+  }
+  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
+  f.get("layer_norm_epsilon", c.rms_norm_eps);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    throw InputError(where + ": " + field("layer_norm_epsilon") + ": expected 0 < layer_norm_epsilon < 1");
+  c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
+  // Switches that change the attention: refused unless at GPT-2's values.
+  bool scale_weights = true, by_layer = false, cross = false;
+  f.get("scale_attn_weights", scale_weights);
+  f.get("scale_attn_by_inverse_layer_idx", by_layer);
+  f.get("add_cross_attention", cross);
+  if (!scale_weights) unsupported(where, "scale_attn_weights", "false", "attention scores are scaled by head_size^-1/2");
+  if (by_layer)
+    unsupported(where, "scale_attn_by_inverse_layer_idx", "true", "attention scores are scaled by head_size^-1/2 only");
+  if (cross) unsupported(where, "add_cross_attention", "true", "decoder-only blocks");
+  if (f.has("quantization_config"))
+    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
+  // reorder_and_upcast_attn only changes the precision of the scores (lol computes them in
+  // float32 or wider already).
+  c.qkv_bias = true;
+  c.tie_word_embeddings = true;  // PretrainedConfig's default; GPT-2 ties them
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_torch_dtype(f, j, where, c);
+  c.bos_token_id = {50256};  // GPT2Config's defaults
+  c.eos_token_id = {50256};
+  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
+  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
+  c.pad_token_id = pad_token_id_of(j);
+  return c;
+}
+
+HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kGptNeoXArch;
+  std::string model_type = "gpt_neox";
+  f.get("model_type", model_type);
+  if (model_type != "gpt_neox")
+    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"gpt_neox\" for " +
+                     kGptNeoXArch);
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
+                        {"intermediate_size", &c.intermediate_size, int64_t(1) << 24},
+                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
+                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
+                        {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "hidden_size", "num_attention_heads");
+  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
+  f.get("layer_norm_eps", c.rms_norm_eps);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    throw InputError(where + ": " + field("layer_norm_eps") + ": expected 0 < layer_norm_eps < 1");
+  c.activation = gelu_activation(f, where, "hidden_act", "gelu");
+  c.qkv_bias = true;  // attention_bias: query_key_value and dense (o_proj) biases
+  f.get("attention_bias", c.qkv_bias);
+  c.parallel_residual = true;
+  f.get("use_parallel_residual", c.parallel_residual);
+
+  // RoPE on the leading int(head_size * rotary_pct) dimensions of each head, base
+  // rotary_emb_base (transformers 4.x; 4.4x also saves them as partial_rotary_factor and
+  // rope_theta); transformers 5 keeps both in rope_parameters. Every place that states
+  // one must agree (which one a transformers release reads differs).
+  struct Stated {
+    double value;
+    std::string key;
+  };
+  std::optional<Stated> theta, factor;
+  const auto state = [&](std::optional<Stated>& slot, const std::string& key, const nlohmann::json& v) {
+    if (v.is_null()) return;
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InputError(where + ": " + field(key) + " = " + v.dump() + ": expected a number");
+    if (slot && slot->value != v.get<double>())
+      throw InputError(where + ": " + field(key) + " = " + v.dump() + " differs from " + field(slot->key) + " = " +
+                       num_text(slot->value) + ": expected one value");
+    if (!slot) slot = Stated{v.get<double>(), key};
+  };
+  for (const char* key : {"rotary_emb_base", "rope_theta"})
+    if (f.has(key)) state(theta, key, j[key]);
+  for (const char* key : {"rotary_pct", "partial_rotary_factor"})
+    if (f.has(key)) state(factor, key, j[key]);
+  std::optional<nn::RopeScaling> scaling;
+  std::string scaling_key = "rope_scaling";
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!f.has(key) || j[key].is_null()) continue;
+    nlohmann::json rp = j[key];
+    if (rp.is_object()) {
+      for (const char* inner : {"rope_theta", "partial_rotary_factor"}) {
+        if (!rp.contains(inner)) continue;
+        state(std::string(inner) == "rope_theta" ? theta : factor, std::string(key) + "." + inner, rp[inner]);
+        rp.erase(inner);
+      }
+    }
+    auto s = nn::RopeScaling::from_json(rp, where, key, c.max_position_embeddings, true);
+    if (scaling && *scaling != s)
+      throw InputError(where + ": " + field(key) + " = " + j[key].dump() + " differs from " + field(scaling_key) +
+                       " = " + j[scaling_key].dump() + ": expected one RoPE setting");
+    scaling = s;
+    scaling_key = key;
+  }
+  c.rope_theta = theta ? theta->value : 10000.0;
+  c.partial_rotary_factor = factor ? factor->value : 0.25;
+  const std::string factor_key = factor ? factor->key : "rotary_pct";
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0)
+    throw InputError(where + ": " + field(factor_key) + " = " + num_text(c.partial_rotary_factor) +
+                     (factor ? "" : " (GPTNeoXConfig's default)") +
+                     ": expected a number in (0, 1] whose rotary dimension int(head_size " + std::to_string(c.head_dim) +
+                     " * it) is even and >= 2");
+  if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
+    throw InputError(where + ": " + field(theta ? theta->key : "rotary_emb_base") + " = " + num_text(c.rope_theta) +
+                     ": expected a value in [1, 1e30]");
+  if (scaling) c.rope_scaling = *scaling;
+  if (c.rope_scaling.type == "longrope")
+    unsupported(where, scaling_key, "\"longrope\"", "longrope is implemented for Phi-3 folders (Phi3ForCausalLM)");
+  c.rope_scaling.check_rotary_dim(c.rotary_dim(), where, scaling_key);
+  if (f.has("quantization_config"))
+    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
+  c.tie_word_embeddings = false;  // GPTNeoXConfig's default: embed_out is its own matrix
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_torch_dtype(f, j, where, c);
+  c.bos_token_id = {0};  // GPTNeoXConfig's defaults
+  c.eos_token_id = {2};
+  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
+  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
+  c.pad_token_id = pad_token_id_of(j);
+  return c;
+}
+
+}  // namespace lol::hf::config_parts
