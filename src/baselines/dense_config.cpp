@@ -32,6 +32,7 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   s.attn.o_bias = o_bias;
   s.attn.rope = !learned_positions();
   s.parallel_residual = parallel_residual;
+  s.shared_input_norm = shared_input_norm;
   return s;
 }
 
@@ -97,6 +98,10 @@ void DenseConfig::validate(const std::string& w) const {
   require(!learned_positions() || (rope_scaling.is_default() && rope_local_theta == 0 && partial_rotary_factor == 1.0),
           w, "field 'positions' = \"learned\": expected no RoPE settings (rope_scaling, rope_local_theta, "
              "partial_rotary_factor)");
+  require(!shared_input_norm || parallel_residual, w,
+          "field 'shared_input_norm' = true: expected parallel_residual = true (Phi's parallel blocks)");
+  require(!lm_head_bias || !tie_word_embeddings, w,
+          "field 'lm_head_bias' = true: expected tie_word_embeddings = false (the bias belongs to lm_head)");
   util::check_parameter_estimate(w, "n_layers blocks and the embeddings",
                                  double(n_layers) * block_parameter_estimate(1, ffn_hidden) +
                                      2.0 * double(vocab_size) * double(d_model));
@@ -129,6 +134,8 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("mlp_bias", c.mlp_bias);
   f.get("positions", c.positions);
   f.get("parallel_residual", c.parallel_residual);
+  f.get("shared_input_norm", c.shared_input_norm);
+  f.get("lm_head_bias", c.lm_head_bias);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -159,6 +166,8 @@ nlohmann::json DenseConfig::to_json() const {
   if (mlp_bias) j["mlp_bias"] = true;
   if (positions != "rope") j["positions"] = positions;
   if (parallel_residual) j["parallel_residual"] = true;
+  if (shared_input_norm) j["shared_input_norm"] = true;
+  if (lm_head_bias) j["lm_head_bias"] = true;
   return j;
 }
 

@@ -69,10 +69,18 @@ struct DenseConfig : TransformerShape {
   /// the block input through post_attention_layernorm, y = x + attn(ln1 x) + mlp(ln2 x).
   /// Written only when true.
   bool parallel_residual = false;
-  /// Whether any of GPT-2's / GPT-NeoX's switches is set (norm, mlp, o_bias, mlp_bias,
-  /// positions, parallel_residual): blocks no Llama-family architecture has.
+  /// Phi-1/1.5/2's parallel blocks (nn::BlockShape::shared_input_norm): one input_layernorm
+  /// for the attention and the FFN, y = x + attn(ln x) + mlp(ln x); needs parallel_residual.
+  /// Written only when true.
+  bool shared_input_norm = false;
+  /// lm_head has a bias [vocab_size] (Phi); needs untied embeddings. Written only when true.
+  bool lm_head_bias = false;
+  /// Whether any of GPT-2's / GPT-NeoX's / Phi's switches is set (norm, mlp, o_bias,
+  /// mlp_bias, positions, parallel_residual, shared_input_norm, lm_head_bias): blocks no
+  /// Llama-family architecture has.
   bool gpt2_blocks() const {
-    return norm != "rmsnorm" || mlp != "gated" || o_bias || mlp_bias || learned_positions() || parallel_residual;
+    return norm != "rmsnorm" || mlp != "gated" || o_bias || mlp_bias || learned_positions() || parallel_residual ||
+           shared_input_norm || lm_head_bias;
   }
 
   /// The nn::Block shape of every layer (TransformerShape::block_shape plus the

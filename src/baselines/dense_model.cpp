@@ -34,7 +34,7 @@ DenseModelImpl::DenseModelImpl(const DenseConfig& c)
   norm = body_->register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps, c.norm == "layernorm"));
   if (!c.tie_word_embeddings)
     lm_head = register_module("lm_head",
-                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(c.lm_head_bias)));
   reset_parameters(0);
 }
 

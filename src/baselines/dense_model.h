@@ -7,7 +7,7 @@
 //   (sandwich_norm, Gemma 3: also pre_feedforward_layernorm, post_feedforward_layernorm; nn/block.h)
 //   model.layers.{i}.mlp.{gate,up,down}_proj.weight
 //   model.norm.weight [d]
-//   lm_head.weight [V, d] (absent when tie_word_embeddings)
+//   lm_head.weight [V, d] (absent when tie_word_embeddings; lm_head.bias [V] with lm_head_bias, Phi)
 // GPT-2's layout (DenseConfig norm / mlp / o_bias / mlp_bias / positions): every norm a
 // LayerNorm with a .bias, o_proj and mlp.{up,down}_proj biases, no gate_proj, and
 //   model.embed_positions.weight [max_seq_len, d] (learned absolute positions, no RoPE).

@@ -71,7 +71,8 @@ CostModel cost_model(const DenseConfig& c) {
   const int64_t embed = c.vocab_size * c.d_model;
   // (+ GPT-2's position table and final LayerNorm bias)
   m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.dense_block_shape()) +
-                 c.d_model * (c.norm == "layernorm" ? 2 : 1) + (c.learned_positions() ? c.max_seq_len * c.d_model : 0);
+                 c.d_model * (c.norm == "layernorm" ? 2 : 1) + (c.learned_positions() ? c.max_seq_len * c.d_model : 0) +
+                 (c.lm_head_bias ? c.vocab_size : 0);
   m.active_parameters = m.parameters;
   m.effective_parameters = m.parameters;
   return m;

@@ -45,5 +45,7 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where);
 /// GPTNeoXForCausalLM's config.json (GPTNeoXConfig's keys and defaults, transformers 4.x's
 /// rotary_pct / rotary_emb_base and 5's rope_parameters): see kGptNeoXArch.
 HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where);
+/// PhiForCausalLM's config.json (PhiConfig's keys and defaults): see kPhiArch.
+HfConfig phi_config(const nlohmann::json& j, const std::string& where);
 
 }  // namespace lol::hf::config_parts

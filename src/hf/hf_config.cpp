@@ -62,9 +62,10 @@ std::string architecture_from_name(const std::string& name, const std::string& f
   if (name == "gemma3") return kGemma3Arch;
   if (name == "gpt2") return kGpt2Arch;
   if (name == "gpt_neox") return kGptNeoXArch;
+  if (name == "phi") return kPhiArch;
   throw InputError(flag + " \"" + name +
-                   "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2, gemma3, gpt2 or "
-                   "gpt_neox");
+                   "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2, gemma3, gpt2, "
+                   "gpt_neox or phi");
 }
 
 std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
@@ -102,6 +103,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     return gpt2_config(j, where);
   if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kGptNeoXArch}))
     return gpt_neox_config(j, where);
+  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kPhiArch}))
+    return phi_config(j, where);
   util::JsonFields f(j, where);
   HfConfig c;
   std::vector<std::string> archs;
@@ -109,7 +112,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
                             kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" +
                             kGemma3Arch + "\", \"" + kGemma3VisionArch + "\", \"" + kOlmo2Arch + "\", \"" + kOlmo3Arch + "\", \"" +
-                            kGpt2Arch + "\" or \"" + kGptNeoXArch + "\"";
+                            kGpt2Arch + "\", \"" + kGptNeoXArch + "\" or \"" + kPhiArch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
@@ -613,6 +616,29 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["attention_bias"] = qkv_bias;
     j["tie_word_embeddings"] = tie_word_embeddings;
     j["attention_dropout"] = j["hidden_dropout"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_phi()) {  // PhiConfig's keys (transformers 4.x)
+    j["architectures"] = {architecture};
+    j["model_type"] = "phi";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["num_key_value_heads"] = num_key_value_heads;
+    j["max_position_embeddings"] = max_position_embeddings;
+    j["rope_theta"] = rope_theta;
+    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
+                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["partial_rotary_factor"] = partial_rotary_factor;
+    j["layer_norm_eps"] = rms_norm_eps;
+    j["hidden_act"] = activation == "gelu" ? "gelu" : "gelu_new";
+    j["qk_layernorm"] = false;
+    j["tie_word_embeddings"] = false;
+    j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
     return finish(j);

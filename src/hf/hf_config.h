@@ -92,6 +92,12 @@ inline constexpr const char* kGpt2Arch = "GPT2LMHeadModel";
 /// (dense_h_to_4h, dense_4h_to_h), parallel blocks (use_parallel_residual, default true:
 /// y = x + attn(ln1 x) + mlp(ln2 x)) and an untied head (embed_out).
 inline constexpr const char* kGptNeoXArch = "GPTNeoXForCausalLM";
+/// Phi-1, Phi-1.5 and Phi-2 (model_type "phi", transformers' native layout): GPT-NeoX's
+/// parallel blocks with one LayerNorm for both sublayers (y = x + attn(ln x) + mlp(ln x)),
+/// q_proj / k_proj / v_proj and dense (o_proj) with biases, partial rotary
+/// (partial_rotary_factor, default 0.5; Phi-2: 0.4), an ungated MLP fc1 / fc2 with biases,
+/// final_layernorm, and an untied lm_head with a bias.
+inline constexpr const char* kPhiArch = "PhiForCausalLM";
 
 struct HfConfig {
   std::string architecture = kQwen2Arch;  ///< one of the k...Arch names above
@@ -164,8 +170,9 @@ struct HfConfig {
   bool is_gpt2() const { return architecture == kGpt2Arch; }
   bool is_olmo3() const { return architecture == kOlmo3Arch; }
   bool is_gpt_neox() const { return architecture == kGptNeoXArch; }
+  bool is_phi() const { return architecture == kPhiArch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
-  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt2" or "gpt_neox".
+  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt2", "gpt_neox" or "phi".
   std::string model_type() const {
     return is_qwen2()   ? "qwen2"
            : is_qwen3() ? "qwen3"
@@ -178,6 +185,7 @@ struct HfConfig {
            : is_olmo3() ? "olmo3"
            : is_gpt2()  ? "gpt2"
            : is_gpt_neox() ? "gpt_neox"
+           : is_phi()   ? "phi"
                         : "llama";
   }
 
@@ -201,8 +209,8 @@ struct HfConfig {
 /// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
 /// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch,
 /// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch, "gemma" / "gemma2" / "gemma3" -> the
-/// Gemma classes, "gpt2" -> kGpt2Arch, "gpt_neox" -> kGptNeoXArch. Throws
-/// InputError("<flag> \"<name>\": expected qwen2, ..., gpt2 or gpt_neox") otherwise.
+/// Gemma classes, "gpt2" -> kGpt2Arch, "gpt_neox" -> kGptNeoXArch, "phi" -> kPhiArch.
+/// Throws InputError("<flag> \"<name>\": expected qwen2, ..., gpt_neox or phi") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
 
 /// config.json's "pad_token_id" when it is one id >= 0, else empty: kept for export only,

@@ -46,6 +46,69 @@ void multi_head(HfConfig& c, const std::string& where, const char* hidden_key, c
                      ": expected an even head size (lol's attention kernels)");
 }
 
+/// RoPE settings of the GPT family into c: the base from the top-level `theta_keys` (default
+/// 10000), the rotated share of each head from `factor_keys` (default `default_factor`), and
+/// rope_scaling / rope_parameters (transformers 5 puts rope_theta and partial_rotary_factor
+/// inside; they count as stated values too). Every stated value must agree (which one a
+/// transformers release reads differs); the rotary dimension int(head_dim * share) must be
+/// even and >= 2; longrope is refused (Phi-3 only).
+void read_partial_rope(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c,
+                       std::initializer_list<const char*> theta_keys, std::initializer_list<const char*> factor_keys,
+                       double default_factor, const std::string& default_note) {
+  struct Stated {
+    double value;
+    std::string key;
+  };
+  std::optional<Stated> theta, factor;
+  const auto state = [&](std::optional<Stated>& slot, const std::string& key, const nlohmann::json& v) {
+    if (v.is_null()) return;
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InputError(where + ": " + field(key) + " = " + v.dump() + ": expected a number");
+    if (slot && slot->value != v.get<double>())
+      throw InputError(where + ": " + field(key) + " = " + v.dump() + " differs from " + field(slot->key) + " = " +
+                       num_text(slot->value) + ": expected one value");
+    if (!slot) slot = Stated{v.get<double>(), key};
+  };
+  for (const char* key : theta_keys)
+    if (f.has(key)) state(theta, key, j[key]);
+  for (const char* key : factor_keys)
+    if (f.has(key)) state(factor, key, j[key]);
+  std::optional<nn::RopeScaling> scaling;
+  std::string scaling_key = "rope_scaling";
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!f.has(key) || j[key].is_null()) continue;
+    nlohmann::json rp = j[key];
+    if (rp.is_object()) {
+      for (const char* inner : {"rope_theta", "partial_rotary_factor"}) {
+        if (!rp.contains(inner)) continue;
+        state(std::string(inner) == "rope_theta" ? theta : factor, std::string(key) + "." + inner, rp[inner]);
+        rp.erase(inner);
+      }
+    }
+    auto s = nn::RopeScaling::from_json(rp, where, key, c.max_position_embeddings, true);
+    if (scaling && *scaling != s)
+      throw InputError(where + ": " + field(key) + " = " + j[key].dump() + " differs from " + field(scaling_key) +
+                       " = " + j[scaling_key].dump() + ": expected one RoPE setting");
+    scaling = s;
+    scaling_key = key;
+  }
+  c.rope_theta = theta ? theta->value : 10000.0;
+  c.partial_rotary_factor = factor ? factor->value : default_factor;
+  const std::string factor_key = factor ? factor->key : *factor_keys.begin();
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0)
+    throw InputError(where + ": " + field(factor_key) + " = " + num_text(c.partial_rotary_factor) +
+                     (factor ? "" : " (" + default_note + ")") +
+                     ": expected a number in (0, 1] whose rotary dimension int(head_dim " + std::to_string(c.head_dim) +
+                     " * it) is even and >= 2");
+  if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
+    throw InputError(where + ": " + field(theta ? theta->key : *theta_keys.begin()) + " = " + num_text(c.rope_theta) +
+                     ": expected a value in [1, 1e30]");
+  if (scaling) c.rope_scaling = *scaling;
+  if (c.rope_scaling.type == "longrope")
+    unsupported(where, scaling_key, "\"longrope\"", "longrope is implemented for Phi-3 folders (Phi3ForCausalLM)");
+  c.rope_scaling.check_rotary_dim(c.rotary_dim(), where, scaling_key);
+}
+
 }  // namespace
 
 HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
@@ -126,66 +189,70 @@ HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where) {
 
   // RoPE on the leading int(head_size * rotary_pct) dimensions of each head, base
   // rotary_emb_base (transformers 4.x; 4.4x also saves them as partial_rotary_factor and
-  // rope_theta); transformers 5 keeps both in rope_parameters. Every place that states
-  // one must agree (which one a transformers release reads differs).
-  struct Stated {
-    double value;
-    std::string key;
-  };
-  std::optional<Stated> theta, factor;
-  const auto state = [&](std::optional<Stated>& slot, const std::string& key, const nlohmann::json& v) {
-    if (v.is_null()) return;
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      throw InputError(where + ": " + field(key) + " = " + v.dump() + ": expected a number");
-    if (slot && slot->value != v.get<double>())
-      throw InputError(where + ": " + field(key) + " = " + v.dump() + " differs from " + field(slot->key) + " = " +
-                       num_text(slot->value) + ": expected one value");
-    if (!slot) slot = Stated{v.get<double>(), key};
-  };
-  for (const char* key : {"rotary_emb_base", "rope_theta"})
-    if (f.has(key)) state(theta, key, j[key]);
-  for (const char* key : {"rotary_pct", "partial_rotary_factor"})
-    if (f.has(key)) state(factor, key, j[key]);
-  std::optional<nn::RopeScaling> scaling;
-  std::string scaling_key = "rope_scaling";
-  for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    if (!f.has(key) || j[key].is_null()) continue;
-    nlohmann::json rp = j[key];
-    if (rp.is_object()) {
-      for (const char* inner : {"rope_theta", "partial_rotary_factor"}) {
-        if (!rp.contains(inner)) continue;
-        state(std::string(inner) == "rope_theta" ? theta : factor, std::string(key) + "." + inner, rp[inner]);
-        rp.erase(inner);
-      }
-    }
-    auto s = nn::RopeScaling::from_json(rp, where, key, c.max_position_embeddings, true);
-    if (scaling && *scaling != s)
-      throw InputError(where + ": " + field(key) + " = " + j[key].dump() + " differs from " + field(scaling_key) +
-                       " = " + j[scaling_key].dump() + ": expected one RoPE setting");
-    scaling = s;
-    scaling_key = key;
-  }
-  c.rope_theta = theta ? theta->value : 10000.0;
-  c.partial_rotary_factor = factor ? factor->value : 0.25;
-  const std::string factor_key = factor ? factor->key : "rotary_pct";
-  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0)
-    throw InputError(where + ": " + field(factor_key) + " = " + num_text(c.partial_rotary_factor) +
-                     (factor ? "" : " (GPTNeoXConfig's default)") +
-                     ": expected a number in (0, 1] whose rotary dimension int(head_size " + std::to_string(c.head_dim) +
-                     " * it) is even and >= 2");
-  if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
-    throw InputError(where + ": " + field(theta ? theta->key : "rotary_emb_base") + " = " + num_text(c.rope_theta) +
-                     ": expected a value in [1, 1e30]");
-  if (scaling) c.rope_scaling = *scaling;
-  if (c.rope_scaling.type == "longrope")
-    unsupported(where, scaling_key, "\"longrope\"", "longrope is implemented for Phi-3 folders (Phi3ForCausalLM)");
-  c.rope_scaling.check_rotary_dim(c.rotary_dim(), where, scaling_key);
+  // rope_theta); transformers 5 keeps both in rope_parameters.
+  read_partial_rope(f, j, where, c, {"rotary_emb_base", "rope_theta"}, {"rotary_pct", "partial_rotary_factor"}, 0.25,
+                    "GPTNeoXConfig's default");
   if (f.has("quantization_config"))
     unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   c.tie_word_embeddings = false;  // GPTNeoXConfig's default: embed_out is its own matrix
   f.get("tie_word_embeddings", c.tie_word_embeddings);
   read_torch_dtype(f, j, where, c);
   c.bos_token_id = {0};  // GPTNeoXConfig's defaults
+  c.eos_token_id = {2};
+  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
+  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
+  c.pad_token_id = pad_token_id_of(j);
+  return c;
+}
+
+HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kPhiArch;
+  std::string model_type = "phi";
+  f.get("model_type", model_type);
+  if (model_type != "phi")
+    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"phi\" for " + kPhiArch +
+                     (model_type == "phi-msft" ? " (a phi-msft folder predates transformers' Phi: its tensor names "
+                                                 "are not read here)"
+                                               : ""));
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
+                        {"intermediate_size", &c.intermediate_size, int64_t(1) << 24},
+                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
+                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
+                        {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "hidden_size", "num_attention_heads");
+  // num_key_value_heads: null or absent = the query heads (PhiConfig).
+  if (f.has("num_key_value_heads") && !j["num_key_value_heads"].is_null()) {
+    f.get("num_key_value_heads", c.num_key_value_heads);
+    util::check_range(where, "num_key_value_heads", c.num_key_value_heads, 1, c.num_attention_heads);
+    if (c.num_attention_heads % c.num_key_value_heads != 0)
+      throw InputError(where + ": " + field("num_key_value_heads") + " = " + std::to_string(c.num_key_value_heads) +
+                       ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
+  }
+  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
+  f.get("layer_norm_eps", c.rms_norm_eps);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    throw InputError(where + ": " + field("layer_norm_eps") + ": expected 0 < layer_norm_eps < 1");
+  c.activation = gelu_activation(f, where, "hidden_act", "gelu_new");
+  read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 0.5, "PhiConfig's default");
+  bool qk_layernorm = false;
+  f.get("qk_layernorm", qk_layernorm);
+  if (qk_layernorm)
+    unsupported(where, "qk_layernorm", "true", "LayerNorms of the queries and keys are not implemented (no released "
+                                               "Phi model sets it)");
+  if (f.has("quantization_config"))
+    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
+  bool tied = false;  // PhiConfig's default
+  f.get("tie_word_embeddings", tied);
+  if (tied)
+    unsupported(where, "tie_word_embeddings", "true", "Phi's lm_head has its own bias; tied Phi heads are not implemented");
+  c.tie_word_embeddings = false;
+  c.qkv_bias = true;  // q/k/v_proj, dense, fc1, fc2 and lm_head all have biases
+  c.parallel_residual = true;
+  read_torch_dtype(f, j, where, c);
+  c.bos_token_id = {1};  // PhiConfig's defaults
   c.eos_token_id = {2};
   if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
   if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);

@@ -94,6 +94,17 @@ NamedTensors gpt_neox_tensors(std::map<std::string, torch::Tensor>& params, cons
   return out;
 }
 
+/// PhiForCausalLM's tensors of a Phi-layout dense model: every parameter under its Phi
+/// name (hf::phi_stored_name), in the dense model's order.
+NamedTensors phi_tensors(std::map<std::string, torch::Tensor>& params, baselines::DenseModelImpl& m, c10::ScalarType dtype) {
+  NamedTensors out;
+  for (auto& p : m.named_parameters()) {
+    out.emplace_back(phi_stored_name(p.key()), params.at(p.key()).to(torch::kCPU).to(dtype).contiguous());
+    params.erase(p.key());
+  }
+  return out;
+}
+
 /// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
 /// biases where the architecture has them and the model does not. Gemma's RMSNorm weights
 /// (h.norm_offset) are written as w - 1 (the model computes x_normalized (1 + w)), computed
@@ -118,6 +129,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   };
   if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
   if (h.is_gpt_neox()) return gpt_neox_tensors(params, h, dtype);
+  if (h.is_phi()) return phi_tensors(params, m, dtype);
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

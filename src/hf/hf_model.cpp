@@ -94,6 +94,13 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.o_bias = h.qkv_bias;  // attention_bias: query_key_value and dense alike
     c.parallel_residual = h.parallel_residual;
   }
+  if (h.is_phi()) {  // GPT-NeoX's blocks with one shared input norm, and lm_head's bias
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.mlp_bias = c.o_bias = c.qkv_bias = true;
+    c.parallel_residual = c.shared_input_norm = true;
+    c.lm_head_bias = true;
+  }
   return c;
 }
 
@@ -107,7 +114,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
-  if (c.gpt2_blocks()) return c.learned_positions() ? kGpt2Arch : kGptNeoXArch;
+  if (c.gpt2_blocks()) return c.learned_positions() ? kGpt2Arch : c.shared_input_norm || c.lm_head_bias ? kPhiArch : kGptNeoXArch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
@@ -198,6 +205,7 @@ HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::stri
   if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
   if (c.mlp != "plain") refuse("mlp \"" + c.mlp + "\"", "has an ungated MLP (mlp \"plain\")");
   if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
   if (!c.qkv_bias || !c.o_bias || !c.mlp_bias)
     refuse("qkv_bias / o_bias / mlp_bias not all true", "has biases on every projection");
   if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
@@ -229,6 +237,8 @@ HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
   if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
   if (c.mlp != "plain" || !c.mlp_bias) refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has an ungated MLP with biases");
+  if (c.shared_input_norm) refuse("shared_input_norm true", "has its own FFN input norm (post_attention_layernorm)");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no embed_out bias");
   if (c.qkv_bias != c.o_bias)
     refuse(std::string("qkv_bias ") + (c.qkv_bias ? "true" : "false") + " with o_bias " + (c.o_bias ? "true" : "false"),
            "has biases on query_key_value and dense together (attention_bias) or on neither");
@@ -252,12 +262,49 @@ HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::
   return h;
 }
 
+/// PhiForCausalLM's config of a dense model of Phi's layout (InputError naming what
+/// differs otherwise): GPT-NeoX's blocks with a shared input norm, biases on every
+/// projection and on lm_head, untied; grouped-query attention allowed.
+HfConfig phi_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  auto refuse = [&](const std::string& what, const std::string& why) {
+    const std::string def = default_architecture(c);
+    throw InputError("dense model: " + what + ": " + std::string(kPhiArch) + " " + why +
+                     (def != kPhiArch ? " (export as " + def + ")" : std::string()));
+  };
+  if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (c.mlp != "plain") refuse("mlp \"" + c.mlp + "\"", "has an ungated MLP (fc1, fc2)");
+  if (!c.parallel_residual || !c.shared_input_norm)
+    refuse("parallel_residual / shared_input_norm not both true", "has parallel blocks with one input_layernorm");
+  if (!c.qkv_bias || !c.o_bias || !c.mlp_bias || !c.lm_head_bias || c.tie_word_embeddings)
+    refuse("qkv_bias / o_bias / mlp_bias / lm_head_bias not all true, or tied embeddings",
+           "has biases on every projection and an untied lm_head with a bias");
+  if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
+    refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
+  if (c.effective_head_dim() * c.n_heads != c.d_model)
+    refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
+  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
+    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")", "has full causal attention");
+  if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
+      c.final_logit_softcap > 0 || c.rope_local_theta > 0 || c.rope_scaling.type == "longrope")
+    refuse("q/k norms, sandwich norms, scaled embeddings, soft-capping, a local RoPE or longrope", "has none of them");
+  HfConfig h = sized_config(c, kPhiArch, torch_dtype);
+  h.qkv_bias = true;
+  h.activation = c.activation;
+  h.parallel_residual = true;
+  h.rope_theta = c.rope_theta;
+  h.rope_scaling = c.rope_scaling;
+  h.partial_rotary_factor = c.partial_rotary_factor;
+  return h;
+}
+
 }  // namespace
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
   if (architecture == kGpt2Arch) return gpt2_from_dense_config(c, torch_dtype);
   if (architecture == kGptNeoXArch) return gpt_neox_from_dense_config(c, torch_dtype);
+  if (architecture == kPhiArch) return phi_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
       architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
@@ -265,14 +312,15 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
                      "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" + kGemma3Arch +
-                     "\", \"" + kGpt2Arch + "\" or \"" + kGptNeoXArch + "\"");
+                     "\", \"" + kGpt2Arch + "\", \"" + kGptNeoXArch + "\" or \"" + kPhiArch + "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   if (c.gpt2_blocks())
-    throw InputError("dense model: GPT-2's / GPT-NeoX's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
+    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
                      "\", positions \"" + c.positions + "\", parallel_residual " +
                      (c.parallel_residual ? "true" : "false") + "): " + architecture +
                      " has RMSNorms, a gated MLP, RoPE and sequential blocks (export as " + default_architecture(c) +
-                     ", --arch " + (c.learned_positions() ? "gpt2" : "gpt_neox") + ")");
+                     ", --arch " +
+                     (c.learned_positions() ? "gpt2" : default_architecture(c) == kPhiArch ? "phi" : "gpt_neox") + ")");
   // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
   // OLMo 2/3, and they have no other blocks.
   const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +
@@ -433,9 +481,11 @@ std::string gpt2_stored_name(const std::string& name) {
 
 namespace {
 
+using NameParts = std::vector<std::pair<std::string, std::string>>;
+
 /// The dense model's names and GPT-NeoX's, one pair per part of a name (gpt_neox_stored_name).
-const std::vector<std::pair<std::string, std::string>>& gpt_neox_parts() {
-  static const std::vector<std::pair<std::string, std::string>> parts = {
+const NameParts& gpt_neox_parts() {
+  static const NameParts parts = {
       {"model.embed_tokens.weight", "gpt_neox.embed_in.weight"},
       {"lm_head.weight", "embed_out.weight"},
       {"model.norm.", "gpt_neox.final_layer_norm."},
@@ -446,11 +496,21 @@ const std::vector<std::pair<std::string, std::string>>& gpt_neox_parts() {
   return parts;
 }
 
-/// `name` with each `from` part replaced by its `to` (at most once each).
-std::string replace_parts(std::string name, bool forward) {
-  for (const auto& [dense, neox] : gpt_neox_parts()) {
-    const std::string& from = forward ? dense : neox;
-    const std::string& to = forward ? neox : dense;
+/// The dense model's names and Phi's (phi_stored_name).
+const NameParts& phi_parts() {
+  static const NameParts parts = {{"model.norm.", "model.final_layernorm."},
+                                  {"self_attn.o_proj.", "self_attn.dense."},
+                                  {"mlp.up_proj.", "mlp.fc1."},
+                                  {"mlp.down_proj.", "mlp.fc2."}};
+  return parts;
+}
+
+/// `name` with each `from` part replaced by its `to` (at most once each): the dense
+/// model's parts by the stored ones (`forward`) or back.
+std::string replace_parts(std::string name, const NameParts& parts, bool forward) {
+  for (const auto& [dense, stored] : parts) {
+    const std::string& from = forward ? dense : stored;
+    const std::string& to = forward ? stored : dense;
     if (auto at = name.find(from); at != std::string::npos) name = name.substr(0, at) + to + name.substr(at + from.size());
   }
   return name;
@@ -463,15 +523,22 @@ std::string gpt_neox_stored_name(const std::string& name) {
   for (const char* proj : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj."})
     if (auto at = out.find(proj); at != std::string::npos)
       out = out.substr(0, at) + "attention.query_key_value." + out.substr(at + std::string(proj).size());
-  return replace_parts(out, true);
+  return replace_parts(out, gpt_neox_parts(), true);
+}
+
+std::string phi_stored_name(const std::string& name) { return replace_parts(name, phi_parts(), true); }
+
+std::string phi_parameter_name(const std::string& name) {
+  const std::string out = replace_parts(name, phi_parts(), false);
+  return phi_stored_name(out) == name ? out : "";  // (the dense model's own names are not Phi's)
 }
 
 std::string gpt_neox_parameter_name(const std::string& name) {
   if (name.rfind("gpt_neox.", 0) != 0 && name != "embed_out.weight") return "";
-  const std::string out = replace_parts(name, false);
+  const std::string out = replace_parts(name, gpt_neox_parts(), false);
   if (auto at = out.find("attention.query_key_value."); at != std::string::npos)
     return out.substr(0, at) + "self_attn.";
-  return out.rfind("model.", 0) == 0 || out == "lm_head.weight" ? out : "";
+  return (out.rfind("model.", 0) == 0 || out == "lm_head.weight") && gpt_neox_stored_name(out) == name ? out : "";
 }
 
 torch::Tensor gpt_neox_split_qkv(const torch::Tensor& fused, int64_t heads, int64_t head_dim) {
@@ -621,6 +688,11 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
+    if (cfg.is_phi()) {  // Phi's names: dense, fc1, fc2, final_layernorm (the others are the dense model's)
+      const std::string to = phi_parameter_name(e.name);
+      if (to.empty()) throw unexpected();
+      e.name = to;
+    }
     if (cfg.is_gpt2() || cfg.is_gpt_neox()) {
       // The GPT family's names: GPT-2's (with or without GPT2LMHeadModel's "transformer."
       // prefix; Conv1D weights stored [in, out]) or GPT-NeoX's; q/k/v stored as one
@@ -736,6 +808,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       const FusedWeight* fw = cfg.is_phi3() ? fused_holder(name) : nullptr;
       std::string missing = cfg.is_gpt2()       ? gpt2_prefix + gpt2_stored_name(name)
                             : cfg.is_gpt_neox() ? gpt_neox_stored_name(name)
+                            : cfg.is_phi()      ? phi_stored_name(name)
                                                 : name;
       if (fw)
         for (const auto& p : fw->parts)

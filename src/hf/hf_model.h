@@ -71,6 +71,13 @@ std::string gpt2_stored_name(const std::string& name);
 /// mlp.up_proj / down_proj -> mlp.dense_h_to_4h / dense_4h_to_h, q_proj / k_proj / v_proj
 /// -> "attention.query_key_value.*" (stored fused per head: gpt_neox_fuse_qkv).
 std::string gpt_neox_stored_name(const std::string& name);
+/// Phi's name (PhiForCausalLM's) of the dense model's parameter `name`: "model.norm.*" ->
+/// "model.final_layernorm.*", self_attn.o_proj -> self_attn.dense, mlp.up_proj / down_proj
+/// -> mlp.fc1 / fc2; the other names (q/k/v_proj, input_layernorm, lm_head) are the same.
+std::string phi_stored_name(const std::string& name);
+/// The dense model's name of Phi's tensor `name` (phi_stored_name reversed), or "" for a
+/// name Phi does not have.
+std::string phi_parameter_name(const std::string& name);
 /// The dense model's name of GPT-NeoX's tensor `name` (gpt_neox_stored_name reversed;
 /// query_key_value -> the layer's "model.layers.{i}.self_attn." prefix), or "" for a
 /// name GPT-NeoX does not have.

@@ -84,7 +84,7 @@ torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
 }
 
 /// attn-output projection and the FFN half of the block: a + ffn(norm(x + a)) (a parallel
-/// block, GPT-NeoX: a + ffn(norm(x))); with
+/// block, GPT-NeoX: a + ffn(norm(x)); Phi: a + ffn(ln1(x))); with
 /// sandwich norms (Gemma 3) a and ffn are each normalised first; without input norms
 /// (OLMo 2/3) the FFN reads x + a itself.
 torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, const torch::Tensor& o,
@@ -92,7 +92,8 @@ torch::Tensor finish(const PackedBlock& b, const PackedFiLM* film, const torch::
   auto a = dense(o, b.w_o, b.b_o);
   if (b.ln_attn_out.defined()) a = rms_norm(a, b.ln_attn_out, eps);
   const auto h = b.parallel_residual ? x : x + a;  // (GPT-NeoX's parallel block: the FFN reads x)
-  auto m = !b.ln2.defined() ? h
+  auto m = b.shared_input_norm ? attn_norm(b, film, x, eps)  // (Phi: the attention's normalised input)
+           : !b.ln2.defined()  ? h
            : b.ln2_b.defined() ? norm(h, b.ln2, b.ln2_b, eps)
            : film            ? rms_norm_film(h, b.ln2, eps, film->ffn_gamma, film->ffn_beta)
                              : rms_norm(h, b.ln2, eps);

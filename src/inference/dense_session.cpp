@@ -40,6 +40,7 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   p.trained_depth = 0;
   p.embed = m.embed_tokens->weight.detach().clone();
   p.head = m.lm_head ? m.lm_head->weight.detach().clone() : p.embed;
+  if (m.lm_head && m.lm_head->bias.defined()) p.head_bias = m.lm_head->bias.detach().clone();  // (Phi)
   p.norm = m.norm->weight.detach().clone();
   if (m.norm->is_layer_norm()) p.norm_bias = m.norm->bias.detach().clone();
   if (m.embed_positions) p.pos_embed = m.embed_positions->weight.detach().clone();
@@ -193,7 +194,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   }
   const auto hn = w_.norm_bias.defined() ? torch::layer_norm(h, {w_.norm.size(0)}, w_.norm, w_.norm_bias, c.norm_eps)
                                          : rms_norm(h, w_.norm, c.norm_eps);
-  return nn::soft_cap(dense(hn, w_.head), w_.final_softcap);
+  return nn::soft_cap(dense(hn, w_.head, w_.head_bias), w_.final_softcap);
 }
 
 int64_t DenseDecodeSession::cache_bytes() const {

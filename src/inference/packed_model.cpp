@@ -57,15 +57,16 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   auto& at = *b.self_attn;
   if (b.input_layernorm) {  // (OLMo 2/3's blocks have only the output norms)
     p.ln1 = b.input_layernorm->weight.detach().clone();
-    p.ln2 = b.post_attention_layernorm->weight.detach().clone();
-    if (b.input_layernorm->is_layer_norm()) {  // GPT-2
-      p.ln1_b = b.input_layernorm->bias.detach().clone();
-      p.ln2_b = b.post_attention_layernorm->bias.detach().clone();
+    if (b.input_layernorm->is_layer_norm()) p.ln1_b = b.input_layernorm->bias.detach().clone();  // GPT-2
+    if (b.post_attention_layernorm) {  // (Phi: the FFN reads ln1's output)
+      p.ln2 = b.post_attention_layernorm->weight.detach().clone();
+      if (b.post_attention_layernorm->is_layer_norm()) p.ln2_b = b.post_attention_layernorm->bias.detach().clone();
     }
   }
   if (at.o_proj->bias.defined()) p.b_o = at.o_proj->bias.detach().clone();
   p.rope = at.shape.rope;
   p.parallel_residual = b.parallel_residual;
+  p.shared_input_norm = b.shared_input_norm;
   p.w_qkv = torch::cat({at.q_proj->weight, at.k_proj->weight, at.v_proj->weight}, 0).detach().contiguous();
   if (at.q_proj->bias.defined())
     p.b_qkv = torch::cat({at.q_proj->bias, at.k_proj->bias, at.v_proj->bias}, 0).detach().contiguous();

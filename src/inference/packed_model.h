@@ -58,11 +58,14 @@ struct PackedBlock {
   bool rope = true;                         ///< false: no rotary embedding (learned positions)
   /// GPT-NeoX's parallel block: the FFN reads the block input (nn::BlockShape::parallel_residual).
   bool parallel_residual = false;
+  /// Phi's parallel block: the FFN reads ln1's output too (nn::BlockShape::shared_input_norm; ln2 undefined).
+  bool shared_input_norm = false;
   bool is_moe() const { return moe_gate.defined(); }
   /// True for a block the fused CPU decoding kernels do not run (GPT-2's, GPT-NeoX's):
   /// block_step's path.
   bool gpt2_layout() const {
-    return ln1_b.defined() || b_o.defined() || !gated_mlp || b_down.defined() || !rope || parallel_residual;
+    return ln1_b.defined() || b_o.defined() || !gated_mlp || b_down.defined() || !rope || parallel_residual ||
+           shared_input_norm;
   }
 };
 
@@ -94,6 +97,7 @@ struct PackedModel {
   int64_t trained_depth = 0;         ///< routed depths the model runs (LoLModelImpl::active_depth)
   torch::Tensor embed;               ///< [V, d]
   torch::Tensor head;                ///< [V, d] (the embedding when tied)
+  torch::Tensor head_bias;           ///< [V] lm_head bias (Phi), or undefined
   torch::Tensor norm;                ///< [d] final RMSNorm weight
   torch::Tensor norm_bias;           ///< [d] with a final LayerNorm (GPT-2), else undefined
   torch::Tensor pos_embed;           ///< [max positions, d] learned position embeddings (GPT-2), or undefined

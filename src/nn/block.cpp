@@ -33,6 +33,9 @@ BlockImpl::BlockImpl(const BlockShape& s) {
     throw InputError("block: parallel_residual with sandwich norms, without input norms or with an MoE FFN is not "
                      "implemented (GPT-NeoX's parallel blocks have two input norms and a dense FFN)");
   parallel_residual = s.parallel_residual;
+  if (s.shared_input_norm && !s.parallel_residual)
+    throw InputError("block: shared_input_norm without parallel_residual: expected a parallel block (Phi's layout)");
+  shared_input_norm = s.shared_input_norm;
   if (!s.input_norms && !s.sandwich_norm)
     throw InputError("block: input_norms = false without sandwich_norm: expected the output norms (OLMo 2's layout)");
   if (s.input_norms) input_layernorm = register_module("input_layernorm", RMSNorm(d, s.norm_eps, s.layer_norm));
@@ -42,7 +45,7 @@ BlockImpl::BlockImpl(const BlockShape& s) {
     if (s.input_norms)
       post_attention_layernorm = register_module("pre_feedforward_layernorm", RMSNorm(d, s.norm_eps));
     ffn_output_norm = register_module("post_feedforward_layernorm", RMSNorm(d, s.norm_eps));
-  } else {
+  } else if (!s.shared_input_norm) {
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(d, s.norm_eps, s.layer_norm));
   }
 }
@@ -145,7 +148,7 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
                        " blocks with an MoE FFN among them: expected an MoE block to run alone");
     if (b->input_layernorm) {
       ln1.push_back(b->input_layernorm->weight);
-      ln2.push_back(b->post_attention_layernorm->weight);
+      if (b->post_attention_layernorm) ln2.push_back(b->post_attention_layernorm->weight);
     }
     if (b->attn_output_norm) {
       ln_attn_out.push_back(b->attn_output_norm->weight);
@@ -176,11 +179,15 @@ torch::Tensor block_delta_body(const std::vector<BlockImpl*>& blocks, const std:
   const torch::Tensor none;
   if (sandwich) a = rms_norm(a, ln_attn_out, sizes, none, none, eps, ctx.stacks);
   for (auto* b : blocks)
-    if (b->parallel_residual != blocks[0]->parallel_residual)
-      throw InputError("grouped_block_delta: parallel and sequential blocks in one group");
-  // The FFN reads x + a, or x itself in a parallel block (GPT-NeoX).
+    if (b->parallel_residual != blocks[0]->parallel_residual || b->shared_input_norm != blocks[0]->shared_input_norm)
+      throw InputError("grouped_block_delta: parallel and sequential blocks (or shared and own FFN norms) in one group");
+  const bool shared = blocks[0]->shared_input_norm;
+  if (shared && f) throw InputError("grouped_block_delta: FiLM with a shared input norm is not implemented");
+  // The FFN reads x + a, or x itself in a parallel block (GPT-NeoX), or the attention's
+  // normalised input h (Phi).
   const torch::Tensor r = blocks[0]->parallel_residual ? x : x + a;
-  auto m_in = layer_norm    ? blocks[0]->post_attention_layernorm->forward(r)
+  auto m_in = shared        ? h
+              : layer_norm  ? blocks[0]->post_attention_layernorm->forward(r)
               : input_norms ? rms_norm(r, ln2, sizes, f ? f->ffn_gamma : none, f ? f->ffn_beta : none, eps, ctx.stacks)
                             : r;
   auto m = moe ? blocks[0]->ffn(m_in, ctx.ffn_rows) : grouped_mlp(mlp, sizes, m_in, ctx.stacks);

@@ -2,7 +2,10 @@
 //   h = x + self_attn(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)).
 // With BlockShape::parallel_residual (GPT-NeoX / Pythia, transformers' GPTNeoXLayer with
 // use_parallel_residual) both sublayers read the block input:
-//   y = x + self_attn(input_layernorm(x)) + mlp(post_attention_layernorm(x)).
+//   y = x + self_attn(input_layernorm(x)) + mlp(post_attention_layernorm(x));
+// with BlockShape::shared_input_norm as well (Phi-1/1.5/2, transformers' PhiDecoderLayer)
+// one norm serves both: y = x + self_attn(n) + mlp(n), n = input_layernorm(x), and the
+// block has no post_attention_layernorm.
 // With BlockShape::sandwich_norm (Gemma 2/3's layout, transformers' Gemma3DecoderLayer):
 //   h = x + attn_output_norm(self_attn(input_layernorm(x)));
 //   y = h + ffn_output_norm(mlp(post_attention_layernorm(h))),
@@ -51,6 +54,8 @@ struct BlockShape {
   /// GPT-NeoX's parallel blocks: the FFN reads the block input x (through its own norm)
   /// instead of x + attention (see BlockImpl). Needs the input norms and no sandwich norms.
   bool parallel_residual = false;
+  /// With parallel_residual: the FFN reads input_layernorm(x) too, no post_attention_layernorm (Phi).
+  bool shared_input_norm = false;
 };
 
 /// Depth-dependent FiLM parameters (paper Appendix A), each [d_model].
@@ -96,14 +101,19 @@ class BlockImpl : public torch::nn::Module {
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   /// The attention's input: input_layernorm(x), or x itself without input norms. x [N, d] -> [N, d].
   torch::Tensor attn_input(const torch::Tensor& x) { return input_layernorm ? input_layernorm(x) : x; }
-  /// The FFN's input: post_attention_layernorm(h), or h itself without input norms. h [N, d] -> [N, d].
-  torch::Tensor ffn_input(const torch::Tensor& h) { return post_attention_layernorm ? post_attention_layernorm(h) : h; }
+  /// The FFN's input: post_attention_layernorm(h), input_layernorm(h) with a shared input
+  /// norm (Phi; h is then the block input, ffn_source), or h itself without input norms
+  /// (OLMo). h [N, d] -> [N, d].
+  torch::Tensor ffn_input(const torch::Tensor& h) {
+    return post_attention_layernorm ? post_attention_layernorm(h) : shared_input_norm ? input_layernorm(h) : h;
+  }
   /// The states the FFN half reads (before its input norm): the block input x with
   /// parallel_residual (GPT-NeoX), else h = x + attention. Both [N, d].
   const torch::Tensor& ffn_source(const torch::Tensor& x, const torch::Tensor& h) const {
     return parallel_residual ? x : h;
   }
   bool parallel_residual = false;  ///< BlockShape::parallel_residual
+  bool shared_input_norm = false;  ///< BlockShape::shared_input_norm
   /// Sandwich layout only (null otherwise): norms of the attention and FFN outputs.
   RMSNorm attn_output_norm{nullptr}, ffn_output_norm{nullptr};
   Attention self_attn{nullptr};

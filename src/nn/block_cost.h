@@ -60,9 +60,11 @@ inline int64_t qk_norm_parameters(const BlockShape& s) {
 }
 
 /// Norm gains of a block, d each: 2 pre-norm, 4 sandwich (Gemma 2/3), 2 with the
-/// sandwich's output norms only (OLMo 2/3); LayerNorms (GPT-2) have as many biases again.
+/// sandwich's output norms only (OLMo 2/3), 1 with a shared input norm (Phi); LayerNorms
+/// (GPT-2) have as many biases again.
 inline int64_t block_norm_parameters(const BlockShape& s) {
-  return ((s.sandwich_norm ? 2 : 0) + (s.input_norms ? 2 : 0)) * s.attn.d_model * (s.layer_norm ? 2 : 1);
+  const int64_t input = s.input_norms ? (s.shared_input_norm ? 1 : 2) : 0;
+  return ((s.sandwich_norm ? 2 : 0) + input) * s.attn.d_model * (s.layer_norm ? 2 : 1);
 }
 
 /// Every parameter of one nn::Block: attention (with biases and q_norm / k_norm), FFN and

@@ -202,7 +202,7 @@ TEST(HfGpt2, ConfigDefaultsParameterCountAndRefusals) {
   // Export as another architecture is refused, naming the layout.
   write_hf_weights(dir.path(), gpt2_weights(s, 3), torch::kFloat32);
   auto m = load_hf_model(dir.path());
-  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-2's / GPT-NeoX's layout", "--arch gpt2"});
+  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-2's", "layout", "--arch gpt2"});
   // GPT2LMHeadModel holds GPT-2's layout only.
   auto gqa = m->config();
   gqa.n_kv_heads = 2;

@@ -278,7 +278,7 @@ TEST(HfGptNeox, FoldersRefusedByNameAndExportedBack) {
 
   write_hf_weights(dir.path(), weights, torch::kFloat32);
   auto m = load_hf_model(dir.path());
-  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-NeoX's layout", "--arch gpt_neox"});
+  expect_input_error([&] { from_dense_config(m->config(), kQwen2Arch, "float32"); }, {"GPT-NeoX's", "layout", "--arch gpt_neox"});
   expect_input_error([&] { from_dense_config(m->config(), kGpt2Arch, "float32"); }, {"GPT2LMHeadModel", "export as GPTNeoXForCausalLM"});
   auto odd_bias = m->config();
   odd_bias.o_bias = false;

@@ -402,21 +402,26 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
 }
 
 // GPT-NeoX-layout bases (Pythia: LayerNorms, partial RoPE, an ungated MLP, biases, parallel
-// blocks whose MLP reads the block input; and the sequential variant): the open gated
-// forward is the base's own (the parallel layout matters: the same weights as sequential
-// blocks compute other logits); cached gated generation picks the full forward's tokens;
-// the merge is a GPTNeoXForCausalLM folder computing the adapted forward.
-TEST(LayerRouteGenerate, GptNeoxLayoutBasesRunGenerateAndMerge) {
-  for (bool parallel : {true, false}) {
-    SCOPED_TRACE(parallel ? "parallel" : "sequential");
+// blocks whose MLP reads the block input; the sequential variant) and Phi's (parallel
+// blocks with one input_layernorm, grouped-query attention, an lm_head bias): the open
+// gated forward is the base's own (the parallel layout matters: the same weights as
+// sequential blocks compute other logits); cached gated generation picks the full
+// forward's tokens; the merge is a folder of the matching architecture computing the
+// adapted forward.
+TEST(LayerRouteGenerate, GptNeoxAndPhiLayoutBasesRunGenerateAndMerge) {
+  for (const std::string layout : {"neox parallel", "neox sequential", "phi"}) {
+    SCOPED_TRACE(layout);
+    const bool phi = layout == "phi";
     auto c = test::tiny_config(4);
     c.norm = "layernorm";
     c.mlp = "plain";
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
-    c.n_kv_heads = c.n_heads;
-    c.activation = "gelu";
+    if (!phi) c.n_kv_heads = c.n_heads;
+    c.activation = phi ? "gelu_pytorch_tanh" : "gelu";
     c.partial_rotary_factor = 0.5;
-    c.parallel_residual = parallel;
+    c.parallel_residual = layout != "neox sequential";
+    c.shared_input_norm = c.lm_head_bias = phi;
+    if (phi) c.tie_word_embeddings = false;
     baselines::DenseModel base(c);
     randomize_base(*base, 17, 0.3);
     const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
@@ -424,7 +429,7 @@ TEST(LayerRouteGenerate, GptNeoxLayoutBasesRunGenerateAndMerge) {
     LoraConfig lc;
     lc.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
     auto a = adapt_base(base, tokens, 59, lc);
-    if (parallel) {
+    if (layout == "neox parallel") {
       torch::NoGradGuard ng;
       auto seq = c;
       seq.parallel_residual = false;
@@ -433,10 +438,11 @@ TEST(LayerRouteGenerate, GptNeoxLayoutBasesRunGenerateAndMerge) {
       EXPECT_GT((other->forward(tokens) - a.base_logits).abs().max().item<double>(), 1e-2);
     }
     expect_generation_follows_forward(*a.m, prompt, 3);
-    EXPECT_EQ(hf::default_architecture(c), hf::kGptNeoXArch);
+    const std::string arch = phi ? hf::kPhiArch : hf::kGptNeoXArch;
+    EXPECT_EQ(hf::default_architecture(c), arch);
     hf::HfConfig read;
-    expect_merge_computes_adapted(a, hf::kGptNeoXArch, tokens, &read);
-    EXPECT_EQ(read.parallel_residual, parallel);
+    expect_merge_computes_adapted(a, arch, tokens, &read);
+    EXPECT_EQ(read.parallel_residual, c.parallel_residual);
     EXPECT_EQ(read.rotary_dim(), c.rotary_dim());
   }
 }
