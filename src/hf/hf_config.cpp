@@ -597,48 +597,31 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["use_cache"] = true;
     return finish(j);
   }
-  if (is_gpt_neox()) {  // GPTNeoXConfig's keys (transformers 4.x: rotary_pct, rotary_emb_base)
+  if (is_gpt_neox() || is_phi()) {  // GPTNeoXConfig's / PhiConfig's keys (transformers 4.x)
     j["architectures"] = {architecture};
-    j["model_type"] = "gpt_neox";
+    j["model_type"] = model_type();
     j["vocab_size"] = vocab_size;
     j["hidden_size"] = hidden_size;
     j["intermediate_size"] = intermediate_size;
     j["num_hidden_layers"] = num_hidden_layers;
     j["num_attention_heads"] = num_attention_heads;
+    if (is_phi()) j["num_key_value_heads"] = num_key_value_heads;
     j["max_position_embeddings"] = max_position_embeddings;
-    j["rotary_pct"] = partial_rotary_factor;
-    j["rotary_emb_base"] = rope_theta;
+    j[is_phi() ? "partial_rotary_factor" : "rotary_pct"] = partial_rotary_factor;
+    j[is_phi() ? "rope_theta" : "rotary_emb_base"] = rope_theta;
     j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
                                                   : rope_scaling.to_json(max_position_embeddings);
     j["layer_norm_eps"] = rms_norm_eps;
     j["hidden_act"] = activation == "gelu" ? "gelu" : "gelu_new";
-    j["use_parallel_residual"] = parallel_residual;
-    j["attention_bias"] = qkv_bias;
+    if (is_gpt_neox()) {
+      j["use_parallel_residual"] = parallel_residual;
+      j["attention_bias"] = qkv_bias;
+      j["attention_dropout"] = j["hidden_dropout"] = 0.0;
+    } else {
+      j["qk_layernorm"] = false;
+      j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
+    }
     j["tie_word_embeddings"] = tie_word_embeddings;
-    j["attention_dropout"] = j["hidden_dropout"] = 0.0;
-    j["initializer_range"] = 0.02;
-    j["use_cache"] = true;
-    return finish(j);
-  }
-  if (is_phi()) {  // PhiConfig's keys (transformers 4.x)
-    j["architectures"] = {architecture};
-    j["model_type"] = "phi";
-    j["vocab_size"] = vocab_size;
-    j["hidden_size"] = hidden_size;
-    j["intermediate_size"] = intermediate_size;
-    j["num_hidden_layers"] = num_hidden_layers;
-    j["num_attention_heads"] = num_attention_heads;
-    j["num_key_value_heads"] = num_key_value_heads;
-    j["max_position_embeddings"] = max_position_embeddings;
-    j["rope_theta"] = rope_theta;
-    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
-                                                  : rope_scaling.to_json(max_position_embeddings);
-    j["partial_rotary_factor"] = partial_rotary_factor;
-    j["layer_norm_eps"] = rms_norm_eps;
-    j["hidden_act"] = activation == "gelu" ? "gelu" : "gelu_new";
-    j["qk_layernorm"] = false;
-    j["tie_word_embeddings"] = false;
-    j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
     return finish(j);

@@ -46,6 +46,49 @@ void multi_head(HfConfig& c, const std::string& where, const char* hidden_key, c
                      ": expected an even head size (lol's attention kernels)");
 }
 
+/// model_type, when given, must be `want` (`extra` ends the message).
+void check_model_type(util::JsonFields& f, const std::string& where, const std::string& want, const char* arch,
+                      const std::string& extra_if = "", const std::string& extra = "") {
+  std::string model_type = want;
+  f.get("model_type", model_type);
+  if (model_type != want)
+    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"" + want + "\" for " +
+                     arch + (!extra_if.empty() && model_type == extra_if ? extra : ""));
+}
+
+/// The LayerNorms' epsilon from `key` (default 1e-5), in (0, 1).
+double layer_norm_eps(util::JsonFields& f, const std::string& where, const char* key) {
+  double eps = 1e-5;
+  f.get(key, eps);
+  if (!(eps > 0 && eps < 1)) throw InputError(where + ": " + field(key) + ": expected 0 < " + key + " < 1");
+  return eps;
+}
+
+/// The keys every GPT-family config ends with: quantization_config refused, the stored
+/// dtype, bos / eos ids (defaults `bos`, `eos`: the config class's) and pad.
+void read_tail(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c, int64_t bos,
+               int64_t eos) {
+  if (f.has("quantization_config"))
+    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
+  read_torch_dtype(f, j, where, c);
+  c.bos_token_id = {bos};
+  c.eos_token_id = {eos};
+  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
+  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
+  c.pad_token_id = pad_token_id_of(j);
+}
+
+/// The Llama-style size keys (GPT-NeoX, Phi), all required.
+void read_llama_sizes(util::JsonFields& f, const std::string& where, HfConfig& c) {
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
+                        {"intermediate_size", &c.intermediate_size, int64_t(1) << 24},
+                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
+                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
+                        {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "hidden_size", "num_attention_heads");
+}
+
 /// RoPE settings of the GPT family into c: the base from the top-level `theta_keys` (default
 /// 10000), the rotated share of each head from `factor_keys` (default `default_factor`), and
 /// rope_scaling / rope_parameters (transformers 5 puts rope_theta and partial_rotary_factor
@@ -115,10 +158,7 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
   util::JsonFields f(j, where);
   HfConfig c;
   c.architecture = kGpt2Arch;
-  std::string model_type = "gpt2";
-  f.get("model_type", model_type);
-  if (model_type != "gpt2")
-    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"gpt2\" for " + kGpt2Arch);
+  check_model_type(f, where, "gpt2", kGpt2Arch);
   // Sizes: required, as for the other architectures (GPT-2 folders always list them).
   read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
                         {"n_embd", &c.hidden_size, int64_t(1) << 20},
@@ -131,10 +171,7 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
     f.get("n_inner", c.intermediate_size);
     util::check_range(where, "n_inner", c.intermediate_size, 1, int64_t(1) << 24);
   }
-  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
-  f.get("layer_norm_epsilon", c.rms_norm_eps);
-  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
-    throw InputError(where + ": " + field("layer_norm_epsilon") + ": expected 0 < layer_norm_epsilon < 1");
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
   c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
   // Switches that change the attention: refused unless at GPT-2's values.
   bool scale_weights = true, by_layer = false, cross = false;
@@ -145,19 +182,12 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
   if (by_layer)
     unsupported(where, "scale_attn_by_inverse_layer_idx", "true", "attention scores are scaled by head_size^-1/2 only");
   if (cross) unsupported(where, "add_cross_attention", "true", "decoder-only blocks");
-  if (f.has("quantization_config"))
-    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   // reorder_and_upcast_attn only changes the precision of the scores (lol computes them in
   // float32 or wider already).
   c.qkv_bias = true;
   c.tie_word_embeddings = true;  // PretrainedConfig's default; GPT-2 ties them
   f.get("tie_word_embeddings", c.tie_word_embeddings);
-  read_torch_dtype(f, j, where, c);
-  c.bos_token_id = {50256};  // GPT2Config's defaults
-  c.eos_token_id = {50256};
-  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
-  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
-  c.pad_token_id = pad_token_id_of(j);
+  read_tail(f, j, where, c, 50256, 50256);  // (GPT2Config's defaults)
   return c;
 }
 
@@ -165,22 +195,9 @@ HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where) {
   util::JsonFields f(j, where);
   HfConfig c;
   c.architecture = kGptNeoXArch;
-  std::string model_type = "gpt_neox";
-  f.get("model_type", model_type);
-  if (model_type != "gpt_neox")
-    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"gpt_neox\" for " +
-                     kGptNeoXArch);
-  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
-                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
-                        {"intermediate_size", &c.intermediate_size, int64_t(1) << 24},
-                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
-                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
-                        {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
-  multi_head(c, where, "hidden_size", "num_attention_heads");
-  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
-  f.get("layer_norm_eps", c.rms_norm_eps);
-  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
-    throw InputError(where + ": " + field("layer_norm_eps") + ": expected 0 < layer_norm_eps < 1");
+  check_model_type(f, where, "gpt_neox", kGptNeoXArch);
+  read_llama_sizes(f, where, c);
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
   c.activation = gelu_activation(f, where, "hidden_act", "gelu");
   c.qkv_bias = true;  // attention_bias: query_key_value and dense (o_proj) biases
   f.get("attention_bias", c.qkv_bias);
@@ -192,16 +209,9 @@ HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where) {
   // rope_theta); transformers 5 keeps both in rope_parameters.
   read_partial_rope(f, j, where, c, {"rotary_emb_base", "rope_theta"}, {"rotary_pct", "partial_rotary_factor"}, 0.25,
                     "GPTNeoXConfig's default");
-  if (f.has("quantization_config"))
-    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   c.tie_word_embeddings = false;  // GPTNeoXConfig's default: embed_out is its own matrix
   f.get("tie_word_embeddings", c.tie_word_embeddings);
-  read_torch_dtype(f, j, where, c);
-  c.bos_token_id = {0};  // GPTNeoXConfig's defaults
-  c.eos_token_id = {2};
-  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
-  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
-  c.pad_token_id = pad_token_id_of(j);
+  read_tail(f, j, where, c, 0, 2);  // (GPTNeoXConfig's defaults)
   return c;
 }
 
@@ -209,20 +219,9 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
   util::JsonFields f(j, where);
   HfConfig c;
   c.architecture = kPhiArch;
-  std::string model_type = "phi";
-  f.get("model_type", model_type);
-  if (model_type != "phi")
-    throw InputError(where + ": " + field("model_type") + " = \"" + model_type + "\": expected \"phi\" for " + kPhiArch +
-                     (model_type == "phi-msft" ? " (a phi-msft folder predates transformers' Phi: its tensor names "
-                                                 "are not read here)"
-                                               : ""));
-  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
-                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
-                        {"intermediate_size", &c.intermediate_size, int64_t(1) << 24},
-                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
-                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
-                        {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
-  multi_head(c, where, "hidden_size", "num_attention_heads");
+  check_model_type(f, where, "phi", kPhiArch, "phi-msft",
+                   " (a phi-msft folder predates transformers' Phi: its tensor names are not read here)");
+  read_llama_sizes(f, where, c);
   // num_key_value_heads: null or absent = the query heads (PhiConfig).
   if (f.has("num_key_value_heads") && !j["num_key_value_heads"].is_null()) {
     f.get("num_key_value_heads", c.num_key_value_heads);
@@ -231,10 +230,7 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
       throw InputError(where + ": " + field("num_key_value_heads") + " = " + std::to_string(c.num_key_value_heads) +
                        ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
   }
-  c.rms_norm_eps = 1e-5;  // (the LayerNorms' epsilon)
-  f.get("layer_norm_eps", c.rms_norm_eps);
-  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
-    throw InputError(where + ": " + field("layer_norm_eps") + ": expected 0 < layer_norm_eps < 1");
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
   c.activation = gelu_activation(f, where, "hidden_act", "gelu_new");
   read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 0.5, "PhiConfig's default");
   bool qk_layernorm = false;
@@ -242,8 +238,6 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
   if (qk_layernorm)
     unsupported(where, "qk_layernorm", "true", "LayerNorms of the queries and keys are not implemented (no released "
                                                "Phi model sets it)");
-  if (f.has("quantization_config"))
-    unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   bool tied = false;  // PhiConfig's default
   f.get("tie_word_embeddings", tied);
   if (tied)
@@ -251,12 +245,7 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
   c.tie_word_embeddings = false;
   c.qkv_bias = true;  // q/k/v_proj, dense, fc1, fc2 and lm_head all have biases
   c.parallel_residual = true;
-  read_torch_dtype(f, j, where, c);
-  c.bos_token_id = {1};  // PhiConfig's defaults
-  c.eos_token_id = {2};
-  if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
-  if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
-  c.pad_token_id = pad_token_id_of(j);
+  read_tail(f, j, where, c, 1, 2);  // (PhiConfig's defaults)
   return c;
 }
 

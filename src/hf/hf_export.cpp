@@ -15,18 +15,22 @@ namespace lol::hf {
 
 namespace {
 
+/// Removes parameter `name` from `params` and returns it on the CPU (std::logic_error when
+/// the dense model lacks it: a bug, not bad input).
+torch::Tensor take_parameter(std::map<std::string, torch::Tensor>& params, const std::string& name) {
+  auto it = params.find(name);
+  if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
+  auto t = it->second.to(torch::kCPU);
+  params.erase(it);
+  return t;
+}
+
 /// GPT2LMHeadModel's tensors of a GPT-2-layout dense model (`params`, name -> tensor):
 /// "transformer."-prefixed GPT-2 names, Conv1D weights transposed to [in, out], q/k/v
 /// fused into c_attn; lm_head.weight only when untied.
 NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype) {
   NamedTensors out;
-  auto take = [&](const std::string& name) {
-    auto it = params.find(name);
-    if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
-    auto t = it->second.to(torch::kCPU);
-    params.erase(it);
-    return t;
-  };
+  const auto take = [&](const std::string& name) { return take_parameter(params, name); };
   // A parameter under its GPT-2 name (hf::gpt2_stored_name), Conv1D weights transposed.
   auto move = [&](const std::string& name) {
     auto t = take(name);
@@ -62,13 +66,7 @@ NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const Hf
 /// query_key_value (hf::gpt_neox_fuse_qkv); embed_out.weight only when untied.
 NamedTensors gpt_neox_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype) {
   NamedTensors out;
-  auto take = [&](const std::string& name) {
-    auto it = params.find(name);
-    if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
-    auto t = it->second.to(torch::kCPU);
-    params.erase(it);
-    return t;
-  };
+  const auto take = [&](const std::string& name) { return take_parameter(params, name); };
   auto move = [&](const std::string& name) { out.emplace_back(gpt_neox_stored_name(name), take(name).to(dtype).contiguous()); };
   move("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
@@ -98,10 +96,8 @@ NamedTensors gpt_neox_tensors(std::map<std::string, torch::Tensor>& params, cons
 /// name (hf::phi_stored_name), in the dense model's order.
 NamedTensors phi_tensors(std::map<std::string, torch::Tensor>& params, baselines::DenseModelImpl& m, c10::ScalarType dtype) {
   NamedTensors out;
-  for (auto& p : m.named_parameters()) {
-    out.emplace_back(phi_stored_name(p.key()), params.at(p.key()).to(torch::kCPU).to(dtype).contiguous());
-    params.erase(p.key());
-  }
+  for (auto& p : m.named_parameters())
+    out.emplace_back(phi_stored_name(p.key()), take_parameter(params, p.key()).to(dtype).contiguous());
   return out;
 }
 
@@ -118,14 +114,11 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   const double fold = h.norm_offset ? m.config().query_fold() : 1.0;
   const std::string folded = h.qk_norm ? "self_attn.q_norm.weight" : "self_attn.q_proj.weight";
   auto put = [&](const std::string& name) {
-    auto it = params.find(name);
-    if (it == params.end()) throw std::logic_error("export: dense model lacks parameter " + name);
-    auto t = it->second.to(torch::kCPU);
+    auto t = take_parameter(params, name);
     const auto wide = torch::promote_types(t.scalar_type(), torch::kFloat);
     if (fold != 1.0 && ends_with(name, folded)) t = t.to(wide) / fold;
     if (h.norm_offset && ends_with(name, "norm.weight")) t = t.to(wide) - 1.0;
     out.emplace_back(name, t.to(dtype).contiguous());
-    params.erase(it);
   };
   if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
   if (h.is_gpt_neox()) return gpt_neox_tensors(params, h, dtype);

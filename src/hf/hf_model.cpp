@@ -192,59 +192,24 @@ HfConfig sized_config(const baselines::DenseConfig& c, const std::string& archit
   return h;
 }
 
-/// GPT2LMHeadModel's config of a dense model of GPT-2's layout (InputError naming what
-/// differs otherwise): LayerNorms, learned positions, an ungated GELU MLP, biases on every
-/// projection, multi-head full attention, head_dim = d_model / n_heads.
-HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
-  auto refuse = [&](const std::string& what, const std::string& why) {
-    const std::string def = default_architecture(c);
-    throw InputError("dense model: " + what + ": " + std::string(kGpt2Arch) + " " + why +
-                     (def != kGpt2Arch ? " (export as " + def + ")" : std::string()));
-  };
-  if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
-  if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
-  if (c.mlp != "plain") refuse("mlp \"" + c.mlp + "\"", "has an ungated MLP (mlp \"plain\")");
-  if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
-  if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
-  if (!c.qkv_bias || !c.o_bias || !c.mlp_bias)
-    refuse("qkv_bias / o_bias / mlp_bias not all true", "has biases on every projection");
-  if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
-    refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
-  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
-  if (c.effective_head_dim() * c.n_heads != c.d_model)
-    refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of d_model / n_heads");
-  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
-    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")", "has full causal attention");
-  if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
-      c.final_logit_softcap > 0)
-    refuse("q/k norms, sandwich norms, scaled embeddings or soft-capping", "has none of them");
-  HfConfig h = sized_config(c, kGpt2Arch, torch_dtype);
-  h.qkv_bias = true;
-  h.activation = c.activation;
-  return h;
+/// Refuses exporting `c` as `arch`: "dense model: <what>: <arch> <why> (export as <the
+/// default architecture>)".
+[[noreturn]] void refuse_export(const baselines::DenseConfig& c, const char* arch, const std::string& what,
+                                const std::string& why) {
+  const std::string def = default_architecture(c);
+  throw InputError("dense model: " + what + ": " + std::string(arch) + " " + why +
+                   (def != arch ? " (export as " + def + ")" : std::string()));
 }
 
-/// GPTNeoXForCausalLM's config of a dense model of GPT-NeoX's layout (InputError naming
-/// what differs otherwise): LayerNorms, RoPE (partial or not), an ungated GELU MLP with
-/// biases, q/k/v and o_proj biases both or neither, multi-head full attention,
-/// head_dim = d_model / n_heads; parallel or sequential blocks.
-HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
-  auto refuse = [&](const std::string& what, const std::string& why) {
-    const std::string def = default_architecture(c);
-    throw InputError("dense model: " + what + ": " + std::string(kGptNeoXArch) + " " + why +
-                     (def != kGptNeoXArch ? " (export as " + def + ")" : std::string()));
-  };
+/// What every GPT-family architecture (GPT-2, GPT-NeoX, Phi) has: LayerNorms, an ungated
+/// MLP with biases and the exact or tanh GELU, heads of d_model / n_heads, full causal
+/// attention, none of the Gemma / OLMo / Qwen3 extras. InputError naming the field otherwise.
+void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
-  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
   if (c.mlp != "plain" || !c.mlp_bias) refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has an ungated MLP with biases");
-  if (c.shared_input_norm) refuse("shared_input_norm true", "has its own FFN input norm (post_attention_layernorm)");
-  if (c.lm_head_bias) refuse("lm_head_bias true", "has no embed_out bias");
-  if (c.qkv_bias != c.o_bias)
-    refuse(std::string("qkv_bias ") + (c.qkv_bias ? "true" : "false") + " with o_bias " + (c.o_bias ? "true" : "false"),
-           "has biases on query_key_value and dense together (attention_bias) or on neither");
   if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
     refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
-  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
   if (c.effective_head_dim() * c.n_heads != c.d_model)
     refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
   if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
@@ -252,7 +217,12 @@ HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::
   if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
       c.final_logit_softcap > 0 || c.rope_local_theta > 0 || c.rope_scaling.type == "longrope")
     refuse("q/k norms, sandwich norms, scaled embeddings, soft-capping, a local RoPE or longrope", "has none of them");
-  HfConfig h = sized_config(c, kGptNeoXArch, torch_dtype);
+}
+
+/// The config of a GPT-family architecture for `c` (check_gpt_family_layout passed): sizes,
+/// the GELU, RoPE (GPT-NeoX, Phi) and the parallel blocks.
+HfConfig gpt_family_config(const baselines::DenseConfig& c, const char* arch, const std::string& torch_dtype) {
+  HfConfig h = sized_config(c, arch, torch_dtype);
   h.qkv_bias = c.qkv_bias;
   h.activation = c.activation;
   h.parallel_residual = c.parallel_residual;
@@ -262,40 +232,50 @@ HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::
   return h;
 }
 
-/// PhiForCausalLM's config of a dense model of Phi's layout (InputError naming what
-/// differs otherwise): GPT-NeoX's blocks with a shared input norm, biases on every
-/// projection and on lm_head, untied; grouped-query attention allowed.
-HfConfig phi_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
-  auto refuse = [&](const std::string& what, const std::string& why) {
-    const std::string def = default_architecture(c);
-    throw InputError("dense model: " + what + ": " + std::string(kPhiArch) + " " + why +
-                     (def != kPhiArch ? " (export as " + def + ")" : std::string()));
-  };
-  if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
+/// GPT2LMHeadModel's config of a dense model of GPT-2's layout (InputError naming what
+/// differs otherwise): check_gpt_family_layout's, learned positions, sequential blocks,
+/// biases on every projection, multi-head attention, no lm_head bias.
+HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kGpt2Arch, what, why); };
+  check_gpt_family_layout(c, kGpt2Arch);
+  if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
+  if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
+  if (!c.qkv_bias || !c.o_bias) refuse("qkv_bias / o_bias not both true", "has biases on every projection");
+  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  return gpt_family_config(c, kGpt2Arch, torch_dtype);
+}
+
+/// GPTNeoXForCausalLM's config of a dense model of GPT-NeoX's layout (InputError naming
+/// what differs otherwise): check_gpt_family_layout's, RoPE (partial or not), q/k/v and
+/// o_proj biases both or neither, multi-head attention, parallel or sequential blocks
+/// with their own FFN norm, no lm_head bias.
+HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kGptNeoXArch, what, why); };
+  check_gpt_family_layout(c, kGptNeoXArch);
   if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
-  if (c.mlp != "plain") refuse("mlp \"" + c.mlp + "\"", "has an ungated MLP (fc1, fc2)");
+  if (c.shared_input_norm) refuse("shared_input_norm true", "has its own FFN input norm (post_attention_layernorm)");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no embed_out bias");
+  if (c.qkv_bias != c.o_bias)
+    refuse(std::string("qkv_bias ") + (c.qkv_bias ? "true" : "false") + " with o_bias " + (c.o_bias ? "true" : "false"),
+           "has biases on query_key_value and dense together (attention_bias) or on neither");
+  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  return gpt_family_config(c, kGptNeoXArch, torch_dtype);
+}
+
+/// PhiForCausalLM's config of a dense model of Phi's layout (InputError naming what
+/// differs otherwise): check_gpt_family_layout's, RoPE, parallel blocks with one input
+/// norm, biases on every projection and on lm_head, untied; grouped-query attention allowed.
+HfConfig phi_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kPhiArch, what, why); };
+  check_gpt_family_layout(c, kPhiArch);
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
   if (!c.parallel_residual || !c.shared_input_norm)
     refuse("parallel_residual / shared_input_norm not both true", "has parallel blocks with one input_layernorm");
-  if (!c.qkv_bias || !c.o_bias || !c.mlp_bias || !c.lm_head_bias || c.tie_word_embeddings)
-    refuse("qkv_bias / o_bias / mlp_bias / lm_head_bias not all true, or tied embeddings",
+  if (!c.qkv_bias || !c.o_bias || !c.lm_head_bias || c.tie_word_embeddings)
+    refuse("qkv_bias / o_bias / lm_head_bias not all true, or tied embeddings",
            "has biases on every projection and an untied lm_head with a bias");
-  if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
-    refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
-  if (c.effective_head_dim() * c.n_heads != c.d_model)
-    refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
-  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
-    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")", "has full causal attention");
-  if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
-      c.final_logit_softcap > 0 || c.rope_local_theta > 0 || c.rope_scaling.type == "longrope")
-    refuse("q/k norms, sandwich norms, scaled embeddings, soft-capping, a local RoPE or longrope", "has none of them");
-  HfConfig h = sized_config(c, kPhiArch, torch_dtype);
-  h.qkv_bias = true;
-  h.activation = c.activation;
-  h.parallel_residual = true;
-  h.rope_theta = c.rope_theta;
-  h.rope_scaling = c.rope_scaling;
-  h.partial_rotary_factor = c.partial_rotary_factor;
-  return h;
+  return gpt_family_config(c, kPhiArch, torch_dtype);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "baselines/dense_model.h"
 #include "core/tensor_io.h"
+#include "hf/hf_export.h"
 #include "hf/hf_model.h"
 #include "inference/dense_session.h"
 #include "tokenizers/byte_tokenizer.h"
@@ -281,6 +282,28 @@ inline baselines::DenseModel expect_folder_matches_reference(const std::string& 
     EXPECT_LT((got.to(torch::kFloat64) - ref).abs().max().item<double>(), 1e-9) << (kernels ? "kernels" : "tensors");
   }
   return m64;
+}
+
+/// `lol export --hf` of `m` (loaded from a folder of config `source_config` and stored
+/// tensors `stored`, as read back) to `out` as its default architecture, which must be
+/// `arch`: the written config.json has `source_config`'s values of `keys`, and the written
+/// tensors are `stored`'s, the same names and values bit for bit.
+inline void expect_export_writes_source_back(baselines::DenseModel& m, const std::string& arch, const std::string& out,
+                                             const nlohmann::json& source_config, const std::vector<std::string>& keys,
+                                             const NamedTensors& stored) {
+  ExportOptions eo;
+  eo.architecture = default_architecture(m->config());
+  EXPECT_EQ(eo.architecture, arch);
+  export_hf(*m, nullptr, out, eo);
+  const auto written = nlohmann::json::parse(read_text(out + "/config.json"));
+  for (const auto& key : keys) EXPECT_EQ(written.at(key), source_config.at(key)) << key;
+  std::map<std::string, torch::Tensor> source(stored.begin(), stored.end());
+  const auto exported = load_tensors(out + "/model.safetensors");
+  EXPECT_EQ(exported.size(), source.size());
+  for (const auto& [name, t] : exported) {
+    ASSERT_TRUE(source.count(name)) << name;
+    EXPECT_EQ((t.to(torch::kFloat64) - source.at(name)).abs().max().item<double>(), 0.0) << name;
+  }
 }
 
 }  // namespace lol::hf::test

@@ -235,23 +235,12 @@ TEST(HfGpt2, ExportWritesTheSourceFolderBack) {
     const auto weights = gpt2_weights(s, 9);
     write_hf_weights(dir.path(), weights, torch::kFloat32);
     auto m = load_hf_model(dir.path());
-    ExportOptions eo;
-    eo.architecture = default_architecture(m->config());
-    EXPECT_EQ(eo.architecture, kGpt2Arch);
     const std::string out = dir.path() + "/exported";
-    export_hf(*m, nullptr, out, eo);
-    const auto written = nlohmann::json::parse(read_text(out + "/config.json"));
-    for (const char* key : {"vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "n_inner", "activation_function",
-                            "layer_norm_epsilon", "tie_word_embeddings"})
-      EXPECT_EQ(written.at(key), cfg.at(key)) << key;
     const auto stored = rounded(weights, torch::kFloat32);
-    std::map<std::string, torch::Tensor> source(stored.begin(), stored.end());
-    const auto exported = load_tensors(out + "/model.safetensors");
-    EXPECT_EQ(exported.size(), source.size());
-    for (const auto& [name, t] : exported) {
-      ASSERT_TRUE(source.count(name)) << name;
-      EXPECT_EQ((t.to(torch::kFloat64) - source.at(name)).abs().max().item<double>(), 0.0) << name;
-    }
+    expect_export_writes_source_back(m, kGpt2Arch, out, cfg,
+                                     {"vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "n_inner",
+                                      "activation_function", "layer_norm_epsilon", "tie_word_embeddings"},
+                                     stored);
     const auto tokens = some_tokens(29, s.vocab);
     Gpt2Shape read_back = s;
     read_back.prefix = true;

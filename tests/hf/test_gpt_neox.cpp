@@ -296,24 +296,14 @@ TEST(HfGptNeox, FoldersRefusedByNameAndExportedBack) {
     const auto ew = neox_weights(e, 9);
     write_hf_weights(src.path(), ew, torch::kFloat32);
     auto loaded = load_hf_model(src.path());
-    ExportOptions eo;
-    eo.architecture = default_architecture(loaded->config());
-    EXPECT_EQ(eo.architecture, kGptNeoXArch);
     const std::string out = src.path() + "/exported";
-    export_hf(*loaded, nullptr, out, eo);
-    const auto written = nlohmann::json::parse(read_text(out + "/config.json"));
-    for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                            "max_position_embeddings", "rotary_pct", "rotary_emb_base", "layer_norm_eps", "hidden_act",
-                            "use_parallel_residual", "attention_bias", "tie_word_embeddings"})
-      EXPECT_EQ(written.at(key), e.config().at(key)) << key;
     const auto stored = rounded(ew, torch::kFloat32);
-    std::map<std::string, torch::Tensor> source(stored.begin(), stored.end());
-    const auto exported = load_tensors(out + "/model.safetensors");
-    EXPECT_EQ(exported.size(), source.size());
-    for (const auto& [name, t] : exported) {
-      ASSERT_TRUE(source.count(name)) << name;
-      EXPECT_EQ((t.to(torch::kFloat64) - source.at(name)).abs().max().item<double>(), 0.0) << name;
-    }
+    expect_export_writes_source_back(
+        loaded, kGptNeoXArch, out, e.config(),
+        {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+         "max_position_embeddings", "rotary_pct", "rotary_emb_base", "layer_norm_eps", "hidden_act",
+         "use_parallel_residual", "attention_bias", "tie_word_embeddings"},
+        stored);
     const auto tokens = some_tokens(29, e.vocab);
     expect_folder_matches_reference(out, tokens, neox_reference(e, stored, tokens));
   }

@@ -221,24 +221,14 @@ TEST(HfPhi, FoldersRefusedByNameAndExportedBack) {
   expect_input_error([&] { from_dense_config(m->config(), kGptNeoXArch, "float32"); },
                      {"GPTNeoXForCausalLM", "export as PhiForCausalLM"});
   expect_input_error([&] { from_dense_config(m->config(), kLlamaArch, "float32"); }, {"Phi's layout", "--arch phi"});
-  ExportOptions eo;
-  eo.architecture = default_architecture(m->config());
-  EXPECT_EQ(eo.architecture, kPhiArch);
   const std::string out = dir.path() + "/exported";
-  export_hf(*m, nullptr, out, eo);
-  const auto written = nlohmann::json::parse(read_text(out + "/config.json"));
-  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-                          "intermediate_size", "max_position_embeddings", "partial_rotary_factor", "rope_theta",
-                          "layer_norm_eps", "hidden_act", "tie_word_embeddings"})
-    EXPECT_EQ(written.at(key), s.config().at(key)) << key;
   const auto stored = rounded(weights, torch::kFloat32);
-  std::map<std::string, torch::Tensor> source(stored.begin(), stored.end());
-  const auto exported = load_tensors(out + "/model.safetensors");
-  EXPECT_EQ(exported.size(), source.size());
-  for (const auto& [name, t] : exported) {
-    ASSERT_TRUE(source.count(name)) << name;
-    EXPECT_EQ((t.to(torch::kFloat64) - source.at(name)).abs().max().item<double>(), 0.0) << name;
-  }
+  expect_export_writes_source_back(m, kPhiArch, out, s.config(),
+                                   {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                    "num_key_value_heads", "intermediate_size", "max_position_embeddings",
+                                    "partial_rotary_factor", "rope_theta", "layer_norm_eps", "hidden_act",
+                                    "tie_word_embeddings"},
+                                   stored);
   const auto tokens = some_tokens(29, s.vocab);
   expect_folder_matches_reference(out, tokens, phi_reference(s, stored, tokens));
 }
