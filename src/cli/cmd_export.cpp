@@ -186,8 +186,9 @@ void register_export(CLI::App& app) {
                  "(Olmo2ForCausalLM / Olmo3ForCausalLM: a model of OLMo's layout) | gemma | gemma2 | gemma3 "
                  "(GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM: scaled embeddings) | gpt2 "
                  "(GPT2LMHeadModel: LayerNorms, learned positions) | gpt_neox (GPTNeoXForCausalLM: LayerNorms, RoPE, "
-                 "parallel blocks) | phi (PhiForCausalLM: parallel blocks with one LayerNorm, lm_head bias) "
-                 "(default: gpt2 for GPT-2's layout, gpt_neox for GPT-NeoX's, phi for Phi's, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, qwen3 "
+                 "parallel blocks) | phi (PhiForCausalLM: parallel blocks with one LayerNorm, lm_head bias) | stablelm "
+                 "(StableLmForCausalLM: LayerNorms, gated MLP, partial rotary) "
+                 "(default: gpt2 for GPT-2's layout, gpt_neox for GPT-NeoX's, phi for Phi's, stablelm for StableLM's, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, qwen3 "
                  "for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");

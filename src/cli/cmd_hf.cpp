@@ -116,6 +116,10 @@ std::string block_text(const hf::HfConfig& c) {
   if (c.is_gpt2())
     return "pre-norm LayerNorms (weight and bias), MLP " + c.activation +
            " (not gated), biases on every projection, Conv1D weights stored [in, out]";
+  if (c.is_stablelm())
+    return std::string(c.parallel_residual ? "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm)"
+                                           : "sequential pre-norm") +
+           " LayerNorms (weight and bias), MLP gate " + c.activation + (c.qkv_bias ? ", q/k/v biases" : "");
   if (c.is_phi())
     return "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm) LayerNorms (weight and bias), MLP " +
            c.activation + " (not gated, biases), biases on q/k/v_proj and dense, lm_head with a bias";
@@ -143,7 +147,7 @@ void run_info(const std::string& dir, bool check) {
   std::cout << "folder        " << dir << "\n"
             << "architecture  " << c.architecture
             << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
-            << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() ? "" : c.qkv_bias ? " (q/k/v biases)" : "")
+            << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() || c.is_stablelm() ? "" : c.qkv_bias ? " (q/k/v biases)" : "")
             << (c.qk_norm ? (c.qk_norm_across_heads ? " (q/k norms across heads)" : " (q/k norms)") : "") << "\n"
             << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
@@ -156,7 +160,7 @@ void run_info(const std::string& dir, bool check) {
   if (c.is_gpt2())
     std::cout << " (learned position embeddings, no RoPE), layer_norm_epsilon " << c.rms_norm_eps << "\n";
   else
-    std::cout << ", rope_theta " << c.rope_theta << (c.is_gpt_neox() || c.is_phi() ? ", layer_norm_eps " : ", rms_norm_eps ")
+    std::cout << ", rope_theta " << c.rope_theta << (c.is_gpt_neox() || c.is_phi() || c.is_stablelm() ? ", layer_norm_eps " : ", rms_norm_eps ")
               << c.rms_norm_eps << "\n";
   std::cout
             << (c.is_gpt2() ? std::string() : "rope scaling  " + c.rope_scaling.describe() + "\n")
@@ -482,7 +486,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-NeoX, Phi-1/1.5/2 (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

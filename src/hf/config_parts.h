@@ -1,6 +1,6 @@
 // Pieces of HfConfig::from_json (hf_config.h) shared by its files: the error helpers
-// and the parsers of the GPT family's config.json files, whose keys are not Llama's
-// (hf_config_gpt.cpp). LibTorch-free.
+// and the parsers of the config.json files of the LayerNorm architectures (GPT-2,
+// GPT-NeoX, Phi, StableLM), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
 #pragma once
 #include <string>
 
@@ -47,5 +47,7 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where);
 HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where);
 /// PhiForCausalLM's config.json (PhiConfig's keys and defaults): see kPhiArch.
 HfConfig phi_config(const nlohmann::json& j, const std::string& where);
+/// StableLmForCausalLM's config.json (StableLmConfig's keys and defaults): see kStableLmArch.
+HfConfig stablelm_config(const nlohmann::json& j, const std::string& where);
 
 }  // namespace lol::hf::config_parts

@@ -49,23 +49,33 @@ nlohmann::json gemma3_text_config(const nlohmann::json& j, const std::string& wh
 
 }  // namespace
 
+namespace {
+
+/// The command-line names of the architectures (--arch), in the order help texts list them.
+const std::vector<std::pair<std::string, const char*>>& architecture_names() {
+  static const std::vector<std::pair<std::string, const char*>> names = {
+      {"qwen2", kQwen2Arch},   {"qwen3", kQwen3Arch},     {"llama", kLlamaArch},   {"mistral", kMistralArch},
+      {"phi3", kPhi3Arch},     {"olmo2", kOlmo2Arch},     {"olmo3", kOlmo3Arch},   {"gemma", kGemmaArch},
+      {"gemma2", kGemma2Arch}, {"gemma3", kGemma3Arch},   {"gpt2", kGpt2Arch},     {"gpt_neox", kGptNeoXArch},
+      {"phi", kPhiArch},       {"stablelm", kStableLmArch}};
+  return names;
+}
+
+}  // namespace
+
 std::string architecture_from_name(const std::string& name, const std::string& flag) {
-  if (name == "qwen2") return kQwen2Arch;
-  if (name == "qwen3") return kQwen3Arch;
-  if (name == "llama") return kLlamaArch;
-  if (name == "mistral") return kMistralArch;
-  if (name == "phi3") return kPhi3Arch;
-  if (name == "olmo2") return kOlmo2Arch;
-  if (name == "olmo3") return kOlmo3Arch;
-  if (name == "gemma") return kGemmaArch;
-  if (name == "gemma2") return kGemma2Arch;
-  if (name == "gemma3") return kGemma3Arch;
-  if (name == "gpt2") return kGpt2Arch;
-  if (name == "gpt_neox") return kGptNeoXArch;
-  if (name == "phi") return kPhiArch;
-  throw InputError(flag + " \"" + name +
-                   "\": expected qwen2, qwen3, llama, mistral, phi3, olmo2, olmo3, gemma, gemma2, gemma3, gpt2, "
-                   "gpt_neox or phi");
+  std::string list;
+  for (const auto& [cli, arch] : architecture_names()) {
+    if (cli == name) return arch;
+    list += (list.empty() ? "" : cli == architecture_names().back().first ? " or " : ", ") + cli;
+  }
+  throw InputError(flag + " \"" + name + "\": expected " + list);
+}
+
+std::string cli_architecture_name(const std::string& architecture) {
+  for (const auto& [cli, arch] : architecture_names())
+    if (architecture == arch) return cli;
+  return architecture;
 }
 
 std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
@@ -105,6 +115,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     return gpt_neox_config(j, where);
   if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kPhiArch}))
     return phi_config(j, where);
+  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kStableLmArch}))
+    return stablelm_config(j, where);
   util::JsonFields f(j, where);
   HfConfig c;
   std::vector<std::string> archs;
@@ -112,7 +124,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
                             kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" +
                             kGemma3Arch + "\", \"" + kGemma3VisionArch + "\", \"" + kOlmo2Arch + "\", \"" + kOlmo3Arch + "\", \"" +
-                            kGpt2Arch + "\", \"" + kGptNeoXArch + "\" or \"" + kPhiArch + "\"";
+                            kGpt2Arch + "\", \"" + kGptNeoXArch + "\", \"" + kPhiArch + "\" or \"" + kStableLmArch + "\"";
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
@@ -597,7 +609,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["use_cache"] = true;
     return finish(j);
   }
-  if (is_gpt_neox() || is_phi()) {  // GPTNeoXConfig's / PhiConfig's keys (transformers 4.x)
+  if (is_gpt_neox() || is_phi() || is_stablelm()) {  // GPTNeoXConfig's / PhiConfig's / StableLmConfig's keys (4.x)
     j["architectures"] = {architecture};
     j["model_type"] = model_type();
     j["vocab_size"] = vocab_size;
@@ -605,17 +617,18 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["intermediate_size"] = intermediate_size;
     j["num_hidden_layers"] = num_hidden_layers;
     j["num_attention_heads"] = num_attention_heads;
-    if (is_phi()) j["num_key_value_heads"] = num_key_value_heads;
+    if (!is_gpt_neox()) j["num_key_value_heads"] = num_key_value_heads;
     j["max_position_embeddings"] = max_position_embeddings;
-    j[is_phi() ? "partial_rotary_factor" : "rotary_pct"] = partial_rotary_factor;
-    j[is_phi() ? "rope_theta" : "rotary_emb_base"] = rope_theta;
+    j[is_gpt_neox() ? "rotary_pct" : "partial_rotary_factor"] = partial_rotary_factor;
+    j[is_gpt_neox() ? "rotary_emb_base" : "rope_theta"] = rope_theta;
     j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
                                                   : rope_scaling.to_json(max_position_embeddings);
     j["layer_norm_eps"] = rms_norm_eps;
-    j["hidden_act"] = activation == "gelu" ? "gelu" : "gelu_new";
-    if (is_gpt_neox()) {
+    j["hidden_act"] = activation == "gelu_pytorch_tanh" ? "gelu_new" : activation;
+    if (is_gpt_neox() || is_stablelm()) {
       j["use_parallel_residual"] = parallel_residual;
-      j["attention_bias"] = qkv_bias;
+      j[is_gpt_neox() ? "attention_bias" : "use_qkv_bias"] = qkv_bias;
+      if (is_stablelm()) j["qk_layernorm"] = false;
       j["attention_dropout"] = j["hidden_dropout"] = 0.0;
     } else {
       j["qk_layernorm"] = false;

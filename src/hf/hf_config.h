@@ -98,6 +98,13 @@ inline constexpr const char* kGptNeoXArch = "GPTNeoXForCausalLM";
 /// (partial_rotary_factor, default 0.5; Phi-2: 0.4), an ungated MLP fc1 / fc2 with biases,
 /// final_layernorm, and an untied lm_head with a bias.
 inline constexpr const char* kPhiArch = "PhiForCausalLM";
+/// StableLM (stablelm-2-1_6b / -12b, stablelm-3b-4e1t, stablelm-zephyr; model_type
+/// "stablelm"): Llama's names, grouped-query attention and gated MLP (hidden_act, default
+/// SiLU) with LayerNorms (weight and bias), q/k/v biases with use_qkv_bias, no o_proj or
+/// MLP biases, partial rotary (partial_rotary_factor, default 0.25), and with
+/// use_parallel_residual Phi's parallel blocks (one input_layernorm, no
+/// post_attention_layernorm).
+inline constexpr const char* kStableLmArch = "StableLmForCausalLM";
 
 struct HfConfig {
   std::string architecture = kQwen2Arch;  ///< one of the k...Arch names above
@@ -171,8 +178,9 @@ struct HfConfig {
   bool is_olmo3() const { return architecture == kOlmo3Arch; }
   bool is_gpt_neox() const { return architecture == kGptNeoXArch; }
   bool is_phi() const { return architecture == kPhiArch; }
+  bool is_stablelm() const { return architecture == kStableLmArch; }
   /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
-  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt2", "gpt_neox" or "phi".
+  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt2", "gpt_neox", "phi" or "stablelm".
   std::string model_type() const {
     return is_qwen2()   ? "qwen2"
            : is_qwen3() ? "qwen3"
@@ -186,6 +194,7 @@ struct HfConfig {
            : is_gpt2()  ? "gpt2"
            : is_gpt_neox() ? "gpt_neox"
            : is_phi()   ? "phi"
+           : is_stablelm() ? "stablelm"
                         : "llama";
   }
 
@@ -209,9 +218,13 @@ struct HfConfig {
 /// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
 /// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch,
 /// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch, "gemma" / "gemma2" / "gemma3" -> the
-/// Gemma classes, "gpt2" -> kGpt2Arch, "gpt_neox" -> kGptNeoXArch, "phi" -> kPhiArch.
-/// Throws InputError("<flag> \"<name>\": expected qwen2, ..., gpt_neox or phi") otherwise.
+/// Gemma classes, "gpt2" -> kGpt2Arch, "gpt_neox" -> kGptNeoXArch, "phi" -> kPhiArch,
+/// "stablelm" -> kStableLmArch. Throws InputError("<flag> \"<name>\": expected qwen2,
+/// ..., phi or stablelm") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
+/// The command-line name of an architecture class (architecture_from_name's inverse:
+/// kGptNeoXArch -> "gpt_neox"); an unknown class comes back as it is.
+std::string cli_architecture_name(const std::string& architecture);
 
 /// config.json's "pad_token_id" when it is one id >= 0, else empty: kept for export only,
 /// so any other value (older Llama conversions write -1) is dropped rather than refused.

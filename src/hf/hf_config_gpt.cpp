@@ -1,10 +1,12 @@
-// The GPT family's config.json files (config_parts.h): GPT2Config's and GPTNeoXConfig's
-// keys, defaults and refusals, read into the HfConfig the rest of the loader uses.
+// The config.json files of the LayerNorm architectures (config_parts.h): GPT2Config's,
+// GPTNeoXConfig's, PhiConfig's and StableLmConfig's keys, defaults and refusals, read into
+// the HfConfig the rest of the loader uses.
 #include <cmath>
 #include <optional>
 #include <tuple>
 
 #include "hf/config_parts.h"
+#include "nn/activation.h"
 #include "nn/rope_scaling.h"
 
 namespace lol::hf::config_parts {
@@ -87,6 +89,23 @@ void read_llama_sizes(util::JsonFields& f, const std::string& where, HfConfig& c
                         {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
                         {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
   multi_head(c, where, "hidden_size", "num_attention_heads");
+}
+
+/// num_key_value_heads into c (read_llama_sizes set it to the query heads): a divisor of
+/// num_attention_heads; null means the query heads when `null_is_heads`, else is refused.
+void read_kv_heads(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c,
+                   bool null_is_heads) {
+  if (!f.has("num_key_value_heads")) return;
+  if (j["num_key_value_heads"].is_null()) {
+    if (null_is_heads) return;
+    throw InputError(where + ": " + field("num_key_value_heads") + " = null: expected a divisor of num_attention_heads = " +
+                     std::to_string(c.num_attention_heads) + " (transformers fails on null here)");
+  }
+  f.get("num_key_value_heads", c.num_key_value_heads);
+  util::check_range(where, "num_key_value_heads", c.num_key_value_heads, 1, c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw InputError(where + ": " + field("num_key_value_heads") + " = " + std::to_string(c.num_key_value_heads) +
+                     ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
 }
 
 /// RoPE settings of the GPT family into c: the base from the top-level `theta_keys` (default
@@ -222,14 +241,7 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
   check_model_type(f, where, "phi", kPhiArch, "phi-msft",
                    " (a phi-msft folder predates transformers' Phi: its tensor names are not read here)");
   read_llama_sizes(f, where, c);
-  // num_key_value_heads: null or absent = the query heads (PhiConfig).
-  if (f.has("num_key_value_heads") && !j["num_key_value_heads"].is_null()) {
-    f.get("num_key_value_heads", c.num_key_value_heads);
-    util::check_range(where, "num_key_value_heads", c.num_key_value_heads, 1, c.num_attention_heads);
-    if (c.num_attention_heads % c.num_key_value_heads != 0)
-      throw InputError(where + ": " + field("num_key_value_heads") + " = " + std::to_string(c.num_key_value_heads) +
-                       ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
-  }
+  read_kv_heads(f, j, where, c, true);  // (PhiConfig: null or absent = the query heads)
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
   c.activation = gelu_activation(f, where, "hidden_act", "gelu_new");
   read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 0.5, "PhiConfig's default");
@@ -246,6 +258,39 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
   c.qkv_bias = true;  // q/k/v_proj, dense, fc1, fc2 and lm_head all have biases
   c.parallel_residual = true;
   read_tail(f, j, where, c, 1, 2);  // (PhiConfig's defaults)
+  return c;
+}
+
+HfConfig stablelm_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kStableLmArch;
+  check_model_type(f, where, "stablelm", kStableLmArch, "stablelm_epoch",
+                   " (a stablelm_epoch folder needs its own remote code: not read here)");
+  read_llama_sizes(f, where, c);
+  if (!f.has("num_key_value_heads")) c.num_key_value_heads = 32;  // StableLmConfig's default
+  read_kv_heads(f, j, where, c, false);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw InputError(where + ": " + field("num_key_value_heads") +
+                     " is missing, and StableLmConfig's default is 32: expected a divisor of num_attention_heads = " +
+                     std::to_string(c.num_attention_heads));
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
+  c.activation = "silu";  // the gate's ACT2FN name
+  f.get("hidden_act", c.activation);
+  c.activation = nn::activation_name(nn::activation_from_name(c.activation, where + ": " + field("hidden_act")));
+  read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 0.25, "StableLmConfig's default");
+  bool qk_layernorm = false;
+  f.get("qk_layernorm", qk_layernorm);
+  if (qk_layernorm)
+    unsupported(where, "qk_layernorm", "true", "the per-head LayerNorms of stablelm-2-12b's queries and keys are not "
+                                               "implemented");
+  c.qkv_bias = false;  // use_qkv_bias: q/k/v_proj biases (stablelm-2-1_6b: true); o_proj and the MLP never have any
+  f.get("use_qkv_bias", c.qkv_bias);
+  c.parallel_residual = false;
+  f.get("use_parallel_residual", c.parallel_residual);
+  c.tie_word_embeddings = false;  // StableLmConfig's default
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_tail(f, j, where, c, 0, 0);  // (StableLmConfig's defaults)
   return c;
 }
 

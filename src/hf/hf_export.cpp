@@ -1,6 +1,8 @@
 #include "hf/hf_export.h"
 
 #include <filesystem>
+#include <functional>
+#include <set>
 
 #include "core/tensor_io.h"
 #include "hf/hf_files.h"
@@ -92,12 +94,14 @@ NamedTensors gpt_neox_tensors(std::map<std::string, torch::Tensor>& params, cons
   return out;
 }
 
-/// PhiForCausalLM's tensors of a Phi-layout dense model: every parameter under its Phi
-/// name (hf::phi_stored_name), in the dense model's order.
-NamedTensors phi_tensors(std::map<std::string, torch::Tensor>& params, baselines::DenseModelImpl& m, c10::ScalarType dtype) {
+/// Every parameter of `m` under its stored name `rename(name)`, in the dense model's order:
+/// PhiForCausalLM's tensors (hf::phi_stored_name) and StableLmForCausalLM's (the dense
+/// model's own names, its LayerNorm biases included).
+NamedTensors renamed_tensors(std::map<std::string, torch::Tensor>& params, baselines::DenseModelImpl& m,
+                             c10::ScalarType dtype, const std::function<std::string(const std::string&)>& rename) {
   NamedTensors out;
   for (auto& p : m.named_parameters())
-    out.emplace_back(phi_stored_name(p.key()), take_parameter(params, p.key()).to(dtype).contiguous());
+    out.emplace_back(rename(p.key()), take_parameter(params, p.key()).to(dtype).contiguous());
   return out;
 }
 
@@ -122,7 +126,25 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   };
   if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
   if (h.is_gpt_neox()) return gpt_neox_tensors(params, h, dtype);
-  if (h.is_phi()) return phi_tensors(params, m, dtype);
+  if (h.is_phi()) {
+    // Phi has biases on every projection and on lm_head: zeros where the model has none
+    // (the same function), so that a model trained without them exports too.
+    auto out = renamed_tensors(params, m, dtype, phi_stored_name);
+    std::set<std::string> stored;
+    for (const auto& [name, t] : out) stored.insert(name);
+    const size_t n = out.size();
+    for (size_t i = 0; i < n; ++i) {
+      const std::string name = out[i].first;  // (a copy: out grows below)
+      const bool projection = name == "lm_head.weight" || ends_with(name, "_proj.weight") ||
+                              ends_with(name, "self_attn.dense.weight") || ends_with(name, "mlp.fc1.weight") ||
+                              ends_with(name, "mlp.fc2.weight");
+      const std::string bias = name.substr(0, name.size() - 6) + "bias";
+      if (projection && !stored.count(bias))
+        out.emplace_back(bias, torch::zeros({out[i].second.size(0)}, torch::TensorOptions().dtype(dtype)));
+    }
+    return out;
+  }
+  if (h.is_stablelm()) return renamed_tensors(params, m, dtype, [](const std::string& n) { return n; });
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

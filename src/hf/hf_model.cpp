@@ -94,6 +94,10 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.o_bias = h.qkv_bias;  // attention_bias: query_key_value and dense alike
     c.parallel_residual = h.parallel_residual;
   }
+  if (h.is_stablelm()) {  // Llama's blocks with LayerNorms, partial rotary, Phi's parallel blocks
+    c.norm = "layernorm";
+    c.parallel_residual = c.shared_input_norm = h.parallel_residual;
+  }
   if (h.is_phi()) {  // GPT-NeoX's blocks with one shared input norm, and lm_head's bias
     c.norm = "layernorm";
     c.mlp = "plain";
@@ -114,7 +118,11 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
-  if (c.gpt2_blocks()) return c.learned_positions() ? kGpt2Arch : c.shared_input_norm || c.lm_head_bias ? kPhiArch : kGptNeoXArch;
+  if (c.gpt2_blocks())
+    return c.learned_positions()                    ? kGpt2Arch
+           : c.mlp == "gated"                       ? kStableLmArch
+           : c.shared_input_norm || c.lm_head_bias ? kPhiArch
+                                                    : kGptNeoXArch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
@@ -201,14 +209,20 @@ HfConfig sized_config(const baselines::DenseConfig& c, const std::string& archit
                    (def != arch ? " (export as " + def + ")" : std::string()));
 }
 
-/// What every GPT-family architecture (GPT-2, GPT-NeoX, Phi) has: LayerNorms, an ungated
-/// MLP with biases and the exact or tanh GELU, heads of d_model / n_heads, full causal
-/// attention, none of the Gemma / OLMo / Qwen3 extras. InputError naming the field otherwise.
-void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch) {
+/// What every LayerNorm architecture (GPT-2, GPT-NeoX, Phi, StableLM) has: LayerNorms, heads
+/// of d_model / n_heads, full causal attention, none of the Gemma / OLMo / Qwen3 extras; and
+/// an ungated MLP with biases and the exact or tanh GELU (the GPT family, `gated` false) or
+/// a gated MLP without biases (StableLM, `gated` true); `zero_biases`: the MLP's biases may
+/// be missing (exported as zeros: Phi). InputError naming the field otherwise.
+void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, bool gated = false,
+                             bool zero_biases = false) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
-  if (c.mlp != "plain" || !c.mlp_bias) refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has an ungated MLP with biases");
-  if (c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
+  if (gated && (c.mlp != "gated" || c.mlp_bias))
+    refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has a gated MLP without biases");
+  if (!gated && (c.mlp != "plain" || (!c.mlp_bias && !zero_biases)))
+    refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has an ungated MLP with biases");
+  if (!gated && c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
     refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
   if (c.effective_head_dim() * c.n_heads != c.d_model)
     refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
@@ -265,17 +279,34 @@ HfConfig gpt_neox_from_dense_config(const baselines::DenseConfig& c, const std::
 
 /// PhiForCausalLM's config of a dense model of Phi's layout (InputError naming what
 /// differs otherwise): check_gpt_family_layout's, RoPE, parallel blocks with one input
-/// norm, biases on every projection and on lm_head, untied; grouped-query attention allowed.
+/// norm, untied; grouped-query attention allowed. Phi's biases (every projection and
+/// lm_head) that the model lacks are exported as zeros (hf_export).
 HfConfig phi_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kPhiArch, what, why); };
-  check_gpt_family_layout(c, kPhiArch);
+  check_gpt_family_layout(c, kPhiArch, false, true);
   if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
   if (!c.parallel_residual || !c.shared_input_norm)
     refuse("parallel_residual / shared_input_norm not both true", "has parallel blocks with one input_layernorm");
-  if (!c.qkv_bias || !c.o_bias || !c.lm_head_bias || c.tie_word_embeddings)
-    refuse("qkv_bias / o_bias / lm_head_bias not all true, or tied embeddings",
-           "has biases on every projection and an untied lm_head with a bias");
-  return gpt_family_config(c, kPhiArch, torch_dtype);
+  if (c.tie_word_embeddings) refuse("tie_word_embeddings true", "has an untied lm_head with a bias");
+  HfConfig h = gpt_family_config(c, kPhiArch, torch_dtype);
+  h.qkv_bias = true;  // (zeros where the model has none)
+  return h;
+}
+
+/// StableLmForCausalLM's config of a dense model of StableLM's layout (InputError naming
+/// what differs otherwise): check_gpt_family_layout's with a gated MLP, RoPE, no o_proj or
+/// lm_head bias, sequential blocks or parallel ones with one input norm; grouped-query
+/// attention and tied embeddings allowed.
+HfConfig stablelm_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kStableLmArch, what, why); };
+  check_gpt_family_layout(c, kStableLmArch, true);
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (c.o_bias || c.lm_head_bias) refuse("o_bias / lm_head_bias true", "has no o_proj or lm_head bias");
+  if (c.parallel_residual != c.shared_input_norm)
+    refuse(std::string("parallel_residual ") + (c.parallel_residual ? "true" : "false") + " with shared_input_norm " +
+               (c.shared_input_norm ? "true" : "false"),
+           "has sequential blocks or parallel ones with one input_layernorm");
+  return gpt_family_config(c, kStableLmArch, torch_dtype);
 }
 
 }  // namespace
@@ -285,6 +316,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture == kGpt2Arch) return gpt2_from_dense_config(c, torch_dtype);
   if (architecture == kGptNeoXArch) return gpt_neox_from_dense_config(c, torch_dtype);
   if (architecture == kPhiArch) return phi_from_dense_config(c, torch_dtype);
+  if (architecture == kStableLmArch) return stablelm_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
   if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
       architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
@@ -292,15 +324,16 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
                      "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
                      "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" + kGemma3Arch +
-                     "\", \"" + kGpt2Arch + "\", \"" + kGptNeoXArch + "\" or \"" + kPhiArch + "\"");
+                     "\", \"" + kGpt2Arch + "\", \"" + kGptNeoXArch + "\", \"" + kPhiArch + "\" or \"" +
+                     kStableLmArch + "\"");
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   if (c.gpt2_blocks())
-    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
+    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's / StableLM's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
                      "\", positions \"" + c.positions + "\", parallel_residual " +
                      (c.parallel_residual ? "true" : "false") + "): " + architecture +
                      " has RMSNorms, a gated MLP, RoPE and sequential blocks (export as " + default_architecture(c) +
                      ", --arch " +
-                     (c.learned_positions() ? "gpt2" : default_architecture(c) == kPhiArch ? "phi" : "gpt_neox") + ")");
+                     cli_architecture_name(default_architecture(c)) + ")");
   // OLMo's blocks (no input norms, output norms, q/k norms across heads) exist only in
   // OLMo 2/3, and they have no other blocks.
   const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +

@@ -48,7 +48,7 @@ void require_dense_base(const std::string& dir) {
   if (arch.empty()) return;
   const std::string name = arch == "lol" ? "LoL" : arch == "moe" ? "MoE" : arch;
   throw InputError("LayerRoute needs a dense model (a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / Gemma / "
-                   "OLMo 2 / GPT-2 / GPT-NeoX / Phi folder or a dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name +
+                   "OLMo 2 / GPT-2 / GPT-NeoX / Phi / StableLM folder or a dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name +
                    " checkpoint (" + cfg_path + ": architecture \"" + arch + "\")");
 }
 

@@ -220,7 +220,7 @@ TEST(HfPhi, FoldersRefusedByNameAndExportedBack) {
   auto m = load_hf_model(dir.path());
   expect_input_error([&] { from_dense_config(m->config(), kGptNeoXArch, "float32"); },
                      {"GPTNeoXForCausalLM", "export as PhiForCausalLM"});
-  expect_input_error([&] { from_dense_config(m->config(), kLlamaArch, "float32"); }, {"Phi's layout", "--arch phi"});
+  expect_input_error([&] { from_dense_config(m->config(), kLlamaArch, "float32"); }, {"Phi's", "layout", "--arch phi"});
   const std::string out = dir.path() + "/exported";
   const auto stored = rounded(weights, torch::kFloat32);
   expect_export_writes_source_back(m, kPhiArch, out, s.config(),
@@ -231,6 +231,29 @@ TEST(HfPhi, FoldersRefusedByNameAndExportedBack) {
                                    stored);
   const auto tokens = some_tokens(29, s.vocab);
   expect_folder_matches_reference(out, tokens, phi_reference(s, stored, tokens));
+
+  // A model of Phi's blocks trained without biases exports with zero biases (the same
+  // function); tied embeddings are refused, naming the field.
+  auto bare = m->config();
+  bare.qkv_bias = bare.o_bias = bare.mlp_bias = bare.lm_head_bias = false;
+  auto unbiased = random_dense(bare, 7, torch::kFloat32);
+  const std::string bare_out = dir.path() + "/bare";
+  ExportOptions eo;
+  eo.architecture = default_architecture(bare);
+  EXPECT_EQ(eo.architecture, kPhiArch);
+  export_hf(*unbiased, nullptr, bare_out, eo);
+  const auto written_list = load_tensors(bare_out + "/model.safetensors");
+  const std::map<std::string, torch::Tensor> written(written_list.begin(), written_list.end());
+  ASSERT_TRUE(written.count("lm_head.bias") && written.count("model.layers.2.mlp.fc1.bias"));
+  EXPECT_EQ(written.at("model.layers.2.self_attn.k_proj.bias").size(0), 2 * s.hd());
+  EXPECT_EQ(written.at("lm_head.bias").abs().max().item<double>(), 0.0);
+  auto reloaded = load_hf_model(bare_out, torch::kFloat32);  // (the float32 weights exactly, and zeros)
+  const auto want = full_logits(unbiased, tokens);
+  EXPECT_GT(want.abs().max().item<double>(), 1.0);
+  EXPECT_LT((full_logits(reloaded, tokens) - want).abs().max().item<double>(), 1e-4);
+  auto tied = bare;
+  tied.tie_word_embeddings = true;
+  expect_input_error([&] { from_dense_config(tied, kPhiArch, "float32"); }, {"tie_word_embeddings true", "PhiForCausalLM"});
 }
 
 }  // namespace

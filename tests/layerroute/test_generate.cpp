@@ -403,24 +403,27 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
 
 // GPT-NeoX-layout bases (Pythia: LayerNorms, partial RoPE, an ungated MLP, biases, parallel
 // blocks whose MLP reads the block input; the sequential variant) and Phi's (parallel
-// blocks with one input_layernorm, grouped-query attention, an lm_head bias): the open
+// blocks with one input_layernorm, grouped-query attention, an lm_head bias) and StableLM's
+// (Phi's parallel blocks with a gated MLP and no o_proj / MLP biases): the open
 // gated forward is the base's own (the parallel layout matters: the same weights as
 // sequential blocks compute other logits); cached gated generation picks the full
 // forward's tokens; the merge is a folder of the matching architecture computing the
 // adapted forward.
-TEST(LayerRouteGenerate, GptNeoxAndPhiLayoutBasesRunGenerateAndMerge) {
-  for (const std::string layout : {"neox parallel", "neox sequential", "phi"}) {
+TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
+  for (const std::string layout : {"neox parallel", "neox sequential", "phi", "stablelm"}) {
     SCOPED_TRACE(layout);
-    const bool phi = layout == "phi";
+    const bool phi = layout == "phi", stablelm = layout == "stablelm";
     auto c = test::tiny_config(4);
     c.norm = "layernorm";
-    c.mlp = "plain";
-    c.qkv_bias = c.o_bias = c.mlp_bias = true;
-    if (!phi) c.n_kv_heads = c.n_heads;
-    c.activation = phi ? "gelu_pytorch_tanh" : "gelu";
+    c.mlp = stablelm ? "gated" : "plain";
+    c.qkv_bias = true;
+    c.o_bias = c.mlp_bias = !stablelm;
+    if (!phi && !stablelm) c.n_kv_heads = c.n_heads;
+    c.activation = phi ? "gelu_pytorch_tanh" : stablelm ? "silu" : "gelu";
     c.partial_rotary_factor = 0.5;
     c.parallel_residual = layout != "neox sequential";
-    c.shared_input_norm = c.lm_head_bias = phi;
+    c.shared_input_norm = phi || stablelm;
+    c.lm_head_bias = phi;
     if (phi) c.tie_word_embeddings = false;
     baselines::DenseModel base(c);
     randomize_base(*base, 17, 0.3);
@@ -428,6 +431,7 @@ TEST(LayerRouteGenerate, GptNeoxAndPhiLayoutBasesRunGenerateAndMerge) {
     const auto tokens = torch::tensor(prompt).unsqueeze(0);
     LoraConfig lc;
     lc.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
+    if (stablelm) lc.targets.push_back("gate_proj");
     auto a = adapt_base(base, tokens, 59, lc);
     if (layout == "neox parallel") {
       torch::NoGradGuard ng;
@@ -438,7 +442,7 @@ TEST(LayerRouteGenerate, GptNeoxAndPhiLayoutBasesRunGenerateAndMerge) {
       EXPECT_GT((other->forward(tokens) - a.base_logits).abs().max().item<double>(), 1e-2);
     }
     expect_generation_follows_forward(*a.m, prompt, 3);
-    const std::string arch = phi ? hf::kPhiArch : hf::kGptNeoXArch;
+    const std::string arch = phi ? hf::kPhiArch : stablelm ? hf::kStableLmArch : hf::kGptNeoXArch;
     EXPECT_EQ(hf::default_architecture(c), arch);
     hf::HfConfig read;
     expect_merge_computes_adapted(a, arch, tokens, &read);
