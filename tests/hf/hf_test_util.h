@@ -306,4 +306,53 @@ inline void expect_export_writes_source_back(baselines::DenseModel& m, const std
   }
 }
 
+// ---- float64 pieces of the LayerNorm architectures' references (GPT-NeoX, Phi, StableLM),
+// transcribed from transformers' equations (independent of src/).
+
+/// LayerNorm: (x - mean) / sqrt(var + eps) * w + b, var the biased (1/n) variance.
+inline torch::Tensor reference_layer_norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                                          double eps) {
+  auto mu = x.mean(-1, true);
+  auto var = (x - mu).pow(2).mean(-1, true);
+  return (x - mu) / torch::sqrt(var + eps) * w + b;
+}
+
+/// GELU: exact 0.5 g (1 + erf(g / sqrt 2)), or the tanh form (gelu_new / gelu_pytorch_tanh).
+inline torch::Tensor reference_gelu(const torch::Tensor& g, bool exact) {
+  if (exact) return 0.5 * g * (1.0 + torch::erf(g / std::sqrt(2.0)));
+  return 0.5 * g * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g.pow(3))));
+}
+
+/// Rotate-half RoPE on the leading r of each head's hd dimensions at positions 0..T-1 (the
+/// others pass), inv_freq = 1 / base^(arange(0, r, 2) / r) and the angles in float32 as
+/// transformers computes them (divided by linear_factor when > 0: linear scaling).
+struct ReferenceRope {
+  torch::Tensor cos, sin;  ///< [T, 1, r] float64
+  int64_t hd = 0, r = 0;
+  ReferenceRope(int64_t T, int64_t hd_, int64_t r_, double base, double linear_factor = 0) : hd(hd_), r(r_) {
+    auto inv = 1.0 / torch::pow(torch::tensor(base, torch::kFloat32),
+                                torch::arange(0, r, 2, torch::kInt64).to(torch::kFloat32) / double(r));
+    if (linear_factor > 0) inv = inv / linear_factor;
+    auto ang = torch::outer(torch::arange(T, torch::kInt64).to(torch::kFloat32), inv);
+    cos = torch::cat({ang.cos(), ang.cos()}, -1).to(torch::kFloat64).unsqueeze(1);
+    sin = torch::cat({ang.sin(), ang.sin()}, -1).to(torch::kFloat64).unsqueeze(1);
+  }
+  /// x [T, heads, hd] -> the same, rotated.
+  torch::Tensor operator()(const torch::Tensor& x) const {
+    auto xr = x.narrow(-1, 0, r);
+    auto rot = torch::cat({-xr.narrow(-1, r / 2, r / 2), xr.narrow(-1, 0, r / 2)}, -1);
+    return torch::cat({xr * cos + rot * sin, x.narrow(-1, r, hd - r)}, -1);
+  }
+};
+
+/// Causal softmax attention of q [T, H, hd] over k, v [T, Hkv, hd] (kv head j serves query
+/// heads j G .. j G + G - 1), scores scaled by hd^-1/2 -> [T, H hd].
+inline torch::Tensor reference_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  const int64_t T = q.size(0), H = q.size(1), hd = q.size(2), G = H / k.size(1);
+  auto kk = k.repeat_interleave(G, 1), vv = v.repeat_interleave(G, 1);
+  auto sc = torch::einsum("qhd,khd->hqk", {q, kk}) / std::sqrt(double(hd));
+  sc = sc.masked_fill(~torch::ones({T, T}, torch::kBool).tril(), -std::numeric_limits<double>::infinity());
+  return torch::einsum("hqk,khd->qhd", {torch::softmax(sc, -1), vv}).reshape({T, H * hd});
+}
+
 }  // namespace lol::hf::test

@@ -101,44 +101,26 @@ NamedTensors neox_weights(const NeoxShape& s, uint64_t seed) {
 /// transformers' GPTNeoXForCausalLM forward in float64, from the equations: tokens [T] -> logits [T, vocab].
 torch::Tensor neox_reference(const NeoxShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
-  const int64_t T = int64_t(tokens.size()), d = s.hidden, H = s.heads, hd = s.hd(), r = s.rot();
+  const int64_t T = int64_t(tokens.size()), d = s.hidden, H = s.heads, hd = s.hd();
   auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    auto mu = x.mean(-1, true);
-    auto var = (x - mu).pow(2).mean(-1, true);
-    return (x - mu) / torch::sqrt(var + s.eps) * w.at(n + ".weight") + w.at(n + ".bias");
+    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
   };
   auto lin = [&](const torch::Tensor& x, const std::string& n) {
     auto y = torch::matmul(x, w.at(n + ".weight").t());
     return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
   };
-  auto gelu = [&](const torch::Tensor& g) {
-    if (s.act == "gelu") return 0.5 * g * (1.0 + torch::erf(g / std::sqrt(2.0)));
-    return 0.5 * g * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g.pow(3))));
-  };
-  // inv_freq = 1 / base^(arange(0, r, 2) / r) and the angles in float32, as transformers
-  // (linear scaling: positions / factor).
-  auto inv = 1.0 / torch::pow(torch::tensor(s.base, torch::kFloat32),
-                              torch::arange(0, r, 2, torch::kInt64).to(torch::kFloat32) / double(r));
-  if (s.linear_factor > 0) inv = inv / s.linear_factor;
-  auto ang = torch::outer(torch::arange(T, torch::kInt64).to(torch::kFloat32), inv);
-  auto c = torch::cat({ang.cos(), ang.cos()}, -1).to(torch::kFloat64).unsqueeze(1);
-  auto sn = torch::cat({ang.sin(), ang.sin()}, -1).to(torch::kFloat64).unsqueeze(1);
-  auto rope = [&](const torch::Tensor& x) {  // [T, H, hd]: the leading r dimensions rotate
-    auto xr = x.narrow(-1, 0, r);
-    auto rot = torch::cat({-xr.narrow(-1, r / 2, r / 2), xr.narrow(-1, 0, r / 2)}, -1);
-    return torch::cat({xr * c + rot * sn, x.narrow(-1, r, hd - r)}, -1);
-  };
+  const ReferenceRope rope(T, hd, s.rot(), s.base, s.linear_factor);
   auto x = w.at("gpt_neox.embed_in.weight").index_select(0, torch::tensor(tokens, torch::kInt64));
-  auto mask = torch::ones({T, T}, torch::kBool).tril();
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "gpt_neox.layers." + std::to_string(i) + ".";
+    // query_key_value per head: [T, H, 3 hd] -> q, k, v of each head
     auto qkv = lin(ln(x, p + "input_layernorm"), p + "attention.query_key_value").view({T, H, 3 * hd});
-    auto q = rope(qkv.narrow(-1, 0, hd)), k = rope(qkv.narrow(-1, hd, hd)), v = qkv.narrow(-1, 2 * hd, hd);
-    auto sc = torch::einsum("qhd,khd->hqk", {q, k}) / std::sqrt(double(hd));
-    sc = sc.masked_fill(~mask, -std::numeric_limits<double>::infinity());
-    auto a = lin(torch::einsum("hqk,khd->qhd", {torch::softmax(sc, -1), v}).reshape({T, d}), p + "attention.dense");
+    auto o = reference_causal_attention(rope(qkv.narrow(-1, 0, hd)), rope(qkv.narrow(-1, hd, hd)),
+                                        qkv.narrow(-1, 2 * hd, hd));
+    auto a = lin(o.reshape({T, d}), p + "attention.dense");
     auto mlp = [&](const torch::Tensor& h) {
-      return lin(gelu(lin(ln(h, p + "post_attention_layernorm"), p + "mlp.dense_h_to_4h")), p + "mlp.dense_4h_to_h");
+      return lin(reference_gelu(lin(ln(h, p + "post_attention_layernorm"), p + "mlp.dense_h_to_4h"), s.act == "gelu"),
+                 p + "mlp.dense_4h_to_h");
     };
     x = s.parallel ? x + a + mlp(x) : (x + a) + mlp(x + a);
   }

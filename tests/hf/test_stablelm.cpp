@@ -84,41 +84,24 @@ NamedTensors stablelm_weights(const StableLmShape& s, uint64_t seed) {
 /// transformers' StableLmForCausalLM forward in float64, from the equations: tokens [T] -> logits [T, vocab].
 torch::Tensor stablelm_reference(const StableLmShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
-  const int64_t T = int64_t(tokens.size()), H = s.heads, Hkv = s.kv_heads, hd = s.hd(), r = s.rot();
+  const int64_t T = int64_t(tokens.size()), H = s.heads, Hkv = s.kv_heads, hd = s.hd();
   auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    auto mu = x.mean(-1, true);
-    auto var = (x - mu).pow(2).mean(-1, true);
-    return (x - mu) / torch::sqrt(var + s.eps) * w.at(n + ".weight") + w.at(n + ".bias");
+    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
   };
   auto lin = [&](const torch::Tensor& x, const std::string& n) {
     auto y = torch::matmul(x, w.at(n + ".weight").t());
     return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
   };
-  auto act = [&](const torch::Tensor& g) {
-    if (s.act == "gelu") return 0.5 * g * (1.0 + torch::erf(g / std::sqrt(2.0)));
-    return g * torch::sigmoid(g);
-  };
-  auto inv = 1.0 / torch::pow(torch::tensor(s.base, torch::kFloat32),
-                              torch::arange(0, r, 2, torch::kInt64).to(torch::kFloat32) / double(r));
-  auto ang = torch::outer(torch::arange(T, torch::kInt64).to(torch::kFloat32), inv);
-  auto c = torch::cat({ang.cos(), ang.cos()}, -1).to(torch::kFloat64).unsqueeze(1);
-  auto sn = torch::cat({ang.sin(), ang.sin()}, -1).to(torch::kFloat64).unsqueeze(1);
-  auto rope = [&](const torch::Tensor& x) {  // [T, heads, hd]: the leading r dimensions rotate
-    auto xr = x.narrow(-1, 0, r);
-    auto rot = torch::cat({-xr.narrow(-1, r / 2, r / 2), xr.narrow(-1, 0, r / 2)}, -1);
-    return torch::cat({xr * c + rot * sn, x.narrow(-1, r, hd - r)}, -1);
-  };
+  auto act = [&](const torch::Tensor& g) { return s.act == "gelu" ? reference_gelu(g, true) : g * torch::sigmoid(g); };
+  const ReferenceRope rope(T, hd, s.rot(), s.base);
   auto x = w.at("model.embed_tokens.weight").index_select(0, torch::tensor(tokens, torch::kInt64));
-  auto mask = torch::ones({T, T}, torch::kBool).tril();
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     auto n = ln(x, p + "input_layernorm");
-    auto q = rope(lin(n, p + "self_attn.q_proj").view({T, H, hd}));
-    auto k = rope(lin(n, p + "self_attn.k_proj").view({T, Hkv, hd})).repeat_interleave(H / Hkv, 1);
-    auto v = lin(n, p + "self_attn.v_proj").view({T, Hkv, hd}).repeat_interleave(H / Hkv, 1);
-    auto sc = torch::einsum("qhd,khd->hqk", {q, k}) / std::sqrt(double(hd));
-    sc = sc.masked_fill(~mask, -std::numeric_limits<double>::infinity());
-    auto a = lin(torch::einsum("hqk,khd->qhd", {torch::softmax(sc, -1), v}).reshape({T, H * hd}), p + "self_attn.o_proj");
+    auto o = reference_causal_attention(rope(lin(n, p + "self_attn.q_proj").view({T, H, hd})),
+                                        rope(lin(n, p + "self_attn.k_proj").view({T, Hkv, hd})),
+                                        lin(n, p + "self_attn.v_proj").view({T, Hkv, hd}));
+    auto a = lin(o, p + "self_attn.o_proj");
     auto mlp = [&](const torch::Tensor& m) {
       return lin(act(lin(m, p + "mlp.gate_proj")) * lin(m, p + "mlp.up_proj"), p + "mlp.down_proj");
     };
