@@ -194,6 +194,7 @@ TEST(HfGptNeox, ConfigDefaultsParameterCountAndRefusals) {
   // The config lol writes reads back as the same HfConfig fields.
   const auto back = HfConfig::from_json(nlohmann::json::parse(c.to_json().dump()), "written");
   EXPECT_EQ(to_dense_config(back).to_json(), dc.to_json());
+  EXPECT_EQ(back.to_json().dump(), c.to_json().dump());  // (fuzz_configs' round-trip property)
 
   // GPTNeoXConfig's defaults: rotary_pct 0.25, base 10000, parallel blocks, biases, untied.
   auto minimal = j;

@@ -147,6 +147,7 @@ TEST(HfPhi, ConfigDefaultsParameterCountAndRefusals) {
   EXPECT_EQ(default_architecture(dc), kPhiArch);
   const auto back = HfConfig::from_json(nlohmann::json::parse(c.to_json().dump()), "written");
   EXPECT_EQ(to_dense_config(back).to_json(), dc.to_json());
+  EXPECT_EQ(back.to_json().dump(), c.to_json().dump());  // (fuzz_configs' round-trip property)
   // PhiConfig's defaults: partial_rotary_factor 0.5, base 10000, kv heads = heads, bos 1 / eos 2.
   auto minimal = j;
   for (const char* k : {"partial_rotary_factor", "rope_theta", "num_key_value_heads", "hidden_act", "layer_norm_eps",

@@ -156,6 +156,7 @@ TEST(HfStableLm, ConfigDefaultsParameterCountAndRefusals) {
   EXPECT_EQ(default_architecture(dc), kStableLmArch);
   const auto back = HfConfig::from_json(nlohmann::json::parse(c.to_json().dump()), "written");
   EXPECT_EQ(to_dense_config(back).to_json(), dc.to_json());
+  EXPECT_EQ(back.to_json().dump(), c.to_json().dump());  // (fuzz_configs' round-trip property)
   auto minimal = j;  // StableLmConfig's defaults: kv heads 32, rotary 0.25, silu, no biases, sequential
   for (const char* k : {"num_key_value_heads", "partial_rotary_factor", "hidden_act", "use_qkv_bias",
                         "use_parallel_residual", "qk_layernorm", "rope_theta", "bos_token_id", "eos_token_id"})
