@@ -22,17 +22,18 @@ class Kernels final : public CpuDecoder {
     const auto& c = w_.cfg;
     const int64_t n = xt.size(0), d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = w_.head_dim();
     const int64_t G = H / Hkv, F = b.w_down.size(1), QKV = (H + 2 * Hkv) * hd, cap = cache.capacity();
+    const int64_t GU = b.gated_mlp ? 2 * F : F;  // gate | up rows, or up's alone (an ungated MLP)
     const T* x = xt.data_ptr<T>();
     T* y = yt.data_ptr<T>();
     h_.resize(n * d);
     qkv_.resize(n * QKV);
     att_.resize(n * H * hd);
     a_.resize(n * d);
-    gu_.resize(n * 2 * F);
-    // 1. attention input: RMSNorm (+ FiLM; none in OLMo 2's blocks), q/k/v
+    gu_.resize(n * GU);
+    // 1. attention input: RMSNorm (+ FiLM; none in OLMo 2's blocks) or LayerNorm, q/k/v
     if (b.ln1.defined()) {
       for (int64_t r = 0; r < n; ++r)
-        norm(x + r * d, d, b.ln1.data_ptr<T>(), film ? film->attn_gamma.data_ptr<T>() : nullptr,
+        norm(x + r * d, d, b.ln1.data_ptr<T>(), ptr(b.ln1_b), film ? film->attn_gamma.data_ptr<T>() : nullptr,
              film ? film->attn_beta.data_ptr<T>() : nullptr, h_.data() + r * d);
     }
     blas::rows_times_wt(b.ln1.defined() ? h_.data() : x, n, d, b.w_qkv.data_ptr<T>(), QKV, qkv_.data(),
@@ -47,17 +48,19 @@ class Kernels final : public CpuDecoder {
       T* q = qkv_.data() + r * QKV;
       T* k = q + H * hd;
       const T* v = k + Hkv * hd;
-      // Each row's sequence length (its position + 1) picks longrope's factors; table
-      // row p: [cos, cos, -sin, sin] over the rotary dimensions.
-      const T* cos = w_.rope_table_for(b.local_rope, tk.pos + 1).template data_ptr<T>() + tk.pos * 2 * rd;
-      const T* sin = cos + rd + rd / 2;
       if (b.q_norm.defined()) {  // before RoPE: each head's RMSNorm (Qwen3), or one over all heads (OLMo 2)
         const int64_t qw = b.q_norm.size(0), kw = b.k_norm.size(0);
-        for (int64_t i = 0; i < H * hd; i += qw) norm(q + i, qw, b.q_norm.data_ptr<T>(), nullptr, nullptr, q + i);
-        for (int64_t i = 0; i < Hkv * hd; i += kw) norm(k + i, kw, b.k_norm.data_ptr<T>(), nullptr, nullptr, k + i);
+        for (int64_t i = 0; i < H * hd; i += qw) norm(q + i, qw, b.q_norm.data_ptr<T>(), nullptr, nullptr, nullptr, q + i);
+        for (int64_t i = 0; i < Hkv * hd; i += kw) norm(k + i, kw, b.k_norm.data_ptr<T>(), nullptr, nullptr, nullptr, k + i);
       }
-      rope(q, H, cos, sin);
-      rope(k, Hkv, cos, sin);
+      if (b.rope) {  // (GPT-2: positions were added to the embeddings)
+        // Each row's sequence length (its position + 1) picks longrope's factors; table
+        // row p: [cos, cos, -sin, sin] over the rotary dimensions.
+        const T* cos = w_.rope_table_for(b.local_rope, tk.pos + 1).template data_ptr<T>() + tk.pos * 2 * rd;
+        const T* sin = cos + rd + rd / 2;
+        rope(q, H, cos, sin);
+        rope(k, Hkv, cos, sin);
+      }
       const int64_t first = std::min(tk.first, tk.base), nk = tk.base + (tk.visible ? 1 : 0) - first;
       T* out = att_.data() + r * H * hd;
       if (nk == 0) {
@@ -83,45 +86,45 @@ class Kernels final : public CpuDecoder {
         blas::gemm(false, false, hd, G, nk, T(1), Vj + first * hd, hd, scores_.data(), nk, T(0), out + j * G * hd, hd);
       }
     }
-    // 3. o_proj (and its sandwich norm), post-attention norm (+ FiLM), gated FFN, residual
-    blas::rows_times_wt(att_.data(), n, H * hd, b.w_o.data_ptr<T>(), d, a_.data());
+    // 3. o_proj (+ bias; and its sandwich norm), the FFN's input norm (+ FiLM), FFN, residual
+    blas::rows_times_wt(att_.data(), n, H * hd, b.w_o.data_ptr<T>(), d, a_.data(), ptr(b.b_o));
     if (b.ln_attn_out.defined())
-      for (int64_t r = 0; r < n; ++r) norm(a_.data() + r * d, d, b.ln_attn_out.data_ptr<T>(), nullptr, nullptr, a_.data() + r * d);
-    for (int64_t r = 0; r < n; ++r) {
-      T* hm = h_.data() + r * d;
-      const T* xr = x + r * d;
-      const T* ar = a_.data() + r * d;
-      for (int64_t i = 0; i < d; ++i) hm[i] = xr[i] + ar[i];
-      if (b.ln2.defined())
-        norm(hm, d, b.ln2.data_ptr<T>(), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
-             film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
+      for (int64_t r = 0; r < n; ++r)
+        norm(a_.data() + r * d, d, b.ln_attn_out.data_ptr<T>(), nullptr, nullptr, nullptr, a_.data() + r * d);
+    // The FFN reads x + a, or x in a parallel block (GPT-NeoX), or ln1(x) itself, still in
+    // h_, with a shared input norm (Phi, StableLM).
+    if (!b.shared_input_norm) {
+      for (int64_t r = 0; r < n; ++r) {
+        T* hm = h_.data() + r * d;
+        const T* xr = x + r * d;
+        const T* ar = a_.data() + r * d;
+        for (int64_t i = 0; i < d; ++i) hm[i] = b.parallel_residual ? xr[i] : xr[i] + ar[i];
+        if (b.ln2.defined())
+          norm(hm, d, b.ln2.data_ptr<T>(), ptr(b.ln2_b), film ? film->ffn_gamma.data_ptr<T>() : nullptr,
+               film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
+      }
     }
-    blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), 2 * F, gu_.data());
+    blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), GU, gu_.data(), ptr(b.b_gate_up));
     act_.resize(n * F);
     for (int64_t r = 0; r < n; ++r) {
-      const T* g = gu_.data() + r * 2 * F;
-      const T* u = g + F;
+      const T* g = gu_.data() + r * GU;  // gate, then up (gated); up alone (ungated: GPT-2's c_fc)
       T* o = act_.data() + r * F;
       switch (b.act) {
-        case nn::Activation::SiLU:
-          for (int64_t i = 0; i < F; ++i) o[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
-          break;
+        case nn::Activation::SiLU: activate(g, F, GU, o, [](T v) { return v / (T(1) + std::exp(-v)); }); break;
         case nn::Activation::GeluTanh: {  // LibTorch's gelu(approximate="tanh") formula
           const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
-          for (int64_t i = 0; i < F; ++i) {
-            const T x = g[i];
-            o[i] = T(0.5) * x * (T(1) + std::tanh(beta * (x + kappa * x * x * x))) * u[i];
-          }
+          activate(g, F, GU, o, [&](T v) { return T(0.5) * v * (T(1) + std::tanh(beta * (v + kappa * v * v * v))); });
           break;
         }
         case nn::Activation::Gelu:
-          for (int64_t i = 0; i < F; ++i) o[i] = g[i] * T(0.5) * (T(1) + std::erf(g[i] * T(M_SQRT1_2))) * u[i];
+          activate(g, F, GU, o, [](T v) { return v * T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2))); });
           break;
       }
     }
-    blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data());  // h_ <- mlp
+    blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data(), ptr(b.b_down));  // h_ <- mlp
     if (b.ln_ffn_out.defined())
-      for (int64_t r = 0; r < n; ++r) norm(h_.data() + r * d, d, b.ln_ffn_out.data_ptr<T>(), nullptr, nullptr, h_.data() + r * d);
+      for (int64_t r = 0; r < n; ++r)
+        norm(h_.data() + r * d, d, b.ln_ffn_out.data_ptr<T>(), nullptr, nullptr, nullptr, h_.data() + r * d);
     for (int64_t r = 0; r < n; ++r) {
       const T* xr = x + r * d;
       const T* ar = a_.data() + r * d;
@@ -138,9 +141,20 @@ class Kernels final : public CpuDecoder {
 
  private:
   /// out = w * RMSNorm(x) over n values (d for the block's norms, hd for Qwen3's per-head
-  /// q_norm / k_norm, H hd or Hkv hd for OLMo 2's), then gamma * . + beta; out may be x. The sum of squares in double,
-  /// as the forward's CPU kernel (nn/rmsnorm.cpp), so huge activations do not overflow it.
-  void norm(const T* x, int64_t n, const T* w, const T* gamma, const T* beta, T* out) const {
+  /// q_norm / k_norm, H hd or Hkv hd for OLMo 2's), then gamma * . + beta; out may be x.
+  /// With `bias`: the LayerNorm w * (x - mean) / sqrt(var + eps) + bias (biased variance;
+  /// the LayerNorm architectures, no FiLM). The sums in double, as the forward's CPU kernel
+  /// (nn/rmsnorm.cpp), so huge activations do not overflow them.
+  void norm(const T* x, int64_t n, const T* w, const T* bias, const T* gamma, const T* beta, T* out) const {
+    if (bias) {
+      double s = 0, ss = 0;
+      for (int64_t i = 0; i < n; ++i) s += double(x[i]);
+      const double mean = s / double(n);
+      for (int64_t i = 0; i < n; ++i) ss += (double(x[i]) - mean) * (double(x[i]) - mean);
+      const T rn = T(1.0 / std::sqrt(ss / double(n) + w_.cfg.norm_eps)), mu = T(mean);
+      for (int64_t i = 0; i < n; ++i) out[i] = w[i] * ((x[i] - mu) * rn) + bias[i];
+      return;
+    }
     double ss = 0;
     for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
     const T rn = T(1.0 / std::sqrt(ss / double(n) + w_.cfg.norm_eps));
@@ -149,6 +163,18 @@ class Kernels final : public CpuDecoder {
       out[i] = gamma ? gamma[i] * v + beta[i] : v;
     }
   }
+  /// o[i] = act(gate[i]) * up[i] for a gated MLP (row gu = gate | up, GU = 2F), or act(up[i])
+  /// for an ungated one (GU = F).
+  template <typename Act>
+  static void activate(const T* gu, int64_t F, int64_t GU, T* o, Act act) {
+    if (GU == 2 * F) {
+      for (int64_t i = 0; i < F; ++i) o[i] = act(gu[i]) * gu[F + i];
+    } else {
+      for (int64_t i = 0; i < F; ++i) o[i] = act(gu[i]);
+    }
+  }
+  /// The data of an optional tensor (a bias), or nullptr.
+  static const T* ptr(const torch::Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; }
   /// Rotate-half RoPE in place on the leading rotary_dim() dimensions of `heads` heads
   /// of x [heads, hd] (the others pass: partial rotary).
   void rope(T* x, int64_t heads, const T* cos, const T* sin) const {
@@ -180,8 +206,6 @@ class Kernels final : public CpuDecoder {
 std::unique_ptr<CpuDecoder> CpuDecoder::create(const PackedModel& w) {
   if (!w.embed.is_cpu() || !cpu_kernels_enabled()) return nullptr;
   if (w.moe_prelude_coda()) return nullptr;  // the fused kernels run dense FFNs: block_step's path decodes MoE blocks
-  for (const auto& b : w.prelude)  // GPT-2's blocks (LayerNorms, biases, no RoPE): block_step's path
-    if (b.gpt2_layout()) return nullptr;
   if (w.embed.scalar_type() == torch::kFloat32) return std::make_unique<Kernels<float>>(w);
   if (w.embed.scalar_type() == torch::kFloat64) return std::make_unique<Kernels<double>>(w);
   return nullptr;

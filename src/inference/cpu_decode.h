@@ -1,6 +1,7 @@
 // Fused CPU kernels for decoding steps (one new token per row), float32 or float64:
 // a whole decoder block (RMSNorm, FiLM, fused q/k/v, RoPE, KV-cache write, attention
-// over the cached keys, o_proj, SwiGLU MLP, residual with alpha) in plain loops and
+// over the cached keys, o_proj, SwiGLU MLP, residual with alpha; and the LayerNorm
+// architectures' LayerNorms, biases, ungated MLP, no RoPE, parallel blocks) in plain loops and
 // direct BLAS calls. Batch-1 decoding is bound by reading the weights once per token
 // plus per-operation overhead; this path removes the overhead of ~40 tensor
 // operations per block. Arithmetic is that of block_delta (nn::Block) up to rounding

@@ -161,7 +161,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
   x = baselines::scale_embedding_rows(x, w_.embed_scale);  // Gemma: times sqrt(d)
-  if (w_.pos_embed.defined()) {  // GPT-2 (never on the fused path: CpuDecoder declines its blocks)
+  if (w_.pos_embed.defined()) {  // GPT-2's learned positions
     if (!pos_t.defined()) pos_t = index_tensor(pos, dev);
     x = x + w_.pos_embed.index_select(0, pos_t);
   }

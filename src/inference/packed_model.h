@@ -61,8 +61,9 @@ struct PackedBlock {
   /// Phi's parallel block: the FFN reads ln1's output too (nn::BlockShape::shared_input_norm; ln2 undefined).
   bool shared_input_norm = false;
   bool is_moe() const { return moe_gate.defined(); }
-  /// True for a block the fused CPU decoding kernels do not run (GPT-2's, GPT-NeoX's,
-  /// Phi's, StableLM's: LayerNorms, biases, parallel blocks): block_step's path.
+  /// True for a block of the LayerNorm architectures' features (GPT-2's, GPT-NeoX's,
+  /// Phi's, StableLM's: LayerNorms, biases, ungated MLP, no RoPE, parallel blocks), which
+  /// the stacked-library path of block_step does not run (dense models only).
   bool gpt2_layout() const {
     return ln1_b.defined() || b_o.defined() || !gated_mlp || b_down.defined() || !rope || parallel_residual ||
            shared_input_norm;
