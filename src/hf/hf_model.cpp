@@ -714,8 +714,10 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       std::optional<Gpt2Name> g;
       if (cfg.is_gpt2()) {
         const bool prefixed = e.name.rfind("transformer.", 0) == 0;
-        if (prefixed) gpt2_prefix = "transformer.";
-        if (prefixed) n = e.name.substr(12);
+        if (prefixed) {
+          gpt2_prefix = "transformer.";
+          n = e.name.substr(12);
+        }
         g = gpt2_name(n);
       } else if (const std::string to = gpt_neox_parameter_name(n); !to.empty()) {
         g = Gpt2Name{to, false, ends_with(to, "self_attn.")};
