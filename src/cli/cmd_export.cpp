@@ -187,7 +187,9 @@ void register_export(CLI::App& app) {
                  "(GemmaForCausalLM / Gemma2ForCausalLM / Gemma3ForCausalLM: scaled embeddings) | gpt2 "
                  "(GPT2LMHeadModel: LayerNorms, learned positions) | gpt_neox (GPTNeoXForCausalLM: LayerNorms, RoPE, "
                  "parallel blocks) | phi (PhiForCausalLM: parallel blocks with one LayerNorm, lm_head bias) | stablelm "
-                 "(StableLmForCausalLM: LayerNorms, gated MLP, partial rotary) "
+                 "(StableLmForCausalLM: LayerNorms, gated MLP, partial rotary) | falcon (FalconForCausalLM: "
+                 "LayerNorms, RoPE, parallel or sequential blocks, all biases or none) | gptj (GPTJForCausalLM: Phi's "
+                 "blocks without attention biases, RoPE in interleaved pairs) "
                  "(default: gpt2 for GPT-2's layout, gpt_neox for GPT-NeoX's, phi for Phi's, stablelm for StableLM's, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, qwen3 "
                  "for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();

@@ -123,6 +123,18 @@ std::string block_text(const hf::HfConfig& c) {
   if (c.is_phi())
     return "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm) LayerNorms (weight and bias), MLP " +
            c.activation + " (not gated, biases), biases on q/k/v_proj and dense, lm_head with a bias";
+  if (c.is_gptj())
+    return "parallel (x + attn(ln_1 x) + mlp(ln_1 x), one LayerNorm) LayerNorms (weight and bias), MLP " + c.activation +
+           " (not gated, biases), no q/k/v or out_proj biases, lm_head with a bias, RoPE in interleaved pairs (q_proj / "
+           "k_proj rows reordered to rotate-half on load)";
+  if (c.is_falcon())
+    return std::string(c.shared_input_norm   ? "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm)"
+                       : c.parallel_residual ? "parallel (x + attn(ln_attn x) + mlp(ln_mlp x))"
+                                             : "sequential pre-norm") +
+           " LayerNorms (weight and bias), MLP " + c.activation + " (not gated)" +
+           (c.qkv_bias ? ", biases on query_key_value, dense and the MLP" : ", no biases") +
+           ", q/k/v stored per key/value group in query_key_value" +
+           (c.falcon_new_decoder ? " (new_decoder_architecture)" : c.num_key_value_heads == 1 ? " (multi_query)" : "");
   if (c.is_gpt_neox())
     return std::string(c.parallel_residual ? "parallel (x + attn(ln1 x) + mlp(ln2 x))" : "sequential pre-norm") +
            " LayerNorms (weight and bias), MLP " + c.activation + " (not gated, biases)" +
@@ -147,7 +159,9 @@ void run_info(const std::string& dir, bool check) {
   std::cout << "folder        " << dir << "\n"
             << "architecture  " << c.architecture
             << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
-            << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() || c.is_stablelm() ? "" : c.qkv_bias ? " (q/k/v biases)" : "")
+            << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() || c.is_stablelm() || c.is_falcon() || c.is_gptj() ? ""
+                : c.qkv_bias                                                             ? " (q/k/v biases)"
+                                                                                         : "")
             << (c.qk_norm ? (c.qk_norm_across_heads ? " (q/k norms across heads)" : " (q/k norms)") : "") << "\n"
             << "parameters    " << hf::parameter_count(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
@@ -160,14 +174,18 @@ void run_info(const std::string& dir, bool check) {
   if (c.is_gpt2())
     std::cout << " (learned position embeddings, no RoPE), layer_norm_epsilon " << c.rms_norm_eps << "\n";
   else
-    std::cout << ", rope_theta " << c.rope_theta << (c.is_gpt_neox() || c.is_phi() || c.is_stablelm() ? ", layer_norm_eps " : ", rms_norm_eps ")
+    std::cout << ", rope_theta " << c.rope_theta
+              << (c.is_falcon() || c.is_gptj()                      ? ", layer_norm_epsilon "
+                  : c.is_gpt_neox() || c.is_phi() || c.is_stablelm() ? ", layer_norm_eps "
+                                                                     : ", rms_norm_eps ")
               << c.rms_norm_eps << "\n";
   std::cout
             << (c.is_gpt2() ? std::string() : "rope scaling  " + c.rope_scaling.describe() + "\n")
             << (c.partial_rotary_factor != 1.0
                     ? "rotary dims   " + std::to_string(c.rotary_dim()) +
-                          " of " + std::to_string(c.head_dim) + " per head (partial_rotary_factor " +
-                          nlohmann::json(c.partial_rotary_factor).dump() + ")\n"
+                          " of " + std::to_string(c.head_dim) + " per head (" +
+                          (c.is_gptj() ? std::string("rotary_dim") : "partial_rotary_factor " + nlohmann::json(c.partial_rotary_factor).dump()) +
+                          ")\n"
                     : std::string())
             << "attention     " << attention_text(c) << "\n"
             << "block         " << block_text(c) << "\n"

@@ -44,7 +44,7 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
   c->add_option("--arch", a->arch,
                 "qwen2 | qwen3 | llama | mistral | phi3 | olmo2 | olmo3 | gemma | gemma2 | gemma3 | gpt2 | gpt_neox | phi | "
-                "stablelm (default: the base folder's architecture, else as `lol export`: gpt2 / gpt_neox / phi / "
+                "stablelm | falcon | gptj (default: the base folder's architecture, else as `lol export`: gpt2 / gpt_neox / phi / "
                 "stablelm for GPT-2's / GPT-NeoX's / Phi's / StableLM's layout, olmo2/3 for OLMo's, "
                 "gemma/2/3 for Gemma's, qwen3 for a qk_norm model, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
@@ -63,10 +63,9 @@ void register_merge_cmd(CLI::App* lr) {
       eo.architecture = hf::architecture_from_name(a->arch);
     } else if (fs::exists(fs::path(base) / "config.json")) {
       const auto bc = io::read_json_file((fs::path(base) / "config.json").string());
-      for (const char* known : {hf::kQwen2Arch, hf::kQwen3Arch, hf::kLlamaArch, hf::kMistralArch, hf::kPhi3Arch,
-                                hf::kOlmo2Arch, hf::kOlmo3Arch, hf::kGemmaArch, hf::kGemma2Arch, hf::kGemma3Arch,
-                                hf::kGpt2Arch, hf::kGptNeoXArch, hf::kPhiArch, hf::kStableLmArch})
-        if (bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({known})) eo.architecture = known;
+      for (const auto& known : hf::architectures())
+        if (known.cli && bc.contains("architectures") && bc["architectures"] == nlohmann::json::array({known.cls}))
+          eo.architecture = known.cls;
     }
     eo.dtype = hf::parse_dtype_name(a->dtype);
     eo.overwrite = a->overwrite;

@@ -1,6 +1,6 @@
 // Pieces of HfConfig::from_json (hf_config.h) shared by its files: the error helpers
 // and the parsers of the config.json files of the LayerNorm architectures (GPT-2,
-// GPT-NeoX, Phi, StableLM), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
+// GPT-NeoX, Phi, StableLM, Falcon, GPT-J), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
 #pragma once
 #include <string>
 
@@ -49,5 +49,10 @@ HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where);
 HfConfig phi_config(const nlohmann::json& j, const std::string& where);
 /// StableLmForCausalLM's config.json (StableLmConfig's keys and defaults): see kStableLmArch.
 HfConfig stablelm_config(const nlohmann::json& j, const std::string& where);
+/// FalconForCausalLM's config.json (FalconConfig's keys and defaults; RefinedWeb's legacy
+/// keys refused unless restated): see kFalconArch.
+HfConfig falcon_config(const nlohmann::json& j, const std::string& where);
+/// GPTJForCausalLM's config.json (GPTJConfig's keys and defaults): see kGptJArch.
+HfConfig gptj_config(const nlohmann::json& j, const std::string& where);
 
 }  // namespace lol::hf::config_parts

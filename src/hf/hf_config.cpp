@@ -49,33 +49,62 @@ nlohmann::json gemma3_text_config(const nlohmann::json& j, const std::string& wh
 
 }  // namespace
 
+const std::vector<ArchitectureInfo>& architectures() {
+  static const std::vector<ArchitectureInfo> table = {
+      {kQwen2Arch, "qwen2", "qwen2"},       {kQwen3Arch, "qwen3", "qwen3"},
+      {kLlamaArch, "llama", "llama"},       {kMistralArch, "mistral", "mistral"},
+      {kPhi3Arch, "phi3", "phi3"},          {kOlmo2Arch, "olmo2", "olmo2"},
+      {kOlmo3Arch, "olmo3", "olmo3"},       {kGemmaArch, "gemma", "gemma"},
+      {kGemma2Arch, "gemma2", "gemma2"},    {kGemma3Arch, "gemma3_text", "gemma3"},
+      {kGemma3VisionArch, "gemma3", nullptr}, {kGpt2Arch, "gpt2", "gpt2"},
+      {kGptNeoXArch, "gpt_neox", "gpt_neox"}, {kPhiArch, "phi", "phi"},
+      {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
+      {kGptJArch, "gptj", "gptj"}};
+  return table;
+}
+
+const ArchitectureInfo* find_architecture(const std::string& cls) {
+  for (const auto& a : architectures())
+    if (cls == a.cls) return &a;
+  return nullptr;
+}
+
 namespace {
 
-/// The command-line names of the architectures (--arch), in the order help texts list them.
-const std::vector<std::pair<std::string, const char*>>& architecture_names() {
-  static const std::vector<std::pair<std::string, const char*>> names = {
-      {"qwen2", kQwen2Arch},   {"qwen3", kQwen3Arch},     {"llama", kLlamaArch},   {"mistral", kMistralArch},
-      {"phi3", kPhi3Arch},     {"olmo2", kOlmo2Arch},     {"olmo3", kOlmo3Arch},   {"gemma", kGemmaArch},
-      {"gemma2", kGemma2Arch}, {"gemma3", kGemma3Arch},   {"gpt2", kGpt2Arch},     {"gpt_neox", kGptNeoXArch},
-      {"phi", kPhiArch},       {"stablelm", kStableLmArch}};
-  return names;
+/// "a, b or c" of `items`.
+std::string or_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return out;
 }
 
 }  // namespace
 
+std::string architecture_list(bool writable_only) {
+  std::vector<std::string> items;
+  for (const auto& a : architectures())
+    if (!writable_only || a.cli) items.push_back(std::string("\"") + a.cls + "\"");
+  return or_list(items);
+}
+
+std::string HfConfig::model_type() const {
+  const ArchitectureInfo* a = find_architecture(architecture);
+  return a ? a->model_type : "llama";
+}
+
 std::string architecture_from_name(const std::string& name, const std::string& flag) {
-  std::string list;
-  for (const auto& [cli, arch] : architecture_names()) {
-    if (cli == name) return arch;
-    list += (list.empty() ? "" : cli == architecture_names().back().first ? " or " : ", ") + cli;
+  std::vector<std::string> names;
+  for (const auto& a : architectures()) {
+    if (!a.cli) continue;
+    if (name == a.cli) return a.cls;
+    names.push_back(a.cli);
   }
-  throw InputError(flag + " \"" + name + "\": expected " + list);
+  throw InputError(flag + " \"" + name + "\": expected " + or_list(names));
 }
 
 std::string cli_architecture_name(const std::string& architecture) {
-  for (const auto& [cli, arch] : architecture_names())
-    if (architecture == arch) return cli;
-  return architecture;
+  const ArchitectureInfo* a = find_architecture(architecture);
+  return a && a->cli ? a->cli : architecture;
 }
 
 std::vector<int64_t> pad_token_id_of(const nlohmann::json& config) {
@@ -109,28 +138,25 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     c.multimodal_text = true;
     return c;
   }
-  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kGpt2Arch}))
-    return gpt2_config(j, where);
-  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kGptNeoXArch}))
-    return gpt_neox_config(j, where);
-  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kPhiArch}))
-    return phi_config(j, where);
-  if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({kStableLmArch}))
-    return stablelm_config(j, where);
+  // The LayerNorm architectures' own keys (hf_config_gpt.cpp).
+  for (const auto& [cls, parse] : {std::pair<const char*, HfConfig (*)(const nlohmann::json&, const std::string&)>{
+                                       kGpt2Arch, gpt2_config},
+                                   {kGptNeoXArch, gpt_neox_config},
+                                   {kPhiArch, phi_config},
+                                   {kStableLmArch, stablelm_config},
+                                   {kFalconArch, falcon_config},
+                                   {kGptJArch, gptj_config}})
+    if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({cls}))
+      return parse(j, where);
   util::JsonFields f(j, where);
   HfConfig c;
   std::vector<std::string> archs;
   f.get("architectures", archs);
-  const std::string known = std::string("\"") + kQwen2Arch + "\", \"" + kQwen3Arch + "\", \"" + kLlamaArch + "\", \"" +
-                            kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" +
-                            kGemma3Arch + "\", \"" + kGemma3VisionArch + "\", \"" + kOlmo2Arch + "\", \"" + kOlmo3Arch + "\", \"" +
-                            kGpt2Arch + "\", \"" + kGptNeoXArch + "\", \"" + kPhiArch + "\" or \"" + kStableLmArch + "\"";
+  const std::string known = architecture_list();
   if (archs.size() != 1)
     throw InputError(where + ": " + field("architectures") + ": expected exactly one of " + known + ", got " +
                      std::to_string(archs.size()) + " entries");
-  if (archs[0] != kQwen2Arch && archs[0] != kQwen3Arch && archs[0] != kLlamaArch && archs[0] != kMistralArch &&
-      archs[0] != kPhi3Arch && archs[0] != kGemmaArch && archs[0] != kGemma2Arch && archs[0] != kGemma3Arch &&
-      archs[0] != kOlmo2Arch && archs[0] != kOlmo3Arch)
+  if (!find_architecture(archs[0]))
     throw InputError(where + ": " + field("architectures") + " = \"" + archs[0] + "\": expected " + known);
   c.architecture = archs[0];
   const std::string want_type = c.model_type();
@@ -605,6 +631,51 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["scale_attn_by_inverse_layer_idx"] = false;
     j["reorder_and_upcast_attn"] = false;
     j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_gptj()) {  // GPTJConfig's keys
+    j["architectures"] = {architecture};
+    j["model_type"] = "gptj";
+    j["vocab_size"] = vocab_size;
+    j["n_embd"] = hidden_size;
+    j["n_layer"] = num_hidden_layers;
+    j["n_head"] = num_attention_heads;
+    j["n_positions"] = max_position_embeddings;
+    j["n_inner"] = intermediate_size;
+    j["rotary_dim"] = rotary_dim();
+    j["activation_function"] = activation == "gelu" ? "gelu" : "gelu_new";
+    j["layer_norm_epsilon"] = rms_norm_eps;
+    j["tie_word_embeddings"] = false;
+    j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_falcon()) {  // FalconConfig's keys
+    j["architectures"] = {architecture};
+    j["model_type"] = "falcon";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["ffn_hidden_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["num_kv_heads"] = falcon_new_decoder ? num_key_value_heads : num_key_value_heads == 1 ? num_attention_heads : num_key_value_heads;
+    j["new_decoder_architecture"] = falcon_new_decoder;
+    j["multi_query"] = !falcon_new_decoder && num_key_value_heads == 1;
+    j["parallel_attn"] = parallel_residual;
+    if (falcon_new_decoder) j["num_ln_in_parallel_attn"] = shared_input_norm ? 1 : 2;
+    j["alibi"] = false;
+    j["bias"] = qkv_bias;
+    j["max_position_embeddings"] = max_position_embeddings;
+    j["rope_theta"] = rope_theta;
+    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
+                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["layer_norm_epsilon"] = rms_norm_eps;
+    j["activation"] = activation == "gelu_pytorch_tanh" ? "gelu_new" : activation;
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["attention_dropout"] = j["hidden_dropout"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
     return finish(j);

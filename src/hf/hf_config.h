@@ -105,6 +105,43 @@ inline constexpr const char* kPhiArch = "PhiForCausalLM";
 /// use_parallel_residual Phi's parallel blocks (one input_layernorm, no
 /// post_attention_layernorm).
 inline constexpr const char* kStableLmArch = "StableLmForCausalLM";
+/// Falcon (falcon-7b / -40b / -180b, Falcon2-11B; model_type "falcon"; RoPE models only):
+/// LayerNorms with biases, rotate-half RoPE on whole heads, q/k/v stored as one
+/// query_key_value grouped per key/value head ([q of the group's H/Hkv heads; k; v] for each
+/// of the Hkv groups: multi_query's single group and the per-head [q; k; v] of the oldest
+/// files are its special cases), a dense (o_proj) projection, an ungated MLP
+/// (dense_h_to_4h, dense_4h_to_h; exact GELU by default), biases on all four or none
+/// (bias), tied embeddings by default; parallel blocks with one input_layernorm (falcon-7b,
+/// Falcon2-11B: num_ln_in_parallel_attn 1) or with ln_attn and ln_mlp (falcon-40b /
+/// -180b: new_decoder_architecture), or sequential ones (parallel_attn false). ALiBi
+/// (falcon-rw) is refused.
+inline constexpr const char* kFalconArch = "FalconForCausalLM";
+/// GPT-J (EleutherAI/gpt-j-6b and its fine-tunes; model_type "gptj"): Phi's parallel blocks
+/// with one LayerNorm (ln_1) for both branches, q/k/v_proj and out_proj without biases, an
+/// ungated MLP (fc_in, fc_out) with biases, an untied lm_head with a bias, GPT-2's config
+/// names (n_embd, n_layer, n_head, n_positions, n_inner) and RoPE on the leading rotary_dim
+/// dimensions of each head in interleaved pairs (2i, 2i + 1) with base 10000. lol reorders
+/// the rotary rows of q_proj and k_proj on load (pair (2i, 2i + 1) -> (i, i + rotary_dim/2),
+/// undone by export), which computes the same attention with rotate-half RoPE.
+inline constexpr const char* kGptJArch = "GPTJForCausalLM";
+
+/// One architecture this loader reads: its class (config.json "architectures"[0]), its
+/// model_type, and its name on the command line (--arch; null for a class lol reads but does
+/// not write: Gemma 3 with a vision tower).
+struct ArchitectureInfo {
+  const char* cls;
+  const char* model_type;
+  const char* cli;
+};
+
+/// Every architecture, in the order help texts and errors list them (llama.cpp's one table
+/// of architectures: from_json, --arch, export and the error messages read it).
+const std::vector<ArchitectureInfo>& architectures();
+/// The row of class `cls`, or null.
+const ArchitectureInfo* find_architecture(const std::string& cls);
+/// The classes as an error message lists them: "\"A\", \"B\" or \"C\""; `writable_only`:
+/// those with a command-line name (the ones export writes).
+std::string architecture_list(bool writable_only = false);
 
 struct HfConfig {
   std::string architecture = kQwen2Arch;  ///< one of the k...Arch names above
@@ -152,6 +189,12 @@ struct HfConfig {
   std::vector<int64_t> eos_token_id;      ///< empty: none (may list several ids)
   /// GPT-NeoX's parallel blocks (use_parallel_residual; nn::BlockShape::parallel_residual).
   bool parallel_residual = false;
+  /// Parallel blocks with one input_layernorm for both branches (Falcon's parallel_attn
+  /// without ln_attn / ln_mlp; Phi and StableLM's parallel blocks are read from their
+  /// architecture; nn::BlockShape::shared_input_norm).
+  bool shared_input_norm = false;
+  /// Falcon's new_decoder_architecture (read for `hf info`; export chooses its own layout).
+  bool falcon_new_decoder = false;
   /// empty: none; written back by export (a derived folder keeps its source's, which OLMo's
   /// config classes would otherwise default to 1).
   std::vector<int64_t> pad_token_id;
@@ -179,24 +222,11 @@ struct HfConfig {
   bool is_gpt_neox() const { return architecture == kGptNeoXArch; }
   bool is_phi() const { return architecture == kPhiArch; }
   bool is_stablelm() const { return architecture == kStableLmArch; }
-  /// config.json "model_type" of the architecture: "qwen2", "qwen3", "llama", "mistral",
-  /// "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "gpt2", "gpt_neox", "phi" or "stablelm".
-  std::string model_type() const {
-    return is_qwen2()   ? "qwen2"
-           : is_qwen3() ? "qwen3"
-           : is_mistral() ? "mistral"
-           : is_phi3()  ? "phi3"
-           : is_gemma() ? "gemma"
-           : is_gemma2() ? "gemma2"
-           : is_gemma3() ? "gemma3_text"
-           : is_olmo2() ? "olmo2"
-           : is_olmo3() ? "olmo3"
-           : is_gpt2()  ? "gpt2"
-           : is_gpt_neox() ? "gpt_neox"
-           : is_phi()   ? "phi"
-           : is_stablelm() ? "stablelm"
-                        : "llama";
-  }
+  bool is_falcon() const { return architecture == kFalconArch; }
+  bool is_gptj() const { return architecture == kGptJArch; }
+  /// config.json "model_type" of the architecture (its row of architectures(); "llama"
+  /// for an unknown class).
+  std::string model_type() const;
 
   /// Parses a config.json document; `where` names the file in errors. Throws
   /// InputError for an unsupported architecture or feature (see the file comment),
@@ -215,12 +245,9 @@ struct HfConfig {
   nlohmann::ordered_json to_json() const;
 };
 
-/// The architecture class of a command-line name: "qwen2" -> kQwen2Arch, "qwen3" ->
-/// kQwen3Arch, "llama" -> kLlamaArch, "mistral" -> kMistralArch, "phi3" -> kPhi3Arch,
-/// "olmo2" -> kOlmo2Arch, "olmo3" -> kOlmo3Arch, "gemma" / "gemma2" / "gemma3" -> the
-/// Gemma classes, "gpt2" -> kGpt2Arch, "gpt_neox" -> kGptNeoXArch, "phi" -> kPhiArch,
-/// "stablelm" -> kStableLmArch. Throws InputError("<flag> \"<name>\": expected qwen2,
-/// ..., phi or stablelm") otherwise.
+/// The architecture class of a command-line name (architectures()' cli column: "qwen2" ->
+/// kQwen2Arch, "gpt_neox" -> kGptNeoXArch, "falcon" -> kFalconArch, ...). Throws
+/// InputError("<flag> \"<name>\": expected qwen2, ..., stablelm or falcon") otherwise.
 std::string architecture_from_name(const std::string& name, const std::string& flag = "--arch");
 /// The command-line name of an architecture class (architecture_from_name's inverse:
 /// kGptNeoXArch -> "gpt_neox"); an unknown class comes back as it is.

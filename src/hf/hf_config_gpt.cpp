@@ -1,6 +1,6 @@
 // The config.json files of the LayerNorm architectures (config_parts.h): GPT2Config's,
-// GPTNeoXConfig's, PhiConfig's and StableLmConfig's keys, defaults and refusals, read into
-// the HfConfig the rest of the loader uses.
+// GPTNeoXConfig's, PhiConfig's, StableLmConfig's and FalconConfig's keys, defaults and
+// refusals, read into the HfConfig the rest of the loader uses.
 #include <cmath>
 #include <optional>
 #include <tuple>
@@ -291,6 +291,149 @@ HfConfig stablelm_config(const nlohmann::json& j, const std::string& where) {
   c.tie_word_embeddings = false;  // StableLmConfig's default
   f.get("tie_word_embeddings", c.tie_word_embeddings);
   read_tail(f, j, where, c, 0, 0);  // (StableLmConfig's defaults)
+  return c;
+}
+
+namespace {
+
+/// An optional positive size `key` (null or absent: `def`) with upper bound `hi`.
+int64_t optional_size(util::JsonFields& f, const nlohmann::json& j, const std::string& where, const char* key,
+                      int64_t def, int64_t hi) {
+  int64_t v = def;
+  if (f.has(key) && !j[key].is_null()) f.get(key, v);
+  util::check_range(where, key, v, 1, hi);
+  return v;
+}
+
+/// Refuses RefinedWeb's key `legacy` (the remote-code configs falcon folders had before
+/// transformers' Falcon) unless `modern` is present with the same value: transformers'
+/// FalconConfig no longer reads it, so the model it builds could differ from the file's.
+void refuse_legacy_key(util::JsonFields& f, const nlohmann::json& j, const std::string& where, const char* legacy,
+                       const char* modern) {
+  if (!f.has(legacy)) return;
+  if (f.has(modern) && j[modern] == j[legacy]) return;
+  unsupported(where, legacy, j[legacy].dump(),
+              std::string("RefinedWeb's key: transformers' FalconConfig reads ") + modern +
+                  (f.has(modern) ? " = " + j[modern].dump() + " instead" : ", which is missing") + "; write " + modern);
+}
+
+}  // namespace
+
+HfConfig falcon_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kFalconArch;
+  check_model_type(f, where, "falcon", kFalconArch, "RefinedWebModel",
+                   " (a RefinedWeb folder needs its remote code: convert it with transformers' Falcon first)");
+  refuse_legacy_key(f, j, where, "n_embed", "hidden_size");
+  refuse_legacy_key(f, j, where, "n_head", "num_attention_heads");
+  refuse_legacy_key(f, j, where, "n_layer", "num_hidden_layers");
+  refuse_legacy_key(f, j, where, "n_head_kv", "num_kv_heads");
+  // The sizes FalconConfig defaults to falcon-7b's are required here (a missing one is a
+  // broken file); max_position_embeddings and ffn_hidden_size keep its defaults (2048,
+  // 4 hidden_size), which falcon-7b's own config.json relies on.
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
+                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
+                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16}});
+  c.max_position_embeddings = optional_size(f, j, where, "max_position_embeddings", 2048, int64_t(1) << 24);
+  c.intermediate_size = optional_size(f, j, where, "ffn_hidden_size", 4 * c.hidden_size, int64_t(1) << 24);
+  multi_head(c, where, "hidden_size", "num_attention_heads");
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
+  c.activation = gelu_activation(f, where, "activation", "gelu");
+
+  bool alibi = false, new_arch = false, multi_query = true, parallel = true;
+  f.get("alibi", alibi);
+  f.get("new_decoder_architecture", new_arch);
+  f.get("multi_query", multi_query);
+  f.get("parallel_attn", parallel);
+  if (alibi) unsupported(where, "alibi", "true", "ALiBi position biases (falcon-rw) are not implemented; lol reads Falcon's RoPE models");
+  // Key/value heads (FalconAttention): num_kv_heads with the new decoder architecture, 1
+  // with multi_query, else num_kv_heads, which the per-head [q; k; v] layout needs equal to
+  // the query heads.
+  const int64_t kv = optional_size(f, j, where, "num_kv_heads", c.num_attention_heads, c.num_attention_heads);
+  if (new_arch && c.num_attention_heads % kv != 0)
+    throw InputError(where + ": " + field("num_kv_heads") + " = " + std::to_string(kv) +
+                     ": expected a divisor of num_attention_heads = " + std::to_string(c.num_attention_heads));
+  if (!new_arch && !multi_query && kv != c.num_attention_heads)
+    throw InputError(where + ": " + field("num_kv_heads") + " = " + std::to_string(kv) +
+                     " with multi_query false and new_decoder_architecture false: expected num_attention_heads = " +
+                     std::to_string(c.num_attention_heads) + " (query_key_value holds [q; k; v] for every head)");
+  c.num_key_value_heads = new_arch ? kv : multi_query ? 1 : kv;
+  // The blocks (FalconDecoderLayer): with parallel_attn, one input_layernorm (old
+  // architecture, or num_ln_in_parallel_attn 1) or ln_attn and ln_mlp (the new architecture's
+  // default, 2); without it, sequential blocks. Layouts on which transformers' layer fails
+  // are refused.
+  int64_t num_ln = 0;  // null
+  if (f.has("num_ln_in_parallel_attn") && !j["num_ln_in_parallel_attn"].is_null())
+    f.get("num_ln_in_parallel_attn", num_ln);
+  if (new_arch && !parallel)
+    unsupported(where, "parallel_attn", "false",
+                "with new_decoder_architecture true transformers' FalconDecoderLayer has no sequential form");
+  if (parallel) {
+    if (num_ln != 0 && num_ln != 1 && num_ln != 2)
+      throw InputError(where + ": " + field("num_ln_in_parallel_attn") + " = " + std::to_string(num_ln) +
+                       ": expected null, 1 (one input_layernorm) or 2 (ln_attn and ln_mlp)");
+    if (num_ln == 2 && !new_arch)
+      unsupported(where, "num_ln_in_parallel_attn", "2",
+                  "with new_decoder_architecture false transformers builds ln_attn / ln_mlp but runs input_layernorm");
+  }
+  c.parallel_residual = parallel;
+  c.shared_input_norm = parallel && (!new_arch || num_ln == 1);
+  c.falcon_new_decoder = new_arch;
+
+  // RoPE over whole heads, base rope_theta; rope_scaling as the other architectures'.
+  read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 1.0, "Falcon's whole heads");
+  if (c.partial_rotary_factor != 1.0)
+    unsupported(where, "partial_rotary_factor", num_text(c.partial_rotary_factor),
+                "Falcon rotates whole heads; transformers' FalconAttention does not read it");
+  c.qkv_bias = false;  // bias: query_key_value, dense, dense_h_to_4h and dense_4h_to_h alike
+  f.get("bias", c.qkv_bias);
+  c.tie_word_embeddings = true;  // PretrainedConfig's default; Falcon's lm_head is word_embeddings
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_tail(f, j, where, c, 11, 11);  // (FalconConfig's defaults)
+  return c;
+}
+
+HfConfig gptj_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kGptJArch;
+  check_model_type(f, where, "gptj", kGptJArch);
+  // GPTJConfig's names (its attribute_map: hidden_size = n_embd, ...); required as GPT-2's.
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"n_embd", &c.hidden_size, int64_t(1) << 20},
+                        {"n_layer", &c.num_hidden_layers, 4096},
+                        {"n_head", &c.num_attention_heads, int64_t(1) << 16},
+                        {"n_positions", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "n_embd", "n_head");
+  c.intermediate_size = optional_size(f, j, where, "n_inner", 4 * c.hidden_size, int64_t(1) << 24);  // null: 4 n_embd
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
+  c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
+  // RoPE on the leading rotary_dim dimensions of each head in interleaved pairs (2i, 2i + 1),
+  // base 10000 (GPTJAttention's fixed table); lol stores q_proj / k_proj with those rows
+  // reordered so that rotate-half pairs (i, i + rotary_dim / 2) compute the same function
+  // (hf_model.cpp), so the rest of lol sees partial rotate-half RoPE.
+  if (f.has("rotary_dim") && j["rotary_dim"].is_null())
+    unsupported(where, "rotary_dim", "null",
+                "transformers' GPT-J then builds its sin / cos table over n_embd, which fits no head of a multi-head model");
+  int64_t rotary = 64;  // GPTJConfig's default
+  f.get("rotary_dim", rotary);
+  if (rotary < 2 || rotary > c.head_dim || rotary % 2 != 0)
+    throw InputError(where + ": " + field("rotary_dim") + " = " + std::to_string(rotary) +
+                     ": expected an even number in [2, n_embd / n_head = " + std::to_string(c.head_dim) + "]");
+  c.partial_rotary_factor = double(rotary) / double(c.head_dim);
+  while (c.rotary_dim() < rotary) c.partial_rotary_factor = std::nextafter(c.partial_rotary_factor, 2.0);
+  for (const char* key : {"rope_scaling", "rope_parameters", "rope_theta"})
+    if (f.has(key) && !j[key].is_null() && !(std::string(key) == "rope_theta" && j[key] == 10000))
+      unsupported(where, key, j[key].dump(), "GPT-J's RoPE has base 10000 and no scaling; transformers' GPTJConfig ignores it");
+  c.tie_word_embeddings = false;  // GPTJConfig's default
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  if (c.tie_word_embeddings)
+    unsupported(where, "tie_word_embeddings", "true", "GPT-J's lm_head has its own bias; tied GPT-J heads are not implemented");
+  c.parallel_residual = c.shared_input_norm = true;  // x + attn(ln_1 x) + mlp(ln_1 x)
+  c.qkv_bias = false;                               // q/k/v and out_proj have none; fc_in, fc_out and lm_head do
+  read_tail(f, j, where, c, 50256, 50256);          // (GPTJConfig's defaults)
   return c;
 }
 

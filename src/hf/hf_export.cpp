@@ -63,29 +63,31 @@ NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const Hf
   return out;
 }
 
-/// GPTNeoXForCausalLM's tensors of a GPT-NeoX-layout dense model (`params`, name ->
-/// tensor) under GPT-NeoX's names (hf::gpt_neox_stored_name), q/k/v fused per head into
-/// query_key_value (hf::gpt_neox_fuse_qkv); embed_out.weight only when untied.
-NamedTensors gpt_neox_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype) {
+/// The tensors of a GPT-NeoX- or Falcon-layout dense model (`params`, name -> tensor) under
+/// `rename`'s names (hf::gpt_neox_stored_name, hf::falcon_stored_name), q/k/v fused into
+/// query_key_value per key/value group (hf::fuse_grouped_qkv: per head for GPT-NeoX); the
+/// LayerNorms the model has, biases where it has them, the head only when untied.
+NamedTensors fused_qkv_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype,
+                               const std::function<std::string(const std::string&)>& rename) {
   NamedTensors out;
   const auto take = [&](const std::string& name) { return take_parameter(params, name); };
-  auto move = [&](const std::string& name) { out.emplace_back(gpt_neox_stored_name(name), take(name).to(dtype).contiguous()); };
+  auto move = [&](const std::string& name) { out.emplace_back(rename(name), take(name).to(dtype).contiguous()); };
+  const int64_t kv = h.num_key_value_heads, group = h.num_attention_heads / kv;
   move("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     for (const char* n : {"input_layernorm.weight", "input_layernorm.bias", "post_attention_layernorm.weight",
                           "post_attention_layernorm.bias"})
-      move(p + n);
+      if (params.count(p + n)) move(p + n);  // (none after input_layernorm with a shared input norm)
     for (const char* kind : {".weight", ".bias"}) {
       if (std::string(kind) == ".bias" && !h.qkv_bias) continue;
-      auto qkv = gpt_neox_fuse_qkv(take(p + "self_attn.q_proj" + kind), take(p + "self_attn.k_proj" + kind),
-                                   take(p + "self_attn.v_proj" + kind), h.num_attention_heads, h.head_dim);
-      out.emplace_back(gpt_neox_stored_name(p + "self_attn.q_proj" + kind), qkv.to(dtype).contiguous());
+      auto qkv = fuse_grouped_qkv(take(p + "self_attn.q_proj" + kind), take(p + "self_attn.k_proj" + kind),
+                                  take(p + "self_attn.v_proj" + kind), kv, group, h.head_dim);
+      out.emplace_back(rename(p + "self_attn.q_proj" + kind), qkv.to(dtype).contiguous());
     }
-    move(p + "self_attn.o_proj.weight");
-    if (h.qkv_bias) move(p + "self_attn.o_proj.bias");
-    for (const char* n : {"mlp.up_proj.weight", "mlp.up_proj.bias", "mlp.down_proj.weight", "mlp.down_proj.bias"})
-      move(p + n);
+    for (const char* n : {"self_attn.o_proj.weight", "self_attn.o_proj.bias", "mlp.up_proj.weight", "mlp.up_proj.bias",
+                          "mlp.down_proj.weight", "mlp.down_proj.bias"})
+      if (ends_with(n, ".weight") || params.count(p + n)) move(p + n);  // (biases checked by from_dense_config)
   }
   move("model.norm.weight");
   move("model.norm.bias");
@@ -103,6 +105,21 @@ NamedTensors renamed_tensors(std::map<std::string, torch::Tensor>& params, basel
   for (auto& p : m.named_parameters())
     out.emplace_back(rename(p.key()), take_parameter(params, p.key()).to(dtype).contiguous());
   return out;
+}
+
+/// Appends a zero bias [rows] in `dtype` for every weight of `out` that `has_bias` names
+/// and whose bias `out` lacks (an architecture's biases a model trained without them
+/// exports as: the same function).
+void add_zero_biases(NamedTensors& out, c10::ScalarType dtype, const std::function<bool(const std::string&)>& has_bias) {
+  std::set<std::string> stored;
+  for (const auto& [name, t] : out) stored.insert(name);
+  const size_t n = out.size();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string name = out[i].first;  // (a copy: out grows below)
+    const std::string bias = name.substr(0, name.size() - 6) + "bias";
+    if (ends_with(name, ".weight") && has_bias(name) && !stored.count(bias))
+      out.emplace_back(bias, torch::zeros({out[i].second.size(0)}, torch::TensorOptions().dtype(dtype)));
+  }
 }
 
 /// Tensors in transformers' order, converted to `dtype` on the CPU, with zero q/k/v
@@ -125,23 +142,31 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     out.emplace_back(name, t.to(dtype).contiguous());
   };
   if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
-  if (h.is_gpt_neox()) return gpt_neox_tensors(params, h, dtype);
+  if (h.is_gpt_neox()) return fused_qkv_tensors(params, h, dtype, gpt_neox_stored_name);
+  if (h.is_falcon()) {
+    const bool two_norms = h.parallel_residual && !h.shared_input_norm;
+    return fused_qkv_tensors(params, h, dtype, [&](const std::string& n) { return falcon_stored_name(n, two_norms); });
+  }
   if (h.is_phi()) {
     // Phi has biases on every projection and on lm_head: zeros where the model has none
     // (the same function), so that a model trained without them exports too.
     auto out = renamed_tensors(params, m, dtype, phi_stored_name);
-    std::set<std::string> stored;
-    for (const auto& [name, t] : out) stored.insert(name);
-    const size_t n = out.size();
-    for (size_t i = 0; i < n; ++i) {
-      const std::string name = out[i].first;  // (a copy: out grows below)
-      const bool projection = name == "lm_head.weight" || ends_with(name, "_proj.weight") ||
-                              ends_with(name, "self_attn.dense.weight") || ends_with(name, "mlp.fc1.weight") ||
-                              ends_with(name, "mlp.fc2.weight");
-      const std::string bias = name.substr(0, name.size() - 6) + "bias";
-      if (projection && !stored.count(bias))
-        out.emplace_back(bias, torch::zeros({out[i].second.size(0)}, torch::TensorOptions().dtype(dtype)));
-    }
+    add_zero_biases(out, dtype, [](const std::string& name) {
+      return name == "lm_head.weight" || ends_with(name, "_proj.weight") || ends_with(name, "self_attn.dense.weight") ||
+             ends_with(name, "mlp.fc1.weight") || ends_with(name, "mlp.fc2.weight");
+    });
+    return out;
+  }
+  if (h.is_gptj()) {
+    // GPT-J's names, the rotary rows of q_proj / k_proj back in interleaved order, and zero
+    // fc_in / fc_out / lm_head biases where the model has none.
+    auto out = renamed_tensors(params, m, dtype, gptj_stored_name);
+    for (auto& [name, t] : out)
+      if (ends_with(name, "attn.q_proj.weight") || ends_with(name, "attn.k_proj.weight"))
+        t = gptj_rotary_rows(t, h.num_attention_heads, h.head_dim, h.rotary_dim(), true).contiguous();
+    add_zero_biases(out, dtype, [](const std::string& name) {
+      return name == "lm_head.weight" || ends_with(name, "mlp.fc_in.weight") || ends_with(name, "mlp.fc_out.weight");
+    });
     return out;
   }
   if (h.is_stablelm()) return renamed_tensors(params, m, dtype, [](const std::string& n) { return n; });

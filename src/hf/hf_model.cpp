@@ -98,6 +98,21 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.norm = "layernorm";
     c.parallel_residual = c.shared_input_norm = h.parallel_residual;
   }
+  if (h.is_falcon()) {  // LayerNorms, RoPE, ungated MLP, all biases or none, three block layouts
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.mlp_bias = c.o_bias = h.qkv_bias;  // bias: query_key_value, dense and the MLP alike
+    c.parallel_residual = h.parallel_residual;
+    c.shared_input_norm = h.shared_input_norm;
+  }
+  if (h.is_gptj()) {  // Phi's blocks without attention biases (the rotary rows reordered on load)
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.mlp_bias = true;
+    c.qkv_bias = c.o_bias = false;
+    c.parallel_residual = c.shared_input_norm = true;
+    c.lm_head_bias = true;
+  }
   if (h.is_phi()) {  // GPT-NeoX's blocks with one shared input norm, and lm_head's bias
     c.norm = "layernorm";
     c.mlp = "plain";
@@ -209,11 +224,12 @@ HfConfig sized_config(const baselines::DenseConfig& c, const std::string& archit
                    (def != arch ? " (export as " + def + ")" : std::string()));
 }
 
-/// What every LayerNorm architecture (GPT-2, GPT-NeoX, Phi, StableLM) has: LayerNorms, heads
-/// of d_model / n_heads, full causal attention, none of the Gemma / OLMo / Qwen3 extras; and
-/// an ungated MLP with biases and the exact or tanh GELU (the GPT family, `gated` false) or
-/// a gated MLP without biases (StableLM, `gated` true); `zero_biases`: the MLP's biases may
-/// be missing (exported as zeros: Phi). InputError naming the field otherwise.
+/// What every LayerNorm architecture (GPT-2, GPT-NeoX, Phi, StableLM, Falcon) has: LayerNorms,
+/// heads of d_model / n_heads, full causal attention, none of the Gemma / OLMo / Qwen3 extras;
+/// and an ungated MLP with biases and the exact or tanh GELU (the GPT family, `gated` false)
+/// or a gated MLP without biases (StableLM, `gated` true); `zero_biases`: the MLP's biases
+/// may be missing (Phi: exported as zeros; Falcon: none at all). InputError naming the field
+/// otherwise.
 void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, bool gated = false,
                              bool zero_biases = false) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
@@ -309,6 +325,53 @@ HfConfig stablelm_from_dense_config(const baselines::DenseConfig& c, const std::
   return gpt_family_config(c, kStableLmArch, torch_dtype);
 }
 
+/// FalconForCausalLM's config of a dense model of Falcon's layout (InputError naming what
+/// differs otherwise): check_gpt_family_layout's, RoPE over whole heads, biases on q/k/v,
+/// o_proj and the MLP or on none, no lm_head bias; sequential blocks with one or all
+/// key/value heads, or parallel blocks (one shared input norm or two norms) with any.
+/// Written as falcon-7b's layout (multi_query, no new_decoder_architecture) when that holds
+/// the model (sequential blocks, or parallel ones with a shared norm and one key/value
+/// head), else with new_decoder_architecture (HfConfig::to_json).
+HfConfig falcon_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kFalconArch, what, why); };
+  check_gpt_family_layout(c, kFalconArch, false, true);
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (c.partial_rotary_factor != 1.0)
+    refuse("partial_rotary_factor " + nlohmann::json(c.partial_rotary_factor).dump(), "rotates whole heads");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
+  if (c.qkv_bias != c.o_bias || c.qkv_bias != c.mlp_bias)
+    refuse(std::string("qkv_bias / o_bias / mlp_bias not all ") + (c.qkv_bias ? "true" : "false"),
+           "has biases on query_key_value, dense and the MLP together (bias) or on none");
+  if (!c.parallel_residual && c.n_kv_heads != 1 && c.n_kv_heads != c.n_heads)
+    refuse("n_kv_heads = " + std::to_string(c.n_kv_heads) + " with sequential blocks",
+           "has sequential blocks only with one key/value head (multi_query) or one per query head");
+  HfConfig h = gpt_family_config(c, kFalconArch, torch_dtype);
+  h.shared_input_norm = c.shared_input_norm;
+  h.falcon_new_decoder = c.parallel_residual && !(c.shared_input_norm && c.n_kv_heads == 1);
+  return h;
+}
+
+/// GPTJForCausalLM's config of a dense model of GPT-J's layout (InputError naming what differs
+/// otherwise): check_gpt_family_layout's, parallel blocks with one input norm, RoPE of base
+/// 10000 without scaling, no q/k/v or o_proj biases, multi-head attention, untied. The MLP
+/// and lm_head biases GPT-J has and the model lacks are written as zeros (hf_export).
+HfConfig gptj_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kGptJArch, what, why); };
+  check_gpt_family_layout(c, kGptJArch, false, true);
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (!c.parallel_residual || !c.shared_input_norm)
+    refuse("parallel_residual / shared_input_norm not both true", "has parallel blocks with one ln_1");
+  if (c.qkv_bias || c.o_bias) refuse("qkv_bias / o_bias true", "has no q/k/v_proj or out_proj biases");
+  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  if (c.tie_word_embeddings) refuse("tie_word_embeddings true", "has an untied lm_head with a bias");
+  if (c.rope_theta != 10000.0 || !c.rope_scaling.is_default())
+    refuse("rope_theta " + nlohmann::json(c.rope_theta).dump() + " / rope_scaling " + c.rope_scaling.describe(),
+           "has RoPE of base 10000 without scaling");
+  HfConfig h = gpt_family_config(c, kGptJArch, torch_dtype);
+  h.shared_input_norm = true;
+  return h;
+}
+
 }  // namespace
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
@@ -317,18 +380,14 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture == kGptNeoXArch) return gpt_neox_from_dense_config(c, torch_dtype);
   if (architecture == kPhiArch) return phi_from_dense_config(c, torch_dtype);
   if (architecture == kStableLmArch) return stablelm_from_dense_config(c, torch_dtype);
+  if (architecture == kFalconArch) return falcon_from_dense_config(c, torch_dtype);
+  if (architecture == kGptJArch) return gptj_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
-  if (architecture != kQwen2Arch && architecture != kQwen3Arch && architecture != kLlamaArch &&
-      architecture != kMistralArch && architecture != kPhi3Arch && architecture != kOlmo2Arch &&
-      architecture != kOlmo3Arch && !gemma)
-    throw InputError("architecture \"" + architecture + "\": expected \"" + kQwen2Arch + "\", \"" + kQwen3Arch +
-                     "\", \"" + kLlamaArch + "\", \"" + kMistralArch + "\", \"" + kPhi3Arch + "\", \"" + kOlmo2Arch +
-                     "\", \"" + kOlmo3Arch + "\", \"" + kGemmaArch + "\", \"" + kGemma2Arch + "\", \"" + kGemma3Arch +
-                     "\", \"" + kGpt2Arch + "\", \"" + kGptNeoXArch + "\", \"" + kPhiArch + "\" or \"" +
-                     kStableLmArch + "\"");
+  if (!find_architecture(architecture) || !find_architecture(architecture)->cli)
+    throw InputError("architecture \"" + architecture + "\": expected " + architecture_list(true));
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   if (c.gpt2_blocks())
-    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's / StableLM's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
+    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's / StableLM's / Falcon's / GPT-J's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
                      "\", positions \"" + c.positions + "\", parallel_residual " +
                      (c.parallel_residual ? "true" : "false") + "): " + architecture +
                      " has RMSNorms, a gated MLP, RoPE and sequential blocks (export as " + default_architecture(c) +
@@ -554,24 +613,117 @@ std::string gpt_neox_parameter_name(const std::string& name) {
   return (out.rfind("model.", 0) == 0 || out == "lm_head.weight") && gpt_neox_stored_name(out) == name ? out : "";
 }
 
-torch::Tensor gpt_neox_split_qkv(const torch::Tensor& fused, int64_t heads, int64_t head_dim) {
-  if (fused.dim() < 1 || fused.size(0) != 3 * heads * head_dim)
-    throw InputError("query_key_value: " + std::to_string(fused.dim() ? fused.size(0) : 0) + " rows, expected 3 H hd = " +
-                     std::to_string(3 * heads * head_dim));
-  std::vector<int64_t> per_head = {heads, 3, head_dim};
-  for (int64_t i = 1; i < fused.dim(); ++i) per_head.push_back(fused.size(i));
-  auto rows = fused.sizes().vec();
-  return fused.reshape(per_head).transpose(0, 1).reshape(rows);  // [3, H, hd, ...] -> [3 H hd, ...]
+namespace {
+
+/// The dense model's names and GPT-J's (gptj_stored_name); dots keep ".attn." apart from
+/// ".self_attn.".
+const NameParts& gptj_parts() {
+  static const NameParts parts = {{"model.embed_tokens.weight", "transformer.wte.weight"},
+                                  {"model.norm.", "transformer.ln_f."},
+                                  {"model.layers.", "transformer.h."},
+                                  {".input_layernorm.", ".ln_1."},
+                                  {".self_attn.o_proj.", ".attn.out_proj."},
+                                  {".self_attn.", ".attn."},
+                                  {".mlp.up_proj.", ".mlp.fc_in."},
+                                  {".mlp.down_proj.", ".mlp.fc_out."}};
+  return parts;
 }
 
-torch::Tensor gpt_neox_fuse_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
-                                int64_t head_dim) {
-  std::vector<int64_t> shape = {heads, head_dim};
-  for (int64_t i = 1; i < q.dim(); ++i) shape.push_back(q.size(i));
-  auto stacked = torch::stack({q.reshape(shape), k.reshape(shape), v.reshape(shape)}, 1);  // [H, 3, hd, ...]
+}  // namespace
+
+std::string gptj_stored_name(const std::string& name) { return replace_parts(name, gptj_parts(), true); }
+
+std::string gptj_parameter_name(const std::string& name) {
+  const std::string out = replace_parts(name, gptj_parts(), false);
+  return (out.rfind("model.", 0) == 0 || out.rfind("lm_head.", 0) == 0) && gptj_stored_name(out) == name ? out : "";
+}
+
+torch::Tensor gptj_rotary_rows(const torch::Tensor& w, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse) {
+  std::vector<int64_t> perm(size_t(heads * head_dim));
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t base = h * head_dim;
+    for (int64_t i = 0; i < head_dim; ++i) perm[size_t(base + i)] = base + i;
+    for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+      perm[size_t(base + i)] = base + 2 * i;
+      perm[size_t(base + rotary_dim / 2 + i)] = base + 2 * i + 1;
+    }
+  }
+  if (inverse) {
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
+    perm = inv;
+  }
+  return w.index_select(0, torch::tensor(perm, torch::kInt64).to(w.device()));
+}
+
+torch::Tensor split_grouped_qkv(const torch::Tensor& fused, int64_t kv_heads, int64_t group, int64_t head_dim) {
+  const int64_t rows = kv_heads * (group + 2) * head_dim;
+  if (fused.dim() < 1 || fused.size(0) != rows)
+    throw InputError("query_key_value: " + std::to_string(fused.dim() ? fused.size(0) : 0) +
+                     " rows, expected (H + 2 Hkv) hd = " + std::to_string(rows));
+  std::vector<int64_t> grouped = {kv_heads, group + 2, head_dim}, q_rows = {kv_heads * group * head_dim},
+                       kv_rows = {kv_heads * head_dim};
+  for (int64_t i = 1; i < fused.dim(); ++i) {
+    grouped.push_back(fused.size(i));
+    q_rows.push_back(fused.size(i));
+    kv_rows.push_back(fused.size(i));
+  }
+  const auto g = fused.reshape(grouped);  // [Hkv, G + 2, hd, ...]
+  return torch::cat({g.narrow(1, 0, group).reshape(q_rows), g.select(1, group).reshape(kv_rows),
+                     g.select(1, group + 1).reshape(kv_rows)},
+                    0);
+}
+
+torch::Tensor fuse_grouped_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t kv_heads,
+                               int64_t group, int64_t head_dim) {
+  std::vector<int64_t> qs = {kv_heads, group, head_dim}, kvs = {kv_heads, 1, head_dim};
+  for (int64_t i = 1; i < q.dim(); ++i) {
+    qs.push_back(q.size(i));
+    kvs.push_back(q.size(i));
+  }
   auto rows = q.sizes().vec();
-  rows[0] = 3 * heads * head_dim;
-  return stacked.reshape(rows);
+  rows[0] = kv_heads * (group + 2) * head_dim;
+  return torch::cat({q.reshape(qs), k.reshape(kvs), v.reshape(kvs)}, 1).reshape(rows);  // [Hkv, G + 2, hd, ...]
+}
+
+namespace {
+
+/// The dense model's names and Falcon's (falcon_stored_name); the norms of two-norm blocks.
+const NameParts& falcon_parts() {
+  static const NameParts parts = {{"model.embed_tokens.weight", "transformer.word_embeddings.weight"},
+                                  {"model.norm.", "transformer.ln_f."},
+                                  {"model.layers.", "transformer.h."},
+                                  {"self_attn.o_proj.", "self_attention.dense."},
+                                  {"mlp.up_proj.", "mlp.dense_h_to_4h."},
+                                  {"mlp.down_proj.", "mlp.dense_4h_to_h."}};
+  return parts;
+}
+const NameParts& falcon_norm_parts() {
+  static const NameParts parts = {{"input_layernorm.", "ln_attn."}, {"post_attention_layernorm.", "ln_mlp."}};
+  return parts;
+}
+
+}  // namespace
+
+std::string falcon_stored_name(const std::string& name, bool two_norms) {
+  std::string out = name;
+  for (const char* proj : {"self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj."})
+    if (auto at = out.find(proj); at != std::string::npos)
+      out = out.substr(0, at) + "self_attention.query_key_value." + out.substr(at + std::string(proj).size());
+  out = replace_parts(out, falcon_parts(), true);
+  return two_norms ? replace_parts(out, falcon_norm_parts(), true) : out;
+}
+
+std::string falcon_parameter_name(const std::string& name, bool two_norms) {
+  std::string out = replace_parts(name, falcon_parts(), false);
+  if (two_norms) out = replace_parts(out, falcon_norm_parts(), false);
+  if (out.rfind("model.", 0) != 0 && out != "lm_head.weight") return "";
+  if (auto at = out.find("self_attention.query_key_value."); at != std::string::npos) {
+    const std::string layer = out.substr(0, at) + "self_attn.";
+    const std::string suffix = out.substr(at + std::string("self_attention.query_key_value.").size());
+    return falcon_stored_name(layer + "q_proj." + suffix, two_norms) == name ? layer : "";
+  }
+  return falcon_stored_name(out, two_norms) == name ? out : "";
 }
 
 namespace {
@@ -657,6 +809,25 @@ std::optional<std::string> multimodal_text_name(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+/// Falcon's parallel blocks with ln_attn and ln_mlp (not one shared input_layernorm).
+bool falcon_two_norms(const HfConfig& cfg) { return cfg.parallel_residual && !cfg.shared_input_norm; }
+
+/// The name `cfg`'s files store the dense model's parameter `name` under (q/k/v of the GPT
+/// family and Falcon: the fused tensor's); `gpt2_prefix`: "transformer." when the GPT-2
+/// file's names carry it.
+std::string stored_name(const HfConfig& cfg, const std::string& name, const std::string& gpt2_prefix) {
+  if (cfg.is_gpt2()) return gpt2_prefix + gpt2_stored_name(name);
+  if (cfg.is_gpt_neox()) return gpt_neox_stored_name(name);
+  if (cfg.is_phi()) return phi_stored_name(name);
+  if (cfg.is_falcon()) return falcon_stored_name(name, falcon_two_norms(cfg));
+  if (cfg.is_gptj()) return gptj_stored_name(name);
+  return name;
+}
+
+}  // namespace
+
 void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const WeightFiles& files) {
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> params;
@@ -690,6 +861,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (cfg.is_gpt2() && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias"))) return;
     if (cfg.is_gpt_neox() && (ends_with(e.name, ".attention.bias") || ends_with(e.name, ".attention.masked_bias")))
       return;  // (GPT-NeoX's, likewise)
+    if (cfg.is_gptj() && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias") ||
+                          ends_with(e.name, ".attn.embed_positions")))
+      return;  // (GPT-J's causal-mask and sin / cos buffers of older files)
     const bool float_type = e.dtype == io::DType::F32 || e.dtype == io::DType::BF16 || e.dtype == io::DType::F16 ||
                             e.dtype == io::DType::F64;
     if (!float_type) throw InputError(w + ": dtype " + io::dtype_name(e.dtype) + ": expected F32, BF16, F16 or F64");
@@ -701,15 +875,16 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
-    if (cfg.is_phi()) {  // Phi's names: dense, fc1, fc2, final_layernorm (the others are the dense model's)
-      const std::string to = phi_parameter_name(e.name);
+    if (cfg.is_phi() || cfg.is_gptj()) {  // Phi's names (dense, fc1, fc2, final_layernorm) or GPT-J's
+      const std::string to = cfg.is_phi() ? phi_parameter_name(e.name) : gptj_parameter_name(e.name);
       if (to.empty()) throw unexpected();
       e.name = to;
     }
-    if (cfg.is_gpt2() || cfg.is_gpt_neox()) {
+    if (cfg.is_gpt2() || cfg.is_gpt_neox() || cfg.is_falcon()) {
       // The GPT family's names: GPT-2's (with or without GPT2LMHeadModel's "transformer."
-      // prefix; Conv1D weights stored [in, out]) or GPT-NeoX's; q/k/v stored as one
-      // tensor (c_attn: q rows, then k, then v; query_key_value: per head).
+      // prefix; Conv1D weights stored [in, out]), GPT-NeoX's or Falcon's; q/k/v stored as
+      // one tensor (c_attn: q rows, then k, then v; query_key_value: per head for GPT-NeoX,
+      // per key/value group for Falcon).
       std::string n = e.name;
       std::optional<Gpt2Name> g;
       if (cfg.is_gpt2()) {
@@ -719,7 +894,9 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
           n = e.name.substr(12);
         }
         g = gpt2_name(n);
-      } else if (const std::string to = gpt_neox_parameter_name(n); !to.empty()) {
+      } else if (const std::string to = cfg.is_falcon() ? falcon_parameter_name(n, falcon_two_norms(cfg))
+                                                         : gpt_neox_parameter_name(n);
+                 !to.empty()) {
         g = Gpt2Name{to, false, ends_with(to, "self_attn.")};
       } else {
         throw unexpected();
@@ -730,17 +907,20 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
         if (!params.count(g->to + "q_proj" + suffix)) throw unexpected();
         claim(e.name);
         const torch::Tensor t = read();
-        const int64_t d = cfg.hidden_size;
-        std::vector<int64_t> want = {3 * d};
-        if (weight) want = cfg.is_gpt2() ? std::vector<int64_t>{d, 3 * d} : std::vector<int64_t>{3 * d, d};
+        const int64_t d = cfg.hidden_size, kv = cfg.num_key_value_heads, fused_rows = (cfg.num_attention_heads + 2 * kv) * cfg.head_dim;
+        std::vector<int64_t> want = {fused_rows};
+        if (weight) want = cfg.is_gpt2() ? std::vector<int64_t>{d, fused_rows} : std::vector<int64_t>{fused_rows, d};
         if (t.sizes() != c10::IntArrayRef(want))
           throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) + " from config.json (" +
-                           (cfg.is_gpt2() ? std::string("n_embd") + (weight ? ", 3 n_embd: Conv1D [in, out]" : " times 3")
-                                          : std::string("3 hidden_size") + (weight ? ", hidden_size" : "")) +
+                           (cfg.is_gpt2()     ? std::string("n_embd") + (weight ? ", 3 n_embd: Conv1D [in, out]" : " times 3")
+                            : cfg.is_falcon() ? std::string("(num_attention_heads + 2 key/value heads) head_dim") +
+                                                    (weight ? ", hidden_size" : "") + "; key/value heads " +
+                                                    std::to_string(kv) + " from new_decoder_architecture, multi_query and num_kv_heads"
+                                              : std::string("3 hidden_size") + (weight ? ", hidden_size" : "")) +
                            ")");
-        // [3d, d] / [3d]: q rows, then k, then v
+        // [q; k; v] rows: GPT-2's as stored; GPT-NeoX's per head and Falcon's per group reordered
         const auto rows = cfg.is_gpt2() ? (weight ? t.t() : t)
-                                        : gpt_neox_split_qkv(t, cfg.num_attention_heads, cfg.head_dim);
+                                        : split_grouped_qkv(t, kv, cfg.num_attention_heads / kv, cfg.head_dim);
         int64_t at = 0;
         for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
           auto& dst = params.at(g->to + proj + suffix);
@@ -821,15 +1001,12 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (!loaded.count(name)) {
       // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
       const FusedWeight* fw = cfg.is_phi3() ? fused_holder(name) : nullptr;
-      std::string missing = cfg.is_gpt2()       ? gpt2_prefix + gpt2_stored_name(name)
-                            : cfg.is_gpt_neox() ? gpt_neox_stored_name(name)
-                            : cfg.is_phi()      ? phi_stored_name(name)
-                                                : name;
+      std::string missing = stored_name(cfg, name, gpt2_prefix);
       if (fw)
         for (const auto& p : fw->parts)
           if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
       // (GPT-NeoX's query_key_value holds q, k and v: named, as Phi-3's, "fused")
-      const bool fused = fw || (cfg.is_gpt_neox() && missing.find("query_key_value") != std::string::npos);
+      const bool fused = fw || missing.find("query_key_value") != std::string::npos;
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
                        (!fused ? " (shape " +
                                      shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes().vec()
@@ -844,12 +1021,16 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     const auto emb = params.at("model.embed_tokens.weight");
     if (!torch::equal(stored_head.to(emb.scalar_type()), emb.cpu()))
       throw InputError(stored_head_file + ": tensor '" + stored_head_name + "' differs from " +
-                       (cfg.is_gpt2()       ? std::string(gpt2_prefix) + "wte.weight"
-                        : cfg.is_gpt_neox() ? std::string("gpt_neox.embed_in.weight")
-                                            : std::string("model.embed_tokens.weight")) +
+                       stored_name(cfg, "model.embed_tokens.weight", gpt2_prefix) +
                        " although config.json has tie_word_embeddings = true");
   }
   gemma_weights_to_dense(params, cfg);
+  if (cfg.is_gptj())  // interleaved RoPE pairs -> rotate-half pairs (gptj_rotary_rows)
+    for (int64_t i = 0; i < cfg.num_hidden_layers; ++i)
+      for (const char* proj : {"q_proj", "k_proj"}) {
+        auto& p = params.at("model.layers." + std::to_string(i) + ".self_attn." + proj + ".weight");
+        p.copy_(gptj_rotary_rows(p, cfg.num_attention_heads, cfg.head_dim, cfg.rotary_dim(), false));
+      }
 }
 
 baselines::DenseModel load_hf_model(const std::string& dir, c10::ScalarType dtype, c10::Device device,

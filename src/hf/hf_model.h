@@ -69,7 +69,7 @@ std::string gpt2_stored_name(const std::string& name);
 /// "embed_out.weight", "model.norm.*" -> "gpt_neox.final_layer_norm.*",
 /// "model.layers.3.self_attn.o_proj.bias" -> "gpt_neox.layers.3.attention.dense.bias",
 /// mlp.up_proj / down_proj -> mlp.dense_h_to_4h / dense_4h_to_h, q_proj / k_proj / v_proj
-/// -> "attention.query_key_value.*" (stored fused per head: gpt_neox_fuse_qkv).
+/// -> "attention.query_key_value.*" (stored fused per head: fuse_grouped_qkv with Hkv = H).
 std::string gpt_neox_stored_name(const std::string& name);
 /// Phi's name (PhiForCausalLM's) of the dense model's parameter `name`: "model.norm.*" ->
 /// "model.final_layernorm.*", self_attn.o_proj -> self_attn.dense, mlp.up_proj / down_proj
@@ -82,12 +82,43 @@ std::string phi_parameter_name(const std::string& name);
 /// query_key_value -> the layer's "model.layers.{i}.self_attn." prefix), or "" for a
 /// name GPT-NeoX does not have.
 std::string gpt_neox_parameter_name(const std::string& name);
-/// GPT-NeoX's query_key_value rows ([3 H hd] or [3 H hd, d]: per head h its q, k and v
-/// rows, GPTNeoXAttention's view(H, 3 hd)) as [q; k; v] (all heads' q rows, then k, then
-/// v), and back. Throws InputError unless rows(0) = 3 H hd.
-torch::Tensor gpt_neox_split_qkv(const torch::Tensor& fused, int64_t heads, int64_t head_dim);
-torch::Tensor gpt_neox_fuse_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
-                                int64_t head_dim);
+/// Falcon's name (FalconForCausalLM's) of the dense model's parameter `name`:
+/// "model.embed_tokens.weight" -> "transformer.word_embeddings.weight", "model.norm.*" ->
+/// "transformer.ln_f.*", "model.layers.3." -> "transformer.h.3.", self_attn.o_proj ->
+/// self_attention.dense, q_proj / k_proj / v_proj -> "self_attention.query_key_value.*"
+/// (stored fused per key/value group: fuse_grouped_qkv), mlp.up_proj / down_proj ->
+/// mlp.dense_h_to_4h / dense_4h_to_h; `two_norms` (parallel blocks with ln_attn and
+/// ln_mlp): input_layernorm -> ln_attn, post_attention_layernorm -> ln_mlp.
+std::string falcon_stored_name(const std::string& name, bool two_norms);
+/// The dense model's name of Falcon's tensor `name` (falcon_stored_name reversed;
+/// query_key_value -> the layer's "model.layers.{i}.self_attn." prefix), or "" for a name
+/// Falcon (with or without `two_norms`) does not have.
+std::string falcon_parameter_name(const std::string& name, bool two_norms);
+/// A fused q/k/v projection stored per key/value group ([R] or [R, d] with R = Hkv (G + 2)
+/// hd, G = H / Hkv query heads per group: group g's G query heads' rows, then its key head's,
+/// then its value head's; Falcon's FalconAttention._split_heads, and GPT-NeoX's per-head
+/// [q; k; v] with Hkv = H, G = 1) as [q; k; v] (all H query heads' rows, then the Hkv key
+/// heads', then the value heads'), and back. Throws InputError unless rows(0) = R.
+torch::Tensor split_grouped_qkv(const torch::Tensor& fused, int64_t kv_heads, int64_t group, int64_t head_dim);
+/// split_grouped_qkv's inverse: q [H hd, ...], k and v [Hkv hd, ...] fused per group.
+torch::Tensor fuse_grouped_qkv(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t kv_heads,
+                               int64_t group, int64_t head_dim);
+
+/// GPT-J's name (GPTJForCausalLM's) of the dense model's parameter `name`:
+/// "model.embed_tokens.weight" -> "transformer.wte.weight", "model.norm.*" ->
+/// "transformer.ln_f.*", "model.layers.3." -> "transformer.h.3.", input_layernorm -> ln_1,
+/// self_attn.o_proj -> attn.out_proj, self_attn.{q,k,v}_proj -> attn.{q,k,v}_proj,
+/// mlp.up_proj / down_proj -> mlp.fc_in / fc_out; lm_head.* unchanged.
+std::string gptj_stored_name(const std::string& name);
+/// The dense model's name of GPT-J's tensor `name` (gptj_stored_name reversed), or "".
+std::string gptj_parameter_name(const std::string& name);
+/// The rows [heads * head_dim, ...] of a q or k projection with each head's leading
+/// `rotary_dim` rows reordered from GPT-J's interleaved RoPE pairs (2i, 2i + 1) to
+/// rotate-half pairs (i, i + rotary_dim / 2): new row i <- old 2i, new row rotary_dim / 2 + i
+/// <- old 2i + 1 (the other rows unchanged); `inverse` undoes it. Both q and k reordered
+/// alike leave q.k unchanged, and rotate-half RoPE on the new rows equals GPT-J's
+/// rotate_every_two RoPE on the old ones (modeling_gptj.py apply_rotary_pos_emb).
+torch::Tensor gptj_rotary_rows(const torch::Tensor& w, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse);
 
 /// "float32" | "float" | "bfloat16" | "bf16" | "float16" | "half" | "fp16" | "float64";
 /// throws InputError naming `flag` otherwise.

@@ -286,13 +286,14 @@ inline baselines::DenseModel expect_folder_matches_reference(const std::string& 
 
 /// `lol export --hf` of `m` (loaded from a folder of config `source_config` and stored
 /// tensors `stored`, as read back) to `out` as its default architecture, which must be
-/// `arch`: the written config.json has `source_config`'s values of `keys`, and the written
-/// tensors are `stored`'s, the same names and values bit for bit.
+/// `arch` (or, with `as_default` false, as `arch`, which no layout defaults to: --arch):
+/// the written config.json has `source_config`'s values of `keys`, and the written tensors
+/// are `stored`'s, the same names and values bit for bit.
 inline void expect_export_writes_source_back(baselines::DenseModel& m, const std::string& arch, const std::string& out,
                                              const nlohmann::json& source_config, const std::vector<std::string>& keys,
-                                             const NamedTensors& stored) {
+                                             const NamedTensors& stored, bool as_default = true) {
   ExportOptions eo;
-  eo.architecture = default_architecture(m->config());
+  eo.architecture = as_default ? default_architecture(m->config()) : arch;
   EXPECT_EQ(eo.architecture, arch);
   export_hf(*m, nullptr, out, eo);
   const auto written = nlohmann::json::parse(read_text(out + "/config.json"));

@@ -355,7 +355,7 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
       {kLlama, R"({"attention_bias": true})", {"attention_bias", "o_proj"}},
       {kLlama, R"({"mlp_bias": true})", {"mlp_bias"}},
       {kQwen25, R"({"quantization_config": {"quant_method": "gptq"}})", {"quantization_config", "quantized"}},
-      {kQwen25, R"({"architectures": ["FalconForCausalLM"]})", {"architectures", "FalconForCausalLM", "Qwen2ForCausalLM", "Gemma3ForCausalLM", "GPTNeoXForCausalLM", "PhiForCausalLM"}},
+      {kQwen25, R"({"architectures": ["BloomForCausalLM"]})", {"architectures", "BloomForCausalLM", "Qwen2ForCausalLM", "Gemma3ForCausalLM", "GPTNeoXForCausalLM", "PhiForCausalLM", "FalconForCausalLM", "GPTJForCausalLM"}},
       {kQwen25, R"({"architectures": []})", {"architectures", "exactly one"}},
       {kQwen25, R"({"model_type": "llama"})", {"model_type", "qwen2"}},
       {kQwen25, R"({"hidden_size": "896"})", {"hidden_size", "expected an integer"}},
