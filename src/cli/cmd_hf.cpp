@@ -504,7 +504,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

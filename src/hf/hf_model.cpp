@@ -30,8 +30,29 @@ std::string shape_str(c10::IntArrayRef s) {
   return o.str();
 }
 
-/// Which config.json fields set the shape of a tensor (for error messages).
+std::string llama_shape_source(const std::string& name, const HfConfig& cfg);
+
+/// The config.json fields that set the shape of a tensor (for error messages), under the
+/// names the architecture's config uses (GPT-J's n_embd, n_head, n_inner; Falcon's
+/// ffn_hidden_size and key/value heads).
 std::string shape_source(const std::string& name, const HfConfig& cfg) {
+  std::string fields = llama_shape_source(name, cfg);
+  const std::vector<std::pair<std::string, std::string>> renames =
+      cfg.is_gptj()     ? std::vector<std::pair<std::string, std::string>>{{"hidden_size", "n_embd"},
+                                                                            {"intermediate_size", "n_inner"},
+                                                                            {"num_attention_heads", "n_head"},
+                                                                            {"num_key_value_heads", "n_head"}}
+      : cfg.is_falcon() ? std::vector<std::pair<std::string, std::string>>{{"intermediate_size", "ffn_hidden_size"},
+                                                                            {"num_key_value_heads", "num_kv_heads"}}
+                        : std::vector<std::pair<std::string, std::string>>{};
+  for (const auto& [from, to] : renames)
+    for (size_t at = fields.find(from); at != std::string::npos; at = fields.find(from, at + to.size()))
+      fields.replace(at, from.size(), to);
+  return fields;
+}
+
+/// shape_source under the Llama family's field names.
+std::string llama_shape_source(const std::string& name, const HfConfig& cfg) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
   // OLMo's q_norm / k_norm span all heads of the projection.
@@ -136,7 +157,10 @@ std::string default_architecture(const baselines::DenseConfig& c) {
   if (c.gpt2_blocks())
     return c.learned_positions()                    ? kGpt2Arch
            : c.mlp == "gated"                       ? kStableLmArch
-           : c.shared_input_norm || c.lm_head_bias ? kPhiArch
+           : c.lm_head_bias                         ? kPhiArch
+           // (Phi's head is untied, GPT-NeoX's attention multi-head: Falcon holds those)
+           : c.shared_input_norm                    ? (c.tie_word_embeddings ? kFalconArch : kPhiArch)
+           : c.n_kv_heads != c.n_heads              ? kFalconArch
                                                     : kGptNeoXArch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
@@ -237,7 +261,7 @@ void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, 
   if (gated && (c.mlp != "gated" || c.mlp_bias))
     refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has a gated MLP without biases");
   if (!gated && (c.mlp != "plain" || (!c.mlp_bias && !zero_biases)))
-    refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has an ungated MLP with biases");
+    refuse("mlp \"" + c.mlp + "\" / mlp_bias", zero_biases ? "has an ungated MLP" : "has an ungated MLP with biases");
   if (!gated && c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
     refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
   if (c.effective_head_dim() * c.n_heads != c.d_model)

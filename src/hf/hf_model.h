@@ -41,8 +41,9 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
                            const std::string& torch_dtype);
 
 /// The architecture `lol export` and `layerroute merge` write a dense model as when no
-/// --arch is given: GPT-2 for GPT-2's blocks with learned positions, GPT-NeoX for them with
-/// RoPE (or for parallel blocks), OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for
+/// --arch is given: GPT-2 for GPT-2's blocks with learned positions; with RoPE, StableLM for
+/// a gated MLP, Phi for an lm_head bias or an untied shared input norm, Falcon for a tied
+/// one or for grouped-query attention, GPT-NeoX otherwise; OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for
 /// it without, the Gemma classes for scaled embeddings, Qwen3 for per-head q/k norms,
 /// Qwen2 otherwise.
 std::string default_architecture(const baselines::DenseConfig& c);
