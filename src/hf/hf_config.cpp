@@ -614,40 +614,25 @@ nlohmann::ordered_json HfConfig::to_json() const {
     return j;
   };
   nlohmann::ordered_json j;
-  if (is_gpt2()) {  // GPT2Config's keys
+  if (is_gpt2() || is_gptj()) {  // GPT2Config's keys (GPTJConfig reads the same names)
     j["architectures"] = {architecture};
-    j["model_type"] = "gpt2";
+    j["model_type"] = model_type();
     j["vocab_size"] = vocab_size;
     j["n_embd"] = hidden_size;
     j["n_layer"] = num_hidden_layers;
     j["n_head"] = num_attention_heads;
     j["n_positions"] = max_position_embeddings;
-    j["n_ctx"] = max_position_embeddings;
+    if (is_gpt2()) j["n_ctx"] = max_position_embeddings;
     j["n_inner"] = intermediate_size;
+    if (is_gptj()) j["rotary_dim"] = rotary_dim();
     j["activation_function"] = activation == "gelu" ? "gelu" : "gelu_new";
     j["layer_norm_epsilon"] = rms_norm_eps;
     j["tie_word_embeddings"] = tie_word_embeddings;
-    j["scale_attn_weights"] = true;
-    j["scale_attn_by_inverse_layer_idx"] = false;
-    j["reorder_and_upcast_attn"] = false;
-    j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
-    j["initializer_range"] = 0.02;
-    j["use_cache"] = true;
-    return finish(j);
-  }
-  if (is_gptj()) {  // GPTJConfig's keys
-    j["architectures"] = {architecture};
-    j["model_type"] = "gptj";
-    j["vocab_size"] = vocab_size;
-    j["n_embd"] = hidden_size;
-    j["n_layer"] = num_hidden_layers;
-    j["n_head"] = num_attention_heads;
-    j["n_positions"] = max_position_embeddings;
-    j["n_inner"] = intermediate_size;
-    j["rotary_dim"] = rotary_dim();
-    j["activation_function"] = activation == "gelu" ? "gelu" : "gelu_new";
-    j["layer_norm_epsilon"] = rms_norm_eps;
-    j["tie_word_embeddings"] = false;
+    if (is_gpt2()) {
+      j["scale_attn_weights"] = true;
+      j["scale_attn_by_inverse_layer_idx"] = false;
+      j["reorder_and_upcast_attn"] = false;
+    }
     j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;

@@ -66,6 +66,30 @@ double layer_norm_eps(util::JsonFields& f, const std::string& where, const char*
   return eps;
 }
 
+/// An optional positive size `key` (null or absent: `def`) with upper bound `hi`.
+int64_t optional_size(util::JsonFields& f, const nlohmann::json& j, const std::string& where, const char* key,
+                      int64_t def, int64_t hi) {
+  int64_t v = def;
+  if (f.has(key) && !j[key].is_null()) f.get(key, v);
+  util::check_range(where, key, v, 1, hi);
+  return v;
+}
+
+/// GPT2Config's names of the sizes, the LayerNorms' epsilon and the GELU (GPTJConfig's too):
+/// vocab_size, n_embd, n_layer, n_head and n_positions required; n_inner (null or absent:
+/// 4 n_embd), layer_norm_epsilon (1e-5), activation_function (gelu_new).
+void read_gpt2_names(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"n_embd", &c.hidden_size, int64_t(1) << 20},
+                        {"n_layer", &c.num_hidden_layers, 4096},
+                        {"n_head", &c.num_attention_heads, int64_t(1) << 16},
+                        {"n_positions", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "n_embd", "n_head");
+  c.intermediate_size = optional_size(f, j, where, "n_inner", 4 * c.hidden_size, int64_t(1) << 24);
+  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
+  c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
+}
+
 /// The keys every GPT-family config ends with: quantization_config refused, the stored
 /// dtype, bos / eos ids (defaults `bos`, `eos`: the config class's) and pad.
 void read_tail(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c, int64_t bos,
@@ -178,20 +202,7 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
   HfConfig c;
   c.architecture = kGpt2Arch;
   check_model_type(f, where, "gpt2", kGpt2Arch);
-  // Sizes: required, as for the other architectures (GPT-2 folders always list them).
-  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
-                        {"n_embd", &c.hidden_size, int64_t(1) << 20},
-                        {"n_layer", &c.num_hidden_layers, 4096},
-                        {"n_head", &c.num_attention_heads, int64_t(1) << 16},
-                        {"n_positions", &c.max_position_embeddings, int64_t(1) << 24}});
-  multi_head(c, where, "n_embd", "n_head");
-  c.intermediate_size = 4 * c.hidden_size;  // n_inner: null = 4 n_embd
-  if (f.has("n_inner") && !j["n_inner"].is_null()) {
-    f.get("n_inner", c.intermediate_size);
-    util::check_range(where, "n_inner", c.intermediate_size, 1, int64_t(1) << 24);
-  }
-  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
+  read_gpt2_names(f, j, where, c);
   // Switches that change the attention: refused unless at GPT-2's values.
   bool scale_weights = true, by_layer = false, cross = false;
   f.get("scale_attn_weights", scale_weights);
@@ -296,15 +307,6 @@ HfConfig stablelm_config(const nlohmann::json& j, const std::string& where) {
 
 namespace {
 
-/// An optional positive size `key` (null or absent: `def`) with upper bound `hi`.
-int64_t optional_size(util::JsonFields& f, const nlohmann::json& j, const std::string& where, const char* key,
-                      int64_t def, int64_t hi) {
-  int64_t v = def;
-  if (f.has(key) && !j[key].is_null()) f.get(key, v);
-  util::check_range(where, key, v, 1, hi);
-  return v;
-}
-
 /// Refuses RefinedWeb's key `legacy` (the remote-code configs falcon folders had before
 /// transformers' Falcon) unless `modern` is present with the same value: transformers'
 /// FalconConfig no longer reads it, so the model it builds could differ from the file's.
@@ -400,16 +402,7 @@ HfConfig gptj_config(const nlohmann::json& j, const std::string& where) {
   HfConfig c;
   c.architecture = kGptJArch;
   check_model_type(f, where, "gptj", kGptJArch);
-  // GPTJConfig's names (its attribute_map: hidden_size = n_embd, ...); required as GPT-2's.
-  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
-                        {"n_embd", &c.hidden_size, int64_t(1) << 20},
-                        {"n_layer", &c.num_hidden_layers, 4096},
-                        {"n_head", &c.num_attention_heads, int64_t(1) << 16},
-                        {"n_positions", &c.max_position_embeddings, int64_t(1) << 24}});
-  multi_head(c, where, "n_embd", "n_head");
-  c.intermediate_size = optional_size(f, j, where, "n_inner", 4 * c.hidden_size, int64_t(1) << 24);  // null: 4 n_embd
-  c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
+  read_gpt2_names(f, j, where, c);  // (GPTJConfig's attribute_map: hidden_size = n_embd, ...)
   // RoPE on the leading rotary_dim dimensions of each head in interleaved pairs (2i, 2i + 1),
   // base 10000 (GPTJAttention's fixed table); lol stores q_proj / k_proj with those rows
   // reordered so that rotate-half pairs (i, i + rotary_dim / 2) compute the same function
