@@ -123,6 +123,9 @@ std::string block_text(const hf::HfConfig& c) {
   if (c.is_phi())
     return "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm) LayerNorms (weight and bias), MLP " +
            c.activation + " (not gated, biases), biases on q/k/v_proj and dense, lm_head with a bias";
+  if (c.is_starcoder2())
+    return "sequential pre-norm LayerNorms (weight and bias), MLP " + c.activation + " (not gated: c_fc, c_proj)" +
+           (c.qkv_bias ? ", biases on q/k/v/o_proj and the MLP" : ", no biases");
   if (c.is_gptj())
     return "parallel (x + attn(ln_1 x) + mlp(ln_1 x), one LayerNorm) LayerNorms (weight and bias), MLP " + c.activation +
            " (not gated, biases), no q/k/v or out_proj biases, lm_head with a bias, RoPE in interleaved pairs (q_proj / "
@@ -159,7 +162,9 @@ void run_info(const std::string& dir, bool check) {
   std::cout << "folder        " << dir << "\n"
             << "architecture  " << c.architecture
             << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
-            << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() || c.is_stablelm() || c.is_falcon() || c.is_gptj() ? ""
+            << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() || c.is_stablelm() || c.is_falcon() || c.is_gptj() ||
+                        c.is_starcoder2()
+                    ? ""
                 : c.qkv_bias                                                             ? " (q/k/v biases)"
                                                                                          : "")
             << (c.qk_norm ? (c.qk_norm_across_heads ? " (q/k norms across heads)" : " (q/k norms)") : "") << "\n"
@@ -177,6 +182,7 @@ void run_info(const std::string& dir, bool check) {
     std::cout << ", rope_theta " << c.rope_theta
               << (c.is_falcon() || c.is_gptj()                      ? ", layer_norm_epsilon "
                   : c.is_gpt_neox() || c.is_phi() || c.is_stablelm() ? ", layer_norm_eps "
+                  : c.is_starcoder2()                                ? ", norm_epsilon "
                                                                      : ", rms_norm_eps ")
               << c.rms_norm_eps << "\n";
   std::cout
@@ -504,7 +510,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2 (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

@@ -1,6 +1,6 @@
 // Pieces of HfConfig::from_json (hf_config.h) shared by its files: the error helpers
 // and the parsers of the config.json files of the LayerNorm architectures (GPT-2,
-// GPT-NeoX, Phi, StableLM, Falcon, GPT-J), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
+// GPT-NeoX, Phi, StableLM, Falcon, GPT-J, StarCoder2), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
 #pragma once
 #include <string>
 
@@ -54,5 +54,7 @@ HfConfig stablelm_config(const nlohmann::json& j, const std::string& where);
 HfConfig falcon_config(const nlohmann::json& j, const std::string& where);
 /// GPTJForCausalLM's config.json (GPTJConfig's keys and defaults): see kGptJArch.
 HfConfig gptj_config(const nlohmann::json& j, const std::string& where);
+/// Starcoder2ForCausalLM's config.json (Starcoder2Config's keys and defaults): see kStarcoder2Arch.
+HfConfig starcoder2_config(const nlohmann::json& j, const std::string& where);
 
 }  // namespace lol::hf::config_parts

@@ -59,7 +59,7 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kGemma3VisionArch, "gemma3", nullptr}, {kGpt2Arch, "gpt2", "gpt2"},
       {kGptNeoXArch, "gpt_neox", "gpt_neox"}, {kPhiArch, "phi", "phi"},
       {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
-      {kGptJArch, "gptj", "gptj"}};
+      {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"}};
   return table;
 }
 
@@ -145,7 +145,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                                    {kPhiArch, phi_config},
                                    {kStableLmArch, stablelm_config},
                                    {kFalconArch, falcon_config},
-                                   {kGptJArch, gptj_config}})
+                                   {kGptJArch, gptj_config},
+                                   {kStarcoder2Arch, starcoder2_config}})
     if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({cls}))
       return parse(j, where);
   util::JsonFields f(j, where);
@@ -634,6 +635,29 @@ nlohmann::ordered_json HfConfig::to_json() const {
       j["reorder_and_upcast_attn"] = false;
     }
     j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_starcoder2()) {  // Starcoder2Config's keys
+    j["architectures"] = {architecture};
+    j["model_type"] = "starcoder2";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["num_key_value_heads"] = num_key_value_heads;
+    j["max_position_embeddings"] = max_position_embeddings;
+    j["rope_theta"] = rope_theta;
+    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
+                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::ordered_json(sliding_window) : nlohmann::ordered_json(nullptr);
+    j["norm_epsilon"] = rms_norm_eps;
+    j["hidden_act"] = activation;
+    j["use_bias"] = qkv_bias;
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["attention_dropout"] = j["residual_dropout"] = j["embedding_dropout"] = 0.0;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;
     return finish(j);

@@ -124,6 +124,12 @@ inline constexpr const char* kFalconArch = "FalconForCausalLM";
 /// the rotary rows of q_proj and k_proj on load (pair (2i, 2i + 1) -> (i, i + rotary_dim/2),
 /// undone by export), which computes the same attention with rotate-half RoPE.
 inline constexpr const char* kGptJArch = "GPTJForCausalLM";
+/// StarCoder2 (bigcode/starcoder2-3b / -7b / -15b; model_type "starcoder2"): Llama's names and
+/// sequential blocks with LayerNorms (weight and bias), grouped-query attention, rotate-half
+/// RoPE over whole heads, an ungated MLP (mlp.c_fc, mlp.c_proj; tanh GELU by default), biases
+/// on q/k/v/o_proj and the MLP with use_bias (default true), every layer attending within
+/// sliding_window tokens when it is set, tied embeddings by default.
+inline constexpr const char* kStarcoder2Arch = "Starcoder2ForCausalLM";
 
 /// One architecture this loader reads: its class (config.json "architectures"[0]), its
 /// model_type, and its name on the command line (--arch; null for a class lol reads but does
@@ -224,6 +230,7 @@ struct HfConfig {
   bool is_stablelm() const { return architecture == kStableLmArch; }
   bool is_falcon() const { return architecture == kFalconArch; }
   bool is_gptj() const { return architecture == kGptJArch; }
+  bool is_starcoder2() const { return architecture == kStarcoder2Arch; }
   /// config.json "model_type" of the architecture (its row of architectures(); "llama"
   /// for an unknown class).
   std::string model_type() const;

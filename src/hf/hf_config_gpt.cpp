@@ -430,4 +430,53 @@ HfConfig gptj_config(const nlohmann::json& j, const std::string& where) {
   return c;
 }
 
+HfConfig starcoder2_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kStarcoder2Arch;
+  check_model_type(f, where, "starcoder2", kStarcoder2Arch);
+  read_llama_sizes(f, where, c);
+  if (!f.has("num_key_value_heads")) c.num_key_value_heads = 2;  // Starcoder2Config's default
+  read_kv_heads(f, j, where, c, false);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw InputError(where + ": " + field("num_key_value_heads") +
+                     " is missing, and Starcoder2Config's default is 2: expected a divisor of num_attention_heads = " +
+                     std::to_string(c.num_attention_heads));
+  c.rms_norm_eps = layer_norm_eps(f, where, "norm_epsilon");  // (the LayerNorms' epsilon)
+  c.activation = gelu_activation(f, where, "hidden_act", "gelu_pytorch_tanh");
+  read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 1.0, "StarCoder2's whole heads");
+  if (c.partial_rotary_factor != 1.0)
+    unsupported(where, "partial_rotary_factor", num_text(c.partial_rotary_factor),
+                "StarCoder2 rotates whole heads; transformers' Starcoder2Attention does not read it");
+  c.qkv_bias = true;  // use_bias: q/k/v/o_proj, c_fc and c_proj alike
+  f.get("use_bias", c.qkv_bias);
+  // sliding_window (default null): every layer attends within it; one of
+  // max_position_embeddings or more never binds (full attention, as the Llama family's).
+  bool sliding = false;
+  if (f.has("sliding_window") && !j["sliding_window"].is_null()) {
+    int64_t w = 0;
+    f.get("sliding_window", w);
+    if (w < 1)
+      throw InputError(where + ": " + field("sliding_window") + " = " + std::to_string(w) +
+                       ": expected a positive number of tokens or null");
+    sliding = true;
+    if (w < c.max_position_embeddings) c.sliding_window = w;
+  }
+  if (f.has("layer_types") && !j["layer_types"].is_null()) {  // (if written: the same kind on every layer)
+    const auto& lt = j["layer_types"];
+    const char* want = sliding ? "sliding_attention" : "full_attention";
+    if (!lt.is_array() || int64_t(lt.size()) != c.num_hidden_layers)
+      throw InputError(where + ": " + field("layer_types") + ": expected a list of num_hidden_layers = " +
+                       std::to_string(c.num_hidden_layers) + " entries");
+    for (size_t i = 0; i < lt.size(); ++i)
+      if (lt[i] != want)
+        unsupported(where, "layer_types[" + std::to_string(i) + "]", lt[i].dump(),
+                    std::string("StarCoder2 has \"") + want + "\" on every layer with this sliding_window");
+  }
+  c.tie_word_embeddings = true;  // PretrainedConfig's default (Starcoder2Config does not change it)
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_tail(f, j, where, c, 50256, 50256);  // (Starcoder2Config's defaults)
+  return c;
+}
+
 }  // namespace lol::hf::config_parts

@@ -170,6 +170,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     return out;
   }
   if (h.is_stablelm()) return renamed_tensors(params, m, dtype, [](const std::string& n) { return n; });
+  if (h.is_starcoder2()) return renamed_tensors(params, m, dtype, starcoder2_stored_name);
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

@@ -126,6 +126,11 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.parallel_residual = h.parallel_residual;
     c.shared_input_norm = h.shared_input_norm;
   }
+  if (h.is_starcoder2()) {  // Llama's blocks with LayerNorms, an ungated MLP, all biases or none
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.mlp_bias = c.o_bias = h.qkv_bias;  // use_bias
+  }
   if (h.is_gptj()) {  // Phi's blocks without attention biases (the rotary rows reordered on load)
     c.norm = "layernorm";
     c.mlp = "plain";
@@ -160,6 +165,9 @@ std::string default_architecture(const baselines::DenseConfig& c) {
            : c.lm_head_bias                         ? kPhiArch
            // (Phi's head is untied, GPT-NeoX's attention multi-head: Falcon holds those)
            : c.shared_input_norm                    ? (c.tie_word_embeddings ? kFalconArch : kPhiArch)
+           // (sequential blocks sliding on every layer, or with grouped-query attention: StarCoder2's)
+           : !c.parallel_residual && (c.attention == "sliding" || (c.n_kv_heads != c.n_heads && c.n_kv_heads != 1))
+               ? kStarcoder2Arch
            : c.n_kv_heads != c.n_heads              ? kFalconArch
                                                     : kGptNeoXArch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
@@ -248,14 +256,15 @@ HfConfig sized_config(const baselines::DenseConfig& c, const std::string& archit
                    (def != arch ? " (export as " + def + ")" : std::string()));
 }
 
-/// What every LayerNorm architecture (GPT-2, GPT-NeoX, Phi, StableLM, Falcon) has: LayerNorms,
-/// heads of d_model / n_heads, full causal attention, none of the Gemma / OLMo / Qwen3 extras;
+/// What every LayerNorm architecture (GPT-2, GPT-NeoX, Phi, StableLM, Falcon, GPT-J,
+/// StarCoder2) has: LayerNorms, heads of d_model / n_heads, full causal attention (`sliding`:
+/// or a window on every layer, StarCoder2), none of the Gemma / OLMo / Qwen3 extras;
 /// and an ungated MLP with biases and the exact or tanh GELU (the GPT family, `gated` false)
 /// or a gated MLP without biases (StableLM, `gated` true); `zero_biases`: the MLP's biases
 /// may be missing (Phi: exported as zeros; Falcon: none at all). InputError naming the field
 /// otherwise.
 void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, bool gated = false,
-                             bool zero_biases = false) {
+                             bool zero_biases = false, bool sliding = false) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
   if (gated && (c.mlp != "gated" || c.mlp_bias))
@@ -266,8 +275,12 @@ void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, 
     refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
   if (c.effective_head_dim() * c.n_heads != c.d_model)
     refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
-  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len))
-    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")", "has full causal attention");
+  const bool every_layer_slides = c.attention == "sliding" && c.n_full_prelude == 0 && c.n_full_coda == 0 &&
+                                  c.full_attention_interval == 0;
+  if (c.attention != "full" && !(c.attention == "sliding" && c.window >= c.max_seq_len) &&
+      !(sliding && every_layer_slides))
+    refuse("attention \"" + c.attention + "\" (window " + std::to_string(c.window) + ")",
+           sliding ? "has full causal attention or a sliding window on every layer" : "has full causal attention");
   if (c.qk_norm || c.sandwich_norm || !c.input_norms || c.scale_embeddings || c.attn_logit_softcap > 0 ||
       c.final_logit_softcap > 0 || c.rope_local_theta > 0 || c.rope_scaling.type == "longrope")
     refuse("q/k norms, sandwich norms, scaled embeddings, soft-capping, a local RoPE or longrope", "has none of them");
@@ -396,6 +409,28 @@ HfConfig gptj_from_dense_config(const baselines::DenseConfig& c, const std::stri
   return h;
 }
 
+/// Starcoder2ForCausalLM's config of a dense model of StarCoder2's layout (InputError naming
+/// what differs otherwise): check_gpt_family_layout's with a window on every layer allowed,
+/// sequential blocks, RoPE over whole heads, biases on q/k/v, o_proj and the MLP or on none,
+/// no lm_head bias; grouped-query attention and tied embeddings allowed.
+HfConfig starcoder2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) {
+    refuse_export(c, kStarcoder2Arch, what, why);
+  };
+  check_gpt_family_layout(c, kStarcoder2Arch, false, true, true);
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
+  if (c.partial_rotary_factor != 1.0)
+    refuse("partial_rotary_factor " + nlohmann::json(c.partial_rotary_factor).dump(), "rotates whole heads");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
+  if (c.qkv_bias != c.o_bias || c.qkv_bias != c.mlp_bias)
+    refuse(std::string("qkv_bias / o_bias / mlp_bias not all ") + (c.qkv_bias ? "true" : "false"),
+           "has biases on q/k/v/o_proj and the MLP together (use_bias) or on none");
+  HfConfig h = gpt_family_config(c, kStarcoder2Arch, torch_dtype);
+  if (c.attention == "sliding" && c.window < c.max_seq_len) h.sliding_window = c.window;
+  return h;
+}
+
 }  // namespace
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
@@ -406,12 +441,13 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture == kStableLmArch) return stablelm_from_dense_config(c, torch_dtype);
   if (architecture == kFalconArch) return falcon_from_dense_config(c, torch_dtype);
   if (architecture == kGptJArch) return gptj_from_dense_config(c, torch_dtype);
+  if (architecture == kStarcoder2Arch) return starcoder2_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
   if (!find_architecture(architecture) || !find_architecture(architecture)->cli)
     throw InputError("architecture \"" + architecture + "\": expected " + architecture_list(true));
   const bool olmo = architecture == kOlmo2Arch || architecture == kOlmo3Arch;
   if (c.gpt2_blocks())
-    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's / StableLM's / Falcon's / GPT-J's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
+    throw InputError("dense model: GPT-2's / GPT-NeoX's / Phi's / StableLM's / Falcon's / GPT-J's / StarCoder2's layout (norm \"" + c.norm + "\", mlp \"" + c.mlp +
                      "\", positions \"" + c.positions + "\", parallel_residual " +
                      (c.parallel_residual ? "true" : "false") + "): " + architecture +
                      " has RMSNorms, a gated MLP, RoPE and sequential blocks (export as " + default_architecture(c) +
@@ -655,6 +691,23 @@ const NameParts& gptj_parts() {
 
 }  // namespace
 
+namespace {
+
+/// The dense model's names and StarCoder2's (starcoder2_stored_name).
+const NameParts& starcoder2_parts() {
+  static const NameParts parts = {{".mlp.up_proj.", ".mlp.c_fc."}, {".mlp.down_proj.", ".mlp.c_proj."}};
+  return parts;
+}
+
+}  // namespace
+
+std::string starcoder2_stored_name(const std::string& name) { return replace_parts(name, starcoder2_parts(), true); }
+
+std::string starcoder2_parameter_name(const std::string& name) {
+  const std::string out = replace_parts(name, starcoder2_parts(), false);
+  return starcoder2_stored_name(out) == name ? out : "";
+}
+
 std::string gptj_stored_name(const std::string& name) { return replace_parts(name, gptj_parts(), true); }
 
 std::string gptj_parameter_name(const std::string& name) {
@@ -847,6 +900,7 @@ std::string stored_name(const HfConfig& cfg, const std::string& name, const std:
   if (cfg.is_phi()) return phi_stored_name(name);
   if (cfg.is_falcon()) return falcon_stored_name(name, falcon_two_norms(cfg));
   if (cfg.is_gptj()) return gptj_stored_name(name);
+  if (cfg.is_starcoder2()) return starcoder2_stored_name(name);
   return name;
 }
 
@@ -899,8 +953,10 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
-    if (cfg.is_phi() || cfg.is_gptj()) {  // Phi's names (dense, fc1, fc2, final_layernorm) or GPT-J's
-      const std::string to = cfg.is_phi() ? phi_parameter_name(e.name) : gptj_parameter_name(e.name);
+    if (cfg.is_phi() || cfg.is_gptj() || cfg.is_starcoder2()) {  // Phi's, GPT-J's or StarCoder2's names
+      const std::string to = cfg.is_phi()    ? phi_parameter_name(e.name)
+                             : cfg.is_gptj() ? gptj_parameter_name(e.name)
+                                             : starcoder2_parameter_name(e.name);
       if (to.empty()) throw unexpected();
       e.name = to;
     }

@@ -43,7 +43,9 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
 /// The architecture `lol export` and `layerroute merge` write a dense model as when no
 /// --arch is given: GPT-2 for GPT-2's blocks with learned positions; with RoPE, StableLM for
 /// a gated MLP, Phi for an lm_head bias or an untied shared input norm, Falcon for a tied
-/// one or for grouped-query attention, GPT-NeoX otherwise; OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for
+/// one, StarCoder2 for sequential blocks with a window on every layer or grouped-query
+/// attention (more than one key/value head), Falcon for other grouped-query attention,
+/// GPT-NeoX otherwise; OLMo 3 for OLMo's layout with sliding layers, OLMo 2 for
 /// it without, the Gemma classes for scaled embeddings, Qwen3 for per-head q/k norms,
 /// Qwen2 otherwise.
 std::string default_architecture(const baselines::DenseConfig& c);
@@ -113,6 +115,11 @@ torch::Tensor fuse_grouped_qkv(const torch::Tensor& q, const torch::Tensor& k, c
 std::string gptj_stored_name(const std::string& name);
 /// The dense model's name of GPT-J's tensor `name` (gptj_stored_name reversed), or "".
 std::string gptj_parameter_name(const std::string& name);
+/// StarCoder2's name (Starcoder2ForCausalLM's) of the dense model's parameter `name`:
+/// mlp.up_proj / down_proj -> mlp.c_fc / c_proj; the other names are the dense model's.
+std::string starcoder2_stored_name(const std::string& name);
+/// The dense model's name of StarCoder2's tensor `name` (starcoder2_stored_name reversed), or "".
+std::string starcoder2_parameter_name(const std::string& name);
 /// The rows [heads * head_dim, ...] of a q or k projection with each head's leading
 /// `rotary_dim` rows reordered from GPT-J's interleaved RoPE pairs (2i, 2i + 1) to
 /// rotate-half pairs (i, i + rotary_dim / 2): new row i <- old 2i, new row rotary_dim / 2 + i
