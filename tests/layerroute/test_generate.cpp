@@ -410,27 +410,31 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
 // blocks whose MLP reads the block input; the sequential variant) and Phi's (parallel
 // blocks with one input_layernorm, grouped-query attention, an lm_head bias) and StableLM's
 // (Phi's parallel blocks with a gated MLP and no o_proj / MLP biases), Falcon's (parallel
-// blocks with two norms, grouped-query attention, whole-head RoPE) and GPT-J's (Phi's blocks
+// blocks with two norms, grouped-query attention, whole-head RoPE), GPT-J's (Phi's blocks
 // without attention biases; merged as GPT-J, whose interleaved rotary rows the export
-// restores): the open gated forward is the base's own (the parallel layout matters: the
+// restores) and StarCoder2's (sequential blocks sliding on every layer): the open gated forward is the base's own (the parallel layout matters: the
 // same weights as sequential blocks compute other logits); cached gated generation picks
 // the full forward's tokens; the merge is a folder of the matching architecture computing
 // the adapted forward.
 TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
-  for (const std::string layout : {"neox parallel", "neox sequential", "phi", "stablelm", "falcon", "gptj"}) {
+  for (const std::string layout : {"neox parallel", "neox sequential", "phi", "stablelm", "falcon", "gptj", "starcoder2"}) {
     SCOPED_TRACE(layout);
     const bool phi = layout == "phi", stablelm = layout == "stablelm", falcon = layout == "falcon",
-               gptj = layout == "gptj";
+               gptj = layout == "gptj", starcoder2 = layout == "starcoder2";
     auto c = test::tiny_config(4);
     c.norm = "layernorm";
     c.mlp = stablelm ? "gated" : "plain";
     c.qkv_bias = !gptj;
     c.o_bias = !stablelm && !gptj;
     c.mlp_bias = !stablelm;
-    if (!phi && !stablelm && !falcon) c.n_kv_heads = c.n_heads;
+    if (!phi && !stablelm && !falcon && !starcoder2) c.n_kv_heads = c.n_heads;
     c.activation = phi || gptj ? "gelu_pytorch_tanh" : stablelm ? "silu" : "gelu";
-    c.partial_rotary_factor = falcon ? 1.0 : 0.5;
-    c.parallel_residual = layout != "neox sequential";
+    c.partial_rotary_factor = falcon || starcoder2 ? 1.0 : 0.5;
+    c.parallel_residual = layout != "neox sequential" && !starcoder2;
+    if (starcoder2) {  // every layer attends within 4 tokens
+      c.attention = "sliding";
+      c.window = 4;
+    }
     c.shared_input_norm = phi || stablelm || gptj;
     c.lm_head_bias = phi || gptj;
     if (phi || gptj) c.tie_word_embeddings = false;
@@ -454,7 +458,8 @@ TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
     const std::string arch = phi || gptj ? hf::kPhiArch
                              : stablelm  ? hf::kStableLmArch
                              : falcon    ? hf::kFalconArch  // (grouped-query: GPT-NeoX cannot hold it)
-                                         : hf::kGptNeoXArch;
+                             : starcoder2 ? hf::kStarcoder2Arch
+                                          : hf::kGptNeoXArch;
     EXPECT_EQ(hf::default_architecture(c), arch);
     hf::HfConfig read;
     expect_merge_computes_adapted(a, gptj ? hf::kGptJArch : arch, tokens, &read);
