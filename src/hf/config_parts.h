@@ -1,6 +1,6 @@
 // Pieces of HfConfig::from_json (hf_config.h) shared by its files: the error helpers
 // and the parsers of the config.json files of the LayerNorm architectures (GPT-2,
-// GPT-NeoX, Phi, StableLM, Falcon, GPT-J, StarCoder2), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
+// GPT-BigCode, GPT-NeoX, Phi, StableLM, Falcon, GPT-J, StarCoder2), whose keys are not Llama's (hf_config_gpt.cpp). LibTorch-free.
 #pragma once
 #include <string>
 
@@ -42,6 +42,8 @@ inline void require_positive(const std::string& where, const std::string& key, i
 
 /// GPT2LMHeadModel's config.json (GPT2Config's keys and defaults): see kGpt2Arch.
 HfConfig gpt2_config(const nlohmann::json& j, const std::string& where);
+/// GPTBigCodeForCausalLM's config.json (GPTBigCodeConfig's keys and defaults): see kGptBigCodeArch.
+HfConfig gpt_bigcode_config(const nlohmann::json& j, const std::string& where);
 /// GPTNeoXForCausalLM's config.json (GPTNeoXConfig's keys and defaults, transformers 4.x's
 /// rotary_pct / rotary_emb_base and 5's rope_parameters): see kGptNeoXArch.
 HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where);

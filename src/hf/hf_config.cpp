@@ -59,7 +59,8 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kGemma3VisionArch, "gemma3", nullptr}, {kGpt2Arch, "gpt2", "gpt2"},
       {kGptNeoXArch, "gpt_neox", "gpt_neox"}, {kPhiArch, "phi", "phi"},
       {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
-      {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"}};
+      {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"},
+      {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}};
   return table;
 }
 
@@ -146,7 +147,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                                    {kStableLmArch, stablelm_config},
                                    {kFalconArch, falcon_config},
                                    {kGptJArch, gptj_config},
-                                   {kStarcoder2Arch, starcoder2_config}})
+                                   {kStarcoder2Arch, starcoder2_config},
+                                   {kGptBigCodeArch, gpt_bigcode_config}})
     if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({cls}))
       return parse(j, where);
   util::JsonFields f(j, where);
@@ -615,7 +617,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     return j;
   };
   nlohmann::ordered_json j;
-  if (is_gpt2() || is_gptj()) {  // GPT2Config's keys (GPTJConfig reads the same names)
+  if (is_gpt2() || is_gptj() || is_gpt_bigcode()) {  // GPT2Config's keys (GPTJConfig / GPTBigCodeConfig read the same names)
     j["architectures"] = {architecture};
     j["model_type"] = model_type();
     j["vocab_size"] = vocab_size;
@@ -624,11 +626,13 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["n_head"] = num_attention_heads;
     j["n_positions"] = max_position_embeddings;
     if (is_gpt2()) j["n_ctx"] = max_position_embeddings;
+    if (is_gpt_bigcode()) j["multi_query"] = num_key_value_heads == 1;
     j["n_inner"] = intermediate_size;
     if (is_gptj()) j["rotary_dim"] = rotary_dim();
-    j["activation_function"] = activation == "gelu" ? "gelu" : "gelu_new";
+    j["activation_function"] = activation == "gelu" ? "gelu" : is_gpt_bigcode() ? "gelu_pytorch_tanh" : "gelu_new";
     j["layer_norm_epsilon"] = rms_norm_eps;
     j["tie_word_embeddings"] = tie_word_embeddings;
+    if (is_gpt_bigcode()) j["scale_attn_weights"] = true;
     if (is_gpt2()) {
       j["scale_attn_weights"] = true;
       j["scale_attn_by_inverse_layer_idx"] = false;

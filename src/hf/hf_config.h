@@ -84,6 +84,12 @@ inline constexpr const char* kGemma3VisionArch = "Gemma3ForConditionalGeneration
 /// MLP (c_fc, c_proj) with biases, tied embeddings; the config's n_embd / n_layer /
 /// n_head / n_positions / n_inner / layer_norm_epsilon / activation_function names.
 inline constexpr const char* kGpt2Arch = "GPT2LMHeadModel";
+/// GPT-BigCode (bigcode/starcoder, starcoderbase, santacoder, tiny_starcoder; model_type
+/// "gpt_bigcode"): GPT-2's blocks, names and config keys with nn.Linear weights (stored
+/// [out, in], not Conv1D) and multi-query attention (multi_query, default true): c_attn holds
+/// the query rows, then one key head's, then one value head's; without multi_query, per head
+/// [q; k; v] (hf::split_grouped_qkv). Tanh GELU by default.
+inline constexpr const char* kGptBigCodeArch = "GPTBigCodeForCausalLM";
 /// GPT-NeoX (Pythia 14m-12b, gpt-neox-20b, and models trained with EleutherAI's GPT-NeoX;
 /// model_type "gpt_neox"): LayerNorms with biases, rotate-half RoPE on the leading
 /// rotary_pct of each head (Pythia: 0.25), multi-head attention with q/k/v in one
@@ -231,6 +237,7 @@ struct HfConfig {
   bool is_falcon() const { return architecture == kFalconArch; }
   bool is_gptj() const { return architecture == kGptJArch; }
   bool is_starcoder2() const { return architecture == kStarcoder2Arch; }
+  bool is_gpt_bigcode() const { return architecture == kGptBigCodeArch; }
   /// config.json "model_type" of the architecture (its row of architectures(); "llama"
   /// for an unknown class).
   std::string model_type() const;

@@ -77,8 +77,9 @@ int64_t optional_size(util::JsonFields& f, const nlohmann::json& j, const std::s
 
 /// GPT2Config's names of the sizes, the LayerNorms' epsilon and the GELU (GPTJConfig's too):
 /// vocab_size, n_embd, n_layer, n_head and n_positions required; n_inner (null or absent:
-/// 4 n_embd), layer_norm_epsilon (1e-5), activation_function (gelu_new).
-void read_gpt2_names(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
+/// 4 n_embd), layer_norm_epsilon (1e-5), activation_function (`default_activation`).
+void read_gpt2_names(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c,
+                     const char* default_activation = "gelu_new") {
   read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
                         {"n_embd", &c.hidden_size, int64_t(1) << 20},
                         {"n_layer", &c.num_hidden_layers, 4096},
@@ -87,7 +88,7 @@ void read_gpt2_names(util::JsonFields& f, const nlohmann::json& j, const std::st
   multi_head(c, where, "n_embd", "n_head");
   c.intermediate_size = optional_size(f, j, where, "n_inner", 4 * c.hidden_size, int64_t(1) << 24);
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "activation_function", "gelu_new");
+  c.activation = gelu_activation(f, where, "activation_function", default_activation);
 }
 
 /// The keys every GPT-family config ends with: quantization_config refused, the stored
@@ -102,6 +103,21 @@ void read_tail(util::JsonFields& f, const nlohmann::json& j, const std::string& 
   if (f.has("bos_token_id")) c.bos_token_id = token_id_list(j, "bos_token_id", where);
   if (f.has("eos_token_id")) c.eos_token_id = token_id_list(j, "eos_token_id", where);
   c.pad_token_id = pad_token_id_of(j);
+}
+
+/// GPT-2's and GPT-BigCode's common switches: scale_attn_weights false and
+/// add_cross_attention refused, biases on every projection, tied embeddings by default,
+/// bos / eos 50256.
+void read_gpt2_switches(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
+  bool scale_weights = true, cross = false;
+  f.get("scale_attn_weights", scale_weights);
+  f.get("add_cross_attention", cross);
+  if (!scale_weights) unsupported(where, "scale_attn_weights", "false", "attention scores are scaled by head_size^-1/2");
+  if (cross) unsupported(where, "add_cross_attention", "true", "decoder-only blocks");
+  c.qkv_bias = true;
+  c.tie_word_embeddings = true;  // PretrainedConfig's default; GPT-2 and GPT-BigCode tie them
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_tail(f, j, where, c, 50256, 50256);  // (GPT2Config's and GPTBigCodeConfig's defaults)
 }
 
 /// The Llama-style size keys (GPT-NeoX, Phi), all required.
@@ -204,20 +220,28 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
   check_model_type(f, where, "gpt2", kGpt2Arch);
   read_gpt2_names(f, j, where, c);
   // Switches that change the attention: refused unless at GPT-2's values.
-  bool scale_weights = true, by_layer = false, cross = false;
-  f.get("scale_attn_weights", scale_weights);
+  bool by_layer = false;
   f.get("scale_attn_by_inverse_layer_idx", by_layer);
-  f.get("add_cross_attention", cross);
-  if (!scale_weights) unsupported(where, "scale_attn_weights", "false", "attention scores are scaled by head_size^-1/2");
   if (by_layer)
     unsupported(where, "scale_attn_by_inverse_layer_idx", "true", "attention scores are scaled by head_size^-1/2 only");
-  if (cross) unsupported(where, "add_cross_attention", "true", "decoder-only blocks");
   // reorder_and_upcast_attn only changes the precision of the scores (lol computes them in
   // float32 or wider already).
-  c.qkv_bias = true;
-  c.tie_word_embeddings = true;  // PretrainedConfig's default; GPT-2 ties them
-  f.get("tie_word_embeddings", c.tie_word_embeddings);
-  read_tail(f, j, where, c, 50256, 50256);  // (GPT2Config's defaults)
+  read_gpt2_switches(f, j, where, c);
+  return c;
+}
+
+HfConfig gpt_bigcode_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kGptBigCodeArch;
+  check_model_type(f, where, "gpt_bigcode", kGptBigCodeArch);
+  read_gpt2_names(f, j, where, c, "gelu_pytorch_tanh");
+  bool multi_query = true;  // GPTBigCodeConfig's default: one key/value head
+  f.get("multi_query", multi_query);
+  c.num_key_value_heads = multi_query ? 1 : c.num_attention_heads;
+  // attention_softmax_in_fp32 / scale_attention_softmax_in_fp32 only change the precision
+  // of the softmax (the second scales the scores by 1 / (layer + 1) and back in float32).
+  read_gpt2_switches(f, j, where, c);
   return c;
 }
 

@@ -29,14 +29,16 @@ torch::Tensor take_parameter(std::map<std::string, torch::Tensor>& params, const
 
 /// GPT2LMHeadModel's tensors of a GPT-2-layout dense model (`params`, name -> tensor):
 /// "transformer."-prefixed GPT-2 names, Conv1D weights transposed to [in, out], q/k/v
-/// fused into c_attn; lm_head.weight only when untied.
+/// fused into c_attn; lm_head.weight only when untied. GPTBigCodeForCausalLM's (h): the same
+/// names, nn.Linear weights as they are, c_attn fused per key/value group (hf::fuse_grouped_qkv).
 NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const HfConfig& h, c10::ScalarType dtype) {
   NamedTensors out;
   const auto take = [&](const std::string& name) { return take_parameter(params, name); };
+  const bool bigcode = h.is_gpt_bigcode();  // (nn.Linear weights; q/k/v fused per key/value group)
   // A parameter under its GPT-2 name (hf::gpt2_stored_name), Conv1D weights transposed.
   auto move = [&](const std::string& name) {
     auto t = take(name);
-    const bool conv1d = ends_with(name, "_proj.weight");
+    const bool conv1d = !bigcode && ends_with(name, "_proj.weight");
     out.emplace_back("transformer." + gpt2_stored_name(name), (conv1d ? t.t() : t).to(dtype).contiguous());
   };
   move("model.embed_tokens.weight");
@@ -47,9 +49,11 @@ NamedTensors gpt2_tensors(std::map<std::string, torch::Tensor>& params, const Hf
     for (const char* kind : {".weight", ".bias"}) {  // q, k, v fused into c_attn
       std::vector<torch::Tensor> qkv;
       for (const char* proj : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}) qkv.push_back(take(p + proj + kind));
-      auto t = torch::cat(qkv, 0);
+      const int64_t kv = h.num_key_value_heads;
+      auto t = bigcode ? fuse_grouped_qkv(qkv[0], qkv[1], qkv[2], kv, h.num_attention_heads / kv, h.head_dim)
+                       : torch::cat(qkv, 0);
       out.emplace_back("transformer." + gpt2_stored_name(p + "self_attn.q_proj" + kind),
-                       (std::string(kind) == ".weight" ? t.t() : t).to(dtype).contiguous());
+                       (std::string(kind) == ".weight" && !bigcode ? t.t() : t).to(dtype).contiguous());
     }
     for (const char* n : {"self_attn.o_proj.weight", "self_attn.o_proj.bias", "post_attention_layernorm.weight",
                           "post_attention_layernorm.bias", "mlp.up_proj.weight", "mlp.up_proj.bias",
@@ -141,7 +145,7 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     if (h.norm_offset && ends_with(name, "norm.weight")) t = t.to(wide) - 1.0;
     out.emplace_back(name, t.to(dtype).contiguous());
   };
-  if (h.is_gpt2()) return gpt2_tensors(params, h, dtype);
+  if (h.is_gpt2() || h.is_gpt_bigcode()) return gpt2_tensors(params, h, dtype);
   if (h.is_gpt_neox()) return fused_qkv_tensors(params, h, dtype, gpt_neox_stored_name);
   if (h.is_falcon()) {
     const bool two_norms = h.parallel_residual && !h.shared_input_norm;

@@ -102,7 +102,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.attn_logit_softcap = h.attn_logit_softcapping;
   c.final_logit_softcap = h.final_logit_softcapping;
   c.query_pre_attn_scalar = h.query_pre_attn_scalar;  // folded into the queries by the loader
-  if (h.is_gpt2()) {  // LayerNorms, learned positions, ungated MLP, biases everywhere
+  if (h.is_gpt2() || h.is_gpt_bigcode()) {  // LayerNorms, learned positions, ungated MLP, biases everywhere
     c.norm = "layernorm";
     c.mlp = "plain";
     c.positions = "learned";
@@ -160,7 +160,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 
 std::string default_architecture(const baselines::DenseConfig& c) {
   if (c.gpt2_blocks())
-    return c.learned_positions()                    ? kGpt2Arch
+    return c.learned_positions()                    ? (c.n_kv_heads == c.n_heads ? kGpt2Arch : kGptBigCodeArch)
            : c.mlp == "gated"                       ? kStableLmArch
            : c.lm_head_bias                         ? kPhiArch
            // (Phi's head is untied, GPT-NeoX's attention multi-head: Falcon holds those)
@@ -299,18 +299,25 @@ HfConfig gpt_family_config(const baselines::DenseConfig& c, const char* arch, co
   return h;
 }
 
-/// GPT2LMHeadModel's config of a dense model of GPT-2's layout (InputError naming what
-/// differs otherwise): check_gpt_family_layout's, learned positions, sequential blocks,
-/// biases on every projection, multi-head attention, no lm_head bias.
-HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
-  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kGpt2Arch, what, why); };
-  check_gpt_family_layout(c, kGpt2Arch);
+/// GPT2LMHeadModel's (or `arch` GPTBigCodeForCausalLM's) config of a dense model of GPT-2's
+/// layout (InputError naming what differs otherwise): check_gpt_family_layout's, learned
+/// positions, sequential blocks, biases on every projection, no lm_head bias, multi-head
+/// attention (GPT-BigCode: or one key/value head).
+HfConfig gpt2_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype,
+                                const char* arch = kGpt2Arch) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
+  check_gpt_family_layout(c, arch);
   if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
   if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
   if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
   if (!c.qkv_bias || !c.o_bias) refuse("qkv_bias / o_bias not both true", "has biases on every projection");
-  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
-  return gpt_family_config(c, kGpt2Arch, torch_dtype);
+  if (arch == std::string(kGptBigCodeArch)) {
+    if (c.n_kv_heads != 1 && c.n_kv_heads != c.n_heads)
+      refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has one key/value head (multi_query) or one per query head");
+  } else if (c.n_kv_heads != c.n_heads) {
+    refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  }
+  return gpt_family_config(c, arch, torch_dtype);
 }
 
 /// GPTNeoXForCausalLM's config of a dense model of GPT-NeoX's layout (InputError naming
@@ -436,6 +443,7 @@ HfConfig starcoder2_from_dense_config(const baselines::DenseConfig& c, const std
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
   if (architecture == kGpt2Arch) return gpt2_from_dense_config(c, torch_dtype);
+  if (architecture == kGptBigCodeArch) return gpt2_from_dense_config(c, torch_dtype, kGptBigCodeArch);
   if (architecture == kGptNeoXArch) return gpt_neox_from_dense_config(c, torch_dtype);
   if (architecture == kPhiArch) return phi_from_dense_config(c, torch_dtype);
   if (architecture == kStableLmArch) return stablelm_from_dense_config(c, torch_dtype);
@@ -895,7 +903,7 @@ bool falcon_two_norms(const HfConfig& cfg) { return cfg.parallel_residual && !cf
 /// family and Falcon: the fused tensor's); `gpt2_prefix`: "transformer." when the GPT-2
 /// file's names carry it.
 std::string stored_name(const HfConfig& cfg, const std::string& name, const std::string& gpt2_prefix) {
-  if (cfg.is_gpt2()) return gpt2_prefix + gpt2_stored_name(name);
+  if (cfg.is_gpt2() || cfg.is_gpt_bigcode()) return gpt2_prefix + gpt2_stored_name(name);
   if (cfg.is_gpt_neox()) return gpt_neox_stored_name(name);
   if (cfg.is_phi()) return phi_stored_name(name);
   if (cfg.is_falcon()) return falcon_stored_name(name, falcon_two_norms(cfg));
@@ -936,7 +944,10 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     }
     // GPT-2's causal-mask buffers of older files (attn.bias [1, 1, n, n], attn.masked_bias),
     // stored as float, bool or uint8: not parameters, skipped whatever their dtype.
-    if (cfg.is_gpt2() && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias"))) return;
+    if ((cfg.is_gpt2() || cfg.is_gpt_bigcode()) &&
+        (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias") || e.name == "transformer.bias" ||
+         e.name == "bias"))
+      return;  // (GPT-BigCode's: the model-level causal mask "bias" of older files)
     if (cfg.is_gpt_neox() && (ends_with(e.name, ".attention.bias") || ends_with(e.name, ".attention.masked_bias")))
       return;  // (GPT-NeoX's, likewise)
     if (cfg.is_gptj() && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias") ||
@@ -960,20 +971,21 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
       if (to.empty()) throw unexpected();
       e.name = to;
     }
-    if (cfg.is_gpt2() || cfg.is_gpt_neox() || cfg.is_falcon()) {
+    if (cfg.is_gpt2() || cfg.is_gpt_bigcode() || cfg.is_gpt_neox() || cfg.is_falcon()) {
       // The GPT family's names: GPT-2's (with or without GPT2LMHeadModel's "transformer."
       // prefix; Conv1D weights stored [in, out]), GPT-NeoX's or Falcon's; q/k/v stored as
       // one tensor (c_attn: q rows, then k, then v; query_key_value: per head for GPT-NeoX,
       // per key/value group for Falcon).
       std::string n = e.name;
       std::optional<Gpt2Name> g;
-      if (cfg.is_gpt2()) {
+      if (cfg.is_gpt2() || cfg.is_gpt_bigcode()) {
         const bool prefixed = e.name.rfind("transformer.", 0) == 0;
         if (prefixed) {
           gpt2_prefix = "transformer.";
           n = e.name.substr(12);
         }
         g = gpt2_name(n);
+        if (g && cfg.is_gpt_bigcode()) g->transpose = false;  // (nn.Linear: stored [out, in])
       } else if (const std::string to = cfg.is_falcon() ? falcon_parameter_name(n, falcon_two_norms(cfg))
                                                          : gpt_neox_parameter_name(n);
                  !to.empty()) {
@@ -993,6 +1005,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
         if (t.sizes() != c10::IntArrayRef(want))
           throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) + " from config.json (" +
                            (cfg.is_gpt2()     ? std::string("n_embd") + (weight ? ", 3 n_embd: Conv1D [in, out]" : " times 3")
+                            : cfg.is_gpt_bigcode() ? std::string(kv == 1 ? "n_embd + 2 head_dim (multi_query)" : "3 n_embd") +
+                                                         (weight ? ", n_embd" : "")
                             : cfg.is_falcon() ? std::string("(num_attention_heads + 2 key/value heads) head_dim") +
                                                     (weight ? ", hidden_size" : "") + "; key/value heads " +
                                                     std::to_string(kv) + " from new_decoder_architecture, multi_query and num_kv_heads"
@@ -1067,7 +1081,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     if (t.sizes() != want)
       throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
                        " from config.json (" +
-                       (cfg.is_gpt2() ? std::string("n_embd, n_inner, n_positions, vocab_size") : shape_source(e.name, cfg)) +
+                       (cfg.is_gpt2() || cfg.is_gpt_bigcode() ? std::string("n_embd, n_inner, n_positions, vocab_size")
+                                                              : shape_source(e.name, cfg)) +
                        ")");
     if (it == params.end()) {
       stored_head = t;
