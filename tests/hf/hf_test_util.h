@@ -310,12 +310,35 @@ inline void expect_export_writes_source_back(baselines::DenseModel& m, const std
 // ---- float64 pieces of the LayerNorm architectures' references (GPT-NeoX, Phi, StableLM),
 // transcribed from transformers' equations (independent of src/).
 
+/// Float64 draws mean + scale N(0, 1) of any shape from one generator seeded with `seed`
+/// (the tiny folders' random weights).
+struct RandomDraw {
+  at::Generator gen;
+  explicit RandomDraw(uint64_t seed) : gen(at::detail::createCPUGenerator(seed)) {}
+  torch::Tensor operator()(std::vector<int64_t> shape, double scale, double mean = 0.0) {
+    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
+  }
+};
+
 /// LayerNorm: (x - mean) / sqrt(var + eps) * w + b, var the biased (1/n) variance.
 inline torch::Tensor reference_layer_norm(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                           double eps) {
   auto mu = x.mean(-1, true);
   auto var = (x - mu).pow(2).mean(-1, true);
   return (x - mu) / torch::sqrt(var + eps) * w + b;
+}
+
+/// x W^T + b of the named weights w[n + ".weight"] ([out, in]) and, when present, w[n + ".bias"].
+inline torch::Tensor named_linear(const std::map<std::string, torch::Tensor>& w, const torch::Tensor& x,
+                                  const std::string& n) {
+  auto y = torch::matmul(x, w.at(n + ".weight").t());
+  return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
+}
+
+/// reference_layer_norm with the named weight and bias w[n + ".weight"], w[n + ".bias"].
+inline torch::Tensor named_layer_norm(const std::map<std::string, torch::Tensor>& w, const torch::Tensor& x,
+                                      const std::string& n, double eps) {
+  return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), eps);
 }
 
 /// GELU: exact 0.5 g (1 + erf(g / sqrt 2)), or the tanh form (gelu_new / gelu_pytorch_tanh).

@@ -50,10 +50,7 @@ struct Gpt2Shape {
 /// Random weights under GPT-2's names (Conv1D weights [in, out]); LayerNorm weights near 1
 /// with biases, so that a loader dropping the bias or the mean computes another function.
 NamedTensors gpt2_weights(const Gpt2Shape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const std::string pre = s.prefix ? "transformer." : "";
   const int64_t d = s.embd, F = s.ffn();
   NamedTensors w;

@@ -48,10 +48,7 @@ struct BigCodeShape {
 
 /// Random weights under GPT-BigCode's names ("transformer." prefix); LayerNorm weights near 1.
 NamedTensors bigcode_weights(const BigCodeShape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t d = s.embd, F = s.inner, rows = d + 2 * s.kv() * s.hd();
   NamedTensors w;
   w.emplace_back("transformer.wte.weight", rnd({s.vocab, d}, 0.5));
@@ -82,9 +79,7 @@ NamedTensors bigcode_weights(const BigCodeShape& s, uint64_t seed) {
 torch::Tensor bigcode_reference(const BigCodeShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
   const int64_t T = int64_t(tokens.size()), d = s.embd, H = s.heads, hd = s.hd();
-  auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
-  };
+  auto ln = [&](const torch::Tensor& x, const std::string& n) { return named_layer_norm(w, x, n, s.eps); };
   auto lin = [&](const torch::Tensor& x, const std::string& n) {
     return torch::matmul(x, w.at(n + ".weight").t()) + w.at(n + ".bias");
   };

@@ -65,10 +65,7 @@ struct NeoxShape {
 
 /// Random weights under GPT-NeoX's names; LayerNorm weights near 1 with biases.
 NamedTensors neox_weights(const NeoxShape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t d = s.hidden, F = s.inner;
   NamedTensors w;
   w.emplace_back("gpt_neox.embed_in.weight", rnd({s.vocab, d}, 0.5));
@@ -102,13 +99,8 @@ NamedTensors neox_weights(const NeoxShape& s, uint64_t seed) {
 torch::Tensor neox_reference(const NeoxShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
   const int64_t T = int64_t(tokens.size()), d = s.hidden, H = s.heads, hd = s.hd();
-  auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
-  };
-  auto lin = [&](const torch::Tensor& x, const std::string& n) {
-    auto y = torch::matmul(x, w.at(n + ".weight").t());
-    return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
-  };
+  auto ln = [&](const torch::Tensor& x, const std::string& n) { return named_layer_norm(w, x, n, s.eps); };
+  auto lin = [&](const torch::Tensor& x, const std::string& n) { return named_linear(w, x, n); };
   const ReferenceRope rope(T, hd, s.rot(), s.base, s.linear_factor);
   auto x = w.at("gpt_neox.embed_in.weight").index_select(0, torch::tensor(tokens, torch::kInt64));
   for (int64_t i = 0; i < s.layers; ++i) {

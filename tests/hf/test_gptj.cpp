@@ -46,10 +46,7 @@ struct GptjShape {
 
 /// Random weights under GPT-J's names; LayerNorm weights near 1 with biases.
 NamedTensors gptj_weights(const GptjShape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t d = s.hidden, F = s.inner;
   NamedTensors w;
   w.emplace_back("transformer.wte.weight", rnd({s.vocab, d}, 0.5));
@@ -95,13 +92,8 @@ torch::Tensor gptj_reference(const GptjShape& s, const NamedTensors& named, cons
                              bool rotate_half = false) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
   const int64_t T = int64_t(tokens.size()), d = s.hidden, H = s.heads, hd = s.hd();
-  auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
-  };
-  auto lin = [&](const torch::Tensor& x, const std::string& n) {
-    auto y = torch::matmul(x, w.at(n + ".weight").t());
-    return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
-  };
+  auto ln = [&](const torch::Tensor& x, const std::string& n) { return named_layer_norm(w, x, n, s.eps); };
+  auto lin = [&](const torch::Tensor& x, const std::string& n) { return named_linear(w, x, n); };
   const ReferenceRope half(T, hd, s.rotary, 10000.0);
   auto rope = [&](const torch::Tensor& x) { return rotate_half ? half(x) : interleaved_rope(x, s.rotary); };
   auto x = w.at("transformer.wte.weight").index_select(0, torch::tensor(tokens, torch::kInt64));

@@ -67,10 +67,7 @@ struct OlmoShape {
 /// Random weights under OLMo's names: norm weights 1 + N(0, 0.3) so that a misplaced or
 /// missing norm computes another function.
 NamedTensors olmo_weights(const OlmoShape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t hd = s.hd();
   NamedTensors w;
   w.emplace_back("model.embed_tokens.weight", rnd({s.vocab, s.hidden}, 0.5));

@@ -49,10 +49,7 @@ struct PhiShape {
 
 /// Random weights under Phi's names; LayerNorm weights near 1 with biases.
 NamedTensors phi_weights(const PhiShape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t d = s.hidden, F = s.inner, kv = s.kv_heads * s.hd();
   NamedTensors w;
   w.emplace_back("model.embed_tokens.weight", rnd({s.vocab, d}, 0.5));
@@ -84,9 +81,7 @@ NamedTensors phi_weights(const PhiShape& s, uint64_t seed) {
 torch::Tensor phi_reference(const PhiShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
   const int64_t T = int64_t(tokens.size()), H = s.heads, Hkv = s.kv_heads, hd = s.hd();
-  auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
-  };
+  auto ln = [&](const torch::Tensor& x, const std::string& n) { return named_layer_norm(w, x, n, s.eps); };
   auto lin = [&](const torch::Tensor& x, const std::string& n) {
     return torch::matmul(x, w.at(n + ".weight").t()) + w.at(n + ".bias");
   };

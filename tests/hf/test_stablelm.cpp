@@ -51,10 +51,7 @@ struct StableLmShape {
 
 /// Random weights under StableLM's names (Llama's, LayerNorm biases added).
 NamedTensors stablelm_weights(const StableLmShape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t d = s.hidden, F = s.inner, kv = s.kv_heads * s.hd();
   NamedTensors w;
   w.emplace_back("model.embed_tokens.weight", rnd({s.vocab, d}, 0.5));
@@ -85,13 +82,8 @@ NamedTensors stablelm_weights(const StableLmShape& s, uint64_t seed) {
 torch::Tensor stablelm_reference(const StableLmShape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
   const int64_t T = int64_t(tokens.size()), H = s.heads, Hkv = s.kv_heads, hd = s.hd();
-  auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
-  };
-  auto lin = [&](const torch::Tensor& x, const std::string& n) {
-    auto y = torch::matmul(x, w.at(n + ".weight").t());
-    return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
-  };
+  auto ln = [&](const torch::Tensor& x, const std::string& n) { return named_layer_norm(w, x, n, s.eps); };
+  auto lin = [&](const torch::Tensor& x, const std::string& n) { return named_linear(w, x, n); };
   auto act = [&](const torch::Tensor& g) { return s.act == "gelu" ? reference_gelu(g, true) : g * torch::sigmoid(g); };
   const ReferenceRope rope(T, hd, s.rot(), s.base);
   auto x = w.at("model.embed_tokens.weight").index_select(0, torch::tensor(tokens, torch::kInt64));

@@ -52,10 +52,7 @@ struct Starcoder2Shape {
 
 /// Random weights under StarCoder2's names; LayerNorm weights near 1 with biases.
 NamedTensors starcoder2_weights(const Starcoder2Shape& s, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  auto rnd = [&](std::vector<int64_t> shape, double scale, double mean = 0.0) {
-    return (mean + scale * at::normal(0.0, 1.0, shape, gen)).to(torch::kFloat64);
-  };
+  RandomDraw rnd(seed);
   const int64_t d = s.hidden, F = s.inner, kvd = s.kv * s.hd();
   NamedTensors w;
   w.emplace_back("model.embed_tokens.weight", rnd({s.vocab, d}, 0.5));
@@ -86,13 +83,8 @@ NamedTensors starcoder2_weights(const Starcoder2Shape& s, uint64_t seed) {
 torch::Tensor starcoder2_reference(const Starcoder2Shape& s, const NamedTensors& named, const std::vector<int64_t>& tokens) {
   std::map<std::string, torch::Tensor> w(named.begin(), named.end());
   const int64_t T = int64_t(tokens.size()), H = s.heads, hd = s.hd(), G = H / s.kv;
-  auto ln = [&](const torch::Tensor& x, const std::string& n) {
-    return reference_layer_norm(x, w.at(n + ".weight"), w.at(n + ".bias"), s.eps);
-  };
-  auto lin = [&](const torch::Tensor& x, const std::string& n) {
-    auto y = torch::matmul(x, w.at(n + ".weight").t());
-    return w.count(n + ".bias") ? y + w.at(n + ".bias") : y;
-  };
+  auto ln = [&](const torch::Tensor& x, const std::string& n) { return named_layer_norm(w, x, n, s.eps); };
+  auto lin = [&](const torch::Tensor& x, const std::string& n) { return named_linear(w, x, n); };
   const ReferenceRope rope(T, hd, hd, s.base);
   // Causal attention within the window: key j from query i iff i - W < j <= i.
   auto allowed = torch::ones({T, T}, torch::kBool).tril();
