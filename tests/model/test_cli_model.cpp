@@ -440,7 +440,7 @@ TEST(CliGenerate, NewTokensStopAtMaxSeqLen) {
 
 // A failed allocation is reported as out of memory (exit 4), not as an internal error.
 TEST(CliErrors, OutOfMemoryExitsWith4AndSaysSo) {
-#if defined(__SANITIZE_ADDRESS__)
+#if LOL_BINARY_SANITIZED
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: ulimit -v cannot apply";
 #elif defined(LOL_CUDA_BUILD)
   GTEST_SKIP() << "a CUDA LibTorch maps more address space while loading than ulimit -v leaves (seen: "

@@ -1244,7 +1244,16 @@ def fd_check(R, init, docs, depth):
 
 def compare_runs(R, tag, rd, base_rd, base_steps, N):
     """two runs that must compute the same steps (docs/training.md: grad_accum k x batch b
-    = one batch of k b rows; pack vs pad of the same documents)"""
+    = one batch of k b rows; pack vs pad of the same documents).
+
+    After step k each run is within its steps' tolerances of the reference, so the two
+    differ by at most twice the tolerances summed over steps 1..k: a difference made in
+    step 1 stays in the parameters. (Until session 50 the bound was twice step k's
+    tolerance alone; a Release -O3 build on an AVX-512 machine made packed and batch4
+    differ by 3.6e-7 in model.embed_tokens.weight[2685] in step 1, within its tolerance
+    of 0.017, and carried that unchanged through step 2, whose own tolerance there is
+    1.4e-7.)"""
+    summed, groups = {}, {}
     for k in range(1, N + 1):
         a, _ = read_model(ckpt_dir(rd, k))
         b, _ = read_model(ckpt_dir(base_rd, k))
@@ -1252,15 +1261,18 @@ def compare_runs(R, tag, rd, base_rd, base_steps, N):
         if not st:
             continue
         res = st["res"]
-        worst = {}
         for n, tol in res["tol"].items():
-            g = group_of(n, res_type(n, res))
+            summed[n] = [u + t for u, t in zip(summed[n], tol)] if n in summed else list(tol)
+            groups[n] = group_of(n, res_type(n, res))
+        worst = {}
+        for n, tol in summed.items():
+            g = groups[n]
             r_ = max(abs(x - y) / (2 * t) for x, y, t in zip(a[n], b[n], tol))
             worst[g] = max(worst.get(g, 0.0), r_)
-        same_rest = all(a[n] == b[n] for n in a if n not in res["tol"] and not n.endswith("balance_bias"))
+        same_rest = all(a[n] == b[n] for n in a if n not in summed and not n.endswith("balance_bias"))
         R.check(all(v <= 1 for v in worst.values()) and same_rest,
-                "%s step %d vs %s: every parameter equal within twice the reference tolerance (worst %s)"
-                % (tag, k, os.path.basename(base_rd), fmt(worst)))
+                "%s step %d vs %s: every parameter equal within twice the reference tolerances of steps 1-%d "
+                "summed (worst %s)" % (tag, k, os.path.basename(base_rd), k, fmt(worst)))
 
 
 def res_type(n, res):
