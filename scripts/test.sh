@@ -3,12 +3,14 @@
 #  1. build the whole project (library, CLI, every test binary) with AddressSanitizer +
 #     UndefinedBehaviorSanitizer into build-asan/ (GCC, -DLOL_SANITIZE=ON, Release
 #     optimisation; LibTorch and the other system libraries stay uninstrumented) and run
-#     the complete test suite on it: a sanitizer report fails the test that triggers it.
+#     the test suite on it, all but the references labelled `long` (CMakeLists.txt): a
+#     sanitizer report fails the test that triggers it.
 #     Each test binary runs as 6 GoogleTest shards (-DLOL_TEST_SHARDS=6: a sanitized
 #     process spends ~2.1 s loading LibTorch before its first test), and the CLI tests
 #     but test_robustness's and the Python references start the Release `lol` of the
 #     same sources, built first into build/ (-DLOL_TEST_LOL; their time is mostly `lol`
-#     start-ups and kernels, 2.5x slower under ASan); docs/robustness.md "Sanitizers";
+#     start-ups and kernels, 2.5x slower under ASan); docs/robustness.md "Inside CI's
+#     budget";
 #  2. scripts/sanitize.sh: the clang build of the LibTorch-free code and the src/nn
 #     kernels, their tests, and short libFuzzer runs of every parser.
 # docs/robustness.md "Sanitizers". The demo (README command 1) uses the normal build in build/.
@@ -24,7 +26,9 @@ if [ "${LOL_SANITIZE:-1}" = 1 ]; then
   . scripts/sanitizer_env.sh
   lsan_probe "${CXX:-c++}"   # before building: test discovery runs the sanitized binaries
   dir=${ASAN_BUILD_DIR:-build-asan}
-  release_lol=$PWD/${BUILD_DIR:-build}/lol
+  release_dir=${BUILD_DIR:-build}
+  case $release_dir in /*) ;; *) release_dir=$PWD/$release_dir ;; esac
+  release_lol=$release_dir/lol
   BUILD_TARGETS=lol ./scripts/build.sh
   BUILD_DIR=$dir ./scripts/build.sh -DLOL_SANITIZE=ON -DLOL_BUILD_BENCH=OFF \
     -DLOL_TEST_SHARDS="${LOL_TEST_SHARDS:-6}" -DLOL_TEST_LOL="$release_lol"
