@@ -37,7 +37,14 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
 }
 
 double DenseConfig::query_fold() const {
+  if (attention_multiplier > 0) return attention_multiplier * std::sqrt(double(effective_head_dim()));
   return query_pre_attn_scalar > 0 ? std::sqrt(double(effective_head_dim()) / query_pre_attn_scalar) : 1.0;
+}
+
+double DenseConfig::weight_fold(const std::string& target) const {
+  if (target == "q_proj") return qk_norm ? 1.0 : query_fold();
+  if (target == "o_proj" || target == "down_proj") return residual_multiplier;
+  return 1.0;
 }
 
 int64_t DenseConfig::rotary_dim() const {
@@ -68,6 +75,16 @@ void DenseConfig::validate(const std::string& w) const {
           "field 'input_norms' = false: expected sandwich_norm = true (a block keeps its output norms, OLMo 2's layout)");
   require(std::isfinite(query_pre_attn_scalar) && query_pre_attn_scalar >= 0, w,
           "field 'query_pre_attn_scalar' = " + std::to_string(query_pre_attn_scalar) + ": expected 0 (none) or > 0");
+  for (auto [key, v] : {std::pair<const char*, double>{"embedding_multiplier", embedding_multiplier},
+                        {"logits_scaling", logits_scaling},
+                        {"residual_multiplier", residual_multiplier}})
+    require(std::isfinite(v) && v > 0, w, std::string("field '") + key + "' = " + std::to_string(v) +
+                                              ": expected a positive number (1: none)");
+  require(std::isfinite(attention_multiplier) && attention_multiplier >= 0, w,
+          "field 'attention_multiplier' = " + std::to_string(attention_multiplier) +
+              ": expected 0 (head_dim^-1/2) or a positive attention scale");
+  require(attention_multiplier == 0 || query_pre_attn_scalar == 0, w,
+          "fields 'attention_multiplier' and 'query_pre_attn_scalar' both set: expected one attention scale");
   for (auto [key, v] : {std::pair<const char*, double>{"attn_logit_softcap", attn_logit_softcap},
                         {"final_logit_softcap", final_logit_softcap}})
     require(std::isfinite(v) && v >= 0, w, std::string("field '") + key + "' = " + std::to_string(v) +
@@ -128,6 +145,10 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("final_logit_softcap", c.final_logit_softcap);
   f.get("query_pre_attn_scalar", c.query_pre_attn_scalar);
   f.get("partial_rotary_factor", c.partial_rotary_factor);
+  f.get("embedding_multiplier", c.embedding_multiplier);
+  f.get("logits_scaling", c.logits_scaling);
+  f.get("residual_multiplier", c.residual_multiplier);
+  f.get("attention_multiplier", c.attention_multiplier);
   f.get("norm", c.norm);
   f.get("mlp", c.mlp);
   f.get("o_bias", c.o_bias);
@@ -160,6 +181,10 @@ nlohmann::json DenseConfig::to_json() const {
   if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;
   if (query_pre_attn_scalar != 0) j["query_pre_attn_scalar"] = query_pre_attn_scalar;
   if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
+  if (embedding_multiplier != 1.0) j["embedding_multiplier"] = embedding_multiplier;
+  if (logits_scaling != 1.0) j["logits_scaling"] = logits_scaling;
+  if (residual_multiplier != 1.0) j["residual_multiplier"] = residual_multiplier;
+  if (attention_multiplier != 0) j["attention_multiplier"] = attention_multiplier;
   if (norm != "rmsnorm") j["norm"] = norm;
   if (mlp != "gated") j["mlp"] = mlp;
   if (o_bias) j["o_bias"] = true;

@@ -50,8 +50,35 @@ struct DenseConfig : TransformerShape {
   /// query_fold(): q_norm for Gemma 3, q_proj for Gemma 2), so the forward never reads it;
   /// LoRA on a folded q_proj (LayerRoute) and export do. 0: nothing folded.
   double query_pre_attn_scalar = 0;
-  /// sqrt(head_dim / query_pre_attn_scalar), or 1 when nothing is folded.
+  /// The factor the loader multiplied into the queries' weights: attention_multiplier *
+  /// sqrt(head_dim) (Granite), sqrt(head_dim / query_pre_attn_scalar) (Gemma 2/3), or 1
+  /// when nothing is folded.
   double query_fold() const;
+
+  // Granite's multipliers (Hugging Face GraniteForCausalLM; written to config.json only
+  // when set, docs/hf.md "Granite"):
+  /// Token embeddings times it at run time (a float64 scalar, as transformers' Python float;
+  /// after Gemma's scale_embeddings when both are set). 1: none.
+  double embedding_multiplier = 1.0;
+  /// The logits divided by it at run time, before final_logit_softcap (Granite's
+  /// logits_scaling). 1: none.
+  double logits_scaling = 1.0;
+  /// Granite's residual_multiplier (each sublayer's output times it before its residual
+  /// add), which the loader folded into o_proj and down_proj (weights and biases), so the
+  /// forward never reads it; LoRA on o_proj / down_proj (LayerRoute) and export do. 1: none.
+  double residual_multiplier = 1.0;
+  /// > 0: the attention scale (Granite's attention_multiplier, instead of head_dim^-1/2),
+  /// which the loader folded into q_proj (query_fold()). 0: head_dim^-1/2.
+  double attention_multiplier = 0;
+  /// Whether any of Granite's multipliers is set (embedding_multiplier, logits_scaling or
+  /// residual_multiplier not 1, attention_multiplier > 0).
+  bool granite_multipliers() const {
+    return embedding_multiplier != 1.0 || logits_scaling != 1.0 || residual_multiplier != 1.0 ||
+           attention_multiplier > 0;
+  }
+  /// The factor folded into `target`'s weight ("q_proj": query_fold() unless the fold sits
+  /// in q_norm (Gemma 3's qk_norm); "o_proj", "down_proj": residual_multiplier; else 1).
+  double weight_fold(const std::string& target) const;
   /// The share of each head's dimensions that RoPE rotates (Phi-3's partial_rotary_factor,
   /// Phi-4-mini: 0.75): the leading rotary_dim() dimensions; 1 = all. Written only when not 1.
   double partial_rotary_factor = 1.0;

@@ -59,8 +59,18 @@ torch::Tensor scale_embedding_rows(const torch::Tensor& e, double scale) {
   return e * torch::scalar_tensor(scale, e.options());
 }
 
+torch::Tensor multiply_embedding_rows(const torch::Tensor& e, double multiplier) {
+  // A float64 scalar, as transformers' Granite multiplies by a Python float.
+  return multiplier == 1.0 ? e : e * multiplier;
+}
+
+torch::Tensor final_logits(const torch::Tensor& l, double logits_scaling, double softcap) {
+  return nn::soft_cap(logits_scaling == 1.0 ? l : l / logits_scaling, softcap);
+}
+
 torch::Tensor DenseModelImpl::embed(const torch::Tensor& tokens) {
-  return scale_embedding_rows(embed_tokens(tokens), embedding_scale(cfg_));
+  return multiply_embedding_rows(scale_embedding_rows(embed_tokens(tokens), embedding_scale(cfg_)),
+                                 cfg_.embedding_multiplier);
 }
 
 torch::Tensor DenseModelImpl::embed_at(const torch::Tensor& tokens, const torch::Tensor& pos) {
@@ -72,7 +82,7 @@ nn::RoPE& DenseModelImpl::layer_rope(int64_t layer) { return cfg_.local_rope(lay
 
 torch::Tensor DenseModelImpl::logits(const torch::Tensor& h) {
   auto l = cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);
-  return nn::soft_cap(l, cfg_.final_logit_softcap);
+  return final_logits(l, cfg_.logits_scaling, cfg_.final_logit_softcap);
 }
 
 torch::Tensor DenseModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {

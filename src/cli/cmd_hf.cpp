@@ -157,6 +157,10 @@ std::string block_text(const hf::HfConfig& c) {
   if (c.final_logit_softcapping > 0) s += ", final logits soft-capped at " + nlohmann::json(c.final_logit_softcapping).dump();
   if (c.query_pre_attn_scalar > 0)
     s += ", attention scale query_pre_attn_scalar^-1/2 = " + nlohmann::json(1.0 / std::sqrt(c.query_pre_attn_scalar)).dump();
+  if (c.is_granite())
+    s += ", embeddings times " + nlohmann::json(c.embedding_multiplier).dump() + ", attention scale " +
+         nlohmann::json(c.attention_multiplier).dump() + ", sublayer outputs times " +
+         nlohmann::json(c.residual_multiplier).dump() + ", logits divided by " + nlohmann::json(c.logits_scaling).dump();
   return s;
 }
 

@@ -60,7 +60,7 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kGptNeoXArch, "gpt_neox", "gpt_neox"}, {kPhiArch, "phi", "phi"},
       {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
       {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"},
-      {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}};
+      {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}, {kGraniteArch, "granite", "granite"}};
   return table;
 }
 
@@ -227,6 +227,11 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                      " (or an explicit head_dim)");
   }
   require_positive(where, "head_dim", c.head_dim);
+  if (c.is_granite() && c.head_dim * c.num_attention_heads != c.hidden_size)
+    unsupported(where, "head_dim", std::to_string(c.head_dim),
+                "GraniteAttention's heads are hidden_size / num_attention_heads = " +
+                    std::to_string(c.hidden_size / c.num_attention_heads) +
+                    " wide in transformers before 4.48 and head_dim wide after: expected them equal");
   if (c.head_dim % 2 != 0)
     throw InputError(where + ": " + field("head_dim") + " = " + std::to_string(c.head_dim) + ": expected an even number (RoPE)");
 
@@ -510,6 +515,21 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       unsupported(where, "attention_bias", "true", "Llama attention biases include an o_proj bias");
     if (mlp_bias) unsupported(where, "mlp_bias", "true", "the MLP projections have no biases");
     c.qkv_bias = false;
+    if (c.is_granite()) {
+      // GraniteConfig: every multiplier 1.0 by default (the attention scale too, not
+      // head_dim^-1/2); the Hub's Granite 3.x files set all four.
+      for (auto [key, out] : {std::pair<const char*, double*>{"embedding_multiplier", &c.embedding_multiplier},
+                              {"logits_scaling", &c.logits_scaling},
+                              {"residual_multiplier", &c.residual_multiplier},
+                              {"attention_multiplier", &c.attention_multiplier}}) {
+        if (f.has(key) && !j[key].is_number())
+          throw InputError(where + ": " + field(key) + " = " + j[key].dump() + ": expected a positive number");
+        f.get(key, *out);
+        if (!(*out > 0 && std::isfinite(*out) && *out < 1e30))
+          throw InputError(where + ": " + field(key) + " = " + num_text(*out) +
+                           ": expected a positive finite number (GraniteConfig's default 1.0)");
+      }
+    }
   }
   // layer_types (transformers >= 4.53 writes it; it decides which layers slide): full
   // layers first, then sliding ones, as the dense model lays them out
@@ -811,6 +831,12 @@ nlohmann::ordered_json HfConfig::to_json() const {
   } else if (!is_qwen2() && !is_qwen3()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
+  }
+  if (is_granite()) {
+    j["embedding_multiplier"] = embedding_multiplier;
+    j["logits_scaling"] = logits_scaling;
+    j["residual_multiplier"] = residual_multiplier;
+    j["attention_multiplier"] = attention_multiplier;
   }
   return finish(j);
 }

@@ -3,7 +3,8 @@
 // Qwen3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, the
 // Gemma family's GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM (see kGemmaArch,
 // kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"), and
-// Olmo2ForCausalLM / Olmo3ForCausalLM (kOlmo2Arch, kOlmo3Arch). LibTorch-free.
+// Olmo2ForCausalLM / Olmo3ForCausalLM (kOlmo2Arch, kOlmo3Arch), GraniteForCausalLM
+// (kGraniteArch). LibTorch-free.
 //
 // The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
@@ -137,6 +138,15 @@ inline constexpr const char* kGptJArch = "GPTJForCausalLM";
 /// sliding_window tokens when it is set, tied embeddings by default.
 inline constexpr const char* kStarcoder2Arch = "Starcoder2ForCausalLM";
 
+/// Granite 3.x dense models (ibm-granite/granite-3.0-2b / -8b, granite-3.1 / 3.2 / 3.3,
+/// their -instruct variants; model_type "granite"): Llama's blocks, names and keys with four
+/// multipliers: embeddings times embedding_multiplier, attention scores times
+/// attention_multiplier (instead of head_dim^-1/2), each sublayer's output times
+/// residual_multiplier before its residual add, logits divided by logits_scaling (all 1.0
+/// by default). lol folds the attention and residual multipliers into q_proj, o_proj and
+/// down_proj on load (undone by export) and applies the other two at run time.
+inline constexpr const char* kGraniteArch = "GraniteForCausalLM";
+
 /// One architecture this loader reads: its class (config.json "architectures"[0]), its
 /// model_type, and its name on the command line (--arch; null for a class lol reads but does
 /// not write: Gemma 3 with a vision tower).
@@ -205,6 +215,11 @@ struct HfConfig {
   /// without ln_attn / ln_mlp; Phi and StableLM's parallel blocks are read from their
   /// architecture; nn::BlockShape::shared_input_norm).
   bool shared_input_norm = false;
+  // Granite (kGraniteArch; GraniteConfig's defaults):
+  double embedding_multiplier = 1.0;      ///< embeddings times it
+  double logits_scaling = 1.0;            ///< logits divided by it
+  double residual_multiplier = 1.0;       ///< each sublayer's output times it before the residual add
+  double attention_multiplier = 1.0;      ///< the attention scale (Granite only; others: head_dim^-1/2)
   /// Falcon's new_decoder_architecture (read for `hf info`; export chooses its own layout).
   bool falcon_new_decoder = false;
   /// empty: none; written back by export (a derived folder keeps its source's, which OLMo's
@@ -238,6 +253,7 @@ struct HfConfig {
   bool is_gptj() const { return architecture == kGptJArch; }
   bool is_starcoder2() const { return architecture == kStarcoder2Arch; }
   bool is_gpt_bigcode() const { return architecture == kGptBigCodeArch; }
+  bool is_granite() const { return architecture == kGraniteArch; }
   /// config.json "model_type" of the architecture (its row of architectures(); "llama"
   /// for an unknown class).
   std::string model_type() const;

@@ -131,17 +131,27 @@ void add_zero_biases(NamedTensors& out, c10::ScalarType dtype, const std::functi
 /// (h.norm_offset) are written as w - 1 (the model computes x_normalized (1 + w)), computed
 /// in float32 (float64 for a float64 model) before the conversion (hf_model.cpp: the loader adds 1 back);
 /// an attention scale the loader folded into the queries (DenseConfig::query_pre_attn_scalar)
-/// is divided out of q_norm (Gemma 3) or q_proj (Gemma 2) first.
+/// is divided out of q_norm (Gemma 3) or q_proj (Gemma 2) first, Granite's folds
+/// (DenseConfig::weight_fold: q_proj, o_proj, down_proj) in float64.
 NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::ScalarType dtype) {
   std::map<std::string, torch::Tensor> params;
   for (auto& p : m.named_parameters()) params[p.key()] = p.value().detach();
   NamedTensors out;
   const double fold = h.norm_offset ? m.config().query_fold() : 1.0;
   const std::string folded = h.qk_norm ? "self_attn.q_norm.weight" : "self_attn.q_proj.weight";
+  // Granite: the loader's folds (DenseConfig::weight_fold) divided out in float64.
+  const auto granite_fold = [&](const std::string& name) {
+    if (!h.is_granite()) return 1.0;
+    for (const char* target : {"q_proj", "o_proj", "down_proj"})
+      if (ends_with(name, std::string(target) + ".weight") || ends_with(name, std::string(target) + ".bias"))
+        return m.config().weight_fold(target);
+    return 1.0;
+  };
   auto put = [&](const std::string& name) {
     auto t = take_parameter(params, name);
     const auto wide = torch::promote_types(t.scalar_type(), torch::kFloat);
     if (fold != 1.0 && ends_with(name, folded)) t = t.to(wide) / fold;
+    if (const double g = granite_fold(name); g != 1.0) t = t.to(torch::kFloat64) / g;
     if (h.norm_offset && ends_with(name, "norm.weight")) t = t.to(wide) - 1.0;
     out.emplace_back(name, t.to(dtype).contiguous());
   };

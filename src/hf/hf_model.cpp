@@ -102,6 +102,12 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
   c.attn_logit_softcap = h.attn_logit_softcapping;
   c.final_logit_softcap = h.final_logit_softcapping;
   c.query_pre_attn_scalar = h.query_pre_attn_scalar;  // folded into the queries by the loader
+  if (h.is_granite()) {
+    c.embedding_multiplier = h.embedding_multiplier;
+    c.logits_scaling = h.logits_scaling;
+    c.residual_multiplier = h.residual_multiplier;    // folded into o_proj, down_proj by the loader
+    c.attention_multiplier = h.attention_multiplier;  // folded into q_proj by the loader
+  }
   if (h.is_gpt2() || h.is_gpt_bigcode()) {  // LayerNorms, learned positions, ungated MLP, biases everywhere
     c.norm = "layernorm";
     c.mlp = "plain";
@@ -172,6 +178,7 @@ std::string default_architecture(const baselines::DenseConfig& c) {
                                                     : kGptNeoXArch;
   if (olmo_layout(c)) return c.attention == "sliding" ? kOlmo3Arch : kOlmo2Arch;
   if (c.scale_embeddings) return c.qk_norm ? kGemma3Arch : c.sandwich_norm ? kGemma2Arch : kGemmaArch;
+  if (c.granite_multipliers()) return kGraniteArch;
   return c.qk_norm ? kQwen3Arch : kQwen2Arch;
 }
 
@@ -442,6 +449,13 @@ HfConfig starcoder2_from_dense_config(const baselines::DenseConfig& c, const std
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
+  if (architecture != kGraniteArch && c.granite_multipliers())
+    refuse_export(c, architecture.c_str(),
+                  "Granite's multipliers (embedding_multiplier " + nlohmann::json(c.embedding_multiplier).dump() +
+                      ", logits_scaling " + nlohmann::json(c.logits_scaling).dump() + ", residual_multiplier " +
+                      nlohmann::json(c.residual_multiplier).dump() + ", attention_multiplier " +
+                      nlohmann::json(c.attention_multiplier).dump() + ")",
+                  "has none of them");
   if (architecture == kGpt2Arch) return gpt2_from_dense_config(c, torch_dtype);
   if (architecture == kGptBigCodeArch) return gpt2_from_dense_config(c, torch_dtype, kGptBigCodeArch);
   if (architecture == kGptNeoXArch) return gpt_neox_from_dense_config(c, torch_dtype);
@@ -516,7 +530,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     throw InputError("dense model: attention \"sliding\" (window " + std::to_string(c.window) + "): " + architecture +
                      " has no sliding window (export as " + kOlmo3Arch + ", --arch olmo3)");
   } else if (c.attention == "sliding") {
-    if (architecture == kLlamaArch)
+    if (architecture == kLlamaArch || architecture == kGraniteArch)
       throw InputError("dense model: attention \"sliding\" (window " + std::to_string(c.window) + "): " + architecture +
                        " has no sliding window (export as " + kMistralArch + ", " + kQwen2Arch + " or " + kQwen3Arch + ")");
     if (c.n_full_coda > 0)
@@ -575,6 +589,16 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
       h.query_pre_attn_scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : double(h.head_dim);
     // Gemma 3's sliding layers: their own RoPE base, or the full layers' (unscaled: checked).
     if (architecture == kGemma3Arch) h.rope_local_theta = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
+  }
+  if (architecture == kGraniteArch) {
+    h.embedding_multiplier = c.embedding_multiplier;
+    h.logits_scaling = c.logits_scaling;
+    h.residual_multiplier = c.residual_multiplier;  // hf_export divides o_proj / down_proj by it
+    // The loaded model's scale as it was read, else the one its q_proj computes with
+    // (hf_export divides q_proj by query_fold()).
+    h.attention_multiplier = c.attention_multiplier > 0
+                                 ? c.attention_multiplier
+                                 : c.query_fold() / std::sqrt(double(c.effective_head_dim()));
   }
   return h;
 }
@@ -834,6 +858,21 @@ const FusedWeight* fused_holder(const std::string& name) {
 /// folded into the queries (RoPE is linear; soft-capping follows the scaling): into
 /// q_norm, whose output they are (Gemma 3), else into q_proj (Gemma 2):
 /// weight *= sqrt(hd / query_pre_attn_scalar).
+/// Granite's attention_multiplier and residual_multiplier, folded into the weights whose
+/// outputs they scale (the same function; RoPE is linear): q_proj *= attention_multiplier *
+/// sqrt(head_dim) (the dense model scales by head_dim^-1/2), o_proj and down_proj *=
+/// residual_multiplier; computed in float64, stored in the model's dtype.
+void granite_weights_to_dense(std::map<std::string, torch::Tensor>& params, const HfConfig& cfg) {
+  if (!cfg.is_granite()) return;
+  const auto dense = to_dense_config(cfg);
+  for (auto& [name, p] : params)
+    for (const char* target : {"q_proj", "o_proj", "down_proj"}) {
+      const double f = dense.weight_fold(target);
+      if (f != 1.0 && (ends_with(name, std::string(target) + ".weight") || ends_with(name, std::string(target) + ".bias")))
+        p.copy_((p.to(torch::kFloat64) * f).to(p.scalar_type()));
+    }
+}
+
 void gemma_weights_to_dense(std::map<std::string, torch::Tensor>& params, const HfConfig& cfg) {
   if (!cfg.norm_offset) return;
   const double q_scale = cfg.query_pre_attn_scalar > 0 ? std::sqrt(double(cfg.head_dim) / cfg.query_pre_attn_scalar) : 1.0;
@@ -1120,6 +1159,7 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                        " although config.json has tie_word_embeddings = true");
   }
   gemma_weights_to_dense(params, cfg);
+  granite_weights_to_dense(params, cfg);
   if (cfg.is_gptj())  // interleaved RoPE pairs -> rotate-half pairs (gptj_rotary_rows)
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i)
       for (const char* proj : {"q_proj", "k_proj"}) {

@@ -49,6 +49,8 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   for (int64_t i = 0; i < c.n_layers; ++i) p.prelude[size_t(i)].local_rope = c.local_rope(i);
   p.embed_scale = baselines::embedding_scale(c);
   p.final_softcap = c.final_logit_softcap;
+  p.embed_multiplier = c.embedding_multiplier;
+  p.logits_scaling = c.logits_scaling;
   p.ensure_rope(positions);
   return p;
 }
@@ -161,6 +163,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
 
   torch::Tensor x = w_.embed.index_select(0, tokens_t);
   x = baselines::scale_embedding_rows(x, w_.embed_scale);  // Gemma: times sqrt(d)
+  x = baselines::multiply_embedding_rows(x, w_.embed_multiplier);  // Granite
   if (w_.pos_embed.defined()) {  // GPT-2's learned positions
     if (!pos_t.defined()) pos_t = index_tensor(pos, dev);
     x = x + w_.pos_embed.index_select(0, pos_t);
@@ -194,7 +197,7 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   }
   const auto hn = w_.norm_bias.defined() ? torch::layer_norm(h, {w_.norm.size(0)}, w_.norm, w_.norm_bias, c.norm_eps)
                                          : rms_norm(h, w_.norm, c.norm_eps);
-  return nn::soft_cap(dense(hn, w_.head, w_.head_bias), w_.final_softcap);
+  return baselines::final_logits(dense(hn, w_.head, w_.head_bias), w_.logits_scaling, w_.final_softcap);
 }
 
 int64_t DenseDecodeSession::cache_bytes() const {

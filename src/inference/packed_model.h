@@ -121,6 +121,8 @@ struct PackedModel {
   torch::Tensor rope_table_local;    ///< [positions, 2, r] for rope_local_theta, or undefined
   double embed_scale = 1.0;          ///< input embeddings times it, rounded to the dtype (Gemma: sqrt(d))
   double final_softcap = 0;          ///< > 0: logits soft-capped (nn::soft_cap; Gemma 2)
+  double embed_multiplier = 1.0;     ///< input embeddings times it, a float64 scalar (Granite)
+  double logits_scaling = 1.0;       ///< logits divided by it before the soft cap (Granite)
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }

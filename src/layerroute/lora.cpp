@@ -33,8 +33,8 @@ torch::nn::Linear& target_linear(baselines::DenseModelImpl& m, int64_t layer, co
 LoraImpl::LoraImpl(baselines::DenseModelImpl& base, const LoraConfig& cfg, uint64_t seed) : cfg_(cfg) {
   cfg_.validate("LoRA config");
   n_layers_ = base.config().n_layers;
-  // Gemma 3 folds the scale into q_norm, after q_proj (and its LoRA): nothing to scale.
-  if (!base.config().qk_norm) q_proj_fold_ = base.config().query_fold();
+  // (Gemma 3 folds the scale into q_norm, after q_proj and its LoRA: nothing to scale.)
+  for (const auto& t : cfg_.targets) folds_.push_back(base.config().weight_fold(t));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto dev = base.embed_tokens->weight.device();
   for (int64_t i = 0; i < n_layers_; ++i)
@@ -60,6 +60,12 @@ int64_t LoraImpl::index(int64_t layer, const std::string& t) const {
   for (size_t k = 0; k < cfg_.targets.size(); ++k)
     if (cfg_.targets[k] == t) return layer * int64_t(cfg_.targets.size()) + int64_t(k);
   return -1;
+}
+
+double LoraImpl::factor(const std::string& t) const {
+  for (size_t k = 0; k < cfg_.targets.size(); ++k)
+    if (cfg_.targets[k] == t) return folds_[k];
+  return 1.0;
 }
 
 torch::Tensor LoraImpl::add(int64_t layer, const std::string& target, const torch::Tensor& x,

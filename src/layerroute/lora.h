@@ -35,9 +35,10 @@ class LoraImpl : public torch::nn::Module {
   LoraImpl(baselines::DenseModelImpl& base, const LoraConfig& cfg, uint64_t seed);
 
   /// `base_out` [..., out] + scale * (x [..., in] A^T) B^T when (layer, target) has an
-  /// adapter, else base_out unchanged. Computed in x's dtype. On a Gemma 2 base whose
-  /// q_proj holds the folded attention scale (DenseConfig::query_fold), q_proj's update is
-  /// scaled likewise: the adapter is PEFT's on the Hugging Face model's q_proj.
+  /// adapter, else base_out unchanged. Computed in x's dtype. On a base whose loader folded
+  /// a factor into the target's weight (DenseConfig::weight_fold: Gemma 2's and Granite's
+  /// attention scale in q_proj, Granite's residual_multiplier in o_proj / down_proj), the
+  /// update is scaled likewise: the adapter is PEFT's on the Hugging Face model's projection.
   torch::Tensor add(int64_t layer, const std::string& target, const torch::Tensor& x,
                     const torch::Tensor& base_out) const;
   bool has_target(const std::string& target) const;
@@ -51,7 +52,7 @@ class LoraImpl : public torch::nn::Module {
   /// shape mismatch or a non-finite value is an InputError naming `where` and the tensor.
   void load_peft_tensors(const NamedTensors& tensors, const std::string& where);
   /// Folds the adapters into `m`'s weights: W <- W + scale * B A (computed in float64,
-  /// stored in W's dtype; times the fold on a folded q_proj, as add). `m` must have the
+  /// stored in W's dtype; times the target's fold, as add). `m` must have the
   /// shapes and the fold of the base the adapters were made for.
   void merge_into(baselines::DenseModelImpl& m) const;
 
@@ -60,8 +61,11 @@ class LoraImpl : public torch::nn::Module {
   LoraConfig cfg_;
   int64_t n_layers_ = 0;
   std::vector<torch::Tensor> a_, b_;  ///< [layer * n_targets + t]
-  double q_proj_fold_ = 1.0;          ///< the base's query_fold on q_proj (Gemma 2), else 1
-  double factor(const std::string& target) const { return target == "q_proj" ? q_proj_fold_ : 1.0; }
+  /// Per target (config order): the factor the base's loader folded into its weight
+  /// (DenseConfig::weight_fold: the attention scale on q_proj for Gemma 2 / Granite,
+  /// Granite's residual_multiplier on o_proj / down_proj), else 1.
+  std::vector<double> folds_;
+  double factor(const std::string& target) const;
 };
 TORCH_MODULE(Lora);
 

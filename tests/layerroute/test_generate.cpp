@@ -1,12 +1,15 @@
 // Sampled gated generation (layerroute/decode.h GatedGenerateOptions) against a
 // full-forward reference with the same engine, stop tokens, and `lol layerroute
 // generate` end to end on a merged folder; OLMo 2-layout (output norms only, q/k norms
-// across heads) and Gemma-layout bases through the gated forward, generation and merge.
+// across heads), Gemma-layout, Granite and other bases through the gated forward,
+// generation and merge.
 #include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -377,6 +380,68 @@ TEST(LayerRouteGenerate, GemmaLayoutBasesRunGenerateAndMerge) {
           EXPECT_LT((t.to(torch::kFloat64) - want_q0).abs().max().item<double>(), 1e-5);
     });
   }
+}
+
+// A Granite base (embeddings times embedding_multiplier, the attention scale folded into
+// q_proj, residual_multiplier into o_proj and down_proj, logits divided by logits_scaling):
+// the open gated forward is the base's own; cached gated generation picks the full
+// forward's tokens; LoRA on the folded projections is PEFT's on the Hugging Face model's
+// (the merged q_proj, o_proj and down_proj are W + scale B A with W the unfolded weight),
+// and the merge is a GraniteForCausalLM folder with the base's multipliers computing the
+// adapted forward.
+TEST(LayerRouteGenerate, GraniteBaseRunsGeneratesAndMerges) {
+  auto c = test::tiny_config(4);
+  c.qkv_bias = false;
+  c.embedding_multiplier = 3.0;
+  c.logits_scaling = 2.5;
+  c.residual_multiplier = 0.4;     // as loaded: folded into o_proj and down_proj
+  c.attention_multiplier = 0.09;   // as loaded: folded into q_proj (times sqrt(8))
+  baselines::DenseModel base(c);
+  randomize_base(*base, 13, 0.3);
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
+  const auto tokens = torch::tensor(prompt).unsqueeze(0);
+  LoraConfig lc;
+  lc.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  auto a = adapt_base(base, tokens, 53, lc);
+  auto& m = a.m;
+  expect_generation_follows_forward(*m, prompt, 3);
+
+  EXPECT_EQ(hf::default_architecture(c), hf::kGraniteArch);
+  torch::NoGradGuard ng;
+  const auto peft = m->lora->peft_tensors();
+  auto peft_update = [&](const std::string& target) {  // layer 0's scale B A, float64
+    torch::Tensor A, B;
+    for (const auto& [name, t] : peft) {
+      if (name.find("layers.0.") == std::string::npos || name.find("." + target + ".") == std::string::npos) continue;
+      (name.find("lora_A") != std::string::npos ? A : B) = t.to(torch::kFloat64);
+    }
+    return m->lora->config().scale() * torch::matmul(B, A);
+  };
+  // (Taken before the merge, which folds the adapters into the base's own weights.)
+  auto* block = base->layers[0]->as<nn::Block>();
+  std::vector<std::tuple<std::string, std::string, torch::Tensor>> folded;
+  for (const auto& [target, name, w, fold] :
+       std::vector<std::tuple<std::string, std::string, torch::Tensor, double>>{
+           {"q_proj", "self_attn.q_proj", block->self_attn->q_proj->weight, c.query_fold()},
+           {"o_proj", "self_attn.o_proj", block->self_attn->o_proj->weight, 0.4},
+           {"down_proj", "mlp.down_proj", block->mlp->down_proj->weight, 0.4}})
+    folded.emplace_back(target, name, w.detach().to(torch::kFloat64) / fold + peft_update(target));
+  hf::HfConfig read;
+  expect_merge_computes_adapted(a, hf::kGraniteArch, tokens, &read, [&](const std::string& dir) {
+    const auto file = load_tensors(dir + "/model.safetensors");
+    const std::map<std::string, torch::Tensor> stored(file.begin(), file.end());
+    for (const auto& [target, name, want] : folded) {
+      ASSERT_TRUE(stored.count("model.layers.0." + name + ".weight")) << name;
+      EXPECT_LT((stored.at("model.layers.0." + name + ".weight").to(torch::kFloat64) - want).abs().max().item<double>(),
+                1e-5)
+          << target;
+    }
+  });
+  EXPECT_TRUE(read.is_granite());
+  EXPECT_EQ(read.embedding_multiplier, 3.0);
+  EXPECT_EQ(read.logits_scaling, 2.5);
+  EXPECT_EQ(read.residual_multiplier, 0.4);
+  EXPECT_EQ(read.attention_multiplier, 0.09);
 }
 
 // GPT-2-layout bases (LayerNorms with biases, learned positions and no RoPE, an ungated
