@@ -76,6 +76,7 @@ void DenseConfig::validate(const std::string& w) const {
   require(std::isfinite(query_pre_attn_scalar) && query_pre_attn_scalar >= 0, w,
           "field 'query_pre_attn_scalar' = " + std::to_string(query_pre_attn_scalar) + ": expected 0 (none) or > 0");
   for (auto [key, v] : {std::pair<const char*, double>{"embedding_multiplier", embedding_multiplier},
+                        {"logit_scale", logit_scale},
                         {"logits_scaling", logits_scaling},
                         {"residual_multiplier", residual_multiplier}})
     require(std::isfinite(v) && v > 0, w, std::string("field '") + key + "' = " + std::to_string(v) +
@@ -147,6 +148,7 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("partial_rotary_factor", c.partial_rotary_factor);
   f.get("embedding_multiplier", c.embedding_multiplier);
   f.get("logits_scaling", c.logits_scaling);
+  f.get("logit_scale", c.logit_scale);
   f.get("residual_multiplier", c.residual_multiplier);
   f.get("attention_multiplier", c.attention_multiplier);
   f.get("norm", c.norm);
@@ -183,6 +185,7 @@ nlohmann::json DenseConfig::to_json() const {
   if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
   if (embedding_multiplier != 1.0) j["embedding_multiplier"] = embedding_multiplier;
   if (logits_scaling != 1.0) j["logits_scaling"] = logits_scaling;
+  if (logit_scale != 1.0) j["logit_scale"] = logit_scale;
   if (residual_multiplier != 1.0) j["residual_multiplier"] = residual_multiplier;
   if (attention_multiplier != 0) j["attention_multiplier"] = attention_multiplier;
   if (norm != "rmsnorm") j["norm"] = norm;

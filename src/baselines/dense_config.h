@@ -70,6 +70,9 @@ struct DenseConfig : TransformerShape {
   /// > 0: the attention scale (Granite's attention_multiplier, instead of head_dim^-1/2),
   /// which the loader folded into q_proj (query_fold()). 0: head_dim^-1/2.
   double attention_multiplier = 0;
+  /// The logits multiplied by it at run time, before logits_scaling and the soft cap
+  /// (Cohere's logit_scale, written only when not 1). 1: none.
+  double logit_scale = 1.0;
   /// Whether any of Granite's multipliers is set (embedding_multiplier, logits_scaling or
   /// residual_multiplier not 1, attention_multiplier > 0).
   bool granite_multipliers() const {

@@ -64,8 +64,9 @@ torch::Tensor multiply_embedding_rows(const torch::Tensor& e, double multiplier)
   return multiplier == 1.0 ? e : e * multiplier;
 }
 
-torch::Tensor final_logits(const torch::Tensor& l, double logits_scaling, double softcap) {
-  return nn::soft_cap(logits_scaling == 1.0 ? l : l / logits_scaling, softcap);
+torch::Tensor final_logits(const torch::Tensor& l, double logit_scale, double logits_scaling, double softcap) {
+  auto out = logit_scale == 1.0 ? l : l * logit_scale;
+  return nn::soft_cap(logits_scaling == 1.0 ? out : out / logits_scaling, softcap);
 }
 
 torch::Tensor DenseModelImpl::embed(const torch::Tensor& tokens) {
@@ -82,7 +83,7 @@ nn::RoPE& DenseModelImpl::layer_rope(int64_t layer) { return cfg_.local_rope(lay
 
 torch::Tensor DenseModelImpl::logits(const torch::Tensor& h) {
   auto l = cfg_.tie_word_embeddings ? torch::matmul(h, embed_tokens->weight.t()) : lm_head(h);
-  return final_logits(l, cfg_.logits_scaling, cfg_.final_logit_softcap);
+  return final_logits(l, cfg_.logit_scale, cfg_.logits_scaling, cfg_.final_logit_softcap);
 }
 
 torch::Tensor DenseModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& doc_ids) {

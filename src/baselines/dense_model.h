@@ -39,9 +39,10 @@ torch::Tensor scale_embedding_rows(const torch::Tensor& e, double scale);
 /// Embedding rows e [..., d_model] times `multiplier` as a float64 scalar (Granite's
 /// embedding_multiplier: not rounded to e's dtype first); e itself when it is 1.
 torch::Tensor multiply_embedding_rows(const torch::Tensor& e, double multiplier);
-/// Logits l [..., vocab] divided by `logits_scaling` (Granite; 1: unchanged), then
-/// soft-capped at `softcap` (nn::soft_cap; Gemma 2; 0: none).
-torch::Tensor final_logits(const torch::Tensor& l, double logits_scaling, double softcap);
+/// Logits l [..., vocab] times `logit_scale` (Cohere; 1: unchanged), divided by
+/// `logits_scaling` (Granite; 1: unchanged), then soft-capped at `softcap` (nn::soft_cap;
+/// Gemma 2; 0: none).
+torch::Tensor final_logits(const torch::Tensor& l, double logit_scale, double logits_scaling, double softcap);
 
 class DenseModelImpl : public torch::nn::Module {
  public:
@@ -58,7 +59,8 @@ class DenseModelImpl : public torch::nn::Module {
   /// Final hidden states after model.norm, before lm_head: [batch, seq, d_model].
   torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& doc_ids = {});
   /// Logits of hidden states h [..., d_model] -> [..., vocab] (lm_head or tied embedding,
-  /// then final_logits: divided by logits_scaling, soft-capped at final_logit_softcap).
+  /// then final_logits: times logit_scale, divided by logits_scaling, soft-capped at
+  /// final_logit_softcap).
   torch::Tensor logits(const torch::Tensor& h);
   /// Input embeddings of tokens [...] int64 -> [..., d_model]: embed_tokens, times
   /// sqrt(d_model) with scale_embeddings (Gemma), times embedding_multiplier (Granite).

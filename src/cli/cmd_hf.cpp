@@ -124,6 +124,10 @@ std::string block_text(const hf::HfConfig& c) {
     return std::string(c.parallel_residual ? "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm)"
                                            : "sequential pre-norm") +
            " LayerNorms (weight and bias), MLP gate " + c.activation + (c.qkv_bias ? ", q/k/v biases" : "");
+  if (c.is_cohere())
+    return "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm) LayerNorms (weight, no bias), MLP gate " +
+           c.activation + ", no biases, RoPE in interleaved pairs (q_proj / k_proj rows reordered to rotate-half on "
+           "load), logits times " + nlohmann::json(c.logit_scale).dump();
   if (c.is_phi())
     return "parallel (x + attn(ln x) + mlp(ln x), one input_layernorm) LayerNorms (weight and bias), MLP " +
            c.activation + " (not gated, biases), biases on q/k/v_proj and dense, lm_head with a bias";

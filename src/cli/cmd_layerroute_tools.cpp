@@ -44,9 +44,9 @@ void register_merge_cmd(CLI::App* lr) {
   c->add_option("--dtype", a->dtype, "stored dtype: float32 | bfloat16 | float16");
   c->add_option("--arch", a->arch,
                 "qwen2 | qwen3 | llama | mistral | phi3 | olmo2 | olmo3 | gemma | gemma2 | gemma3 | gpt2 | gpt_neox | phi | "
-                "stablelm | falcon | gptj | starcoder2 | gpt_bigcode | granite (default: the base folder's architecture, else as `lol export`: gpt2 / gpt_neox / phi / "
+                "stablelm | falcon | gptj | starcoder2 | gpt_bigcode | granite | cohere (default: the base folder's architecture, else as `lol export`: gpt2 / gpt_neox / phi / "
                 "stablelm / falcon for GPT-2's / GPT-NeoX's / Phi's / StableLM's layout (falcon: grouped-query or tied Phi-like), olmo2/3 for OLMo's, "
-                "gemma/2/3 for Gemma's, granite for Granite's multipliers, qwen3 for a qk_norm model, else qwen2)");
+                "gemma/2/3 for Gemma's, granite for Granite's multipliers, cohere for logit_scale, qwen3 for a qk_norm model, else qwen2)");
   c->add_flag("--overwrite", a->overwrite, "allow a non-empty --out");
   c->callback([a] {
     init_runtime(0);

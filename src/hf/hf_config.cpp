@@ -60,7 +60,8 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kGptNeoXArch, "gpt_neox", "gpt_neox"}, {kPhiArch, "phi", "phi"},
       {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
       {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"},
-      {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}, {kGraniteArch, "granite", "granite"}};
+      {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}, {kGraniteArch, "granite", "granite"},
+      {kCohereArch, "cohere", "cohere"}};
   return table;
 }
 
@@ -237,10 +238,12 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
 
   const bool olmo = c.is_olmo2() || c.is_olmo3();
   // The config classes' defaults (Phi3Config, Olmo2Config, Olmo3Config: 1e-5).
-  c.rms_norm_eps = c.is_phi3() || olmo ? 1e-5 : 1e-6;
-  f.get("rms_norm_eps", c.rms_norm_eps);
+  // (CohereConfig: a LayerNorm's layer_norm_eps, 1e-5.)
+  const char* eps_key = c.is_cohere() ? "layer_norm_eps" : "rms_norm_eps";
+  c.rms_norm_eps = c.is_phi3() || olmo || c.is_cohere() ? 1e-5 : 1e-6;
+  f.get(eps_key, c.rms_norm_eps);
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
-    throw InputError(where + ": " + field("rms_norm_eps") + ": expected 0 < rms_norm_eps < 1");
+    throw InputError(where + ": " + field(eps_key) + ": expected 0 < " + eps_key + " < 1");
   c.rope_theta = c.is_gemma3() ? 1e6 : 10000.0;  // the config classes' defaults
   f.get("rope_theta", c.rope_theta);
   // Gemma 3: the sliding layers' RoPE base (transformers >= 5: rope_parameters.sliding_attention).
@@ -364,7 +367,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e30))
     throw InputError(where + ": " + field("rope_theta") + " = " + std::to_string(c.rope_theta) +
                      ": expected a value in [1, 1e30]");
-  c.tie_word_embeddings = gemma;  // PretrainedConfig default (the Gemma configs': true); Qwen2.5-0.5B sets true
+  // PretrainedConfig's default (the Gemma configs' and CohereConfig's: true); Qwen2.5-0.5B sets true
+  c.tie_word_embeddings = gemma || c.is_cohere();
   f.get("tie_word_embeddings", c.tie_word_embeddings);
 
   read_torch_dtype(f, j, where, c);
@@ -510,11 +514,27 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     }
     bool attention_bias = false, mlp_bias = false;
     f.get("attention_bias", attention_bias);
-    f.get("mlp_bias", mlp_bias);
+    if (!c.is_cohere()) f.get("mlp_bias", mlp_bias);  // (CohereConfig has none: its MLP never has biases)
     if (attention_bias)
       unsupported(where, "attention_bias", "true", "Llama attention biases include an o_proj bias");
     if (mlp_bias) unsupported(where, "mlp_bias", "true", "the MLP projections have no biases");
     c.qkv_bias = false;
+    if (c.is_cohere()) {
+      // CohereConfig: use_qk_norm (Command R+) normalizes each q and k head with its own
+      // LayerNorm weights [heads, head_dim]; logit_scale 0.0625 by default.
+      bool qk_norm = false;
+      f.get("use_qk_norm", qk_norm);
+      if (qk_norm)
+        unsupported(where, "use_qk_norm", "true",
+                    "Command R+'s per-head LayerNorms of q and k (weights [heads, head_dim]) are not implemented");
+      if (f.has("logit_scale") && !j["logit_scale"].is_number())
+        throw InputError(where + ": " + field("logit_scale") + " = " + j["logit_scale"].dump() +
+                         ": expected a positive number");
+      f.get("logit_scale", c.logit_scale);
+      if (!(c.logit_scale > 0 && std::isfinite(c.logit_scale) && c.logit_scale < 1e30))
+        throw InputError(where + ": " + field("logit_scale") + " = " + num_text(c.logit_scale) +
+                         ": expected a positive finite number (CohereConfig's default 0.0625)");
+    }
     if (c.is_granite()) {
       // GraniteConfig: every multiplier 1.0 by default (the attention scale too, not
       // head_dim^-1/2); the Hub's Granite 3.x files set all four.
@@ -634,6 +654,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
     j["transformers_version"] =
         is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : (is_gemma2() || is_gemma3()) ? "4.53.0" : "4.45.0";
+    // (CohereForCausalLM: 4.39; Granite: 4.45)
     return j;
   };
   nlohmann::ordered_json j;
@@ -738,6 +759,31 @@ nlohmann::ordered_json HfConfig::to_json() const {
       j["qk_layernorm"] = false;
       j["resid_pdrop"] = j["embd_pdrop"] = j["attention_dropout"] = 0.0;
     }
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_cohere()) {  // CohereConfig's keys
+    j["architectures"] = {architecture};
+    j["model_type"] = "cohere";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["logit_scale"] = logit_scale;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["num_key_value_heads"] = num_key_value_heads;
+    if (head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0) j["head_dim"] = head_dim;
+    j["hidden_act"] = "silu";
+    j["max_position_embeddings"] = max_position_embeddings;
+    j["layer_norm_eps"] = rms_norm_eps;
+    j["rope_theta"] = rope_theta;
+    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
+                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["attention_bias"] = false;
+    j["use_qk_norm"] = false;
+    j["attention_dropout"] = 0.0;
     j["tie_word_embeddings"] = tie_word_embeddings;
     j["initializer_range"] = 0.02;
     j["use_cache"] = true;

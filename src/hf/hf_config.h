@@ -4,7 +4,7 @@
 // Gemma family's GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM (see kGemmaArch,
 // kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"), and
 // Olmo2ForCausalLM / Olmo3ForCausalLM (kOlmo2Arch, kOlmo3Arch), GraniteForCausalLM
-// (kGraniteArch). LibTorch-free.
+// (kGraniteArch), CohereForCausalLM (kCohereArch). LibTorch-free.
 //
 // The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
@@ -147,6 +147,16 @@ inline constexpr const char* kStarcoder2Arch = "Starcoder2ForCausalLM";
 /// down_proj on load (undone by export) and applies the other two at run time.
 inline constexpr const char* kGraniteArch = "GraniteForCausalLM";
 
+/// Cohere Command-R (CohereForAI/c4ai-command-r-v01, -08-2024, Aya 23 / Aya Expanse; model_type
+/// "cohere"): Phi's parallel blocks, y = x + attn(ln x) + mlp(ln x), with one
+/// input_layernorm per layer that is a LayerNorm without a bias (final norm likewise,
+/// layer_norm_eps, default 1e-5), Llama's q/k/v/o_proj and gated MLP (gate_proj, up_proj,
+/// down_proj; no biases), RoPE on whole heads in interleaved pairs (2i, 2i + 1), logits times
+/// logit_scale (default 0.0625), tied embeddings by default. lol reorders the q_proj / k_proj
+/// rows to rotate-half pairs on load (as GPT-J's; undone by export) and holds zero norm
+/// biases. use_qk_norm (Command R+'s per-head LayerNorms of q and k) is refused.
+inline constexpr const char* kCohereArch = "CohereForCausalLM";
+
 /// One architecture this loader reads: its class (config.json "architectures"[0]), its
 /// model_type, and its name on the command line (--arch; null for a class lol reads but does
 /// not write: Gemma 3 with a vision tower).
@@ -220,6 +230,7 @@ struct HfConfig {
   double logits_scaling = 1.0;            ///< logits divided by it
   double residual_multiplier = 1.0;       ///< each sublayer's output times it before the residual add
   double attention_multiplier = 1.0;      ///< the attention scale (Granite only; others: head_dim^-1/2)
+  double logit_scale = 0.0625;            ///< logits times it (Cohere only; CohereConfig's default)
   /// Falcon's new_decoder_architecture (read for `hf info`; export chooses its own layout).
   bool falcon_new_decoder = false;
   /// empty: none; written back by export (a derived folder keeps its source's, which OLMo's
@@ -254,6 +265,7 @@ struct HfConfig {
   bool is_starcoder2() const { return architecture == kStarcoder2Arch; }
   bool is_gpt_bigcode() const { return architecture == kGptBigCodeArch; }
   bool is_granite() const { return architecture == kGraniteArch; }
+  bool is_cohere() const { return architecture == kCohereArch; }
   /// config.json "model_type" of the architecture (its row of architectures(); "llama"
   /// for an unknown class).
   std::string model_type() const;

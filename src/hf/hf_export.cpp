@@ -177,10 +177,29 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     auto out = renamed_tensors(params, m, dtype, gptj_stored_name);
     for (auto& [name, t] : out)
       if (ends_with(name, "attn.q_proj.weight") || ends_with(name, "attn.k_proj.weight"))
-        t = gptj_rotary_rows(t, h.num_attention_heads, h.head_dim, h.rotary_dim(), true).contiguous();
+        t = gptj_rotary_rows(t, t.size(0) / h.head_dim, h.head_dim, h.rotary_dim(), true).contiguous();
     add_zero_biases(out, dtype, [](const std::string& name) {
       return name == "lm_head.weight" || ends_with(name, "mlp.fc_in.weight") || ends_with(name, "mlp.fc_out.weight");
     });
+    return out;
+  }
+  if (h.is_cohere()) {
+    // Llama's names; the LayerNorms' biases, which CohereLayerNorm lacks, must be zero
+    // (they are dropped); the q_proj / k_proj rows back in interleaved pairs (as GPT-J's).
+    NamedTensors out;
+    for (auto& [name, t] : renamed_tensors(params, m, dtype, [](const std::string& n) { return n; })) {
+      if (ends_with(name, "norm.bias")) {
+        const double b = t.abs().max().item<double>();
+        if (b != 0)
+          throw InputError("dense model: tensor '" + name + "' (max |b| = " + std::to_string(b) + "): " + h.architecture +
+                           "'s LayerNorms have no bias (expected zero biases: a model loaded from a Cohere folder, or "
+                           "export as " + kStableLmArch + ")");
+        continue;
+      }
+      if (ends_with(name, "self_attn.q_proj.weight") || ends_with(name, "self_attn.k_proj.weight"))
+        t = gptj_rotary_rows(t, t.size(0) / h.head_dim, h.head_dim, h.rotary_dim(), true).contiguous();
+      out.emplace_back(name, t);
+    }
     return out;
   }
   if (h.is_stablelm()) return renamed_tensors(params, m, dtype, [](const std::string& n) { return n; });

@@ -69,7 +69,11 @@ bool is_rotary_buffer(const std::string& name) { return ends_with(name, "rotary_
 
 }  // namespace
 
-int64_t parameter_count(const HfConfig& c) { return baselines::cost_model(to_dense_config(c)).parameters; }
+int64_t parameter_count(const HfConfig& c) {
+  const int64_t n = baselines::cost_model(to_dense_config(c)).parameters;
+  // (Cohere's LayerNorms have no bias: the dense model's zero biases are not the folder's.)
+  return c.is_cohere() ? n - (c.num_hidden_layers + 1) * c.hidden_size : n;
+}
 
 baselines::DenseConfig to_dense_config(const HfConfig& h) {
   baselines::DenseConfig c;
@@ -145,6 +149,11 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.parallel_residual = c.shared_input_norm = true;
     c.lm_head_bias = true;
   }
+  if (h.is_cohere()) {  // Phi's parallel blocks with Llama's projections and gated MLP, no biases
+    c.norm = "layernorm";  // (its biases held at zero: CohereLayerNorm has none)
+    c.parallel_residual = c.shared_input_norm = true;
+    c.logit_scale = h.logit_scale;
+  }
   if (h.is_phi()) {  // GPT-NeoX's blocks with one shared input norm, and lm_head's bias
     c.norm = "layernorm";
     c.mlp = "plain";
@@ -165,6 +174,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
+  if (c.logit_scale != 1.0) return kCohereArch;
   if (c.gpt2_blocks())
     return c.learned_positions()                    ? (c.n_kv_heads == c.n_heads ? kGpt2Arch : kGptBigCodeArch)
            : c.mlp == "gated"                       ? kStableLmArch
@@ -364,6 +374,25 @@ HfConfig phi_from_dense_config(const baselines::DenseConfig& c, const std::strin
 /// what differs otherwise): check_gpt_family_layout's with a gated MLP, RoPE, no o_proj or
 /// lm_head bias, sequential blocks or parallel ones with one input norm; grouped-query
 /// attention and tied embeddings allowed.
+/// CohereForCausalLM's config of a dense model of Cohere's layout (InputError naming what
+/// differs otherwise): check_gpt_family_layout's with a gated MLP, parallel blocks with one
+/// input_layernorm, RoPE over whole heads, no biases on the projections or lm_head. (The
+/// LayerNorms' biases, which Cohere's lack, are checked to be zero by hf_export.)
+HfConfig cohere_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kCohereArch, what, why); };
+  check_gpt_family_layout(c, kCohereArch, true);
+  if (c.learned_positions()) refuse("positions \"learned\"", "has rotary positions");
+  if (!c.parallel_residual || !c.shared_input_norm)
+    refuse("parallel_residual / shared_input_norm not both true", "has parallel blocks with one input_layernorm");
+  if (c.qkv_bias || c.o_bias || c.lm_head_bias)
+    refuse("qkv_bias / o_bias / lm_head_bias true", "has no projection or lm_head biases");
+  if (c.partial_rotary_factor != 1.0)
+    refuse("partial_rotary_factor " + nlohmann::json(c.partial_rotary_factor).dump(), "rotates whole heads");
+  HfConfig h = gpt_family_config(c, kCohereArch, torch_dtype);
+  h.logit_scale = c.logit_scale;
+  return h;
+}
+
 HfConfig stablelm_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kStableLmArch, what, why); };
   check_gpt_family_layout(c, kStableLmArch, true);
@@ -449,6 +478,10 @@ HfConfig starcoder2_from_dense_config(const baselines::DenseConfig& c, const std
 
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
+  if (architecture != kCohereArch && c.logit_scale != 1.0)
+    refuse_export(c, architecture.c_str(), "logit_scale " + nlohmann::json(c.logit_scale).dump(),
+                  "does not scale its logits");
+  if (architecture == kCohereArch) return cohere_from_dense_config(c, torch_dtype);
   if (architecture != kGraniteArch && c.granite_multipliers())
     refuse_export(c, architecture.c_str(),
                   "Granite's multipliers (embedding_multiplier " + nlohmann::json(c.embedding_multiplier).dump() +
@@ -1112,6 +1145,8 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
         }
       }
     }
+    // (CohereLayerNorm has no bias: the model's LayerNorm biases stay zero, below.)
+    if (cfg.is_cohere() && ends_with(e.name, "norm.bias")) throw unexpected();
     auto it = params.find(e.name);
     if (it == params.end() && !(e.name == "lm_head.weight" && cfg.tie_word_embeddings)) throw unexpected();
     claim(e.name);
@@ -1131,6 +1166,12 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
     }
     it->second.copy_(t);
   });
+  if (cfg.is_cohere())  // LayerNorms without a bias: zero biases compute the same function
+    for (auto& [name, p] : params)
+      if (ends_with(name, "norm.bias")) {
+        p.zero_();
+        loaded[name] = "(none: " + cfg.architecture + "'s LayerNorms have no bias)";
+      }
   for (const auto& [name, p] : params)
     if (!loaded.count(name)) {
       // Phi-3 stores q/k/v and gate/up fused: name the tensor the folder lacks.
@@ -1160,11 +1201,11 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
   }
   gemma_weights_to_dense(params, cfg);
   granite_weights_to_dense(params, cfg);
-  if (cfg.is_gptj())  // interleaved RoPE pairs -> rotate-half pairs (gptj_rotary_rows)
+  if (cfg.is_gptj() || cfg.is_cohere())  // interleaved RoPE pairs -> rotate-half pairs (gptj_rotary_rows)
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i)
       for (const char* proj : {"q_proj", "k_proj"}) {
         auto& p = params.at("model.layers." + std::to_string(i) + ".self_attn." + proj + ".weight");
-        p.copy_(gptj_rotary_rows(p, cfg.num_attention_heads, cfg.head_dim, cfg.rotary_dim(), false));
+        p.copy_(gptj_rotary_rows(p, p.size(0) / cfg.head_dim, cfg.head_dim, cfg.rotary_dim(), false));
       }
 }
 

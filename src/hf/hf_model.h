@@ -26,7 +26,8 @@ namespace lol::hf {
 baselines::DenseConfig to_dense_config(const HfConfig& c);
 
 /// Parameters of the model `c` describes (lm_head counted unless tied), as transformers'
-/// num_parameters(): baselines::cost_model of to_dense_config(c).
+/// num_parameters(): baselines::cost_model of to_dense_config(c), less the zero LayerNorm biases
+/// the dense model holds for Cohere (whose LayerNorms have none).
 int64_t parameter_count(const HfConfig& c);
 
 /// The Hugging Face config of a dense model, for `architecture` (kQwen2Arch, kQwen3Arch,

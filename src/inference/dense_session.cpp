@@ -51,6 +51,7 @@ PackedModel pack_dense_model(baselines::DenseModelImpl& m, int64_t positions) {
   p.final_softcap = c.final_logit_softcap;
   p.embed_multiplier = c.embedding_multiplier;
   p.logits_scaling = c.logits_scaling;
+  p.logit_scale = c.logit_scale;
   p.ensure_rope(positions);
   return p;
 }
@@ -197,7 +198,8 @@ torch::Tensor DenseDecodeSession::feed(const std::vector<DenseRowInput>& inputs,
   }
   const auto hn = w_.norm_bias.defined() ? torch::layer_norm(h, {w_.norm.size(0)}, w_.norm, w_.norm_bias, c.norm_eps)
                                          : rms_norm(h, w_.norm, c.norm_eps);
-  return baselines::final_logits(dense(hn, w_.head, w_.head_bias), w_.logits_scaling, w_.final_softcap);
+  return baselines::final_logits(dense(hn, w_.head, w_.head_bias), w_.logit_scale, w_.logits_scaling,
+                                 w_.final_softcap);
 }
 
 int64_t DenseDecodeSession::cache_bytes() const {

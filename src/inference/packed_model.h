@@ -123,6 +123,7 @@ struct PackedModel {
   double final_softcap = 0;          ///< > 0: logits soft-capped (nn::soft_cap; Gemma 2)
   double embed_multiplier = 1.0;     ///< input embeddings times it, a float64 scalar (Granite)
   double logits_scaling = 1.0;       ///< logits divided by it before the soft cap (Granite)
+  double logit_scale = 1.0;          ///< logits times it before logits_scaling (Cohere)
 
   /// True when a prelude or coda block has an MoE FFN.
   bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }

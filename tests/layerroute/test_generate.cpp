@@ -482,19 +482,22 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
 // the full forward's tokens; the merge is a folder of the matching architecture computing
 // the adapted forward.
 TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
-  for (const std::string layout : {"neox parallel", "neox sequential", "phi", "stablelm", "falcon", "gptj", "starcoder2"}) {
+  for (const std::string layout :
+       {"neox parallel", "neox sequential", "phi", "stablelm", "falcon", "gptj", "starcoder2", "cohere"}) {
     SCOPED_TRACE(layout);
-    const bool phi = layout == "phi", stablelm = layout == "stablelm", falcon = layout == "falcon",
-               gptj = layout == "gptj", starcoder2 = layout == "starcoder2";
+    const bool phi = layout == "phi", falcon = layout == "falcon", gptj = layout == "gptj",
+               starcoder2 = layout == "starcoder2", cohere = layout == "cohere";
+    const bool stablelm = layout == "stablelm" || cohere;  // (Cohere: StableLM's parallel blocks, no biases)
     auto c = test::tiny_config(4);
     c.norm = "layernorm";
     c.mlp = stablelm ? "gated" : "plain";
-    c.qkv_bias = !gptj;
+    c.qkv_bias = !gptj && !cohere;
     c.o_bias = !stablelm && !gptj;
     c.mlp_bias = !stablelm;
     if (!phi && !stablelm && !falcon && !starcoder2) c.n_kv_heads = c.n_heads;
     c.activation = phi || gptj ? "gelu_pytorch_tanh" : stablelm ? "silu" : "gelu";
-    c.partial_rotary_factor = falcon || starcoder2 ? 1.0 : 0.5;
+    c.partial_rotary_factor = falcon || starcoder2 || cohere ? 1.0 : 0.5;
+    if (cohere) c.logit_scale = 0.3;
     c.parallel_residual = layout != "neox sequential" && !starcoder2;
     if (starcoder2) {  // every layer attends within 4 tokens
       c.attention = "sliding";
@@ -505,6 +508,11 @@ TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
     if (phi || gptj) c.tie_word_embeddings = false;
     baselines::DenseModel base(c);
     randomize_base(*base, 17, 0.3);
+    if (cohere) {  // as loaded from a Cohere folder: LayerNorms without a bias
+      torch::NoGradGuard ng;
+      for (auto& p : base->named_parameters())
+        if (p.key().find("norm.bias") != std::string::npos) p.value().zero_();
+    }
     const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
     const auto tokens = torch::tensor(prompt).unsqueeze(0);
     LoraConfig lc;
@@ -521,6 +529,7 @@ TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
     }
     expect_generation_follows_forward(*a.m, prompt, 3);
     const std::string arch = phi || gptj ? hf::kPhiArch
+                             : cohere    ? hf::kCohereArch
                              : stablelm  ? hf::kStableLmArch
                              : falcon    ? hf::kFalconArch  // (grouped-query: GPT-NeoX cannot hold it)
                              : starcoder2 ? hf::kStarcoder2Arch
@@ -529,7 +538,7 @@ TEST(LayerRouteGenerate, LayerNormArchitectureBasesRunGenerateAndMerge) {
     hf::HfConfig read;
     expect_merge_computes_adapted(a, gptj ? hf::kGptJArch : arch, tokens, &read);
     EXPECT_EQ(read.architecture, gptj ? hf::kGptJArch : arch);
-    EXPECT_EQ(read.parallel_residual, c.parallel_residual);
+    EXPECT_EQ(hf::to_dense_config(read).parallel_residual, c.parallel_residual);
     EXPECT_EQ(read.rotary_dim(), c.rotary_dim());
   }
 }
