@@ -657,6 +657,21 @@ nlohmann::ordered_json HfConfig::to_json() const {
     // (CohereForCausalLM: 4.39; Granite: 4.45)
     return j;
   };
+  // The class, model_type and sizes under Llama's key names, in LlamaConfig's order.
+  const auto llama_sizes = [&](nlohmann::ordered_json& j) {
+    j["architectures"] = {architecture};
+    j["model_type"] = model_type();
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["intermediate_size"] = intermediate_size;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["num_key_value_heads"] = num_key_value_heads;
+  };
+  // rope_scaling as transformers 4.x writes it: null without scaling.
+  const auto scaling_json = [&]() {
+    return rope_scaling.is_default() ? nlohmann::ordered_json(nullptr) : rope_scaling.to_json(max_position_embeddings);
+  };
   nlohmann::ordered_json j;
   if (is_gpt2() || is_gptj() || is_gpt_bigcode()) {  // GPT2Config's keys (GPTJConfig / GPTBigCodeConfig read the same names)
     j["architectures"] = {architecture};
@@ -685,18 +700,10 @@ nlohmann::ordered_json HfConfig::to_json() const {
     return finish(j);
   }
   if (is_starcoder2()) {  // Starcoder2Config's keys
-    j["architectures"] = {architecture};
-    j["model_type"] = "starcoder2";
-    j["vocab_size"] = vocab_size;
-    j["hidden_size"] = hidden_size;
-    j["intermediate_size"] = intermediate_size;
-    j["num_hidden_layers"] = num_hidden_layers;
-    j["num_attention_heads"] = num_attention_heads;
-    j["num_key_value_heads"] = num_key_value_heads;
+    llama_sizes(j);
     j["max_position_embeddings"] = max_position_embeddings;
     j["rope_theta"] = rope_theta;
-    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
-                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["rope_scaling"] = scaling_json();
     j["sliding_window"] = sliding_window > 0 ? nlohmann::ordered_json(sliding_window) : nlohmann::ordered_json(nullptr);
     j["norm_epsilon"] = rms_norm_eps;
     j["hidden_act"] = activation;
@@ -724,8 +731,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["bias"] = qkv_bias;
     j["max_position_embeddings"] = max_position_embeddings;
     j["rope_theta"] = rope_theta;
-    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
-                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["rope_scaling"] = scaling_json();
     j["layer_norm_epsilon"] = rms_norm_eps;
     j["activation"] = activation == "gelu_pytorch_tanh" ? "gelu_new" : activation;
     j["tie_word_embeddings"] = tie_word_embeddings;
@@ -746,8 +752,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["max_position_embeddings"] = max_position_embeddings;
     j[is_gpt_neox() ? "rotary_pct" : "partial_rotary_factor"] = partial_rotary_factor;
     j[is_gpt_neox() ? "rotary_emb_base" : "rope_theta"] = rope_theta;
-    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
-                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["rope_scaling"] = scaling_json();
     j["layer_norm_eps"] = rms_norm_eps;
     j["hidden_act"] = activation == "gelu_pytorch_tanh" ? "gelu_new" : activation;
     if (is_gpt_neox() || is_stablelm()) {
@@ -765,22 +770,14 @@ nlohmann::ordered_json HfConfig::to_json() const {
     return finish(j);
   }
   if (is_cohere()) {  // CohereConfig's keys
-    j["architectures"] = {architecture};
-    j["model_type"] = "cohere";
-    j["vocab_size"] = vocab_size;
-    j["hidden_size"] = hidden_size;
-    j["intermediate_size"] = intermediate_size;
+    llama_sizes(j);
     j["logit_scale"] = logit_scale;
-    j["num_hidden_layers"] = num_hidden_layers;
-    j["num_attention_heads"] = num_attention_heads;
-    j["num_key_value_heads"] = num_key_value_heads;
     if (head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0) j["head_dim"] = head_dim;
     j["hidden_act"] = "silu";
     j["max_position_embeddings"] = max_position_embeddings;
     j["layer_norm_eps"] = rms_norm_eps;
     j["rope_theta"] = rope_theta;
-    j["rope_scaling"] = rope_scaling.is_default() ? nlohmann::ordered_json(nullptr)
-                                                  : rope_scaling.to_json(max_position_embeddings);
+    j["rope_scaling"] = scaling_json();
     j["attention_bias"] = false;
     j["use_qk_norm"] = false;
     j["attention_dropout"] = 0.0;
@@ -789,14 +786,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["use_cache"] = true;
     return finish(j);
   }
-  j["architectures"] = {architecture};
-  j["model_type"] = model_type();
-  j["vocab_size"] = vocab_size;
-  j["hidden_size"] = hidden_size;
-  j["intermediate_size"] = intermediate_size;
-  j["num_hidden_layers"] = num_hidden_layers;
-  j["num_attention_heads"] = num_attention_heads;
-  j["num_key_value_heads"] = num_key_value_heads;
+  llama_sizes(j);
   const bool gemma = is_gemma() || is_gemma2() || is_gemma3();
   // (The Gemma configs' default head_dim is 256, not hidden_size / heads.)
   if (is_qwen3() || gemma || head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0)
