@@ -47,8 +47,8 @@ void require_dense_base(const std::string& dir) {
   }
   if (arch.empty()) return;
   const std::string name = arch == "lol" ? "LoL" : arch == "moe" ? "MoE" : arch;
-  throw InputError("LayerRoute needs a dense model (a Hugging Face Qwen2 / Qwen3 / Llama / Mistral / Phi-3 / Gemma / "
-                   "OLMo 2 / GPT-2 / GPT-NeoX / Phi / StableLM folder or a dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name +
+  throw InputError("LayerRoute needs a dense model (a Hugging Face folder of " + hf::architecture_list(true) +
+                   ", or a dense checkpoint); " + dir + " is a" + (name == "MoE" ? "n " : " ") + name +
                    " checkpoint (" + cfg_path + ": architecture \"" + arch + "\")");
 }
 
