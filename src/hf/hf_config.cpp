@@ -18,6 +18,19 @@ using namespace config_parts;
 
 namespace {
 
+/// config.json's number `key` into `out` when present (else `out` unchanged: the default
+/// `default_text` names); InputError naming `where` and the field unless it is a positive
+/// finite number (Granite's multipliers, Cohere's logit_scale).
+void read_positive(util::JsonFields& f, const nlohmann::json& j, const std::string& where, const char* key, double& out,
+                   const std::string& default_text) {
+  if (f.has(key) && !j[key].is_number())
+    throw InputError(where + ": " + field(key) + " = " + j[key].dump() + ": expected a positive number");
+  f.get(key, out);
+  if (!(out > 0 && std::isfinite(out) && out < 1e30))
+    throw InputError(where + ": " + field(key) + " = " + num_text(out) + ": expected a positive finite number (" +
+                     default_text + ")");
+}
+
 /// Gemma3ForConditionalGeneration: its text_config as a Gemma3ForCausalLM config. The
 /// Hub's files list only the keys that differ from Gemma3TextConfig's defaults (gemma-3-4b:
 /// hidden_size, intermediate_size, num_hidden_layers, rope_scaling, sliding_window), so
@@ -232,7 +245,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     unsupported(where, "head_dim", std::to_string(c.head_dim),
                 "GraniteAttention's heads are hidden_size / num_attention_heads = " +
                     std::to_string(c.hidden_size / c.num_attention_heads) +
-                    " wide in transformers before 4.48 and head_dim wide after: expected them equal");
+                    " wide in older transformers releases (4.45) and head_dim wide in newer ones: expected them equal");
   if (c.head_dim % 2 != 0)
     throw InputError(where + ": " + field("head_dim") + " = " + std::to_string(c.head_dim) + ": expected an even number (RoPE)");
 
@@ -527,13 +540,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       if (qk_norm)
         unsupported(where, "use_qk_norm", "true",
                     "Command R+'s per-head LayerNorms of q and k (weights [heads, head_dim]) are not implemented");
-      if (f.has("logit_scale") && !j["logit_scale"].is_number())
-        throw InputError(where + ": " + field("logit_scale") + " = " + j["logit_scale"].dump() +
-                         ": expected a positive number");
-      f.get("logit_scale", c.logit_scale);
-      if (!(c.logit_scale > 0 && std::isfinite(c.logit_scale) && c.logit_scale < 1e30))
-        throw InputError(where + ": " + field("logit_scale") + " = " + num_text(c.logit_scale) +
-                         ": expected a positive finite number (CohereConfig's default 0.0625)");
+      read_positive(f, j, where, "logit_scale", c.logit_scale, "CohereConfig's default 0.0625");
     }
     if (c.is_granite()) {
       // GraniteConfig: every multiplier 1.0 by default (the attention scale too, not
@@ -541,14 +548,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       for (auto [key, out] : {std::pair<const char*, double*>{"embedding_multiplier", &c.embedding_multiplier},
                               {"logits_scaling", &c.logits_scaling},
                               {"residual_multiplier", &c.residual_multiplier},
-                              {"attention_multiplier", &c.attention_multiplier}}) {
-        if (f.has(key) && !j[key].is_number())
-          throw InputError(where + ": " + field(key) + " = " + j[key].dump() + ": expected a positive number");
-        f.get(key, *out);
-        if (!(*out > 0 && std::isfinite(*out) && *out < 1e30))
-          throw InputError(where + ": " + field(key) + " = " + num_text(*out) +
-                           ": expected a positive finite number (GraniteConfig's default 1.0)");
-      }
+                              {"attention_multiplier", &c.attention_multiplier}})
+        read_positive(f, j, where, key, *out, "GraniteConfig's default 1.0");
     }
   }
   // layer_types (transformers >= 4.53 writes it; it decides which layers slide): full
