@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,16 @@ inline void write_hf_weights(const std::string& dir, const NamedTensors& weights
   }
   write_text(dir + "/model.safetensors.index.json",
              nlohmann::json({{"metadata", {{"total_size", total}}}, {"weight_map", map}}).dump(2));
+}
+
+/// A new temporary folder (named after `tag`) holding `config` as config.json and `weights`
+/// stored as float32: a folder for one refusal check.
+inline std::unique_ptr<TempDir> folder_with(const std::string& tag, const nlohmann::json& config,
+                                            const NamedTensors& weights) {
+  auto dir = std::make_unique<TempDir>(tag);
+  write_text(dir->path() + "/config.json", config.dump(2));
+  write_hf_weights(dir->path(), weights, torch::kFloat32);
+  return dir;
 }
 
 /// A complete tiny folder: config.json + weights.

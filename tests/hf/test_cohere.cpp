@@ -175,12 +175,7 @@ TEST(HfCohere, ConfigDefaultsAndRefusals) {
 
 TEST(HfCohere, RefusedTensors) {
   CohereShape s;
-  auto folder = [&](const NamedTensors& w) {
-    auto dir = std::make_unique<TempDir>("cohere-bad");
-    write_text(dir->path() + "/config.json", s.config().dump(2));
-    write_hf_weights(dir->path(), w, torch::kFloat32);
-    return dir;
-  };
+  auto folder = [&](const NamedTensors& w) { return folder_with("cohere-bad", s.config(), w); };
   // A LayerNorm bias is no parameter of CohereLayerNorm (transformers would ignore it).
   auto w = cohere_weights(s, 3);
   w.emplace_back("model.layers.1.input_layernorm.bias", torch::zeros({s.hidden}, torch::kFloat64));

@@ -279,12 +279,7 @@ TEST(HfOlmo, RefusedFeaturesAndTensors) {
   EXPECT_EQ(HfConfig::from_json(j, "m/config.json").sliding_window, 0);
 
   // Tensors: an input norm is not a parameter; a per-head q_norm has the wrong shape.
-  auto folder = [&](const NamedTensors& w) {
-    auto dir = std::make_unique<TempDir>("olmo-bad");
-    write_text(dir->path() + "/config.json", s.config().dump(2));
-    write_hf_weights(dir->path(), w, torch::kFloat32);
-    return dir;
-  };
+  auto folder = [&](const NamedTensors& w) { return folder_with("olmo-bad", s.config(), w); };
   auto w = olmo_weights(s, 3);
   w.emplace_back("model.layers.0.input_layernorm.weight", torch::ones({s.hidden}, torch::kFloat64));
   auto d1 = folder(w);
