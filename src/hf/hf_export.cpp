@@ -139,19 +139,13 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   NamedTensors out;
   const double fold = h.norm_offset ? m.config().query_fold() : 1.0;
   const std::string folded = h.qk_norm ? "self_attn.q_norm.weight" : "self_attn.q_proj.weight";
-  // Granite: the loader's folds (DenseConfig::weight_fold) divided out in float64.
-  const auto granite_fold = [&](const std::string& name) {
-    if (!h.is_granite()) return 1.0;
-    for (const char* target : {"q_proj", "o_proj", "down_proj"})
-      if (ends_with(name, std::string(target) + ".weight") || ends_with(name, std::string(target) + ".bias"))
-        return m.config().weight_fold(target);
-    return 1.0;
-  };
   auto put = [&](const std::string& name) {
     auto t = take_parameter(params, name);
     const auto wide = torch::promote_types(t.scalar_type(), torch::kFloat);
     if (fold != 1.0 && ends_with(name, folded)) t = t.to(wide) / fold;
-    if (const double g = granite_fold(name); g != 1.0) t = t.to(torch::kFloat64) / g;
+    // Granite: the loader's folds divided out in float64.
+    if (const double g = h.is_granite() ? granite_parameter_fold(m.config(), name) : 1.0; g != 1.0)
+      t = t.to(torch::kFloat64) / g;
     if (h.norm_offset && ends_with(name, "norm.weight")) t = t.to(wide) - 1.0;
     out.emplace_back(name, t.to(dtype).contiguous());
   };

@@ -780,6 +780,13 @@ std::string gptj_parameter_name(const std::string& name) {
   return (out.rfind("model.", 0) == 0 || out.rfind("lm_head.", 0) == 0) && gptj_stored_name(out) == name ? out : "";
 }
 
+double granite_parameter_fold(const baselines::DenseConfig& c, const std::string& name) {
+  for (const char* target : {"q_proj", "o_proj", "down_proj"})
+    if (ends_with(name, std::string(target) + ".weight") || ends_with(name, std::string(target) + ".bias"))
+      return c.weight_fold(target);
+  return 1.0;
+}
+
 torch::Tensor gptj_rotary_rows(const torch::Tensor& w, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse) {
   std::vector<int64_t> perm(size_t(heads * head_dim));
   for (int64_t h = 0; h < heads; ++h) {
@@ -899,11 +906,8 @@ void granite_weights_to_dense(std::map<std::string, torch::Tensor>& params, cons
   if (!cfg.is_granite()) return;
   const auto dense = to_dense_config(cfg);
   for (auto& [name, p] : params)
-    for (const char* target : {"q_proj", "o_proj", "down_proj"}) {
-      const double f = dense.weight_fold(target);
-      if (f != 1.0 && (ends_with(name, std::string(target) + ".weight") || ends_with(name, std::string(target) + ".bias")))
-        p.copy_((p.to(torch::kFloat64) * f).to(p.scalar_type()));
-    }
+    if (const double f = granite_parameter_fold(dense, name); f != 1.0)
+      p.copy_((p.to(torch::kFloat64) * f).to(p.scalar_type()));
 }
 
 void gemma_weights_to_dense(std::map<std::string, torch::Tensor>& params, const HfConfig& cfg) {

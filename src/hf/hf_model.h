@@ -121,6 +121,11 @@ std::string gptj_parameter_name(const std::string& name);
 std::string starcoder2_stored_name(const std::string& name);
 /// The dense model's name of StarCoder2's tensor `name` (starcoder2_stored_name reversed), or "".
 std::string starcoder2_parameter_name(const std::string& name);
+/// The factor Granite's loader folds into the dense model's parameter `name` (weight or
+/// bias of a layer's q_proj, o_proj or down_proj: DenseConfig::weight_fold of that
+/// projection), else 1. The loader multiplies by it, export divides by it (both in float64).
+double granite_parameter_fold(const baselines::DenseConfig& c, const std::string& name);
+
 /// The rows [heads * head_dim, ...] of a q or k projection with each head's leading
 /// `rotary_dim` rows reordered from GPT-J's interleaved RoPE pairs (2i, 2i + 1) to
 /// rotate-half pairs (i, i + rotary_dim / 2): new row i <- old 2i, new row rotary_dim / 2 + i

@@ -417,22 +417,23 @@ TEST(LayerRouteGenerate, GraniteBaseRunsGeneratesAndMerges) {
     }
     return m->lora->config().scale() * torch::matmul(B, A);
   };
-  // (Taken before the merge, which folds the adapters into the base's own weights.)
+  // PEFT's fold of the unfolded weight, taken before the merge (which folds the adapters
+  // into the base's own weights).
   auto* block = base->layers[0]->as<nn::Block>();
-  std::vector<std::tuple<std::string, std::string, torch::Tensor>> folded;
-  for (const auto& [target, name, w, fold] :
-       std::vector<std::tuple<std::string, std::string, torch::Tensor, double>>{
-           {"q_proj", "self_attn.q_proj", block->self_attn->q_proj->weight, c.query_fold()},
-           {"o_proj", "self_attn.o_proj", block->self_attn->o_proj->weight, 0.4},
-           {"down_proj", "mlp.down_proj", block->mlp->down_proj->weight, 0.4}})
-    folded.emplace_back(target, name, w.detach().to(torch::kFloat64) / fold + peft_update(target));
+  auto want = [&](const std::string& target, const torch::Tensor& w, double fold) {
+    return w.detach().to(torch::kFloat64) / fold + peft_update(target);
+  };
+  const std::vector<std::tuple<std::string, std::string, torch::Tensor>> folded = {
+      {"q_proj", "self_attn.q_proj", want("q_proj", block->self_attn->q_proj->weight, c.query_fold())},
+      {"o_proj", "self_attn.o_proj", want("o_proj", block->self_attn->o_proj->weight, 0.4)},
+      {"down_proj", "mlp.down_proj", want("down_proj", block->mlp->down_proj->weight, 0.4)}};
   hf::HfConfig read;
   expect_merge_computes_adapted(a, hf::kGraniteArch, tokens, &read, [&](const std::string& dir) {
     const auto file = load_tensors(dir + "/model.safetensors");
     const std::map<std::string, torch::Tensor> stored(file.begin(), file.end());
-    for (const auto& [target, name, want] : folded) {
+    for (const auto& [target, name, merged] : folded) {
       ASSERT_TRUE(stored.count("model.layers.0." + name + ".weight")) << name;
-      EXPECT_LT((stored.at("model.layers.0." + name + ".weight").to(torch::kFloat64) - want).abs().max().item<double>(),
+      EXPECT_LT((stored.at("model.layers.0." + name + ".weight").to(torch::kFloat64) - merged).abs().max().item<double>(),
                 1e-5)
           << target;
     }
