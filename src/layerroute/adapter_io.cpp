@@ -11,6 +11,7 @@
 #include "hf/hf_model.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
+#include "layerroute/peft_layout.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -106,23 +107,24 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
   const std::vector<std::string> names = {"adapter_model.safetensors", "gates.safetensors", "adapter_config.json",
                                           "layerroute.json"};
   auto staged = [&](const std::string& name) { return (d / (name + ".lol-staged")).string(); };
+  // The adapter as PEFT's on the base's Hugging Face class (peft_layout.h).
+  const std::string layout_arch = peft_architecture_of(base_dir);
+  const PeftLayout layout(layout_arch, m.base->config(), lc);
   try {
-    save_tensors(staged(names[0]), m.lora->peft_tensors(), {{"format", "pt"}});
+    save_tensors(staged(names[0]), layout.to_peft(m.lora->peft_tensors()), {{"format", "pt"}});
     save_tensors(staged(names[1]), {{"gates.weight", m.gates->weight}, {"gates.bias", m.gates->bias}},
                  {{"format", "pt"}});
     nlohmann::json peft = {{"peft_type", "LORA"},
                            {"task_type", "CAUSAL_LM"},
                            {"base_model_name_or_path", base_dir},
-                           {"r", lc.rank},
-                           {"lora_alpha", lc.alpha},
                            {"lora_dropout", 0.0},
-                           {"target_modules", lc.targets},
                            {"bias", "none"},
-                           {"fan_in_fan_out", false},
                            {"inference_mode", true}};
+    peft.update(layout.config_fields());  // r, lora_alpha, target_modules, rank_pattern, alpha_pattern, fan_in_fan_out
     write_json(staged(names[2]), peft);
     write_json(staged(names[3]), {{"base", base_dir},
                                   {"base_fingerprint", base_weights_fingerprint(*m.base)},
+                                  {"peft_architecture", layout_arch},
                                   {"lora", to_json(lc)},
                                   {"gates", to_json(m.gates->config())},
                                   {"extra", extra}});
@@ -144,7 +146,8 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
 
 void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {
   const auto ap = (fs::path(dir) / "adapter_model.safetensors").string();
-  m.lora->load_peft_tensors(load_tensors(ap), ap);
+  const PeftLayout layout(read_adapter_info(dir).peft_architecture, m.base->config(), m.lora->config());
+  m.lora->load_peft_tensors(layout.from_peft(load_tensors(ap), ap), ap);
   load_gate_weights(m, dir);
 }
 
@@ -179,53 +182,63 @@ void save_merged(GatedModelImpl& m, const tokenizers::Tokenizer* tok, const std:
 }
 
 /// The PEFT adapter_config.json written next to layerroute.json (for Python users) must
-/// describe the same adapters: an edit to one of the two would otherwise be silently
-/// ignored (layerroute.json is what is loaded). Fields that do not change the loaded
-/// weights' meaning (lora_dropout, inference_mode, ...) are not compared; a missing file
-/// is fine (older adapters).
-static void check_peft_config(const std::string& dir, const LoraConfig& lora) {
+/// describe the same adapters in the layout `arch` (peft_layout.h): an edit to one of the
+/// two would otherwise be silently ignored (layerroute.json is what is loaded). Fields that
+/// do not change the loaded weights' meaning (lora_dropout, inference_mode, ...) are not
+/// compared; a missing file is fine (older adapters).
+static void check_peft_config(const std::string& dir, const LoraConfig& lora, const std::string& arch) {
   const auto cp = (fs::path(dir) / "adapter_config.json").string();
   if (!fs::exists(cp)) return;
   const auto c = io::read_json_file(cp);
   require(c.is_object(), cp, "expected a JSON object (PEFT adapter config)");
-  const std::string also = " (layerroute.json: lora has ";
-  if (c.contains("r"))
-    require(c["r"].is_number_integer() && c["r"].get<int64_t>() == lora.rank, cp,
-            "field 'r' = " + c["r"].dump() + also + "rank " + std::to_string(lora.rank) + "; the two must agree)");
-  if (c.contains("lora_alpha"))
-    require(c["lora_alpha"].is_number() && c["lora_alpha"].get<double>() == lora.alpha, cp,
-            "field 'lora_alpha' = " + c["lora_alpha"].dump() + also + "alpha " + nlohmann::json(lora.alpha).dump() +
-                "; the two must agree)");
+  const auto want = peft_config_fields(arch, lora);
+  const std::string also = " (layerroute.json: lora has rank " + std::to_string(lora.rank) + ", alpha " +
+                           nlohmann::json(lora.alpha).dump() + ", targets " + nlohmann::json(lora.targets).dump() +
+                           ", named for " + arch + "; expected " ;
+  auto differs = [&](const char* key, const std::string& why) {
+    throw InputError(cp + ": field '" + key + "' = " + c[key].dump().substr(0, 200) + also + want[key].dump() +
+                     "; the two must agree)" + why);
+  };
+  if (c.contains("r") && !(c["r"].is_number_integer() && c["r"] == want["r"])) differs("r", "");
+  if (c.contains("lora_alpha") && !(c["lora_alpha"].is_number() && c["lora_alpha"].get<double>() == lora.alpha))
+    differs("lora_alpha", "");
   if (c.contains("target_modules")) {
-    std::vector<std::string> want = lora.targets, got;
     const auto& t = c["target_modules"];
-    require(t.is_array(), cp, "field 'target_modules': expected a list of projection names");
-    for (const auto& x : t) {
-      require(x.is_string(), cp, "field 'target_modules': expected a list of projection names");
-      got.push_back(x.get<std::string>());
-    }
-    std::sort(want.begin(), want.end());
-    std::sort(got.begin(), got.end());
-    require(got == want, cp,
-            "field 'target_modules' = " + t.dump() + also + "targets " + nlohmann::json(lora.targets).dump() +
-                "; the two must agree)");
+    auto sorted = [](const nlohmann::json& v) {
+      std::vector<std::string> out;
+      for (const auto& x : v)
+        if (x.is_string()) out.push_back(x.get<std::string>());
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    const bool same = want["target_modules"].is_string()
+                          ? t == want["target_modules"]
+                          : t.is_array() && std::all_of(t.begin(), t.end(), [](const auto& x) { return x.is_string(); }) &&
+                                sorted(t) == sorted(want["target_modules"]);
+    if (!same) differs("target_modules", "");
   }
   if (c.contains("bias"))
     require(c["bias"] == "none", cp, "field 'bias' = " + c["bias"].dump() + ": LayerRoute adapters have no bias (expected \"none\")");
   // PEFT options that change what the weights compute: refused rather than ignored.
   if (c.contains("peft_type"))
     require(c["peft_type"] == "LORA", cp, "field 'peft_type' = " + c["peft_type"].dump() + ": expected \"LORA\"");
-  for (const char* flag : {"use_rslora", "use_dora", "fan_in_fan_out"})
+  for (const char* flag : {"use_rslora", "use_dora"})
     if (c.contains(flag))
       require(c[flag].is_null() || c[flag] == false, cp,
-              std::string("field '") + flag + "' = " + c[flag].dump() +
-                  ": not supported (expected false: plain LoRA, scale lora_alpha / r, weights [out, in])");
-  for (const char* key : {"rank_pattern", "alpha_pattern", "layers_to_transform", "modules_to_save"})
+              std::string("field '") + flag + "' = " + c[flag].dump() + ": not supported (expected false: plain LoRA, scale lora_alpha / r)");
+  if (c.contains("fan_in_fan_out") && !c["fan_in_fan_out"].is_null() && c["fan_in_fan_out"] != want["fan_in_fan_out"])
+    differs("fan_in_fan_out", ": true for GPT-2's Conv1D modules alone");
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (!c.contains(key) || c[key].is_null() || (c[key].is_object() && c[key].empty() && want[key].empty())) continue;
+    if (c[key] != want[key])
+      differs(key, ": a fused module's rank and alpha are k r and k alpha for its k projections with adapters; "
+                   "every other module has rank r");
+  }
+  for (const char* key : {"layers_to_transform", "modules_to_save"})
     if (c.contains(key))
       require(c[key].is_null() || (c[key].is_object() && c[key].empty()) || (c[key].is_array() && c[key].empty()), cp,
               std::string("field '") + key + "' = " + c[key].dump().substr(0, 60) +
-                  ": not supported (expected null or empty: one rank and alpha for every targeted projection of "
-                  "every layer)");
+                  ": not supported (expected null or empty: every targeted projection of every layer)");
 }
 
 AdapterInfo read_adapter_info(const std::string& dir) {
@@ -263,6 +276,7 @@ AdapterInfo read_adapter_info(const std::string& dir) {
   a.file = p;
   f.get("base", a.base_dir);
   f.get("base_fingerprint", a.base_fingerprint);
+  f.get("peft_architecture", a.peft_architecture);
   const auto* l = f.raw("lora");
   const auto* g = f.raw("gates");
   require(l && g, p, "fields 'lora' and 'gates' are required");
@@ -273,7 +287,12 @@ AdapterInfo read_adapter_info(const std::string& dir) {
     a.extra = *e;
   }
   f.reject_unknown();
-  check_peft_config(dir, a.lora);
+  try {
+    peft_config_fields(a.peft_architecture, a.lora);  // (a known class)
+  } catch (const InputError& e) {
+    throw InputError(p + ": field 'peft_architecture': " + e.what());
+  }
+  check_peft_config(dir, a.lora, a.peft_architecture);
   return a;
 }
 

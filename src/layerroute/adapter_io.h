@@ -77,6 +77,10 @@ struct AdapterInfo {
   nlohmann::json extra;
   bool merged = false;   ///< `dir` is a merged folder (no adapter files, adapters folded in)
   std::string base_fingerprint;  ///< base_weights_fingerprint at training time ("" in older adapters)
+  /// The Hugging Face class whose module names and row order adapter_model.safetensors
+  /// uses (peft_layout.h); "dense" for a lol dense base and for adapters written before it
+  /// was recorded (Llama's names and lol's rows for every base).
+  std::string peft_architecture = "dense";
 };
 
 /// A fingerprint of a base model's weights ("fnv1a64:" + 16 hex digits): FNV-1a over

@@ -3,10 +3,11 @@
 // initialised as PEFT does (uniform in +-1/sqrt(in), from a seed) and B [out, r] = 0,
 // so a fresh adapter computes exactly the base model.
 //
-// Tensor names follow PEFT (Hugging Face `peft` save_pretrained):
+// Tensor names are PEFT's (Hugging Face `peft` save_pretrained) on a Llama-named model:
 //   base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight  [r, in]
 //   base_model.model.model.layers.{i}.self_attn.q_proj.lora_B.weight  [out, r]
-// (".mlp." for gate/up/down_proj).
+// (".mlp." for gate/up/down_proj); the adapter files use the base's own Hugging Face
+// class's modules and row order (peft_layout.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,7 +46,8 @@ class LoraImpl : public torch::nn::Module {
   const LoraConfig& config() const { return cfg_; }
   int64_t n_layers() const { return n_layers_; }
 
-  /// Every adapter matrix under its PEFT name, layer-major, targets in config order, A before B.
+  /// Every adapter matrix under its PEFT name on a Llama-named model, layer-major, targets in
+  /// config order, A before B (PeftLayout::to_peft names them for the base's class).
   NamedTensors peft_tensors() const;
   /// Copies PEFT-named tensors into the adapters (bit-exact for float32 files). Every
   /// adapter matrix must be present exactly once with its shape; an unknown name, a

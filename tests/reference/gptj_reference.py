@@ -1094,38 +1094,154 @@ def check_export(ck):
 CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '<|endoftext|>' }}{% endfor %}"
                  "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}")
 LR_SAMPLES = [{"question": "the %d" % i, "answer": "then %d the" % (i * 7)} for i in range(8)]
-LR_MAP = {"q_proj": "attn.q_proj", "k_proj": "attn.k_proj", "v_proj": "attn.v_proj", "o_proj": "attn.out_proj",
-          "out_proj": "attn.out_proj", "up_proj": "mlp.fc_in", "fc_in": "mlp.fc_in", "down_proj": "mlp.fc_out",
-          "fc_out": "mlp.fc_out"}
 
 
-def fold_lora(cfg, T, adapter, rows="reordered"):
-    """T with the adapter's LoRA folded in float64: W + alpha/r (B A), where for q_proj / k_proj
-    B A's rows are in lol's reordered (rotate-half) order (rows "reordered": GPT-J row r gets
-    delta row half_perm[r]'s inverse image, i.e. P^-1 (B A)) or in GPT-J's (rows "gptj")"""
+def gptj_modules(cfg):
+    """GPTJForCausalLM's named_modules() (as PEFT walks them; ASSUMED from the transformers code
+    as remembered): path -> (out_features, in_features) of each nn.Linear, None for the others"""
     p = gptj_params(cfg)
-    d, H, hd, rd = p["d"], p["H"], p["hd"], p["rd"]
+    d, F, L = p["d"], p["F"], p["L"]
+    mods = {k: None for k in ("transformer", "transformer.wte", "transformer.drop", "transformer.h",
+                              "transformer.ln_f")}
+    mods["lm_head"] = (p["V"], d)
+    for i in range(L):
+        b = "transformer.h.%d" % i
+        for k in ("", ".ln_1", ".attn", ".attn.attn_dropout", ".attn.resid_dropout", ".mlp", ".mlp.act",
+                  ".mlp.dropout"):
+            mods[b + k] = None
+        for x in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            mods[b + ".attn." + x] = (d, d)
+        mods[b + ".mlp.fc_in"] = (F, d)
+        mods[b + ".mlp.fc_out"] = (d, F)
+    return mods
+
+
+def peft_selects(path, target_modules):
+    """PEFT's check_target_module_exists: a string is a regular expression fullmatched against the
+    module path; a list entry matches a path equal to it or ending with "." + entry"""
+    if isinstance(target_modules, str):
+        return re.fullmatch(target_modules, path) is not None
+    return path in target_modules or any(path.endswith("." + t) for t in target_modules)
+
+
+def peft_pattern(pattern, path, default):
+    """rank_pattern / alpha_pattern: the value of the first key matching the module path (PEFT's
+    get_pattern_key: the key equal to the path, else re.match("(.*[.])?KEY$"); ASSUMED)"""
+    pattern = pattern or {}
+    if path in pattern:
+        return pattern[path]
+    for k, v in pattern.items():
+        if re.match(r"(.*\.)?%s$" % k, path):
+            return v
+    return default
+
+
+def check_peft_files(ck, tag, adapter, modules, arch, want_modules):
+    """the adapter directory as PEFT reads it on the base's Hugging Face class (docs/layerroute.md
+    "The adapter as PEFT's"): layerroute.json's peft_architecture; every tensor named
+    base_model.model.{module}.lora_{A,B}.weight for a Linear module of the class, A [r_m, in] and
+    B [out, r_m]; adapter_config.json's target_modules selecting (PEFT's matching rule, over every
+    named module) exactly the modules holding tensors; r / lora_alpha / rank_pattern /
+    alpha_pattern giving each module the scale layerroute.json's alpha / rank; fan_in_fan_out
+    false (nn.Linear); nothing asking PEFT for another computation"""
     lj = json.load(open(os.path.join(adapter, "layerroute.json")))
-    sc = lj["lora"]["alpha"] / lj["lora"]["rank"]
-    A = read_st(os.path.join(adapter, "adapter_model.safetensors"))
+    ac = json.load(open(os.path.join(adapter, "adapter_config.json")))
+    St = read_st(os.path.join(adapter, "adapter_model.safetensors"))
+    ck.equal("%s: layerroute.json peft_architecture" % tag, lj.get("peft_architecture"), arch)
+    held, odd = {}, []
+    for k in St:
+        m = re.fullmatch(r"base_model\.model\.(.+)\.lora_([AB])\.weight", k)
+        if not m:
+            odd.append(k)
+            continue
+        held.setdefault(m.group(1), {})[m.group(2)] = St[k]
+    ck.equal("%s: adapter tensors named base_model.model.{module}.lora_{A,B}.weight (others)" % tag, odd, [])
+    ck.equal("%s: modules holding adapter tensors = %d expected modules of %s" % (tag, len(want_modules), arch),
+             sorted(held), sorted(want_modules))
+    ck.equal("%s: modules holding tensors that are not Linear modules of %s" % (tag, arch),
+             sorted(m for m in held if modules.get(m) is None), [])
+    tm = ac.get("target_modules")
+    sel = sorted(m for m in modules if tm is not None and peft_selects(m, tm))
+    ck.equal("%s: adapter_config.json target_modules %s selects (PEFT's rule, every named module) exactly the "
+             "modules holding tensors" % (tag, json.dumps(tm)), sel, sorted(held))
+    rank, alpha = lj["lora"]["rank"], lj["lora"]["alpha"]
+    ck.equal("%s: adapter_config.json peft_type, r, lora_alpha (layerroute.json's rank / alpha)" % tag,
+             (ac.get("peft_type"), ac.get("r"), float(ac.get("lora_alpha", float("nan")))),
+             ("LORA", rank, float(alpha)))
+    ck.equal("%s: adapter_config.json fan_in_fan_out false (nn.Linear), bias none, no rslora / dora / "
+             "layers_to_transform / modules_to_save" % tag,
+             (bool(ac.get("fan_in_fan_out", False)), ac.get("bias", "none"), bool(ac.get("use_rslora", False)),
+              bool(ac.get("use_dora", False)), ac.get("layers_to_transform"), ac.get("modules_to_save")),
+             (False, "none", False, False, None, None))
+    badshape, badscale = [], []
+    for m, ab in sorted(held.items()):
+        if "A" not in ab or "B" not in ab or modules.get(m) is None:
+            badshape.append(m)
+            continue
+        r_m = peft_pattern(ac.get("rank_pattern"), m, ac.get("r"))
+        a_m = peft_pattern(ac.get("alpha_pattern"), m, ac.get("lora_alpha"))
+        out, inn = modules[m]
+        if list(ab["A"][0]) != [r_m, inn] or list(ab["B"][0]) != [out, r_m]:
+            badshape.append("%s A %s B %s (want [%s, %d], [%d, %s])" % (m, ab["A"][0], ab["B"][0], r_m, inn, out, r_m))
+        if not r_m or abs(a_m / r_m - alpha / rank) > 1e-12 * abs(alpha / rank):
+            badscale.append("%s %s/%s" % (m, a_m, r_m))
+    ck.equal("%s: lora_A [r_m, in] / lora_B [out, r_m] of each module's Linear (r_m from rank_pattern)" % tag,
+             badshape, [])
+    ck.equal("%s: each module's PEFT scale alpha_m / r_m (alpha_pattern / rank_pattern) = alpha / rank %g"
+             % (tag, alpha / rank), badscale, [])
+    return lj
+
+
+def fold_lora_tensors(cfg, T, St, sc, rows="gptj"):
+    """T with the adapter tensors St (PEFT's names on GPTJForCausalLM) folded in float64: PEFT's
+    W + sc (B A) with B A's rows in GPT-J's own order (rows "gptj", docs/layerroute.md "The
+    adapter as PEFT's"); rows "reordered", the alternative reading (the layout before
+    peft_architecture): q_proj / k_proj B A rows in lol's rotate-half order, GPT-J row r of a head
+    taking delta row inv(half_perm)[r], i.e. P^-1 (B A)"""
+    p = gptj_params(cfg)
+    H, hd, rd = p["H"], p["hd"], p["rd"]
     F = {k: (list(v[0]), list(v[1])) for k, v in T.items()}
     inv = inverse(half_perm(hd, rd))
     touched = []
-    for k in sorted(A):
+    for k in sorted(St):
         if not k.endswith(".lora_A.weight"):
             continue
-        m = re.search(r"(?:layers|h)\.(\d+)\.\w+\.(\w+)\.lora_A\.weight$", k)
-        if not m or m.group(2) not in LR_MAP:
-            raise KeyError("adapter tensor %s not understood" % k)
-        name = "transformer.h.%s.%s.weight" % (m.group(1), LR_MAP[m.group(2)])
-        ba = q2.matmul(q2.mat(A[k.replace("lora_A", "lora_B")]), q2.mat(A[k]))
-        if rows == "reordered" and LR_MAP[m.group(2)] in ("attn.q_proj", "attn.k_proj"):
+        m = re.fullmatch(r"base_model\.model\.transformer\.h\.(\d+)\.(attn\.(?:q|k|v|out)_proj|mlp\.fc_(?:in|out))"
+                         r"\.lora_A\.weight", k)
+        if not m:
+            raise KeyError("adapter tensor %s is not PEFT's name of a GPTJForCausalLM projection" % k)
+        name = "transformer.h.%s.%s.weight" % (m.group(1), m.group(2))
+        ba = q2.matmul(q2.mat(St[k.replace("lora_A", "lora_B")]), q2.mat(St[k]))
+        if rows == "reordered" and m.group(2) in ("attn.q_proj", "attn.k_proj"):
             ba = [ba[h * hd + inv[r]] for h in range(H) for r in range(hd)]
         shape, vals = F[name]
         c = shape[1]
         F[name] = (shape, [v + sc * ba[i // c][i % c] for i, v in enumerate(vals)])
         touched.append(name)
     return F, touched
+
+
+def fold_lora(cfg, T, adapter, rows="gptj"):
+    """fold_lora_tensors of an adapter directory (scale layerroute.json's alpha / rank)"""
+    lj = json.load(open(os.path.join(adapter, "layerroute.json")))
+    sc = lj["lora"]["alpha"] / lj["lora"]["rank"]
+    return fold_lora_tensors(cfg, T, read_st(os.path.join(adapter, "adapter_model.safetensors")), sc, rows)
+
+
+def random_gptj_lora(cfg, seed, rank=4, mods=("attn.q_proj", "attn.k_proj", "mlp.fc_out")):
+    """random PEFT tensors on GPTJForCausalLM's modules (selftest)"""
+    rng = random.Random(seed)
+    lin = gptj_modules(cfg)
+    St = {}
+    for i in range(gptj_params(cfg)["L"]):
+        for x in mods:
+            path = "transformer.h.%d.%s" % (i, x)
+            out, inn = lin[path]
+            St["base_model.model.%s.lora_A.weight" % path] = (
+                [rank, inn], [f32(rng.gauss(0, 1.0 / math.sqrt(inn))) for _ in range(rank * inn)], "F32")
+            St["base_model.model.%s.lora_B.weight" % path] = (
+                [out, rank], [f32(rng.gauss(0, 0.15)) for _ in range(out * rank)], "F32")
+    return St
 
 
 def check_merge(ck, ids):
