@@ -9,7 +9,8 @@ train|eval|merge|generate` agree with it on tiny Cohere folders written here.
 
 Provenance. Written by a reviewer who did not read src/, fuzz/, bench/ nor tests/ outside
 tests/reference/, from: the feature's brief; docs/hf.md ("Commands", "What is loaded", "GPT-J",
-"StableLM", "Granite", "Cohere Command-R", "Export"), docs/layerroute.md, docs/baselines.md;
+"StableLM", "Granite", "Cohere Command-R", "Export"), docs/layerroute.md (revised for the
+adapter files' new layout: "Files", "The adapter as PEFT's"), docs/baselines.md;
 tests/reference/granite_reference.py, gptj_reference.py and qwen2_reference.py (structure and
 conventions; qwen2_reference.py's helpers are imported unchanged: the float32 RoPE frequency /
 cos / sin tables as transformers builds them (rope_tables, incl. linear scaling and
@@ -60,10 +61,14 @@ The reference (float64; RoPE cos/sin tables in float32 as transformers builds th
               m = down(silu(gate(n)) * up(n))
               h = h + a + m
   logits = (LN(h) (model.norm) lm_head^T) * logit_scale   (lm_head = embed_tokens when tied)
-  LoRA (LayerRoute, PEFT on lol's view): W' = W + (alpha / r) B A, folded in float64; for
-      q_proj / k_proj lol's rows are the rotate-half reordering of each head (new row i <- old
-      row 2i, new row hd/2 + i <- old row 2i + 1, docs/hf.md "GPT-J" / "Cohere"), so the delta of
-      Hugging Face row j of a head is row inv[j] of B A (inv the inverse permutation).
+  LoRA (LayerRoute adapter files, PEFT's on CohereForCausalLM: docs/layerroute.md "Files" and
+      "The adapter as PEFT's"): W' = W + (alpha / r) B A on the Hugging Face weights, folded in
+      float64, the q_proj / k_proj lora_B rows in Cohere's own (interleaved) order. The
+      alternative reading (the layout of adapters whose layerroute.json has no
+      peft_architecture, written before 2026-12-07): the q / k rows in lol's rotate-half
+      reordering of each head (new row i <- old row 2i, new row hd/2 + i <- old row 2i + 1,
+      docs/hf.md "GPT-J" / "Cohere"), so the delta of Hugging Face row j of a head is row inv[j]
+      of B A (inv the inverse permutation).
   LayerRoute gates (docs/layerroute.md): hbar_i = mean of the residual stream entering block i
       (for block 0 the embeddings); s_i = w_i . hbar_i + b_i.
 
@@ -107,11 +112,22 @@ logit_scale far from 1):
     "logit_scale" 1 in config.json (an absent key would read as CohereConfig's 0.0625), lol
     forward on the checkpoint = the reference on the folder, hf ppl of the folder.
   layerroute on case A's folder, LoRA rank 4 alpha 8 on all seven projections, --system "":
+    the adapter files of (0) and (1) as PEFT reads them (check_peft_files): layerroute.json's
+        peft_architecture "CohereForCausalLM"; tensors base_model.model.model.layers.{i}.
+        {self_attn,mlp}.{proj}.lora_{A,B}.weight for the seven projections of every layer and
+        nothing else, lora_A [r, in] / lora_B [out, r] of those nn.Linear modules;
+        adapter_config.json's target_modules selecting, by PEFT's rule (an entry matches a module
+        path equal to it or ending with "." + entry; a string is fullmatched) over every module of
+        CohereForCausalLM (ASSUMED: named_modules() as read / remembered, cohere_modules), exactly
+        the modules holding tensors; r / lora_alpha = layerroute.json's rank / alpha, each
+        module's rank_pattern / alpha_pattern scale alpha / r; fan_in_fan_out false; peft_type
+        LORA, bias none, no rslora / dora / layers_to_transform / modules_to_save;
     (0) `train --lr 0` (LoRA B stays 0) -> merge: every tensor of the source bit for bit (the
         q / k reordering undone exactly);
     (1) `train --steps 3 --lr 0.01` -> merge (CohereForCausalLM, logit_scale kept, merged weights
-        = base + the float64 fold with q / k deltas put back in interleaved order, within 1e-6
-        of max |W'|) -> eval --json (ppl_base / ppl_open / ppl_gated, executed means, layer_open /
+        = base + PEFT's float64 fold, the q / k lora_B rows in Hugging Face order, within 1e-6
+        of max |W'|; the reference also requires the two row readings to differ by > 1e-4 of
+        max |W'| on this adapter) -> eval --json (ppl_base / ppl_open / ppl_gated, executed means, layer_open /
         sigma / nontrivial, per source) against the reference with the adapter folded (the
         brief: the merged folder defines the adapter's meaning; the reference on the merged
         weights is the same function up to float32 rounding, also compared), hf ppl of the
@@ -121,7 +137,11 @@ logit_scale far from 1):
         learned (--max-prompt 256 and 12) / closed, generate (layers run and greedy ids), merge
         (weights, config, gates, hf ppl and hf generate of the merged folder = every layer + LoRA;
         --dtype bfloat16: every value within half a bf16 ulp of the exact fold), eval --adapter
-        MERGED.
+        MERGED; the copy's layerroute.json says peft_architecture CohereForCausalLM, so the random
+        tensors are read as PEFT's (q / k rows in Hugging Face order);
+    (3) a copy of (2) with peft_architecture removed from layerroute.json: merge reads it in the
+        old layout (docs/layerroute.md: Llama's names, which are Cohere's, and lol's row order),
+        the merged weights = the fold with the q / k rows read as lol's reordered rows (1e-6).
   hf info (A-E, the export): exit 0, names CohereForCausalLM, "all tensors present", parameters
     = transformers' num_parameters() (no norm biases); "logits times X" where printed (a note if
     not found).
@@ -131,19 +151,28 @@ compared and a note says so); gate sigmas 1e-5; counts exact.
 On a ppl / generate disagreement (first 6) the case is re-evaluated under alternative readings --
 rotate-half RoPE pairs (i, i + hd/2), sequential blocks, RMSNorm instead of LayerNorm,
 logit_scale ignored / divided / CohereConfig's 0.0625, another eps -- and the readings matching
-lol are named; on a LayerRoute disagreement the LoRA on q / k in Hugging Face row order.
+lol are named; on a LayerRoute disagreement the LoRA on q / k read in lol's reordered row order
+(the layout before peft_architecture).
 `check` does not run `selftest`: run both. `selftest` checks the interleaved RoPE against the
 rotate-half form on permuted rows (1e-12; and that it differs without the permutation), the
 LayerNorm against the definition, cached greedy = recomputation, gated open = plain, the
 parameter counts and CohereConfig's defaults, and the SENSITIVITY: rotate-half RoPE,
 sequential blocks, RMSNorm (mean not subtracted), logit_scale missing each move the summed loss of
-cases A-E (100 tokens, context 40) far beyond the 1e-5 tolerance, and LoRA q/k rows in Hugging
-Face order moves LayerRoute's perplexities. When written (the brief's lol build):
+cases A-E (100 tokens, context 40) far beyond the 1e-5 tolerance, and LoRA q/k rows read in
+lol's reordered order (the old layout) moves the loss, LayerRoute's perplexities and the merged
+weights (> 1e-4 of max |W'|); PEFT's rule on Cohere's weights (q / k lora_B rows in Hugging Face
+order) = lol's LoRA with B's q / k rows permuted like the loader's (B_lol = P B) on the permuted
+rotate-half model, the old reading = lol's LoRA with B as stored (1e-11); peft_selects /
+peft_pattern on Cohere's module tree. When written (the brief's lol build):
 check 288 checks, 0 disagreements, 76 lol runs, 97 s on 2 cores (lol under nice); selftest 21 s,
 smallest relative loss changes: rotate-half RoPE 1.9e-3 (D), sequential blocks 1.2e-3 (C),
 RMSNorm 1.8e-3 (C), logit_scale ignored 0.36 (D); layer_norm_eps 1e-6 moves B 2.7e-2, C 4.2e-3
-(elsewhere the activations are too large for eps to matter); LoRA q/k rows in HF order 1.7e-2
-(loss), 0.28 (LayerRoute perplexities). Greedy ids cannot see a positive logit_scale (argmax).
+(elsewhere the activations are too large for eps to matter). Revised for the adapter files'
+new layout (Hugging Face q / k rows expected; check_peft_files; the old-layout merge (3)):
+check 309 checks, 0 disagreements, 77 lol runs, 111 s; selftest 12 s; LoRA q/k rows read in
+lol's reordered order move the loss 1.7e-2, LayerRoute's perplexities 0.39, the merged q / k
+weights 0.35 of max |W'| (the trained adapter of check(): 2.4e-2). Greedy ids cannot see a
+positive logit_scale (argmax).
 
 ASSUMED (not settled by the transformers code read):
   1. A config.json without rope_theta: 10000 (transformers 4.x's CohereConfig default, docs/hf.md);
@@ -158,9 +187,11 @@ ASSUMED (not settled by the transformers code read):
      `q.float()`); those roundings are not modelled (as the other references in this folder).
   4. `hf ppl` adds no BOS and predicts every token of a window but the first (docs/hf.md); greedy
      picks the lowest id on an exact tie; eval --samples 0 takes every held-out sample.
-  5. LayerRoute's LoRA on q_proj / k_proj acts on lol's reordered rows (docs/hf.md); the
-     merged folder defines the adapter's meaning (the brief), and check() compares both the fold
-     derived from the permutation and the reference on the merged weights.
+  5. LayerRoute's adapter files are PEFT's on CohereForCausalLM (docs/layerroute.md), the q / k
+     lora_B rows in Hugging Face order; the merged folder defines the adapter's meaning (the
+     brief), and check() compares both PEFT's fold and the reference on the merged weights.
+     PEFT's matching of rank_pattern / alpha_pattern keys (the key equal to the module path, else
+     re.match("(.*[.])?KEY$")) is as remembered; lol writes both empty on Cohere.
   6. The dense lol checkpoint's LayerNorm bias tensors are named `<block>.input_layernorm.bias`
      and `model.norm.bias` (docs/baselines.md: "every norm a LayerNorm with a `.bias`"); check()
      zeroes every tensor of the trained checkpoint whose name ends in "norm.bias".
@@ -256,8 +287,10 @@ def permute_head_rows(M, hd, perm):
 class CohereRef(q2.Ref):
     """CohereForCausalLM, float64. Reuses qwen2_reference.Ref's prefill / greedy / gate driver
     (modes backbone / open / gated / forced); weights, block and head are this class's.
-    lora: {"layers.{i}.{self_attn|mlp}.{proj}": (A, B)} folded as W + lora_scale B A, the q / k
-    deltas' rows taken from lol's reordered order (lora_rows "reordered") or as they are ("hf").
+    lora: {"layers.{i}.{self_attn|mlp}.{proj}": (A, B)} folded as W + lora_scale B A (PEFT's rule),
+    the q / k deltas' rows as they are, in Hugging Face order (lora_rows "hf", the documented
+    reading of lol's adapter files) or taken from lol's reordered (rotate-half) order (lora_rows
+    "reordered": the alternative, the layout of adapters without peft_architecture).
     deltas: {module: full delta matrix in Hugging Face order} (the reference on merged weights).
     Keyword arguments select alternative readings (sensitivity checks and diagnosis):
       rope "half": rotate-half pairs (i, i + hd/2) instead of interleaved;
@@ -266,7 +299,7 @@ class CohereRef(q2.Ref):
       logit_scale: override (1.0: ignored); ls_div: divide by logit_scale instead;
       eps: override layer_norm_eps."""
 
-    def __init__(self, cfg, weights, lora=None, lora_scale=0.0, gates=None, deltas=None, lora_rows="reordered",
+    def __init__(self, cfg, weights, lora=None, lora_scale=0.0, gates=None, deltas=None, lora_rows="hf",
                  rope="interleaved", residual="parallel", norm="layernorm", logit_scale=None, ls_div=False, eps=None):
         p = cohere_params(cfg)
         self.cfg, self.p = cfg, p
@@ -618,6 +651,107 @@ def check_refusals(ck, cfgA, TA):
 
 
 # ---------------------------------------------------------------- LayerRoute
+def cohere_modules(cfg):
+    """CohereForCausalLM's named_modules() (as PEFT walks them; ASSUMED from modeling_cohere.py as
+    read / remembered, use_qk_norm false): path -> (out_features, in_features) of each nn.Linear,
+    None for the others"""
+    p = cohere_params(cfg)
+    d, F, H, Hkv, hd = p["d"], p["F"], p["H"], p["Hkv"], p["hd"]
+    mods = {k: None for k in ("model", "model.embed_tokens", "model.layers", "model.norm", "model.rotary_emb")}
+    mods["lm_head"] = (p["V"], d)
+    io = {"q_proj": (H * hd, d), "k_proj": (Hkv * hd, d), "v_proj": (Hkv * hd, d), "o_proj": (d, H * hd),
+          "gate_proj": (F, d), "up_proj": (F, d), "down_proj": (d, F)}
+    for i in range(p["L"]):
+        b = "model.layers.%d" % i
+        for k in ("", ".self_attn", ".mlp", ".mlp.act_fn", ".input_layernorm"):
+            mods[b + k] = None
+        for proj, oi in io.items():
+            mods["%s.%s%s" % (b, "self_attn." if proj in ATTN else "mlp.", proj)] = oi
+    return mods
+
+
+def peft_selects(path, target_modules):
+    """PEFT's check_target_module_exists: a string is a regular expression fullmatched against the
+    module path; a list entry matches a path equal to it or ending with "." + entry"""
+    if isinstance(target_modules, str):
+        return re.fullmatch(target_modules, path) is not None
+    return path in target_modules or any(path.endswith("." + t) for t in target_modules)
+
+
+def peft_pattern(pattern, path, default):
+    """rank_pattern / alpha_pattern: the value of the first key matching the module path (PEFT's
+    get_pattern_key: the key equal to the path, else re.match("(.*[.])?KEY$"); ASSUMED)"""
+    pattern = pattern or {}
+    if path in pattern:
+        return pattern[path]
+    for k, v in pattern.items():
+        if re.match(r"(.*\.)?%s$" % k, path):
+            return v
+    return default
+
+
+def check_peft_files(ck, tag, adapter, modules, arch, want_modules):
+    """the adapter directory as PEFT reads it on the base's Hugging Face class (docs/layerroute.md
+    "The adapter as PEFT's"): layerroute.json's peft_architecture; every tensor named
+    base_model.model.{module}.lora_{A,B}.weight for a Linear module of the class, A [r_m, in] and
+    B [out, r_m]; adapter_config.json's target_modules selecting (PEFT's matching rule, over every
+    named module) exactly the modules holding tensors; r / lora_alpha / rank_pattern /
+    alpha_pattern giving each module the scale layerroute.json's alpha / rank; fan_in_fan_out
+    false (nn.Linear); nothing asking PEFT for another computation"""
+    lj = json.load(open(os.path.join(adapter, "layerroute.json")))
+    ac = json.load(open(os.path.join(adapter, "adapter_config.json")))
+    St = read_st(os.path.join(adapter, "adapter_model.safetensors"))
+    ck.equal("%s: layerroute.json peft_architecture" % tag, lj.get("peft_architecture"), arch)
+    held, odd = {}, []
+    for k in St:
+        m = re.fullmatch(r"base_model\.model\.(.+)\.lora_([AB])\.weight", k)
+        if not m:
+            odd.append(k)
+            continue
+        held.setdefault(m.group(1), {})[m.group(2)] = St[k]
+    ck.equal("%s: adapter tensors named base_model.model.{module}.lora_{A,B}.weight (others)" % tag, odd, [])
+    ck.equal("%s: modules holding adapter tensors = %d expected modules of %s" % (tag, len(want_modules), arch),
+             sorted(held), sorted(want_modules))
+    ck.equal("%s: modules holding tensors that are not Linear modules of %s" % (tag, arch),
+             sorted(m for m in held if modules.get(m) is None), [])
+    tm = ac.get("target_modules")
+    sel = sorted(m for m in modules if tm is not None and peft_selects(m, tm))
+    ck.equal("%s: adapter_config.json target_modules %s selects (PEFT's rule, every named module) exactly the "
+             "modules holding tensors" % (tag, json.dumps(tm)), sel, sorted(held))
+    rank, alpha = lj["lora"]["rank"], lj["lora"]["alpha"]
+    ck.equal("%s: adapter_config.json peft_type, r, lora_alpha (layerroute.json's rank / alpha)" % tag,
+             (ac.get("peft_type"), ac.get("r"), float(ac.get("lora_alpha", float("nan")))),
+             ("LORA", rank, float(alpha)))
+    ck.equal("%s: adapter_config.json fan_in_fan_out false (nn.Linear), bias none, no rslora / dora / "
+             "layers_to_transform / modules_to_save" % tag,
+             (bool(ac.get("fan_in_fan_out", False)), ac.get("bias", "none"), bool(ac.get("use_rslora", False)),
+              bool(ac.get("use_dora", False)), ac.get("layers_to_transform"), ac.get("modules_to_save")),
+             (False, "none", False, False, None, None))
+    badshape, badscale = [], []
+    for m, ab in sorted(held.items()):
+        if "A" not in ab or "B" not in ab or modules.get(m) is None:
+            badshape.append(m)
+            continue
+        r_m = peft_pattern(ac.get("rank_pattern"), m, ac.get("r"))
+        a_m = peft_pattern(ac.get("alpha_pattern"), m, ac.get("lora_alpha"))
+        out, inn = modules[m]
+        if list(ab["A"][0]) != [r_m, inn] or list(ab["B"][0]) != [out, r_m]:
+            badshape.append("%s A %s B %s (want [%s, %d], [%d, %s])" % (m, ab["A"][0], ab["B"][0], r_m, inn, out, r_m))
+        if not r_m or abs(a_m / r_m - alpha / rank) > 1e-12 * abs(alpha / rank):
+            badscale.append("%s %s/%s" % (m, a_m, r_m))
+    ck.equal("%s: lora_A [r_m, in] / lora_B [out, r_m] of each module's Linear (r_m from rank_pattern)" % tag,
+             badshape, [])
+    ck.equal("%s: each module's PEFT scale alpha_m / r_m (alpha_pattern / rank_pattern) = alpha / rank %g"
+             % (tag, alpha / rank), badscale, [])
+    return lj
+
+
+def all_modules(cfg):
+    """the seven projections of every layer, as CohereForCausalLM names them"""
+    return ["model.layers.%d.%s%s" % (i, "self_attn." if t in ATTN else "mlp.", t)
+            for i in range(cfg["num_hidden_layers"]) for t in LR_TARGETS]
+
+
 def read_adapter(adapter):
     """(lora {module: (A, B)}, scale alpha / r, gates (W, b)) of an adapter directory"""
     lj = json.load(open(os.path.join(adapter, "layerroute.json")))
@@ -678,13 +812,15 @@ def check_merge_config(ck, tag, cfg, merged):
 
 
 def diag_lr(ck, cfg, Wt, lora, sc, gates, samples, res):
-    """on a ppl_open / ppl_gated disagreement: does lol match the LoRA on q / k in HF row order?"""
+    """on a ppl_open / ppl_gated disagreement: does lol match the LoRA on q / k read in lol's
+    reordered row order (the layout before peft_architecture)?"""
     ref = q2.layerroute_eval_ref(CohereRef(cfg, Wt, lora=lora, lora_scale=sc, gates=gates), samples)
     bad = [k for k in ("ppl_open", "ppl_gated") if res.get(k) is None or abs(res[k] - ref[k]) > 1e-5 * ref[k]]
     if not bad:
         return
-    alt = q2.layerroute_eval_ref(CohereRef(cfg, Wt, lora=lora, lora_scale=sc, gates=gates, lora_rows="hf"), samples)
-    print("    alternative LoRA q/k rows in Hugging Face order: %s" % ", ".join(
+    alt = q2.layerroute_eval_ref(CohereRef(cfg, Wt, lora=lora, lora_scale=sc, gates=gates, lora_rows="reordered"),
+                                 samples)
+    print("    alternative LoRA q/k rows in lol's reordered order: %s" % ", ".join(
         "%s %.8g%s" % (k, alt[k], " <-- lol" if res.get(k) is not None and abs(res[k] - alt[k]) <= 1e-5 * alt[k]
                        else "") for k in bad))
 
@@ -723,13 +859,16 @@ def check_layerroute(ck, cfgA, TA, base):
                 f.write(json.dumps(row) + "\n")
     samples = [q2.chatml_ids(s, None) + (s["source"],) for s in held]
     for d_ in ("lr-cohere-zero", "lr-cohere-zero-merged", "lr-cohere-merged", "lr-cohere-rand",
-               "lr-cohere-rand-merged", "lr-cohere-rand-merged-bf16"):
+               "lr-cohere-rand-merged", "lr-cohere-rand-merged-bf16", "lr-cohere-rand-legacy",
+               "lr-cohere-rand-legacy-merged"):
         shutil.rmtree(os.path.join(w, d_), ignore_errors=True)
     Wt = q2.as_weights(TA, "F32")
     ids = q2.encode(TEXT)
 
     # (0) lr 0: LoRA B stays 0 -> merge writes the source's tensors bit for bit
     if lr_train(ck, base, "lr-cohere-zero", 1, 0.0):
+        check_peft_files(ck, "cohere lr-cohere-zero adapter files", os.path.join(w, "lr-cohere-zero"),
+                         cohere_modules(cfgA), ARCH, all_modules(cfgA))
         r = ck.run(["layerroute", "merge", "--adapter", "lr-cohere-zero", "--out", "lr-cohere-zero-merged"])
         if r.returncode == 0:
             mT = q2.read_folder_weights(os.path.join(w, "lr-cohere-zero-merged"))
@@ -749,10 +888,17 @@ def check_layerroute(ck, cfgA, TA, base):
     # (1) a trained adapter
     if not lr_train(ck, base, "lr-cohere", 3, 0.01):
         return
+    check_peft_files(ck, "cohere lr-cohere adapter files", os.path.join(w, "lr-cohere"), cohere_modules(cfgA), ARCH,
+                     all_modules(cfgA))
     lora, sc, gates = read_adapter(os.path.join(w, "lr-cohere"))
     ck.equal("cohere layerroute train: LoRA on all seven projections of every layer", len(lora),
              len(LR_TARGETS) * cfgA["num_hidden_layers"])
     model = CohereRef(cfgA, Wt, lora=lora, lora_scale=sc, gates=gates)
+    old = CohereRef(cfgA, Wt, lora=lora, lora_scale=sc, gates=gates, lora_rows="reordered")
+    sep = max(_maxdiff(model.layers[i][pj], old.layers[i][pj]) / max(abs(v) for row in model.layers[i][pj] for v in row)
+              for i in range(cfgA["num_hidden_layers"]) for pj in ("q_proj", "k_proj"))
+    ck.equal("cohere trained adapter (reference): its two q / k row readings differ by > 1e-4 of max |W'| (the merge "
+             "check can see the row order; %.2e)" % sep, sep > 1e-4, True)
     bmax = max(abs(v) for A, B in lora.values() for row in B for v in row)
     print("  trained adapter: scale %g, max |B| %.3g, gate bias %s" % (sc, bmax, gates[1]))
     ref_model = model
@@ -760,17 +906,17 @@ def check_layerroute(ck, cfgA, TA, base):
     if r.returncode == 0:
         check_merge_config(ck, "cohere trained", cfgA, "lr-cohere-merged")
         nf = len(ck.failures)
-        q2.check_merged_weights(ck, "cohere trained (q/k deltas from the reordered rows)", model,
+        q2.check_merged_weights(ck, "cohere trained (PEFT's fold, q/k lora_B rows in Hugging Face order)", model,
                                 os.path.join(w, "lr-cohere-merged"))
         if len(ck.failures) > nf:
-            alt = CohereRef(cfgA, Wt, lora=lora, lora_scale=sc, gates=gates, lora_rows="hf")
+            alt = CohereRef(cfgA, Wt, lora=lora, lora_scale=sc, gates=gates, lora_rows="reordered")
             mT = q2.read_folder_weights(os.path.join(w, "lr-cohere-merged"))
             for i, ly in enumerate(alt.layers):
                 for proj in ("q_proj", "k_proj"):
                     name = "model.layers.%d.self_attn.%s.weight" % (i, proj)
                     want = [v for row in ly[proj] for v in row]
                     dd = max(abs(a - b) for a, b in zip(mT[name][1], want)) / max(abs(v) for v in want)
-                    print("    %s vs fold with q/k delta rows in HF order: %.3g" % (name, dd))
+                    print("    %s vs fold with q/k delta rows in lol's reordered order: %.3g" % (name, dd))
         # the reference on the merged weights (the brief: the merged folder defines the adapter)
         ref_model = CohereRef(cfgA, Wt, deltas=merged_deltas(cfgA, Wt, os.path.join(w, "lr-cohere-merged")),
                               gates=gates)
@@ -794,7 +940,9 @@ def check_layerroute(ck, cfgA, TA, base):
                     ck.close("cohere trained eval %s" % k, res.get(k), ref[k], 1e-5)
         diag_lr(ck, cfgA, Wt, lora, sc, gates, samples, res)
 
-    # (2) random LoRA (B != 0) and designed gates in a copy of the adapter directory
+    # (2) random LoRA (B != 0) and designed gates in a copy of the adapter directory (its
+    #     layerroute.json says peft_architecture CohereForCausalLM: the tensors are read as PEFT's,
+    #     q / k lora_B rows in Hugging Face order, the reference's default lora_rows "hf")
     shutil.copytree(os.path.join(w, "lr-cohere"), os.path.join(w, "lr-cohere-rand"))
     st, lora, model, Wg, bg, margin, gen_prompts = random_adapter(cfgA, Wt, samples)
     write_st(os.path.join(w, "lr-cohere-rand", "adapter_model.safetensors"), st, {"format": "pt"})
@@ -847,6 +995,28 @@ def check_layerroute(ck, cfgA, TA, base):
         mc = json.load(open(os.path.join(w, "lr-cohere-rand-merged-bf16", "config.json")))
         ck.close("cohere random-LoRA merge --dtype bfloat16: logit_scale kept", mc.get("logit_scale"),
                  cfgA["logit_scale"], 1e-7)
+
+    # (3) the same random adapter without peft_architecture in layerroute.json: read as written
+    #     before 2026-12-07 (docs/layerroute.md: Llama's names, which are Cohere's, and lol's row
+    #     order), so the merge folds the q / k lora_B rows as lol's reordered rows
+    leg = os.path.join(w, "lr-cohere-rand-legacy")
+    shutil.copytree(os.path.join(w, "lr-cohere-rand"), leg)
+    lj = json.load(open(os.path.join(leg, "layerroute.json")))
+    lj.pop("peft_architecture", None)
+    json.dump(lj, open(os.path.join(leg, "layerroute.json"), "w"), indent=2)
+    r = ck.run(["layerroute", "merge", "--adapter", "lr-cohere-rand-legacy", "--out", "lr-cohere-rand-legacy-merged"])
+    if r.returncode == 0:
+        old = CohereRef(cfgA, Wt, lora=lora, lora_scale=8.0 / 4, lora_rows="reordered")
+        nf = len(ck.failures)
+        q2.check_merged_weights(ck, "cohere random-LoRA, layerroute.json without peft_architecture (old layout: q/k "
+                                "lora_B rows in lol's reordered order)", old,
+                                os.path.join(w, "lr-cohere-rand-legacy-merged"))
+        if len(ck.failures) > nf:
+            mT = q2.read_folder_weights(os.path.join(w, "lr-cohere-rand-legacy-merged"))
+            name = "model.layers.0.self_attn.q_proj.weight"
+            want = [v for row in model.layers[0]["q_proj"] for v in row]
+            print("    %s vs the fold with rows in Hugging Face order: %.3g" % (
+                name, max(abs(a - b) for a, b in zip(mT[name][1], want)) / max(abs(v) for v in want)))
 
 
 # ---------------------------------------------------------------- export of a dense lol model of Cohere's layout
@@ -1167,6 +1337,61 @@ def _maxdiff(A, B):
     return max(abs(a - b) for ra, rb in zip(A, B) for a, b in zip(ra, rb))
 
 
+class _Tally:
+    """a stand-in for Checker in selftest: counts check_peft_files' comparisons that fail"""
+
+    def __init__(self):
+        self.compared, self.failed = 0, []
+
+    def equal(self, what, got, want):
+        self.compared += 1
+        if got != want:
+            self.failed.append(what)
+
+
+def selftest_peft_files(modules, arch, St, target_modules, rank, alpha, want_modules):
+    """check_peft_files on an adapter directory written here as docs/layerroute.md describes it
+    (no failure), and on wrong files (each detected): lol's own target names where the class's
+    differ, a target selecting a container, a rank_pattern / alpha_pattern changing a module's
+    scale, fan_in_fan_out true, no peft_architecture, a lora_B of a wrong shape"""
+    import tempfile
+    bad = []
+    lj = {"lora": {"rank": rank, "alpha": alpha}, "peft_architecture": arch}
+    ac = {"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "target_modules": target_modules,
+          "rank_pattern": {}, "alpha_pattern": {}, "fan_in_fan_out": False, "bias": "none"}
+    first = sorted(want_modules)[0]
+    last = first.rsplit(".", 1)[1]
+    variants = [("as documented", {}, {}, None)]
+    if "fc_out" in target_modules:
+        variants.append(("lol's names (down_proj for fc_out)", {"target_modules": [
+            "down_proj" if t == "fc_out" else t for t in target_modules]}, {}, None))
+    variants += [("a target selecting a parent container", {"target_modules": list(target_modules) + [
+                     first.split(".")[-2]]}, {}, None),
+                 ("rank_pattern doubling %s's rank" % last, {"rank_pattern": {last: 2 * rank}}, {}, None),
+                 ("alpha_pattern doubling %s's alpha" % last, {"alpha_pattern": {last: 2 * alpha}}, {}, None),
+                 ("fan_in_fan_out true", {"fan_in_fan_out": True}, {}, None),
+                 ("no peft_architecture", {}, {"peft_architecture": None}, None),
+                 ("a lora_B transposed", {}, {}, first)]
+    with tempfile.TemporaryDirectory() as d:
+        for name, acx, ljx, transpose in variants:
+            S = dict(St)
+            if transpose:
+                k = "base_model.model.%s.lora_B.weight" % transpose
+                S[k] = (list(reversed(S[k][0])), S[k][1], "F32")
+            write_st(os.path.join(d, "adapter_model.safetensors"), S)
+            json.dump(dict(ac, **acx), open(os.path.join(d, "adapter_config.json"), "w"))
+            lj2 = dict(lj, **ljx)
+            if lj2["peft_architecture"] is None:
+                del lj2["peft_architecture"]
+            json.dump(lj2, open(os.path.join(d, "layerroute.json"), "w"))
+            t = _Tally()
+            check_peft_files(t, "selftest", d, modules, arch, want_modules)
+            print("  selftest: check_peft_files on %-48s %d of %d comparisons fail" % (name, len(t.failed), t.compared))
+            if (name == "as documented") != (not t.failed):
+                bad.append("check_peft_files on %s: %d failing comparisons %s" % (name, len(t.failed), t.failed))
+    return bad
+
+
 def selftest():
     bad = []
     t0 = time.time()
@@ -1251,36 +1476,42 @@ def selftest():
                 CohereRef(c, Wt, **kw).greedy(pr, 12)[0] == toks]
         print("  selftest %s greedy %s; alternatives with the same ids: %s" % (tag, toks, same or "none"))
 
-    # 3. LoRA: q / k deltas from lol's reordered rows vs Hugging Face order; fold = low-rank path
+    # 3. LoRA as PEFT's files on CohereForCausalLM: q / k lora_B rows in Hugging Face order (the
+    #    documented reading, lora_rows "hf") vs lol's reordered order (the layout before
+    #    peft_architecture, lora_rows "reordered"); fold = low-rank path
     cA, sA, wA, _, _ = tab["A"]
     TA = cohere_weights(cA, sA, **wA)
     WA = q2.as_weights(TA, "F32")
     st, lora = q2.random_lora(cA, LR_TARGETS, 4, 13)
     wins = ppl_windows(text_ids, 40)
     m0, _ = mean_ce(CohereRef(cA, WA, lora=lora, lora_scale=2.0), wins)
-    m1, _ = mean_ce(CohereRef(cA, WA, lora=lora, lora_scale=2.0, lora_rows="hf"), wins)
+    m1, _ = mean_ce(CohereRef(cA, WA, lora=lora, lora_scale=2.0, lora_rows="reordered"), wins)
     mb, _ = mean_ce(CohereRef(cA, WA), wins)
-    print("  selftest A+LoRA loss %.8g (base %.8g); q/k LoRA rows in HF order: relative change %.2e"
+    print("  selftest A+LoRA loss %.8g (base %.8g); q/k LoRA rows read in lol's reordered order: relative change %.2e"
           % (m0, mb, abs(m1 - m0) / m0))
     if abs(m1 - m0) < 2e-4 * m0:
         bad.append("LoRA q/k row order moves the loss by only %.2e" % (abs(m1 - m0) / m0))
     if abs(m0 - mb) < 1e-3 * mb:
         bad.append("random LoRA barely changes the loss")
-    g = CohereRef(cA, WA, lora=lora, lora_scale=2.0)
-    xx = [math.sin(j + 1.0) for j in range(32)]
-    for proj, sub in (("o_proj", "self_attn"), ("q_proj", "self_attn")):
-        A_, B_ = lora["layers.1.%s.%s" % (sub, proj)]
-        basev = matvec(g.layers[1][proj + "_base"], xx)
-        lowr = matvec(B_, matvec(A_, xx))
-        if proj == "q_proj":  # HF row j of head h gets reordered row inv[j]
-            hd = 8
-            inv = inverse(half_perm(hd))
-            lowr = [lowr[h * hd + inv[r]] for h in range(len(lowr) // hd) for r in range(hd)]
-        want = [u + 2.0 * v for u, v in zip(basev, lowr)]
-        if max(abs(u - v) for u, v in zip(matvec(g.layers[1][proj], xx), want)) > 1e-12:
-            bad.append("LoRA fold of %s != W x + s P^-1 B A x" % proj)
-    # the reordered-rows LoRA is the same function as LoRA on lol's permuted model (rotate-half)
     hd = 8
+    inv = inverse(half_perm(hd))
+    xx = [math.sin(j + 1.0) for j in range(32)]
+    for rows in ("hf", "reordered"):
+        g = CohereRef(cA, WA, lora=lora, lora_scale=2.0, lora_rows=rows)
+        for proj, sub in (("o_proj", "self_attn"), ("q_proj", "self_attn"), ("k_proj", "self_attn")):
+            A_, B_ = lora["layers.1.%s.%s" % (sub, proj)]
+            basev = matvec(g.layers[1][proj + "_base"], xx)
+            lowr = matvec(B_, matvec(A_, xx))
+            if proj != "o_proj" and rows == "reordered":  # HF row j of head h gets reordered row inv[j]
+                lowr = [lowr[h * hd + inv[r]] for h in range(len(lowr) // hd) for r in range(hd)]
+            want = [u + 2.0 * v for u, v in zip(basev, lowr)]
+            if max(abs(u - v) for u, v in zip(matvec(g.layers[1][proj], xx), want)) > 1e-12:
+                bad.append("LoRA fold (rows %s) of %s != W x + s %sB A x" % (
+                    rows, proj, "P^-1 " if rows == "reordered" and proj != "o_proj" else ""))
+    # against lol's model (q / k rows permuted to rotate-half pairs, rotate-half RoPE), where a LoRA
+    # acts on the permuted rows as stored (lora_rows "hf" = as is): PEFT's rule on the Hugging Face
+    # weights (documented) = lol's LoRA with B's q / k rows permuted like the loader's (B_lol = P B);
+    # the old reading = lol's LoRA with B as stored
     perm = half_perm(hd)
     TP = {}
     for k, (s_, v) in TA.items():
@@ -1289,11 +1520,40 @@ def selftest():
             TP[k] = (s_, [x_ for row in Mx for x_ in row])
         else:
             TP[k] = (s_, v)
-    la = CohereRef(cA, W64(TA), lora=lora, lora_scale=2.0).prefill(ids)[0]
-    lb = CohereRef(cA, W64(TP), lora=lora, lora_scale=2.0, lora_rows="hf", rope="half").prefill(ids)[0]
-    if _maxdiff(la, lb) > 1e-11:
-        bad.append("LoRA on reordered rows != LoRA on lol's permuted rotate-half model (%.2e)" % _maxdiff(la, lb))
-    print("  selftest: LoRA folded back vs LoRA on the permuted rotate-half model: max diff %.2e" % _maxdiff(la, lb))
+    lora_lol = {k: (A_, permute_head_rows(B_, hd, perm) if k.endswith(("q_proj", "k_proj")) else B_)
+                for k, (A_, B_) in lora.items()}
+    for reading, rows, lo in (("documented (B_lol = P B)", "hf", lora_lol), ("old (B_lol = B)", "reordered", lora)):
+        la = CohereRef(cA, W64(TA), lora=lora, lora_scale=2.0, lora_rows=rows).prefill(ids)[0]
+        lb = CohereRef(cA, W64(TP), lora=lo, lora_scale=2.0, lora_rows="hf", rope="half").prefill(ids)[0]
+        print("  selftest: LoRA %s reading on Cohere's weights vs lol's LoRA on the permuted rotate-half model: "
+              "max diff %.2e" % (reading, _maxdiff(la, lb)))
+        if _maxdiff(la, lb) > 1e-11:
+            bad.append("LoRA %s reading != lol's LoRA on the permuted rotate-half model (%.2e)"
+                       % (reading, _maxdiff(la, lb)))
+    # the two readings' merged weights are far apart at check_merged_weights' 1e-6
+    g0 = CohereRef(cA, WA, lora=lora, lora_scale=2.0)
+    g1 = CohereRef(cA, WA, lora=lora, lora_scale=2.0, lora_rows="reordered")
+    sep = max(_maxdiff(g0.layers[i][pj], g1.layers[i][pj]) / max(abs(v) for row in g0.layers[i][pj] for v in row)
+              for i in range(cA["num_hidden_layers"]) for pj in ("q_proj", "k_proj"))
+    print("  selftest: the two q / k row readings' merged weights differ by %.2e of max |W'|" % sep)
+    if sep < 1e-4:
+        bad.append("the two q / k row readings' merged weights differ by only %.2e" % sep)
+    # PEFT's target_modules / pattern rules on Cohere's module tree
+    mods = cohere_modules(cA)
+    if sorted(m for m in mods if peft_selects(m, LR_TARGETS)) != sorted(all_modules(cA)):
+        bad.append("peft_selects(LR_TARGETS) on Cohere's modules")
+    if [m for m in mods if peft_selects(m, ["proj", "_proj"])] or \
+            len([m for m in mods if peft_selects(m, ["mlp"])]) != cA["num_hidden_layers"]:
+        bad.append("peft_selects matches inside a name / misses a container")
+    if sorted(m for m in mods if peft_selects(m, r"model\.layers\.\d+\.self_attn\.[qk]_proj")) != sorted(
+            m for m in all_modules(cA) if m.endswith(("q_proj", "k_proj"))):
+        bad.append("peft_selects with a regular expression")
+    if (peft_pattern({"q_proj": 8}, "model.layers.1.self_attn.q_proj", 4),
+            peft_pattern({"_proj": 8}, "model.layers.1.self_attn.q_proj", 4)) != (8, 4):
+        bad.append("peft_pattern")
+    if sum(v is not None for v in mods.values()) != 7 * cA["num_hidden_layers"] + 1:
+        bad.append("cohere_modules: Linear modules")
+    bad += selftest_peft_files(mods, ARCH, st, list(LR_TARGETS), 4, 8.0, all_modules(cA))
 
     # LayerRoute: designed gates; the row-order reading moves the compared numbers
     _, held = q2.lr_data(11)
@@ -1304,10 +1564,10 @@ def selftest():
           "layer_open %s" % (margin, ref["ppl_open"], ref["ppl_gated"], ref["layer_open"]))
     if margin < 0.01:
         bad.append("designed gates within %.3g of the tie" % margin)
-    alt = q2.layerroute_eval_ref(CohereRef(cA, WA, lora=lora, lora_scale=2.0, gates=(Wg, bg), lora_rows="hf"),
-                                 samples)
+    alt = q2.layerroute_eval_ref(CohereRef(cA, WA, lora=lora, lora_scale=2.0, gates=(Wg, bg),
+                                           lora_rows="reordered"), samples)
     moved = max(abs(alt[k] - ref[k]) / ref[k] for k in ("ppl_open", "ppl_gated", "ppl_gated_prompt"))
-    print("  selftest LayerRoute LoRA q/k rows in HF order: largest relative change %.2e" % moved)
+    print("  selftest LayerRoute LoRA q/k rows read in lol's reordered order: largest relative change %.2e" % moved)
     if moved < 2e-4:
         bad.append("LayerRoute: the q/k row-order reading changes the perplexities by only %.2e" % moved)
 

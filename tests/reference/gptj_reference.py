@@ -13,7 +13,8 @@ gpt-j-6b was converted with: create_sinusoidal_positions, rotate_every_two, appl
 with repeat_interleave, GPTJBlock's parallel residual on one ln_1, the bias-free q/k/v/out_proj,
 lm_head with a bias; and the later rewrites, which kept the function), the gpt-j-6b config.json
 as remembered, docs/hf.md ("GPT-J", "Commands", "Export", "Cached decoding", "Phi-1, Phi-1.5 and
-Phi-2" for the default export architecture), docs/layerroute.md ("layerroute merge") and the
+Phi-2" for the default export architecture), docs/layerroute.md ("layerroute merge"; and, in a
+later revision for the adapter files' new layout, "Files" and "The adapter as PEFT's") and the
 brief. It imports qwen2_reference.py (float32 / bfloat16 rounding, log_softmax / argmax / top-2
 gap, Checker, compare_greedy, parse_ids), gpt2_reference.py (GPT-2's byte-level tokenizer: GPT-J
 uses GPT-2's tokenizer with <|endoftext|> as bos / eos), gpt_neox_reference.py (the GELU forms,
@@ -124,10 +125,20 @@ eos in config.json; a text of 256 tokens):
     without --arch: either architecture, computing the source's function. An adapter trained
     3 steps with lr 0.01 on q_proj, k_proj, down_proj of case A's model plus a chat template:
     merge --arch gptj writes the untouched tensors bit for bit and q_proj / k_proj / fc_out within
-    float32 rounding of W + alpha/r P^-1(B A) (the LoRA acts on the reordered rows, docs/hf.md;
-    P^-1 puts them back in GPT-J's order), the merged folder's hf ppl float64 equals this reference
-    on it, and `layerroute generate --gates open` (the adapter on the base) gives the greedy ids of
-    this reference on the fold.
+    float32 rounding of PEFT's W + alpha/r B A with the q / k rows of B in GPT-J's own
+    (interleaved) order (docs/layerroute.md "The adapter as PEFT's": the files are PEFT's on
+    GPTJForCausalLM), the merged folder's hf ppl float64 equals this reference on it, and
+    `layerroute generate --gates open` (the adapter on the base) gives the greedy ids of this
+    reference on the fold. For both adapters (zero and trained) the files are checked as PEFT
+    reads them (check_peft_files): layerroute.json's peft_architecture "GPTJForCausalLM"; tensors
+    base_model.model.transformer.h.{i}.{attn.q_proj, attn.k_proj, mlp.fc_out}.lora_{A,B}.weight
+    and nothing else, lora_A [r, in] / lora_B [out, r] of those nn.Linear modules;
+    adapter_config.json's target_modules selecting, by PEFT's rule (an entry matches a module path
+    equal to it or ending with "." + entry; a string is fullmatched) over every module of
+    GPTJForCausalLM (ASSUMED: its named_modules() as remembered, gptj_modules), exactly the
+    modules holding tensors; r / lora_alpha = layerroute.json's rank / alpha and each module's
+    rank_pattern / alpha_pattern scale = alpha / r; fan_in_fan_out false; peft_type LORA, bias
+    none, no rslora / dora / layers_to_transform / modules_to_save.
 Tolerances: float64 summed loss / bits per byte 1e-8 relative, perplexity 1e-7 (selftest: +-1
 float32 ulp of noise on every sin / cos entry moves the loss by less than half of that); float32
 1e-6; bfloat16 5e-3; greedy ids exact (after a float32 near-tie, top-2 gap < 1e-4 of max |logit|,
@@ -135,7 +146,11 @@ the rest of that continuation is not compared, noted). At the time of writing lo
 8e-10 away in float64 (loss_sum), 1.1e-9 .. 6.9e-9 in float32, 3.1e-5 in bfloat16; its exports
 7e-12 .. 5.7e-11 (float64 hf ppl against this reference on the exported tensors); the merged
 LoRA fold 5e-8 of max |W'| (float32 storage); a check run took 170 s (92 lol runs) on 2 shared
-cores, `selftest` about 3 minutes.
+cores, `selftest` about 3 minutes. Revised for the adapter files' new layout (q / k rows in GPT-J's
+order expected, check_peft_files, selftest_lora): check 213 checks, 0 disagreements, 92 lol runs,
+145 s; selftest 132 s; the old row reading is 5.2e-2 of max |W'| away on check()'s trained adapter
+(the fold agrees to 5e-8), and with it the old check() (rows reordered expected) reported 3
+disagreements against the same lol, each naming the documented reading as lol's.
 
 `selftest` (no lol) checks cached greedy decoding = recomputed full forward, the GELU forms, the
 parameter counts (gpt-j-6b's 6,050,882,784), config reading with GPTJConfig's defaults, the
@@ -150,7 +165,13 @@ scale; LayerNorm without mean / bias, unbiased variance, eps outside the sqrt, a
 moves each case's float64 loss by > 20 x the float64 tolerance, and the greedy ids check()
 compares change under each in at least one case (the eps / GELU-form readings may not), as they
 do under cached decoding that puts every new token at position len(prompt) or restarts the
-positions at 0. On a disagreement check() prints which alternative reading, if any, lol matches.
+positions at 0. LoRA (selftest_lora): PEFT's fold on GPT-J's weights with the q / k B rows in
+GPT-J's order equals lol's LoRA on the rotate-half (Phi) model with B's rows permuted like the
+loader's (B_lol = P B; 1e-12), the old reading (rows in lol's order) equals it with B as stored,
+and the old reading moves a random adapter's merged tensors by > 1e-4 of max |W'|, the loss by
+> 20 x the float64 tolerance and the greedy ids of check()'s two prompts; check() also requires
+the trained adapter's two readings to differ by > 1e-4; peft_selects / peft_pattern on GPT-J's
+module tree. On a disagreement check() prints which alternative reading, if any, lol matches.
 
 ASSUMED (where neither the brief nor transformers decides):
   * The reference is the float64 function of the equations above. transformers' own GPT-J casts
@@ -175,10 +196,14 @@ ASSUMED (where neither the brief nor transformers decides):
     gate / second norm); docs/hf.md does not fix the format.
   * Refusal messages name the field or tensor (any one of the listed needles).
   * Export: the exported config.json is judged by what GPTJConfig would read from it (absent keys
-    -> its defaults); gelu_new / gelu_fast are accepted for a gelu_pytorch_tanh model. The
-    LayerRoute adapter of a GPT-J base names lol's q_proj / k_proj / down_proj (or GPT-J's names:
-    both are read) and its q / k rows are in the reordered (rotate-half) order (docs/hf.md); the
-    other reading (rows in GPT-J's order) is printed when the check fails.
+    -> its defaults); gelu_new / gelu_fast are accepted for a gelu_pytorch_tanh model.
+  * PEFT's matching of rank_pattern / alpha_pattern keys (the key equal to the module path, else
+    re.match("(.*[.])?KEY$")) is as remembered; lol writes both empty on GPT-J (no fused module),
+    so only r / lora_alpha decide here.
+  * The LayerRoute adapter files changed on 2026-12-07 (docs/layerroute.md "Files"): before,
+    Llama's names on every base and the q / k lora_B rows in lol's reordered (rotate-half) order;
+    that old reading (P^-1 (B A) on GPT-J's weights) is the alternative printed when the fold or
+    the greedy ids disagree, and selftest shows that check() would see it.
 """
 import argparse
 import json
@@ -1246,8 +1271,9 @@ def random_gptj_lora(cfg, seed, rank=4, mods=("attn.q_proj", "attn.k_proj", "mlp
 
 def check_merge(ck, ids):
     """GPT-J folders loaded by lol and written back by `layerroute merge` (the command-line route
-    for a loaded folder): bit for bit with a zero LoRA, GPT-J and Phi layouts, the LoRA on the
-    reordered q / k rows put back in GPT-J's order"""
+    for a loaded folder): bit for bit with a zero LoRA, GPT-J and Phi layouts; the adapter files
+    as PEFT's on GPTJForCausalLM (names, adapter_config.json, peft_architecture) and the LoRA
+    folded by PEFT's rule W + alpha/r B A with B's q / k rows in GPT-J's own order"""
     w = ck.work
     print("[layerroute merge] loaded GPT-J folders written back", flush=True)
     with open(os.path.join(w, "lr_gptj.jsonl"), "w") as f:
@@ -1273,6 +1299,10 @@ def check_merge(ck, ids):
     r = ck.run(["layerroute", "train", "--base", base, "--out", "lr-zero", "--steps", 2, "--lr", 0,
                 "--targets", "q_proj,k_proj,down_proj"] + train)
     if r.returncode == 0:
+        check_peft_files(ck, "lr-zero (targets q_proj,k_proj,down_proj) adapter files", os.path.join(w, "lr-zero"),
+                         gptj_modules(cfgD), "GPTJForCausalLM",
+                         ["transformer.h.%d.%s" % (i, x) for i in range(cfgD["n_layer"])
+                          for x in ("attn.q_proj", "attn.k_proj", "mlp.fc_out")])
         for arch, out in (("gptj", "lr-zero-gptj"), ("phi", "lr-zero-phi"), (None, "lr-zero-default")):
             r = ck.run(["layerroute", "merge", "--adapter", "lr-zero", "--out", out] +
                        (["--arch", arch] if arch else []))
@@ -1350,9 +1380,13 @@ def check_merge(ck, ids):
                 "--targets", "q_proj,k_proj,down_proj"] + train)
     if r.returncode != 0:
         return
+    check_peft_files(ck, "lr-qk (targets q_proj,k_proj,down_proj) adapter files", os.path.join(w, "lr-qk"),
+                     gptj_modules(cfgA), "GPTJForCausalLM",
+                     ["transformer.h.%d.%s" % (i, x) for i in range(cfgA["n_layer"])
+                      for x in ("attn.q_proj", "attn.k_proj", "mlp.fc_out")])
     try:
         Fd, touched = fold_lora(cfgA, TA, os.path.join(w, "lr-qk"))
-        Fg, _ = fold_lora(cfgA, TA, os.path.join(w, "lr-qk"), rows="gptj")
+        Fg, _ = fold_lora(cfgA, TA, os.path.join(w, "lr-qk"), rows="reordered")
     except (KeyError, OSError, ValueError) as e:
         ck.fail("lr-qk: the adapter could not be read: %r" % (e,))
         return
@@ -1384,11 +1418,13 @@ def check_merge(ck, ids):
                 if e > worst:
                     worst, wname = e, k
                 worst_g = max(worst_g, eg)
-        ok = ck.close(what + ": folded tensors = W + alpha/r P^-1(B A), max |merged - float64 fold| / max |W'| "
-                      "(worst %s)" % wname, worst, 0.0, 0, 1e-6)
+        ok = ck.close(what + ": folded tensors = PEFT's W + alpha/r B A (q / k rows in GPT-J's order), max |merged - "
+                      "float64 fold| / max |W'| (worst %s)" % wname, worst, 0.0, 0, 1e-6)
+        ck.equal(what + ": (reference) the trained adapter's two q / k row readings differ by > 1e-4 of max |W'| "
+                 "(the check can see the row order; %.2e)" % worst_g, worst_g > 1e-4, True)
         if not ok:
-            print("    against the reading 'B A in GPT-J's row order': max rel %.2e%s" % (
-                worst_g, "   <-- lol matches" if worst_g < 1e-6 else ""))
+            print("    against the reading 'q / k B A rows in lol's reordered (rotate-half) order, P^-1 (B A)': max "
+                  "rel %.2e%s" % (worst_g, "   <-- lol matches" if worst_g < 1e-6 else ""))
         try:
             mref = GptjRef(mc, mT)
             a_, _ = mean_ce(mref, wins)
@@ -1415,7 +1451,7 @@ def check_merge(ck, ids):
         compare_greedy(ck, "lr-qk layerroute generate --gates open (%d prompt ids, %d new): the adapted model"
                        % (len(prompt), n), got, toks, gaps, True)
         if len(ck.failures) > nf:
-            print("    reference %s\n    lol       %s\n    reading 'B A in GPT-J's row order': %s%s" % (
+            print("    reference %s\n    lol       %s\n    reading 'q / k B A rows reordered, P^-1 (B A)': %s%s" % (
                 toks, got, other.greedy(prompt, n)[0],
                 "   <-- lol matches" if other.greedy(prompt, n)[0] == got else ""))
 
@@ -1565,6 +1601,61 @@ def check(lol, work, verbose=True):
 
 
 # ---------------------------------------------------------------- selftest
+class _Tally:
+    """a stand-in for Checker in selftest: counts check_peft_files' comparisons that fail"""
+
+    def __init__(self):
+        self.compared, self.failed = 0, []
+
+    def equal(self, what, got, want):
+        self.compared += 1
+        if got != want:
+            self.failed.append(what)
+
+
+def selftest_peft_files(modules, arch, St, target_modules, rank, alpha, want_modules):
+    """check_peft_files on an adapter directory written here as docs/layerroute.md describes it
+    (no failure), and on wrong files (each detected): lol's own target names where the class's
+    differ, a target selecting a container, a rank_pattern / alpha_pattern changing a module's
+    scale, fan_in_fan_out true, no peft_architecture, a lora_B of a wrong shape"""
+    import tempfile
+    bad = []
+    lj = {"lora": {"rank": rank, "alpha": alpha}, "peft_architecture": arch}
+    ac = {"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "target_modules": target_modules,
+          "rank_pattern": {}, "alpha_pattern": {}, "fan_in_fan_out": False, "bias": "none"}
+    first = sorted(want_modules)[0]
+    last = first.rsplit(".", 1)[1]
+    variants = [("as documented", {}, {}, None)]
+    if "fc_out" in target_modules:
+        variants.append(("lol's names (down_proj for fc_out)", {"target_modules": [
+            "down_proj" if t == "fc_out" else t for t in target_modules]}, {}, None))
+    variants += [("a target selecting a parent container", {"target_modules": list(target_modules) + [
+                     first.split(".")[-2]]}, {}, None),
+                 ("rank_pattern doubling %s's rank" % last, {"rank_pattern": {last: 2 * rank}}, {}, None),
+                 ("alpha_pattern doubling %s's alpha" % last, {"alpha_pattern": {last: 2 * alpha}}, {}, None),
+                 ("fan_in_fan_out true", {"fan_in_fan_out": True}, {}, None),
+                 ("no peft_architecture", {}, {"peft_architecture": None}, None),
+                 ("a lora_B transposed", {}, {}, first)]
+    with tempfile.TemporaryDirectory() as d:
+        for name, acx, ljx, transpose in variants:
+            S = dict(St)
+            if transpose:
+                k = "base_model.model.%s.lora_B.weight" % transpose
+                S[k] = (list(reversed(S[k][0])), S[k][1], "F32")
+            write_st(os.path.join(d, "adapter_model.safetensors"), S)
+            json.dump(dict(ac, **acx), open(os.path.join(d, "adapter_config.json"), "w"))
+            lj2 = dict(lj, **ljx)
+            if lj2["peft_architecture"] is None:
+                del lj2["peft_architecture"]
+            json.dump(lj2, open(os.path.join(d, "layerroute.json"), "w"))
+            t = _Tally()
+            check_peft_files(t, "selftest", d, modules, arch, want_modules)
+            print("  selftest: check_peft_files on %-48s %d of %d comparisons fail" % (name, len(t.failed), t.compared))
+            if (name == "as documented") != (not t.failed):
+                bad.append("check_peft_files on %s: %d failing comparisons %s" % (name, len(t.failed), t.failed))
+    return bad
+
+
 def selftest():
     t0 = time.time()
     bad = []
@@ -1642,6 +1733,7 @@ def selftest():
         H_ = gptj_params(cfg)["H"]
         if permute_rows(permute_rows(v0, d_, H_, hd, pm), d_, H_, hd, inverse(pm)) != v0:
             bad.append("%s: the inverse permutation does not undo the permutation" % tag)
+    bad += selftest_lora(tab, ids)
     # cached greedy = the full forward recomputed each step
     for tag in ("A", "B", "C"):
         cfg, sd, wkw = tab[tag]
@@ -1713,6 +1805,96 @@ def selftest():
         if not tags and not key.startswith(WEAK):
             bad.append("no case's greedy ids change under '%s'" % key)
     print("  selftest: %.1f s" % (time.time() - t0))
+    return bad
+
+
+def selftest_lora(tab, ids):
+    """LayerRoute adapter files (PEFT's on GPTJForCausalLM): the documented reading (q / k B A rows
+    in GPT-J's own order) against the old one (rows in lol's reordered order): PEFT's rule on
+    GPT-J's weights = lol's LoRA with B's rows permuted like the loader's q / k rows (B_lol = P B)
+    on the rotate-half (Phi) model; the old reading = lol's LoRA with B as stored; and the old
+    reading is detected by what check() compares (merged tensors at 1e-6, the loss, the greedy
+    ids of its two prompts); the PEFT config matching rule on gptj_modules"""
+    bad = []
+    cfg, sd, wkw = tab["A"]
+    T = gptj_weights(cfg, sd, **wkw)
+    p = gptj_params(cfg)
+    d, H, hd, rd, L = p["d"], p["H"], p["hd"], p["rd"], p["L"]
+    St = random_gptj_lora(cfg, 29)
+    sc = 4.0
+    Fg, touched = fold_lora_tensors(cfg, T, St, sc)
+    Fr, _ = fold_lora_tensors(cfg, T, St, sc, rows="reordered")
+    if len(touched) != 3 * L:
+        bad.append("LoRA selftest: %d tensors folded" % len(touched))
+    # the fold is the low-rank path: W x + sc B (A x) on a q_proj (documented reading)
+    A_ = q2.mat(St["base_model.model.transformer.h.1.attn.q_proj.lora_A.weight"])
+    B_ = q2.mat(St["base_model.model.transformer.h.1.attn.q_proj.lora_B.weight"])
+    xx = [math.sin(j + 1.0) for j in range(d)]
+    W0 = q2.mat(T["transformer.h.1.attn.q_proj.weight"])
+    want = [u + sc * v for u, v in zip(matvec(W0, xx), matvec(B_, matvec(A_, xx)))]
+    if max(abs(u - v) for u, v in zip(matvec(q2.mat(Fg["transformer.h.1.attn.q_proj.weight"]), xx), want)) > 1e-12:
+        bad.append("LoRA fold of q_proj != W x + s B A x")
+    # against lol's rotate-half model: P (W + s B A) = P W + s (P B) A
+    pc, PT, _ = phi_equivalent(cfg, T)
+    perm = half_perm(hd, rd)
+    for reading, Fx in (("documented (B_lol = P B)", Fg), ("old (B_lol = B)", Fr)):
+        PX = dict(PT)
+        for i in range(L):
+            for x, y in (("attn.q_proj", "self_attn.q_proj"), ("attn.k_proj", "self_attn.k_proj"),
+                         ("mlp.fc_out", "mlp.fc2")):
+                pre = "base_model.model.transformer.h.%d.%s." % (i, x)
+                Bs, Bv = St[pre + "lora_B.weight"][:2]
+                if x != "mlp.fc_out" and reading.startswith("documented"):
+                    Bv = permute_rows(Bv, Bs[1], H, hd, perm)
+                ba = q2.matmul(q2.mat((Bs, Bv)), q2.mat(St[pre + "lora_A.weight"]))
+                ws, wv = PX["model.layers.%d.%s.weight" % (i, y)]
+                c = ws[1]
+                PX["model.layers.%d.%s.weight" % (i, y)] = (ws, [v + sc * ba[j // c][j % c] for j, v in enumerate(wv)])
+        a1 = GptjRef(cfg, Fx).prefill(ids[:30])[0]
+        a2 = ph.PhiRef(pc, PX, rd=rd).prefill(ids[:30])[0]
+        err = max(abs(u - v) for r1, r2 in zip(a1, a2) for u, v in zip(r1, r2)) / max(abs(u) for r1 in a1 for u in r1)
+        print("  selftest: LoRA %s reading on GPT-J = lol's LoRA on the rotate-half (Phi) model: max rel logit "
+              "difference %.1e" % (reading, err))
+        if err > 1e-12:
+            bad.append("LoRA %s reading != lol's LoRA on the rotate-half model (%.1e)" % (reading, err))
+    # the old reading is seen by check(): tensors, loss, greedy ids
+    tdiff = max(max(abs(u - v) for u, v in zip(Fg[k][1], Fr[k][1])) / max(abs(v) for v in Fg[k][1])
+                for k in touched)
+    wins = windows(ids, 64)
+    lg, _ = mean_ce(GptjRef(cfg, Fg), wins)
+    lr_, _ = mean_ce(GptjRef(cfg, Fr), wins)
+    lb, _ = mean_ce(GptjRef(cfg, T), wins)
+    prompts = ((ids[:6], 20), (ids[60:90], 20))
+    gsame = [GptjRef(cfg, Fg).greedy(p_, n)[0] == GptjRef(cfg, Fr).greedy(p_, n)[0] for p_, n in prompts]
+    print("  selftest: LoRA q / k rows read in the old (reordered) order: merged tensors move %.2e of max |W'|, "
+          "loss %.2e relative (the LoRA itself %.2e), greedy ids of check()'s prompts %s"
+          % (tdiff, abs(lr_ - lg) / abs(lg), abs(lg - lb) / abs(lb),
+             ["unchanged" if x else "changed" for x in gsame]))
+    if tdiff < 100 * 1e-6:
+        bad.append("the old q / k row reading moves the merged tensors by only %.2e" % tdiff)
+    if abs(lr_ - lg) < 20 * TOL["float64"] * abs(lg):
+        bad.append("the old q / k row reading moves the loss by only %.2e" % (abs(lr_ - lg) / abs(lg)))
+    if all(gsame):
+        bad.append("the old q / k row reading leaves the greedy ids of check()'s prompts unchanged")
+    # PEFT's target_modules rule on GPT-J's module tree
+    mods = gptj_modules(cfg)
+    sel = sorted(m for m in mods if peft_selects(m, ["q_proj", "k_proj", "fc_out"]))
+    want = sorted("transformer.h.%d.%s" % (i, x) for i in range(L) for x in ("attn.q_proj", "attn.k_proj",
+                                                                              "mlp.fc_out"))
+    if sel != want:
+        bad.append("peft_selects(['q_proj', 'k_proj', 'fc_out']) selects %s" % sel)
+    if [m for m in mods if peft_selects(m, ["proj"])] or len([m for m in mods if peft_selects(m, ["attn"])]) != L:
+        bad.append("peft_selects matches inside a name / misses a container")
+    if sorted(m for m in mods if peft_selects(m, r"transformer\.h\.\d+\.attn\.[qk]_proj")) != sorted(
+            w_ for w_ in want if "fc_out" not in w_):
+        bad.append("peft_selects with a regular expression")
+    if (peft_pattern({"fc_out": 8}, "transformer.h.1.mlp.fc_out", 4), peft_pattern({"c_out": 8},
+                                                                                 "transformer.h.1.mlp.fc_out", 4)) != (8, 4):
+        bad.append("peft_pattern")
+    n_lin = sum(v is not None for v in mods.values())
+    if n_lin != 6 * L + 1:
+        bad.append("gptj_modules: %d Linear modules" % n_lin)
+    bad += selftest_peft_files(mods, "GPTJForCausalLM", St, ["q_proj", "k_proj", "fc_out"], 4, 16.0, want)
     return bad
 
 
