@@ -193,8 +193,9 @@ void register_export(CLI::App& app) {
                  "LayerNorms, ungated MLP, sequential blocks, a window on every layer) | gpt_bigcode (GPTBigCodeForCausalLM: "
                  "GPT-2's layout with one key/value head) | granite (GraniteForCausalLM: Llama's blocks with "
                  "embedding, attention, residual and logit multipliers) | cohere (CohereForCausalLM: parallel blocks with "
-                 "one bias-free LayerNorm, gated MLP, interleaved RoPE, logit_scale) "
-                 "(default: gpt2 for GPT-2's layout (gpt_bigcode with one key/value head), gpt_neox for GPT-NeoX's, phi for Phi's, stablelm for StableLM's, starcoder2 for GPT-NeoX's sequential blocks with a window or grouped-query attention, falcon for other grouped-query attention or Phi's with tied embeddings, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, granite for "
+                 "one bias-free LayerNorm, gated MLP, interleaved RoPE, logit_scale) | opt (OPTForCausalLM: GPT-2's "
+                 "layout with the ReLU, all biases or none) "
+                 "(default: opt for GPT-2's layout with the ReLU or without biases, gpt2 for GPT-2's layout (gpt_bigcode with one key/value head), gpt_neox for GPT-NeoX's, phi for Phi's, stablelm for StableLM's, starcoder2 for GPT-NeoX's sequential blocks with a window or grouped-query attention, falcon for other grouped-query attention or Phi's with tied embeddings, olmo2/olmo3 for OLMo's, gemma/gemma2/gemma3 for Gemma's, granite for "
                  "a model with Granite's multipliers, cohere for one with logit_scale, qwen3 for a model with qk_norm, else qwen2)");
   e->add_option("--dtype", a->dtype, "Stored dtype: float32 | bfloat16 | float16")->capture_default_str();
   e->add_option("--max-shard-size", a->max_shard, "Split the weights into shards of at most this size (e.g. 2GB)");

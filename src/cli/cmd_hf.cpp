@@ -116,6 +116,9 @@ std::string block_text(const hf::HfConfig& c) {
   if (c.is_gpt2())
     return "pre-norm LayerNorms (weight and bias), MLP " + c.activation +
            " (not gated), biases on every projection, Conv1D weights stored [in, out]";
+  if (c.is_opt())
+    return "pre-norm LayerNorms (weight and bias, epsilon 1e-5), MLP " + c.activation + " (not gated; fc1, fc2), " +
+           (c.qkv_bias ? "biases on every projection" : "no biases (enable_bias false)");
   if (c.is_gpt_bigcode())
     return "pre-norm LayerNorms (weight and bias), MLP " + c.activation +
            " (not gated), biases on every projection, c_attn " +
@@ -175,7 +178,7 @@ void run_info(const std::string& dir, bool check) {
             << "architecture  " << c.architecture
             << (c.multimodal_text ? std::string(" (the text model of a ") + hf::kGemma3VisionArch + " folder)" : "")
             << (c.is_gpt2() || c.is_gpt_neox() || c.is_phi() || c.is_stablelm() || c.is_falcon() || c.is_gptj() ||
-                        c.is_starcoder2() || c.is_gpt_bigcode()
+                        c.is_starcoder2() || c.is_gpt_bigcode() || c.is_opt()
                     ? ""
                 : c.qkv_bias                                                             ? " (q/k/v biases)"
                                                                                          : "")
@@ -190,6 +193,8 @@ void run_info(const std::string& dir, bool check) {
             << "positions     " << c.max_position_embeddings;
   if (c.is_gpt2() || c.is_gpt_bigcode())
     std::cout << " (learned position embeddings, no RoPE), layer_norm_epsilon " << c.rms_norm_eps << "\n";
+  else if (c.is_opt())
+    std::cout << " (learned position embeddings at offset 2, no RoPE)\n";
   else
     std::cout << ", rope_theta " << c.rope_theta
               << (c.is_falcon() || c.is_gptj()                      ? ", layer_norm_epsilon "
@@ -198,7 +203,7 @@ void run_info(const std::string& dir, bool check) {
                                                                      : ", rms_norm_eps ")
               << c.rms_norm_eps << "\n";
   std::cout
-            << (c.is_gpt2() || c.is_gpt_bigcode() ? std::string() : "rope scaling  " + c.rope_scaling.describe() + "\n")
+            << (c.is_gpt2() || c.is_gpt_bigcode() || c.is_opt() ? std::string() : "rope scaling  " + c.rope_scaling.describe() + "\n")
             << (c.partial_rotary_factor != 1.0
                     ? "rotary dims   " + std::to_string(c.rotary_dim()) +
                           " of " + std::to_string(c.head_dim) + " per head (" +
@@ -522,7 +527,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-BigCode, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2 (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-BigCode, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, Granite, Cohere Command-R, OPT (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

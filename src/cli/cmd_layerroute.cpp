@@ -202,7 +202,7 @@ void register_train_cmd(CLI::App* lr) {
   };
   auto a = std::make_shared<A>();
   auto* c = lr->add_subcommand("train", "train skip gates + LoRA on a frozen dense model");
-  c->add_option("--base", a->base, "base model: Hugging Face folder (Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma 1-3, OLMo 2-3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, GPT-BigCode) or dense checkpoint")->required();
+  c->add_option("--base", a->base, "base model: Hugging Face folder (Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma 1-3, OLMo 2-3, GPT-2, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, GPT-BigCode, Granite, Cohere, OPT) or dense checkpoint")->required();
   c->add_option("--data", a->data, "training JSONL (messages / conversations / question+answer)")->required();
   c->add_option("--out", a->out, "adapter directory to write")->required();
   c->add_option("--seed", a->seed, "seeds gates, adapters and batch order");

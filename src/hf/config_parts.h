@@ -42,6 +42,8 @@ inline void require_positive(const std::string& where, const std::string& key, i
 
 /// GPT2LMHeadModel's config.json (GPT2Config's keys and defaults): see kGpt2Arch.
 HfConfig gpt2_config(const nlohmann::json& j, const std::string& where);
+/// OPTForCausalLM's config.json (OPTConfig's keys and defaults): see kOptArch.
+HfConfig opt_config(const nlohmann::json& j, const std::string& where);
 /// GPTBigCodeForCausalLM's config.json (GPTBigCodeConfig's keys and defaults): see kGptBigCodeArch.
 HfConfig gpt_bigcode_config(const nlohmann::json& j, const std::string& where);
 /// GPTNeoXForCausalLM's config.json (GPTNeoXConfig's keys and defaults, transformers 4.x's

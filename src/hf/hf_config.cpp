@@ -74,7 +74,7 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
       {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"},
       {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}, {kGraniteArch, "granite", "granite"},
-      {kCohereArch, "cohere", "cohere"}};
+      {kCohereArch, "cohere", "cohere"},   {kOptArch, "opt", "opt"}};
   return table;
 }
 
@@ -162,7 +162,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                                    {kFalconArch, falcon_config},
                                    {kGptJArch, gptj_config},
                                    {kStarcoder2Arch, starcoder2_config},
-                                   {kGptBigCodeArch, gpt_bigcode_config}})
+                                   {kGptBigCodeArch, gpt_bigcode_config},
+                                   {kOptArch, opt_config}})
     if (j.is_object() && j.contains("architectures") && j["architectures"] == nlohmann::json::array({cls}))
       return parse(j, where);
   util::JsonFields f(j, where);
@@ -697,6 +698,27 @@ nlohmann::ordered_json HfConfig::to_json() const {
     }
     j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
     j["initializer_range"] = 0.02;
+    j["use_cache"] = true;
+    return finish(j);
+  }
+  if (is_opt()) {  // OPTConfig's keys
+    j["architectures"] = {architecture};
+    j["model_type"] = "opt";
+    j["vocab_size"] = vocab_size;
+    j["hidden_size"] = hidden_size;
+    j["ffn_dim"] = intermediate_size;
+    j["num_hidden_layers"] = num_hidden_layers;
+    j["num_attention_heads"] = num_attention_heads;
+    j["max_position_embeddings"] = max_position_embeddings;
+    j["word_embed_proj_dim"] = hidden_size;
+    j["do_layer_norm_before"] = true;
+    j["_remove_final_layer_norm"] = false;
+    j["layer_norm_elementwise_affine"] = true;
+    j["activation_function"] = activation == "gelu_pytorch_tanh" ? "gelu_new" : activation;
+    j["enable_bias"] = qkv_bias;
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["dropout"] = j["attention_dropout"] = j["activation_dropout"] = j["layerdrop"] = 0.0;
+    j["init_std"] = 0.02;
     j["use_cache"] = true;
     return finish(j);
   }

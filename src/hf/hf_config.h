@@ -156,6 +156,16 @@ inline constexpr const char* kGraniteArch = "GraniteForCausalLM";
 /// rows to rotate-half pairs on load (as GPT-J's; undone by export) and holds zero norm
 /// biases. use_qk_norm (Command R+'s per-head LayerNorms of q and k) is refused.
 inline constexpr const char* kCohereArch = "CohereForCausalLM";
+/// OPT (facebook/opt-125m, opt-1.3b ... opt-66b, and models fine-tuned from them; model_type
+/// "opt"): GPT-2's pre-norm blocks with LayerNorms (weight and bias, epsilon 1e-5: OPTConfig
+/// has none), learned absolute positions stored with OPT's offset (embed_positions
+/// [max_position_embeddings + 2, hidden]: position p reads row p + 2), separate
+/// q/k/v/out_proj and an ungated MLP (fc1, fc2) of ffn_dim with the ReLU (activation_function)
+/// and biases (enable_bias, default true), tied embeddings; names under "model.decoder."
+/// ("decoder." in older files). Refused: do_layer_norm_before false and word_embed_proj_dim
+/// other than hidden_size (opt-350m's post-norm blocks and project_in / project_out),
+/// _remove_final_layer_norm, layer_norm_elementwise_affine false.
+inline constexpr const char* kOptArch = "OPTForCausalLM";
 
 /// One architecture this loader reads: its class (config.json "architectures"[0]), its
 /// model_type, and its name on the command line (--arch; null for a class lol reads but does
@@ -266,6 +276,7 @@ struct HfConfig {
   bool is_gpt_bigcode() const { return architecture == kGptBigCodeArch; }
   bool is_granite() const { return architecture == kGraniteArch; }
   bool is_cohere() const { return architecture == kCohereArch; }
+  bool is_opt() const { return architecture == kOptArch; }
   /// config.json "model_type" of the architecture (its row of architectures(); "llama"
   /// for an unknown class).
   std::string model_type() const;

@@ -15,13 +15,17 @@ namespace {
 
 /// The MLP activation of an ACT2FN name read from `key` (default `def`): gelu_new,
 /// gelu_fast and gelu_pytorch_tanh are the tanh form ("gelu_pytorch_tanh"), gelu the
-/// exact one; any other name is refused.
-std::string gelu_activation(util::JsonFields& f, const std::string& where, const char* key, const char* def) {
+/// exact one, relu where `relu` (OPT); any other name is refused.
+std::string gelu_activation(util::JsonFields& f, const std::string& where, const char* key, const char* def,
+                            bool relu = false) {
   std::string act = def;
   f.get(key, act);
   if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh") return "gelu_pytorch_tanh";
   if (act == "gelu") return "gelu";
-  unsupported(where, key, "\"" + act + "\"", "implemented: gelu_new, gelu_fast, gelu_pytorch_tanh (tanh GELU) and gelu (exact)");
+  if (relu && act == "relu") return "relu";
+  unsupported(where, key, "\"" + act + "\"",
+              std::string("implemented: ") + (relu ? "relu, " : "") +
+                  "gelu_new, gelu_fast, gelu_pytorch_tanh (tanh GELU) and gelu (exact)");
 }
 
 /// The required size fields `keys` (each with its upper bound) into their outputs.
@@ -227,6 +231,45 @@ HfConfig gpt2_config(const nlohmann::json& j, const std::string& where) {
   // reorder_and_upcast_attn only changes the precision of the scores (lol computes them in
   // float32 or wider already).
   read_gpt2_switches(f, j, where, c);
+  return c;
+}
+
+HfConfig opt_config(const nlohmann::json& j, const std::string& where) {
+  util::JsonFields f(j, where);
+  HfConfig c;
+  c.architecture = kOptArch;
+  check_model_type(f, where, "opt", kOptArch);
+  read_sizes(f, where, {{"vocab_size", &c.vocab_size, int64_t(1) << 31},
+                        {"hidden_size", &c.hidden_size, int64_t(1) << 20},
+                        {"ffn_dim", &c.intermediate_size, int64_t(1) << 24},
+                        {"num_hidden_layers", &c.num_hidden_layers, 4096},
+                        {"num_attention_heads", &c.num_attention_heads, int64_t(1) << 16},
+                        {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
+  multi_head(c, where, "hidden_size", "num_attention_heads");
+  c.rms_norm_eps = 1e-5;  // (nn.LayerNorm's default: OPTConfig has no epsilon)
+  c.activation = gelu_activation(f, where, "activation_function", "relu", true);
+  // opt-350m's layout (post-norm blocks, embeddings projected from word_embed_proj_dim) and
+  // the switches that drop the final norm or the LayerNorms' parameters: not implemented.
+  bool before = true, remove_final = false, affine = true;
+  f.get("do_layer_norm_before", before);
+  f.get("_remove_final_layer_norm", remove_final);
+  f.get("layer_norm_elementwise_affine", affine);
+  if (!before) unsupported(where, "do_layer_norm_before", "false", "pre-norm blocks (opt-350m's post-norm blocks are not implemented)");
+  if (remove_final) unsupported(where, "_remove_final_layer_norm", "true", "the final LayerNorm");
+  if (!affine) unsupported(where, "layer_norm_elementwise_affine", "false", "LayerNorms with a weight and a bias");
+  if (f.has("word_embed_proj_dim") && !j["word_embed_proj_dim"].is_null()) {
+    int64_t proj = 0;
+    f.get("word_embed_proj_dim", proj);
+    if (proj != c.hidden_size)
+      unsupported(where, "word_embed_proj_dim", std::to_string(proj),
+                  "word_embed_proj_dim = hidden_size = " + std::to_string(c.hidden_size) +
+                      " (opt-350m's project_in / project_out are not implemented)");
+  }
+  c.qkv_bias = true;  // enable_bias: q/k/v/out_proj, fc1 and fc2 alike
+  f.get("enable_bias", c.qkv_bias);
+  c.tie_word_embeddings = true;  // (OPTForCausalLM ties lm_head to embed_tokens)
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  read_tail(f, j, where, c, 2, 2);  // (OPTConfig's bos / eos: 2, "</s>")
   return c;
 }
 

@@ -198,6 +198,15 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
   }
   if (h.is_stablelm()) return renamed_tensors(params, m, dtype, [](const std::string& n) { return n; });
   if (h.is_starcoder2()) return renamed_tensors(params, m, dtype, starcoder2_stored_name);
+  if (h.is_opt()) {
+    // OPT's names; the position table gets OPT's 2 leading rows (padding positions only:
+    // written as zeros).
+    auto out = renamed_tensors(params, m, dtype, opt_stored_name);
+    for (auto& [name, t] : out)
+      if (name == "model.decoder.embed_positions.weight")
+        t = torch::cat({torch::zeros({2, t.size(1)}, t.options()), t}, 0).contiguous();
+    return out;
+  }
   put("model.embed_tokens.weight");
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";

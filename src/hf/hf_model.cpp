@@ -71,8 +71,9 @@ bool is_rotary_buffer(const std::string& name) { return ends_with(name, "rotary_
 
 int64_t parameter_count(const HfConfig& c) {
   const int64_t n = baselines::cost_model(to_dense_config(c)).parameters;
-  // (Cohere's LayerNorms have no bias: the dense model's zero biases are not the folder's.)
-  return c.is_cohere() ? n - (c.num_hidden_layers + 1) * c.hidden_size : n;
+  // (Cohere's LayerNorms have no bias: the dense model's zero biases are not the folder's;
+  // OPT's position table has 2 more rows, its offset.)
+  return c.is_cohere() ? n - (c.num_hidden_layers + 1) * c.hidden_size : c.is_opt() ? n + 2 * c.hidden_size : n;
 }
 
 baselines::DenseConfig to_dense_config(const HfConfig& h) {
@@ -117,6 +118,12 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.mlp = "plain";
     c.positions = "learned";
     c.o_bias = c.mlp_bias = true;
+  }
+  if (h.is_opt()) {  // GPT-2's blocks with separate projections, the ReLU, all biases or none
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.positions = "learned";
+    c.o_bias = c.mlp_bias = h.qkv_bias;  // enable_bias
   }
   if (h.is_gpt_neox()) {  // LayerNorms, partial RoPE, ungated MLP with biases, parallel blocks
     c.norm = "layernorm";
@@ -176,7 +183,9 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 std::string default_architecture(const baselines::DenseConfig& c) {
   if (c.logit_scale != 1.0) return kCohereArch;
   if (c.gpt2_blocks())
-    return c.learned_positions()                    ? (c.n_kv_heads == c.n_heads ? kGpt2Arch : kGptBigCodeArch)
+    return c.learned_positions()                    ? (c.activation == "relu" || !c.qkv_bias || !c.o_bias ? kOptArch
+                                                       : c.n_kv_heads == c.n_heads                     ? kGpt2Arch
+                                                                                                       : kGptBigCodeArch)
            : c.mlp == "gated"                       ? kStableLmArch
            : c.lm_head_bias                         ? kPhiArch
            // (Phi's head is untied, GPT-NeoX's attention multi-head: Falcon holds those)
@@ -281,15 +290,16 @@ HfConfig sized_config(const baselines::DenseConfig& c, const std::string& archit
 /// may be missing (Phi: exported as zeros; Falcon: none at all). InputError naming the field
 /// otherwise.
 void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, bool gated = false,
-                             bool zero_biases = false, bool sliding = false) {
+                             bool zero_biases = false, bool sliding = false, bool relu = false) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
   if (gated && (c.mlp != "gated" || c.mlp_bias))
     refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has a gated MLP without biases");
   if (!gated && (c.mlp != "plain" || (!c.mlp_bias && !zero_biases)))
     refuse("mlp \"" + c.mlp + "\" / mlp_bias", zero_biases ? "has an ungated MLP" : "has an ungated MLP with biases");
-  if (!gated && c.activation != "gelu_pytorch_tanh" && c.activation != "gelu")
-    refuse("activation \"" + c.activation + "\"", "is written with gelu_new (tanh) or gelu (exact) here");
+  if (!gated && c.activation != "gelu_pytorch_tanh" && c.activation != "gelu" && !(relu && c.activation == "relu"))
+    refuse("activation \"" + c.activation + "\"",
+           std::string("is written with ") + (relu ? "relu, " : "") + "gelu_new (tanh) or gelu (exact) here");
   if (c.effective_head_dim() * c.n_heads != c.d_model)
     refuse("head_dim = " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
   const bool every_layer_slides = c.attention == "sliding" && c.n_full_prelude == 0 && c.n_full_coda == 0 &&
@@ -452,6 +462,23 @@ HfConfig gptj_from_dense_config(const baselines::DenseConfig& c, const std::stri
   return h;
 }
 
+/// OPTForCausalLM's config of a dense model of OPT's layout (InputError naming what differs
+/// otherwise): check_gpt_family_layout's with the ReLU allowed and the MLP's biases optional,
+/// learned positions, sequential blocks, multi-head attention, biases on q/k/v, out_proj and
+/// the MLP or on none (enable_bias), no lm_head bias.
+HfConfig opt_from_dense_config(const baselines::DenseConfig& c, const std::string& torch_dtype) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, kOptArch, what, why); };
+  check_gpt_family_layout(c, kOptArch, false, true, false, true);
+  if (!c.learned_positions()) refuse("positions \"" + c.positions + "\"", "has learned positions and no RoPE");
+  if (c.parallel_residual) refuse("parallel_residual true", "has sequential blocks");
+  if (c.lm_head_bias) refuse("lm_head_bias true", "has no lm_head bias");
+  if (c.n_kv_heads != c.n_heads) refuse("n_kv_heads = " + std::to_string(c.n_kv_heads), "has multi-head attention");
+  if (c.qkv_bias != c.o_bias || c.qkv_bias != c.mlp_bias)
+    refuse(std::string("qkv_bias / o_bias / mlp_bias not all ") + (c.qkv_bias ? "true" : "false"),
+           "has biases on q/k/v/out_proj and the MLP together (enable_bias) or on none");
+  return gpt_family_config(c, kOptArch, torch_dtype);
+}
+
 /// Starcoder2ForCausalLM's config of a dense model of StarCoder2's layout (InputError naming
 /// what differs otherwise): check_gpt_family_layout's with a window on every layer allowed,
 /// sequential blocks, RoPE over whole heads, biases on q/k/v, o_proj and the MLP or on none,
@@ -497,6 +524,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture == kFalconArch) return falcon_from_dense_config(c, torch_dtype);
   if (architecture == kGptJArch) return gptj_from_dense_config(c, torch_dtype);
   if (architecture == kStarcoder2Arch) return starcoder2_from_dense_config(c, torch_dtype);
+  if (architecture == kOptArch) return opt_from_dense_config(c, torch_dtype);
   const bool gemma = is_gemma_architecture(architecture);
   if (!find_architecture(architecture) || !find_architecture(architecture)->cli)
     throw InputError("architecture \"" + architecture + "\": expected " + architecture_list(true));
@@ -775,6 +803,34 @@ std::string starcoder2_parameter_name(const std::string& name) {
 
 std::string gptj_stored_name(const std::string& name) { return replace_parts(name, gptj_parts(), true); }
 
+namespace {
+
+/// The dense model's names and OPT's (opt_stored_name): the final norm before the layers'
+/// prefix, the layer's post_attention_layernorm after it (both are "final_layer_norm").
+const NameParts& opt_parts() {
+  static const NameParts parts = {{"model.embed_tokens.", "model.decoder.embed_tokens."},
+                                  {"model.embed_positions.", "model.decoder.embed_positions."},
+                                  {"model.norm.", "model.decoder.final_layer_norm."},
+                                  {"model.layers.", "model.decoder.layers."},
+                                  {".input_layernorm.", ".self_attn_layer_norm."},
+                                  {".post_attention_layernorm.", ".final_layer_norm."},
+                                  {".self_attn.o_proj.", ".self_attn.out_proj."},
+                                  {".mlp.up_proj.", ".fc1."},
+                                  {".mlp.down_proj.", ".fc2."}};
+  return parts;
+}
+
+}  // namespace
+
+std::string opt_stored_name(const std::string& name) { return replace_parts(name, opt_parts(), true); }
+
+std::string opt_parameter_name(const std::string& stored) {
+  // OPTModel's state dict (older files) lacks OPTForCausalLM's "model." prefix.
+  const std::string name = stored.rfind("decoder.", 0) == 0 ? "model." + stored : stored;
+  const std::string out = replace_parts(name, opt_parts(), false);
+  return (out.rfind("model.", 0) == 0 || out == "lm_head.weight") && opt_stored_name(out) == name ? out : "";
+}
+
 std::string gptj_parameter_name(const std::string& name) {
   const std::string out = replace_parts(name, gptj_parts(), false);
   return (out.rfind("model.", 0) == 0 || out.rfind("lm_head.", 0) == 0) && gptj_stored_name(out) == name ? out : "";
@@ -985,6 +1041,7 @@ std::string stored_name(const HfConfig& cfg, const std::string& name, const std:
   if (cfg.is_falcon()) return falcon_stored_name(name, falcon_two_norms(cfg));
   if (cfg.is_gptj()) return gptj_stored_name(name);
   if (cfg.is_starcoder2()) return starcoder2_stored_name(name);
+  if (cfg.is_opt()) return opt_stored_name(name);
   return name;
 }
 
@@ -1040,12 +1097,26 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
-    if (cfg.is_phi() || cfg.is_gptj() || cfg.is_starcoder2()) {  // Phi's, GPT-J's or StarCoder2's names
-      const std::string to = cfg.is_phi()    ? phi_parameter_name(e.name)
-                             : cfg.is_gptj() ? gptj_parameter_name(e.name)
-                                             : starcoder2_parameter_name(e.name);
+    if (cfg.is_phi() || cfg.is_gptj() || cfg.is_starcoder2() || cfg.is_opt()) {  // their own names
+      const std::string to = cfg.is_phi()          ? phi_parameter_name(e.name)
+                             : cfg.is_gptj()       ? gptj_parameter_name(e.name)
+                             : cfg.is_starcoder2() ? starcoder2_parameter_name(e.name)
+                                                   : opt_parameter_name(e.name);
       if (to.empty()) throw unexpected();
       e.name = to;
+    }
+    if (cfg.is_opt() && e.name == "model.embed_positions.weight") {
+      // OPT's table has 2 leading rows (its offset: position p reads row p + 2; rows 0
+      // and 1 serve padding positions only, which lol never computes): rows 2.. loaded.
+      auto& dst = params.at(e.name);
+      claim(e.name);
+      const torch::Tensor t = read();
+      const std::vector<int64_t> want = {dst.size(0) + 2, dst.size(1)};
+      if (t.sizes() != c10::IntArrayRef(want))
+        throw InputError(w + ": shape " + shape_str(t.sizes()) + ", expected " + shape_str(want) +
+                         " from config.json (max_position_embeddings + 2 (OPT's position offset), hidden_size)");
+      dst.copy_(t.narrow(0, 2, dst.size(0)));
+      return;
     }
     if (cfg.is_gpt2() || cfg.is_gpt_bigcode() || cfg.is_gpt_neox() || cfg.is_falcon()) {
       // The GPT family's names: GPT-2's (with or without GPT2LMHeadModel's "transformer."

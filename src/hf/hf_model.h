@@ -121,6 +121,15 @@ std::string gptj_parameter_name(const std::string& name);
 std::string starcoder2_stored_name(const std::string& name);
 /// The dense model's name of StarCoder2's tensor `name` (starcoder2_stored_name reversed), or "".
 std::string starcoder2_parameter_name(const std::string& name);
+/// OPT's name (OPTForCausalLM's) of the dense model's parameter `name`: "model." ->
+/// "model.decoder.", model.norm -> final_layer_norm, input_layernorm -> self_attn_layer_norm,
+/// post_attention_layernorm -> final_layer_norm (in a layer), self_attn.o_proj ->
+/// self_attn.out_proj, mlp.up_proj / down_proj -> fc1 / fc2; lm_head.* unchanged. The
+/// stored embed_positions has 2 more leading rows (OPT's offset).
+std::string opt_stored_name(const std::string& name);
+/// The dense model's name of OPT's tensor `stored` (opt_stored_name reversed; OPTModel's
+/// names without "model." too), or "".
+std::string opt_parameter_name(const std::string& stored);
 /// The factor Granite's loader folds into the dense model's parameter `name` (weight or
 /// bias of a layer's q_proj, o_proj or down_proj: DenseConfig::weight_fold of that
 /// projection), else 1. The loader multiplies by it, export divides by it (both in float64).

@@ -119,6 +119,7 @@ class Kernels final : public CpuDecoder {
         case nn::Activation::Gelu:
           activate(g, F, GU, o, [](T v) { return v * T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2))); });
           break;
+        case nn::Activation::ReLU: activate(g, F, GU, o, [](T v) { return v < T(0) ? T(0) : v; }); break;  // (NaN stays NaN)
       }
     }
     blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data(), ptr(b.b_down));  // h_ <- mlp

@@ -80,6 +80,8 @@ std::string PeftLayout::module_path(int64_t layer, const std::string& target) co
     s = hf::phi_stored_name(name);
   else if (arch_ == hf::kStarcoder2Arch)
     s = hf::starcoder2_stored_name(name);
+  else if (arch_ == hf::kOptArch)
+    s = hf::opt_stored_name(name);
   else if (arch_ == hf::kGemma3VisionArch)  // the text model inside Gemma3ForConditionalGeneration (transformers >= 4.52)
     s = "model.language_model.layers." + name.substr(std::string("model.layers.").size());
   else if (arch_ == hf::kPhi3Arch)

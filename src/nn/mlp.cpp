@@ -100,6 +100,7 @@ struct SwiGLUFunction : public torch::autograd::Function<SwiGLUFunction> {
 torch::Tensor activation(const torch::Tensor& x, Activation act) {
   if (act == Activation::GeluTanh) return torch::gelu(x, "tanh");
   if (act == Activation::Gelu) return torch::gelu(x);
+  if (act == Activation::ReLU) return torch::relu(x);
   return torch::silu(x);
 }
 

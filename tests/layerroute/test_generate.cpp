@@ -450,26 +450,30 @@ TEST(LayerRouteGenerate, GraniteBaseRunsGeneratesAndMerges) {
 // generation (positions embedded at every step) picks the full forward's tokens; the
 // merge is a GPT2LMHeadModel folder computing the adapted forward; gate_proj is no target.
 TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
-  auto c = test::tiny_config(4);
-  c.norm = "layernorm";
-  c.mlp = "plain";
-  c.positions = "learned";
-  c.qkv_bias = c.o_bias = c.mlp_bias = true;
-  c.n_kv_heads = c.n_heads;
-  c.activation = "gelu_pytorch_tanh";
-  baselines::DenseModel base(c);
-  randomize_base(*base, 13, 0.3);
-  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
-  const auto tokens = torch::tensor(prompt).unsqueeze(0);
-  LoraConfig lc;
-  lc.targets = {"q_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
-  auto a = adapt_base(base, tokens, 53, lc);
-  expect_generation_follows_forward(*a.m, prompt, 3);
-  EXPECT_EQ(hf::default_architecture(c), hf::kGpt2Arch);
-  expect_merge_computes_adapted(a, hf::kGpt2Arch, tokens);
-  LoraConfig gate_target;
-  gate_target.targets = {"gate_proj"};
-  EXPECT_THROW(GatedModel(base, gate_target, GateConfig{}, 6), InputError);
+  for (const std::string act : {"gelu_pytorch_tanh", "relu"}) {  // GPT-2's, OPT's (merged as OPTForCausalLM)
+    SCOPED_TRACE(act);
+    auto c = test::tiny_config(4);
+    c.norm = "layernorm";
+    c.mlp = "plain";
+    c.positions = "learned";
+    c.qkv_bias = c.o_bias = c.mlp_bias = true;
+    c.n_kv_heads = c.n_heads;
+    c.activation = act;
+    baselines::DenseModel base(c);
+    randomize_base(*base, 13, 0.3);
+    const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};
+    const auto tokens = torch::tensor(prompt).unsqueeze(0);
+    LoraConfig lc;
+    lc.targets = {"q_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
+    auto a = adapt_base(base, tokens, 53, lc);
+    expect_generation_follows_forward(*a.m, prompt, 3);
+    const std::string arch = act == "relu" ? hf::kOptArch : hf::kGpt2Arch;
+    EXPECT_EQ(hf::default_architecture(c), arch);
+    expect_merge_computes_adapted(a, arch, tokens);
+    LoraConfig gate_target;
+    gate_target.targets = {"gate_proj"};
+    EXPECT_THROW(GatedModel(base, gate_target, GateConfig{}, 6), InputError);
+  }
 }
 
 // GPT-NeoX-layout bases (Pythia: LayerNorms, partial RoPE, an ungated MLP, biases, parallel

@@ -46,6 +46,9 @@ std::vector<Case> cases() {
     out.push_back({hf::kGpt2Arch, c, {"q_proj", "v_proj", "o_proj", "down_proj"}});
     c.n_kv_heads = 1;  // GPT-BigCode's multi-query c_attn (nn.Linear)
     out.push_back({hf::kGptBigCodeArch, c, {"q_proj", "k_proj", "v_proj", "up_proj"}});
+    c.n_kv_heads = c.n_heads;  // OPT: model.decoder.layers.{i}.self_attn.out_proj, fc1, fc2
+    c.activation = "relu";
+    out.push_back({hf::kOptArch, c, {"k_proj", "o_proj", "up_proj", "down_proj"}});
   }
   {
     auto c = layernorm(false);  // GPT-NeoX: query_key_value per head
@@ -188,7 +191,7 @@ TEST(LayerRoutePeftLayout, AdapterFilesArePeftsOnEveryArchitecture) {
       // zero adapter to any other and warn of its missing tensors).
       if (t.dim() == 2 && name.find("embed") == std::string::npos && name.find("wte") == std::string::npos &&
           name.find("wpe") == std::string::npos && name.find("lm_head") == std::string::npos &&
-          name.find("embed_out") == std::string::npos)
+          name.find("embed_out") == std::string::npos && name.find("embed_positions") == std::string::npos)
         EXPECT_EQ(selects(cfg["target_modules"], module), has) << module;
       const double scale = std::max(1.0, want.abs().max().item<double>());
       EXPECT_LT((merged[name] - want).abs().max().item<double>(), 1e-5 * scale) << name;
