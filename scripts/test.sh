@@ -18,7 +18,7 @@
 # Environment: LOL_SANITIZE=0 runs the suite on the normal Release build (BUILD_DIR,
 # default build/) instead of build-asan/; LOL_SKIP_SANITIZE=1 skips step 2;
 # LOL_TEST_SHARDS=0 gives build-asan/ one CTest test per GoogleTest test;
-# LOL_LONG_TESTS=1 also runs the 16 references labelled `long`; JOBS.
+# LOL_LONG_TESTS=1 also runs the 19 references labelled `long`; JOBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh

@@ -44,6 +44,8 @@ std::string shape_source(const std::string& name, const HfConfig& cfg) {
                                                                             {"num_key_value_heads", "n_head"}}
       : cfg.is_falcon() ? std::vector<std::pair<std::string, std::string>>{{"intermediate_size", "ffn_hidden_size"},
                                                                             {"num_key_value_heads", "num_kv_heads"}}
+      : cfg.is_opt()    ? std::vector<std::pair<std::string, std::string>>{{"intermediate_size", "ffn_dim"},
+                                                                            {"num_key_value_heads", "num_attention_heads"}}
                         : std::vector<std::pair<std::string, std::string>>{};
   for (const auto& [from, to] : renames)
     for (size_t at = fields.find(from); at != std::string::npos; at = fields.find(from, at + to.size()))
@@ -476,6 +478,8 @@ HfConfig opt_from_dense_config(const baselines::DenseConfig& c, const std::strin
   if (c.qkv_bias != c.o_bias || c.qkv_bias != c.mlp_bias)
     refuse(std::string("qkv_bias / o_bias / mlp_bias not all ") + (c.qkv_bias ? "true" : "false"),
            "has biases on q/k/v/out_proj and the MLP together (enable_bias) or on none");
+  if (c.norm_eps != 1e-5)
+    refuse("norm_eps " + nlohmann::json(c.norm_eps).dump(), "has LayerNorms of epsilon 1e-5 (OPTConfig has no epsilon field)");
   return gpt_family_config(c, kOptArch, torch_dtype);
 }
 
@@ -1257,11 +1261,10 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
           if (ends_with(name, p)) missing = name.substr(0, name.size() - p.size()) + fw->fused;
       // (GPT-NeoX's query_key_value holds q, k and v: named, as Phi-3's, "fused")
       const bool fused = fw || missing.find("query_key_value") != std::string::npos;
+      auto shape = cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes().vec() : p.sizes().vec();
+      if (cfg.is_opt() && name == "model.embed_positions.weight") shape[0] += 2;  // (OPT's offset rows)
       throw InputError(files.dir + ": missing tensor '" + missing + "'" +
-                       (!fused ? " (shape " +
-                                     shape_str(cfg.is_gpt2() && ends_with(name, "_proj.weight") ? p.t().sizes().vec()
-                                                                                                : p.sizes().vec()) +
-                                     ", expected by "
+                       (!fused ? " (shape " + shape_str(shape) + ", expected by "
                                : " (fused, expected by ") +
                        cfg.architecture + (cfg.tie_word_embeddings ? ", tied embeddings" : "") + ")" +
                        (cfg.multimodal_text ? " (stored as language_model." + missing + " in a " + kGemma3VisionArch + " folder)"

@@ -202,6 +202,16 @@ TEST(HfOpt, ConfigDefaultsParameterCountAndRefusals) {
     if (n == "model.decoder.embed_positions.weight") t = t.narrow(0, 2, s.positions).contiguous();
   write_hf_weights(dir.path(), w, torch::kFloat32);
   expect_input_error([&] { load_hf_model(dir.path()); }, {"embed_positions.weight", "[50, 32]", "offset"});
+  w.clear();
+  for (auto& [n, t] : opt_weights(s, 3))
+    if (n != "model.decoder.embed_positions.weight") w.emplace_back(n, t);
+  write_hf_weights(dir.path(), w, torch::kFloat32);
+  expect_input_error([&] { load_hf_model(dir.path()); }, {"model.decoder.embed_positions.weight", "missing", "[50, 32]"});
+  w = opt_weights(s, 3);
+  for (auto& [n, t] : w)
+    if (n == "model.decoder.layers.0.fc1.weight") t = t.t().contiguous();
+  write_hf_weights(dir.path(), w, torch::kFloat32);
+  expect_input_error([&] { load_hf_model(dir.path()); }, {"layers.0.fc1.weight", "ffn_dim, hidden_size"});
 
   // OPTForCausalLM holds OPT's layout only.
   write_hf_weights(dir.path(), opt_weights(s, 3), torch::kFloat32);
@@ -215,6 +225,9 @@ TEST(HfOpt, ConfigDefaultsParameterCountAndRefusals) {
   auto silu = m->config();
   silu.activation = "silu";
   expect_input_error([&] { from_dense_config(silu, kOptArch, "float32"); }, {"activation \"silu\""});
+  auto eps = m->config();  // (OPTConfig has no epsilon: the folder would be read with 1e-5)
+  eps.norm_eps = 1e-3;
+  expect_input_error([&] { from_dense_config(eps, kOptArch, "float32"); }, {"norm_eps 0.001", "1e-5"});
   expect_input_error([&] { from_dense_config(m->config(), kGpt2Arch, "float32"); }, {"activation \"relu\""});
 }
 

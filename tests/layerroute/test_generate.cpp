@@ -459,6 +459,7 @@ TEST(LayerRouteGenerate, Gpt2LayoutBaseRunsGeneratesAndMerges) {
     c.qkv_bias = c.o_bias = c.mlp_bias = true;
     c.n_kv_heads = c.n_heads;
     c.activation = act;
+    c.norm_eps = 1e-5;  // (OPT's LayerNorms: OPTConfig has no epsilon)
     baselines::DenseModel base(c);
     randomize_base(*base, 13, 0.3);
     const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 30, 11, 4, 8, 21};

@@ -48,6 +48,7 @@ std::vector<Case> cases() {
     out.push_back({hf::kGptBigCodeArch, c, {"q_proj", "k_proj", "v_proj", "up_proj"}});
     c.n_kv_heads = c.n_heads;  // OPT: model.decoder.layers.{i}.self_attn.out_proj, fc1, fc2
     c.activation = "relu";
+    c.norm_eps = 1e-5;  // (OPT's LayerNorms: OPTConfig has no epsilon)
     out.push_back({hf::kOptArch, c, {"k_proj", "o_proj", "up_proj", "down_proj"}});
   }
   {
