@@ -213,6 +213,7 @@ import qwen2_reference as q2  # noqa: E402
 from qwen2_reference import (Checker, compare_generate, compare_ppl, f32, mean_ce, ppl_windows,  # noqa: E402
                              silu, write_folder)
 from safetensors_io import read_st, write_st  # noqa: E402
+from gptj_reference import check_peft_files, peft_pattern, peft_selects  # noqa: E402,F401
 
 TEXT = q2.TEXT
 DIAGNOSE = [6]
@@ -670,80 +671,7 @@ def cohere_modules(cfg):
     return mods
 
 
-def peft_selects(path, target_modules):
-    """PEFT's check_target_module_exists: a string is a regular expression fullmatched against the
-    module path; a list entry matches a path equal to it or ending with "." + entry"""
-    if isinstance(target_modules, str):
-        return re.fullmatch(target_modules, path) is not None
-    return path in target_modules or any(path.endswith("." + t) for t in target_modules)
-
-
-def peft_pattern(pattern, path, default):
-    """rank_pattern / alpha_pattern: the value of the first key matching the module path (PEFT's
-    get_pattern_key: the key equal to the path, else re.match("(.*[.])?KEY$"); ASSUMED)"""
-    pattern = pattern or {}
-    if path in pattern:
-        return pattern[path]
-    for k, v in pattern.items():
-        if re.match(r"(.*\.)?%s$" % k, path):
-            return v
-    return default
-
-
-def check_peft_files(ck, tag, adapter, modules, arch, want_modules):
-    """the adapter directory as PEFT reads it on the base's Hugging Face class (docs/layerroute.md
-    "The adapter as PEFT's"): layerroute.json's peft_architecture; every tensor named
-    base_model.model.{module}.lora_{A,B}.weight for a Linear module of the class, A [r_m, in] and
-    B [out, r_m]; adapter_config.json's target_modules selecting (PEFT's matching rule, over every
-    named module) exactly the modules holding tensors; r / lora_alpha / rank_pattern /
-    alpha_pattern giving each module the scale layerroute.json's alpha / rank; fan_in_fan_out
-    false (nn.Linear); nothing asking PEFT for another computation"""
-    lj = json.load(open(os.path.join(adapter, "layerroute.json")))
-    ac = json.load(open(os.path.join(adapter, "adapter_config.json")))
-    St = read_st(os.path.join(adapter, "adapter_model.safetensors"))
-    ck.equal("%s: layerroute.json peft_architecture" % tag, lj.get("peft_architecture"), arch)
-    held, odd = {}, []
-    for k in St:
-        m = re.fullmatch(r"base_model\.model\.(.+)\.lora_([AB])\.weight", k)
-        if not m:
-            odd.append(k)
-            continue
-        held.setdefault(m.group(1), {})[m.group(2)] = St[k]
-    ck.equal("%s: adapter tensors named base_model.model.{module}.lora_{A,B}.weight (others)" % tag, odd, [])
-    ck.equal("%s: modules holding adapter tensors = %d expected modules of %s" % (tag, len(want_modules), arch),
-             sorted(held), sorted(want_modules))
-    ck.equal("%s: modules holding tensors that are not Linear modules of %s" % (tag, arch),
-             sorted(m for m in held if modules.get(m) is None), [])
-    tm = ac.get("target_modules")
-    sel = sorted(m for m in modules if tm is not None and peft_selects(m, tm))
-    ck.equal("%s: adapter_config.json target_modules %s selects (PEFT's rule, every named module) exactly the "
-             "modules holding tensors" % (tag, json.dumps(tm)), sel, sorted(held))
-    rank, alpha = lj["lora"]["rank"], lj["lora"]["alpha"]
-    ck.equal("%s: adapter_config.json peft_type, r, lora_alpha (layerroute.json's rank / alpha)" % tag,
-             (ac.get("peft_type"), ac.get("r"), float(ac.get("lora_alpha", float("nan")))),
-             ("LORA", rank, float(alpha)))
-    ck.equal("%s: adapter_config.json fan_in_fan_out false (nn.Linear), bias none, no rslora / dora / "
-             "layers_to_transform / modules_to_save" % tag,
-             (bool(ac.get("fan_in_fan_out", False)), ac.get("bias", "none"), bool(ac.get("use_rslora", False)),
-              bool(ac.get("use_dora", False)), ac.get("layers_to_transform"), ac.get("modules_to_save")),
-             (False, "none", False, False, None, None))
-    badshape, badscale = [], []
-    for m, ab in sorted(held.items()):
-        if "A" not in ab or "B" not in ab or modules.get(m) is None:
-            badshape.append(m)
-            continue
-        r_m = peft_pattern(ac.get("rank_pattern"), m, ac.get("r"))
-        a_m = peft_pattern(ac.get("alpha_pattern"), m, ac.get("lora_alpha"))
-        out, inn = modules[m]
-        if list(ab["A"][0]) != [r_m, inn] or list(ab["B"][0]) != [out, r_m]:
-            badshape.append("%s A %s B %s (want [%s, %d], [%d, %s])" % (m, ab["A"][0], ab["B"][0], r_m, inn, out, r_m))
-        if not r_m or abs(a_m / r_m - alpha / rank) > 1e-12 * abs(alpha / rank):
-            badscale.append("%s %s/%s" % (m, a_m, r_m))
-    ck.equal("%s: lora_A [r_m, in] / lora_B [out, r_m] of each module's Linear (r_m from rank_pattern)" % tag,
-             badshape, [])
-    ck.equal("%s: each module's PEFT scale alpha_m / r_m (alpha_pattern / rank_pattern) = alpha / rank %g"
-             % (tag, alpha / rank), badscale, [])
-    return lj
+# PEFT's matching rule and the adapter-file check are gptj_reference.py's (the same reviewer's code).
 
 
 def all_modules(cfg):
