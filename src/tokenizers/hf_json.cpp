@@ -443,6 +443,32 @@ void require_gpt2_class(const fs::path& dir) {
                      "(expected false, or a tokenizer.json whose ByteLevel pre_tokenizer sets it)");
 }
 
+/// GPT2Tokenizer's add_bos_token (tokenizer_config.json, default false; OPT's folders set
+/// it: "OPT adds </s> to the beginning of every prompt"): transformers' GPT2Converter builds
+/// the fast tokenizer of a vocab.json + merges.txt folder with the post-processor
+/// single = BOS:0 $A:0, pair = BOS:0 $A:0 $B:1.
+void apply_gpt2_add_bos(Tokenizer& tok, const fs::path& cfg_path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(cfg_path, ec)) return;
+  const auto cfg = io::read_json_file(cfg_path.string());
+  const auto it = cfg.find("add_bos_token");
+  if (it == cfg.end() || it->is_null()) return;
+  require(it->is_boolean(), cfg_path.string() + ": add_bos_token", "expected true or false");
+  if (!it->get<bool>()) return;
+  require(tok.bos_id().has_value(), cfg_path.string() + ": add_bos_token",
+          "true, but the tokenizer has no bos_token (as transformers refuses)");
+  const std::string bos = *tok.id_to_token(*tok.bos_id());
+  const auto special = [&](int type_id) { return nlohmann::json{{"SpecialToken", {{"id", bos}, {"type_id", type_id}}}}; };
+  const auto sequence = [](const char* id, int type_id) {
+    return nlohmann::json{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
+  };
+  tok.set_post_processor({{"type", "TemplateProcessing"},
+                          {"single", {special(0), sequence("A", 0)}},
+                          {"pair", {special(0), sequence("A", 0), sequence("B", 1)}},
+                          {"special_tokens", {{bos, {{"id", bos}, {"ids", {*tok.bos_id()}}, {"tokens", {bos}}}}}}},
+                         {*tok.bos_id()}, {});
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
@@ -468,6 +494,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   }
   const fs::path cfg = dir / "tokenizer_config.json";
   if (fs::is_regular_file(cfg, ec)) apply_tokenizer_config(*tok, cfg.string());
+  // (after the config: its bos_token names the token)
+  if (!fs::is_regular_file(p, ec) && !fs::is_regular_file(p / "tokenizer.json", ec)) apply_gpt2_add_bos(*tok, cfg);
   // transformers >= 4.47 saves the template beside the config as chat_template.jinja,
   // and loads that file in preference to a chat_template of tokenizer_config.json.
   const fs::path jinja = dir / "chat_template.jinja";

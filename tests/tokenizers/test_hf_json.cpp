@@ -210,6 +210,31 @@ TEST(HfJson, VocabMergesFolderOfAnotherClassIsRefused) {
   EXPECT_NO_THROW(load_tokenizer(dir));
 }
 
+// OPT's tokenizer folders (vocab.json + merges.txt, GPT2Tokenizer with add_bos_token true):
+// transformers' GPT2Converter puts the BOS ("</s>" for OPT) before every text encoded with
+// special tokens, and only before the first of a pair; add_bos_token false or absent adds
+// nothing; true without a bos_token is refused, as transformers does.
+TEST(HfJson, VocabMergesFolderWithAddBosTokenPrependsTheBos) {
+  const lol_test::TempDir t("tok_vm_bos");
+  const std::string dir = t.path();
+  nlohmann::json vocab = nlohmann::json::object();
+  ByteTokenizer bytes(std::vector<std::string>{});
+  for (int b = 0; b < 256; ++b) vocab[*bytes.id_to_token(b)] = b;
+  vocab["</s>"] = 256;
+  std::ofstream(dir + "/vocab.json") << vocab.dump();
+  std::ofstream(dir + "/merges.txt") << "#version: 0.2\n";
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"tokenizer_class": "GPT2Tokenizer", "bos_token": "</s>", "eos_token": "</s>", "add_bos_token": true})";
+  auto tok = load_tokenizer(dir);
+  EXPECT_EQ(tok->encode("hi", true), (std::vector<int32_t>{256, 'h', 'i'}));
+  EXPECT_EQ(tok->encode("hi", false), (std::vector<int32_t>{'h', 'i'}));
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"tokenizer_class": "GPT2Tokenizer", "bos_token": "</s>", "add_bos_token": false})";
+  EXPECT_EQ(load_tokenizer(dir)->encode("hi", true), (std::vector<int32_t>{'h', 'i'}));
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"add_bos_token": true})";
+  lol_test::expect_input_error([&] { load_tokenizer(dir); }, {"add_bos_token", "no bos_token"});
+}
+
 TEST(HfJson, ByteTokenizerSavesAsPlainBpe) {
   ByteTokenizer tok({"<pad>", "<bos>", "<eos>", "<|im_start|>"});
   EXPECT_EQ(tok.vocab_size(), 260);
