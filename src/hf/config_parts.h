@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/hf_config.h"
+#include "nn/activation.h"
 #include "util/error.h"
 #include "util/json_fields.h"
 
@@ -19,6 +20,16 @@ inline std::string field(const std::string& key) { return "field '" + key + "'";
 [[noreturn]] inline void unsupported(const std::string& where, const std::string& key, const std::string& value,
                                      const std::string& why) {
   throw InputError(where + ": " + field(key) + " = " + value + ": not supported (" + why + ")");
+}
+
+/// The ACT2FN name `name` of a gated MLP's gate (Gemma's hidden_activation, StableLM's
+/// hidden_act) as nn::activation_name writes it: silu / swish, the GELU forms; "relu" (an
+/// activation lol implements for OPT's ungated MLP only) and any other name are InputErrors
+/// naming `key`.
+inline std::string gate_activation(const std::string& where, const std::string& key, const std::string& name) {
+  if (name == "relu")
+    throw InputError(where + ": " + field(key) + " = \"relu\": expected silu, gelu_pytorch_tanh (gelu_new, gelu_fast) or gelu");
+  return nn::activation_name(nn::activation_from_name(name, where + ": " + field(key)));
 }
 
 /// A number as JSON writes it (1e-05, 10000.0).

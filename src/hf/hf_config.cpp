@@ -403,7 +403,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     if (f.has("hidden_activation") && j["hidden_activation"].is_null() && !c.is_gemma())
       unsupported(where, "hidden_activation", "null", "expected an activation name, e.g. \"gelu_pytorch_tanh\"");
     if (f.has("hidden_activation") && !j["hidden_activation"].is_null()) f.get("hidden_activation", c.activation);
-    c.activation = nn::activation_name(nn::activation_from_name(c.activation, where + ": " + field("hidden_activation")));
+    c.activation = gate_activation(where, "hidden_activation", c.activation);
   } else {
     std::string act = "silu";
     f.get("hidden_act", act);

@@ -355,7 +355,7 @@ HfConfig stablelm_config(const nlohmann::json& j, const std::string& where) {
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
   c.activation = "silu";  // the gate's ACT2FN name
   f.get("hidden_act", c.activation);
-  c.activation = nn::activation_name(nn::activation_from_name(c.activation, where + ": " + field("hidden_act")));
+  c.activation = gate_activation(where, "hidden_act", c.activation);
   read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 0.25, "StableLmConfig's default");
   bool qk_layernorm = false;
   f.get("qk_layernorm", qk_layernorm);

@@ -227,6 +227,7 @@ void check_gemma_layout(const baselines::DenseConfig& c, const std::string& arch
   };
   if (!c.scale_embeddings)
     refuse("scale_embeddings = false", "multiplies the embeddings by sqrt(hidden_size)");
+  if (c.activation == "relu") refuse("activation \"relu\"", "gates its MLP with a GELU (hidden_activation)");
   if (!c.input_norms || c.qk_norm_across_heads)
     refuse("OLMo's blocks (output norms only, q/k norms across heads)", "has input norms and per-head q/k norms");
   if (c.qkv_bias) refuse("qkv_bias = true", "has no projection biases");
@@ -297,6 +298,7 @@ void check_gpt_family_layout(const baselines::DenseConfig& c, const char* arch, 
   if (c.norm != "layernorm") refuse("norm \"" + c.norm + "\"", "has LayerNorms (norm \"layernorm\")");
   if (gated && (c.mlp != "gated" || c.mlp_bias))
     refuse("mlp \"" + c.mlp + "\" / mlp_bias", "has a gated MLP without biases");
+  if (gated && c.activation == "relu") refuse("activation \"relu\"", "gates its MLP with silu or a GELU");
   if (!gated && (c.mlp != "plain" || (!c.mlp_bias && !zero_biases)))
     refuse("mlp \"" + c.mlp + "\" / mlp_bias", zero_biases ? "has an ungated MLP" : "has an ungated MLP with biases");
   if (!gated && c.activation != "gelu_pytorch_tanh" && c.activation != "gelu" && !(relu && c.activation == "relu"))

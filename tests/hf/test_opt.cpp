@@ -229,6 +229,11 @@ TEST(HfOpt, ConfigDefaultsParameterCountAndRefusals) {
   eps.norm_eps = 1e-3;
   expect_input_error([&] { from_dense_config(eps, kOptArch, "float32"); }, {"norm_eps 0.001", "1e-5"});
   expect_input_error([&] { from_dense_config(m->config(), kGpt2Arch, "float32"); }, {"activation \"relu\""});
+  // ReLU is implemented for OPT's ungated MLP: a gated one (ReGLU) is no export's.
+  auto reglu = m->config();
+  reglu.mlp = "gated";
+  reglu.mlp_bias = false;
+  expect_input_error([&] { from_dense_config(reglu, kStableLmArch, "float32"); }, {"activation \"relu\""});
 }
 
 // `lol export --hf` of an OPT-layout model writes OPTForCausalLM's folder: OPTConfig's keys,
