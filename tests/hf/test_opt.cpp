@@ -96,18 +96,14 @@ torch::Tensor opt_reference(const OptShape& s, const NamedTensors& named, const 
   auto act = [&](const torch::Tensor& g) { return s.act == "relu" ? torch::relu(g) : reference_gelu(g, true); };
   auto ids = torch::tensor(tokens, torch::kInt64);
   auto x = w.at("embed_tokens.weight").index_select(0, ids) + w.at("embed_positions.weight").narrow(0, 2, T);
-  auto idx = torch::arange(T, torch::kInt64);
-  auto causal = idx.unsqueeze(1) >= idx.unsqueeze(0);
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     auto h = ln(x, p + "self_attn_layer_norm");
-    auto q = (linear(h, p + "self_attn.q_proj") * (1.0 / std::sqrt(double(hd)))).view({T, H, hd});
+    // (OPT scales q_proj's output by head_dim^-1/2: the scores' scale, as the helper applies it)
+    auto q = linear(h, p + "self_attn.q_proj").view({T, H, hd});
     auto k = linear(h, p + "self_attn.k_proj").view({T, H, hd});
     auto v = linear(h, p + "self_attn.v_proj").view({T, H, hd});
-    auto sc = torch::einsum("qhd,khd->hqk", {q, k});
-    sc = sc.masked_fill(~causal, -std::numeric_limits<double>::infinity());
-    auto a = torch::einsum("hqk,khd->qhd", {torch::softmax(sc, -1), v}).reshape({T, d});
-    x = x + linear(a, p + "self_attn.out_proj");
+    x = x + linear(reference_causal_attention(q, k, v), p + "self_attn.out_proj");
     x = x + linear(act(linear(ln(x, p + "final_layer_norm"), p + "fc1")), p + "fc2");
   }
   return torch::matmul(ln(x, "final_layer_norm"), w.at(s.tied ? "embed_tokens.weight" : "lm_head.weight").t());
