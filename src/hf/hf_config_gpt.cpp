@@ -16,7 +16,7 @@ namespace {
 /// The MLP activation of an ACT2FN name read from `key` (default `def`): gelu_new,
 /// gelu_fast and gelu_pytorch_tanh are the tanh form ("gelu_pytorch_tanh"), gelu the
 /// exact one, relu where `relu` (OPT); any other name is refused.
-std::string gelu_activation(util::JsonFields& f, const std::string& where, const char* key, const char* def,
+std::string mlp_activation(util::JsonFields& f, const std::string& where, const char* key, const char* def,
                             bool relu = false) {
   std::string act = def;
   f.get(key, act);
@@ -92,7 +92,7 @@ void read_gpt2_names(util::JsonFields& f, const nlohmann::json& j, const std::st
   multi_head(c, where, "n_embd", "n_head");
   c.intermediate_size = optional_size(f, j, where, "n_inner", 4 * c.hidden_size, int64_t(1) << 24);
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "activation_function", default_activation);
+  c.activation = mlp_activation(f, where, "activation_function", default_activation);
 }
 
 /// The keys every GPT-family config ends with: quantization_config refused, the stored
@@ -247,7 +247,7 @@ HfConfig opt_config(const nlohmann::json& j, const std::string& where) {
                         {"max_position_embeddings", &c.max_position_embeddings, int64_t(1) << 24}});
   multi_head(c, where, "hidden_size", "num_attention_heads");
   c.rms_norm_eps = 1e-5;  // (nn.LayerNorm's default: OPTConfig has no epsilon)
-  c.activation = gelu_activation(f, where, "activation_function", "relu", true);
+  c.activation = mlp_activation(f, where, "activation_function", "relu", true);
   // opt-350m's layout (post-norm blocks, embeddings projected from word_embed_proj_dim) and
   // the switches that drop the final norm or the LayerNorms' parameters: not implemented.
   bool before = true, remove_final = false, affine = true;
@@ -295,7 +295,7 @@ HfConfig gpt_neox_config(const nlohmann::json& j, const std::string& where) {
   check_model_type(f, where, "gpt_neox", kGptNeoXArch);
   read_llama_sizes(f, where, c);
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "hidden_act", "gelu");
+  c.activation = mlp_activation(f, where, "hidden_act", "gelu");
   c.qkv_bias = true;  // attention_bias: query_key_value and dense (o_proj) biases
   f.get("attention_bias", c.qkv_bias);
   c.parallel_residual = true;
@@ -321,7 +321,7 @@ HfConfig phi_config(const nlohmann::json& j, const std::string& where) {
   read_llama_sizes(f, where, c);
   read_kv_heads(f, j, where, c, true);  // (PhiConfig: null or absent = the query heads)
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_eps");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "hidden_act", "gelu_new");
+  c.activation = mlp_activation(f, where, "hidden_act", "gelu_new");
   read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 0.5, "PhiConfig's default");
   bool qk_layernorm = false;
   f.get("qk_layernorm", qk_layernorm);
@@ -409,7 +409,7 @@ HfConfig falcon_config(const nlohmann::json& j, const std::string& where) {
   c.intermediate_size = optional_size(f, j, where, "ffn_hidden_size", 4 * c.hidden_size, int64_t(1) << 24);
   multi_head(c, where, "hidden_size", "num_attention_heads");
   c.rms_norm_eps = layer_norm_eps(f, where, "layer_norm_epsilon");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "activation", "gelu");
+  c.activation = mlp_activation(f, where, "activation", "gelu");
 
   bool alibi = false, new_arch = false, multi_query = true, parallel = true;
   f.get("alibi", alibi);
@@ -510,7 +510,7 @@ HfConfig starcoder2_config(const nlohmann::json& j, const std::string& where) {
                      " is missing, and Starcoder2Config's default is 2: expected a divisor of num_attention_heads = " +
                      std::to_string(c.num_attention_heads));
   c.rms_norm_eps = layer_norm_eps(f, where, "norm_epsilon");  // (the LayerNorms' epsilon)
-  c.activation = gelu_activation(f, where, "hidden_act", "gelu_pytorch_tanh");
+  c.activation = mlp_activation(f, where, "hidden_act", "gelu_pytorch_tanh");
   read_partial_rope(f, j, where, c, {"rope_theta"}, {"partial_rotary_factor"}, 1.0, "StarCoder2's whole heads");
   if (c.partial_rotary_factor != 1.0)
     unsupported(where, "partial_rotary_factor", num_text(c.partial_rotary_factor),

@@ -144,11 +144,18 @@ void save_adapter(const GatedModelImpl& m, const std::string& dir, const std::st
   io::fsync_dir(dir);
 }
 
-void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {
+namespace {
+/// load_adapter_weights with the layout `peft_architecture` already read from dir/layerroute.json.
+void load_adapter_weights_named_for(GatedModelImpl& m, const std::string& dir, const std::string& peft_architecture) {
   const auto ap = (fs::path(dir) / "adapter_model.safetensors").string();
-  const PeftLayout layout(read_adapter_info(dir).peft_architecture, m.base->config(), m.lora->config());
+  const PeftLayout layout(peft_architecture, m.base->config(), m.lora->config());
   m.lora->load_peft_tensors(layout.from_peft(load_tensors(ap), ap), ap);
   load_gate_weights(m, dir);
+}
+}  // namespace
+
+void load_adapter_weights(GatedModelImpl& m, const std::string& dir) {
+  load_adapter_weights_named_for(m, dir, read_adapter_info(dir).peft_architecture);
 }
 
 void load_gate_weights(GatedModelImpl& m, const std::string& dir) {
@@ -194,7 +201,7 @@ static void check_peft_config(const std::string& dir, const LoraConfig& lora, co
   const auto want = peft_config_fields(arch, lora);
   const std::string also = " (layerroute.json: lora has rank " + std::to_string(lora.rank) + ", alpha " +
                            nlohmann::json(lora.alpha).dump() + ", targets " + nlohmann::json(lora.targets).dump() +
-                           ", named for " + arch + "; expected " ;
+                           ", named for " + arch + "; expected ";
   auto differs = [&](const char* key, const std::string& why) {
     throw InputError(cp + ": field '" + key + "' = " + c[key].dump().substr(0, 200) + also + want[key].dump() +
                      "; the two must agree)" + why);
@@ -376,7 +383,7 @@ GatedModel load_gated_model(const std::string& dir, const std::string& base_dir,
               "/layerroute.json: base_fingerprint " + info.base_fingerprint + ", this base " + got +
               "): the adapters and gates were fitted to that model";
   }
-  load_adapter_weights(*m, dir);
+  load_adapter_weights_named_for(*m, dir, info.peft_architecture);
   m->eval();
   return m;
 }

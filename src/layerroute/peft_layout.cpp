@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <stdexcept>
 
 #include "hf/hf_config.h"

@@ -1,5 +1,5 @@
-// Where a LayerRoute adapter's LoRA matrices sit in a PEFT adapter of the base's own
-// Hugging Face class (adapter_model.safetensors / adapter_config.json, adapter_io.h), so
+// Where a LayerRoute adapter's LoRA matrices (LayerRoute paper 3.1: LoRA on the frozen base's
+// projections, lora.h) sit in a PEFT adapter of the base's own Hugging Face class (adapter_model.safetensors / adapter_config.json, adapter_io.h), so
 // that Python's `PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), dir)`
 // computes what lol computes (the gates aside, which PEFT does not know).
 //

@@ -476,6 +476,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   const fs::path p(dir_or_file);
   std::unique_ptr<Tokenizer> tok;
   fs::path dir;
+  bool vocab_merges = false;  // (GPT-2's pipeline from vocab.json + merges.txt)
   if (fs::is_regular_file(p, ec)) {
     tok = load_hf_tokenizer_json(p.string());
     dir = p.parent_path();
@@ -486,6 +487,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
     } else if (fs::is_regular_file(p / "vocab.json", ec) && fs::is_regular_file(p / "merges.txt", ec)) {
       require_gpt2_class(p);
       tok = load_vocab_merges((p / "vocab.json").string(), (p / "merges.txt").string());
+      vocab_merges = true;
     } else {
       throw InputError(dir_or_file + ": no tokenizer found (expected tokenizer.json, or vocab.json + merges.txt)");
     }
@@ -495,7 +497,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir_or_file) {
   const fs::path cfg = dir / "tokenizer_config.json";
   if (fs::is_regular_file(cfg, ec)) apply_tokenizer_config(*tok, cfg.string());
   // (after the config: its bos_token names the token)
-  if (!fs::is_regular_file(p, ec) && !fs::is_regular_file(p / "tokenizer.json", ec)) apply_gpt2_add_bos(*tok, cfg);
+  if (vocab_merges) apply_gpt2_add_bos(*tok, cfg);
   // transformers >= 4.47 saves the template beside the config as chat_template.jinja,
   // and loads that file in preference to a chat_template of tokenizer_config.json.
   const fs::path jinja = dir / "chat_template.jinja";
