@@ -1,5 +1,6 @@
 #include "baselines/dense_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "nn/activation.h"
@@ -33,6 +34,21 @@ nn::BlockShape DenseConfig::dense_block_shape() const {
   s.attn.rope = !learned_positions();
   s.parallel_residual = parallel_residual;
   s.shared_input_norm = shared_input_norm;
+  return s;
+}
+
+bool DenseConfig::is_moe_layer(int64_t i) const {
+  if (n_experts == 0 || moe_layer_step < 1 || (i + 1) % moe_layer_step != 0) return false;
+  return std::find(dense_ffn_layers.begin(), dense_ffn_layers.end(), i) == dense_ffn_layers.end();
+}
+
+nn::BlockShape DenseConfig::layer_block_shape(int64_t i) const {
+  nn::BlockShape s = dense_block_shape();
+  if (!is_moe_layer(i)) return s;
+  s.ffn_hidden = effective_expert_ffn();
+  s.moe.n_experts = n_experts;
+  s.moe.top_k = top_k;
+  s.moe.normalize_top_k = normalize_top_k;
   return s;
 }
 
@@ -120,9 +136,27 @@ void DenseConfig::validate(const std::string& w) const {
           "field 'shared_input_norm' = true: expected parallel_residual = true (Phi's parallel blocks)");
   require(!lm_head_bias || !tie_word_embeddings, w,
           "field 'lm_head_bias' = true: expected tie_word_embeddings = false (the bias belongs to lm_head)");
-  util::check_parameter_estimate(w, "n_layers blocks and the embeddings",
-                                 double(n_layers) * block_parameter_estimate(1, ffn_hidden) +
-                                     2.0 * double(vocab_size) * double(d_model));
+  if (n_experts != 0 || top_k != 0 || expert_ffn_hidden != 0 || normalize_top_k || moe_layer_step != 1 ||
+      !dense_ffn_layers.empty()) {
+    check_range(w, "n_experts", n_experts, 1, 4096);
+    check_range(w, "top_k", top_k, 1, n_experts);
+    check_range(w, "expert_ffn_hidden", expert_ffn_hidden, 0, int64_t(1) << 24);
+    check_range(w, "moe_layer_step", moe_layer_step, 1, n_layers + 1);
+    for (size_t i = 0; i < dense_ffn_layers.size(); ++i) {
+      check_range(w, "dense_ffn_layers[" + std::to_string(i) + "]", dense_ffn_layers[i], 0, n_layers - 1);
+      require(std::count(dense_ffn_layers.begin(), dense_ffn_layers.end(), dense_ffn_layers[i]) == 1, w,
+              "field 'dense_ffn_layers' lists layer " + std::to_string(dense_ffn_layers[i]) + " twice: expected each once");
+    }
+    require(activation == "silu" && mlp == "gated" && !mlp_bias && norm == "rmsnorm" && !parallel_residual, w,
+            "field 'n_experts' = " + std::to_string(n_experts) +
+                ": the experts are SwiGLU MLPs without biases in pre-norm RMSNorm blocks (expected activation "
+                "\"silu\", mlp \"gated\", no mlp_bias, norm \"rmsnorm\", no parallel_residual)");
+  }
+  double blocks = 0;
+  for (int64_t i = 0; i < n_layers; ++i)
+    blocks += is_moe_layer(i) ? block_parameter_estimate(n_experts, effective_expert_ffn())
+                              : block_parameter_estimate(1, ffn_hidden);
+  util::check_parameter_estimate(w, "n_layers blocks and the embeddings", blocks + 2.0 * double(vocab_size) * double(d_model));
 }
 
 DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w) {
@@ -159,6 +193,12 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("parallel_residual", c.parallel_residual);
   f.get("shared_input_norm", c.shared_input_norm);
   f.get("lm_head_bias", c.lm_head_bias);
+  f.get("n_experts", c.n_experts);
+  f.get("top_k", c.top_k);
+  f.get("expert_ffn_hidden", c.expert_ffn_hidden);
+  f.get("normalize_top_k", c.normalize_top_k);
+  f.get("moe_layer_step", c.moe_layer_step);
+  f.get("dense_ffn_layers", c.dense_ffn_layers);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -196,6 +236,14 @@ nlohmann::json DenseConfig::to_json() const {
   if (parallel_residual) j["parallel_residual"] = true;
   if (shared_input_norm) j["shared_input_norm"] = true;
   if (lm_head_bias) j["lm_head_bias"] = true;
+  if (n_experts > 0) {
+    j["n_experts"] = n_experts;
+    j["top_k"] = top_k;
+    j["expert_ffn_hidden"] = expert_ffn_hidden;
+    j["normalize_top_k"] = normalize_top_k;
+    j["moe_layer_step"] = moe_layer_step;
+    j["dense_ffn_layers"] = dense_ffn_layers;
+  }
   return j;
 }
 

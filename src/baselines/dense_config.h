@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -113,9 +114,30 @@ struct DenseConfig : TransformerShape {
            shared_input_norm || lm_head_bias;
   }
 
-  /// The nn::Block shape of every layer (TransformerShape::block_shape plus the
+  // Mixture-of-experts FFNs (Hugging Face MixtralForCausalLM, OlmoeForCausalLM,
+  // Qwen3MoeForCausalLM; docs/hf.md "Mixture-of-experts models"; written only when
+  // n_experts > 0). An MoE layer's FFN is nn::SparseMoE: a router [n_experts, d_model] and
+  // n_experts SwiGLU experts of expert_ffn_hidden units, top_k of them per token.
+  int64_t n_experts = 0;            ///< E experts per MoE layer; 0: every FFN is dense
+  int64_t top_k = 0;                ///< k experts per token (1 <= k <= E with experts)
+  int64_t expert_ffn_hidden = 0;    ///< hidden units of each expert (0 = ffn_hidden)
+  /// The selected experts' weights renormalised to sum 1 (nn::MoEShape::normalize_top_k;
+  /// Mixtral, Qwen3-MoE's norm_topk_prob).
+  bool normalize_top_k = false;
+  /// Layer i has an MoE FFN when (i + 1) % moe_layer_step == 0 and i is not in
+  /// dense_ffn_layers (Qwen3-MoE's decoder_sparse_step and mlp_only_layers); the others
+  /// have a dense FFN of ffn_hidden units.
+  int64_t moe_layer_step = 1;
+  std::vector<int64_t> dense_ffn_layers;
+  /// Whether layer i (0-based) has an MoE FFN (see moe_layer_step).
+  bool is_moe_layer(int64_t i) const;
+  /// expert_ffn_hidden, or ffn_hidden when 0.
+  int64_t effective_expert_ffn() const { return expert_ffn_hidden > 0 ? expert_ffn_hidden : ffn_hidden; }
+  /// The nn::Block shape of a dense-FFN layer (TransformerShape::block_shape plus the
   /// activation, sandwich norms and GPT-2's LayerNorms, MLP and biases).
   nn::BlockShape dense_block_shape() const;
+  /// The nn::Block shape of layer i: dense_block_shape(), with an MoE FFN on MoE layers.
+  nn::BlockShape layer_block_shape(int64_t i) const;
   /// int(head_dim * partial_rotary_factor), as transformers truncates it (even, >= 2 once validated).
   int64_t rotary_dim() const;
   /// Whether layer i uses the sliding layers' RoPE (rope_local_theta > 0 and a sliding layer).

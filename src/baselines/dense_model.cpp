@@ -28,7 +28,7 @@ DenseModelImpl::DenseModelImpl(const DenseConfig& c)
   body_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens = body_->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.d_model));
   layers = body_->register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.n_layers; ++i) layers->push_back(nn::Block(c.dense_block_shape()));
+  for (int64_t i = 0; i < c.n_layers; ++i) layers->push_back(nn::Block(c.layer_block_shape(i)));
   if (c.learned_positions())
     embed_positions = body_->register_module("embed_positions", torch::nn::Embedding(c.max_seq_len, c.d_model));
   norm = body_->register_module("norm", nn::RMSNorm(c.d_model, c.norm_eps, c.norm == "layernorm"));

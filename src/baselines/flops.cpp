@@ -64,17 +64,20 @@ CostModel cost_model(const DenseConfig& c) {
   CostModel m;
   m.architecture = "dense";
   const int64_t width = c.n_heads * c.effective_head_dim();
-  const double per_block = block_matmul(c.dense_block_shape());
-  for (int64_t i = 0; i < c.n_layers; ++i)
-    m.layers.push_back(layer("layers." + std::to_string(i), per_block, c.layer_attention(i), width));
+  int64_t blocks = 0, idle = 0;  // (MoE layers: every expert counted, the idle ones apart)
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const nn::BlockShape s = c.layer_block_shape(i);
+    m.layers.push_back(layer("layers." + std::to_string(i), block_matmul(s), c.layer_attention(i), width));
+    blocks += nn::block_parameters(s);
+    idle += nn::ffn_idle_weights(s);
+  }
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   const int64_t embed = c.vocab_size * c.d_model;
   // (+ GPT-2's position table and final LayerNorm bias)
-  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + c.n_layers * nn::block_parameters(c.dense_block_shape()) +
-                 c.d_model * (c.norm == "layernorm" ? 2 : 1) + (c.learned_positions() ? c.max_seq_len * c.d_model : 0) +
-                 (c.lm_head_bias ? c.vocab_size : 0);
-  m.active_parameters = m.parameters;
-  m.effective_parameters = m.parameters;
+  m.parameters = embed * (c.tie_word_embeddings ? 1 : 2) + blocks + c.d_model * (c.norm == "layernorm" ? 2 : 1) +
+                 (c.learned_positions() ? c.max_seq_len * c.d_model : 0) + (c.lm_head_bias ? c.vocab_size : 0);
+  m.active_parameters = m.parameters - idle;
+  m.effective_parameters = m.active_parameters;
   return m;
 }
 

@@ -15,6 +15,7 @@
 
 #include "analysis/lm_eval.h"
 #include "baselines/dense_trainable.h"
+#include "baselines/flops.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
@@ -157,7 +158,8 @@ std::string block_text(const hf::HfConfig& c) {
   std::string s = std::string(!c.input_norms      ? "output norms only (post attention and feed-forward, no input norms)"
                               : c.sandwich_norm ? "sandwich norms (pre/post attention and feed-forward)"
                                                 : "pre-norm") +
-                  ", MLP gate " + c.activation;
+                  (c.is_moe() ? ", sparse mixture-of-experts FFNs (SwiGLU experts, gate " + c.activation + ")"
+                              : ", MLP gate " + c.activation);
   if (c.norm_offset) s += ", norm weights stored as offsets from 1";
   if (c.scale_embeddings) s += ", embeddings times sqrt(hidden_size)";
   if (c.attn_logit_softcapping > 0) s += ", attention logits soft-capped at " + nlohmann::json(c.attn_logit_softcapping).dump();
@@ -169,6 +171,24 @@ std::string block_text(const hf::HfConfig& c) {
          nlohmann::json(c.attention_multiplier).dump() + ", sublayer outputs times " +
          nlohmann::json(c.residual_multiplier).dump() + ", logits divided by " + nlohmann::json(c.logits_scaling).dump();
   return s;
+}
+
+/// ", A active per token" for a mixture-of-experts config (baselines::cost_model's
+/// active_parameters: the router and top_k experts of each MoE layer), else "".
+std::string experts_active_text(const hf::HfConfig& c) {
+  if (!c.is_moe()) return "";
+  return " (" + std::to_string(baselines::cost_model(hf::to_dense_config(c)).active_parameters) + " active per token)";
+}
+
+/// The "experts" line of `hf info` for a mixture-of-experts config, else "".
+std::string experts_text(const hf::HfConfig& c) {
+  if (!c.is_moe()) return "";
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) moe_layers += c.is_moe_layer(i) ? 1 : 0;
+  return "experts       " + std::to_string(c.num_experts) + " per layer, top " + std::to_string(c.num_experts_per_tok) +
+         " per token" + (c.norm_topk_prob ? " (weights renormalised)" : " (softmax weights as they are)") + ", width " +
+         std::to_string(c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size) + ", in " +
+         std::to_string(moe_layers) + " of " + std::to_string(c.num_hidden_layers) + " layers\n";
 }
 
 void run_info(const std::string& dir, bool check) {
@@ -183,9 +203,10 @@ void run_info(const std::string& dir, bool check) {
                 : c.qkv_bias                                                             ? " (q/k/v biases)"
                                                                                          : "")
             << (c.qk_norm ? (c.qk_norm_across_heads ? " (q/k norms across heads)" : " (q/k norms)") : "") << "\n"
-            << "parameters    " << hf::parameter_count(c) << "\n"
+            << "parameters    " << hf::parameter_count(c) << experts_active_text(c) << "\n"
             << "layers        " << c.num_hidden_layers << ", hidden " << c.hidden_size << ", intermediate "
             << c.intermediate_size << "\n"
+            << experts_text(c)
             << "heads         " << c.num_attention_heads << " query, " << c.num_key_value_heads << " key/value, head_dim "
             << c.head_dim << "\n"
             << "vocab         " << c.vocab_size << (c.tie_word_embeddings ? " (tied embeddings)" : " (separate lm_head)")
@@ -527,7 +548,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-BigCode, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, Granite, Cohere Command-R, OPT (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-BigCode, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, Granite, Cohere Command-R, OPT, Mixtral, OLMoE, Qwen3-MoE (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

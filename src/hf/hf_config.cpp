@@ -2,6 +2,7 @@
 
 #include "hf/config_parts.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -62,6 +63,51 @@ nlohmann::json gemma3_text_config(const nlohmann::json& j, const std::string& wh
 
 }  // namespace
 
+namespace {
+
+/// The mixture-of-experts fields of Mixtral's, OLMoE's and Qwen3-MoE's config.json into c
+/// (the config classes' defaults for absent keys).
+void read_moe_fields(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
+  const char* experts_key = c.is_mixtral() ? "num_local_experts" : "num_experts";
+  c.num_experts = c.is_mixtral() ? 8 : c.is_olmoe() ? 64 : 128;
+  c.num_experts_per_tok = c.is_mixtral() ? 2 : 8;
+  f.get(experts_key, c.num_experts);
+  f.get("num_experts_per_tok", c.num_experts_per_tok);
+  util::check_range(where, experts_key, c.num_experts, 1, 4096);
+  if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts)
+    throw InputError(where + ": " + field("num_experts_per_tok") + " = " + std::to_string(c.num_experts_per_tok) +
+                     ": expected 1 <= num_experts_per_tok <= " + experts_key + " = " + std::to_string(c.num_experts));
+  c.norm_topk_prob = c.is_mixtral();  // MixtralSparseMoeBlock always renormalises
+  if (!c.is_mixtral()) f.get("norm_topk_prob", c.norm_topk_prob);
+  // (The routers' training-only settings, router_jitter_noise, router_aux_loss_coef and
+  // output_router_logits, do not change the function computed here.)
+  if (!c.is_qwen3_moe()) return;
+  c.moe_intermediate_size = 768;
+  f.get("moe_intermediate_size", c.moe_intermediate_size);
+  util::check_range(where, "moe_intermediate_size", c.moe_intermediate_size, 1, int64_t(1) << 24);
+  f.get("decoder_sparse_step", c.decoder_sparse_step);
+  if (c.decoder_sparse_step < 1)
+    throw InputError(where + ": " + field("decoder_sparse_step") + " = " + std::to_string(c.decoder_sparse_step) +
+                     ": expected >= 1 (layer i is sparse when (i + 1) % decoder_sparse_step == 0)");
+  c.decoder_sparse_step = std::min(c.decoder_sparse_step, c.num_hidden_layers + 1);  // (beyond: no sparse layer)
+  if (f.has("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+    f.get("mlp_only_layers", c.mlp_only_layers);
+    std::sort(c.mlp_only_layers.begin(), c.mlp_only_layers.end());
+    c.mlp_only_layers.erase(std::unique(c.mlp_only_layers.begin(), c.mlp_only_layers.end()), c.mlp_only_layers.end());
+    for (int64_t i : c.mlp_only_layers)
+      if (i < 0 || i >= c.num_hidden_layers)
+        throw InputError(where + ": " + field("mlp_only_layers") + " lists " + std::to_string(i) +
+                         ": expected layer indices 0 .. num_hidden_layers - 1 = " + std::to_string(c.num_hidden_layers - 1));
+  }
+}
+
+}  // namespace
+
+bool HfConfig::is_moe_layer(int64_t i) const {
+  return num_experts > 0 && (i + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
+}
+
 const std::vector<ArchitectureInfo>& architectures() {
   static const std::vector<ArchitectureInfo> table = {
       {kQwen2Arch, "qwen2", "qwen2"},       {kQwen3Arch, "qwen3", "qwen3"},
@@ -74,7 +120,9 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kStableLmArch, "stablelm", "stablelm"}, {kFalconArch, "falcon", "falcon"},
       {kGptJArch, "gptj", "gptj"},           {kStarcoder2Arch, "starcoder2", "starcoder2"},
       {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}, {kGraniteArch, "granite", "granite"},
-      {kCohereArch, "cohere", "cohere"},   {kOptArch, "opt", "opt"}};
+      {kCohereArch, "cohere", "cohere"},   {kOptArch, "opt", "opt"},
+      {kMixtralArch, "mixtral", "mixtral"}, {kOlmoeArch, "olmoe", "olmoe"},
+      {kQwen3MoeArch, "qwen3_moe", "qwen3_moe"}};
   return table;
 }
 
@@ -206,12 +254,13 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   // As transformers: null means the query heads; a missing key is LlamaConfig's default
   // (None: the query heads), Qwen2Config's / Qwen3Config's (32) or MistralConfig's (8).
   const bool kv_missing = !f.has("num_key_value_heads");
-  const bool qwen = c.is_qwen2() || c.is_qwen3();
+  const bool qwen = c.is_qwen2() || c.is_qwen3() || c.is_qwen3_moe();
   const bool gemma = c.is_gemma() || c.is_gemma2() || c.is_gemma3();
   // (GemmaConfig's default is 16; Gemma2Config's (current transformers; 4.42: 16) and
-  // Gemma3TextConfig's 4.)
-  const int64_t kv_default = qwen            ? 32
-                             : c.is_mistral() ? 8
+  // Gemma3TextConfig's 4; MixtralConfig's 8, Qwen3MoeConfig's 4.)
+  const int64_t kv_default = c.is_qwen3_moe() ? 4
+                             : qwen            ? 32
+                             : c.is_mistral() || c.is_mixtral() ? 8
                              : c.is_gemma()   ? 16
                              : c.is_gemma2() || c.is_gemma3() ? 4
                                               : c.num_attention_heads;
@@ -222,6 +271,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     throw InputError(where + ": " + field("num_key_value_heads") +
                      (kv_missing ? " is missing, and " +
                                        std::string(c.is_qwen3()     ? "Qwen3Config's default is 32"
+                                                   : c.is_qwen3_moe() ? "Qwen3MoeConfig's default is 4"
+                                                   : c.is_mixtral() ? "MixtralConfig's default is 8"
                                                    : c.is_mistral() ? "MistralConfig's default is 8"
                                                    : c.is_gemma()   ? "GemmaConfig's default is 16"
                                                    : c.is_gemma2()  ? "Gemma2Config's default is 4"
@@ -249,16 +300,20 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                     " wide in older transformers releases (4.45) and head_dim wide in newer ones: expected them equal");
   if (c.head_dim % 2 != 0)
     throw InputError(where + ": " + field("head_dim") + " = " + std::to_string(c.head_dim) + ": expected an even number (RoPE)");
+  if (c.is_olmoe() && c.head_dim * c.num_attention_heads != c.hidden_size)
+    unsupported(where, "head_dim", std::to_string(c.head_dim),
+                "OlmoeAttention's q_norm spans hidden_size = " + std::to_string(c.hidden_size) +
+                    " values: expected head_dim = hidden_size / num_attention_heads");
 
   const bool olmo = c.is_olmo2() || c.is_olmo3();
   // The config classes' defaults (Phi3Config, Olmo2Config, Olmo3Config: 1e-5).
   // (CohereConfig: a LayerNorm's layer_norm_eps, 1e-5.)
   const char* eps_key = c.is_cohere() ? "layer_norm_eps" : "rms_norm_eps";
-  c.rms_norm_eps = c.is_phi3() || olmo || c.is_cohere() ? 1e-5 : 1e-6;
+  c.rms_norm_eps = c.is_phi3() || olmo || c.is_cohere() || c.is_mixtral() || c.is_olmoe() ? 1e-5 : 1e-6;
   f.get(eps_key, c.rms_norm_eps);
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
     throw InputError(where + ": " + field(eps_key) + ": expected 0 < " + eps_key + " < 1");
-  c.rope_theta = c.is_gemma3() ? 1e6 : 10000.0;  // the config classes' defaults
+  c.rope_theta = c.is_gemma3() || c.is_mixtral() ? 1e6 : 10000.0;  // the config classes' defaults
   f.get("rope_theta", c.rope_theta);
   // Gemma 3: the sliding layers' RoPE base (transformers >= 5: rope_parameters.sliding_attention).
   double local_theta = 10000.0;
@@ -414,8 +469,8 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   if (qwen) {
     c.qkv_bias = c.is_qwen2();  // Qwen2Attention: q/k/v always have biases, o_proj none
-    c.qk_norm = c.is_qwen3();   // Qwen3Attention: q_norm / k_norm, biases only with attention_bias
-    if (c.is_qwen3()) {
+    c.qk_norm = !c.is_qwen2();  // Qwen3Attention: q_norm / k_norm, biases only with attention_bias
+    if (!c.is_qwen2()) {
       bool attention_bias = false;
       f.get("attention_bias", attention_bias);
       if (attention_bias)
@@ -426,6 +481,10 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     // no sliding) tokens.
     bool sliding = false;
     f.get("use_sliding_window", sliding);
+    if (sliding && c.is_qwen3_moe() && !(f.has("sliding_window") && j["sliding_window"].is_null()))
+      unsupported(where, "use_sliding_window", "true",
+                  "Qwen3-MoE's sliding layers differ between transformers releases (max_window_layers read by 4.x, "
+                  "not by 5); no released checkpoint sets it");
     if (sliding && !(f.has("sliding_window") && j["sliding_window"].is_null())) {
       int64_t max_window_layers = 28, w = 4096;
       f.get("max_window_layers", max_window_layers);
@@ -515,10 +574,10 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       }
     }
   } else {
-    if (c.is_mistral() || c.is_phi3()) {
-      // MistralConfig / Phi3Config: every layer attends within sliding_window tokens
-      // (Mistral: default 4096, v0.1: 4096, v0.2 and later: null; Phi3: default null,
-      // Phi-3-mini-4k: 2047).
+    if (c.is_mistral() || c.is_phi3() || c.is_mixtral()) {
+      // MistralConfig / Phi3Config / MixtralConfig: every layer attends within sliding_window
+      // tokens (Mistral: default 4096, v0.1: 4096, v0.2 and later: null; Phi3 and Mixtral:
+      // default null, Phi-3-mini-4k: 2047).
       if (!(f.has("sliding_window") && j["sliding_window"].is_null()) && (c.is_mistral() || f.has("sliding_window"))) {
         int64_t w = 4096;
         f.get("sliding_window", w);
@@ -533,6 +592,13 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
       unsupported(where, "attention_bias", "true", "Llama attention biases include an o_proj bias");
     if (mlp_bias) unsupported(where, "mlp_bias", "true", "the MLP projections have no biases");
     c.qkv_bias = false;
+    if (c.is_olmoe()) {
+      // OlmoeAttention: q_norm / k_norm over the whole q and k projections (OLMo 2's), in
+      // Llama's pre-norm blocks; clip_qkv clamps q, k and v.
+      c.qk_norm = c.qk_norm_across_heads = true;
+      if (f.has("clip_qkv") && !j["clip_qkv"].is_null())
+        unsupported(where, "clip_qkv", j["clip_qkv"].dump(), "clamping q, k and v is not implemented");
+    }
     if (c.is_cohere()) {
       // CohereConfig: use_qk_norm (Command R+) normalizes each q and k head with its own
       // LayerNorm weights [heads, head_dim]; logit_scale 0.0625 by default.
@@ -553,6 +619,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
         read_positive(f, j, where, key, *out, "GraniteConfig's default 1.0");
     }
   }
+  if (c.is_mixtral() || c.is_olmoe() || c.is_qwen3_moe()) read_moe_fields(f, j, where, c);
   // layer_types (transformers >= 4.53 writes it; it decides which layers slide): full
   // layers first, then sliding ones, as the dense model lays them out
   // (baselines::DenseConfig n_full_prelude).
@@ -655,7 +722,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["eos_token_id"] = ids(eos_token_id);
     if (!torch_dtype.empty()) j["torch_dtype"] = torch_dtype;
     j["transformers_version"] =
-        is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : (is_gemma2() || is_gemma3()) ? "4.53.0" : "4.45.0";
+        is_olmo3() ? "4.57.0" : is_olmo2() ? "4.47.0" : (is_gemma2() || is_gemma3() || is_qwen3_moe()) ? "4.53.0" : "4.45.0";
     // (CohereForCausalLM: 4.39; Granite: 4.45)
     return j;
   };
@@ -812,7 +879,8 @@ nlohmann::ordered_json HfConfig::to_json() const {
   llama_sizes(j);
   const bool gemma = is_gemma() || is_gemma2() || is_gemma3();
   // (The Gemma configs' default head_dim is 256, not hidden_size / heads.)
-  if (is_qwen3() || gemma || head_dim != hidden_size / num_attention_heads || hidden_size % num_attention_heads != 0)
+  if (is_qwen3() || is_qwen3_moe() || gemma || head_dim != hidden_size / num_attention_heads ||
+      hidden_size % num_attention_heads != 0)
     j["head_dim"] = head_dim;
   j["max_position_embeddings"] = max_position_embeddings;
   j["rope_theta"] = rope_theta;
@@ -837,13 +905,13 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
-  if (is_qwen2() || is_qwen3()) {
+  if (is_qwen2() || is_qwen3() || is_qwen3_moe()) {
     j["use_sliding_window"] = sliding_window > 0;
     j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
     j["max_window_layers"] = sliding_window > 0 ? full_attention_layers : num_hidden_layers;
   }
-  if (is_qwen3()) j["attention_bias"] = false;
-  if (is_mistral() || is_phi3()) {
+  if (is_qwen3() || is_qwen3_moe()) j["attention_bias"] = false;
+  if (is_mistral() || is_phi3() || is_mixtral()) {
     if (sliding_window > 0) j["sliding_window"] = sliding_window;  // MistralConfig / Phi3Config have no bias fields
     else j["sliding_window"] = nullptr;
     if (is_phi3())
@@ -887,9 +955,24 @@ nlohmann::ordered_json HfConfig::to_json() const {
         types.push_back(layer_is_full(i) ? "full_attention" : "sliding_attention");
       j["layer_types"] = types;
     }
-  } else if (!is_qwen2() && !is_qwen3()) {
+  } else if (is_olmoe()) {
+    j["attention_bias"] = false;  // (OlmoeConfig has no mlp_bias)
+    j["clip_qkv"] = nullptr;
+  } else if (!is_qwen2() && !is_qwen3() && !is_qwen3_moe()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
+  }
+  if (is_moe()) {  // the mixture-of-experts keys of MixtralConfig / OlmoeConfig / Qwen3MoeConfig
+    j[is_mixtral() ? "num_local_experts" : "num_experts"] = num_experts;
+    j["num_experts_per_tok"] = num_experts_per_tok;
+    if (!is_mixtral()) j["norm_topk_prob"] = norm_topk_prob;
+    if (is_qwen3_moe()) {
+      j["moe_intermediate_size"] = moe_intermediate_size;
+      j["decoder_sparse_step"] = decoder_sparse_step;
+      j["mlp_only_layers"] = mlp_only_layers;
+    }
+    j["output_router_logits"] = false;
+    j["router_aux_loss_coef"] = is_olmoe() ? 0.01 : 0.001;  // (the config classes' defaults; training only)
   }
   if (is_granite()) {
     j["embedding_multiplier"] = embedding_multiplier;

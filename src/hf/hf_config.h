@@ -4,7 +4,9 @@
 // Gemma family's GemmaForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM (see kGemmaArch,
 // kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"), and
 // Olmo2ForCausalLM / Olmo3ForCausalLM (kOlmo2Arch, kOlmo3Arch), GraniteForCausalLM
-// (kGraniteArch), CohereForCausalLM (kCohereArch). LibTorch-free.
+// (kGraniteArch), CohereForCausalLM (kCohereArch), and the mixture-of-experts
+// MixtralForCausalLM, OlmoeForCausalLM, Qwen3MoeForCausalLM (kMixtralArch, kOlmoeArch,
+// kQwen3MoeArch). LibTorch-free.
 //
 // The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
@@ -167,6 +169,29 @@ inline constexpr const char* kCohereArch = "CohereForCausalLM";
 /// _remove_final_layer_norm, layer_norm_elementwise_affine false.
 inline constexpr const char* kOptArch = "OPTForCausalLM";
 
+/// Mixtral (mistralai/Mixtral-8x7B-v0.1, -8x22B and their -Instruct variants; model_type
+/// "mixtral"): Mistral's attention (sliding_window, default null: full attention) with every
+/// FFN a sparse mixture of num_local_experts (default 8) SwiGLU experts of intermediate_size
+/// units, num_experts_per_tok (default 2) per token, their softmax weights renormalised over
+/// the selected experts; stored as block_sparse_moe.gate and block_sparse_moe.experts.{e}.w1
+/// (gate), w3 (up), w2 (down). rope_theta 1e6 and rms_norm_eps 1e-5 by default.
+inline constexpr const char* kMixtralArch = "MixtralForCausalLM";
+/// OLMoE (allenai/OLMoE-1B-7B-0924, -0125 and -Instruct; model_type "olmoe"): Llama's pre-norm
+/// blocks with OLMo 2's q_norm / k_norm over the whole q and k projections, and every FFN a
+/// sparse mixture of num_experts (default 64) SwiGLU experts of intermediate_size units,
+/// num_experts_per_tok (default 8) per token, weighted by their softmax probabilities
+/// (renormalised only with norm_topk_prob); stored as mlp.gate and mlp.experts.{e}.*_proj.
+/// clip_qkv is refused.
+inline constexpr const char* kOlmoeArch = "OlmoeForCausalLM";
+/// Qwen3-MoE (Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-30B-A3B; model_type
+/// "qwen3_moe"): Qwen3's attention (per-head q_norm / k_norm; head_dim hidden_size / heads
+/// when absent) with sparse-mixture FFNs of num_experts (default 128) SwiGLU experts of
+/// moe_intermediate_size (default 768) units, num_experts_per_tok (default 8) per token,
+/// renormalised with norm_topk_prob (default false; the released models set true), on layer
+/// i when (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers (the others: a
+/// dense MLP of intermediate_size). use_sliding_window is refused.
+inline constexpr const char* kQwen3MoeArch = "Qwen3MoeForCausalLM";
+
 /// One architecture this loader reads: its class (config.json "architectures"[0]), its
 /// model_type, and its name on the command line (--arch; null for a class lol reads but does
 /// not write: Gemma 3 with a vision tower).
@@ -246,6 +271,14 @@ struct HfConfig {
   /// empty: none; written back by export (a derived folder keeps its source's, which OLMo's
   /// config classes would otherwise default to 1).
   std::vector<int64_t> pad_token_id;
+  // Mixture-of-experts FFNs (kMixtralArch, kOlmoeArch, kQwen3MoeArch; baselines::DenseConfig's
+  // n_experts, top_k, expert_ffn_hidden, normalize_top_k, moe_layer_step, dense_ffn_layers):
+  int64_t num_experts = 0;              ///< E experts per MoE layer (Mixtral: num_local_experts); 0: dense FFNs
+  int64_t num_experts_per_tok = 0;      ///< k experts per token
+  int64_t moe_intermediate_size = 0;    ///< hidden units of each expert (Qwen3-MoE; 0: intermediate_size)
+  bool norm_topk_prob = false;          ///< the selected weights renormalised (Mixtral: always)
+  int64_t decoder_sparse_step = 1;      ///< Qwen3-MoE: layer i is an MoE layer when (i + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers; ///< ... and i is not listed here
 
   bool is_qwen2() const { return architecture == kQwen2Arch; }
   bool is_qwen3() const { return architecture == kQwen3Arch; }
@@ -277,6 +310,14 @@ struct HfConfig {
   bool is_granite() const { return architecture == kGraniteArch; }
   bool is_cohere() const { return architecture == kCohereArch; }
   bool is_opt() const { return architecture == kOptArch; }
+  bool is_mixtral() const { return architecture == kMixtralArch; }
+  bool is_olmoe() const { return architecture == kOlmoeArch; }
+  bool is_qwen3_moe() const { return architecture == kQwen3MoeArch; }
+  /// Whether the FFNs are sparse mixtures of experts (num_experts > 0).
+  bool is_moe() const { return num_experts > 0; }
+  /// Whether layer i (0-based) has a mixture-of-experts FFN (Qwen3-MoE's rule; every layer of
+  /// Mixtral and OLMoE).
+  bool is_moe_layer(int64_t i) const;
   /// config.json "model_type" of the architecture (its row of architectures(); "llama"
   /// for an unknown class).
   std::string model_type() const;

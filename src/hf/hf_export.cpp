@@ -248,12 +248,19 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
     if (h.is_phi3()) {
       fuse(phi3_fused_weights()[1]);
       put(p + "mlp.down_proj.weight");
+    } else if (h.is_moe_layer(i)) {  // the router, then each expert (Mixtral's names below)
+      put(p + "mlp.gate.weight");
+      for (int64_t e = 0; e < h.num_experts; ++e)
+        for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
+          put(p + "mlp.experts." + std::to_string(e) + "." + proj + ".weight");
     } else {
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");
     }
   }
   put("model.norm.weight");
   if (!h.tie_word_embeddings) put("lm_head.weight");
+  if (h.is_mixtral())
+    for (auto& nt : out) nt.first = mixtral_stored_name(nt.first);
   if (!params.empty()) throw std::logic_error("export: dense model parameter not exported: " + params.begin()->first);
   return out;
 }

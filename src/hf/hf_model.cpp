@@ -63,6 +63,10 @@ std::string llama_shape_source(const std::string& name, const HfConfig& cfg) {
   if (has("q_proj")) return "num_attention_heads, head_dim, hidden_size";
   if (has("k_proj") || has("v_proj")) return "num_key_value_heads, head_dim, hidden_size";
   if (has("o_proj")) return "hidden_size, num_attention_heads, head_dim";
+  const char* experts = cfg.is_mixtral() ? "num_local_experts" : "num_experts";
+  if (has("mlp.gate.")) return std::string(experts) + ", hidden_size";
+  if (has("mlp.experts.")) return std::string(cfg.is_qwen3_moe() ? "moe_intermediate_size" : "intermediate_size") +
+                                  ", hidden_size (" + experts + " experts per layer)";
   if (has("mlp.")) return "intermediate_size, hidden_size";
   return "hidden_size";
 }
@@ -163,6 +167,14 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.parallel_residual = c.shared_input_norm = true;
     c.logit_scale = h.logit_scale;
   }
+  if (h.is_moe()) {  // Mixtral / OLMoE: every FFN of intermediate_size experts; Qwen3-MoE: its own size and layers
+    c.n_experts = h.num_experts;
+    c.top_k = h.num_experts_per_tok;
+    c.expert_ffn_hidden = h.moe_intermediate_size;
+    c.normalize_top_k = h.norm_topk_prob;
+    c.moe_layer_step = h.decoder_sparse_step;
+    c.dense_ffn_layers = h.mlp_only_layers;
+  }
   if (h.is_phi()) {  // GPT-NeoX's blocks with one shared input norm, and lm_head's bias
     c.norm = "layernorm";
     c.mlp = "plain";
@@ -183,6 +195,7 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
+  if (c.n_experts > 0) return c.qk_norm_across_heads ? kOlmoeArch : c.qk_norm ? kQwen3MoeArch : kMixtralArch;
   if (c.logit_scale != 1.0) return kCohereArch;
   if (c.gpt2_blocks())
     return c.learned_positions()                    ? (c.activation == "relu" || !c.qkv_bias || !c.o_bias ? kOptArch
@@ -509,8 +522,44 @@ HfConfig starcoder2_from_dense_config(const baselines::DenseConfig& c, const std
 
 }  // namespace
 
+namespace {
+
+bool is_moe_architecture(const std::string& a) { return a == kMixtralArch || a == kOlmoeArch || a == kQwen3MoeArch; }
+
+/// Throws InputError unless the dense model `c` has the FFNs and blocks of the
+/// mixture-of-experts `architecture` (kMixtralArch, kOlmoeArch or kQwen3MoeArch): experts in
+/// every layer (Mixtral, OLMoE) or in those decoder_sparse_step and mlp_only_layers choose
+/// (Qwen3-MoE), renormalised weights for Mixtral, OLMoE's q/k norms across heads in pre-norm
+/// blocks, Qwen3-MoE's per-head ones, Mixtral's none; sliding layers only for Mixtral (all).
+void check_moe_layout(const baselines::DenseConfig& c, const char* arch) {
+  const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
+  const std::string a = arch;
+  if (c.n_experts == 0) refuse("dense FFNs (n_experts 0)", "has mixture-of-experts FFNs");
+  if (a != kQwen3MoeArch && (c.moe_layer_step != 1 || !c.dense_ffn_layers.empty()))
+    refuse("dense FFN layers (moe_layer_step " + std::to_string(c.moe_layer_step) + ", " +
+               std::to_string(c.dense_ffn_layers.size()) + " dense_ffn_layers)",
+           "has experts in every layer");
+  if (a == kMixtralArch && !c.normalize_top_k)
+    refuse("normalize_top_k false", "renormalises the selected experts' weights");
+  const bool per_head = c.qk_norm && !c.qk_norm_across_heads, across = c.qk_norm && c.qk_norm_across_heads;
+  if (a == kMixtralArch && c.qk_norm) refuse("qk_norm true", "has no q_norm / k_norm");
+  if (a == kQwen3MoeArch && !per_head) refuse("no per-head qk_norm", "normalizes every query and key head");
+  if (a == kOlmoeArch && !across) refuse("no qk_norm across heads", "normalizes the whole q and k projections");
+  if (a == kOlmoeArch && c.effective_head_dim() * c.n_heads != c.d_model)
+    refuse("head_dim " + std::to_string(c.effective_head_dim()), "has heads of hidden_size / num_attention_heads");
+  if (!c.input_norms || c.sandwich_norm) refuse("sandwich or output-only norms", "has pre-norm blocks");
+  if (a != kMixtralArch && c.attention == "sliding" && exported_sliding(c, a))
+    refuse("attention \"sliding\" (window " + std::to_string(c.window) + ")", "has no sliding layers here");
+}
+
+}  // namespace
+
 HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& architecture,
                            const std::string& torch_dtype) {
+  if (is_moe_architecture(architecture)) check_moe_layout(c, find_architecture(architecture)->cls);
+  else if (c.n_experts > 0)
+    refuse_export(c, architecture.c_str(), "n_experts " + std::to_string(c.n_experts) + " (mixture-of-experts FFNs)",
+                  "has dense FFNs");
   if (architecture != kCohereArch && c.logit_scale != 1.0)
     refuse_export(c, architecture.c_str(), "logit_scale " + nlohmann::json(c.logit_scale).dump(),
                   "does not scale its logits");
@@ -547,7 +596,8 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   const std::string blocks = std::string("input_norms ") + (c.input_norms ? "true" : "false") + ", sandwich_norm " +
                              (c.sandwich_norm ? "true" : "false") + ", qk_norm " + (c.qk_norm ? "true" : "false") +
                              ", qk_norm_across_heads " + (c.qk_norm_across_heads ? "true" : "false");
-  const bool olmo_like = !c.input_norms || c.qk_norm_across_heads;
+  const bool olmoe = architecture == kOlmoeArch;  // (OLMo's q/k norms in pre-norm blocks: check_moe_layout)
+  const bool olmo_like = !olmoe && (!c.input_norms || c.qk_norm_across_heads);
   if (olmo_like && !olmo_layout(c))
     throw InputError("dense model: blocks with " + blocks +
                      ": no Hugging Face architecture has them (OLMo 2/3: input_norms false, sandwich_norm, qk_norm "
@@ -603,7 +653,8 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     if (c.n_full_coda > 0)
       throw InputError("dense model: n_full_coda = " + std::to_string(c.n_full_coda) +
                        ": Hugging Face configs put full-attention layers before the sliding ones only");
-    if ((architecture == kMistralArch || architecture == kPhi3Arch) && c.n_full_prelude > 0)
+    if ((architecture == kMistralArch || architecture == kPhi3Arch || architecture == kMixtralArch) &&
+        c.n_full_prelude > 0)
       throw InputError("dense model: n_full_prelude = " + std::to_string(c.n_full_prelude) + ": " + architecture +
                        " slides every layer (export as " + kQwen2Arch + " or " + kQwen3Arch + ": max_window_layers)");
   } else if (c.attention != "full") {
@@ -613,10 +664,10 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture != kQwen2Arch && c.qkv_bias)
     throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
                      std::string(kQwen2Arch) + ")");
-  if (architecture == kQwen3Arch && !c.qk_norm)
+  if ((architecture == kQwen3Arch || architecture == kQwen3MoeArch) && !c.qk_norm)
     throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
                      " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");
-  if (architecture != kQwen3Arch && !olmo && !gemma && c.qk_norm)
+  if (architecture != kQwen3Arch && architecture != kQwen3MoeArch && !olmo && !olmoe && !gemma && c.qk_norm)
     throw InputError("dense model: qk_norm = true: " + architecture + " has no q_norm / k_norm (export as " +
                      std::string(kQwen3Arch) + ")");
   if (architecture != kPhi3Arch && (c.partial_rotary_factor != 1.0 || c.rope_scaling.type == "longrope"))
@@ -656,6 +707,18 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
       h.query_pre_attn_scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : double(h.head_dim);
     // Gemma 3's sliding layers: their own RoPE base, or the full layers' (unscaled: checked).
     if (architecture == kGemma3Arch) h.rope_local_theta = c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
+  }
+  if (c.n_experts > 0) {
+    h.num_experts = c.n_experts;
+    h.num_experts_per_tok = c.top_k;
+    h.norm_topk_prob = c.normalize_top_k;
+    if (architecture == kQwen3MoeArch) {
+      h.moe_intermediate_size = c.effective_expert_ffn();
+      h.decoder_sparse_step = c.moe_layer_step;
+      h.mlp_only_layers = c.dense_ffn_layers;
+    } else {
+      h.intermediate_size = c.effective_expert_ffn();  // (Mixtral, OLMoE: the experts' width)
+    }
   }
   if (architecture == kGraniteArch) {
     h.embedding_multiplier = c.embedding_multiplier;
@@ -808,6 +871,27 @@ std::string starcoder2_parameter_name(const std::string& name) {
 }
 
 std::string gptj_stored_name(const std::string& name) { return replace_parts(name, gptj_parts(), true); }
+
+namespace {
+
+/// The dense model's names and Mixtral's (mixtral_stored_name).
+const NameParts& mixtral_parts() {
+  static const NameParts parts = {{".mlp.gate.", ".block_sparse_moe.gate."},
+                                  {".mlp.experts.", ".block_sparse_moe.experts."},
+                                  {".gate_proj.", ".w1."},
+                                  {".down_proj.", ".w2."},
+                                  {".up_proj.", ".w3."}};
+  return parts;
+}
+
+}  // namespace
+
+std::string mixtral_stored_name(const std::string& name) { return replace_parts(name, mixtral_parts(), true); }
+
+std::string mixtral_parameter_name(const std::string& stored) {
+  const std::string out = replace_parts(stored, mixtral_parts(), false);
+  return mixtral_stored_name(out) == stored ? out : "";
+}
 
 namespace {
 
@@ -1048,6 +1132,7 @@ std::string stored_name(const HfConfig& cfg, const std::string& name, const std:
   if (cfg.is_gptj()) return gptj_stored_name(name);
   if (cfg.is_starcoder2()) return starcoder2_stored_name(name);
   if (cfg.is_opt()) return opt_stored_name(name);
+  if (cfg.is_mixtral()) return mixtral_stored_name(name);
   return name;
 }
 
@@ -1103,10 +1188,11 @@ void load_hf_weights(baselines::DenseModelImpl& m, const HfConfig& cfg, const We
                          std::string(c10::toString(t.scalar_type())) + ")");
       return t;
     };
-    if (cfg.is_phi() || cfg.is_gptj() || cfg.is_starcoder2() || cfg.is_opt()) {  // their own names
+    if (cfg.is_phi() || cfg.is_gptj() || cfg.is_starcoder2() || cfg.is_opt() || cfg.is_mixtral()) {  // their own names
       const std::string to = cfg.is_phi()          ? phi_parameter_name(e.name)
                              : cfg.is_gptj()       ? gptj_parameter_name(e.name)
                              : cfg.is_starcoder2() ? starcoder2_parameter_name(e.name)
+                             : cfg.is_mixtral()    ? mixtral_parameter_name(e.name)
                                                    : opt_parameter_name(e.name);
       if (to.empty()) throw unexpected();
       e.name = to;

@@ -130,6 +130,12 @@ std::string opt_stored_name(const std::string& name);
 /// The dense model's name of OPT's tensor `stored` (opt_stored_name reversed; OPTModel's
 /// names without "model." too), or "".
 std::string opt_parameter_name(const std::string& stored);
+/// Mixtral's name (MixtralForCausalLM's) of the dense model's parameter `name`: a layer's
+/// "mlp.gate." -> "block_sparse_moe.gate.", "mlp.experts.{e}.gate_proj / down_proj / up_proj"
+/// -> "block_sparse_moe.experts.{e}.w1 / w2 / w3"; the other names are the dense model's.
+std::string mixtral_stored_name(const std::string& name);
+/// The dense model's name of Mixtral's tensor `stored` (mixtral_stored_name reversed), or "".
+std::string mixtral_parameter_name(const std::string& stored);
 /// The factor Granite's loader folds into the dense model's parameter `name` (weight or
 /// bias of a layer's q_proj, o_proj or down_proj: DenseConfig::weight_fold of that
 /// projection), else 1. The loader multiplies by it, export divides by it (both in float64).

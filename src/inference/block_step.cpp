@@ -61,12 +61,13 @@ torch::Tensor dense_ffn(const PackedBlock& b, const torch::Tensor& m) {
 }
 
 /// MoE FFN (nn::SparseMoEImpl::forward in eval mode): p = softmax(gate(m)), the top-k
-/// experts of p + b, sum of p_e E_e(m), each expert run once on its rows.
+/// experts of p + b, sum of p_e E_e(m) (p_e renormalised over the selected experts with
+/// moe_normalize), each expert run once on its rows.
 torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
   const int64_t E = b.moe_gate.size(0);
-  auto probs = torch::softmax(dense(m, b.moe_gate), -1);
-  auto sel = std::get<1>((probs + b.moe_bias.unsqueeze(0)).topk(b.top_k, -1));
-  auto weight = probs.gather(1, sel);
+  auto probs = nn::routing_probabilities(dense(m, b.moe_gate));
+  auto sel = std::get<1>((probs + b.moe_bias.to(probs.scalar_type()).unsqueeze(0)).topk(b.top_k, -1));
+  auto weight = nn::selected_weights(probs, sel, b.moe_normalize, m.scalar_type());
   const auto g = nn::group_by_expert(sel.to(torch::kCPU).contiguous(), E);
   auto out = torch::zeros_like(m);
   if (g.expert.empty()) return out;

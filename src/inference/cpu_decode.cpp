@@ -21,7 +21,8 @@ class Kernels final : public CpuDecoder {
              const DecodeToken* toks, const double* alpha, KVCache& cache) override {
     const auto& c = w_.cfg;
     const int64_t n = xt.size(0), d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = w_.head_dim();
-    const int64_t G = H / Hkv, F = b.w_down.size(1), QKV = (H + 2 * Hkv) * hd, cap = cache.capacity();
+    const int64_t G = H / Hkv, QKV = (H + 2 * Hkv) * hd, cap = cache.capacity();
+    const int64_t F = b.is_moe() ? 0 : b.w_down.size(1);
     const int64_t GU = b.gated_mlp ? 2 * F : F;  // gate | up rows, or up's alone (an ungated MLP)
     const T* x = xt.data_ptr<T>();
     T* y = yt.data_ptr<T>();
@@ -104,6 +105,9 @@ class Kernels final : public CpuDecoder {
                film ? film->ffn_beta.data_ptr<T>() : nullptr, hm);
       }
     }
+    if (b.is_moe()) {
+      moe_ffn(b, n, d);  // h_ <- the experts' weighted sum
+    } else {
     blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), GU, gu_.data(), ptr(b.b_gate_up));
     act_.resize(n * F);
     for (int64_t r = 0; r < n; ++r) {
@@ -123,6 +127,7 @@ class Kernels final : public CpuDecoder {
       }
     }
     blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data(), ptr(b.b_down));  // h_ <- mlp
+    }
     if (b.ln_ffn_out.defined())
       for (int64_t r = 0; r < n; ++r)
         norm(h_.data() + r * d, d, b.ln_ffn_out.data_ptr<T>(), nullptr, nullptr, nullptr, h_.data() + r * d);
@@ -141,6 +146,43 @@ class Kernels final : public CpuDecoder {
   }
 
  private:
+  /// The MoE FFN (nn::SparseMoE, block_step's moe_ffn) of the n normalised rows in h_,
+  /// written back into h_: per row, p = softmax(gate h) over the E experts, the top_k
+  /// experts of p + b (ties: the lower index), weights p_e (renormalised with
+  /// moe_normalize), sum of w_e down_e(silu(gate_e h) * up_e h).
+  void moe_ffn(const PackedBlock& b, int64_t n, int64_t d) {
+    const int64_t E = b.moe_gate.size(0), k = b.top_k;
+    const T* bias = b.moe_bias.data_ptr<T>();
+    moe_out_.assign(size_t(n * d), T(0));
+    probs_.resize(size_t(E));
+    order_.resize(size_t(E));
+    part_.resize(size_t(d));
+    for (int64_t r = 0; r < n; ++r) {
+      const T* hr = h_.data() + r * d;
+      blas::rows_times_wt(hr, 1, d, b.moe_gate.data_ptr<T>(), E, probs_.data());
+      softmax(probs_.data(), E);
+      for (int64_t e = 0; e < E; ++e) order_[size_t(e)] = e;
+      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int64_t a, int64_t c) {
+        const T va = probs_[size_t(a)] + bias[a], vc = probs_[size_t(c)] + bias[c];
+        return va > vc || (va == vc && a < c);
+      });
+      T sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += probs_[size_t(order_[size_t(j)])];
+      T* out = moe_out_.data() + r * d;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = order_[size_t(j)];
+        const T wt = b.moe_normalize ? probs_[size_t(e)] / sum : probs_[size_t(e)];
+        const int64_t Fe = b.expert_down[size_t(e)].size(1);
+        gu_.resize(size_t(2 * Fe));
+        act_.resize(size_t(Fe));
+        blas::rows_times_wt(hr, 1, d, b.expert_gate_up[size_t(e)].data_ptr<T>(), 2 * Fe, gu_.data());
+        activate(gu_.data(), Fe, 2 * Fe, act_.data(), [](T v) { return v / (T(1) + std::exp(-v)); });
+        blas::rows_times_wt(act_.data(), 1, Fe, b.expert_down[size_t(e)].data_ptr<T>(), d, part_.data());
+        for (int64_t i = 0; i < d; ++i) out[i] += wt * part_[size_t(i)];
+      }
+    }
+    h_.swap(moe_out_);
+  }
   /// out = w * RMSNorm(x) over n values (d for the block's norms, hd for Qwen3's per-head
   /// q_norm / k_norm, H hd or Hkv hd for OLMo 2's), then gamma * . + beta; out may be x.
   /// With `bias`: the LayerNorm w * (x - mean) / sqrt(var + eps) + bias (biased variance;
@@ -199,14 +241,14 @@ class Kernels final : public CpuDecoder {
   }
 
   const PackedModel& w_;
-  std::vector<T> h_, qkv_, att_, a_, gu_, act_, scores_;
+  std::vector<T> h_, qkv_, att_, a_, gu_, act_, scores_, moe_out_, probs_, part_;
+  std::vector<int64_t> order_;
 };
 
 }  // namespace
 
 std::unique_ptr<CpuDecoder> CpuDecoder::create(const PackedModel& w) {
   if (!w.embed.is_cpu() || !cpu_kernels_enabled()) return nullptr;
-  if (w.moe_prelude_coda()) return nullptr;  // the fused kernels run dense FFNs: block_step's path decodes MoE blocks
   if (w.embed.scalar_type() == torch::kFloat32) return std::make_unique<Kernels<float>>(w);
   if (w.embed.scalar_type() == torch::kFloat64) return std::make_unique<Kernels<double>>(w);
   return nullptr;

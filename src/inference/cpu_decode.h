@@ -1,6 +1,7 @@
 // Fused CPU kernels for decoding steps (one new token per row), float32 or float64:
 // a whole decoder block (RMSNorm, FiLM, fused q/k/v, RoPE, KV-cache write, attention
-// over the cached keys, o_proj, SwiGLU MLP, residual with alpha; and the LayerNorm
+// over the cached keys, o_proj, SwiGLU MLP or top-k routed SwiGLU experts (an MoE FFN:
+// LoL's MoE prelude / coda, Hugging Face Mixtral / OLMoE / Qwen3-MoE), residual with alpha; and the LayerNorm
 // architectures' LayerNorms, biases, ungated MLP, no RoPE, parallel blocks) in plain loops and
 // direct BLAS calls. Batch-1 decoding is bound by reading the weights once per token
 // plus per-operation overhead; this path removes the overhead of ~40 tensor
@@ -36,7 +37,7 @@ class CpuDecoder {
   virtual void block(const PackedBlock& b, const PackedFiLM* film, const torch::Tensor& x, torch::Tensor& y,
                      const DecodeToken* toks, const double* alpha, KVCache& cache) = 0;
   /// Kernels for `w` (which must outlive them), or null when they do not apply
-  /// (device other than CPU, dtype other than float32/float64, an MoE prelude/coda).
+  /// (device other than CPU, dtype other than float32/float64, LOL_CPU_KERNELS=0).
   static std::unique_ptr<CpuDecoder> create(const PackedModel& w);
 };
 

@@ -99,6 +99,7 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   p.moe_gate = moe.gate->weight.detach().clone();
   p.moe_bias = moe.balance_bias.detach().to(p.moe_gate.scalar_type()).clone();
   p.top_k = moe.top_k();
+  p.moe_normalize = moe.normalize_top_k();
   for (auto& e : *moe.experts) {
     auto* mlp = e->as<nn::MLP>();
     p.expert_gate_up.push_back(torch::cat({mlp->gate_proj->weight, mlp->up_proj->weight}, 0).detach().contiguous());

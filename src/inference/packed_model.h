@@ -45,6 +45,7 @@ struct PackedBlock {
   std::vector<torch::Tensor> expert_gate_up;///< E x [2 F_e, d]
   std::vector<torch::Tensor> expert_down;   ///< E x [d, F_e]
   int64_t top_k = 0;                        ///< experts per token
+  bool moe_normalize = false;               ///< selected weights renormalised (nn::MoEShape::normalize_top_k)
   // Gemma-family dense blocks (nn/block.h, nn/mlp.h):
   torch::Tensor ln_attn_out, ln_ffn_out;    ///< [d] sandwich norms of the attention / FFN outputs, or undefined
   nn::Activation act = nn::Activation::SiLU;  ///< the dense FFN's gate activation
@@ -124,9 +125,6 @@ struct PackedModel {
   double embed_multiplier = 1.0;     ///< input embeddings times it, a float64 scalar (Granite)
   double logits_scaling = 1.0;       ///< logits divided by it before the soft cap (Granite)
   double logit_scale = 1.0;          ///< logits times it before logits_scaling (Cohere)
-
-  /// True when a prelude or coda block has an MoE FFN.
-  bool moe_prelude_coda() const { return cfg.moe_prelude_coda(); }
 
   /// Snapshot of `m` (same device and dtype as its embedding), RoPE tables for
   /// `positions` positions. Call under NoGradGuard or InferenceMode.

@@ -37,7 +37,11 @@ void require_layerroute_base(const baselines::DenseConfig& c, const std::string&
   // sandwich norms, scaled embeddings, soft-capping, the sliding layers' own RoPE),
   // OLMo 2's, GPT-2's (LayerNorms, learned positions, ungated MLP, biases) and GPT-NeoX's
   // (GPT-2's blocks with partial RoPE and parallel residuals); the
-  // attention full causal or sliding-window.
+  // attention full causal or sliding-window; dense FFNs (LoRA adapts gate/up/down_proj).
+  if (c.n_experts > 0)
+    throw InputError(where + ": n_experts " + std::to_string(c.n_experts) +
+                     " (mixture-of-experts FFNs: Mixtral, OLMoE, Qwen3-MoE): LayerRoute gates and adapts dense "
+                     "decoders (LoRA on each layer's MLP projections); expected a model with dense FFNs");
   for (int64_t i = 0; i < c.n_layers; ++i)
     if (c.layer_attention(i).kind == baselines::AttentionKind::Strided)
       throw InputError(where + ": layer " + std::to_string(i) + " uses strided window attention (window " +

@@ -14,6 +14,15 @@
 
 namespace lol::nn {
 
+/// p = softmax(logits) over the experts, logits [n, E] -> [n, E], in float32 for 16-bit
+/// logits (transformers' routers: F.softmax(router_logits, dtype=torch.float)), else in
+/// the logits' dtype.
+torch::Tensor routing_probabilities(const torch::Tensor& logits);
+/// The weights of the selected experts sel [n, k] (int64) from p [n, E]: p's entries, with
+/// `normalize` divided by their sum per token (MoEShape::normalize_top_k), cast to `dtype`. [n, k].
+torch::Tensor selected_weights(const torch::Tensor& probs, const torch::Tensor& sel, bool normalize,
+                               c10::ScalarType dtype);
+
 /// The (token, slot) pairs of a top-k selection in expert order, each expert's in token order.
 struct ExpertGroups {
   std::vector<int64_t> slot;    ///< flat pair index token * k + slot, grouped by expert

@@ -10,8 +10,8 @@
 
 namespace lol::nn {
 
-SparseMoEImpl::SparseMoEImpl(int64_t d, int64_t ffn, int64_t E, int64_t k, double noise)
-    : top_k_(k), noise_std_(noise) {
+SparseMoEImpl::SparseMoEImpl(int64_t d, int64_t ffn, int64_t E, int64_t k, double noise, bool normalize)
+    : top_k_(k), noise_std_(noise), normalize_(normalize) {
   if (E < 1 || k < 1 || k > E)
     throw InputError("sparse MoE: n_experts = " + std::to_string(E) + ", top_k = " + std::to_string(k) +
                      ": expected 1 <= top_k <= n_experts");
@@ -26,9 +26,9 @@ torch::Tensor SparseMoEImpl::forward(const torch::Tensor& x) {
   const int64_t E = n_experts();
   auto logits = gate(x);
   if (is_training() && noise_std_ > 0) logits = logits + torch::randn_like(logits) * noise_std_;
-  auto probs = torch::softmax(logits, -1);                                                 // [n, E]
+  auto probs = routing_probabilities(logits);                                               // [n, E]
   auto sel = std::get<1>((probs.detach() + balance_bias.unsqueeze(0)).topk(top_k_, -1));  // [n, k]
-  auto weight = probs.gather(1, sel);                                                       // [n, k]
+  auto weight = selected_weights(probs, sel, normalize_, x.scalar_type());                 // [n, k]
   auto sel_cpu = sel.to(torch::kCPU).contiguous();
   if (is_training()) pending_load_ += torch::bincount(sel_cpu.flatten(), {}, E).to(torch::kInt64);
   // (token, slot) pairs in expert order, each expert's in token order: one gather, one
@@ -60,6 +60,18 @@ torch::Tensor SparseMoEImpl::update_balance(double rate) {
   auto step = torch::sign(lf.mean() - lf) * rate;
   balance_bias.add_(step.to(balance_bias.device(), balance_bias.scalar_type()));
   return load;
+}
+
+torch::Tensor routing_probabilities(const torch::Tensor& logits) {
+  const bool low = logits.scalar_type() == torch::kBFloat16 || logits.scalar_type() == torch::kHalf;
+  return low ? torch::softmax(logits, -1, torch::kFloat32) : torch::softmax(logits, -1);
+}
+
+torch::Tensor selected_weights(const torch::Tensor& probs, const torch::Tensor& sel, bool normalize,
+                               c10::ScalarType dtype) {
+  auto w = probs.gather(1, sel);
+  if (normalize) w = w / w.sum(-1, true);
+  return w.to(dtype);
 }
 
 ExpertGroups group_by_expert(const torch::Tensor& sel, int64_t n_experts) {

@@ -6,7 +6,10 @@
 // selection only; ties -> lowest index); the output is sum_e p_e E_e(x) over the selected
 // experts, so gradients reach the gate through p. Loss-free balancing (Wang et al. 2024):
 // update_balance applies b_e += u sign(mean load - load_e) with the tokens routed to each
-// expert since the last update.
+// expert since the last update. With normalize_top_k the selected weights are divided by
+// their sum (Mixtral's and Qwen3-MoE's rule: softmax over the selected experts' logits).
+// The softmax runs in float32 at least and the weights are cast to x's dtype, as
+// transformers' MixtralSparseMoeBlock computes them.
 //
 // Tensor names (Qwen2-MoE style, under the block's "mlp"): gate.weight [E, d_model],
 // experts.{e}.{gate,up,down}_proj.weight, balance_bias [E] (buffer).
@@ -25,12 +28,18 @@ struct MoEShape {
   int64_t n_experts = 0;          ///< E experts (0 = dense FFN)
   int64_t top_k = 1;              ///< k active experts per token, 1 <= k <= E
   double router_noise_std = 0.0;  ///< Gaussian noise on the gate logits in training
+  /// The selected experts' weights divided by their sum (Hugging Face's norm_topk_prob:
+  /// Mixtral always, Qwen3-MoE by default); false: the softmax probabilities as they are
+  /// (LoL's rule, OLMoE).
+  bool normalize_top_k = false;
 };
 
 class SparseMoEImpl : public torch::nn::Module {
  public:
   /// E = n_experts SwiGLU experts of `expert_hidden` hidden units each.
-  SparseMoEImpl(int64_t d_model, int64_t expert_hidden, int64_t n_experts, int64_t top_k, double noise_std);
+  /// `normalize`: MoEShape::normalize_top_k.
+  SparseMoEImpl(int64_t d_model, int64_t expert_hidden, int64_t n_experts, int64_t top_k, double noise_std,
+                bool normalize = false);
   /// x [n, d_model] (tokens to route) -> [n, d_model]. In training mode adds router noise
   /// and counts the selected experts into pending_load().
   torch::Tensor forward(const torch::Tensor& x);
@@ -44,6 +53,7 @@ class SparseMoEImpl : public torch::nn::Module {
   void clear_pending_load() { pending_load_.zero_(); }
   int64_t n_experts() const { return int64_t(experts->size()); }
   int64_t top_k() const { return top_k_; }
+  bool normalize_top_k() const { return normalize_; }
 
   torch::nn::Linear gate{nullptr};
   torch::nn::ModuleList experts{nullptr};  ///< n_experts nn::MLP
@@ -52,6 +62,7 @@ class SparseMoEImpl : public torch::nn::Module {
  private:
   int64_t top_k_;
   double noise_std_;
+  bool normalize_;
   torch::Tensor pending_load_;  ///< [E] int64, CPU
 };
 TORCH_MODULE(SparseMoE);
