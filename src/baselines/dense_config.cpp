@@ -49,6 +49,7 @@ nn::BlockShape DenseConfig::layer_block_shape(int64_t i) const {
   s.moe.n_experts = n_experts;
   s.moe.top_k = top_k;
   s.moe.normalize_top_k = normalize_top_k;
+  s.moe.shared_expert_hidden = shared_expert_ffn_hidden;
   return s;
 }
 
@@ -137,11 +138,12 @@ void DenseConfig::validate(const std::string& w) const {
   require(!lm_head_bias || !tie_word_embeddings, w,
           "field 'lm_head_bias' = true: expected tie_word_embeddings = false (the bias belongs to lm_head)");
   if (n_experts != 0 || top_k != 0 || expert_ffn_hidden != 0 || normalize_top_k || moe_layer_step != 1 ||
-      !dense_ffn_layers.empty()) {
+      !dense_ffn_layers.empty() || shared_expert_ffn_hidden != 0) {
     check_range(w, "n_experts", n_experts, 1, 4096);
     check_range(w, "top_k", top_k, 1, n_experts);
     check_range(w, "expert_ffn_hidden", expert_ffn_hidden, 0, int64_t(1) << 24);
     check_range(w, "moe_layer_step", moe_layer_step, 1, n_layers + 1);
+    check_range(w, "shared_expert_ffn_hidden", shared_expert_ffn_hidden, 0, int64_t(1) << 24);
     for (size_t i = 0; i < dense_ffn_layers.size(); ++i) {
       check_range(w, "dense_ffn_layers[" + std::to_string(i) + "]", dense_ffn_layers[i], 0, n_layers - 1);
       require(std::count(dense_ffn_layers.begin(), dense_ffn_layers.end(), dense_ffn_layers[i]) == 1, w,
@@ -154,7 +156,8 @@ void DenseConfig::validate(const std::string& w) const {
   }
   double blocks = 0;
   for (int64_t i = 0; i < n_layers; ++i)
-    blocks += is_moe_layer(i) ? block_parameter_estimate(n_experts, effective_expert_ffn())
+    blocks += is_moe_layer(i) ? block_parameter_estimate(n_experts, effective_expert_ffn()) +
+                                    3.0 * double(d_model) * double(shared_expert_ffn_hidden)
                               : block_parameter_estimate(1, ffn_hidden);
   util::check_parameter_estimate(w, "n_layers blocks and the embeddings", blocks + 2.0 * double(vocab_size) * double(d_model));
 }
@@ -199,6 +202,7 @@ DenseConfig DenseConfig::from_json(const nlohmann::json& j, const std::string& w
   f.get("normalize_top_k", c.normalize_top_k);
   f.get("moe_layer_step", c.moe_layer_step);
   f.get("dense_ffn_layers", c.dense_ffn_layers);
+  f.get("shared_expert_ffn_hidden", c.shared_expert_ffn_hidden);
   f.reject_unknown();
   c.validate(w);
   return c;
@@ -243,6 +247,7 @@ nlohmann::json DenseConfig::to_json() const {
     j["normalize_top_k"] = normalize_top_k;
     j["moe_layer_step"] = moe_layer_step;
     j["dense_ffn_layers"] = dense_ffn_layers;
+    if (shared_expert_ffn_hidden > 0) j["shared_expert_ffn_hidden"] = shared_expert_ffn_hidden;
   }
   return j;
 }

@@ -115,7 +115,7 @@ struct DenseConfig : TransformerShape {
   }
 
   // Mixture-of-experts FFNs (Hugging Face MixtralForCausalLM, OlmoeForCausalLM,
-  // Qwen3MoeForCausalLM; docs/hf.md "Mixture-of-experts models"; written only when
+  // Qwen2MoeForCausalLM, Qwen3MoeForCausalLM; docs/hf.md "Mixture-of-experts models"; written only when
   // n_experts > 0). An MoE layer's FFN is nn::SparseMoE: a router [n_experts, d_model] and
   // n_experts SwiGLU experts of expert_ffn_hidden units, top_k of them per token.
   int64_t n_experts = 0;            ///< E experts per MoE layer; 0: every FFN is dense
@@ -129,6 +129,9 @@ struct DenseConfig : TransformerShape {
   /// have a dense FFN of ffn_hidden units.
   int64_t moe_layer_step = 1;
   std::vector<int64_t> dense_ffn_layers;
+  /// > 0: each MoE layer's shared expert of that many hidden units, weighted by
+  /// sigmoid(shared_expert_gate x) (Qwen2-MoE's shared_expert_intermediate_size); 0: none.
+  int64_t shared_expert_ffn_hidden = 0;
   /// Whether layer i (0-based) has an MoE FFN (see moe_layer_step).
   bool is_moe_layer(int64_t i) const;
   /// expert_ffn_hidden, or ffn_hidden when 0.

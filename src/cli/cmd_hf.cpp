@@ -188,7 +188,11 @@ std::string experts_text(const hf::HfConfig& c) {
   return "experts       " + std::to_string(c.num_experts) + " per layer, top " + std::to_string(c.num_experts_per_tok) +
          " per token" + (c.norm_topk_prob ? " (weights renormalised)" : " (softmax weights as they are)") + ", width " +
          std::to_string(c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size) + ", in " +
-         std::to_string(moe_layers) + " of " + std::to_string(c.num_hidden_layers) + " layers\n";
+         std::to_string(moe_layers) + " of " + std::to_string(c.num_hidden_layers) + " layers" +
+         (c.shared_expert_intermediate_size > 0
+              ? ", and a shared expert of width " + std::to_string(c.shared_expert_intermediate_size) + " (sigmoid-gated)"
+              : std::string()) +
+         "\n";
 }
 
 void run_info(const std::string& dir, bool check) {
@@ -548,7 +552,7 @@ void run_hf_bench(const HfBenchArgs& a) {
 }  // namespace
 
 void register_hf(CLI::App& app) {
-  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-BigCode, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, Granite, Cohere Command-R, OPT, Mixtral, OLMoE, Qwen3-MoE (config.json + safetensors + tokenizer)");
+  auto* hf = app.add_subcommand("hf", "Hugging Face model folders: Qwen2, Qwen3, Llama, Mistral, Phi-3, Gemma, Gemma 2, Gemma 3, OLMo 2, OLMo 3, GPT-2, GPT-BigCode, GPT-NeoX, Phi-1/1.5/2, StableLM, Falcon, GPT-J, StarCoder2, Granite, Cohere Command-R, OPT, Mixtral, OLMoE, Qwen2-MoE, Qwen3-MoE (config.json + safetensors + tokenizer)");
   hf->require_subcommand(1);
 
   auto info_dir = std::make_shared<std::string>();

@@ -69,8 +69,8 @@ namespace {
 /// (the config classes' defaults for absent keys).
 void read_moe_fields(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
   const char* experts_key = c.is_mixtral() ? "num_local_experts" : "num_experts";
-  c.num_experts = c.is_mixtral() ? 8 : c.is_olmoe() ? 64 : 128;
-  c.num_experts_per_tok = c.is_mixtral() ? 2 : 8;
+  c.num_experts = c.is_mixtral() ? 8 : c.is_olmoe() ? 64 : c.is_qwen2_moe() ? 60 : 128;
+  c.num_experts_per_tok = c.is_mixtral() ? 2 : c.is_qwen2_moe() ? 4 : 8;
   f.get(experts_key, c.num_experts);
   f.get("num_experts_per_tok", c.num_experts_per_tok);
   util::check_range(where, experts_key, c.num_experts, 1, 4096);
@@ -81,8 +81,13 @@ void read_moe_fields(util::JsonFields& f, const nlohmann::json& j, const std::st
   if (!c.is_mixtral()) f.get("norm_topk_prob", c.norm_topk_prob);
   // (The routers' training-only settings, router_jitter_noise, router_aux_loss_coef and
   // output_router_logits, do not change the function computed here.)
-  if (!c.is_qwen3_moe()) return;
-  c.moe_intermediate_size = 768;
+  if (!c.is_qwen3_moe() && !c.is_qwen2_moe()) return;
+  if (c.is_qwen2_moe()) {  // (Qwen2MoeConfig's defaults: Qwen1.5-MoE-A2.7B's sizes)
+    c.shared_expert_intermediate_size = 5632;
+    f.get("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+    util::check_range(where, "shared_expert_intermediate_size", c.shared_expert_intermediate_size, 1, int64_t(1) << 24);
+  }
+  c.moe_intermediate_size = c.is_qwen2_moe() ? 1408 : 768;
   f.get("moe_intermediate_size", c.moe_intermediate_size);
   util::check_range(where, "moe_intermediate_size", c.moe_intermediate_size, 1, int64_t(1) << 24);
   f.get("decoder_sparse_step", c.decoder_sparse_step);
@@ -122,7 +127,7 @@ const std::vector<ArchitectureInfo>& architectures() {
       {kGptBigCodeArch, "gpt_bigcode", "gpt_bigcode"}, {kGraniteArch, "granite", "granite"},
       {kCohereArch, "cohere", "cohere"},   {kOptArch, "opt", "opt"},
       {kMixtralArch, "mixtral", "mixtral"}, {kOlmoeArch, "olmoe", "olmoe"},
-      {kQwen3MoeArch, "qwen3_moe", "qwen3_moe"}};
+      {kQwen2MoeArch, "qwen2_moe", "qwen2_moe"}, {kQwen3MoeArch, "qwen3_moe", "qwen3_moe"}};
   return table;
 }
 
@@ -254,11 +259,12 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   // As transformers: null means the query heads; a missing key is LlamaConfig's default
   // (None: the query heads), Qwen2Config's / Qwen3Config's (32) or MistralConfig's (8).
   const bool kv_missing = !f.has("num_key_value_heads");
-  const bool qwen = c.is_qwen2() || c.is_qwen3() || c.is_qwen3_moe();
+  const bool qwen = c.is_qwen2() || c.is_qwen3() || c.is_qwen2_moe() || c.is_qwen3_moe();
   const bool gemma = c.is_gemma() || c.is_gemma2() || c.is_gemma3();
   // (GemmaConfig's default is 16; Gemma2Config's (current transformers; 4.42: 16) and
   // Gemma3TextConfig's 4; MixtralConfig's 8, Qwen3MoeConfig's 4.)
   const int64_t kv_default = c.is_qwen3_moe() ? 4
+                             : c.is_qwen2_moe() ? 16
                              : qwen            ? 32
                              : c.is_mistral() || c.is_mixtral() ? 8
                              : c.is_gemma()   ? 16
@@ -272,6 +278,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
                      (kv_missing ? " is missing, and " +
                                        std::string(c.is_qwen3()     ? "Qwen3Config's default is 32"
                                                    : c.is_qwen3_moe() ? "Qwen3MoeConfig's default is 4"
+                                                   : c.is_qwen2_moe() ? "Qwen2MoeConfig's default is 16"
                                                    : c.is_mixtral() ? "MixtralConfig's default is 8"
                                                    : c.is_mistral() ? "MistralConfig's default is 8"
                                                    : c.is_gemma()   ? "GemmaConfig's default is 16"
@@ -468,9 +475,20 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   if (f.has("quantization_config"))
     unsupported(where, "quantization_config", j["quantization_config"].dump(), "quantized weights");
   if (qwen) {
-    c.qkv_bias = c.is_qwen2();  // Qwen2Attention: q/k/v always have biases, o_proj none
-    c.qk_norm = !c.is_qwen2();  // Qwen3Attention: q_norm / k_norm, biases only with attention_bias
-    if (!c.is_qwen2()) {
+    // Qwen2Attention: q/k/v always have biases, o_proj none (Qwen2-MoE: with qkv_bias, default
+    // true, which transformers 4.x does not read); Qwen3Attention: q_norm / k_norm, biases
+    // only with attention_bias.
+    const bool qwen2_family = c.is_qwen2() || c.is_qwen2_moe();
+    c.qkv_bias = qwen2_family;
+    c.qk_norm = !qwen2_family;
+    if (c.is_qwen2_moe()) {
+      bool qkv_bias = true;
+      f.get("qkv_bias", qkv_bias);
+      if (!qkv_bias)
+        unsupported(where, "qkv_bias", "false",
+                    "transformers 4.x ignores it and gives Qwen2-MoE's q/k/v biases; 5 drops them");
+    }
+    if (!qwen2_family) {
       bool attention_bias = false;
       f.get("attention_bias", attention_bias);
       if (attention_bias)
@@ -481,10 +499,10 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
     // no sliding) tokens.
     bool sliding = false;
     f.get("use_sliding_window", sliding);
-    if (sliding && c.is_qwen3_moe() && !(f.has("sliding_window") && j["sliding_window"].is_null()))
+    if (sliding && (c.is_qwen3_moe() || c.is_qwen2_moe()) && !(f.has("sliding_window") && j["sliding_window"].is_null()))
       unsupported(where, "use_sliding_window", "true",
-                  "Qwen3-MoE's sliding layers differ between transformers releases (max_window_layers read by 4.x, "
-                  "not by 5); no released checkpoint sets it");
+                  c.architecture + "'s sliding layers differ between transformers releases (4.x and 5 read "
+                  "max_window_layers and layer_types differently); no released checkpoint sets it");
     if (sliding && !(f.has("sliding_window") && j["sliding_window"].is_null())) {
       int64_t max_window_layers = 28, w = 4096;
       f.get("max_window_layers", max_window_layers);
@@ -619,7 +637,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
         read_positive(f, j, where, key, *out, "GraniteConfig's default 1.0");
     }
   }
-  if (c.is_mixtral() || c.is_olmoe() || c.is_qwen3_moe()) read_moe_fields(f, j, where, c);
+  if (c.is_mixtral() || c.is_olmoe() || c.is_qwen2_moe() || c.is_qwen3_moe()) read_moe_fields(f, j, where, c);
   // layer_types (transformers >= 4.53 writes it; it decides which layers slide): full
   // layers first, then sliding ones, as the dense model lays them out
   // (baselines::DenseConfig n_full_prelude).
@@ -905,7 +923,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
-  if (is_qwen2() || is_qwen3() || is_qwen3_moe()) {
+  if (is_qwen2() || is_qwen3() || is_qwen2_moe() || is_qwen3_moe()) {
     j["use_sliding_window"] = sliding_window > 0;
     j["sliding_window"] = sliding_window > 0 ? sliding_window : max_position_embeddings;
     j["max_window_layers"] = sliding_window > 0 ? full_attention_layers : num_hidden_layers;
@@ -958,7 +976,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
   } else if (is_olmoe()) {
     j["attention_bias"] = false;  // (OlmoeConfig has no mlp_bias)
     j["clip_qkv"] = nullptr;
-  } else if (!is_qwen2() && !is_qwen3() && !is_qwen3_moe()) {
+  } else if (!is_qwen2() && !is_qwen3() && !is_qwen2_moe() && !is_qwen3_moe()) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
@@ -966,7 +984,11 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j[is_mixtral() ? "num_local_experts" : "num_experts"] = num_experts;
     j["num_experts_per_tok"] = num_experts_per_tok;
     if (!is_mixtral()) j["norm_topk_prob"] = norm_topk_prob;
-    if (is_qwen3_moe()) {
+    if (is_qwen2_moe()) {
+      j["shared_expert_intermediate_size"] = shared_expert_intermediate_size;
+      j["qkv_bias"] = true;
+    }
+    if (is_qwen3_moe() || is_qwen2_moe()) {
       j["moe_intermediate_size"] = moe_intermediate_size;
       j["decoder_sparse_step"] = decoder_sparse_step;
       j["mlp_only_layers"] = mlp_only_layers;

@@ -5,8 +5,8 @@
 // kGemma2Arch, kGemma3Arch and docs/hf.md "Gemma, Gemma 2 and Gemma 3"), and
 // Olmo2ForCausalLM / Olmo3ForCausalLM (kOlmo2Arch, kOlmo3Arch), GraniteForCausalLM
 // (kGraniteArch), CohereForCausalLM (kCohereArch), and the mixture-of-experts
-// MixtralForCausalLM, OlmoeForCausalLM, Qwen3MoeForCausalLM (kMixtralArch, kOlmoeArch,
-// kQwen3MoeArch). LibTorch-free.
+// MixtralForCausalLM, OlmoeForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM (kMixtralArch,
+// kOlmoeArch, kQwen2MoeArch, kQwen3MoeArch). LibTorch-free.
 //
 // The first five architectures compute the same function on the weights this project's
 // dense model holds (pre-norm blocks, RMSNorm, rotate-half RoPE, grouped-query
@@ -191,6 +191,13 @@ inline constexpr const char* kOlmoeArch = "OlmoeForCausalLM";
 /// i when (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers (the others: a
 /// dense MLP of intermediate_size). use_sliding_window is refused.
 inline constexpr const char* kQwen3MoeArch = "Qwen3MoeForCausalLM";
+/// Qwen2-MoE (Qwen/Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B and their -Chat / -Instruct variants;
+/// model_type "qwen2_moe"): Qwen2's attention (q/k/v biases, qkv_bias true) with Qwen3-MoE's
+/// sparse layers (num_experts 60, num_experts_per_tok 4, moe_intermediate_size 1408,
+/// norm_topk_prob false, decoder_sparse_step, mlp_only_layers by default) plus a shared expert
+/// of shared_expert_intermediate_size (5632) units that every token runs, weighted by
+/// sigmoid(shared_expert_gate x). use_sliding_window and qkv_bias false are refused.
+inline constexpr const char* kQwen2MoeArch = "Qwen2MoeForCausalLM";
 
 /// One architecture this loader reads: its class (config.json "architectures"[0]), its
 /// model_type, and its name on the command line (--arch; null for a class lol reads but does
@@ -279,6 +286,7 @@ struct HfConfig {
   bool norm_topk_prob = false;          ///< the selected weights renormalised (Mixtral: always)
   int64_t decoder_sparse_step = 1;      ///< Qwen3-MoE: layer i is an MoE layer when (i + 1) % step == 0 ...
   std::vector<int64_t> mlp_only_layers; ///< ... and i is not listed here
+  int64_t shared_expert_intermediate_size = 0;  ///< Qwen2-MoE's shared expert; 0: none
 
   bool is_qwen2() const { return architecture == kQwen2Arch; }
   bool is_qwen3() const { return architecture == kQwen3Arch; }
@@ -313,6 +321,7 @@ struct HfConfig {
   bool is_mixtral() const { return architecture == kMixtralArch; }
   bool is_olmoe() const { return architecture == kOlmoeArch; }
   bool is_qwen3_moe() const { return architecture == kQwen3MoeArch; }
+  bool is_qwen2_moe() const { return architecture == kQwen2MoeArch; }
   /// Whether the FFNs are sparse mixtures of experts (num_experts > 0).
   bool is_moe() const { return num_experts > 0; }
   /// Whether layer i (0-based) has a mixture-of-experts FFN (Qwen3-MoE's rule; every layer of

@@ -253,6 +253,10 @@ NamedTensors hf_tensors(baselines::DenseModelImpl& m, const HfConfig& h, c10::Sc
       for (int64_t e = 0; e < h.num_experts; ++e)
         for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
           put(p + "mlp.experts." + std::to_string(e) + "." + proj + ".weight");
+      if (h.shared_expert_intermediate_size > 0) {  // (Qwen2-MoE)
+        for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp.shared_expert." + proj + ".weight");
+        put(p + "mlp.shared_expert_gate.weight");
+      }
     } else {
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp." + proj + ".weight");
     }

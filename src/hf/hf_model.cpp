@@ -65,7 +65,9 @@ std::string llama_shape_source(const std::string& name, const HfConfig& cfg) {
   if (has("o_proj")) return "hidden_size, num_attention_heads, head_dim";
   const char* experts = cfg.is_mixtral() ? "num_local_experts" : "num_experts";
   if (has("mlp.gate.")) return std::string(experts) + ", hidden_size";
-  if (has("mlp.experts.")) return std::string(cfg.is_qwen3_moe() ? "moe_intermediate_size" : "intermediate_size") +
+  if (has("mlp.shared_expert_gate.")) return "1, hidden_size";
+  if (has("mlp.shared_expert.")) return "shared_expert_intermediate_size, hidden_size";
+  if (has("mlp.experts.")) return std::string(cfg.is_qwen3_moe() || cfg.is_qwen2_moe() ? "moe_intermediate_size" : "intermediate_size") +
                                   ", hidden_size (" + experts + " experts per layer)";
   if (has("mlp.")) return "intermediate_size, hidden_size";
   return "hidden_size";
@@ -174,6 +176,7 @@ baselines::DenseConfig to_dense_config(const HfConfig& h) {
     c.normalize_top_k = h.norm_topk_prob;
     c.moe_layer_step = h.decoder_sparse_step;
     c.dense_ffn_layers = h.mlp_only_layers;
+    c.shared_expert_ffn_hidden = h.shared_expert_intermediate_size;
   }
   if (h.is_phi()) {  // GPT-NeoX's blocks with one shared input norm, and lm_head's bias
     c.norm = "layernorm";
@@ -195,7 +198,11 @@ bool olmo_layout(const baselines::DenseConfig& c) {
 }  // namespace
 
 std::string default_architecture(const baselines::DenseConfig& c) {
-  if (c.n_experts > 0) return c.qk_norm_across_heads ? kOlmoeArch : c.qk_norm ? kQwen3MoeArch : kMixtralArch;
+  if (c.n_experts > 0)
+    return c.shared_expert_ffn_hidden > 0 ? kQwen2MoeArch
+           : c.qk_norm_across_heads       ? kOlmoeArch
+           : c.qk_norm                    ? kQwen3MoeArch
+                                          : kMixtralArch;
   if (c.logit_scale != 1.0) return kCohereArch;
   if (c.gpt2_blocks())
     return c.learned_positions()                    ? (c.activation == "relu" || !c.qkv_bias || !c.o_bias ? kOptArch
@@ -524,25 +531,34 @@ HfConfig starcoder2_from_dense_config(const baselines::DenseConfig& c, const std
 
 namespace {
 
-bool is_moe_architecture(const std::string& a) { return a == kMixtralArch || a == kOlmoeArch || a == kQwen3MoeArch; }
+bool is_moe_architecture(const std::string& a) {
+  return a == kMixtralArch || a == kOlmoeArch || a == kQwen2MoeArch || a == kQwen3MoeArch;
+}
 
 /// Throws InputError unless the dense model `c` has the FFNs and blocks of the
-/// mixture-of-experts `architecture` (kMixtralArch, kOlmoeArch or kQwen3MoeArch): experts in
-/// every layer (Mixtral, OLMoE) or in those decoder_sparse_step and mlp_only_layers choose
-/// (Qwen3-MoE), renormalised weights for Mixtral, OLMoE's q/k norms across heads in pre-norm
-/// blocks, Qwen3-MoE's per-head ones, Mixtral's none; sliding layers only for Mixtral (all).
+/// mixture-of-experts `architecture` (kMixtralArch, kOlmoeArch, kQwen2MoeArch or
+/// kQwen3MoeArch): experts in every layer (Mixtral, OLMoE) or in those decoder_sparse_step and
+/// mlp_only_layers choose (Qwen2/3-MoE), renormalised weights for Mixtral, a shared expert for
+/// Qwen2-MoE and none elsewhere, OLMoE's q/k norms across heads in pre-norm blocks, Qwen3-MoE's
+/// per-head ones, Mixtral's and Qwen2-MoE's none; sliding layers only for Mixtral (all).
 void check_moe_layout(const baselines::DenseConfig& c, const char* arch) {
   const auto refuse = [&](const std::string& what, const std::string& why) { refuse_export(c, arch, what, why); };
   const std::string a = arch;
   if (c.n_experts == 0) refuse("dense FFNs (n_experts 0)", "has mixture-of-experts FFNs");
-  if (a != kQwen3MoeArch && (c.moe_layer_step != 1 || !c.dense_ffn_layers.empty()))
+  const bool qwen_moe = a == kQwen3MoeArch || a == kQwen2MoeArch;
+  if (!qwen_moe && (c.moe_layer_step != 1 || !c.dense_ffn_layers.empty()))
     refuse("dense FFN layers (moe_layer_step " + std::to_string(c.moe_layer_step) + ", " +
                std::to_string(c.dense_ffn_layers.size()) + " dense_ffn_layers)",
            "has experts in every layer");
   if (a == kMixtralArch && !c.normalize_top_k)
     refuse("normalize_top_k false", "renormalises the selected experts' weights");
   const bool per_head = c.qk_norm && !c.qk_norm_across_heads, across = c.qk_norm && c.qk_norm_across_heads;
-  if (a == kMixtralArch && c.qk_norm) refuse("qk_norm true", "has no q_norm / k_norm");
+  if ((a == kMixtralArch || a == kQwen2MoeArch) && c.qk_norm) refuse("qk_norm true", "has no q_norm / k_norm");
+  if (a == kQwen2MoeArch && c.shared_expert_ffn_hidden == 0)
+    refuse("no shared expert (shared_expert_ffn_hidden 0)", "runs a shared expert in every MoE layer");
+  if (a != kQwen2MoeArch && c.shared_expert_ffn_hidden > 0)
+    refuse("a shared expert (shared_expert_ffn_hidden " + std::to_string(c.shared_expert_ffn_hidden) + ")",
+           "has none");
   if (a == kQwen3MoeArch && !per_head) refuse("no per-head qk_norm", "normalizes every query and key head");
   if (a == kOlmoeArch && !across) refuse("no qk_norm across heads", "normalizes the whole q and k projections");
   if (a == kOlmoeArch && c.effective_head_dim() * c.n_heads != c.d_model)
@@ -661,9 +677,9 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     throw InputError("dense model: attention \"" + c.attention + "\" (window " + std::to_string(c.window) +
                      "): Hugging Face " + architecture + " models use full causal or sliding-window attention");
   }
-  if (architecture != kQwen2Arch && c.qkv_bias)
+  if (architecture != kQwen2Arch && architecture != kQwen2MoeArch && c.qkv_bias)
     throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
-                     std::string(kQwen2Arch) + ")");
+                     std::string(c.n_experts > 0 ? kQwen2MoeArch : kQwen2Arch) + ")");
   if ((architecture == kQwen3Arch || architecture == kQwen3MoeArch) && !c.qk_norm)
     throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
                      " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");
@@ -687,7 +703,8 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   h.rope_theta = c.rope_theta;
   h.rope_scaling = c.rope_scaling;
   h.partial_rotary_factor = c.partial_rotary_factor;
-  h.qkv_bias = architecture == kQwen2Arch;  // Qwen2 always has them (zeros when the model has none)
+  // Qwen2 and Qwen2-MoE always have them (zeros when the model has none)
+  h.qkv_bias = architecture == kQwen2Arch || architecture == kQwen2MoeArch;
   h.qk_norm = c.qk_norm;
   h.qk_norm_across_heads = c.qk_norm_across_heads;
   h.sandwich_norm = c.sandwich_norm;
@@ -712,7 +729,8 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
     h.num_experts = c.n_experts;
     h.num_experts_per_tok = c.top_k;
     h.norm_topk_prob = c.normalize_top_k;
-    if (architecture == kQwen3MoeArch) {
+    if (architecture == kQwen3MoeArch || architecture == kQwen2MoeArch) {
+      h.shared_expert_intermediate_size = c.shared_expert_ffn_hidden;
       h.moe_intermediate_size = c.effective_expert_ffn();
       h.decoder_sparse_step = c.moe_layer_step;
       h.mlp_only_layers = c.dense_ffn_layers;

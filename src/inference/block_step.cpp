@@ -62,14 +62,17 @@ torch::Tensor dense_ffn(const PackedBlock& b, const torch::Tensor& m) {
 
 /// MoE FFN (nn::SparseMoEImpl::forward in eval mode): p = softmax(gate(m)), the top-k
 /// experts of p + b, sum of p_e E_e(m) (p_e renormalised over the selected experts with
-/// moe_normalize), each expert run once on its rows.
+/// moe_normalize), each expert run once on its rows; plus sigmoid(shared_gate m) times the
+/// shared expert with one (Qwen2-MoE).
 torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
   const int64_t E = b.moe_gate.size(0);
   auto probs = nn::routing_probabilities(dense(m, b.moe_gate));
   auto sel = std::get<1>((probs + b.moe_bias.to(probs.scalar_type()).unsqueeze(0)).topk(b.top_k, -1));
   auto weight = nn::selected_weights(probs, sel, b.moe_normalize, m.scalar_type());
   const auto g = nn::group_by_expert(sel.to(torch::kCPU).contiguous(), E);
-  auto out = torch::zeros_like(m);
+  auto out = b.shared_gate.defined()
+                  ? torch::sigmoid(dense(m, b.shared_gate)) * gated_ffn(m, b.shared_gate_up, b.shared_down)
+                  : torch::zeros_like(m);
   if (g.expert.empty()) return out;
   auto tok_t = index_tensor(g.token, m.device());
   auto w = weight.reshape({-1}).index_select(0, index_tensor(g.slot, m.device())).unsqueeze(1);

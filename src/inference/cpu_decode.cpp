@@ -149,7 +149,8 @@ class Kernels final : public CpuDecoder {
   /// The MoE FFN (nn::SparseMoE, block_step's moe_ffn) of the n normalised rows in h_,
   /// written back into h_: per row, p = softmax(gate h) over the E experts, the top_k
   /// experts of p + b (ties: the lower index), weights p_e (renormalised with
-  /// moe_normalize), sum of w_e down_e(silu(gate_e h) * up_e h).
+  /// moe_normalize), sum of w_e down_e(silu(gate_e h) * up_e h); plus sigmoid(shared_gate h)
+  /// times the shared expert with one (Qwen2-MoE).
   void moe_ffn(const PackedBlock& b, int64_t n, int64_t d) {
     const int64_t E = b.moe_gate.size(0), k = b.top_k;
     const T* bias = b.moe_bias.data_ptr<T>();
@@ -169,16 +170,25 @@ class Kernels final : public CpuDecoder {
       T sum = 0;
       for (int64_t j = 0; j < k; ++j) sum += probs_[size_t(order_[size_t(j)])];
       T* out = moe_out_.data() + r * d;
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t e = order_[size_t(j)];
-        const T wt = b.moe_normalize ? probs_[size_t(e)] / sum : probs_[size_t(e)];
-        const int64_t Fe = b.expert_down[size_t(e)].size(1);
+      // out += wt * down(silu(gate h) * up h) for the expert of weights gate_up [2 Fe, d], down [d, Fe].
+      const auto add_expert = [&](const torch::Tensor& gate_up, const torch::Tensor& down, T wt) {
+        const int64_t Fe = down.size(1);
         gu_.resize(size_t(2 * Fe));
         act_.resize(size_t(Fe));
-        blas::rows_times_wt(hr, 1, d, b.expert_gate_up[size_t(e)].data_ptr<T>(), 2 * Fe, gu_.data());
+        blas::rows_times_wt(hr, 1, d, gate_up.data_ptr<T>(), 2 * Fe, gu_.data());
         activate(gu_.data(), Fe, 2 * Fe, act_.data(), [](T v) { return v / (T(1) + std::exp(-v)); });
-        blas::rows_times_wt(act_.data(), 1, Fe, b.expert_down[size_t(e)].data_ptr<T>(), d, part_.data());
+        blas::rows_times_wt(act_.data(), 1, Fe, down.data_ptr<T>(), d, part_.data());
         for (int64_t i = 0; i < d; ++i) out[i] += wt * part_[size_t(i)];
+      };
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = order_[size_t(j)];
+        add_expert(b.expert_gate_up[size_t(e)], b.expert_down[size_t(e)],
+                   b.moe_normalize ? probs_[size_t(e)] / sum : probs_[size_t(e)]);
+      }
+      if (b.shared_gate.defined()) {
+        T g = 0;
+        blas::rows_times_wt(hr, 1, d, b.shared_gate.data_ptr<T>(), 1, &g);
+        add_expert(b.shared_gate_up, b.shared_down, T(1) / (T(1) + std::exp(-g)));
       }
     }
     h_.swap(moe_out_);

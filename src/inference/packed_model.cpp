@@ -100,6 +100,12 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   p.moe_bias = moe.balance_bias.detach().to(p.moe_gate.scalar_type()).clone();
   p.top_k = moe.top_k();
   p.moe_normalize = moe.normalize_top_k();
+  if (moe.shared_expert) {
+    auto& se = *moe.shared_expert;
+    p.shared_gate_up = torch::cat({se.gate_proj->weight, se.up_proj->weight}, 0).detach().contiguous();
+    p.shared_down = se.down_proj->weight.detach().clone();
+    p.shared_gate = moe.shared_expert_gate->weight.detach().clone();
+  }
   for (auto& e : *moe.experts) {
     auto* mlp = e->as<nn::MLP>();
     p.expert_gate_up.push_back(torch::cat({mlp->gate_proj->weight, mlp->up_proj->weight}, 0).detach().contiguous());

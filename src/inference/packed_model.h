@@ -46,6 +46,8 @@ struct PackedBlock {
   std::vector<torch::Tensor> expert_down;   ///< E x [d, F_e]
   int64_t top_k = 0;                        ///< experts per token
   bool moe_normalize = false;               ///< selected weights renormalised (nn::MoEShape::normalize_top_k)
+  /// The shared expert (Qwen2-MoE) or undefined: [2 F_s, d] gate | up, [d, F_s], its gate [1, d].
+  torch::Tensor shared_gate_up, shared_down, shared_gate;
   // Gemma-family dense blocks (nn/block.h, nn/mlp.h):
   torch::Tensor ln_attn_out, ln_ffn_out;    ///< [d] sandwich norms of the attention / FFN outputs, or undefined
   nn::Activation act = nn::Activation::SiLU;  ///< the dense FFN's gate activation

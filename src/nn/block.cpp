@@ -22,7 +22,8 @@ BlockImpl::BlockImpl(const BlockShape& s) {
   self_attn = register_module("self_attn", Attention(attn));
   if (s.moe.n_experts > 0) {
     moe = register_module("mlp", SparseMoE(s.attn.d_model, s.ffn_hidden, s.moe.n_experts, s.moe.top_k,
-                                           s.moe.router_noise_std, s.moe.normalize_top_k));
+                                           s.moe.router_noise_std, s.moe.normalize_top_k,
+                                           s.moe.shared_expert_hidden));
   } else {
     mlp = register_module("mlp", MLP(s.attn.d_model, s.ffn_hidden, s.activation, s.gated_mlp, s.mlp_bias));
   }

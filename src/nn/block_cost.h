@@ -33,16 +33,25 @@ inline int64_t mlp_biases(const BlockShape& s) {
   return s.mlp_bias ? (s.gated_mlp ? 2 : 1) * s.ffn_hidden + s.attn.d_model : 0;
 }
 
-/// Every FFN weight of a block: 3 d F dense; E d (gate) + E * 3 d F with an MoE FFN.
-inline int64_t ffn_weights(const BlockShape& s) {
-  const int64_t E = s.moe.n_experts;
-  return E > 0 ? E * s.attn.d_model + E * swiglu_weights(s) : swiglu_weights(s);
+/// Weights of an MoE FFN's shared expert and its gate, which every token uses:
+/// 3 d F_s + d (Qwen2-MoE), 0 without one.
+inline int64_t shared_expert_weights(const BlockShape& s) {
+  const int64_t Fs = s.moe.n_experts > 0 ? s.moe.shared_expert_hidden : 0;
+  return Fs > 0 ? 3 * s.attn.d_model * Fs + s.attn.d_model : 0;
 }
 
-/// FFN weights one token multiplies with: 3 d F dense; E d (gate) + k * 3 d F with an MoE FFN.
+/// Every FFN weight of a block: 3 d F dense; E d (gate) + E * 3 d F (+ the shared expert)
+/// with an MoE FFN.
+inline int64_t ffn_weights(const BlockShape& s) {
+  const int64_t E = s.moe.n_experts;
+  return E > 0 ? E * s.attn.d_model + E * swiglu_weights(s) + shared_expert_weights(s) : swiglu_weights(s);
+}
+
+/// FFN weights one token multiplies with: 3 d F dense; E d (gate) + k * 3 d F (+ the shared
+/// expert) with an MoE FFN.
 inline int64_t ffn_active_weights(const BlockShape& s) {
   const int64_t E = s.moe.n_experts;
-  return E > 0 ? E * s.attn.d_model + s.moe.top_k * swiglu_weights(s) : swiglu_weights(s);
+  return E > 0 ? E * s.attn.d_model + s.moe.top_k * swiglu_weights(s) + shared_expert_weights(s) : swiglu_weights(s);
 }
 
 /// FFN weights a token does not use: (E - k) * 3 d F with an MoE FFN, 0 dense.

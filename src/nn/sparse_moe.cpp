@@ -10,7 +10,8 @@
 
 namespace lol::nn {
 
-SparseMoEImpl::SparseMoEImpl(int64_t d, int64_t ffn, int64_t E, int64_t k, double noise, bool normalize)
+SparseMoEImpl::SparseMoEImpl(int64_t d, int64_t ffn, int64_t E, int64_t k, double noise, bool normalize,
+                             int64_t shared_hidden)
     : top_k_(k), noise_std_(noise), normalize_(normalize) {
   if (E < 1 || k < 1 || k > E)
     throw InputError("sparse MoE: n_experts = " + std::to_string(E) + ", top_k = " + std::to_string(k) +
@@ -19,6 +20,10 @@ SparseMoEImpl::SparseMoEImpl(int64_t d, int64_t ffn, int64_t E, int64_t k, doubl
   experts = register_module("experts", torch::nn::ModuleList());
   for (int64_t e = 0; e < E; ++e) experts->push_back(MLP(d, ffn));
   balance_bias = register_buffer("balance_bias", torch::zeros({E}));
+  if (shared_hidden > 0) {
+    shared_expert = register_module("shared_expert", MLP(d, shared_hidden));
+    shared_expert_gate = register_module("shared_expert_gate", torch::nn::Linear(torch::nn::LinearOptions(d, 1).bias(false)));
+  }
   pending_load_ = torch::zeros({E}, torch::kInt64);
 }
 
@@ -37,11 +42,14 @@ torch::Tensor SparseMoEImpl::forward(const torch::Tensor& x) {
   std::vector<MLPImpl*> used;
   for (int64_t e : g.expert) used.push_back(experts[e]->as<MLP>());
   auto out = torch::zeros_like(x);
-  if (used.empty()) return out;
-  auto tok_t = index_tensor(g.token, x.device());
-  auto w = weight.reshape({-1}).index_select(0, index_tensor(g.slot, x.device())).unsqueeze(1);
-  auto y = grouped_mlp(used, g.size, x.index_select(0, tok_t));
-  return out.index_add_(0, tok_t, w * y);
+  if (!used.empty()) {
+    auto tok_t = index_tensor(g.token, x.device());
+    auto w = weight.reshape({-1}).index_select(0, index_tensor(g.slot, x.device())).unsqueeze(1);
+    auto y = grouped_mlp(used, g.size, x.index_select(0, tok_t));
+    out = out.index_add_(0, tok_t, w * y);
+  }
+  if (shared_expert) out = out + torch::sigmoid(shared_expert_gate(x)) * shared_expert(x);
+  return out;
 }
 
 void SparseMoEImpl::set_pending_load(const torch::Tensor& load) {

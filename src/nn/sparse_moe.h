@@ -9,10 +9,12 @@
 // expert since the last update. With normalize_top_k the selected weights are divided by
 // their sum (Mixtral's and Qwen3-MoE's rule: softmax over the selected experts' logits).
 // The softmax runs in float32 at least and the weights are cast to x's dtype, as
-// transformers' MixtralSparseMoeBlock computes them.
+// transformers' MixtralSparseMoeBlock computes them. With a shared expert (Qwen2-MoE) every
+// token also gets sigmoid(shared_expert_gate x) shared_expert(x).
 //
 // Tensor names (Qwen2-MoE style, under the block's "mlp"): gate.weight [E, d_model],
-// experts.{e}.{gate,up,down}_proj.weight, balance_bias [E] (buffer).
+// experts.{e}.{gate,up,down}_proj.weight, balance_bias [E] (buffer); with a shared expert
+// shared_expert.{gate,up,down}_proj.weight and shared_expert_gate.weight [1, d_model].
 #pragma once
 #include <cstdint>
 
@@ -20,6 +22,8 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
+
+#include "nn/mlp.h"
 
 namespace lol::nn {
 
@@ -32,14 +36,17 @@ struct MoEShape {
   /// Mixtral always, Qwen3-MoE by default); false: the softmax probabilities as they are
   /// (LoL's rule, OLMoE).
   bool normalize_top_k = false;
+  /// > 0: a shared expert of that many hidden units that every token runs, weighted by
+  /// sigmoid(shared_expert_gate x) (Qwen2-MoE's shared_expert); 0: none.
+  int64_t shared_expert_hidden = 0;
 };
 
 class SparseMoEImpl : public torch::nn::Module {
  public:
   /// E = n_experts SwiGLU experts of `expert_hidden` hidden units each.
-  /// `normalize`: MoEShape::normalize_top_k.
+  /// `normalize`: MoEShape::normalize_top_k; `shared_hidden`: MoEShape::shared_expert_hidden.
   SparseMoEImpl(int64_t d_model, int64_t expert_hidden, int64_t n_experts, int64_t top_k, double noise_std,
-                bool normalize = false);
+                bool normalize = false, int64_t shared_hidden = 0);
   /// x [n, d_model] (tokens to route) -> [n, d_model]. In training mode adds router noise
   /// and counts the selected experts into pending_load().
   torch::Tensor forward(const torch::Tensor& x);
@@ -58,6 +65,8 @@ class SparseMoEImpl : public torch::nn::Module {
   torch::nn::Linear gate{nullptr};
   torch::nn::ModuleList experts{nullptr};  ///< n_experts nn::MLP
   torch::Tensor balance_bias;              ///< [E] buffer
+  MLP shared_expert{nullptr};              ///< the shared expert (MoEShape::shared_expert_hidden), or null
+  torch::nn::Linear shared_expert_gate{nullptr};  ///< [1, d_model] its sigmoid gate, or null
 
  private:
   int64_t top_k_;

@@ -22,7 +22,7 @@
 namespace lol::hf::test {
 namespace {
 
-enum class Kind { Mixtral, Olmoe, Qwen3Moe };
+enum class Kind { Mixtral, Olmoe, Qwen3Moe, Qwen2Moe };
 
 /// A tiny MoE folder's shape and config.json.
 struct MoeShape {
@@ -30,26 +30,34 @@ struct MoeShape {
   int64_t vocab = 61, hidden = 32, ffn = 24, layers = 3, heads = 4, kv_heads = 2, max_pos = 64;
   int64_t experts = 5, top_k = 2;
   int64_t head_dim = 0;        ///< 0: hidden / heads, no head_dim key
-  int64_t moe_ffn = 20;        ///< Qwen3-MoE: moe_intermediate_size (ffn: its dense layers)
+  int64_t moe_ffn = 20;        ///< Qwen2/3-MoE: moe_intermediate_size (ffn: their dense layers)
+  int64_t shared_ffn = 28;     ///< Qwen2-MoE: shared_expert_intermediate_size
   bool norm_topk = false;      ///< OLMoE / Qwen3-MoE: norm_topk_prob (Mixtral: always)
-  int64_t sparse_step = 1;     ///< Qwen3-MoE: decoder_sparse_step
-  std::vector<int64_t> mlp_only;  ///< Qwen3-MoE: mlp_only_layers
+  int64_t sparse_step = 1;     ///< Qwen2/3-MoE: decoder_sparse_step
+  std::vector<int64_t> mlp_only;  ///< Qwen2/3-MoE: mlp_only_layers
   double rope_theta = 500, eps = 1e-5;
   bool tied = false;
 
   int64_t hd() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  bool qwen() const { return kind == Kind::Qwen3Moe || kind == Kind::Qwen2Moe; }
   bool moe_layer(int64_t i) const {
-    if (kind != Kind::Qwen3Moe) return true;
+    if (!qwen()) return true;
     return (i + 1) % sparse_step == 0 && std::find(mlp_only.begin(), mlp_only.end(), i) == mlp_only.end();
   }
-  int64_t expert_ffn() const { return kind == Kind::Qwen3Moe ? moe_ffn : ffn; }
+  int64_t expert_ffn() const { return qwen() ? moe_ffn : ffn; }
   bool normalized() const { return kind == Kind::Mixtral || norm_topk; }
   std::string arch() const {
-    return kind == Kind::Mixtral ? "MixtralForCausalLM" : kind == Kind::Olmoe ? "OlmoeForCausalLM" : "Qwen3MoeForCausalLM";
+    return kind == Kind::Mixtral    ? "MixtralForCausalLM"
+           : kind == Kind::Olmoe    ? "OlmoeForCausalLM"
+           : kind == Kind::Qwen2Moe ? "Qwen2MoeForCausalLM"
+                                    : "Qwen3MoeForCausalLM";
   }
   nlohmann::json config() const {
     nlohmann::json j = {{"architectures", {arch()}},
-                        {"model_type", kind == Kind::Mixtral ? "mixtral" : kind == Kind::Olmoe ? "olmoe" : "qwen3_moe"},
+                        {"model_type", kind == Kind::Mixtral    ? "mixtral"
+                                       : kind == Kind::Olmoe    ? "olmoe"
+                                       : kind == Kind::Qwen2Moe ? "qwen2_moe"
+                                                                : "qwen3_moe"},
                         {"vocab_size", vocab},
                         {"hidden_size", hidden},
                         {"intermediate_size", ffn},
@@ -70,7 +78,11 @@ struct MoeShape {
     if (kind == Kind::Mixtral) j["sliding_window"] = nullptr;
     if (kind != Kind::Mixtral) j["norm_topk_prob"] = norm_topk;
     if (kind == Kind::Olmoe) j["clip_qkv"] = nullptr;
-    if (kind == Kind::Qwen3Moe) {
+    if (kind == Kind::Qwen2Moe) {
+      j["shared_expert_intermediate_size"] = shared_ffn;
+      j["qkv_bias"] = true;
+    }
+    if (qwen()) {
       j["moe_intermediate_size"] = moe_ffn;
       j["decoder_sparse_step"] = sparse_step;
       j["mlp_only_layers"] = mlp_only;
@@ -104,6 +116,11 @@ NamedTensors moe_weights(const MoeShape& s, uint64_t seed) {
     w.emplace_back(p + "self_attn.q_proj.weight", rnd({s.heads * hd, s.hidden}, 0.25));
     w.emplace_back(p + "self_attn.k_proj.weight", rnd({s.kv_heads * hd, s.hidden}, 0.25));
     w.emplace_back(p + "self_attn.v_proj.weight", rnd({s.kv_heads * hd, s.hidden}, 0.25));
+    if (s.kind == Kind::Qwen2Moe) {
+      w.emplace_back(p + "self_attn.q_proj.bias", rnd({s.heads * hd}, 0.2));
+      w.emplace_back(p + "self_attn.k_proj.bias", rnd({s.kv_heads * hd}, 0.2));
+      w.emplace_back(p + "self_attn.v_proj.bias", rnd({s.kv_heads * hd}, 0.2));
+    }
     w.emplace_back(p + "self_attn.o_proj.weight", rnd({s.hidden, s.heads * hd}, 0.25));
     if (s.kind == Kind::Olmoe) {
       w.emplace_back(p + "self_attn.q_norm.weight", rnd({s.heads * hd}, 0.3, 1.0));
@@ -120,6 +137,12 @@ NamedTensors moe_weights(const MoeShape& s, uint64_t seed) {
         w.emplace_back(s.expert(p, e, "gate_proj"), rnd({F, s.hidden}, 0.25));
         w.emplace_back(s.expert(p, e, "up_proj"), rnd({F, s.hidden}, 0.25));
         w.emplace_back(s.expert(p, e, "down_proj"), rnd({s.hidden, F}, 0.25));
+      }
+      if (s.kind == Kind::Qwen2Moe) {
+        w.emplace_back(p + "mlp.shared_expert.gate_proj.weight", rnd({s.shared_ffn, s.hidden}, 0.25));
+        w.emplace_back(p + "mlp.shared_expert.up_proj.weight", rnd({s.shared_ffn, s.hidden}, 0.25));
+        w.emplace_back(p + "mlp.shared_expert.down_proj.weight", rnd({s.hidden, s.shared_ffn}, 0.25));
+        w.emplace_back(p + "mlp.shared_expert_gate.weight", rnd({1, s.hidden}, 0.6));
       }
     } else {
       w.emplace_back(p + "mlp.gate_proj.weight", rnd({s.ffn, s.hidden}, 0.25));
@@ -142,7 +165,12 @@ torch::Tensor moe_reference_logits(const MoeShape& s, const NamedTensors& named,
   auto rms = [&](const torch::Tensor& x, const torch::Tensor& g) {
     return g * x / torch::sqrt(x.pow(2).mean(-1, true) + s.eps);
   };
-  auto lin = [&](const torch::Tensor& x, const std::string& n) { return torch::matmul(x, w.at(n).t()); };
+  // x W^T (+ the bias stored beside a weight: Qwen2-MoE's q/k/v)
+  auto lin = [&](const torch::Tensor& x, const std::string& n) {
+    auto y = torch::matmul(x, w.at(n).t());
+    const std::string b = n.substr(0, n.size() - 6) + "bias";
+    return w.count(b) ? y + w.at(b) : y;
+  };
   const ReferenceRope rope(T, hd, hd, s.rope_theta);
   auto x = w.at("model.embed_tokens.weight").index_select(0, torch::tensor(tokens, torch::kInt64));
   for (int64_t i = 0; i < s.layers; ++i) {
@@ -181,6 +209,10 @@ torch::Tensor moe_reference_logits(const MoeShape& s, const NamedTensors& named,
                              .squeeze(0);
       }
     }
+    if (s.kind == Kind::Qwen2Moe)  // the shared expert, sigmoid-gated, for every token
+      y = y + torch::sigmoid(lin(h, p + "mlp.shared_expert_gate.weight")) *
+                  swiglu(h, p + "mlp.shared_expert.gate_proj.weight", p + "mlp.shared_expert.up_proj.weight",
+                         p + "mlp.shared_expert.down_proj.weight");
     x = x + y;
   }
   x = rms(x, w.at("model.norm.weight"));
@@ -188,7 +220,8 @@ torch::Tensor moe_reference_logits(const MoeShape& s, const NamedTensors& named,
 }
 
 /// The shapes each test runs: Mixtral; OLMoE without renormalisation; Qwen3-MoE with an
-/// explicit head_dim, renormalisation, and a dense layer from mlp_only_layers.
+/// explicit head_dim, renormalisation, and a dense layer from mlp_only_layers; Qwen2-MoE
+/// with q/k/v biases, a shared expert and a leading dense layer.
 std::vector<MoeShape> shapes() {
   MoeShape mixtral;
   MoeShape olmoe;
@@ -202,7 +235,11 @@ std::vector<MoeShape> shapes() {
   qwen.norm_topk = true;
   qwen.mlp_only = {2};
   qwen.tied = true;
-  return {mixtral, olmoe, qwen};
+  MoeShape qwen2;
+  qwen2.kind = Kind::Qwen2Moe;
+  qwen2.experts = 4;
+  qwen2.mlp_only = {0};
+  return {mixtral, olmoe, qwen, qwen2};
 }
 
 /// A folder of `s` in `dir` (weights stored as float32); returns the stored tensors as read back.
@@ -301,7 +338,8 @@ TEST(HfMoe, ConfigDefaultsFollowTheConfigClasses) {
 }
 
 TEST(HfMoe, ReleasedConfigsCountTheirParameters) {
-  // The config.json files of Mixtral-8x7B-v0.1, OLMoE-1B-7B-0924 and Qwen3-30B-A3B (tests/hf/data;
+  // The config.json files of Mixtral-8x7B-v0.1, OLMoE-1B-7B-0924, Qwen3-30B-A3B and
+  // Qwen1.5-MoE-A2.7B (tests/hf/data;
   // their size fields as the Hub's files state them): every expert counted, as transformers'
   // num_parameters() does; active parameters: the routers and top-k experts per token.
   struct Released {
@@ -310,10 +348,12 @@ TEST(HfMoe, ReleasedConfigsCountTheirParameters) {
     double active_lo, active_hi;
   };
   // Mixtral-8x7B: 46,702,792,704 (its published count; 12.9 B active). OLMoE-1B-7B: 6.9 B
-  // total, 1.3 B active. Qwen3-30B-A3B: 30.5 B total, 3.3 B active (the model cards' rounding).
+  // total, 1.3 B active. Qwen3-30B-A3B: 30.5 B total, 3.3 B active. Qwen1.5-MoE-A2.7B: 14.3 B
+  // total, 2.7 B active, its shared expert included (the model cards' rounding).
   for (const auto& r : {Released{"mixtral-8x7b-v0.1", 46702792704, 12.8e9, 13.0e9},
                         Released{"olmoe-1b-7b-0924", 6919161856, 1.25e9, 1.35e9},
-                        Released{"qwen3-30b-a3b", 30532122624, 3.2e9, 3.4e9}}) {
+                        Released{"qwen3-30b-a3b", 30532122624, 3.2e9, 3.4e9},
+                        Released{"qwen1.5-moe-a2.7b", 14315784192, 2.6e9, 2.8e9}}) {
     SCOPED_TRACE(r.file);
     const std::string path = std::string(LOL_SOURCE_DIR) + "/tests/hf/data/" + r.file + ".config.json";
     const auto c = HfConfig::from_json(nlohmann::json::parse(read_text(path)), path);
@@ -348,6 +388,17 @@ TEST(HfMoe, RefusesWhatItDoesNotCompute) {
   j = qwen.config();
   j["mlp_only_layers"] = {3};
   expect_input_error([&] { HfConfig::from_json(j, "config.json"); }, {"config.json", "mlp_only_layers", "3"});
+  MoeShape qwen2;
+  qwen2.kind = Kind::Qwen2Moe;
+  j = qwen2.config();
+  j["qkv_bias"] = false;
+  expect_input_error([&] { HfConfig::from_json(j, "config.json"); }, {"config.json", "qkv_bias", "false"});
+  j = qwen2.config();
+  j["use_sliding_window"] = true;
+  expect_input_error([&] { HfConfig::from_json(j, "config.json"); }, {"config.json", "use_sliding_window"});
+  j = qwen2.config();
+  j["shared_expert_intermediate_size"] = 0;
+  expect_input_error([&] { HfConfig::from_json(j, "config.json"); }, {"config.json", "shared_expert_intermediate_size"});
   MoeShape mixtral;
   j = mixtral.config();
   j["hidden_act"] = "gelu";
@@ -386,9 +437,10 @@ TEST(HfMoe, ExportWritesTheFolderBackAndRefusesOtherClasses) {
                                      "intermediate_size"};
     keys.push_back(s.kind == Kind::Mixtral ? "num_local_experts" : "num_experts");
     if (s.kind != Kind::Mixtral) keys.push_back("norm_topk_prob");
-    if (s.kind == Kind::Qwen3Moe)
-      for (const char* k : {"moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "head_dim"})
-        keys.push_back(k);
+    if (s.kind == Kind::Qwen3Moe) keys.push_back("head_dim");
+    if (s.kind == Kind::Qwen2Moe) keys.push_back("shared_expert_intermediate_size");
+    if (s.qwen())
+      for (const char* k : {"moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers"}) keys.push_back(k);
     expect_export_writes_source_back(m, s.arch(), out.path(), s.config(), keys, stored);
     // ... which loads back to the same logits.
     const auto tokens = some_tokens(9, s.vocab);
@@ -420,6 +472,17 @@ TEST(HfMoe, ExportWritesTheFolderBackAndRefusesOtherClasses) {
   olmoe.normalize_top_k = true;
   auto mo2 = random_dense(olmoe, 1, torch::kFloat32);
   expect_input_error([&] { export_hf(*mo2, nullptr, refused.path(), eo); }, {"qk_norm true", "MixtralForCausalLM"});
+  // Qwen2-MoE's shared expert has no place in the other classes, and it needs one.
+  auto qwen2 = to_dense_config(HfConfig::from_json(shapes()[3].config(), "config.json"));
+  auto mq = random_dense(qwen2, 1, torch::kFloat32);
+  eo.architecture = kQwen3MoeArch;
+  expect_input_error([&] { export_hf(*mq, nullptr, refused.path(), eo); },
+                     {"a shared expert (shared_expert_ffn_hidden 28)", "Qwen3MoeForCausalLM", "has none"});
+  qwen2.shared_expert_ffn_hidden = 0;
+  auto mq2 = random_dense(qwen2, 1, torch::kFloat32);
+  eo.architecture = kQwen2MoeArch;
+  expect_input_error([&] { export_hf(*mq2, nullptr, refused.path(), eo); },
+                     {"no shared expert", "Qwen2MoeForCausalLM", "runs a shared expert"});
 }
 
 TEST(HfMoe, DenseConfigRoundTripsAndParameterCountsMatchTheFiles) {
@@ -432,12 +495,15 @@ TEST(HfMoe, DenseConfigRoundTripsAndParameterCountsMatchTheFiles) {
     int64_t stored = 0, active = 0;
     for (const auto& [n, t] : moe_weights(s, 1)) {
       stored += t.numel();
-      const bool expert = n.find(".experts.") != std::string::npos;
+      const bool expert = n.find(".experts.") != std::string::npos || n.find(".shared_expert.") != std::string::npos;
       if (!expert) active += t.numel();
     }
-    // Each token runs top_k experts of each MoE layer.
+    // Each token runs top_k experts of each MoE layer (and the shared expert, which the
+    // name filter above left out).
     for (int64_t i = 0; i < s.layers; ++i)
-      if (s.moe_layer(i)) active += s.top_k * 3 * s.hidden * s.expert_ffn();
+      if (s.moe_layer(i))
+        active += s.top_k * 3 * s.hidden * s.expert_ffn() +
+                  (s.kind == Kind::Qwen2Moe ? 3 * s.hidden * s.shared_ffn : 0);
     EXPECT_EQ(parameter_count(hc), stored);
     const auto cost = baselines::cost_model(c);
     EXPECT_EQ(cost.parameters, stored);
