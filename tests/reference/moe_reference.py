@@ -185,8 +185,9 @@ not, gate / up (w1 / w3) swapped, experts reversed against the router rows, top-
 dense soft mixture over all experts, per-head / whole / no q/k norms, eps, rope_theta, no
 window; Qwen2-MoE: no shared expert, the shared expert ungated (weight 1), no q/k/v biases)
 and the readings matching lol are named.
-Runtime of `check` (2 shared cores, under nice): about 80 s, 72 lol runs, 174 comparisons.
-`selftest` (about 30 s of pure Python; `check` does not run it): MoeRef with one expert equals qwen2_reference's
+Runtime of `check` (2 shared cores, under nice, each lol start ~1.1-1.4 s): about 125 s, 106 lol
+runs, 307 comparisons (before Qwen2-MoE: about 80 s, 72 runs, 174 comparisons).
+`selftest` (about 60 s of pure Python; `check` does not run it): MoeRef with one expert equals qwen2_reference's
 Llama Ref (Mixtral), olmo_reference's OlmoRef with pre-norm placement (OLMoE) and
 qwen3_reference's Qwen3Ref with every layer dense (Qwen3-MoE); identical experts with
 renormalisation equal the dense FFN; a hand-worked routing example (top-2 of
