@@ -18,8 +18,9 @@
 // Inside LoL's routed core each norm is followed by the routed depth's FiLM
 // (paper Appendix A): gamma_s * RMSNorm_s(x) + beta_s, s in {attn, ffn}.
 // With BlockShape::moe.n_experts > 0 the FFN is a top-k routed SparseMoE (registered as
-// "mlp": mlp.gate.weight, mlp.experts.{e}.*): the MoE baseline's blocks and LoL's MoE
-// prelude/coda (LoL paper 4.3.2).
+// "mlp": mlp.gate.weight, mlp.experts.{e}.*): the MoE baseline's blocks, LoL's MoE
+// prelude/coda (LoL paper 4.3.2) and the MoE layers of Hugging Face Mixtral / OLMoE /
+// Qwen2-MoE / Qwen3-MoE models (baselines::DenseConfig::layer_block_shape).
 #pragma once
 #include <vector>
 
