@@ -108,25 +108,25 @@ class Kernels final : public CpuDecoder {
     if (b.is_moe()) {
       moe_ffn(b, n, d);  // h_ <- the experts' weighted sum
     } else {
-    blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), GU, gu_.data(), ptr(b.b_gate_up));
-    act_.resize(n * F);
-    for (int64_t r = 0; r < n; ++r) {
-      const T* g = gu_.data() + r * GU;  // gate, then up (gated); up alone (ungated: GPT-2's c_fc)
-      T* o = act_.data() + r * F;
-      switch (b.act) {
-        case nn::Activation::SiLU: activate(g, F, GU, o, [](T v) { return v / (T(1) + std::exp(-v)); }); break;
-        case nn::Activation::GeluTanh: {  // LibTorch's gelu(approximate="tanh") formula
-          const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
-          activate(g, F, GU, o, [&](T v) { return T(0.5) * v * (T(1) + std::tanh(beta * (v + kappa * v * v * v))); });
-          break;
+      blas::rows_times_wt(h_.data(), n, d, b.w_gate_up.data_ptr<T>(), GU, gu_.data(), ptr(b.b_gate_up));
+      act_.resize(n * F);
+      for (int64_t r = 0; r < n; ++r) {
+        const T* g = gu_.data() + r * GU;  // gate, then up (gated); up alone (ungated: GPT-2's c_fc)
+        T* o = act_.data() + r * F;
+        switch (b.act) {
+          case nn::Activation::SiLU: activate(g, F, GU, o, [](T v) { return v / (T(1) + std::exp(-v)); }); break;
+          case nn::Activation::GeluTanh: {  // LibTorch's gelu(approximate="tanh") formula
+            const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+            activate(g, F, GU, o, [&](T v) { return T(0.5) * v * (T(1) + std::tanh(beta * (v + kappa * v * v * v))); });
+            break;
+          }
+          case nn::Activation::Gelu:
+            activate(g, F, GU, o, [](T v) { return v * T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2))); });
+            break;
+          case nn::Activation::ReLU: activate(g, F, GU, o, [](T v) { return v < T(0) ? T(0) : v; }); break;  // (NaN stays NaN)
         }
-        case nn::Activation::Gelu:
-          activate(g, F, GU, o, [](T v) { return v * T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2))); });
-          break;
-        case nn::Activation::ReLU: activate(g, F, GU, o, [](T v) { return v < T(0) ? T(0) : v; }); break;  // (NaN stays NaN)
       }
-    }
-    blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data(), ptr(b.b_down));  // h_ <- mlp
+      blas::rows_times_wt(act_.data(), n, F, b.w_down.data_ptr<T>(), d, h_.data(), ptr(b.b_down));  // h_ <- mlp
     }
     if (b.ln_ffn_out.defined())
       for (int64_t r = 0; r < n; ++r)

@@ -1,7 +1,8 @@
 // Fused CPU kernels for decoding steps (one new token per row), float32 or float64:
 // a whole decoder block (RMSNorm, FiLM, fused q/k/v, RoPE, KV-cache write, attention
 // over the cached keys, o_proj, SwiGLU MLP or top-k routed SwiGLU experts (an MoE FFN:
-// LoL's MoE prelude / coda, Hugging Face Mixtral / OLMoE / Qwen3-MoE), residual with alpha; and the LayerNorm
+// LoL's MoE prelude / coda, Hugging Face Mixtral / OLMoE / Qwen2-MoE / Qwen3-MoE), residual with
+// alpha; and the LayerNorm
 // architectures' LayerNorms, biases, ungated MLP, no RoPE, parallel blocks) in plain loops and
 // direct BLAS calls. Batch-1 decoding is bound by reading the weights once per token
 // plus per-operation overhead; this path removes the overhead of ~40 tensor
