@@ -26,6 +26,21 @@ LayerCost layer(const std::string& name, double matmul, const LayerAttention& a,
   return l;
 }
 
+/// Appends layers.0 .. layers.{n-1} of the block shapes shape_of(i) and attentions
+/// attn_of(i) to m.layers; returns {every block parameter, the FFN weights a token leaves
+/// idle} (the dense and MoE models' layer stacks; MoE layers count every expert).
+template <class ShapeOf, class AttnOf>
+std::pair<int64_t, int64_t> add_layer_stack(CostModel& m, int64_t n, int64_t width, ShapeOf shape_of, AttnOf attn_of) {
+  int64_t blocks = 0, idle = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const nn::BlockShape s = shape_of(i);
+    m.layers.push_back(layer("layers." + std::to_string(i), block_matmul(s), attn_of(i), width));
+    blocks += nn::block_parameters(s);
+    idle += nn::ffn_idle_weights(s);
+  }
+  return {blocks, idle};
+}
+
 }  // namespace
 
 nlohmann::json FlopsReport::to_json() const {
@@ -63,14 +78,9 @@ FlopsReport flops_report(const CostModel& m, int64_t context) {
 CostModel cost_model(const DenseConfig& c) {
   CostModel m;
   m.architecture = "dense";
-  const int64_t width = c.n_heads * c.effective_head_dim();
-  int64_t blocks = 0, idle = 0;  // (MoE layers: every expert counted, the idle ones apart)
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const nn::BlockShape s = c.layer_block_shape(i);
-    m.layers.push_back(layer("layers." + std::to_string(i), block_matmul(s), c.layer_attention(i), width));
-    blocks += nn::block_parameters(s);
-    idle += nn::ffn_idle_weights(s);
-  }
+  const auto [blocks, idle] = add_layer_stack(
+      m, c.n_layers, c.n_heads * c.effective_head_dim(), [&](int64_t i) { return c.layer_block_shape(i); },
+      [&](int64_t i) { return c.layer_attention(i); });
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   const int64_t embed = c.vocab_size * c.d_model;
   // (+ GPT-2's position table and final LayerNorm bias)
@@ -105,14 +115,9 @@ CostModel cost_model(const LoopedConfig& c, int64_t R) {
 CostModel cost_model(const MoEConfig& c) {
   CostModel m;
   m.architecture = "moe";
-  const int64_t width = c.n_heads * c.effective_head_dim();
-  int64_t blocks = 0, idle = 0;
-  for (int64_t i = 0; i < c.n_layers(); ++i) {
-    const nn::BlockShape s = c.layer_shape(i);
-    m.layers.push_back(layer("layers." + std::to_string(i), block_matmul(s), c.layer_attention(i), width));
-    blocks += nn::block_parameters(s);
-    idle += nn::ffn_idle_weights(s);
-  }
+  const auto [blocks, idle] = add_layer_stack(
+      m, c.n_layers(), c.n_heads * c.effective_head_dim(), [&](int64_t i) { return c.layer_shape(i); },
+      [&](int64_t i) { return c.layer_attention(i); });
   m.extra_matmul_params = double(c.d_model) * double(c.vocab_size);
   m.parameters = c.vocab_size * c.d_model * (c.tie_word_embeddings ? 1 : 2) + blocks + c.d_model;
   m.active_parameters = m.parameters - idle;

@@ -65,8 +65,10 @@ nlohmann::json gemma3_text_config(const nlohmann::json& j, const std::string& wh
 
 namespace {
 
-/// The mixture-of-experts fields of Mixtral's, OLMoE's and Qwen3-MoE's config.json into c
-/// (the config classes' defaults for absent keys).
+/// The mixture-of-experts fields of Mixtral's, OLMoE's, Qwen2-MoE's and Qwen3-MoE's config.json
+/// into c (the config classes' defaults for absent keys). InputError naming `where` and the
+/// field for a top-k outside 1 .. experts, sizes < 1, decoder_sparse_step < 1, or
+/// mlp_only_layers outside 0 .. num_hidden_layers - 1.
 void read_moe_fields(util::JsonFields& f, const nlohmann::json& j, const std::string& where, HfConfig& c) {
   const char* experts_key = c.is_mixtral() ? "num_local_experts" : "num_experts";
   c.num_experts = c.is_mixtral() ? 8 : c.is_olmoe() ? 64 : c.is_qwen2_moe() ? 60 : 128;
@@ -262,7 +264,7 @@ HfConfig HfConfig::from_json(const nlohmann::json& j, const std::string& where) 
   const bool qwen = c.is_qwen2() || c.is_qwen3() || c.is_qwen2_moe() || c.is_qwen3_moe();
   const bool gemma = c.is_gemma() || c.is_gemma2() || c.is_gemma3();
   // (GemmaConfig's default is 16; Gemma2Config's (current transformers; 4.42: 16) and
-  // Gemma3TextConfig's 4; MixtralConfig's 8, Qwen3MoeConfig's 4.)
+  // Gemma3TextConfig's 4; MixtralConfig's 8, Qwen2MoeConfig's 16, Qwen3MoeConfig's 4.)
   const int64_t kv_default = c.is_qwen3_moe() ? 4
                              : c.is_qwen2_moe() ? 16
                              : qwen            ? 32
@@ -980,7 +982,7 @@ nlohmann::ordered_json HfConfig::to_json() const {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
   }
-  if (is_moe()) {  // the mixture-of-experts keys of MixtralConfig / OlmoeConfig / Qwen3MoeConfig
+  if (is_moe()) {  // the mixture-of-experts keys of MixtralConfig / OlmoeConfig / Qwen2MoeConfig / Qwen3MoeConfig
     j[is_mixtral() ? "num_local_experts" : "num_experts"] = num_experts;
     j["num_experts_per_tok"] = num_experts_per_tok;
     if (!is_mixtral()) j["norm_topk_prob"] = norm_topk_prob;

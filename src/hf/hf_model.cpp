@@ -680,7 +680,7 @@ HfConfig from_dense_config(const baselines::DenseConfig& c, const std::string& a
   if (architecture != kQwen2Arch && architecture != kQwen2MoeArch && c.qkv_bias)
     throw InputError("dense model: qkv_bias = true: " + architecture + " has no q/k/v-only biases (export as " +
                      std::string(c.n_experts > 0 ? kQwen2MoeArch : kQwen2Arch) + ")");
-  if ((architecture == kQwen3Arch || architecture == kQwen3MoeArch) && !c.qk_norm)
+  if (architecture == kQwen3Arch && !c.qk_norm)  // (Qwen3-MoE: check_moe_layout)
     throw InputError("dense model: qk_norm = false: " + std::string(kQwen3Arch) +
                      " always normalizes q and k (export as " + kQwen2Arch + " or " + kLlamaArch + ")");
   if (architecture != kQwen3Arch && architecture != kQwen3MoeArch && !olmo && !olmoe && !gemma && c.qk_norm)

@@ -67,7 +67,7 @@ torch::Tensor dense_ffn(const PackedBlock& b, const torch::Tensor& m) {
 torch::Tensor moe_ffn(const PackedBlock& b, const torch::Tensor& m) {
   const int64_t E = b.moe_gate.size(0);
   auto probs = nn::routing_probabilities(dense(m, b.moe_gate));
-  auto sel = std::get<1>((probs + b.moe_bias.to(probs.scalar_type()).unsqueeze(0)).topk(b.top_k, -1));
+  auto sel = std::get<1>((probs + b.moe_bias.unsqueeze(0)).topk(b.top_k, -1));
   auto weight = nn::selected_weights(probs, sel, b.moe_normalize, m.scalar_type());
   const auto g = nn::group_by_expert(sel.to(torch::kCPU).contiguous(), E);
   auto out = b.shared_gate.defined()

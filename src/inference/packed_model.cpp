@@ -97,7 +97,8 @@ PackedBlock pack_block(nn::BlockImpl& b) {
   }
   auto& moe = *b.moe;
   p.moe_gate = moe.gate->weight.detach().clone();
-  p.moe_bias = moe.balance_bias.detach().to(p.moe_gate.scalar_type()).clone();
+  // (in the routing probabilities' dtype, nn::routing_probabilities: float32 for a 16-bit model)
+  p.moe_bias = moe.balance_bias.detach().to(torch::promote_types(p.moe_gate.scalar_type(), torch::kFloat)).clone();
   p.top_k = moe.top_k();
   p.moe_normalize = moe.normalize_top_k();
   if (moe.shared_expert) {

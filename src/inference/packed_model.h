@@ -41,7 +41,7 @@ struct PackedBlock {
   torch::Tensor w_down;      ///< [d, F] (undefined with an MoE FFN)
   // MoE FFN (nn/sparse_moe.h; LoL's MoE prelude/coda, paper 4.3.2); moe_gate undefined = dense.
   torch::Tensor moe_gate;                   ///< [E, d] router
-  torch::Tensor moe_bias;                   ///< [E] balancing bias (selection only)
+  torch::Tensor moe_bias;                   ///< [E] balancing bias (selection only), float32 or wider
   std::vector<torch::Tensor> expert_gate_up;///< E x [2 F_e, d]
   std::vector<torch::Tensor> expert_down;   ///< E x [d, F_e]
   int64_t top_k = 0;                        ///< experts per token
